@@ -1,0 +1,353 @@
+//! The ID layout, and the rule that picks the next ID, as plain arithmetic.
+//!
+//! Instagram's 2011 layout, most significant bit first:
+//!
+//! ```text
+//!  63 | 62 ............ 23 | 22 ...... 10 | 9 ...... 0
+//!   0 | ms since the epoch | logical shard| counter
+//!     |     (41 bits, the top one is the sign bit)
+//! ```
+//!
+//! The epoch is 1314220021721 ms after 1970 (2011-08-24 21:07:01.721 UTC). Because the
+//! time field's top bit is the sign bit, positive IDs end at epoch + 2^40 - 1 ms
+//! (2046-06-27 UTC): that is [`MAX_MS`], the *horizon*, and nothing here composes an ID past
+//! it. Every shift is on `i64`/`u64`, never on a 32-bit value.
+//!
+//! [`next_id`] is the generator's whole decision, kept free of PostgreSQL so that it can be
+//! tested exhaustively: given the newest ID a sequence has issued, the clock, a shard and a
+//! bound on how far IDs may run ahead of the clock, it returns the next ID or says to wait.
+//! No PostgreSQL here; `sequence_state.rs` supplies the newest ID and stores the result.
+
+/// Instagram's epoch, in milliseconds since 1970-01-01 00:00:00 UTC.
+pub const EPOCH_UNIX_MS: i64 = 1_314_220_021_721;
+
+pub const SEQ_BITS: u32 = 10;
+pub const SHARD_BITS: u32 = 13;
+pub const TIME_BITS: u32 = 41;
+
+pub const SHARD_SHIFT: u32 = SEQ_BITS;
+pub const TIME_SHIFT: u32 = SEQ_BITS + SHARD_BITS;
+
+pub const MAX_SEQ: i32 = (1 << SEQ_BITS) - 1; // 1023
+pub const MAX_SHARD: i32 = (1 << SHARD_BITS) - 1; // 8191
+/// The last millisecond (since the epoch) a positive ID can hold: 2^40 - 1.
+pub const MAX_MS: i64 = (1 << (TIME_BITS - 1)) - 1;
+/// The horizon in Unix milliseconds (2046-06-27 UTC).
+pub const MAX_UNIX_MS: i64 = EPOCH_UNIX_MS + MAX_MS;
+/// IDs per millisecond per shard: the size of the counter.
+pub const IDS_PER_MS: i64 = 1 << SEQ_BITS;
+
+const SEQ_MASK: i64 = (1 << SEQ_BITS) - 1;
+const SHARD_MASK: i64 = (1 << SHARD_BITS) - 1;
+
+/// What can be wrong with a value handed to the layout. Each names the valid range.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum LayoutError {
+    NegativeId(i64),
+    ShardOutOfRange(i64),
+    SeqOutOfRange(i64),
+    /// Unix milliseconds before the epoch.
+    BeforeEpoch(i64),
+    /// Unix milliseconds past the horizon.
+    PastHorizon(i64),
+}
+
+/// An ID taken apart. `ms` counts milliseconds since the epoch, not since 1970.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord)]
+pub struct Parts {
+    pub ms: i64,
+    pub shard: i32,
+    pub seq: i32,
+}
+
+pub fn check_shard(shard: i64) -> Result<i32, LayoutError> {
+    if (0..=MAX_SHARD as i64).contains(&shard) {
+        Ok(shard as i32)
+    } else {
+        Err(LayoutError::ShardOutOfRange(shard))
+    }
+}
+
+pub fn check_seq(seq: i64) -> Result<i32, LayoutError> {
+    if (0..=MAX_SEQ as i64).contains(&seq) {
+        Ok(seq as i32)
+    } else {
+        Err(LayoutError::SeqOutOfRange(seq))
+    }
+}
+
+/// Unix milliseconds to milliseconds since the epoch, refusing what an ID cannot hold.
+pub fn ms_since_epoch(unix_ms: i64) -> Result<i64, LayoutError> {
+    if unix_ms < EPOCH_UNIX_MS {
+        Err(LayoutError::BeforeEpoch(unix_ms))
+    } else if unix_ms > MAX_UNIX_MS {
+        Err(LayoutError::PastHorizon(unix_ms))
+    } else {
+        Ok(unix_ms - EPOCH_UNIX_MS)
+    }
+}
+
+/// Builds an ID from milliseconds since the epoch, a shard and a counter, all checked.
+pub fn compose(ms: i64, shard: i64, seq: i64) -> Result<i64, LayoutError> {
+    if !(0..=MAX_MS).contains(&ms) {
+        let unix_ms = ms.saturating_add(EPOCH_UNIX_MS);
+        return Err(if ms < 0 {
+            LayoutError::BeforeEpoch(unix_ms)
+        } else {
+            LayoutError::PastHorizon(unix_ms)
+        });
+    }
+    let shard = check_shard(shard)? as i64;
+    let seq = check_seq(seq)? as i64;
+    Ok(ms << TIME_SHIFT | shard << SHARD_SHIFT | seq)
+}
+
+/// Takes a non-negative ID apart. Masks, never sign-extending shifts: shard 8191 and
+/// counter 1023 come out as themselves.
+pub fn decompose(id: i64) -> Result<Parts, LayoutError> {
+    if id < 0 {
+        return Err(LayoutError::NegativeId(id));
+    }
+    Ok(Parts {
+        ms: id >> TIME_SHIFT,
+        shard: ((id >> SHARD_SHIFT) & SHARD_MASK) as i32,
+        seq: (id & SEQ_MASK) as i32,
+    })
+}
+
+/// The smallest ID of `shard` greater than `prev` (any non-negative i64, not necessarily an
+/// ID of this shard), ignoring the horizon: the result's `ms` may be `MAX_MS + 1`.
+fn successor(prev: Parts, shard: i32) -> Parts {
+    use std::cmp::Ordering::*;
+    let next_ms = Parts { ms: prev.ms + 1, shard, seq: 0 };
+    match shard.cmp(&prev.shard) {
+        Greater => Parts { ms: prev.ms, shard, seq: 0 },
+        Equal if prev.seq < MAX_SEQ => Parts { seq: prev.seq + 1, ..prev },
+        _ => next_ms,
+    }
+}
+
+/// The generator's decision for one call.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Next {
+    /// Issue this ID, and remember it as the newest.
+    Issue(i64),
+    /// The next ID would run more than the allowed lead ahead of the clock: wait for the
+    /// clock to tick, then ask again with `waited = true`.
+    Wait,
+    /// The next ID would be past the horizon: there are no IDs left.
+    Exhausted,
+}
+
+/// Picks the next ID for `shard` after `newest`, the newest ID the sequence has issued
+/// (`None` when it has issued none that matter: a fresh sequence, or one holding a small
+/// counter from Instagram's PL/pgSQL, where `newest` decodes to a millisecond in 2011).
+///
+/// The rule: the smallest ID of `shard` that is greater than `newest` and not older than the
+/// clock's millisecond `now_ms` (since the epoch). So IDs strictly increase whatever the clock
+/// does; a clock that steps back just means IDs keep counting from where they were.
+///
+/// When a millisecond's 1,024 counters are used up, the next ID borrows the following
+/// millisecond, possibly one the clock has not reached yet. Borrowing is free while the ID
+/// stays within `max_lead_ms` of the clock. Beyond that the caller must wait for the clock to
+/// tick once (`Wait`), after which (`waited`) it may borrow one millisecond regardless: that
+/// keeps a saturated shard at the layout's ceiling of about 1,024 IDs per clock millisecond
+/// instead of stalling, even when the clock has stepped back further than `max_lead_ms`.
+/// Hence, with one session, IDs lead the clock by at most `max_lead_ms` + 1 while the clock
+/// runs forward; a backward step of D adds D to the lead, which then shrinks as the clock
+/// runs (it cannot grow while waits pace borrowing to the clock's ticks). Each further
+/// session waiting on the same tick can add one millisecond.
+pub fn next_id(newest: Option<i64>, now_ms: i64, shard: i32, max_lead_ms: i64, waited: bool) -> Next {
+    debug_assert!((0..=MAX_SHARD).contains(&shard));
+    let now_ms = now_ms.clamp(0, MAX_MS + 1);
+    let clock = Parts { ms: now_ms, shard, seq: 0 };
+    let newest = newest.filter(|&id| id >= 0).map(|id| decompose(id).expect("non-negative"));
+    let next = match newest.map(|p| successor(p, shard)) {
+        Some(p) if p > clock => p,
+        _ => clock,
+    };
+    if next.ms > MAX_MS {
+        return Next::Exhausted;
+    }
+    // Only moving ID time forward past the bound waits; counting on within a millisecond
+    // already in use never does, however far the clock has stepped back.
+    let advances = newest.is_none_or(|p| next.ms > p.ms);
+    if advances && next.ms > now_ms.saturating_add(max_lead_ms) && !waited {
+        return Next::Wait;
+    }
+    Next::Issue(next.ms << TIME_SHIFT | (shard as i64) << SHARD_SHIFT | next.seq as i64)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use proptest::prelude::*;
+
+    #[test]
+    fn constants_match_instagram() {
+        assert_eq!(MAX_SHARD, 8191);
+        assert_eq!(MAX_SEQ, 1023);
+        assert_eq!(TIME_SHIFT, 23);
+        assert_eq!(MAX_MS, (1_i64 << 40) - 1);
+        // 2046-06-27 (UTC), the last millisecond of positive IDs.
+        assert_eq!(MAX_UNIX_MS, 2_413_731_649_496);
+    }
+
+    #[test]
+    fn instagram_example() {
+        // The worked example of Instagram's "Sharding & IDs" post: 1387263000 ms since the
+        // epoch, user 31341 on 2000 shards (shard 1341), sequence value 5001 (5001 % 1024).
+        let id = compose(1_387_263_000, 1341, 5001 % 1024).unwrap();
+        assert_eq!(id, 1_387_263_000_i64 << 23 | 1341 << 10 | 905);
+        assert_eq!(decompose(id).unwrap(), Parts { ms: 1_387_263_000, shard: 1341, seq: 905 });
+    }
+
+    #[test]
+    fn extremes_are_masked_not_sign_extended() {
+        let id = compose(MAX_MS, 8191, 1023).unwrap();
+        assert_eq!(id, i64::MAX);
+        assert_eq!(decompose(id).unwrap(), Parts { ms: MAX_MS, shard: 8191, seq: 1023 });
+        assert_eq!(decompose(0).unwrap(), Parts { ms: 0, shard: 0, seq: 0 });
+        assert_eq!(decompose(4096 << 10 | 512).unwrap().shard, 4096);
+        assert_eq!(decompose(4096 << 10 | 512).unwrap().seq, 512);
+    }
+
+    #[test]
+    fn out_of_range_inputs_are_refused() {
+        assert_eq!(compose(0, 8192, 0), Err(LayoutError::ShardOutOfRange(8192)));
+        assert_eq!(compose(0, -1, 0), Err(LayoutError::ShardOutOfRange(-1)));
+        assert_eq!(compose(0, 0, 1024), Err(LayoutError::SeqOutOfRange(1024)));
+        assert_eq!(compose(0, 0, -1), Err(LayoutError::SeqOutOfRange(-1)));
+        assert_eq!(compose(MAX_MS + 1, 0, 0), Err(LayoutError::PastHorizon(MAX_UNIX_MS + 1)));
+        assert_eq!(compose(-1, 0, 0), Err(LayoutError::BeforeEpoch(EPOCH_UNIX_MS - 1)));
+        assert_eq!(decompose(-1), Err(LayoutError::NegativeId(-1)));
+        assert_eq!(ms_since_epoch(EPOCH_UNIX_MS - 1), Err(LayoutError::BeforeEpoch(EPOCH_UNIX_MS - 1)));
+        assert_eq!(ms_since_epoch(MAX_UNIX_MS + 1), Err(LayoutError::PastHorizon(MAX_UNIX_MS + 1)));
+        assert_eq!(ms_since_epoch(MAX_UNIX_MS), Ok(MAX_MS));
+    }
+
+    const LEAD: i64 = 1000;
+
+    fn issue(newest: Option<i64>, now: i64, shard: i32) -> i64 {
+        match next_id(newest, now, shard, LEAD, false) {
+            Next::Issue(id) => id,
+            other => panic!("expected an ID, got {other:?}"),
+        }
+    }
+
+    #[test]
+    fn fresh_sequence_starts_at_the_clock() {
+        assert_eq!(issue(None, 77, 5), compose(77, 5, 0).unwrap());
+        // A sequence that Instagram's PL/pgSQL used holds a small counter: ignored.
+        assert_eq!(issue(Some(123_456), 77, 5), compose(77, 5, 0).unwrap());
+    }
+
+    #[test]
+    fn counter_runs_within_a_millisecond_then_borrows_the_next() {
+        let mut id = issue(None, 10, 5);
+        for seq in 1..=MAX_SEQ {
+            id = issue(Some(id), 10, 5);
+            assert_eq!(decompose(id).unwrap(), Parts { ms: 10, shard: 5, seq });
+        }
+        let borrowed = issue(Some(id), 10, 5);
+        assert_eq!(decompose(borrowed).unwrap(), Parts { ms: 11, shard: 5, seq: 0 });
+    }
+
+    #[test]
+    fn clock_stepping_back_keeps_counting_forward() {
+        let newest = compose(5_000, 5, 3).unwrap();
+        assert_eq!(issue(Some(newest), 1_000, 5), compose(5_000, 5, 4).unwrap());
+    }
+
+    #[test]
+    fn lead_bound_asks_to_wait_then_allows_one_borrow() {
+        let newest = compose(10 + LEAD, 5, MAX_SEQ as i64).unwrap();
+        assert_eq!(next_id(Some(newest), 10, 5, LEAD, false), Next::Wait);
+        assert_eq!(
+            next_id(Some(newest), 10, 5, LEAD, true),
+            Next::Issue(compose(11 + LEAD, 5, 0).unwrap())
+        );
+        // Once the clock has ticked, the borrow is within the bound again.
+        assert_eq!(
+            next_id(Some(newest), 11, 5, LEAD, false),
+            Next::Issue(compose(11 + LEAD, 5, 0).unwrap())
+        );
+    }
+
+    #[test]
+    fn horizon_is_exhaustion_not_wraparound() {
+        let last = compose(MAX_MS, 5, MAX_SEQ as i64).unwrap();
+        assert_eq!(next_id(Some(last), MAX_MS, 5, LEAD, true), Next::Exhausted);
+        assert_eq!(next_id(None, MAX_MS + 1, 5, LEAD, true), Next::Exhausted);
+        assert_eq!(next_id(None, i64::MAX, 5, LEAD, true), Next::Exhausted);
+        assert_eq!(issue(None, MAX_MS, 5), compose(MAX_MS, 5, 0).unwrap());
+    }
+
+    #[test]
+    fn a_lower_shard_on_the_same_sequence_still_increases() {
+        let newest = compose(10, 7, 0).unwrap();
+        let next = issue(Some(newest), 10, 5);
+        assert!(next > newest);
+        assert_eq!(decompose(next).unwrap(), Parts { ms: 11, shard: 5, seq: 0 });
+        assert_eq!(issue(Some(newest), 10, 9), compose(10, 9, 0).unwrap());
+    }
+
+    proptest! {
+        #[test]
+        fn compose_decompose_round_trip(ms in 0..=MAX_MS, shard in 0..=MAX_SHARD, seq in 0..=MAX_SEQ) {
+            let id = compose(ms, shard as i64, seq as i64).unwrap();
+            prop_assert!(id >= 0);
+            prop_assert_eq!(decompose(id).unwrap(), Parts { ms, shard, seq });
+        }
+
+        #[test]
+        fn decompose_compose_round_trip(id in 0..=i64::MAX) {
+            let p = decompose(id).unwrap();
+            prop_assert_eq!(compose(p.ms, p.shard as i64, p.seq as i64).unwrap(), id);
+        }
+
+        #[test]
+        fn ids_order_like_their_time_then_shard_then_counter(a in 0..=i64::MAX, b in 0..=i64::MAX) {
+            prop_assert_eq!(a.cmp(&b), decompose(a).unwrap().cmp(&decompose(b).unwrap()));
+        }
+
+        /// Any sequence of calls, whatever the clock does (steps back, jumps ahead, stands
+        /// still), issues strictly increasing IDs of the requested shard, and the lead over
+        /// the clock stays within `lead` + 1, plus whatever backward steps added to it.
+        #[test]
+        fn generator_is_strictly_increasing_and_bounded(
+            start in 0..(1_i64 << 36),
+            steps in proptest::collection::vec((-5_000_i64..5_000, 0_u32..3000), 1..60),
+            shard in 0..=MAX_SHARD,
+            lead in 0_i64..2_000,
+        ) {
+            let mut now = start;
+            let mut newest: Option<i64> = None;
+            let mut bound = lead + 1;
+            for (step, burst) in steps {
+                let stepped = (now + step).max(0);
+                bound = (bound + now - stepped).max(lead + 1);
+                now = stepped;
+                for _ in 0..burst {
+                    let id = match next_id(newest, now, shard, lead, false) {
+                        Next::Issue(id) => id,
+                        Next::Wait => {
+                            // The clock ticks once while the caller waits.
+                            now += 1;
+                            match next_id(newest, now, shard, lead, true) {
+                                Next::Issue(id) => id,
+                                other => panic!("after a wait: {other:?}"),
+                            }
+                        }
+                        Next::Exhausted => panic!("far from the horizon"),
+                    };
+                    let p = decompose(id).unwrap();
+                    prop_assert_eq!(p.shard, shard);
+                    if let Some(prev) = newest { prop_assert!(id > prev); }
+                    prop_assert!(p.ms - now <= bound, "lead {} > bound {}", p.ms - now, bound);
+                    newest = Some(id);
+                }
+            }
+        }
+    }
+}
