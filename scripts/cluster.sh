@@ -1,0 +1,25 @@
+# Throwaway PostgreSQL 15 clusters for demos, tests and benchmarks (source this file).
+# initdb refuses root, so clusters belong to the postgres user and live under $SF_TMP.
+PGBIN=/usr/lib/postgresql/15/bin
+SF_TMP=${SF_TMP:-/tmp/snowflake_id}
+
+# cluster_start NAME PORT [postgres -c options...]: a fresh cluster, started, with a socket
+# in its own directory; exports PGHOST/PGPORT/PGUSER for psql. Extra environment for the
+# postmaster (LD_PRELOAD for libfaketime) comes from $CLUSTER_ENV.
+cluster_start() {
+  local name=$1 port=$2; shift 2
+  local dir=$SF_TMP/$name
+  cluster_stop "$name" 2>/dev/null || true
+  rm -rf "$dir"; mkdir -p "$dir"; chown postgres: "$SF_TMP" "$dir"
+  sudo -u postgres "$PGBIN/initdb" -D "$dir/data" -A trust -U postgres --no-sync >"$dir/initdb.log" 2>&1
+  local opts="-p $port -k $dir -c listen_addresses=''"
+  local o; for o in "$@"; do opts+=" -c $o"; done
+  sudo -u postgres env ${CLUSTER_ENV:-} "$PGBIN/pg_ctl" -D "$dir/data" -l "$dir/server.log" -o "$opts" -w start >/dev/null
+  export PGHOST=$dir PGPORT=$port PGUSER=postgres PGDATABASE=postgres
+}
+
+cluster_stop() {
+  local dir=$SF_TMP/$1
+  [[ -d $dir/data ]] && sudo -u postgres "$PGBIN/pg_ctl" -D "$dir/data" -m fast -w stop >/dev/null 2>&1
+  return 0
+}

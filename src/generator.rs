@@ -1,0 +1,105 @@
+//! `next_id`: the clock, the layout's rule and the sequence's tuple, put together.
+//!
+//! Each call locks the sequence's buffer, reads the newest ID issued, asks
+//! [`layout::next_id`] for the next one and stores it before unlocking. When the rule says
+//! to wait (a saturated shard has borrowed `snowflake_id.max_lead` ms of future time), the
+//! call unlocks, sleeps until the clock's millisecond changes, and asks again.
+
+use crate::error::IdError;
+use crate::layout::{self, Next};
+use crate::sequence_state::{Sequence, LOG_AHEAD_MS};
+use pgrx::{pg_sys, GucContext, GucFlags, GucRegistry, GucSetting};
+use std::time::{SystemTime, UNIX_EPOCH};
+
+/// How far (ms) IDs may run ahead of the clock when a shard issues more than 1,024 per ms.
+pub static MAX_LEAD_MS: GucSetting<i32> = GucSetting::<i32>::new(1000);
+
+pub fn init() {
+    GucRegistry::define_int_guc(
+        c"snowflake_id.max_lead",
+        c"How far ahead of the clock a saturated shard's IDs may run, in milliseconds.",
+        c"A shard holds 1,024 IDs per millisecond. Past that, next_id borrows future \
+          milliseconds up to this lead, then waits for the clock to tick for each further \
+          millisecond. IDs never repeat and never decrease whatever this is set to.",
+        &MAX_LEAD_MS,
+        0,
+        3_600_000,
+        GucContext::Suset,
+        GucFlags::UNIT_MS,
+    );
+}
+
+/// The wall clock in Unix milliseconds (CLOCK_REALTIME: it can step back; the rule copes).
+fn clock_unix_ms() -> i64 {
+    match SystemTime::now().duration_since(UNIX_EPOCH) {
+        Ok(d) => d.as_millis() as i64,
+        Err(before_1970) => -(before_1970.duration().as_millis() as i64),
+    }
+}
+
+/// The clock as milliseconds since the ID epoch, clamped into the layout's range (a clock
+/// before 2011 issues IDs as if it were at the epoch, still strictly increasing).
+fn clock_ms() -> i64 {
+    (clock_unix_ms() - layout::EPOCH_UNIX_MS).clamp(0, layout::MAX_MS + 1)
+}
+
+/// Sleeps (with the buffer unlocked) until the clock's millisecond differs from `seen`, or
+/// about 10 ms pass, whichever comes first; honours query cancel meanwhile.
+fn wait_for_tick(seen: i64) {
+    for _ in 0..10 {
+        let micros_into_ms = SystemTime::now()
+            .duration_since(UNIX_EPOCH)
+            .map(|d| d.subsec_micros() % 1000)
+            .unwrap_or(0);
+        // SAFETY: pg_usleep only sleeps.
+        unsafe { pg_sys::pg_usleep((1000 - micros_into_ms as i64).max(50) as _) };
+        pgrx::check_for_interrupts!();
+        if clock_ms() != seen {
+            return;
+        }
+    }
+}
+
+/// Issues the next ID for `shard` from the sequence `relid`.
+pub fn next_id(shard: i32, relid: pg_sys::Oid) -> Result<i64, IdError> {
+    let shard = layout::check_shard(shard as i64)?;
+    let seq = Sequence::open(relid)?;
+    let max_lead = MAX_LEAD_MS.get() as i64;
+    let mut waited = false;
+    loop {
+        let tuple = seq.lock_tuple();
+        let now = clock_ms();
+        match layout::next_id(Some(tuple.newest()), now, shard, max_lead, waited) {
+            Next::Issue(id) => {
+                if let Err(e) = seq.check_holds(id) {
+                    tuple.release();
+                    return Err(e);
+                }
+                tuple.store(id, logged_ahead(id, &seq));
+                seq.close();
+                return Ok(id);
+            }
+            Next::Wait => {
+                tuple.release();
+                wait_for_tick(now);
+                waited = true;
+            }
+            Next::Exhausted => {
+                tuple.release();
+                let sequence = seq.name();
+                seq.close();
+                return Err(IdError::Exhausted { sequence });
+            }
+        }
+    }
+}
+
+/// The state a WAL record stores: `LOG_AHEAD_MS` of ID time past `id`, within the
+/// sequence's MAXVALUE (so that `pg_dump`'s `setval` can always restore it).
+fn logged_ahead(id: i64, seq: &Sequence) -> i64 {
+    let ahead = id.saturating_add(LOG_AHEAD_MS << layout::TIME_SHIFT);
+    match seq.check_holds(ahead) {
+        Ok(()) => ahead,
+        Err(_) => id,
+    }
+}
