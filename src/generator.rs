@@ -7,9 +7,8 @@
 
 use crate::error::IdError;
 use crate::layout::{self, Next};
-use crate::sequence_state::{Sequence, LOG_AHEAD_MS};
+use crate::sequence_state::{clock_unix_ms, Sequence, LOG_AHEAD_MS};
 use pgrx::{pg_sys, GucContext, GucFlags, GucRegistry, GucSetting};
-use std::time::{SystemTime, UNIX_EPOCH};
 
 /// How far (ms) IDs may run ahead of the clock when a shard issues more than 1,024 per ms.
 pub static MAX_LEAD_MS: GucSetting<i32> = GucSetting::<i32>::new(1000);
@@ -29,14 +28,6 @@ pub fn init() {
     );
 }
 
-/// The wall clock in Unix milliseconds (CLOCK_REALTIME: it can step back; the rule copes).
-fn clock_unix_ms() -> i64 {
-    match SystemTime::now().duration_since(UNIX_EPOCH) {
-        Ok(d) => d.as_millis() as i64,
-        Err(before_1970) => -(before_1970.duration().as_millis() as i64),
-    }
-}
-
 /// The clock as milliseconds since the ID epoch, clamped into the layout's range (a clock
 /// before 2011 issues IDs as if it were at the epoch, still strictly increasing).
 fn clock_ms() -> i64 {
@@ -44,15 +35,11 @@ fn clock_ms() -> i64 {
 }
 
 /// Sleeps (with the buffer unlocked) until the clock's millisecond differs from `seen`, or
-/// about 10 ms pass, whichever comes first; honours query cancel meanwhile.
+/// about 10 ms pass (20 naps of 0.5 ms), whichever comes first; honours query cancel meanwhile.
 fn wait_for_tick(seen: i64) {
-    for _ in 0..10 {
-        let micros_into_ms = SystemTime::now()
-            .duration_since(UNIX_EPOCH)
-            .map(|d| d.subsec_micros() % 1000)
-            .unwrap_or(0);
+    for _ in 0..20 {
         // SAFETY: pg_usleep only sleeps.
-        unsafe { pg_sys::pg_usleep((1000 - micros_into_ms as i64).max(50) as _) };
+        unsafe { pg_sys::pg_usleep(500) };
         pgrx::check_for_interrupts!();
         if clock_ms() != seen {
             return;
@@ -94,12 +81,8 @@ pub fn next_id(shard: i32, relid: pg_sys::Oid) -> Result<i64, IdError> {
     }
 }
 
-/// The state a WAL record stores: `LOG_AHEAD_MS` of ID time past `id`, within the
-/// sequence's MAXVALUE (so that `pg_dump`'s `setval` can always restore it).
+/// The state a WAL record stores: `LOG_AHEAD_MS` of ID time past `id`, but within the
+/// sequence's MAXVALUE, so that `pg_dump`'s `setval` can always restore it.
 fn logged_ahead(id: i64, seq: &Sequence) -> i64 {
-    let ahead = id.saturating_add(LOG_AHEAD_MS << layout::TIME_SHIFT);
-    match seq.check_holds(ahead) {
-        Ok(()) => ahead,
-        Err(_) => id,
-    }
+    id.saturating_add(LOG_AHEAD_MS << layout::TIME_SHIFT).min(seq.max())
 }

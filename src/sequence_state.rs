@@ -28,7 +28,6 @@
 
 use crate::error::IdError;
 use pgrx::pg_sys;
-use std::cell::RefCell;
 use std::ffi::CStr;
 
 /// How far ahead of the issued ID a WAL record puts the sequence (ID time, in ms).
@@ -71,12 +70,71 @@ struct XlSeqRec {
     locator: pg_sys::RelFileLocator,
 }
 
-thread_local! {
-    /// `seqhashtab`'s `lxid`: sequences locked in the current transaction, so that the lock
-    /// is taken once per transaction (then owned by the top transaction), as nextval() does.
-    static LOCKED_IN_XACT: RefCell<Vec<(pg_sys::Oid, pg_sys::LocalTransactionId)>> =
-        const { RefCell::new(Vec::new()) };
+/// PostgreSQL functions called on every ID *without* pgrx's FFI guard. The guard (a
+/// `sigsetjmp` and a thread check per call) is there to turn a PostgreSQL ERROR into a Rust
+/// panic; on this path it cost as much as `nextval()` itself. None of these raises an ERROR
+/// short of a broken installation (an I/O failure in `ReadBuffer`); if one did, PostgreSQL's
+/// longjmp would pass over frames of ours that own nothing to drop (all state on this path is
+/// plain data), which is sound. Anything that can fail in ordinary use (locking, catalog and
+/// permission checks, our own errors) goes through pgrx as usual.
+mod unguarded {
+    use pgrx::pg_sys::{BlockNumber, Buffer, CommandId, ForkNumber, Oid, Relation, TimestampTz};
+    use pgrx::pg_sys::{LOCKMODE, XLogRecPtr};
+    #[cfg(any(feature = "pg13", feature = "pg14", feature = "pg15"))]
+    pub use pgrx::pg_sys::RelFileNode as RelFileLocator;
+    #[cfg(not(any(feature = "pg13", feature = "pg14", feature = "pg15")))]
+    pub use pgrx::pg_sys::RelFileLocator;
+    unsafe extern "C" {
+        pub fn GetCurrentTimestamp() -> TimestampTz;
+        pub fn GetUserId() -> Oid;
+        pub fn GetCurrentCommandId(used: bool) -> CommandId;
+        pub fn try_relation_open(relid: Oid, lockmode: LOCKMODE) -> Relation;
+        pub fn relation_close(rel: Relation, lockmode: LOCKMODE);
+        pub fn ReadBuffer(rel: Relation, block: BlockNumber) -> Buffer;
+        pub fn ReadRecentBuffer(rel: RelFileLocator, fork: ForkNumber::Type, block: BlockNumber, recent: Buffer) -> bool;
+        pub fn LockBuffer(buf: Buffer, mode: i32);
+        pub fn MarkBufferDirty(buf: Buffer);
+        pub fn UnlockReleaseBuffer(buf: Buffer);
+        pub fn GetRedoRecPtr() -> XLogRecPtr;
+    }
 }
+
+/// State kept per backend (each backend is one thread; pgrx enforces it).
+struct BackendLocal<T>(std::cell::UnsafeCell<T>);
+// SAFETY: PostgreSQL backends are single-threaded; only the backend's thread touches this.
+unsafe impl<T> Sync for BackendLocal<T> {}
+
+/// What a backend knows about a sequence it used in the current transaction.
+#[derive(Clone, Copy)]
+struct Checked {
+    relid: pg_sys::Oid,
+    lxid: pg_sys::LocalTransactionId,
+    /// The checks below hold while user, command and catalog (no invalidation message
+    /// processed since) are unchanged: like a table's privileges, once per statement.
+    userid: pg_sys::Oid,
+    cid: pg_sys::CommandId,
+    invalidations: u64,
+    local_temp: bool,
+    min: i64,
+    max: i64,
+}
+
+/// The buffer that last held a sequence's page, per sequence: `ReadRecentBuffer` pins it
+/// without the buffer-mapping lookup when it still does (and says so when it does not).
+static RECENT_BUFFER: BackendLocal<(pg_sys::Oid, pg_sys::Buffer)> =
+    BackendLocal(std::cell::UnsafeCell::new((pg_sys::InvalidOid, 0)));
+
+/// PostgreSQL's clock (`gettimeofday`, the one `clock_timestamp()` reads) in Unix ms.
+pub fn clock_unix_ms() -> i64 {
+    const PG_EPOCH_UNIX_MS: i64 = 946_684_800_000;
+    // SAFETY: see `unguarded`.
+    let micros_since_2000 = unsafe { unguarded::GetCurrentTimestamp() };
+    micros_since_2000.div_euclid(1000) + PG_EPOCH_UNIX_MS
+}
+
+/// Sequences used in the current transaction (cleared when a new one starts). The lxid
+/// doubles as `seqhashtab`'s: the RowExclusiveLock is taken once per transaction.
+static USED: BackendLocal<Vec<Checked>> = BackendLocal(std::cell::UnsafeCell::new(Vec::new()));
 
 fn current_lxid() -> pg_sys::LocalTransactionId {
     // SAFETY: MyProc is set for every backend before any SQL function can run.
@@ -88,28 +146,18 @@ fn current_lxid() -> pg_sys::LocalTransactionId {
     }
 }
 
-/// `lock_and_open_sequence`'s locking: RowExclusiveLock once per transaction, owned by the
-/// top-level transaction so that a subtransaction's abort does not release it.
-fn lock_once_per_xact(relid: pg_sys::Oid) {
-    let lxid = current_lxid();
-    let held = LOCKED_IN_XACT.with_borrow(|locked| locked.iter().any(|&(r, x)| r == relid && x == lxid));
-    if held {
-        return;
-    }
-    // SAFETY: swapping the resource owner around LockRelationOid is what sequence.c does; we
-    // restore it before anything else can run.
+/// `lock_and_open_sequence`'s locking: RowExclusiveLock, owned by the top-level transaction
+/// so that a subtransaction's abort does not release it.
+fn lock_for_transaction(relid: pg_sys::Oid) {
+    // SAFETY: swapping the resource owner around LockRelationOid is what sequence.c does; it
+    // is restored before anything else runs (LockRelationOid raises through pgrx's guard,
+    // and the transaction's abort resets CurrentResourceOwner anyway).
     unsafe {
         let owner = pg_sys::CurrentResourceOwner;
         pg_sys::CurrentResourceOwner = pg_sys::TopTransactionResourceOwner;
         pg_sys::LockRelationOid(relid, pg_sys::RowExclusiveLock as pg_sys::LOCKMODE);
         pg_sys::CurrentResourceOwner = owner;
     }
-    LOCKED_IN_XACT.with_borrow_mut(|locked| {
-        match locked.iter_mut().find(|(r, _)| *r == relid) {
-            Some(entry) => entry.1 = lxid,
-            None => locked.push((relid, lxid)),
-        }
-    });
 }
 
 /// An open sequence, checked for issuing values as `nextval()` checks it.
@@ -123,35 +171,90 @@ impl Sequence {
     /// Locks and opens `relid`, and refuses as `nextval()` would: not a sequence (42809), no
     /// USAGE or UPDATE right (42501), a read-only transaction or a standby (25006).
     pub fn open(relid: pg_sys::Oid) -> Result<Sequence, IdError> {
-        lock_once_per_xact(relid);
-        // SAFETY: we hold a lock on relid; relation_open raises an ERROR if it does not exist.
-        let rel = unsafe { pg_sys::relation_open(relid, pg_sys::NoLock as pg_sys::LOCKMODE) };
+        let lxid = current_lxid();
+        // SAFETY: see `unguarded`; USED is only touched by this backend, never re-entrantly
+        // (no PostgreSQL call happens while the reference is alive).
+        let (userid, cid, invalidations, known) = unsafe {
+            let used = &mut *USED.0.get();
+            if used.first().is_some_and(|c| c.lxid != lxid) {
+                used.clear();
+            }
+            let known = used.iter().find(|c| c.relid == relid).copied();
+            (
+                unguarded::GetUserId(),
+                unguarded::GetCurrentCommandId(false),
+                pg_sys::SharedInvalidMessageCounter,
+                known,
+            )
+        };
+        let fresh = known.filter(|c| c.userid == userid && c.cid == cid && c.invalidations == invalidations);
+        let checked = match fresh {
+            Some(c) => c,
+            None => {
+                if known.is_none() {
+                    lock_for_transaction(relid);
+                }
+                let c = Self::check(relid, lxid, userid, cid)?;
+                // SAFETY: as above.
+                let used = unsafe { &mut *USED.0.get() };
+                match used.iter_mut().find(|k| k.relid == relid) {
+                    Some(k) => *k = c,
+                    None => used.push(c),
+                }
+                c
+            }
+        };
+        // SAFETY: the lock is held, so the relation cannot go away; XactReadOnly is a plain
+        // flag, and PreventCommandIfReadOnly only runs (through pgrx) to raise its error.
+        unsafe {
+            if pg_sys::XactReadOnly && !checked.local_temp {
+                pg_sys::PreventCommandIfReadOnly(c"next_id()".as_ptr());
+            }
+            let rel = unguarded::try_relation_open(relid, pg_sys::NoLock as pg_sys::LOCKMODE);
+            if rel.is_null() {
+                pgrx::error!("sequence with OID {} was dropped while in use", relid.to_u32());
+            }
+            Ok(Sequence { rel, min: checked.min, max: checked.max })
+        }
+    }
+
+    /// The checks nextval() makes on every call, made once per statement.
+    fn check(
+        relid: pg_sys::Oid,
+        lxid: pg_sys::LocalTransactionId,
+        userid: pg_sys::Oid,
+        cid: pg_sys::CommandId,
+    ) -> Result<Checked, IdError> {
+        // SAFETY: we hold a lock on relid; a missing relation is an ERROR (42P01 below).
+        let rel = unsafe { pg_sys::try_relation_open(relid, pg_sys::NoLock as pg_sys::LOCKMODE) };
+        if rel.is_null() {
+            pgrx::ereport!(
+                ERROR,
+                pgrx::PgSqlErrorCode::ERRCODE_UNDEFINED_TABLE,
+                format!("sequence with OID {} does not exist", relid.to_u32())
+            );
+        }
         let seq = Sequence { rel, min: 0, max: 0 };
         // SAFETY: rel is open, so rd_rel is valid.
-        let (relkind, is_local_temp) = unsafe { ((*(*rel).rd_rel).relkind, (*rel).rd_islocaltemp) };
+        let (relkind, local_temp) = unsafe { ((*(*rel).rd_rel).relkind, (*rel).rd_islocaltemp) };
         if relkind as u8 != pg_sys::RELKIND_SEQUENCE {
             return Err(IdError::NotASequence { relation: seq.close_returning_name() });
         }
-        // SAFETY: plain catalog lookups on an open relation.
+        // SAFETY: catalog lookups on an open relation.
         let allowed = unsafe {
-            pg_sys::pg_class_aclcheck(
-                relid,
-                pg_sys::GetUserId(),
-                (pg_sys::ACL_USAGE | pg_sys::ACL_UPDATE) as pg_sys::AclMode,
-            ) == pg_sys::AclResult::ACLCHECK_OK
+            pg_sys::pg_class_aclcheck(relid, userid, (pg_sys::ACL_USAGE | pg_sys::ACL_UPDATE) as pg_sys::AclMode)
+                == pg_sys::AclResult::ACLCHECK_OK
         };
         if !allowed {
             return Err(IdError::PermissionDenied { sequence: seq.close_returning_name() });
         }
-        // SAFETY: both raise an ERROR (25006, 25000) rather than return when they refuse.
-        unsafe {
-            if !is_local_temp {
-                pg_sys::PreventCommandIfReadOnly(c"next_id()".as_ptr());
-            }
-            pg_sys::PreventCommandIfParallelMode(c"next_id()".as_ptr());
-        }
+        // SAFETY: raises 25000 rather than return when it refuses.
+        unsafe { pg_sys::PreventCommandIfParallelMode(c"next_id()".as_ptr()) };
         let (min, max) = seq.limits();
-        Ok(Sequence { min, max, ..seq })
+        // SAFETY: read after the checks, so an invalidation they caused is counted.
+        let invalidations = unsafe { pg_sys::SharedInvalidMessageCounter };
+        seq.close();
+        Ok(Checked { relid, lxid, userid, cid, invalidations, local_temp, min, max })
     }
 
     /// The sequence's MINVALUE and MAXVALUE, from `pg_sequence` (the syscache, as nextval()).
@@ -184,6 +287,10 @@ impl Sequence {
         }
     }
 
+    pub fn max(&self) -> i64 {
+        self.max
+    }
+
     fn close_returning_name(self) -> String {
         let name = self.name();
         self.close();
@@ -192,7 +299,7 @@ impl Sequence {
 
     pub fn close(self) {
         // SAFETY: opened in `open` with NoLock; the lock stays with the transaction.
-        unsafe { pg_sys::relation_close(self.rel, pg_sys::NoLock as pg_sys::LOCKMODE) }
+        unsafe { unguarded::relation_close(self.rel, pg_sys::NoLock as pg_sys::LOCKMODE) }
     }
 
     fn needs_wal(&self) -> bool {
@@ -211,8 +318,23 @@ impl Sequence {
         // SAFETY: mirrors read_seq_tuple(); the page is a sequence page (magic checked) with
         // one normal item, the tuple, which we only touch under the exclusive buffer lock.
         unsafe {
-            let buf = pg_sys::ReadBuffer(self.rel, 0);
-            pg_sys::LockBuffer(buf, pg_sys::BUFFER_LOCK_EXCLUSIVE as i32);
+            let relid = (*self.rel).rd_id;
+            let recent = &mut *RECENT_BUFFER.0.get();
+            #[cfg(any(feature = "pg13", feature = "pg14", feature = "pg15"))]
+            let locator = (*self.rel).rd_node;
+            #[cfg(not(any(feature = "pg13", feature = "pg14", feature = "pg15")))]
+            let locator = (*self.rel).rd_locator;
+            let buf = if recent.0 == relid
+                && recent.1 != 0
+                && unguarded::ReadRecentBuffer(locator, pg_sys::ForkNumber::MAIN_FORKNUM, 0, recent.1)
+            {
+                recent.1
+            } else {
+                let buf = unguarded::ReadBuffer(self.rel, 0);
+                *recent = (relid, buf);
+                buf
+            };
+            unguarded::LockBuffer(buf, pg_sys::BUFFER_LOCK_EXCLUSIVE as i32);
             let page = pg_sys::BufferGetPage(buf);
             let magic = *(pg_sys::PageGetSpecialPointer(page) as *const u32);
             if magic != SEQ_MAGIC {
@@ -262,7 +384,7 @@ impl LockedTuple<'_> {
     /// Unlocks and unpins without changing anything.
     pub fn release(self) {
         // SAFETY: we hold a pin and the exclusive lock taken in lock_tuple.
-        unsafe { pg_sys::UnlockReleaseBuffer(self.buf) }
+        unsafe { unguarded::UnlockReleaseBuffer(self.buf) }
     }
 
     /// Stores `id` as the newest issued value, WAL-logging the state `logged_ahead` when WAL
@@ -274,13 +396,13 @@ impl LockedTuple<'_> {
         unsafe {
             let data = &mut *self.data;
             let needs_wal = self.seq.needs_wal();
-            let log = needs_wal && (id > data.log_cnt || page_lsn(self.page) <= pg_sys::GetRedoRecPtr());
+            let log = needs_wal && (id > data.log_cnt || page_lsn(self.page) <= unguarded::GetRedoRecPtr());
             if log {
                 // Outside the critical section: commit must flush WAL past our record.
                 pg_sys::GetTopTransactionId();
             }
             pg_sys::CritSectionCount += 1;
-            pg_sys::MarkBufferDirty(self.buf);
+            unguarded::MarkBufferDirty(self.buf);
             if log {
                 data.last_value = logged_ahead;
                 data.log_cnt = logged_ahead;
@@ -307,7 +429,7 @@ impl LockedTuple<'_> {
             data.last_value = id;
             data.is_called = true;
             pg_sys::CritSectionCount -= 1;
-            pg_sys::UnlockReleaseBuffer(self.buf);
+            unguarded::UnlockReleaseBuffer(self.buf);
         }
         self.data = std::ptr::null_mut();
     }
