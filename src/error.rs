@@ -11,11 +11,22 @@ use pgrx::{PgLogLevel, PgSqlErrorCode};
 pub enum IdError {
     Layout(LayoutError),
     /// The sequence has issued IDs up to the horizon.
-    Exhausted { sequence: String },
-    NotASequence { relation: String },
-    PermissionDenied { sequence: String },
+    Exhausted {
+        sequence: String,
+    },
+    NotASequence {
+        relation: String,
+    },
+    PermissionDenied {
+        sequence: String,
+    },
     /// The sequence's MINVALUE/MAXVALUE cannot hold the ID (e.g. `AS integer`).
-    SequenceTooSmall { sequence: String, id: i64, min: i64, max: i64 },
+    SequenceTooSmall {
+        sequence: String,
+        id: i64,
+        min: i64,
+        max: i64,
+    },
 }
 
 impl From<LayoutError> for IdError {
@@ -56,7 +67,7 @@ fn valid_times() -> String {
 }
 
 impl IdError {
-    fn parts(&self) -> (PgSqlErrorCode, String, Option<String>) {
+    fn parts(&self) -> (PgSqlErrorCode, String, Option<String>, Option<String>) {
         use PgSqlErrorCode::*;
         match self {
             IdError::Layout(e) => {
@@ -77,7 +88,7 @@ impl IdError {
                         format!("time {} is past the snowflake ID horizon: {}", utc(ms), valid_times())
                     }
                 };
-                (ERRCODE_NUMERIC_VALUE_OUT_OF_RANGE, msg, None)
+                (ERRCODE_NUMERIC_VALUE_OUT_OF_RANGE, msg, None, None)
             }
             IdError::Exhausted { sequence } => (
                 ERRCODE_NUMERIC_VALUE_OUT_OF_RANGE,
@@ -86,33 +97,36 @@ impl IdError {
                     utc(layout::MAX_UNIX_MS)
                 ),
                 None,
+                None,
             ),
             IdError::NotASequence { relation } => (
                 ERRCODE_WRONG_OBJECT_TYPE,
                 format!("\"{relation}\" is not a sequence"),
+                None,
                 None,
             ),
             IdError::PermissionDenied { sequence } => (
                 ERRCODE_INSUFFICIENT_PRIVILEGE,
                 format!("permission denied for sequence {sequence}"),
                 None,
+                None,
             ),
             IdError::SequenceTooSmall { sequence, id, min, max } => (
                 ERRCODE_SEQUENCE_GENERATOR_LIMIT_EXCEEDED,
-                format!(
-                    "sequence \"{sequence}\" cannot hold snowflake ID {id}: its range is {min} to {max}"
-                ),
-                Some(format!(
-                    "ALTER SEQUENCE {sequence} AS bigint MINVALUE 1 MAXVALUE 9223372036854775807"
-                )),
+                format!("sequence \"{sequence}\" cannot hold snowflake IDs: its range is {min} to {max}"),
+                Some(format!("The next ID would be {id}.")),
+                Some(format!("ALTER SEQUENCE {sequence} AS bigint MINVALUE 1 MAXVALUE 9223372036854775807")),
             ),
         }
     }
 
     /// Raises this error in PostgreSQL; does not return.
     pub fn report(self) -> ! {
-        let (code, message, hint) = self.parts();
+        let (code, message, detail, hint) = self.parts();
         let mut report = ErrorReport::new(code, message, "snowflake_id");
+        if let Some(detail) = detail {
+            report = report.set_detail(detail);
+        }
         if let Some(hint) = hint {
             report = report.set_hint(hint);
         }
