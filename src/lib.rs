@@ -25,7 +25,11 @@ pub extern "C-unwind" fn _PG_init() {
 pub struct Regclass(pg_sys::Oid);
 
 impl FromDatum for Regclass {
-    unsafe fn from_polymorphic_datum(datum: pg_sys::Datum, is_null: bool, _: pg_sys::Oid) -> Option<Self> {
+    unsafe fn from_polymorphic_datum(
+        datum: pg_sys::Datum,
+        is_null: bool,
+        _: pg_sys::Oid,
+    ) -> Option<Self> {
         (!is_null).then(|| Regclass(pg_sys::Oid::from(datum.value() as u32)))
     }
 }
@@ -34,7 +38,8 @@ impl FromDatum for Regclass {
 unsafe impl<'fcx> pgrx::callconv::ArgAbi<'fcx> for Regclass {
     unsafe fn unbox_arg_unchecked(arg: pgrx::callconv::Arg<'_, 'fcx>) -> Self {
         let index = arg.index();
-        unsafe { arg.unbox_arg_using_from_datum() }.unwrap_or_else(|| panic!("argument {index} must not be null"))
+        unsafe { arg.unbox_arg_using_from_datum() }
+            .unwrap_or_else(|| panic!("argument {index} must not be null"))
     }
 }
 
@@ -46,7 +51,9 @@ const PG_EPOCH_UNIX_MS: i64 = 946_684_800_000;
 fn unix_ms_of(ts: TimestampWithTimeZone) -> i64 {
     // Floor, so that a time is truncated to its millisecond; ±infinity saturate and fail
     // the layout's range check.
-    ts.into_inner().div_euclid(1000).saturating_add(PG_EPOCH_UNIX_MS)
+    ts.into_inner()
+        .div_euclid(1000)
+        .saturating_add(PG_EPOCH_UNIX_MS)
 }
 
 fn timestamp_of(unix_ms: i64) -> TimestampWithTimeZone {
@@ -117,15 +124,108 @@ COMMENT ON FUNCTION make_id(timestamptz, integer, integer) IS
 #[cfg(any(test, feature = "pg_test"))]
 #[pg_schema]
 mod tests {
+    use crate::layout;
     use pgrx::prelude::*;
 
+    fn one_i64(sql: &str) -> i64 {
+        Spi::get_one::<i64>(sql).unwrap().unwrap()
+    }
+
     #[pg_test]
-    fn smoke() {
-        Spi::run("CREATE SEQUENCE s").unwrap();
-        let a = Spi::get_one::<i64>("SELECT next_id(5, 's')").unwrap().unwrap();
-        let b = Spi::get_one::<i64>("SELECT next_id(5, 's')").unwrap().unwrap();
-        assert!(b > a);
-        assert_eq!(Spi::get_one::<i32>(&format!("SELECT id_shard({b})")).unwrap(), Some(5));
+    fn sql_and_the_pure_layout_agree() {
+        let cases = [
+            (0, 0, 0),
+            (1, 1, 1),
+            (1_387_263_000, 1341, 905),
+            (layout::MAX_MS, 8191, 1023),
+            (123_456_789_012, 4096, 512),
+        ];
+        for (ms, shard, seq) in cases {
+            let id = layout::compose(ms, shard, seq).unwrap();
+            let unix_ms = ms + layout::EPOCH_UNIX_MS;
+            let sql = format!("SELECT make_id(to_timestamp({unix_ms} / 1000.0), {shard}, {seq})");
+            assert_eq!(one_i64(&sql), id, "{sql}");
+            let back = format!("SELECT (extract(epoch FROM id_timestamp({id})) * 1000)::bigint");
+            assert_eq!(one_i64(&back), unix_ms);
+            assert_eq!(one_i64(&format!("SELECT id_shard({id})::bigint")), shard);
+            assert_eq!(one_i64(&format!("SELECT id_sequence({id})::bigint")), seq);
+        }
+    }
+
+    #[pg_test]
+    fn ids_from_interleaved_sequences_and_shards_never_repeat() {
+        Spi::run("CREATE SEQUENCE a; CREATE SEQUENCE b").unwrap();
+        let sql = "SELECT count(*) - count(DISTINCT id) FROM (
+                     SELECT next_id(g % 3, CASE WHEN g % 2 = 0 THEN 'a' ELSE 'b' END::regclass) id
+                     FROM generate_series(1, 20000) g) x";
+        assert_eq!(one_i64(sql), 0);
+        // Each sequence's newest ID is its last_value.
+        let newest = one_i64("SELECT last_value FROM a");
+        assert!(one_i64("SELECT next_id(0, 'a')") > newest);
+    }
+
+    #[pg_test]
+    #[should_panic(expected = "cannot hold snowflake IDs")]
+    fn altering_a_sequence_is_seen_by_the_next_statement() {
+        // The per-statement check cache must notice our own transaction's ALTER SEQUENCE.
+        Spi::run("CREATE SEQUENCE shrinks").unwrap();
+        assert!(one_i64("SELECT next_id(1, 'shrinks')") > 0);
+        Spi::run("ALTER SEQUENCE shrinks AS integer RESTART 1").unwrap();
+        one_i64("SELECT next_id(1, 'shrinks')");
+    }
+
+    #[pg_test]
+    #[should_panic(expected = "is not a sequence")]
+    fn a_table_is_not_a_sequence() {
+        Spi::run("CREATE TABLE not_seq (x int)").unwrap();
+        one_i64("SELECT next_id(1, 'not_seq')");
+    }
+
+    #[pg_test]
+    fn waiting_paces_a_saturated_shard_to_the_clock() {
+        Spi::run("SET snowflake_id.max_lead = 0; CREATE SEQUENCE paced").unwrap();
+        // 10,240 IDs need at least 10 ms of ID time; without borrowing ahead, the statement
+        // cannot finish before the clock has reached the last ID's millisecond (less the
+        // one being waited for).
+        let behind = Spi::get_one::<bool>(
+            "WITH ids AS (SELECT next_id(2, 'paced') id FROM generate_series(1, 10240))
+             SELECT max(id_timestamp(id)) <= clock_timestamp() + interval '1 ms'
+                AND count(DISTINCT id_timestamp(id)) >= 10 FROM ids",
+        );
+        assert_eq!(behind, Ok(Some(true)));
+    }
+}
+
+/// Every `COMMENT ON FUNCTION` is its function's doc comment, word for word.
+#[cfg(test)]
+mod comment_tests {
+    #[test]
+    fn comments_are_the_doc_comments() {
+        let src = include_str!("lib.rs");
+        let mut checked = 0;
+        for (i, line) in src.lines().enumerate() {
+            let Some(name) = line.strip_prefix("fn ").and_then(|l| l.split('(').next()) else {
+                continue;
+            };
+            let attr = src.lines().nth(i - 1).unwrap_or_default();
+            if !attr.starts_with("#[pg_extern") {
+                continue;
+            }
+            let doc = src.lines().nth(i - 2).unwrap().trim_start_matches("/// ");
+            let comment = format!("COMMENT ON FUNCTION {name}(");
+            let at = src
+                .find(&comment)
+                .unwrap_or_else(|| panic!("no COMMENT for {name}"));
+            let text = &src[at..];
+            let quoted = &text[text.find('\'').unwrap() + 1..];
+            let quoted = &quoted[..quoted.find("';").unwrap()];
+            assert_eq!(quoted, doc, "COMMENT of {name}");
+            checked += 1;
+        }
+        assert_eq!(
+            checked, 5,
+            "each of the 5 #[pg_extern]s has its doc comment right above it"
+        );
     }
 }
 
