@@ -84,5 +84,6 @@ pub fn next_id(shard: i32, relid: pg_sys::Oid) -> Result<i64, IdError> {
 /// The state a WAL record stores: `LOG_AHEAD_MS` of ID time past `id`, but within the
 /// sequence's MAXVALUE, so that `pg_dump`'s `setval` can always restore it.
 fn logged_ahead(id: i64, seq: &Sequence) -> i64 {
-    id.saturating_add(LOG_AHEAD_MS << layout::TIME_SHIFT).min(seq.max())
+    id.saturating_add(LOG_AHEAD_MS << layout::TIME_SHIFT)
+        .min(seq.max())
 }

@@ -119,10 +119,21 @@ pub fn decompose(id: i64) -> Result<Parts, LayoutError> {
 /// ID of this shard), ignoring the horizon: the result's `ms` may be `MAX_MS + 1`.
 fn successor(prev: Parts, shard: i32) -> Parts {
     use std::cmp::Ordering::*;
-    let next_ms = Parts { ms: prev.ms + 1, shard, seq: 0 };
+    let next_ms = Parts {
+        ms: prev.ms + 1,
+        shard,
+        seq: 0,
+    };
     match shard.cmp(&prev.shard) {
-        Greater => Parts { ms: prev.ms, shard, seq: 0 },
-        Equal if prev.seq < MAX_SEQ => Parts { seq: prev.seq + 1, ..prev },
+        Greater => Parts {
+            ms: prev.ms,
+            shard,
+            seq: 0,
+        },
+        Equal if prev.seq < MAX_SEQ => Parts {
+            seq: prev.seq + 1,
+            ..prev
+        },
         _ => next_ms,
     }
 }
@@ -157,11 +168,23 @@ pub enum Next {
 /// runs forward; a backward step of D adds D to the lead, which then shrinks as the clock
 /// runs (it cannot grow while waits pace borrowing to the clock's ticks). Each further
 /// session waiting on the same tick can add one millisecond.
-pub fn next_id(newest: Option<i64>, now_ms: i64, shard: i32, max_lead_ms: i64, waited: bool) -> Next {
+pub fn next_id(
+    newest: Option<i64>,
+    now_ms: i64,
+    shard: i32,
+    max_lead_ms: i64,
+    waited: bool,
+) -> Next {
     debug_assert!((0..=MAX_SHARD).contains(&shard));
     let now_ms = now_ms.clamp(0, MAX_MS + 1);
-    let clock = Parts { ms: now_ms, shard, seq: 0 };
-    let newest = newest.filter(|&id| id >= 0).map(|id| decompose(id).expect("non-negative"));
+    let clock = Parts {
+        ms: now_ms,
+        shard,
+        seq: 0,
+    };
+    let newest = newest
+        .filter(|&id| id >= 0)
+        .map(|id| decompose(id).expect("non-negative"));
     let next = match newest.map(|p| successor(p, shard)) {
         Some(p) if p > clock => p,
         _ => clock,
@@ -199,15 +222,36 @@ mod tests {
         // epoch, user 31341 on 2000 shards (shard 1341), sequence value 5001 (5001 % 1024).
         let id = compose(1_387_263_000, 1341, 5001 % 1024).unwrap();
         assert_eq!(id, 1_387_263_000_i64 << 23 | 1341 << 10 | 905);
-        assert_eq!(decompose(id).unwrap(), Parts { ms: 1_387_263_000, shard: 1341, seq: 905 });
+        assert_eq!(
+            decompose(id).unwrap(),
+            Parts {
+                ms: 1_387_263_000,
+                shard: 1341,
+                seq: 905
+            }
+        );
     }
 
     #[test]
     fn extremes_are_masked_not_sign_extended() {
         let id = compose(MAX_MS, 8191, 1023).unwrap();
         assert_eq!(id, i64::MAX);
-        assert_eq!(decompose(id).unwrap(), Parts { ms: MAX_MS, shard: 8191, seq: 1023 });
-        assert_eq!(decompose(0).unwrap(), Parts { ms: 0, shard: 0, seq: 0 });
+        assert_eq!(
+            decompose(id).unwrap(),
+            Parts {
+                ms: MAX_MS,
+                shard: 8191,
+                seq: 1023
+            }
+        );
+        assert_eq!(
+            decompose(0).unwrap(),
+            Parts {
+                ms: 0,
+                shard: 0,
+                seq: 0
+            }
+        );
         assert_eq!(decompose(4096 << 10 | 512).unwrap().shard, 4096);
         assert_eq!(decompose(4096 << 10 | 512).unwrap().seq, 512);
     }
@@ -218,11 +262,23 @@ mod tests {
         assert_eq!(compose(0, -1, 0), Err(LayoutError::ShardOutOfRange(-1)));
         assert_eq!(compose(0, 0, 1024), Err(LayoutError::SeqOutOfRange(1024)));
         assert_eq!(compose(0, 0, -1), Err(LayoutError::SeqOutOfRange(-1)));
-        assert_eq!(compose(MAX_MS + 1, 0, 0), Err(LayoutError::PastHorizon(MAX_UNIX_MS + 1)));
-        assert_eq!(compose(-1, 0, 0), Err(LayoutError::BeforeEpoch(EPOCH_UNIX_MS - 1)));
+        assert_eq!(
+            compose(MAX_MS + 1, 0, 0),
+            Err(LayoutError::PastHorizon(MAX_UNIX_MS + 1))
+        );
+        assert_eq!(
+            compose(-1, 0, 0),
+            Err(LayoutError::BeforeEpoch(EPOCH_UNIX_MS - 1))
+        );
         assert_eq!(decompose(-1), Err(LayoutError::NegativeId(-1)));
-        assert_eq!(ms_since_epoch(EPOCH_UNIX_MS - 1), Err(LayoutError::BeforeEpoch(EPOCH_UNIX_MS - 1)));
-        assert_eq!(ms_since_epoch(MAX_UNIX_MS + 1), Err(LayoutError::PastHorizon(MAX_UNIX_MS + 1)));
+        assert_eq!(
+            ms_since_epoch(EPOCH_UNIX_MS - 1),
+            Err(LayoutError::BeforeEpoch(EPOCH_UNIX_MS - 1))
+        );
+        assert_eq!(
+            ms_since_epoch(MAX_UNIX_MS + 1),
+            Err(LayoutError::PastHorizon(MAX_UNIX_MS + 1))
+        );
         assert_eq!(ms_since_epoch(MAX_UNIX_MS), Ok(MAX_MS));
     }
 
@@ -247,10 +303,24 @@ mod tests {
         let mut id = issue(None, 10, 5);
         for seq in 1..=MAX_SEQ {
             id = issue(Some(id), 10, 5);
-            assert_eq!(decompose(id).unwrap(), Parts { ms: 10, shard: 5, seq });
+            assert_eq!(
+                decompose(id).unwrap(),
+                Parts {
+                    ms: 10,
+                    shard: 5,
+                    seq
+                }
+            );
         }
         let borrowed = issue(Some(id), 10, 5);
-        assert_eq!(decompose(borrowed).unwrap(), Parts { ms: 11, shard: 5, seq: 0 });
+        assert_eq!(
+            decompose(borrowed).unwrap(),
+            Parts {
+                ms: 11,
+                shard: 5,
+                seq: 0
+            }
+        );
     }
 
     #[test]
@@ -288,7 +358,14 @@ mod tests {
         let newest = compose(10, 7, 0).unwrap();
         let next = issue(Some(newest), 10, 5);
         assert!(next > newest);
-        assert_eq!(decompose(next).unwrap(), Parts { ms: 11, shard: 5, seq: 0 });
+        assert_eq!(
+            decompose(next).unwrap(),
+            Parts {
+                ms: 11,
+                shard: 5,
+                seq: 0
+            }
+        );
         assert_eq!(issue(Some(newest), 10, 9), compose(10, 9, 0).unwrap());
     }
 

@@ -78,12 +78,12 @@ struct XlSeqRec {
 /// plain data), which is sound. Anything that can fail in ordinary use (locking, catalog and
 /// permission checks, our own errors) goes through pgrx as usual.
 mod unguarded {
-    use pgrx::pg_sys::{BlockNumber, Buffer, CommandId, ForkNumber, Oid, Relation, TimestampTz};
-    use pgrx::pg_sys::{LOCKMODE, XLogRecPtr};
-    #[cfg(any(feature = "pg13", feature = "pg14", feature = "pg15"))]
-    pub use pgrx::pg_sys::RelFileNode as RelFileLocator;
     #[cfg(not(any(feature = "pg13", feature = "pg14", feature = "pg15")))]
     pub use pgrx::pg_sys::RelFileLocator;
+    #[cfg(any(feature = "pg13", feature = "pg14", feature = "pg15"))]
+    pub use pgrx::pg_sys::RelFileNode as RelFileLocator;
+    use pgrx::pg_sys::{BlockNumber, Buffer, CommandId, ForkNumber, Oid, Relation, TimestampTz};
+    use pgrx::pg_sys::{XLogRecPtr, LOCKMODE};
     unsafe extern "C" {
         pub fn GetCurrentTimestamp() -> TimestampTz;
         pub fn GetUserId() -> Oid;
@@ -91,7 +91,12 @@ mod unguarded {
         pub fn try_relation_open(relid: Oid, lockmode: LOCKMODE) -> Relation;
         pub fn relation_close(rel: Relation, lockmode: LOCKMODE);
         pub fn ReadBuffer(rel: Relation, block: BlockNumber) -> Buffer;
-        pub fn ReadRecentBuffer(rel: RelFileLocator, fork: ForkNumber::Type, block: BlockNumber, recent: Buffer) -> bool;
+        pub fn ReadRecentBuffer(
+            rel: RelFileLocator,
+            fork: ForkNumber::Type,
+            block: BlockNumber,
+            recent: Buffer,
+        ) -> bool;
         pub fn LockBuffer(buf: Buffer, mode: i32);
         pub fn MarkBufferDirty(buf: Buffer);
         pub fn UnlockReleaseBuffer(buf: Buffer);
@@ -187,7 +192,8 @@ impl Sequence {
                 known,
             )
         };
-        let fresh = known.filter(|c| c.userid == userid && c.cid == cid && c.invalidations == invalidations);
+        let fresh = known
+            .filter(|c| c.userid == userid && c.cid == cid && c.invalidations == invalidations);
         let checked = match fresh {
             Some(c) => c,
             None => {
@@ -212,9 +218,16 @@ impl Sequence {
             }
             let rel = unguarded::try_relation_open(relid, pg_sys::NoLock as pg_sys::LOCKMODE);
             if rel.is_null() {
-                pgrx::error!("sequence with OID {} was dropped while in use", relid.to_u32());
+                pgrx::error!(
+                    "sequence with OID {} was dropped while in use",
+                    relid.to_u32()
+                );
             }
-            Ok(Sequence { rel, min: checked.min, max: checked.max })
+            Ok(Sequence {
+                rel,
+                min: checked.min,
+                max: checked.max,
+            })
         }
     }
 
@@ -234,19 +247,30 @@ impl Sequence {
                 format!("sequence with OID {} does not exist", relid.to_u32())
             );
         }
-        let seq = Sequence { rel, min: 0, max: 0 };
+        let seq = Sequence {
+            rel,
+            min: 0,
+            max: 0,
+        };
         // SAFETY: rel is open, so rd_rel is valid.
         let (relkind, local_temp) = unsafe { ((*(*rel).rd_rel).relkind, (*rel).rd_islocaltemp) };
         if relkind as u8 != pg_sys::RELKIND_SEQUENCE {
-            return Err(IdError::NotASequence { relation: seq.close_returning_name() });
+            return Err(IdError::NotASequence {
+                relation: seq.close_returning_name(),
+            });
         }
         // SAFETY: catalog lookups on an open relation.
         let allowed = unsafe {
-            pg_sys::pg_class_aclcheck(relid, userid, (pg_sys::ACL_USAGE | pg_sys::ACL_UPDATE) as pg_sys::AclMode)
-                == pg_sys::AclResult::ACLCHECK_OK
+            pg_sys::pg_class_aclcheck(
+                relid,
+                userid,
+                (pg_sys::ACL_USAGE | pg_sys::ACL_UPDATE) as pg_sys::AclMode,
+            ) == pg_sys::AclResult::ACLCHECK_OK
         };
         if !allowed {
-            return Err(IdError::PermissionDenied { sequence: seq.close_returning_name() });
+            return Err(IdError::PermissionDenied {
+                sequence: seq.close_returning_name(),
+            });
         }
         // SAFETY: raises 25000 rather than return when it refuses.
         unsafe { pg_sys::PreventCommandIfParallelMode(c"next_id()".as_ptr()) };
@@ -254,7 +278,16 @@ impl Sequence {
         // SAFETY: read after the checks, so an invalidation they caused is counted.
         let invalidations = unsafe { pg_sys::SharedInvalidMessageCounter };
         seq.close();
-        Ok(Checked { relid, lxid, userid, cid, invalidations, local_temp, min, max })
+        Ok(Checked {
+            relid,
+            lxid,
+            userid,
+            cid,
+            invalidations,
+            local_temp,
+            min,
+            max,
+        })
     }
 
     /// The sequence's MINVALUE and MAXVALUE, from `pg_sequence` (the syscache, as nextval()).
@@ -262,7 +295,8 @@ impl Sequence {
         // SAFETY: SEQRELID lookup of an open sequence; the tuple is released right after use.
         unsafe {
             let relid = (*self.rel).rd_id;
-            let tuple = pg_sys::SearchSysCache1(pg_sys::SysCacheIdentifier::SEQRELID as _, relid.into());
+            let tuple =
+                pg_sys::SearchSysCache1(pg_sys::SysCacheIdentifier::SEQRELID as _, relid.into());
             if tuple.is_null() {
                 pgrx::error!("cache lookup failed for sequence {}", relid.to_u32());
             }
@@ -275,7 +309,11 @@ impl Sequence {
 
     pub fn name(&self) -> String {
         // SAFETY: rd_rel->relname is a NUL-terminated NameData while the relation is open.
-        unsafe { CStr::from_ptr((*(*self.rel).rd_rel).relname.data.as_ptr()).to_string_lossy().into_owned() }
+        unsafe {
+            CStr::from_ptr((*(*self.rel).rd_rel).relname.data.as_ptr())
+                .to_string_lossy()
+                .into_owned()
+        }
     }
 
     /// Whether the sequence's range admits `id`; else the error to raise.
@@ -283,7 +321,12 @@ impl Sequence {
         if (self.min..=self.max).contains(&id) {
             Ok(())
         } else {
-            Err(IdError::SequenceTooSmall { sequence: self.name(), id, min: self.min, max: self.max })
+            Err(IdError::SequenceTooSmall {
+                sequence: self.name(),
+                id,
+                min: self.min,
+                max: self.max,
+            })
         }
     }
 
@@ -326,8 +369,12 @@ impl Sequence {
             let locator = (*self.rel).rd_locator;
             let buf = if recent.0 == relid
                 && recent.1 != 0
-                && unguarded::ReadRecentBuffer(locator, pg_sys::ForkNumber::MAIN_FORKNUM, 0, recent.1)
-            {
+                && unguarded::ReadRecentBuffer(
+                    locator,
+                    pg_sys::ForkNumber::MAIN_FORKNUM,
+                    0,
+                    recent.1,
+                ) {
                 recent.1
             } else {
                 let buf = unguarded::ReadBuffer(self.rel, 0);
@@ -338,9 +385,13 @@ impl Sequence {
             let page = pg_sys::BufferGetPage(buf);
             let magic = *(pg_sys::PageGetSpecialPointer(page) as *const u32);
             if magic != SEQ_MAGIC {
-                pgrx::error!("bad magic number in sequence \"{}\": {magic:08X}", self.name());
+                pgrx::error!(
+                    "bad magic number in sequence \"{}\": {magic:08X}",
+                    self.name()
+                );
             }
-            let item = pg_sys::PageGetItemId(page, pg_sys::FirstOffsetNumber as pg_sys::OffsetNumber);
+            let item =
+                pg_sys::PageGetItemId(page, pg_sys::FirstOffsetNumber as pg_sys::OffsetNumber);
             let header = pg_sys::PageGetItem(page, item) as pg_sys::HeapTupleHeader;
             let mut tuple: pg_sys::HeapTupleData = std::mem::zeroed();
             tuple.t_data = header;
@@ -354,7 +405,13 @@ impl Sequence {
                 pg_sys::MarkBufferDirtyHint(buf, true);
             }
             let data = pg_sys::GETSTRUCT(&mut tuple) as *mut SequenceData;
-            LockedTuple { seq: self, buf, page, tuple, data }
+            LockedTuple {
+                seq: self,
+                buf,
+                page,
+                tuple,
+                data,
+            }
         }
     }
 }
@@ -396,7 +453,8 @@ impl LockedTuple<'_> {
         unsafe {
             let data = &mut *self.data;
             let needs_wal = self.seq.needs_wal();
-            let log = needs_wal && (id > data.log_cnt || page_lsn(self.page) <= unguarded::GetRedoRecPtr());
+            let log = needs_wal
+                && (id > data.log_cnt || page_lsn(self.page) <= unguarded::GetRedoRecPtr());
             if log {
                 // Outside the critical section: commit must flush WAL past our record.
                 pg_sys::GetTopTransactionId();
