@@ -91,6 +91,7 @@ mod unguarded {
         pub fn try_relation_open(relid: Oid, lockmode: LOCKMODE) -> Relation;
         pub fn relation_close(rel: Relation, lockmode: LOCKMODE);
         pub fn ReadBuffer(rel: Relation, block: BlockNumber) -> Buffer;
+        #[cfg(not(feature = "pg13"))]
         pub fn ReadRecentBuffer(
             rel: RelFileLocator,
             fork: ForkNumber::Type,
@@ -361,26 +362,7 @@ impl Sequence {
         // SAFETY: mirrors read_seq_tuple(); the page is a sequence page (magic checked) with
         // one normal item, the tuple, which we only touch under the exclusive buffer lock.
         unsafe {
-            let relid = (*self.rel).rd_id;
-            let recent = &mut *RECENT_BUFFER.0.get();
-            #[cfg(any(feature = "pg13", feature = "pg14", feature = "pg15"))]
-            let locator = (*self.rel).rd_node;
-            #[cfg(not(any(feature = "pg13", feature = "pg14", feature = "pg15")))]
-            let locator = (*self.rel).rd_locator;
-            let buf = if recent.0 == relid
-                && recent.1 != 0
-                && unguarded::ReadRecentBuffer(
-                    locator,
-                    pg_sys::ForkNumber::MAIN_FORKNUM,
-                    0,
-                    recent.1,
-                ) {
-                recent.1
-            } else {
-                let buf = unguarded::ReadBuffer(self.rel, 0);
-                *recent = (relid, buf);
-                buf
-            };
+            let buf = read_sequence_page(self.rel);
             unguarded::LockBuffer(buf, pg_sys::BUFFER_LOCK_EXCLUSIVE as i32);
             let page = pg_sys::BufferGetPage(buf);
             let magic = *(pg_sys::PageGetSpecialPointer(page) as *const u32);
@@ -490,6 +472,33 @@ impl LockedTuple<'_> {
             unguarded::UnlockReleaseBuffer(self.buf);
         }
         self.data = std::ptr::null_mut();
+    }
+}
+
+/// Pins the sequence's only page: through `ReadRecentBuffer` when the buffer that held it
+/// last time still does (no buffer-mapping lookup), else `ReadBuffer`.
+///
+/// # Safety
+/// `rel` is an open sequence relation, locked by this transaction.
+unsafe fn read_sequence_page(rel: pg_sys::Relation) -> pg_sys::Buffer {
+    // SAFETY: see `unguarded`; RECENT_BUFFER is this backend's, not borrowed elsewhere.
+    unsafe {
+        let relid = (*rel).rd_id;
+        let recent = &mut *RECENT_BUFFER.0.get();
+        #[cfg(any(feature = "pg14", feature = "pg15"))]
+        let locator = (*rel).rd_node;
+        #[cfg(not(any(feature = "pg13", feature = "pg14", feature = "pg15")))]
+        let locator = (*rel).rd_locator;
+        #[cfg(not(feature = "pg13"))] // ReadRecentBuffer is new in PostgreSQL 14
+        if recent.0 == relid
+            && recent.1 != 0
+            && unguarded::ReadRecentBuffer(locator, pg_sys::ForkNumber::MAIN_FORKNUM, 0, recent.1)
+        {
+            return recent.1;
+        }
+        let buf = unguarded::ReadBuffer(rel, 0);
+        *recent = (relid, buf);
+        buf
     }
 }
 
