@@ -1,0 +1,15 @@
+# Shared helpers for reliability/t_*.sh (source after scripts/cluster.sh).
+# GEN is the generator under test: an SQL expression issuing one ID from sequence `s`.
+# Point it at a deliberately broken generator to see the suite fail, e.g.
+#   GEN_SETUP_SQL="$(cat reliability/broken_generator.sql)" GEN="broken_next_id()" bash reliability/run
+GEN=${GEN:-"next_id(5, 's')"}
+GEN_SETUP_SQL=${GEN_SETUP_SQL:-}
+
+fail() { echo "FAIL: $*" >&2; exit 1; }
+q() { psql -X -q -At -v ON_ERROR_STOP=1 "$@"; }
+
+# setup_generator DB: the extension, sequence s, and the broken generator if one is given.
+setup_generator() {
+  q -d "$1" -c "CREATE EXTENSION IF NOT EXISTS snowflake_id" -c "CREATE SEQUENCE IF NOT EXISTS s"
+  [[ -z $GEN_SETUP_SQL ]] || q -d "$1" -c "$GEN_SETUP_SQL"
+}
