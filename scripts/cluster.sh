@@ -20,6 +20,8 @@ cluster_start() {
 
 cluster_stop() {
   local dir=$SF_TMP/$1
-  [[ -d $dir/data ]] && sudo -u postgres "$PGBIN/pg_ctl" -D "$dir/data" -m fast -w stop >/dev/null 2>&1
+  if [[ -f $dir/data/postmaster.pid ]]; then
+    sudo -u postgres "$PGBIN/pg_ctl" -D "$dir/data" -m fast -w stop >/dev/null 2>&1 || true
+  fi
   return 0
 }

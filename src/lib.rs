@@ -106,6 +106,9 @@ RETURN (@extschema@.id_timestamp(id), @extschema@.id_shard(id), @extschema@.id_s
     requires = [id_timestamp, id_shard, id_sequence]
 );
 
+// The per-schema shard installer (create_shard, create_shards, drop_shard, snowflake_id_shards).
+extension_sql_file!("../sql/installer.sql", name = "installer", requires = [next_id, make_id]);
+
 extension_sql!(
     r#"
 COMMENT ON FUNCTION next_id(integer, regclass) IS
