@@ -52,11 +52,11 @@ pub fn next_id(shard: i32, relid: pg_sys::Oid) -> Result<i64, IdError> {
     let shard = layout::check_shard(shard as i64)?;
     let seq = Sequence::open(relid)?;
     let max_lead = MAX_LEAD_MS.get() as i64;
-    let mut waited = false;
+    let mut waited_on = None;
     loop {
         let tuple = seq.lock_tuple();
         let now = clock_ms();
-        match layout::next_id(Some(tuple.newest()), now, shard, max_lead, waited) {
+        match layout::next_id(Some(tuple.newest()), now, shard, max_lead, waited_on) {
             Next::Issue(id) => {
                 if let Err(e) = seq.check_holds(id) {
                     tuple.release();
@@ -66,10 +66,11 @@ pub fn next_id(shard: i32, relid: pg_sys::Oid) -> Result<i64, IdError> {
                 seq.close();
                 return Ok(id);
             }
-            Next::Wait => {
+            Next::Wait { newest_ms } => {
                 tuple.release();
                 wait_for_tick(now);
-                waited = true;
+                // A borrow needs a full tick of waiting since seeing the newest millisecond.
+                waited_on = Some(newest_ms);
             }
             Next::Exhausted => {
                 tuple.release();

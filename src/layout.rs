@@ -143,9 +143,10 @@ fn successor(prev: Parts, shard: i32) -> Parts {
 pub enum Next {
     /// Issue this ID, and remember it as the newest.
     Issue(i64),
-    /// The next ID would run more than the allowed lead ahead of the clock: wait for the
-    /// clock to tick, then ask again with `waited = true`.
-    Wait,
+    /// The next ID would borrow a millisecond more than the allowed lead ahead of the clock:
+    /// wait for the clock to tick, then ask again with `waited_on` = this millisecond (the
+    /// newest ID's).
+    Wait { newest_ms: i64 },
     /// The next ID would be past the horizon: there are no IDs left.
     Exhausted,
 }
@@ -161,19 +162,19 @@ pub enum Next {
 /// When a millisecond's 1,024 counters are used up, the next ID borrows the following
 /// millisecond, possibly one the clock has not reached yet. Borrowing is free while the ID
 /// stays within `max_lead_ms` of the clock. Beyond that the caller must wait for the clock to
-/// tick once (`Wait`), after which (`waited`) it may borrow one millisecond regardless: that
-/// keeps a saturated shard at the layout's ceiling of about 1,024 IDs per clock millisecond
-/// instead of stalling, even when the clock has stepped back further than `max_lead_ms`.
-/// Hence, with one session, IDs lead the clock by at most `max_lead_ms` + 1 while the clock
-/// runs forward; a backward step of D adds D to the lead, which then shrinks as the clock
-/// runs (it cannot grow while waits pace borrowing to the clock's ticks). Each further
-/// session waiting on the same tick can add one millisecond.
+/// tick (`Wait`); afterwards it may borrow one millisecond regardless of the bound, but only
+/// if no one else has borrowed since (`waited_on` is still the newest millisecond). Under the
+/// sequence's lock that allows one borrow per clock tick, however many sessions wait: a
+/// saturated shard keeps issuing at about the layout's ceiling, even after the clock steps
+/// back further than `max_lead_ms`, and never runs further ahead. Hence IDs lead the clock
+/// by at most `max_lead_ms` + 1 ms while the clock runs forward; a backward step of D adds D
+/// to the lead, which then shrinks as the clock runs (and cannot grow meanwhile).
 pub fn next_id(
     newest: Option<i64>,
     now_ms: i64,
     shard: i32,
     max_lead_ms: i64,
-    waited: bool,
+    waited_on: Option<i64>,
 ) -> Next {
     debug_assert!((0..=MAX_SHARD).contains(&shard));
     let now_ms = now_ms.clamp(0, MAX_MS + 1);
@@ -194,9 +195,13 @@ pub fn next_id(
     }
     // Only moving ID time forward past the bound waits; counting on within a millisecond
     // already in use never does, however far the clock has stepped back.
-    let advances = newest.is_none_or(|p| next.ms > p.ms);
-    if advances && next.ms > now_ms.saturating_add(max_lead_ms) && !waited {
-        return Next::Wait;
+    // Moving ID time past the bound takes a tick of the clock: wait, and after the wait
+    // borrow only if no one has borrowed since. (With no newest ID, `next` is the clock.)
+    if let Some(ms) = newest.map(|p| p.ms) {
+        let beyond_bound = next.ms > ms && next.ms > now_ms.saturating_add(max_lead_ms);
+        if beyond_bound && waited_on != Some(ms) {
+            return Next::Wait { newest_ms: ms };
+        }
     }
     Next::Issue(next.ms << TIME_SHIFT | (shard as i64) << SHARD_SHIFT | next.seq as i64)
 }
@@ -285,7 +290,7 @@ mod tests {
     const LEAD: i64 = 1000;
 
     fn issue(newest: Option<i64>, now: i64, shard: i32) -> i64 {
-        match next_id(newest, now, shard, LEAD, false) {
+        match next_id(newest, now, shard, LEAD, None) {
             Next::Issue(id) => id,
             other => panic!("expected an ID, got {other:?}"),
         }
@@ -332,14 +337,26 @@ mod tests {
     #[test]
     fn lead_bound_asks_to_wait_then_allows_one_borrow() {
         let newest = compose(10 + LEAD, 5, MAX_SEQ as i64).unwrap();
-        assert_eq!(next_id(Some(newest), 10, 5, LEAD, false), Next::Wait);
+        let newest_ms = 10 + LEAD;
         assert_eq!(
-            next_id(Some(newest), 10, 5, LEAD, true),
+            next_id(Some(newest), 10, 5, LEAD, None),
+            Next::Wait { newest_ms }
+        );
+        assert_eq!(
+            next_id(Some(newest), 10, 5, LEAD, Some(newest_ms)),
             Next::Issue(compose(11 + LEAD, 5, 0).unwrap())
+        );
+        // Someone else borrowed while we waited: no second borrow on the same wait.
+        let theirs = compose(11 + LEAD, 5, MAX_SEQ as i64).unwrap();
+        assert_eq!(
+            next_id(Some(theirs), 10, 5, LEAD, Some(newest_ms)),
+            Next::Wait {
+                newest_ms: 11 + LEAD
+            }
         );
         // Once the clock has ticked, the borrow is within the bound again.
         assert_eq!(
-            next_id(Some(newest), 11, 5, LEAD, false),
+            next_id(Some(newest), 11, 5, LEAD, None),
             Next::Issue(compose(11 + LEAD, 5, 0).unwrap())
         );
     }
@@ -347,9 +364,12 @@ mod tests {
     #[test]
     fn horizon_is_exhaustion_not_wraparound() {
         let last = compose(MAX_MS, 5, MAX_SEQ as i64).unwrap();
-        assert_eq!(next_id(Some(last), MAX_MS, 5, LEAD, true), Next::Exhausted);
-        assert_eq!(next_id(None, MAX_MS + 1, 5, LEAD, true), Next::Exhausted);
-        assert_eq!(next_id(None, i64::MAX, 5, LEAD, true), Next::Exhausted);
+        assert_eq!(
+            next_id(Some(last), MAX_MS, 5, LEAD, Some(MAX_MS)),
+            Next::Exhausted
+        );
+        assert_eq!(next_id(None, MAX_MS + 1, 5, LEAD, None), Next::Exhausted);
+        assert_eq!(next_id(None, i64::MAX, 5, LEAD, None), Next::Exhausted);
         assert_eq!(issue(None, MAX_MS, 5), compose(MAX_MS, 5, 0).unwrap());
     }
 
@@ -388,6 +408,46 @@ mod tests {
             prop_assert_eq!(a.cmp(&b), decompose(a).unwrap().cmp(&decompose(b).unwrap()));
         }
 
+        /// Eight sessions saturating one sequence, each waking from its wait for the tick
+        /// after a random delay (early wakers go back to issuing and fill the millisecond
+        /// just borrowed; late ones find it full): IDs never lead the clock by more than
+        /// `lead` + 1 ms, because only one borrow past the bound is allowed per tick.
+        #[test]
+        fn concurrent_sessions_cannot_outrun_the_bound(
+            schedule in proptest::collection::vec((0_usize..8, 0_u16..2500, 0_u16..1500), 1..40_000),
+            lead in 0_i64..50,
+        ) {
+            let mut now = 1_000_i64;
+            let mut newest: Option<i64> = None;
+            // Per session: the millisecond it waited on, the tick it waits for, its wake delay.
+            let mut waiting: [Option<(i64, i64, u16)>; 8] = [None; 8];
+            let (mut ticks, mut since_tick) = (0_i64, 0_u16);
+            for (session, tick, delay) in schedule {
+                if tick == 0 {
+                    now += 1;
+                    ticks += 1;
+                    since_tick = 0;
+                }
+                since_tick = since_tick.saturating_add(1);
+                let waited_on = match waiting[session] {
+                    Some((_, after, wake)) if ticks <= after || since_tick < wake => continue,
+                    Some((ms, _, _)) => Some(ms),
+                    None => None,
+                };
+                match next_id(newest, now, 5, lead, waited_on) {
+                    Next::Issue(id) => {
+                        if let Some(prev) = newest { prop_assert!(id > prev); }
+                        let ms = decompose(id).unwrap().ms;
+                        prop_assert!(ms - now <= lead + 1, "lead {} > {} + 1", ms - now, lead);
+                        newest = Some(id);
+                        waiting[session] = None;
+                    }
+                    Next::Wait { newest_ms } => waiting[session] = Some((newest_ms, ticks, delay)),
+                    Next::Exhausted => panic!("far from the horizon"),
+                }
+            }
+        }
+
         /// Any sequence of calls, whatever the clock does (steps back, jumps ahead, stands
         /// still), issues strictly increasing IDs of the requested shard, and the lead over
         /// the clock stays within `lead` + 1, plus whatever backward steps added to it.
@@ -406,12 +466,12 @@ mod tests {
                 bound = (bound + now - stepped).max(lead + 1);
                 now = stepped;
                 for _ in 0..burst {
-                    let id = match next_id(newest, now, shard, lead, false) {
+                    let id = match next_id(newest, now, shard, lead, None) {
                         Next::Issue(id) => id,
-                        Next::Wait => {
+                        Next::Wait { newest_ms } => {
                             // The clock ticks once while the caller waits.
                             now += 1;
-                            match next_id(newest, now, shard, lead, true) {
+                            match next_id(newest, now, shard, lead, Some(newest_ms)) {
                                 Next::Issue(id) => id,
                                 other => panic!("after a wait: {other:?}"),
                             }

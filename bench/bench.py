@@ -1,0 +1,243 @@
+"""snowflake_id benchmarks: ratios against baselines measured in the same session.
+
+Run by scripts/bench against a throwaway server (PGHOST/PGPORT set). Every figure that is
+compared is measured interleaved with its baseline, repeated, and reported as a median with
+its spread (min-max). Writes bench/results.json and bench/chart.svg.
+"""
+
+import json
+import os
+import re
+import statistics
+import subprocess
+import tempfile
+import time
+
+ROUNDS = 5
+HERE = os.path.dirname(os.path.abspath(__file__))
+PGBENCH = "/usr/lib/postgresql/15/bin/pgbench"
+
+
+def psql(sql, db="postgres"):
+    out = subprocess.run(["psql", "-X", "-q", "-At", "-v", "ON_ERROR_STOP=1", "-d", db], input=sql,
+                         check=True, capture_output=True, text=True)
+    return out.stdout.strip()
+
+
+def timed_session(statements):
+    """Runs statements in ONE psql session with \\timing; returns the ms of each."""
+    script = "\\timing on\n" + "".join(s.rstrip(";") + ";\n" for s in statements)
+    out = subprocess.run(["psql", "-X", "-q", "-At", "-v", "ON_ERROR_STOP=1"], input=script,
+                         check=True, capture_output=True, text=True).stdout
+    times = [float(t) for t in re.findall(r"^Time: ([0-9.]+) ms", out, re.M)]
+    assert len(times) == len(statements), out
+    return times
+
+
+def summary(values):
+    return {"median": statistics.median(values), "min": min(values), "max": max(values), "runs": values}
+
+
+SETUP = """
+CREATE EXTENSION IF NOT EXISTS snowflake_id;
+CREATE SEQUENCE IF NOT EXISTS plain;
+CREATE SCHEMA IF NOT EXISTS insta5;
+CREATE SEQUENCE IF NOT EXISTS insta5.table_id_seq;
+-- Instagram's 2011 PL/pgSQL, with shard_id widened to bigint so the shift cannot overflow.
+CREATE OR REPLACE FUNCTION insta5.next_id(OUT result bigint) AS $$
+DECLARE our_epoch bigint := 1314220021721; seq_id bigint; now_millis bigint; shard_id bigint := 5;
+BEGIN
+    SELECT nextval('insta5.table_id_seq') % 1024 INTO seq_id;
+    SELECT FLOOR(EXTRACT(EPOCH FROM clock_timestamp()) * 1000) INTO now_millis;
+    result := (now_millis - our_epoch) << 23;
+    result := result | (shard_id << 10);
+    result := result | (seq_id);
+END; $$ LANGUAGE PLPGSQL;
+DROP TABLE IF EXISTS ids;
+CREATE TABLE ids AS SELECT make_id(timestamptz '2024-01-01' + g * interval '37 ms', g % 8192, g % 1024) AS id
+  FROM generate_series(1, 1000000) g;
+VACUUM ANALYZE ids;
+"""
+
+CALLS = "SELECT count({f}) FROM generate_series(1, 1000000)"
+
+
+def per_call():
+    """1M calls per statement, interleaved rounds. next_id gets a fresh sequence per run, so
+    that each run starts at the clock: 1M IDs use ~977 ms of ID time, within max_lead, so no
+    run waits for the clock and the figure is the per-call cost."""
+    names = ["empty generate_series", "nextval()", "next_id()", "Instagram PL/pgSQL", "gen_random_uuid()"]
+    times = {n: [] for n in names}
+    for r in range(ROUNDS):
+        psql(f"DROP SEQUENCE IF EXISTS fresh{r}; CREATE SEQUENCE fresh{r}")
+        stmts = ["SELECT count(*) FROM generate_series(1, 1000000)",
+                 CALLS.format(f="nextval('plain')"),
+                 CALLS.format(f=f"next_id(5, 'fresh{r}')"),
+                 CALLS.format(f="insta5.next_id()"),
+                 CALLS.format(f="gen_random_uuid()")]
+        for name, t in zip(names, timed_session(stmts)):
+            times[name].append(t)
+    return {n: summary(v) for n, v in times.items()}
+
+
+def decoders():
+    pairs = {
+        "id_timestamp()": "SELECT count(id_timestamp(id)) FROM ids",
+        "SQL arithmetic timestamp": "SELECT count(to_timestamp(((id >> 23) + 1314220021721) / 1000.0)) FROM ids",
+        "id_shard()": "SELECT count(id_shard(id)) FROM ids",
+        "SQL arithmetic shard": "SELECT count((id >> 10) & 8191) FROM ids",
+        "scan only": "SELECT count(id) FROM ids",
+    }
+    times = {n: [] for n in pairs}
+    timed_session(["SELECT count(*) FROM ids"])  # warm the cache
+    for _ in range(ROUNDS):
+        for name, t in zip(pairs, timed_session(list(pairs.values()))):
+            times[name].append(t)
+    return {n: summary(v) for n, v in times.items()}
+
+
+def saturation(seconds=10):
+    """One session issuing 1M-ID statements back to back on one sequence for `seconds`."""
+    psql("DROP SEQUENCE IF EXISTS sat; CREATE SEQUENCE sat")
+    stmt = "SELECT count(next_id(1, 'sat')) FROM generate_series(1, 1000000)"
+    probe = "SELECT round(extract(epoch FROM id_timestamp(last_value) - clock_timestamp()) * 1000) FROM sat"
+    script = "\\timing on\n" + (stmt + ";\n" + probe + ";\n") * 1
+    samples, leads = [], []
+    start = time.time()
+    while time.time() - start < seconds:
+        out = subprocess.run(["psql", "-X", "-q", "-At"], input=script, check=True,
+                             capture_output=True, text=True).stdout
+        ms = [float(t) for t in re.findall(r"^Time: ([0-9.]+) ms", out, re.M)][0]
+        lead = float([line for line in out.splitlines() if re.fullmatch(r"-?[0-9.]+", line)][-1])
+        samples.append(ms)
+        leads.append(lead)
+    total_ms = sum(samples)
+    steady = [ms for ms, lead in zip(samples, leads) if lead >= 900]
+    return {
+        "statements": len(samples),
+        "ids_per_second_overall": 1_000_000 * len(samples) / (total_ms / 1000),
+        "ids_per_second_at_the_lead_bound": (1_000_000 * len(steady) / (sum(steady) / 1000)) if steady else None,
+        "ceiling_ids_per_second": 1_024_000,
+        "lead_ms_after_each_statement": leads,
+        "max_lead_ms": max(leads),
+        "max_lead_setting_ms": 1000,
+    }
+
+
+def pgbench(script_text, clients, seconds, extra=()):
+    with tempfile.NamedTemporaryFile("w", suffix=".sql", delete=False) as f:
+        f.write(script_text)
+    out = subprocess.run([PGBENCH, "-n", "-c", str(clients), "-j", str(min(clients, 2)), "-T", str(seconds),
+                          *extra, "-f", f.name, "postgres"], check=True, capture_output=True, text=True).stdout
+    os.unlink(f.name)
+    tps = float(re.search(r"tps = ([0-9.]+) \(without initial connection time\)", out).group(1))
+    failed = re.search(r"number of failed transactions: ([0-9]+)", out)
+    assert failed is None or failed.group(1) == "0", out
+    return tps
+
+
+def concurrency(seconds=5):
+    for i in range(8):
+        psql(f"DROP SEQUENCE IF EXISTS c{i}; CREATE SEQUENCE c{i}")
+    psql("DROP SEQUENCE IF EXISTS one; CREATE SEQUENCE one")
+    scripts = {
+        "next_id, one shard": "SELECT count(next_id(1, 'one')) FROM generate_series(1, 1000);",
+        "next_id, a shard per session": "SELECT count(next_id(:client_id, ('c' || :client_id)::regclass)) FROM generate_series(1, 1000);",
+        "nextval, one sequence": "SELECT count(nextval('one')) FROM generate_series(1, 1000);",
+    }
+    result = {}
+    for clients in (1, 2, 4, 8):
+        for name, text in scripts.items():
+            result.setdefault(name, {})[clients] = pgbench(text, clients, seconds) * 1000
+    return result
+
+
+def inserts(seconds=10, clients=4):
+    psql("""
+    DROP TABLE IF EXISTS t_next_id, t_bigserial, t_uuid;
+    DROP SEQUENCE IF EXISTS t_seq;
+    CREATE SEQUENCE t_seq;
+    CREATE TABLE t_next_id (id bigint PRIMARY KEY DEFAULT next_id(5, 't_seq'), body text);
+    CREATE TABLE t_bigserial (id bigserial PRIMARY KEY, body text);
+    CREATE TABLE t_uuid (id uuid PRIMARY KEY DEFAULT gen_random_uuid(), body text);
+    """)
+    names = {"DEFAULT next_id": "t_next_id", "bigserial": "t_bigserial", "uuid DEFAULT gen_random_uuid()": "t_uuid"}
+    tps = {n: [] for n in names}
+    for _ in range(3):
+        for name, table in names.items():
+            tps[name].append(pgbench(f"INSERT INTO {table} (body) VALUES ('x');", clients, seconds))
+    sizes = {}
+    for name, table in names.items():
+        psql(f"TRUNCATE {table}; INSERT INTO {table} (body) SELECT 'x' FROM generate_series(1, 1000000); VACUUM ANALYZE {table}")
+        sizes[name] = {"table_bytes": int(psql(f"SELECT pg_table_size('{table}')")),
+                       "index_bytes": int(psql(f"SELECT pg_indexes_size('{table}')"))}
+    return {"tps": {n: summary(v) for n, v in tps.items()}, "sizes_after_1M_rows": sizes,
+            "clients": clients, "seconds": seconds}
+
+
+def chart(results, path):
+    """A horizontal bar chart of cost per call relative to nextval() (median, min-max)."""
+    pc = results["per_call"]
+    base = pc["empty generate_series"]["median"]
+    nv = pc["nextval()"]["median"] - base
+    rows = [(n, (pc[n]["median"] - base) / nv, (pc[n]["min"] - base) / nv, (pc[n]["max"] - base) / nv)
+            for n in ["nextval()", "next_id()", "gen_random_uuid()", "Instagram PL/pgSQL"]]
+    width, left, bar_h, gap = 760, 190, 26, 14
+    scale = (width - left - 80) / max(r[3] for r in rows)
+    height = 70 + len(rows) * (bar_h + gap)
+    svg = [f'<svg xmlns="http://www.w3.org/2000/svg" width="{width}" height="{height}" font-family="sans-serif" font-size="13">',
+           '<rect width="100%" height="100%" fill="white"/>',
+           f'<text x="10" y="22" font-size="15" font-weight="bold">Cost per call, relative to nextval() (1M calls, median of {ROUNDS}, min-max)</text>']
+    for i, (name, med, lo, hi) in enumerate(rows):
+        y = 45 + i * (bar_h + gap)
+        colour = "#2b7bb9" if name == "next_id()" else "#9aa5b1"
+        svg.append(f'<text x="{left - 8}" y="{y + bar_h * 0.7}" text-anchor="end">{name}</text>')
+        svg.append(f'<rect x="{left}" y="{y}" width="{med * scale:.1f}" height="{bar_h}" fill="{colour}"/>')
+        svg.append(f'<line x1="{left + lo * scale:.1f}" x2="{left + hi * scale:.1f}" y1="{y + bar_h / 2}" y2="{y + bar_h / 2}" stroke="black"/>')
+        svg.append(f'<text x="{left + max(hi, med) * scale + 6:.1f}" y="{y + bar_h * 0.7}">{med:.2f}x</text>')
+    svg.append("</svg>")
+    with open(path, "w") as f:
+        f.write("\n".join(svg) + "\n")
+
+
+def main():
+    started = time.time()
+    psql(SETUP)
+    results = {"postgres": psql("SHOW server_version"), "rounds": ROUNDS}
+    results["per_call"] = per_call()
+    results["decoders"] = decoders()
+    results["saturation"] = saturation()
+    results["concurrency_ids_per_second"] = concurrency()
+    results["inserts"] = inserts()
+    pc = results["per_call"]
+    base = pc["empty generate_series"]["median"]
+    net = {n: v["median"] - base for n, v in pc.items()}
+    dec = results["decoders"]
+    scan = dec["scan only"]["median"]
+    ins = results["inserts"]
+    results["ratios"] = {
+        "next_id / nextval (whole statement)": pc["next_id()"]["median"] / pc["nextval()"]["median"],
+        "next_id / nextval (per call, net of the empty baseline)": net["next_id()"] / net["nextval()"],
+        "PL/pgSQL / next_id (per call, net)": net["Instagram PL/pgSQL"] / net["next_id()"],
+        "gen_random_uuid / next_id (per call, net)": net["gen_random_uuid()"] / net["next_id()"],
+        "id_timestamp / SQL arithmetic (whole statement)": dec["id_timestamp()"]["median"] / dec["SQL arithmetic timestamp"]["median"],
+        "id_shard / SQL arithmetic (whole statement)": dec["id_shard()"]["median"] / dec["SQL arithmetic shard"]["median"],
+        "id_shard / SQL arithmetic (net of the scan)": (dec["id_shard()"]["median"] - scan) / (dec["SQL arithmetic shard"]["median"] - scan),
+        "saturated shard / layout ceiling (at the lead bound)": (results["saturation"]["ids_per_second_at_the_lead_bound"] or 0) / 1_024_000,
+        "INSERT tps next_id / bigserial": ins["tps"]["DEFAULT next_id"]["median"] / ins["tps"]["bigserial"]["median"],
+        "index size next_id / bigserial": ins["sizes_after_1M_rows"]["DEFAULT next_id"]["index_bytes"] / ins["sizes_after_1M_rows"]["bigserial"]["index_bytes"],
+    }
+    results["wall_seconds"] = time.time() - started
+    with open(os.path.join(HERE, "results.json"), "w") as f:
+        json.dump(results, f, indent=2)
+    chart(results, os.path.join(HERE, "chart.svg"))
+    for k, v in results["ratios"].items():
+        print(f"{k:60s} {v:6.3f}")
+    print(f"saturation: overall {results['saturation']['ids_per_second_overall']:.0f} IDs/s, max lead {results['saturation']['max_lead_ms']} ms")
+    for name, per in results["concurrency_ids_per_second"].items():
+        print(f"{name:32s} " + "  ".join(f"{c}: {v:,.0f}/s" for c, v in per.items()))
+    print(f"wall time {results['wall_seconds']:.0f} s")
+
+
+if __name__ == "__main__":
+    main()
