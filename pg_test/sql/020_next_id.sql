@@ -88,6 +88,7 @@ CREATE SEQUENCE small AS integer;
 \set VERBOSITY terse
 SELECT next_id(5, 'small');
 \set VERBOSITY sqlstate
+SELECT next_id(5, 'small');
 SELECT next_id(NULL, 'small') IS NULL AS strict_shard, next_id(5, NULL) IS NULL AS strict_seq;
 BEGIN READ ONLY;
 SELECT next_id(5, 'insta5.table_id_seq');
