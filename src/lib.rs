@@ -107,7 +107,11 @@ RETURN (@extschema@.id_timestamp(id), @extschema@.id_shard(id), @extschema@.id_s
 );
 
 // The per-schema shard installer (create_shard, create_shards, drop_shard, snowflake_id_shards).
-extension_sql_file!("../sql/installer.sql", name = "installer", requires = [next_id, make_id]);
+extension_sql_file!(
+    "../sql/installer.sql",
+    name = "installer",
+    requires = [next_id, make_id]
+);
 
 extension_sql!(
     r#"
