@@ -102,6 +102,7 @@ mod unguarded {
         pub fn MarkBufferDirty(buf: Buffer);
         pub fn UnlockReleaseBuffer(buf: Buffer);
         pub fn GetRedoRecPtr() -> XLogRecPtr;
+        pub fn IsInParallelMode() -> bool;
     }
 }
 
@@ -110,20 +111,25 @@ struct BackendLocal<T>(std::cell::UnsafeCell<T>);
 // SAFETY: PostgreSQL backends are single-threaded; only the backend's thread touches this.
 unsafe impl<T> Sync for BackendLocal<T> {}
 
-/// What a backend knows about a sequence it used in the current transaction.
+/// What a backend has checked about a sequence (see [`Sequence::open`] for how long it holds).
 #[derive(Clone, Copy)]
 struct Checked {
     relid: pg_sys::Oid,
-    lxid: pg_sys::LocalTransactionId,
-    /// The checks below hold while user, command and catalog (no invalidation message
-    /// processed since) are unchanged: like a table's privileges, once per statement.
     userid: pg_sys::Oid,
-    cid: pg_sys::CommandId,
+    /// `SharedInvalidMessageCounter` when checked: any catalog change committed by another
+    /// session since (a REVOKE, ALTER SEQUENCE, DROP) has moved it.
     invalidations: u64,
+    /// Where the check was made: a statement of this very transaction may have changed the
+    /// catalog itself, which the counter does not show until commit.
+    lxid: pg_sys::LocalTransactionId,
+    cid: pg_sys::CommandId,
     local_temp: bool,
     min: i64,
     max: i64,
 }
+
+/// How many sequences' checks a backend remembers; past that it forgets them all.
+const CHECKED_CAPACITY: usize = 64;
 
 /// The buffer that last held a sequence's page, per sequence: `ReadRecentBuffer` pins it
 /// without the buffer-mapping lookup when it still does (and says so when it does not).
@@ -138,9 +144,13 @@ pub fn clock_unix_ms() -> i64 {
     micros_since_2000.div_euclid(1000) + PG_EPOCH_UNIX_MS
 }
 
-/// Sequences used in the current transaction (cleared when a new one starts). The lxid
-/// doubles as `seqhashtab`'s: the RowExclusiveLock is taken once per transaction.
-static USED: BackendLocal<Vec<Checked>> = BackendLocal(std::cell::UnsafeCell::new(Vec::new()));
+/// Sequences this backend locked in the current transaction (cleared when a new one starts),
+/// as `seqhashtab`'s lxid: the RowExclusiveLock is taken once per transaction.
+static LOCKED: BackendLocal<(pg_sys::LocalTransactionId, Vec<pg_sys::Oid>)> =
+    BackendLocal(std::cell::UnsafeCell::new((0, Vec::new())));
+
+/// Sequences this backend checked, across transactions.
+static CHECKED: BackendLocal<Vec<Checked>> = BackendLocal(std::cell::UnsafeCell::new(Vec::new()));
 
 fn current_lxid() -> pg_sys::LocalTransactionId {
     // SAFETY: MyProc is set for every backend before any SQL function can run.
@@ -176,16 +186,36 @@ pub struct Sequence {
 impl Sequence {
     /// Locks and opens `relid`, and refuses as `nextval()` would: not a sequence (42809), no
     /// USAGE or UPDATE right (42501), a read-only transaction or a standby (25006).
+    ///
+    /// `nextval()` makes its checks on every call; here they are remembered while nothing
+    /// can have changed their outcome: same user, no catalog change from another session
+    /// processed since (the lock, taken first, processes any that committed before it), and
+    /// either the same statement or a transaction that has not yet completed a command
+    /// (`cid` 0: none of its own catalog changes is visible). A stream of single-statement
+    /// transactions, each INSERT with `DEFAULT next_id(...)`, thus checks once.
     pub fn open(relid: pg_sys::Oid) -> Result<Sequence, IdError> {
         let lxid = current_lxid();
-        // SAFETY: see `unguarded`; USED is only touched by this backend, never re-entrantly
-        // (no PostgreSQL call happens while the reference is alive).
-        let (userid, cid, invalidations, known) = unsafe {
-            let used = &mut *USED.0.get();
-            if used.first().is_some_and(|c| c.lxid != lxid) {
-                used.clear();
+        // SAFETY: see `unguarded`; LOCKED and CHECKED are only touched by this backend, never
+        // re-entrantly (no PostgreSQL call happens while a reference is alive).
+        let locked = unsafe {
+            let locked = &mut *LOCKED.0.get();
+            if locked.0 != lxid {
+                *locked = (lxid, Vec::new());
             }
-            let known = used.iter().find(|c| c.relid == relid).copied();
+            locked.1.contains(&relid)
+        };
+        if !locked {
+            lock_for_transaction(relid);
+            // SAFETY: as above.
+            unsafe { (*LOCKED.0.get()).1.push(relid) };
+        }
+        // SAFETY: as above; read after locking, so that the lock's processing of invalidation
+        // messages is counted.
+        let (userid, cid, invalidations, known) = unsafe {
+            let known = (*CHECKED.0.get())
+                .iter()
+                .find(|c| c.relid == relid)
+                .copied();
             (
                 unguarded::GetUserId(),
                 unguarded::GetCurrentCommandId(false),
@@ -193,29 +223,37 @@ impl Sequence {
                 known,
             )
         };
-        let fresh = known
-            .filter(|c| c.userid == userid && c.cid == cid && c.invalidations == invalidations);
+        let fresh = known.filter(|c| {
+            c.userid == userid
+                && c.invalidations == invalidations
+                && (cid == 0 || (c.lxid == lxid && c.cid == cid))
+        });
         let checked = match fresh {
             Some(c) => c,
             None => {
-                if known.is_none() {
-                    lock_for_transaction(relid);
-                }
                 let c = Self::check(relid, lxid, userid, cid)?;
                 // SAFETY: as above.
-                let used = unsafe { &mut *USED.0.get() };
-                match used.iter_mut().find(|k| k.relid == relid) {
+                let checked = unsafe { &mut *CHECKED.0.get() };
+                match checked.iter_mut().find(|k| k.relid == relid) {
                     Some(k) => *k = c,
-                    None => used.push(c),
+                    None => {
+                        if checked.len() == CHECKED_CAPACITY {
+                            checked.clear();
+                        }
+                        checked.push(c)
+                    }
                 }
                 c
             }
         };
         // SAFETY: the lock is held, so the relation cannot go away; XactReadOnly is a plain
-        // flag, and PreventCommandIfReadOnly only runs (through pgrx) to raise its error.
+        // flag, and the Prevent* functions only run (through pgrx) to raise their errors.
         unsafe {
             if pg_sys::XactReadOnly && !checked.local_temp {
                 pg_sys::PreventCommandIfReadOnly(c"next_id()".as_ptr());
+            }
+            if unguarded::IsInParallelMode() {
+                pg_sys::PreventCommandIfParallelMode(c"next_id()".as_ptr());
             }
             let rel = unguarded::try_relation_open(relid, pg_sys::NoLock as pg_sys::LOCKMODE);
             if rel.is_null() {
@@ -232,7 +270,7 @@ impl Sequence {
         }
     }
 
-    /// The checks nextval() makes on every call, made once per statement.
+    /// The checks nextval() makes on every call.
     fn check(
         relid: pg_sys::Oid,
         lxid: pg_sys::LocalTransactionId,
@@ -273,18 +311,16 @@ impl Sequence {
                 sequence: seq.close_returning_name(),
             });
         }
-        // SAFETY: raises 25000 rather than return when it refuses.
-        unsafe { pg_sys::PreventCommandIfParallelMode(c"next_id()".as_ptr()) };
         let (min, max) = seq.limits();
         // SAFETY: read after the checks, so an invalidation they caused is counted.
         let invalidations = unsafe { pg_sys::SharedInvalidMessageCounter };
         seq.close();
         Ok(Checked {
             relid,
-            lxid,
             userid,
-            cid,
             invalidations,
+            lxid,
+            cid,
             local_temp,
             min,
             max,

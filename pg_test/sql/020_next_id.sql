@@ -125,6 +125,21 @@ REVOKE USAGE ON insta5.table_id_seq FROM snowflake_reg_user;
 SET LOCAL ROLE snowflake_reg_user;
 SELECT next_id(5, 'insta5.table_id_seq');
 ROLLBACK;
+-- A session remembers its checks across transactions, until another session's catalog
+-- change reaches it: a revoke committed elsewhere refuses this session's next call.
+CREATE EXTENSION dblink;
+GRANT USAGE ON insta5.table_id_seq TO snowflake_reg_user;
+SET ROLE snowflake_reg_user;
+SELECT next_id(5, 'insta5.table_id_seq') > 0 AS checked_and_remembered;
+SELECT next_id(5, 'insta5.table_id_seq') > 0 AS still_granted;
+RESET ROLE;
+SELECT dblink_exec(format('dbname=%s host=%s port=%s', current_database(),
+    current_setting('unix_socket_directories'), current_setting('port')),
+  'REVOKE USAGE ON insta5.table_id_seq FROM snowflake_reg_user');
+SET ROLE snowflake_reg_user;
+SELECT next_id(5, 'insta5.table_id_seq');
+RESET ROLE;
+DROP EXTENSION dblink;
 REVOKE ALL ON insta5.table_id_seq FROM snowflake_reg_user;
 REVOKE ALL ON SCHEMA insta5 FROM snowflake_reg_user;
 DROP ROLE snowflake_reg_user;
