@@ -80,7 +80,9 @@ def per_call():
     return {n: summary(v) for n, v in times.items()}
 
 
-def decoders():
+def decoders(rounds=3 * ROUNDS):
+    """Each round runs the five scans back to back; a ratio is taken within a round (the
+    decoder against its SQL arithmetic, moments apart), and the median over the rounds."""
     pairs = {
         "id_timestamp()": "SELECT count(id_timestamp(id)) FROM ids",
         "SQL arithmetic timestamp": "SELECT count(to_timestamp(((id >> 23) + 1314220021721) / 1000.0)) FROM ids",
@@ -90,10 +92,16 @@ def decoders():
     }
     times = {n: [] for n in pairs}
     timed_session(["SELECT count(*) FROM ids"])  # warm the cache
-    for _ in range(ROUNDS):
+    for _ in range(rounds):
         for name, t in zip(pairs, timed_session(list(pairs.values()))):
             times[name].append(t)
     return {n: summary(v) for n, v in times.items()}
+
+
+def paired(times, a, b, base=None):
+    """Median over rounds of a/b measured in the same round (net of `base` if given)."""
+    net = (lambda n, i: times[n]["runs"][i] - times[base]["runs"][i]) if base else (lambda n, i: times[n]["runs"][i])
+    return statistics.median(net(a, i) / net(b, i) for i in range(len(times[a]["runs"])))
 
 
 def saturation(seconds=10):
@@ -239,21 +247,21 @@ def main():
     results["concurrency_ids_per_second"] = concurrency()
     results["inserts"] = inserts()
     pc = results["per_call"]
-    base = pc["empty generate_series"]["median"]
-    net = {n: v["median"] - base for n, v in pc.items()}
+    base = "empty generate_series"
     dec = results["decoders"]
-    scan = dec["scan only"]["median"]
     ins = results["inserts"]
+    # Each ratio is the median over rounds of the ratio within a round: the machine's noise
+    # (a small VM: even `SELECT 1` moves by +-15% from second to second) cancels in a round.
     results["ratios"] = {
-        "next_id / nextval (whole statement)": pc["next_id()"]["median"] / pc["nextval()"]["median"],
-        "next_id / nextval (per call, net of the empty baseline)": net["next_id()"] / net["nextval()"],
-        "PL/pgSQL / next_id (per call, net)": net["Instagram PL/pgSQL"] / net["next_id()"],
-        "gen_random_uuid / next_id (per call, net)": net["gen_random_uuid()"] / net["next_id()"],
-        "id_timestamp / SQL arithmetic (whole statement)": dec["id_timestamp()"]["median"] / dec["SQL arithmetic timestamp"]["median"],
-        "id_shard / SQL arithmetic (whole statement)": dec["id_shard()"]["median"] / dec["SQL arithmetic shard"]["median"],
-        "id_shard / SQL arithmetic (net of the scan)": (dec["id_shard()"]["median"] - scan) / (dec["SQL arithmetic shard"]["median"] - scan),
+        "next_id / nextval (whole statement)": paired(pc, "next_id()", "nextval()"),
+        "next_id / nextval (per call, net of the empty baseline)": paired(pc, "next_id()", "nextval()", base),
+        "PL/pgSQL / next_id (per call, net)": paired(pc, "Instagram PL/pgSQL", "next_id()", base),
+        "gen_random_uuid / next_id (per call, net)": paired(pc, "gen_random_uuid()", "next_id()", base),
+        "id_timestamp / SQL arithmetic (whole statement)": paired(dec, "id_timestamp()", "SQL arithmetic timestamp"),
+        "id_shard / SQL arithmetic (whole statement)": paired(dec, "id_shard()", "SQL arithmetic shard"),
+        "id_shard / SQL arithmetic (net of the scan)": paired(dec, "id_shard()", "SQL arithmetic shard", "scan only"),
         "saturated shard / layout ceiling (at the lead bound)": (results["saturation"]["ids_per_second_at_the_lead_bound"] or 0) / 1_024_000,
-        "INSERT tps next_id / bigserial (median of the runs' ratios)": ins["next_id_over_bigserial_per_run"]["median"],
+        "INSERT tps next_id / bigserial": ins["next_id_over_bigserial_per_run"]["median"],
         "index size next_id / bigserial": ins["sizes_after_1M_rows"]["DEFAULT next_id"]["index_bytes"] / ins["sizes_after_1M_rows"]["bigserial"]["index_bytes"],
     }
     results["measurement_seconds"] = time.time() - started
