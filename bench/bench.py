@@ -226,7 +226,7 @@ def chart(results, path):
     height = 70 + len(rows) * (bar_h + gap)
     svg = [f'<svg xmlns="http://www.w3.org/2000/svg" width="{width}" height="{height}" font-family="sans-serif" font-size="13">',
            '<rect width="100%" height="100%" fill="white"/>',
-           f'<text x="10" y="22" font-size="15" font-weight="bold">Cost per call relative to nextval() in the same round (1M calls; median of {ROUNDS} rounds, min-max)</text>']
+           f'<text x="10" y="22" font-size="15" font-weight="bold">Cost per call vs nextval() in the same round (1M calls, median of {ROUNDS}, min-max)</text>']
     for i, (name, med, lo, hi) in enumerate(rows):
         y = 45 + i * (bar_h + gap)
         colour = "#2b7bb9" if name == "next_id()" else "#9aa5b1"
