@@ -12,6 +12,7 @@ pub mod layout;
 pub mod sequence_state;
 
 use error::OrReport;
+use sequence_state::PG_EPOCH_UNIX_MS;
 
 ::pgrx::pg_module_magic!(name, version);
 
@@ -44,9 +45,6 @@ unsafe impl<'fcx> pgrx::callconv::ArgAbi<'fcx> for Regclass {
 }
 
 pgrx::impl_sql_translatable!(Regclass, arg_only = "regclass");
-
-/// Milliseconds between 1970-01-01 and PostgreSQL's epoch, 2000-01-01 (both UTC).
-const PG_EPOCH_UNIX_MS: i64 = 946_684_800_000;
 
 fn unix_ms_of(ts: TimestampWithTimeZone) -> i64 {
     // Floor, so that a time is truncated to its millisecond; ±infinity saturate and fail

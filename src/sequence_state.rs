@@ -136,9 +136,11 @@ const CHECKED_CAPACITY: usize = 64;
 static RECENT_BUFFER: BackendLocal<(pg_sys::Oid, pg_sys::Buffer)> =
     BackendLocal(std::cell::UnsafeCell::new((pg_sys::InvalidOid, 0)));
 
+/// Milliseconds between 1970-01-01 and PostgreSQL's epoch, 2000-01-01 (both UTC).
+pub const PG_EPOCH_UNIX_MS: i64 = 946_684_800_000;
+
 /// PostgreSQL's clock (`gettimeofday`, the one `clock_timestamp()` reads) in Unix ms.
 pub fn clock_unix_ms() -> i64 {
-    const PG_EPOCH_UNIX_MS: i64 = 946_684_800_000;
     // SAFETY: see `unguarded`.
     let micros_since_2000 = unsafe { unguarded::GetCurrentTimestamp() };
     micros_since_2000.div_euclid(1000) + PG_EPOCH_UNIX_MS
