@@ -98,10 +98,15 @@ def decoders(rounds=3 * ROUNDS):
     return {n: summary(v) for n, v in times.items()}
 
 
+def round_ratios(times, a, b, base=None):
+    """a/b within each round (each net of `base` in that round, if given)."""
+    net = (lambda n, i: times[n]["runs"][i] - times[base]["runs"][i]) if base else (lambda n, i: times[n]["runs"][i])
+    return [net(a, i) / net(b, i) for i in range(len(times[a]["runs"]))]
+
+
 def paired(times, a, b, base=None):
     """Median over rounds of a/b measured in the same round (net of `base` if given)."""
-    net = (lambda n, i: times[n]["runs"][i] - times[base]["runs"][i]) if base else (lambda n, i: times[n]["runs"][i])
-    return statistics.median(net(a, i) / net(b, i) for i in range(len(times[a]["runs"])))
+    return statistics.median(round_ratios(times, a, b, base))
 
 
 def saturation(seconds=10):
@@ -217,9 +222,7 @@ def chart(results, path):
     pc = results["per_call"]
     rows = []
     for n in ["nextval()", "next_id()", "gen_random_uuid()", "Instagram PL/pgSQL"]:
-        # Within each round, net of the empty query, relative to nextval() in that round.
-        ratios = [(t - e) / (v - e) for t, e, v in zip(pc[n]["runs"], pc["empty generate_series"]["runs"],
-                                                       pc["nextval()"]["runs"])]
+        ratios = round_ratios(pc, n, "nextval()", "empty generate_series")
         rows.append((n, statistics.median(ratios), min(ratios), max(ratios)))
     width, left, bar_h, gap = 760, 190, 26, 14
     scale = (width - left - 80) / max(r[3] for r in rows)

@@ -202,7 +202,8 @@ impl Sequence {
         let locked = unsafe {
             let locked = &mut *LOCKED.0.get();
             if locked.0 != lxid {
-                *locked = (lxid, Vec::new());
+                locked.0 = lxid;
+                locked.1.clear(); // keeps its allocation: none per transaction
             }
             locked.1.contains(&relid)
         };
