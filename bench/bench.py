@@ -15,7 +15,7 @@ import time
 
 ROUNDS = 5
 HERE = os.path.dirname(os.path.abspath(__file__))
-PGBENCH = "/usr/lib/postgresql/15/bin/pgbench"
+PGBENCH = os.path.join(os.environ.get("PGBIN", "/usr/lib/postgresql/15/bin"), "pgbench")
 
 
 def psql(sql, db="postgres"):

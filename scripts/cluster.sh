@@ -1,6 +1,6 @@
-# Throwaway PostgreSQL 15 clusters for demos, tests and benchmarks (source this file).
+# Throwaway PostgreSQL clusters (of the installation scripts/pg.sh names) for demos, tests and benchmarks (source this file).
 # initdb refuses root, so clusters belong to the postgres user and live under $SF_TMP.
-PGBIN=/usr/lib/postgresql/15/bin
+source "$(dirname "${BASH_SOURCE[0]}")/pg.sh"
 SF_TMP=${SF_TMP:-/tmp/snowflake_id}
 
 # cluster_start NAME PORT [postgres -c options...]: a fresh cluster, started, with a socket
