@@ -158,12 +158,20 @@ impl IdError {
 
 type Parts = (PgSqlErrorCode, String, Option<String>, Option<String>);
 
+/// A user's text for a message: at most 63 characters (a name's length), then "...".
+fn shortened(text: &str) -> String {
+    match text.char_indices().nth(63) {
+        Some((at, _)) => format!("{}...", &text[..at]),
+        None => text.to_owned(),
+    }
+}
+
 fn named_parts(e: &NamedLayoutError) -> Parts {
     use PgSqlErrorCode::*;
     match e {
         NamedLayoutError::UnknownLayout { name } => (
             ERRCODE_INVALID_PARAMETER_VALUE,
-            format!("unknown ID layout \"{name}\": valid layouts are {}", layouts::names()),
+            format!("unknown ID layout \"{}\": valid layouts are {}", shortened(name), layouts::names()),
             None,
             None,
         ),
