@@ -33,7 +33,7 @@ pub fn init() {
 
 /// The clock as milliseconds since `epoch_unix_ms`, clamped into the layout's range (a clock
 /// before the epoch issues IDs as if it were at the epoch, still strictly increasing).
-#[inline]
+#[inline(always)]
 fn clock_ms(shape: &Shape, epoch_unix_ms: i64) -> i64 {
     clock_unix_ms()
         .saturating_sub(epoch_unix_ms)
@@ -42,6 +42,8 @@ fn clock_ms(shape: &Shape, epoch_unix_ms: i64) -> i64 {
 
 /// Sleeps (with the buffer unlocked) until the clock's millisecond differs from `seen`, or
 /// about 10 ms pass (20 naps of 0.5 ms), whichever comes first; honours query cancel meanwhile.
+#[cold]
+#[inline(never)]
 fn wait_for_tick(shape: &Shape, epoch_unix_ms: i64, seen: i64) {
     for _ in 0..20 {
         // SAFETY: pg_usleep only sleeps.
@@ -60,8 +62,10 @@ pub fn next_id(shard: i32, relid: pg_sys::Oid) -> Result<i64, IdError> {
 }
 
 /// Issues the next ID in `shape`, with time counted from `epoch_unix_ms`, for `node` (already
-/// checked to be within `shape`) from the sequence `relid`.
-#[inline]
+/// checked to be within `shape`) from the sequence `relid`. Always inlined: Instagram's
+/// `next_id` gets its own copy with the layout's numbers as constants (the hot path costs
+/// what it did before layouts were data); the named layouts share one copy.
+#[inline(always)]
 pub fn issue(
     shape: &Shape,
     epoch_unix_ms: i64,
@@ -106,7 +110,7 @@ pub fn issue(
 
 /// The state a WAL record stores: `LOG_AHEAD_MS` of ID time past `id`, but within the
 /// sequence's MAXVALUE, so that `pg_dump`'s `setval` can always restore it.
-#[inline]
+#[inline(always)]
 fn logged_ahead(shape: &Shape, id: i64, seq: &Sequence) -> i64 {
     id.saturating_add(LOG_AHEAD_MS << shape.time_shift())
         .min(seq.max())

@@ -190,7 +190,7 @@ pub enum Next {
 /// back further than `max_lead_ms`, and never runs further ahead. Hence IDs lead the clock
 /// by at most `max_lead_ms` + 1 ms while the clock runs forward; a backward step of D adds D
 /// to the lead, which then shrinks as the clock runs (and cannot grow meanwhile).
-#[inline]
+#[inline(always)]
 pub fn next_id(
     shape: &Shape,
     newest: Option<i64>,
