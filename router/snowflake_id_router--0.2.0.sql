@@ -252,8 +252,10 @@ BEGIN
                     IF snowflake_id_router.fetch('snowflake_id_router_clean', format(
                            'SELECT count(*)::text FROM %s.snowflake_id_shards WHERE schema_name = %L AND shard = %s',
                            sf, schema_name, shard)) <> '0' THEN
-                        PERFORM snowflake_id_router.exec('snowflake_id_router_clean', format(
-                            'SELECT %s.drop_shard(%L, cascade => true); DROP SCHEMA IF EXISTS %s CASCADE', sf, schema_name, s));
+                        PERFORM snowflake_id_router.fetch('snowflake_id_router_clean', format(
+                            'SELECT %s.drop_shard(%L, cascade => true)::text', sf, schema_name));
+                        PERFORM snowflake_id_router.exec('snowflake_id_router_clean',
+                            format('DROP SCHEMA IF EXISTS %s CASCADE', s));
                     END IF;
                 ELSE
                     PERFORM snowflake_id_router.exec('snowflake_id_router_clean',
@@ -508,8 +510,8 @@ BEGIN
         END IF;
 
         step := 'making the shard on the target';
-        PERFORM snowflake_id_router.exec('snowflake_id_router_dst',
-            format('SELECT %s.create_shard(%L, %s, template => %L)', sfd, schema_name, shard, template));
+        PERFORM snowflake_id_router.fetch('snowflake_id_router_dst',
+            format('SELECT %s.create_shard(%L, %s, template => %L)::text', sfd, schema_name, shard, template));
         dst_tables := snowflake_id_router.fetch('snowflake_id_router_dst', format(
             $q$SELECT coalesce(string_agg(quote_ident(c.relname), ', ' ORDER BY c.relname), '')
                  FROM pg_catalog.pg_class c WHERE c.relnamespace = %L::regnamespace AND c.relkind IN ('r', 'p')$q$, s));
@@ -609,7 +611,7 @@ BEGIN
             PERFORM snowflake_id_router.clean_move(shard, schema_name, src_connstr, dst_connstr, true);
             RAISE EXCEPTION 'moving shard % from node % to node % failed while %: %', shard, quote_literal(src),
                 quote_literal(node), step, msg
-                USING ERRCODE = st, DETAIL = coalesce(det, ''),
+                USING ERRCODE = st, DETAIL = coalesce(nullif(det, ''), 'The step raised no further detail.'),
                       HINT = format('Shard %s is still served by node %s, which accepts writes again; the subscription, publication and slot are removed. Re-run move_shard when the cause is fixed.',
                                     shard, quote_literal(src));
         END IF;
@@ -633,8 +635,9 @@ BEGIN
     -- The source copy is dropped: its fence goes with it.
     BEGIN
         PERFORM snowflake_id_router.connect('snowflake_id_router_src', src_connstr);
-        PERFORM snowflake_id_router.exec('snowflake_id_router_src', format(
-            'SELECT %s.drop_shard(%L, cascade => true); DROP SCHEMA IF EXISTS %s CASCADE', sfs, schema_name, s));
+        PERFORM snowflake_id_router.fetch('snowflake_id_router_src',
+            format('SELECT %s.drop_shard(%L, cascade => true)::text', sfs, schema_name));
+        PERFORM snowflake_id_router.exec('snowflake_id_router_src', format('DROP SCHEMA IF EXISTS %s CASCADE', s));
         PERFORM snowflake_id_router.disconnect('snowflake_id_router_src');
     EXCEPTION WHEN OTHERS THEN
         RAISE WARNING 'shard % moved to node %, but its old copy (schema % on node %) could not be dropped: %',
