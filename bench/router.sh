@@ -38,11 +38,11 @@ shards=$(on router -c "SELECT string_agg(s::text, ',') FROM (SELECT generate_ser
 dsn="host=$SF_TMP/sfrouter port=$ROUTER_PORT user=postgres dbname=postgres"
 : >"$work/moves"
 pids=()
-for c in 1 2 3 4; do python3 reliability/router_client.py "$dsn" "$c" 26 "$shards" "$work/client$c.log" & pids+=($!); done
+for c in 1 2 3 4; do "$PYTHON" reliability/router_client.py "$dsn" "$c" 26 "$shards" "$work/client$c.log" & pids+=($!); done
 sleep 2
 for m in "1 node_b" "2732 node_c" "5463 node_a" "4 node_c" "2735 node_a" "5466 node_b" "7 node_b" "2738 node_c"; do
   set -- $m; t0=$(date +%s.%N)
-  on router -c "SELECT move_shard($1, '$2')" 2>>"$work/move.log"
+  on router -c "SET client_min_messages = notice" -c "SELECT move_shard($1, '$2')" 2>>"$work/move.log"
   echo "$1 $t0 $(date +%s.%N)" >>"$work/moves"; sleep 1.5
 done
 for p in "${pids[@]}"; do wait "$p"; done
@@ -52,7 +52,7 @@ for n in node_a node_b node_c; do
   on "$n" -F ' ' -c "$q" >>"$work/rows"
 done
 on router -F ' ' -c "SELECT shard, node FROM shard_map" >"$work/map"
-check=$(python3 reliability/router_check.py "$work/rows" "$work/map" "$work/moves" "$work"/client*.log)
+check=$("$PYTHON" reliability/router_check.py "$work/rows" "$work/map" "$work/moves" "$work"/client*.log)
 echo "$check"
 pauses=$(echo "$check" | sed -n 's/.*per move (s): \([^;]*\);.*/\1/p' | tr -d ' ')
 fenced=$(grep -o 'writes fenced for [0-9.]* ms' "$work/move.log" | awk '{print $4}' | paste -sd, -)
@@ -61,7 +61,7 @@ writes=$(cat "$work"/client*.log | wc -l)
 # Rows moved per second: a 500,000-row shard, no other load.
 on node_a -c "INSERT INTO shard_10.posts (user_id, body) SELECT g % 1000, repeat('x', 100) FROM generate_series(1, 500000) g"
 t0=$(date +%s.%N)
-on router -c "SELECT move_shard(10, 'node_b')" 2>"$work/big.log"
+on router -c "SET client_min_messages = notice" -c "SELECT move_shard(10, 'node_b')" 2>"$work/big.log"
 t1=$(date +%s.%N)
 big_rows=$(grep -o '[0-9]* rows' "$work/big.log" | awk '{print $1}')
 big_secs=$(python3 -c "print(round($t1 - $t0, 3))")

@@ -18,7 +18,7 @@ failures = []
 
 held = collections.defaultdict(list)  # id -> [(node, shard, body)]
 for line in open(rows_path):
-    node, shard, pid, body = line.split()
+    node, shard, pid, body = line.rstrip("\n").split(" ", 3)
     held[int(pid)].append((node, int(shard), body))
 shard_node = dict(line.split() for line in open(map_path))
 moves = [(int(s), float(a), float(b)) for s, a, b in (line.split() for line in open(moves_path))]

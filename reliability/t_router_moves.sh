@@ -52,20 +52,20 @@ on node_a -c "INSERT INTO shard_2.posts (user_id, body) SELECT 0, 'preload' FROM
 : >"$work/moves"
 move() {  # move SHARD NODE: must succeed; records its time span
   local t0 t1; t0=$(date +%s.%N)
-  on router -c "SELECT move_shard($1, '$2')" 2>>"$work/move.log" || fail "move_shard($1, '$2') failed: $(tail -3 "$work/move.log")"
+  on router -c "SET client_min_messages = notice" -c "SELECT move_shard($1, '$2')" 2>>"$work/move.log" >/dev/null || fail "move_shard($1, '$2') failed: $(tail -3 "$work/move.log")"
   t1=$(date +%s.%N); echo "$1 $t0 $t1" >>"$work/moves"
 }
 dsn="host=$SF_TMP/sfrouter port=$ROUTER_PORT user=postgres dbname=postgres"
 pids=()
 for c in 1 2 3 4; do
-  python3 "$here/router_client.py" "$dsn" "$c" 24 "$shards" "$work/client$c.log" & pids+=($!)
+  "$PYTHON" "$here/router_client.py" "$dsn" "$c" 24 "$shards" "$work/client$c.log" & pids+=($!)
 done
 sleep 3; move 1 node_c
 sleep 2; move 2731 node_c
 
 # node_c killed mid-copy: its table sync is held off so the copy is surely in progress.
 on node_c -c "ALTER SYSTEM SET max_sync_workers_per_subscription = 0" -c "SELECT pg_reload_conf()" >/dev/null
-on router -c "SELECT move_shard(2, 'node_c')" >"$work/failed_move.log" 2>&1 & mover=$!
+on router -c "SET client_min_messages = notice" -c "SELECT move_shard(2, 'node_c')" >"$work/failed_move.log" 2>&1 & mover=$!
 for _ in $(seq 200); do
   [[ $(on node_c -c "SELECT count(*) FROM pg_subscription WHERE subname = 'snowflake_id_move_2'") == 1 ]] && break
   sleep 0.05
@@ -94,4 +94,4 @@ for n in node_a node_b node_c; do
 done
 on router -F ' ' -c "SELECT shard, node FROM shard_map" >"$work/map"
 [[ $(on node_a -c "SELECT count(*) FROM pg_replication_slots") == 0 ]] || fail "slots left on node_a"
-python3 "$here/router_check.py" "$work/rows" "$work/map" "$work/moves" "$work"/client*.log
+"$PYTHON" "$here/router_check.py" "$work/rows" "$work/map" "$work/moves" "$work"/client*.log

@@ -12,6 +12,8 @@ ROUTER_NODES=(node_a node_b node_c)
 declare -A NODE_FIRST=([node_a]=0 [node_b]=2731 [node_c]=5462)
 declare -A NODE_COUNT=([node_a]=2731 [node_b]=2731 [node_c]=2730)
 _router_here=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
+# Debian's python3, which has python3-psycopg2 (scripts/setup), whatever else is on PATH.
+PYTHON=${PYTHON:-/usr/bin/python3}
 
 node_port() { case $1 in node_a) echo $((ROUTER_PORT + 1)) ;; node_b) echo $((ROUTER_PORT + 2)) ;; node_c) echo $((ROUTER_PORT + 3)) ;; esac; }
 node_dir() { echo "$SF_TMP/sf$1"; }
@@ -20,23 +22,31 @@ node_connstr() { echo "host=$(node_dir "$1") port=$(node_port "$1") dbname=postg
 on() {
   local who=$1; shift
   if [[ $who == router ]]; then
-    psql -X -q -At -v ON_ERROR_STOP=1 -h "$SF_TMP/sfrouter" -p "$ROUTER_PORT" -U postgres -d postgres "$@"
+    PGOPTIONS="-c client_min_messages=warning" psql -X -q -At -v ON_ERROR_STOP=1 -h "$SF_TMP/sfrouter" -p "$ROUTER_PORT" -U postgres -d postgres "$@"
   else
-    psql -X -q -At -v ON_ERROR_STOP=1 -h "$(node_dir "$who")" -p "$(node_port "$who")" -U postgres -d postgres "$@"
+    PGOPTIONS="-c client_min_messages=warning" psql -X -q -At -v ON_ERROR_STOP=1 -h "$(node_dir "$who")" -p "$(node_port "$who")" -U postgres -d postgres "$@"
   fi
 }
 
 # node_start NAME: (re)starts a data node's cluster (fresh), with wal_level = logical.
 node_start() {
   local var="NODE_ENV_$1"
-  CLUSTER_ENV=${!var:-} cluster_start "sf$1" "$(node_port "$1")" wal_level=logical fsync=off max_wal_senders=20 max_replication_slots=20
+  CLUSTER_ENV=${!var:-} cluster_start "sf$1" "$(node_port "$1")" wal_level=logical fsync=off max_wal_senders=20 max_replication_slots=20 wal_retrieve_retry_interval=100ms
 }
 # node_restart NAME: restarts a node's existing cluster (after a crash), same options.
 node_restart() {
   local var="NODE_ENV_$1" dir; dir=$(node_dir "$1")
-  rm -f "$dir/data/postmaster.pid"
-  sudo -u postgres env ${!var:-} "$PGBIN/pg_ctl" -D "$dir/data" -l "$dir/server.log" \
-    -o "-p $(node_port "$1") -k $dir -c listen_addresses='' -c wal_level=logical -c fsync=off -c max_wal_senders=20 -c max_replication_slots=20" -w start >/dev/null
+  local try
+  # After a kill -9 of the postmaster its children take a moment to exit; until then the
+  # old shared memory is in use and a new postmaster refuses to start.
+  for try in $(seq 50); do
+    rm -f "$dir/data/postmaster.pid" "$dir/.s.PGSQL.$(node_port "$1").lock"
+    sudo -u postgres env ${!var:-} "$PGBIN/pg_ctl" -D "$dir/data" -l "$dir/server.log" \
+      -o "-p $(node_port "$1") -k $dir -c listen_addresses='' -c wal_level=logical -c fsync=off -c max_wal_senders=20 -c max_replication_slots=20 -c wal_retrieve_retry_interval=100ms" \
+      -w start >/dev/null 2>&1 && return 0
+    sleep 0.2
+  done
+  return 1
 }
 
 router_cluster_up() {
