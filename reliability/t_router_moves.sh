@@ -52,7 +52,7 @@ on node_a -c "INSERT INTO shard_2.posts (user_id, body) SELECT 0, 'preload' FROM
 : >"$work/moves"
 move() {  # move SHARD NODE: must succeed; records its time span
   local t0 t1; t0=$(date +%s.%N)
-  on router -c "SET client_min_messages = notice" -c "SELECT move_shard($1, '$2')" 2>>"$work/move.log" >/dev/null || fail "move_shard($1, '$2') failed: $(tail -3 "$work/move.log")"
+  on router -c "SET client_min_messages = notice" -c "SELECT move_shard($1, '$2')" 2>>"$work/move.log" >/dev/null || fail "move_shard($1, '$2') failed: $(grep -A3 ERROR "$work/move.log")"
   t1=$(date +%s.%N); echo "$1 $t0 $t1" >>"$work/moves"
 }
 dsn="host=$SF_TMP/sfrouter port=$ROUTER_PORT user=postgres dbname=postgres"

@@ -38,7 +38,8 @@ SELECT count(*) AS tables_in_plain_shard FROM pg_class WHERE relnamespace = 'tsh
 -- Names quoted, never executed.
 SELECT create_shard('t"s; DROP TABLE tpl.tags; --', 9, template => 'tpl');
 SELECT to_regclass('tpl.tags') IS NOT NULL AS tags_survive,
-       (SELECT count(*) FROM pg_class WHERE relnamespace = 't"s; DROP TABLE tpl.tags; --'::regnamespace AND relkind = 'r') AS tables;
+       (SELECT count(*) FROM pg_class WHERE relnamespace = quote_ident('t"s; DROP TABLE tpl.tags; --')::regnamespace
+         AND relkind = 'r') AS tables;
 -- Refused: a missing template (3F000), a name over 63 bytes (42622), a shard as its own
 -- template (22023), NULL (STRICT: nothing happens).
 SELECT create_shard('tshard10', 10, template => 'no_such_schema');
@@ -76,6 +77,8 @@ SELECT id_shard(id) AS shard, note FROM tshard12.t;
 SELECT p.oid::regprocedure, p.provolatile, p.proisstrict, p.proparallel, p.proconfig,
        obj_description(p.oid, 'pg_proc') IS NOT NULL AS commented
   FROM pg_proc p WHERE p.proname = 'create_shard' ORDER BY 1;
+SET client_min_messages = warning;
 DROP SCHEMA tpl, tpl_view, tpl_fn, tpl_mal, mal CASCADE;
 SELECT drop_shard(schema_name, cascade => true) FROM snowflake_id_shards WHERE shard IN (7, 8, 9, 12);
 DROP ROLE mallory_tpl;
+RESET client_min_messages;
