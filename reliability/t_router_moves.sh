@@ -82,6 +82,18 @@ sleep 1
 node_restart node_c
 on node_c -c "ALTER SYSTEM RESET max_sync_workers_per_subscription" -c "SELECT pg_reload_conf()" >/dev/null
 sleep 1; move 2 node_c
+
+# A move that fails after the fence (the target may not take any time to catch up): the
+# fence is undone, the source takes writes again, and the re-run succeeds.
+err=$(on router -c "SET snowflake_id_router.cutover_timeout = 0" -c "SELECT move_shard(4, 'node_b')" 2>&1 || true)
+[[ $err == *'failed while waiting for the target to catch up'* ]] || fail "the catch-up timeout did not fail the move: $err"
+[[ $(on router -c "SELECT node FROM shard_map WHERE shard = 4") == node_a ]] || fail "shard 4 left node_a in a failed move"
+[[ $(on node_a -c "SELECT (SELECT count(*) FROM pg_replication_slots) + (SELECT count(*) FROM pg_publication)
+                     + (SELECT count(*) FROM pg_trigger WHERE tgname = 'snowflake_id_fence')") == 0 ]] \
+  || fail "the move that failed after the fence left a slot, publication or fence on node_a"
+on router -c "SELECT insert_post(4, 0, 'after the undone fence')" >/dev/null || fail "shard 4 refuses writes after the failed move"
+echo "catch-up timeout: fence undone, shard 4 takes writes on node_a"
+sleep 1; move 4 node_b
 sleep 2; move 5463 node_b
 for p in "${pids[@]}"; do wait "$p" || fail "a client failed"; done
 cat "$work/move.log" | grep -o 'shard .* writes fenced for .* ms' || true

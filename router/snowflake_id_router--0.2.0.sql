@@ -184,12 +184,13 @@ AS $$
 DECLARE
     deadline timestamptz := clock_timestamp() + timeout;
 BEGIN
-    WHILE NOT coalesce(snowflake_id_router.fetch(conn, sql)::boolean, false) LOOP
-        IF clock_timestamp() > deadline THEN
-            RAISE EXCEPTION '% did not happen within %', what, timeout USING ERRCODE = 'query_canceled';
+    WHILE clock_timestamp() < deadline LOOP
+        IF coalesce(snowflake_id_router.fetch(conn, sql)::boolean, false) THEN
+            RETURN;
         END IF;
         PERFORM pg_sleep(0.002);
     END LOOP;
+    RAISE EXCEPTION '% did not happen within %', what, timeout USING ERRCODE = 'query_canceled';
 END
 $$;
 COMMENT ON FUNCTION snowflake_id_router.wait_until(text, text, interval, text) IS
@@ -262,7 +263,7 @@ BEGIN
                         format('DROP TABLE IF EXISTS %s.snowflake_id_move_marker', s));
                 END IF;
             END IF;
-        EXCEPTION WHEN OTHERS THEN
+        EXCEPTION WHEN query_canceled OR OTHERS THEN
             RAISE WARNING 'shard %: could not clean up on the target: %', shard, SQLERRM;
         END;
     END IF;
@@ -280,7 +281,7 @@ BEGIN
                 BEGIN
                     PERFORM snowflake_id_router.fetch('snowflake_id_router_clean', format(
                         'SELECT pg_catalog.pg_drop_replication_slot(%L)::text', sub));
-                EXCEPTION WHEN OTHERS THEN
+                EXCEPTION WHEN query_canceled OR OTHERS THEN
                     IF clock_timestamp() > deadline THEN RAISE; END IF;
                     PERFORM pg_sleep(0.05);
                 END;
@@ -290,7 +291,7 @@ BEGIN
                 PERFORM snowflake_id_router.exec('snowflake_id_router_clean',
                     format('DROP FUNCTION IF EXISTS %s.snowflake_id_fence() CASCADE; DROP TABLE IF EXISTS %s.snowflake_id_move_marker', s, s));
             END IF;
-        EXCEPTION WHEN OTHERS THEN
+        EXCEPTION WHEN query_canceled OR OTHERS THEN
             RAISE WARNING 'shard %: could not clean up on the source: %', shard, SQLERRM;
         END;
     END IF;
@@ -585,13 +586,13 @@ BEGIN
                 RAISE EXCEPTION 'the map of shard % changed during the move', shard USING ERRCODE = 'serialization_failure';
             END IF;
             flipped := true;
-        EXCEPTION WHEN OTHERS THEN
+        EXCEPTION WHEN query_canceled OR OTHERS THEN
             -- Did the commit happen after all (the connection broke on the reply)?
             BEGIN
                 PERFORM snowflake_id_router.connect('snowflake_id_router_self', snowflake_id_router.self_connstr());
                 flipped := snowflake_id_router.fetch('snowflake_id_router_self', format(
                     'SELECT node FROM snowflake_id_router.shard WHERE shard = %s', shard)) = node;
-            EXCEPTION WHEN OTHERS THEN
+            EXCEPTION WHEN query_canceled OR OTHERS THEN
                 flipped := false;
             END;
             IF NOT flipped THEN
@@ -602,7 +603,7 @@ BEGIN
         copied := snowflake_id_router.fetch('snowflake_id_router_dst', format(
             'SELECT (%s)::text', (SELECT string_agg(format('(SELECT count(*) FROM %s.%s)', s, t), ' + ')
                                     FROM unnest(string_to_array(src_tables, ', ')) t)))::bigint;
-    EXCEPTION WHEN OTHERS THEN
+    EXCEPTION WHEN query_canceled OR OTHERS THEN
         GET STACKED DIAGNOSTICS st = RETURNED_SQLSTATE, msg = MESSAGE_TEXT, det = PG_EXCEPTION_DETAIL;
         IF NOT flipped THEN
             PERFORM snowflake_id_router.disconnect('snowflake_id_router_src');
@@ -639,7 +640,7 @@ BEGIN
             format('SELECT %s.drop_shard(%L, cascade => true)::text', sfs, schema_name));
         PERFORM snowflake_id_router.exec('snowflake_id_router_src', format('DROP SCHEMA IF EXISTS %s CASCADE', s));
         PERFORM snowflake_id_router.disconnect('snowflake_id_router_src');
-    EXCEPTION WHEN OTHERS THEN
+    EXCEPTION WHEN query_canceled OR OTHERS THEN
         RAISE WARNING 'shard % moved to node %, but its old copy (schema % on node %) could not be dropped: %',
             shard, quote_literal(node), s, quote_literal(src), SQLERRM;
     END;
