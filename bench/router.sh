@@ -42,7 +42,7 @@ for c in 1 2 3 4; do "$PYTHON" reliability/router_client.py "$dsn" "$c" 26 "$sha
 sleep 2
 for m in "1 node_b" "2732 node_c" "5463 node_a" "4 node_c" "2735 node_a" "5466 node_b" "7 node_b" "2738 node_c"; do
   set -- $m; t0=$(date +%s.%N)
-  on router -c "SET client_min_messages = notice" -c "SELECT move_shard($1, '$2')" 2>>"$work/move.log"
+  on router -c "SET client_min_messages = notice" -c "SELECT move_shard($1, '$2')" 2>>"$work/move.log" >/dev/null
   echo "$1 $t0 $(date +%s.%N)" >>"$work/moves"; sleep 1.5
 done
 for p in "${pids[@]}"; do wait "$p"; done

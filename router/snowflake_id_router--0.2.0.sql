@@ -390,8 +390,8 @@ DECLARE
     sfd text;              -- ... on the target
     src_seq text;
     dst_seq text;
-    src_tables text;
-    dst_tables text;
+    src_tables text[];     -- the shard's tables, names quoted (an array: a quoted name may hold ', ')
+    dst_tables text[];
     lock_list text;
     fence_sql text;
     sub text := 'snowflake_id_move_' || shard;
@@ -490,10 +490,10 @@ BEGIN
 
         step := 'checking the shard''s tables';
         src_tables := snowflake_id_router.fetch('snowflake_id_router_src', format(
-            $q$SELECT coalesce(string_agg(quote_ident(c.relname), ', ' ORDER BY c.relname), '')
+            $q$SELECT coalesce(array_agg(quote_ident(c.relname) ORDER BY c.relname), '{}')::text
                  FROM pg_catalog.pg_class c WHERE c.relnamespace = %L::regnamespace AND c.relkind IN ('r', 'p')
                   AND c.relname <> 'snowflake_id_move_marker'$q$, s));
-        IF src_tables = '' THEN
+        IF cardinality(src_tables) = 0 THEN
             RAISE EXCEPTION 'shard % (schema % on node %) has no tables to move', shard, s, quote_literal(src)
                 USING ERRCODE = 'object_not_in_prerequisite_state';
         END IF;
@@ -514,11 +514,11 @@ BEGIN
         PERFORM snowflake_id_router.fetch('snowflake_id_router_dst',
             format('SELECT %s.create_shard(%L, %s, template => %L)::text', sfd, schema_name, shard, template));
         dst_tables := snowflake_id_router.fetch('snowflake_id_router_dst', format(
-            $q$SELECT coalesce(string_agg(quote_ident(c.relname), ', ' ORDER BY c.relname), '')
+            $q$SELECT coalesce(array_agg(quote_ident(c.relname) ORDER BY c.relname), '{}')::text
                  FROM pg_catalog.pg_class c WHERE c.relnamespace = %L::regnamespace AND c.relkind IN ('r', 'p')$q$, s));
         IF dst_tables <> src_tables THEN
             RAISE EXCEPTION 'template % on node % makes tables (%), but shard % on node % has (%)',
-                quote_literal(template), quote_literal(node), dst_tables, shard, quote_literal(src), src_tables
+                quote_literal(template), quote_literal(node), array_to_string(dst_tables, ', '), shard, quote_literal(src), array_to_string(src_tables, ', ')
                 USING ERRCODE = 'object_not_in_prerequisite_state';
         END IF;
         dst_seq := snowflake_id_router.fetch('snowflake_id_router_dst',
@@ -547,7 +547,7 @@ BEGIN
                    'CREATE TRIGGER snowflake_id_fence BEFORE INSERT OR UPDATE OR DELETE OR TRUNCATE ON %s.%s
                       FOR EACH STATEMENT EXECUTE FUNCTION %s.snowflake_id_fence();', s, t, s), ' ')
           INTO lock_list, fence_sql
-          FROM unnest(string_to_array(src_tables, ', ')) t;
+          FROM unnest(src_tables) t;
         t_fence := clock_timestamp();
         PERFORM snowflake_id_router.exec('snowflake_id_router_src', format(
             $q$SELECT pg_catalog.set_config('lock_timeout', %L, true);
@@ -602,7 +602,7 @@ BEGIN
         t_flip := clock_timestamp();
         copied := snowflake_id_router.fetch('snowflake_id_router_dst', format(
             'SELECT (%s)::text', (SELECT string_agg(format('(SELECT count(*) FROM %s.%s)', s, t), ' + ')
-                                    FROM unnest(string_to_array(src_tables, ', ')) t)))::bigint;
+                                    FROM unnest(src_tables) t)))::bigint;
     EXCEPTION WHEN query_canceled OR OTHERS THEN
         GET STACKED DIAGNOSTICS st = RETURNED_SQLSTATE, msg = MESSAGE_TEXT, det = PG_EXCEPTION_DETAIL;
         IF NOT flipped THEN
