@@ -84,6 +84,11 @@ BEGIN
           INTO opts FROM new_rows s JOIN snowflake_id_router.node n ON n.name = s.node;
     END IF;
     IF opts IS NOT NULL THEN
+        -- One map change at a time alters the server: two concurrent ALTER SERVERs would
+        -- fail with "tuple concurrently updated". A relation lock (self-conflicting, taken
+        -- after the FK checks' ROW SHARE) also makes this session read the server's latest
+        -- options, committed by whoever held it before.
+        LOCK TABLE snowflake_id_router.node IN SHARE ROW EXCLUSIVE MODE;
         EXECUTE 'ALTER SERVER snowflake_id OPTIONS (' || opts || ')';
     END IF;
     RETURN NULL;
@@ -580,6 +585,9 @@ BEGIN
         -- becomes of the caller's transaction.
         BEGIN
             PERFORM snowflake_id_router.connect('snowflake_id_router_self', snowflake_id_router.self_connstr());
+            -- Bounded: a caller whose own transaction holds the map locked would wait forever.
+            PERFORM snowflake_id_router.exec('snowflake_id_router_self',
+                format('SET lock_timeout = %L', snowflake_id_router.setting('lock_timeout', '2 s')));
             IF snowflake_id_router.exec('snowflake_id_router_self', format(
                    'UPDATE snowflake_id_router.shard SET node = %L WHERE shard = %s AND node = %L',
                    node, shard, src)) <> 'UPDATE 1' THEN
@@ -622,13 +630,22 @@ BEGIN
     -- The map names the target from here on. A router transaction that began before the
     -- flip may still send a write to the source (where the fence refuses it, 40001): let
     -- such transactions end (bounded) before the source copy goes.
-    FOR i IN 1 .. 200 LOOP
-        PERFORM pg_stat_clear_snapshot();
-        EXIT WHEN NOT EXISTS (SELECT FROM pg_catalog.pg_stat_activity a
-                               WHERE a.datname = current_database() AND a.pid <> pg_backend_pid()
-                                 AND a.backend_type = 'client backend' AND a.xact_start < t_flip);
-        PERFORM pg_sleep(0.01);
-    END LOOP;
+    -- Nothing below may fail the call: the move is done.
+    BEGIN
+        FOR i IN 1 .. 200 LOOP
+            PERFORM pg_stat_clear_snapshot();
+            EXIT WHEN NOT EXISTS (SELECT FROM pg_catalog.pg_stat_activity a
+                                   WHERE a.datname = current_database() AND a.pid <> pg_backend_pid()
+                                     AND a.backend_type = 'client backend' AND a.xact_start < t_flip
+                                     -- (other moves in progress send no writes)
+                                     AND a.pid NOT IN (SELECT l.pid FROM pg_catalog.pg_locks l
+                                                        WHERE l.locktype = 'advisory' AND l.granted
+                                                          AND l.classid::integer = hashtext('snowflake_id_router.move_shard')));
+            PERFORM pg_sleep(0.01);
+        END LOOP;
+    EXCEPTION WHEN query_canceled OR OTHERS THEN
+        RAISE WARNING 'shard % moved to node %, but waiting for older router transactions failed: %', shard, quote_literal(node), SQLERRM;
+    END;
     PERFORM snowflake_id_router.disconnect('snowflake_id_router_src');
     PERFORM snowflake_id_router.disconnect('snowflake_id_router_dst');
     PERFORM snowflake_id_router.disconnect('snowflake_id_router_self');
