@@ -544,6 +544,13 @@ BEGIN
                  FROM pg_catalog.pg_subscription_rel r JOIN pg_catalog.pg_subscription u ON u.oid = r.srsubid
                 WHERE u.subname = %L$q$, sub), copy_timeout, format('the initial copy of shard %s', shard));
 
+        step := 'connecting to the router itself';
+        -- The loopback connection for the flip, opened now to keep it out of the pause.
+        -- Bounded: a caller whose own transaction holds the map locked would wait forever.
+        PERFORM snowflake_id_router.connect('snowflake_id_router_self', snowflake_id_router.self_connstr());
+        PERFORM snowflake_id_router.exec('snowflake_id_router_self',
+            format('SET lock_timeout = %L', snowflake_id_router.setting('lock_timeout', '2 s')));
+
         step := 'fencing writes on the source';
         -- EXCLUSIVE blocks every writer and lets readers through; the triggers commit before
         -- the lock goes, so a writer that waited for it sees them (it takes its lock, then
@@ -584,10 +591,6 @@ BEGIN
         -- Through a loopback connection: committed now, for every router session, whatever
         -- becomes of the caller's transaction.
         BEGIN
-            PERFORM snowflake_id_router.connect('snowflake_id_router_self', snowflake_id_router.self_connstr());
-            -- Bounded: a caller whose own transaction holds the map locked would wait forever.
-            PERFORM snowflake_id_router.exec('snowflake_id_router_self',
-                format('SET lock_timeout = %L', snowflake_id_router.setting('lock_timeout', '2 s')));
             IF snowflake_id_router.exec('snowflake_id_router_self', format(
                    'UPDATE snowflake_id_router.shard SET node = %L WHERE shard = %s AND node = %L',
                    node, shard, src)) <> 'UPDATE 1' THEN
