@@ -13,7 +13,7 @@ import subprocess
 import tempfile
 import time
 
-ROUNDS = 5
+ROUNDS = int(os.environ.get("BENCH_ROUNDS", 5))
 HERE = os.path.dirname(os.path.abspath(__file__))
 PGBENCH = os.path.join(os.environ.get("PGBIN", "/usr/lib/postgresql/15/bin"), "pgbench")
 
@@ -59,36 +59,109 @@ CREATE TABLE ids AS SELECT make_id(timestamptz '2024-01-01' + g * interval '37 m
 VACUUM ANALYZE ids;
 """
 
+# Baselines for the "Choosing an ID scheme" table: what people write in SQL for each scheme.
+# Flickr's ticket servers are two PostgreSQL servers, one `INCREMENT 2 START 1`, the other
+# `START 2`: locally a nextval() (plus, in production, a round trip to a ticket server).
+SCHEMES_SETUP = """
+CREATE SEQUENCE IF NOT EXISTS flickr_odd INCREMENT 2 START 1;
+CREATE SEQUENCE IF NOT EXISTS tsid_seq;
+-- UUID v7 in SQL: a v4 with its first 48 bits replaced by Unix ms and the version set to 7.
+CREATE OR REPLACE FUNCTION uuidv7_sql() RETURNS uuid LANGUAGE sql VOLATILE AS $$
+  SELECT encode(set_bit(set_bit(overlay(uuid_send(gen_random_uuid())
+           PLACING substring(int8send(floor(extract(epoch FROM clock_timestamp()) * 1000)::bigint) FROM 3)
+           FROM 1 FOR 6), 52, 1), 53, 1), 'hex')::uuid
+$$;
+-- ULID in PL/pgSQL: 48-bit Unix ms and 80 random bits, Crockford base32.
+CREATE OR REPLACE FUNCTION ulid_sql() RETURNS text LANGUAGE plpgsql VOLATILE AS $$
+DECLARE
+  enc CONSTANT text := '0123456789ABCDEFGHJKMNPQRSTVWXYZ';
+  t bigint := floor(extract(epoch FROM clock_timestamp()) * 1000);
+  r bytea := substring(uuid_send(gen_random_uuid()) FROM 7 FOR 10);
+  s text := '';
+BEGIN
+  FOR i IN REVERSE 9..0 LOOP s := s || substr(enc, ((t >> (5 * i)) & 31)::int + 1, 1); END LOOP;
+  FOR i IN 0..15 LOOP
+    s := s || substr(enc, get_bit(r, 5 * i) * 16 + get_bit(r, 5 * i + 1) * 8 + get_bit(r, 5 * i + 2) * 4
+                          + get_bit(r, 5 * i + 3) * 2 + get_bit(r, 5 * i + 4) + 1, 1);
+  END LOOP;
+  RETURN s;
+END $$;
+-- TSID in SQL: ms since 2020-01-01 << 22 | node 5 << 12 | a counter (nextval % 4096).
+CREATE OR REPLACE FUNCTION tsid_sql() RETURNS bigint LANGUAGE sql VOLATILE AS $$
+  SELECT ((floor(extract(epoch FROM clock_timestamp()) * 1000)::bigint - 1577836800000) << 22)
+         | (5 << 12) | (nextval('tsid_seq') % 4096)
+$$;
+-- The baselines make what they claim: their times decode (with this extension) to now.
+DO $$ BEGIN
+  IF abs(extract(epoch FROM uuid_timestamp(uuidv7_sql()) - clock_timestamp())) > 1
+     OR abs(extract(epoch FROM ulid_timestamp(ulid_sql()) - clock_timestamp())) > 1
+     OR abs(extract(epoch FROM id_timestamp(tsid_sql(), 'tsid') - clock_timestamp())) > 1 THEN
+    RAISE EXCEPTION 'a baseline generator does not make its scheme';
+  END IF;
+END $$;
+DROP TABLE IF EXISTS wide;
+CREATE TABLE wide AS SELECT uuidv7_sql() AS u, lpad(to_hex(1350336377 + g), 8, '0') || '0123456789abcdef' AS oid
+  FROM generate_series(1, 1000000) g;
+VACUUM ANALYZE wide;
+"""
+
 CALLS = "SELECT count({f}) FROM generate_series(1, 1000000)"
 
 
-def per_call():
+def per_call(schemes=True):
     """1M calls per statement, interleaved rounds. next_id gets a fresh sequence per run, so
-    that each run starts at the clock: 1M IDs use ~977 ms of ID time, within max_lead, so no
-    run waits for the clock and the figure is the per-call cost."""
-    names = ["empty generate_series", "nextval()", "next_id()", "Instagram PL/pgSQL", "gen_random_uuid()"]
-    times = {n: [] for n in names}
+    that each run starts at the clock: 1M IDs use ~977 ms of ID time (~244 ms in Twitter's
+    layout), within max_lead, so no run waits for the clock and the figure is the per-call
+    cost. With `schemes`, also the baselines of the "Choosing an ID scheme" table."""
+    calls = {
+        "empty generate_series": "SELECT count(*) FROM generate_series(1, 1000000)",
+        "nextval()": CALLS.format(f="nextval('plain')"),
+        "next_id()": CALLS.format(f="next_id(5, 'fresh{r}')"),
+        "Instagram PL/pgSQL": CALLS.format(f="insta5.next_id()"),
+        "gen_random_uuid()": CALLS.format(f="gen_random_uuid()"),
+    }
+    if schemes:
+        calls.update({
+            "next_id() twitter": CALLS.format(f="next_id(5, 'fresh_tw{r}', 'twitter', '2026-01-01+00')"),
+            "Flickr ticket (nextval INCREMENT 2)": CALLS.format(f="nextval('flickr_odd')"),
+            "UUID v7 in SQL": CALLS.format(f="uuidv7_sql()"),
+            "ULID in PL/pgSQL": CALLS.format(f="ulid_sql()"),
+            "TSID in SQL": CALLS.format(f="tsid_sql()"),
+        })
+    times = {n: [] for n in calls}
     for r in range(ROUNDS):
-        psql(f"DROP SEQUENCE IF EXISTS fresh{r}; CREATE SEQUENCE fresh{r}")
-        stmts = ["SELECT count(*) FROM generate_series(1, 1000000)",
-                 CALLS.format(f="nextval('plain')"),
-                 CALLS.format(f=f"next_id(5, 'fresh{r}')"),
-                 CALLS.format(f="insta5.next_id()"),
-                 CALLS.format(f="gen_random_uuid()")]
-        for name, t in zip(names, timed_session(stmts)):
+        psql(f"DROP SEQUENCE IF EXISTS fresh{r}; CREATE SEQUENCE fresh{r};"
+             f"DROP SEQUENCE IF EXISTS fresh_tw{r}; CREATE SEQUENCE fresh_tw{r}")
+        stmts = [c.replace("{r}", str(r)) for c in calls.values()]
+        for name, t in zip(calls, timed_session(stmts)):
             times[name].append(t)
     return {n: summary(v) for n, v in times.items()}
 
 
-def decoders(rounds=3 * ROUNDS):
-    """Each round runs the five scans back to back; a ratio is taken within a round (the
-    decoder against its SQL arithmetic, moments apart), and the median over the rounds."""
+# The decoders taking a layout, each beside the SQL arithmetic people write for it.
+LAYOUT_DECODERS = {
+    "id_timestamp(id, 'discord')": "SELECT count(id_timestamp(id, 'discord')) FROM ids",
+    "SQL arithmetic discord timestamp": "SELECT count(to_timestamp(((id >> 22) + 1420070400000) / 1000.0)) FROM ids",
+    "id_decode(id, 'discord')": "SELECT count(d) FROM ids, id_decode(id, 'discord') d",
+    "SQL arithmetic discord decode": "SELECT count(d) FROM ids, LATERAL (SELECT to_timestamp(((id >> 22) + 1420070400000) / 1000.0) AS ts, "
+                                     "jsonb_build_object('worker', (id >> 17) & 31, 'process', (id >> 12) & 31, 'increment', id & 4095) AS fields) d",
+    "uuid_timestamp(v7)": "SELECT count(uuid_timestamp(u)) FROM wide",
+    "SQL arithmetic uuid v7": "SELECT count(to_timestamp(('x' || substr(replace(u::text, '-', ''), 1, 12))::bit(48)::bigint / 1000.0)) FROM wide",
+    "objectid_timestamp()": "SELECT count(objectid_timestamp(oid)) FROM wide",
+    "SQL arithmetic objectid": "SELECT count(to_timestamp(('x' || substr(oid, 1, 8))::bit(32)::bigint)) FROM wide",
+}
+
+
+def decoders(rounds=3 * ROUNDS, layouts=True):
+    """Each round runs the scans back to back; a ratio is taken within a round (the decoder
+    against its SQL arithmetic, moments apart), and the median over the rounds."""
     pairs = {
         "id_timestamp()": "SELECT count(id_timestamp(id)) FROM ids",
         "SQL arithmetic timestamp": "SELECT count(to_timestamp(((id >> 23) + 1314220021721) / 1000.0)) FROM ids",
         "id_shard()": "SELECT count(id_shard(id)) FROM ids",
         "SQL arithmetic shard": "SELECT count((id >> 10) & 8191) FROM ids",
         "scan only": "SELECT count(id) FROM ids",
+        **(LAYOUT_DECODERS if layouts else {}),
     }
     times = {n: [] for n in pairs}
     timed_session(["SELECT count(*) FROM ids"])  # warm the cache
@@ -221,10 +294,12 @@ def chart(results, path):
     """A horizontal bar chart of cost per call relative to nextval() (median, min-max)."""
     pc = results["per_call"]
     rows = []
-    for n in ["nextval()", "next_id()", "gen_random_uuid()", "Instagram PL/pgSQL"]:
+    names = ["nextval()", "Flickr ticket (nextval INCREMENT 2)", "next_id()", "next_id() twitter", "TSID in SQL",
+             "gen_random_uuid()", "UUID v7 in SQL", "Instagram PL/pgSQL", "ULID in PL/pgSQL"]
+    for n in [n for n in names if n in pc]:
         ratios = round_ratios(pc, n, "nextval()", "empty generate_series")
         rows.append((n, statistics.median(ratios), min(ratios), max(ratios)))
-    width, left, bar_h, gap = 760, 190, 26, 14
+    width, left, bar_h, gap = 820, 260, 26, 14
     scale = (width - left - 80) / max(r[3] for r in rows)
     height = 70 + len(rows) * (bar_h + gap)
     svg = [f'<svg xmlns="http://www.w3.org/2000/svg" width="{width}" height="{height}" font-family="sans-serif" font-size="13">',
@@ -232,7 +307,7 @@ def chart(results, path):
            f'<text x="10" y="22" font-size="15" font-weight="bold">Cost per call vs nextval() in the same round (1M calls, median of {ROUNDS}, min-max)</text>']
     for i, (name, med, lo, hi) in enumerate(rows):
         y = 45 + i * (bar_h + gap)
-        colour = "#2b7bb9" if name == "next_id()" else "#9aa5b1"
+        colour = "#2b7bb9" if name.startswith("next_id()") else "#9aa5b1"
         svg.append(f'<text x="{left - 8}" y="{y + bar_h * 0.7}" text-anchor="end">{name}</text>')
         svg.append(f'<rect x="{left}" y="{y}" width="{med * scale:.1f}" height="{bar_h}" fill="{colour}"/>')
         svg.append(f'<line x1="{left + lo * scale:.1f}" x2="{left + hi * scale:.1f}" y1="{y + bar_h / 2}" y2="{y + bar_h / 2}" stroke="black"/>')
@@ -242,9 +317,22 @@ def chart(results, path):
         f.write("\n".join(svg) + "\n")
 
 
+def hot_path_only():
+    """`bench.py hot-path`: next_id(shard, seq) against nextval() only, the figures that must
+    not move when the generator changes (run it on the old build, then the new one)."""
+    psql(SETUP.split("DROP TABLE IF EXISTS ids;")[0])  # no decoder table needed
+    pc = per_call(schemes=False)
+    ratios = round_ratios(pc, "next_id()", "nextval()", "empty generate_series")
+    print(f"next_id / nextval per call (net): median {statistics.median(ratios):.3f}, "
+          f"min {min(ratios):.3f}, max {max(ratios):.3f}; "
+          f"next_id {pc['next_id()']['median']:.0f} ms, nextval {pc['nextval()']['median']:.0f} ms, "
+          f"empty {pc['empty generate_series']['median']:.0f} ms per 1M")
+
+
 def main():
     started = time.time()
     psql(SETUP)
+    psql(SCHEMES_SETUP)
     results = {"postgres": psql("SHOW server_version"), "rounds": ROUNDS}
     results["per_call"] = per_call()
     results["decoders"] = decoders()
@@ -265,10 +353,18 @@ def main():
         "id_timestamp / SQL arithmetic (whole statement)": paired(dec, "id_timestamp()", "SQL arithmetic timestamp"),
         "id_shard / SQL arithmetic (whole statement)": paired(dec, "id_shard()", "SQL arithmetic shard"),
         "id_shard / SQL arithmetic (net of the scan)": paired(dec, "id_shard()", "SQL arithmetic shard", "scan only"),
+        "id_timestamp(id, 'discord') / SQL arithmetic (whole statement)": paired(dec, "id_timestamp(id, 'discord')", "SQL arithmetic discord timestamp"),
+        "id_decode(id, 'discord') / SQL arithmetic (whole statement)": paired(dec, "id_decode(id, 'discord')", "SQL arithmetic discord decode"),
+        "uuid_timestamp(v7) / SQL arithmetic (whole statement)": paired(dec, "uuid_timestamp(v7)", "SQL arithmetic uuid v7"),
+        "objectid_timestamp / SQL arithmetic (whole statement)": paired(dec, "objectid_timestamp()", "SQL arithmetic objectid"),
+        "next_id twitter / next_id instagram (per call, net)": paired(pc, "next_id() twitter", "next_id()", base),
         "saturated shard / layout ceiling (at the lead bound)": (results["saturation"]["ids_per_second_at_the_lead_bound"] or 0) / 1_024_000,
         "INSERT tps next_id / bigserial": ins["next_id_over_bigserial_per_run"]["median"],
         "index size next_id / bigserial": ins["sizes_after_1M_rows"]["DEFAULT next_id"]["index_bytes"] / ins["sizes_after_1M_rows"]["bigserial"]["index_bytes"],
     }
+    # Cost per call of each scheme's generator, net of the empty generate_series, in ns.
+    results["ns_per_call_net"] = {n: statistics.median(
+        [pc[n]["runs"][i] - pc[base]["runs"][i] for i in range(ROUNDS)]) for n in pc if n != base}
     results["measurement_seconds"] = time.time() - started
     if "BENCH_STARTED" in os.environ:  # set by scripts/bench: set-up and build included
         results["command_seconds"] = time.time() - float(os.environ["BENCH_STARTED"])
@@ -276,7 +372,9 @@ def main():
         json.dump(results, f, indent=2)
     chart(results, os.path.join(HERE, "chart.svg"))
     for k, v in results["ratios"].items():
-        print(f"{k:60s} {v:6.3f}")
+        print(f"{k:66s} {v:6.3f}")
+    for k, v in results["ns_per_call_net"].items():
+        print(f"{k:40s} {v:8.0f} ns per call (net)")
     print(f"saturation: overall {results['saturation']['ids_per_second_overall']:.0f} IDs/s, max lead {results['saturation']['max_lead_ms']} ms")
     for name, per in results["concurrency_ids_per_second"].items():
         print(f"{name:32s} " + "  ".join(f"{c}: {v:,.0f}/s" for c, v in per.items()))
@@ -285,4 +383,5 @@ def main():
 
 
 if __name__ == "__main__":
-    main()
+    import sys
+    hot_path_only() if sys.argv[1:] == ["hot-path"] else main()

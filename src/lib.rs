@@ -9,7 +9,10 @@ use pgrx::prelude::*;
 pub mod error;
 pub mod generator;
 pub mod layout;
+pub mod layouts;
 pub mod sequence_state;
+pub mod sql_layouts;
+pub mod wide_ids;
 
 use error::OrReport;
 use sequence_state::PG_EPOCH_UNIX_MS;
