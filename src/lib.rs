@@ -9,7 +9,9 @@ use pgrx::prelude::*;
 pub mod error;
 pub mod generator;
 pub mod layout;
+pub mod mask;
 pub mod sequence_state;
+pub mod text_form;
 
 use error::OrReport;
 use sequence_state::PG_EPOCH_UNIX_MS;
