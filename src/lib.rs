@@ -11,6 +11,7 @@ pub mod generator;
 pub mod layout;
 pub mod mask;
 pub mod sequence_state;
+pub mod sql_apps;
 pub mod text_form;
 
 use error::OrReport;
@@ -21,6 +22,7 @@ use sequence_state::PG_EPOCH_UNIX_MS;
 #[pg_guard]
 pub extern "C-unwind" fn _PG_init() {
     generator::init();
+    sql_apps::init();
 }
 
 /// A `regclass` argument taken as the bare OID: `next_id` locks and opens the sequence
