@@ -9,8 +9,9 @@
 -- json, and this one writes the ID as a string.
 --
 -- Casts: snowflake -> bigint implicit (every bigint function and operator accepts it);
--- bigint and integer -> snowflake on assignment (INSERT, UPDATE, DEFAULT next_id(...)) and
--- explicitly. Comparisons with bigint and integer values and columns are operators of the
+-- bigint -> snowflake on assignment (INSERT, UPDATE, DEFAULT next_id(...)) and explicitly;
+-- integer -> snowflake implicit (so COALESCE(id, 0) stays snowflake). In the numeric type
+-- category, so UNION/CASE/COALESCE with bigint resolve to bigint. Comparisons with bigint and integer values and columns are operators of the
 -- type's own btree and hash families (which also hold bigint's own, for merge and hash
 -- joins), so `WHERE id = 123` and joins to bigint columns use the index and resolve without
 -- ambiguity.
@@ -22,7 +23,7 @@ CREATE FUNCTION snowflake_recv(internal) RETURNS snowflake LANGUAGE internal IMM
 CREATE FUNCTION snowflake_send(snowflake) RETURNS bytea LANGUAGE internal IMMUTABLE STRICT PARALLEL SAFE AS 'int8send';
 CREATE TYPE snowflake (
     INPUT = snowflake_in, OUTPUT = snowflake_out, RECEIVE = snowflake_recv, SEND = snowflake_send,
-    LIKE = bigint
+    LIKE = bigint, CATEGORY = 'N'
 );
 COMMENT ON TYPE snowflake IS 'A 64-bit ID stored, compared and indexed like bigint, written to JSON as a string (exact in JavaScript).';
 COMMENT ON FUNCTION snowflake_in(cstring) IS 'Text input of snowflake (bigint''s).';
@@ -34,7 +35,7 @@ CREATE CAST (snowflake AS bigint) WITHOUT FUNCTION AS IMPLICIT;
 CREATE CAST (bigint AS snowflake) WITHOUT FUNCTION AS ASSIGNMENT;
 CREATE FUNCTION snowflake(integer) RETURNS snowflake LANGUAGE internal IMMUTABLE STRICT PARALLEL SAFE AS 'int48';
 COMMENT ON FUNCTION snowflake(integer) IS 'An integer as a snowflake (the cast).';
-CREATE CAST (integer AS snowflake) WITH FUNCTION snowflake(integer) AS ASSIGNMENT;
+CREATE CAST (integer AS snowflake) WITH FUNCTION snowflake(integer) AS IMPLICIT;
 
 -- snowflake vs snowflake
 CREATE FUNCTION snowflake_eq(snowflake, snowflake) RETURNS boolean LANGUAGE internal IMMUTABLE STRICT PARALLEL SAFE LEAKPROOF AS 'int8eq';

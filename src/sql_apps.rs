@@ -54,10 +54,10 @@ fn id_to_text(id: i64) -> String {
 
 /// The ID of a 13-character base32 text form; case-insensitive, I and L read as 1, O as 0.
 #[pg_extern(immutable, parallel_safe)]
-fn id_from_text(text: &str) -> i64 {
-    text_form::decode(text)
+fn id_from_text(id_text: &str) -> i64 {
+    text_form::decode(id_text)
         .map_err(|error| IdError::BadText {
-            text: text.chars().take(40).collect(),
+            text: id_text.chars().take(40).collect(),
             error,
         })
         .or_report()
