@@ -7,7 +7,7 @@ CREATE FUNCTION pg_temp.scanned(q text) RETURNS SETOF text LANGUAGE plpgsql AS $
 DECLARE line text;
 BEGIN
   FOR line IN EXECUTE 'EXPLAIN (COSTS OFF) ' || q LOOP
-    IF line ~ '(Scan on|Subplans Removed)' THEN
+    IF line ~ '(Scan|Subplans Removed)' AND line !~ 'Bitmap Index Scan' THEN
       RETURN NEXT substring(line FROM '(Subplans Removed: \d+|on \S+)');
     END IF;
   END LOOP;
