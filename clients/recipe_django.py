@@ -2,10 +2,15 @@
 from django.db import models
 
 
-class SnowflakeField(models.BigIntegerField):
-    # Django reads back from INSERT ... RETURNING only the fields marked db_returning (the
-    # AutoFields); so that create() and bulk_create() both get the ID next_id made:
-    db_returning = True
+class SnowflakeField(models.BigAutoField):
+    """A bigint key the database fills in (db_default): like any AutoField, Django leaves it
+    out of INSERTs and reads it back with RETURNING, from create() and bulk_create() alike."""
+
+    def db_type_suffix(self, connection):
+        return None  # no GENERATED ... AS IDENTITY: the column's default is next_id
+
+    def get_default(self):
+        return None  # unsaved objects have pk None (not DatabaseDefault), as AutoFields do
 
 
 def next_id(shard: int, sequence: str) -> models.Func:

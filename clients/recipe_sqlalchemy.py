@@ -21,7 +21,7 @@ event.listen(Item.__table__, "before_create", DDL("CREATE SEQUENCE IF NOT EXISTS
 def demo(url: str) -> tuple[Item, list[Item]]:
     engine = create_engine(url)  # e.g. "postgresql+psycopg://app@db/app"
     Base.metadata.create_all(engine)
-    with Session(engine) as session:
+    with Session(engine, expire_on_commit=False) as session:
         one = Item(body="one")
         session.add(one)
         session.flush()                      # INSERT ... RETURNING sa_item.id

@@ -46,6 +46,11 @@ def django_recipe():
     with connection.schema_editor() as editor:
         editor.execute("CREATE SEQUENCE dj_item_seq")
         editor.create_model(Item)
+    with psycopg.connect() as c:
+        ddl = c.execute("""SELECT a.attidentity, pg_get_expr(d.adbin, d.adrelid) FROM pg_attribute a
+                             JOIN pg_attrdef d ON d.adrelid = a.attrelid AND d.adnum = a.attnum
+                            WHERE a.attrelid = 'dj_item'::regclass AND a.attname = 'id'""").fetchone()
+    check("Django: the column is DEFAULT next_id(...), no identity", ddl == ("", "next_id(5, 'dj_item_seq'::regclass)"))
     one = Item.objects.create(body="one")
     check("Django: create() gets its ID back", isinstance(one.pk, int) and shard_of(one.pk) == 5)
     many = Item.objects.bulk_create([Item(body=f"bulk {i}") for i in range(2000)])
