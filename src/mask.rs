@@ -90,7 +90,7 @@ const fn ones(bits: u32) -> u64 {
 
 /// Width of the half that round `i` replaces (FF1's m): A's width on even rounds.
 const fn width(round: u8) -> u32 {
-    if round % 2 == 0 {
+    if round.is_multiple_of(2) {
         HIGH_BITS
     } else {
         LOW_BITS

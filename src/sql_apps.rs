@@ -96,13 +96,14 @@ fn id_unmask(masked: i64) -> i64 {
     mask::unmask(non_negative(masked), &setting_key())
 }
 
-extension_sql_file!(
-    "../sql/snowflake_type.sql",
-    name = "snowflake_type"
-);
+extension_sql_file!("../sql/snowflake_type.sql", name = "snowflake_type");
 
 // convert_column: a bigserial or identity key adopted in place.
-extension_sql_file!("../sql/convert.sql", name = "convert", requires = ["installer"]);
+extension_sql_file!(
+    "../sql/convert.sql",
+    name = "convert",
+    requires = ["installer"]
+);
 
 extension_sql!(
     r#"
@@ -114,5 +115,12 @@ COMMENT ON FUNCTION id_mask(bigint) IS 'The masked public form of an ID under th
 COMMENT ON FUNCTION id_unmask(bigint) IS 'The ID a masked public ID stands for, under the key in snowflake_id.mask_key.';
 "#,
     name = "apps_comments",
-    requires = [id_to_text, id_from_text, id_mask_key, id_unmask_key, id_mask, id_unmask]
+    requires = [
+        id_to_text,
+        id_from_text,
+        id_mask_key,
+        id_unmask_key,
+        id_mask,
+        id_unmask
+    ]
 );
