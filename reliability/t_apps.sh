@@ -31,6 +31,14 @@ read -r above fk json <<<"$(q -d dst -F ' ' -c "
 echo "dump/restore: rows identical, new IDs above old: $above, foreign keys joined: $fk, JSON string: $json"
 [[ $above == t && $fk == t && $json == t ]] || fail "snowflake column after pg_restore"
 
+# Binary COPY out and in (the type's send and receive, bigint's 8 bytes).
+q -d dst -c "CREATE TABLE items_bin (LIKE items)"
+q -d dst -c "COPY items TO STDOUT (FORMAT binary)" | q -d dst -c "COPY items_bin FROM STDIN (FORMAT binary)"
+diffs=$(q -d dst -c "SELECT count(*) FROM (SELECT * FROM items EXCEPT SELECT * FROM items_bin) x")
+rows=$(q -d dst -c "SELECT count(*) FROM items_bin")
+echo "binary COPY: $rows rows, $diffs differ"
+[[ $rows == 6001 && $diffs == 0 ]] || fail "binary COPY round trip"
+
 # The mask key in a database setting, as a plain role sees it in a fresh session.
 key=000102030405060708090a0b0c0d0e0f
 q -c "CREATE ROLE plain LOGIN" -c "ALTER DATABASE src SET snowflake_id.mask_key = '$key'"
