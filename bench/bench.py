@@ -171,6 +171,52 @@ def decoders(rounds=3 * ROUNDS, layouts=True):
     return {n: summary(v) for n, v in times.items()}
 
 
+def apps(rounds=3 * ROUNDS):
+    """The application functions per call, against next_id and id::text, 1M calls each on
+    realistic IDs (4 x 10^18 up), interleaved in rounds; and json_agg of 1M IDs as bigint
+    (JSON numbers) vs as snowflake (strings, through the cast to json)."""
+    key = "'000102030405060708090a0b0c0d0e0f'"
+    gs = "generate_series(4000000000000000000, 4000000000000999999) g"
+    stmts = {
+        "empty generate_series": f"SELECT count(g) FROM {gs}",
+        "g::text": f"SELECT count(g::text) FROM {gs}",
+        "id_to_text()": f"SELECT count(id_to_text(g)) FROM {gs}",
+        "id_from_text()": "SELECT count(id_from_text(t)) FROM id_texts",
+        "scan id_texts": "SELECT count(t) FROM id_texts",
+        "id_mask(id, key)": f"SELECT count(id_mask(g, {key})) FROM {gs}",
+        "next_id()": "SELECT count(next_id(5, 'apps{r}')) FROM generate_series(1, 1000000)",
+        "empty generate_series (int)": "SELECT count(*) FROM generate_series(1, 1000000)",
+        "json_agg bigint": "SELECT length(json_agg(id)::text) FROM ids",
+        "json_agg snowflake": "SELECT length(json_agg(id::snowflake)::text) FROM ids",
+    }
+    psql(f"DROP TABLE IF EXISTS id_texts; CREATE TABLE id_texts AS SELECT id_to_text(g) AS t FROM {gs}; VACUUM ANALYZE id_texts")
+    times = {n: [] for n in stmts}
+    for r in range(rounds):
+        psql(f"DROP SEQUENCE IF EXISTS apps{r}; CREATE SEQUENCE apps{r}")
+        for name, t in zip(stmts, timed_session([q.replace("{r}", str(r)) for q in stmts.values()])):
+            times[name].append(t)
+    return {n: summary(v) for n, v in times.items()}
+
+
+def apps_ratios(a):
+    """Per call, net of each statement's empty baseline, within rounds."""
+    net = {"g::text": "empty generate_series", "id_to_text()": "empty generate_series",
+           "id_mask(id, key)": "empty generate_series", "id_from_text()": "scan id_texts",
+           "next_id()": "empty generate_series (int)"}
+    per = {n: [a[n]["runs"][i] - a[b]["runs"][i] for i in range(len(a[n]["runs"]))] for n, b in net.items()}
+    ratio = lambda x, y: statistics.median(p / q for p, q in zip(per[x], per[y]))
+    return {
+        "per call, ns (median net)": {n: statistics.median(v) for n, v in per.items()},  # ms per 1M calls = ns per call
+        "id_to_text / id::text (per call)": ratio("id_to_text()", "g::text"),
+        "id_to_text / next_id (per call)": ratio("id_to_text()", "next_id()"),
+        "id_mask / next_id (per call)": ratio("id_mask(id, key)", "next_id()"),
+        "id_mask / id::text (per call)": ratio("id_mask(id, key)", "g::text"),
+        "id_from_text / id_to_text (per call)": ratio("id_from_text()", "id_to_text()"),
+        "json_agg snowflake / bigint (1M IDs)": statistics.median(
+            s / b for s, b in zip(a["json_agg snowflake"]["runs"], a["json_agg bigint"]["runs"])),
+    }
+
+
 def round_ratios(times, a, b, base=None):
     """a/b within each round (each net of `base` in that round, if given)."""
     net = (lambda n, i: times[n]["runs"][i] - times[base]["runs"][i]) if base else (lambda n, i: times[n]["runs"][i])
@@ -329,6 +375,23 @@ def hot_path_only():
           f"empty {pc['empty generate_series']['median']:.0f} ms per 1M")
 
 
+def print_apps(r):
+    for k, v in r.items():
+        print(f"{k:60s} {v:6.3f}" if isinstance(v, float) else f"{k}: " + ", ".join(f"{n} {x:.0f}" for n, x in v.items()))
+
+
+def main_apps():
+    """`python3 bench/bench.py apps`: only the application functions, merged into results.json."""
+    psql(SETUP)
+    path = os.path.join(HERE, "results.json")
+    results = json.load(open(path)) if os.path.exists(path) else {}
+    results["apps"] = apps()
+    results["apps_ratios"] = apps_ratios(results["apps"])
+    with open(path, "w") as f:
+        json.dump(results, f, indent=2)
+    print_apps(results["apps_ratios"])
+
+
 def main():
     started = time.time()
     psql(SETUP)
@@ -339,6 +402,8 @@ def main():
     results["saturation"] = saturation()
     results["concurrency_ids_per_second"] = concurrency()
     results["inserts"] = inserts()
+    results["apps"] = apps()
+    results["apps_ratios"] = apps_ratios(results["apps"])
     pc = results["per_call"]
     base = "empty generate_series"
     dec = results["decoders"]
@@ -375,6 +440,7 @@ def main():
         print(f"{k:66s} {v:6.3f}")
     for k, v in results["ns_per_call_net"].items():
         print(f"{k:40s} {v:8.0f} ns per call (net)")
+    print_apps(results["apps_ratios"])
     print(f"saturation: overall {results['saturation']['ids_per_second_overall']:.0f} IDs/s, max lead {results['saturation']['max_lead_ms']} ms")
     for name, per in results["concurrency_ids_per_second"].items():
         print(f"{name:32s} " + "  ".join(f"{c}: {v:,.0f}/s" for c, v in per.items()))
@@ -384,4 +450,9 @@ def main():
 
 if __name__ == "__main__":
     import sys
-    hot_path_only() if sys.argv[1:] == ["hot-path"] else main()
+    if sys.argv[1:] == ["hot-path"]:
+        hot_path_only()
+    elif sys.argv[1:] == ["apps"]:
+        main_apps()
+    else:
+        main()

@@ -6,6 +6,8 @@
 use crate::layout::{self, LayoutError, MAX_SEQ, MAX_SHARD};
 use crate::layouts::{self, NamedLayoutError};
 use crate::wide_ids::WideIdError;
+use crate::mask::KeyError;
+use crate::text_form::TextError;
 use pgrx::pg_sys::panic::ErrorReport;
 use pgrx::{PgLogLevel, PgSqlErrorCode};
 
@@ -38,6 +40,14 @@ pub enum IdError {
     Named(NamedLayoutError),
     /// A UUID, ULID or ObjectID.
     Wide(WideIdError),
+    /// Text that is not an ID's 13-character text form.
+    BadText {
+        text: String,
+        error: TextError,
+    },
+    BadMaskKey(KeyError),
+    /// `id_mask(id)` without a key while `snowflake_id.mask_key` is unset.
+    MaskKeyUnset,
 }
 
 impl From<LayoutError> for IdError {
@@ -86,6 +96,8 @@ pub fn utc(unix_ms: i64) -> String {
     );
     format!("{year:04}-{month:02}-{day:02} {h:02}:{m:02}:{s:02}.{ms:03}+00")
 }
+
+const MAKE_A_KEY: &str = "A random key: SELECT replace(gen_random_uuid()::text, '-', '')";
 
 fn valid_times() -> String {
     format!(
@@ -154,6 +166,42 @@ impl IdError {
             ),
             IdError::Named(e) => named_parts(e),
             IdError::Wide(e) => wide_parts(e),
+            IdError::BadText { text, error } => {
+                let why = match error {
+                    TextError::Length { chars } => format!("it has {chars} characters, the text form has 13"),
+                    TextError::BadChar { ch, position } => format!(
+                        "character \"{}\" at position {position} is not base32: valid are 0-9 and A-Z less U (I and L read as 1, O as 0)",
+                        ch.escape_default()
+                    ),
+                    TextError::TooLarge { ch } => format!(
+                        "first character \"{}\" is above 7: IDs 0 to 9223372036854775807 read 0000000000000 to 7ZZZZZZZZZZZZ",
+                        ch.escape_default()
+                    ),
+                };
+                (
+                    ERRCODE_INVALID_TEXT_REPRESENTATION,
+                    format!("invalid snowflake ID text \"{}\": {why}", text.escape_default()),
+                    None,
+                    None,
+                )
+            }
+            IdError::BadMaskKey(e) => (
+                ERRCODE_INVALID_PARAMETER_VALUE,
+                match e {
+                    KeyError::Length { chars } => format!("mask key has {chars} characters: a key is 32 hexadecimal digits (16 bytes)"),
+                    KeyError::NotHex { position } => format!(
+                        "mask key character at position {position} is not a hexadecimal digit: a key is 32 hexadecimal digits (16 bytes)"
+                    ),
+                },
+                None,
+                Some(MAKE_A_KEY.into()),
+            ),
+            IdError::MaskKeyUnset => (
+                ERRCODE_OBJECT_NOT_IN_PREREQUISITE_STATE,
+                "no mask key: snowflake_id.mask_key is not set".into(),
+                None,
+                Some(format!("Pass the key as the second argument, or have a superuser set snowflake_id.mask_key. {MAKE_A_KEY}")),
+            ),
         }
     }
 
