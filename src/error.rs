@@ -20,6 +20,10 @@ pub enum IdError {
     PermissionDenied {
         sequence: String,
     },
+    /// Another session's temporary sequence: its pages are in that backend's memory.
+    OtherSessionsTemporary {
+        sequence: String,
+    },
     /// The sequence's MINVALUE/MAXVALUE cannot hold the ID (e.g. `AS integer`).
     SequenceTooSmall {
         sequence: String,
@@ -35,8 +39,14 @@ impl From<LayoutError> for IdError {
     }
 }
 
-/// Renders Unix milliseconds as an ISO timestamp in UTC, e.g. `2046-06-27 ...`.
+/// Renders Unix milliseconds as an ISO timestamp in UTC, e.g. `2046-06-27 ...`; i64::MAX
+/// and i64::MIN stand for PostgreSQL's infinity and -infinity.
 pub fn utc(unix_ms: i64) -> String {
+    match unix_ms {
+        i64::MAX => return "infinity".into(),
+        i64::MIN => return "-infinity".into(),
+        _ => {}
+    }
     // Civil-from-days (Howard Hinnant's algorithm), so messages need no time zone lookups.
     let days = unix_ms.div_euclid(86_400_000);
     let ms_of_day = unix_ms.rem_euclid(86_400_000);
@@ -111,6 +121,12 @@ impl IdError {
                 None,
                 None,
             ),
+            IdError::OtherSessionsTemporary { sequence } => (
+                ERRCODE_FEATURE_NOT_SUPPORTED,
+                format!("cannot use sequence \"{sequence}\": it is a temporary sequence of another session"),
+                None,
+                None,
+            ),
             IdError::SequenceTooSmall { sequence, id, min, max } => (
                 ERRCODE_SEQUENCE_GENERATOR_LIMIT_EXCEEDED,
                 format!("sequence \"{sequence}\" cannot hold snowflake IDs: its range is {min} to {max}"),
@@ -157,5 +173,7 @@ mod tests {
         assert_eq!(utc(MAX_UNIX_MS), "2046-06-27 17:00:49.496+00");
         assert_eq!(utc(0), "1970-01-01 00:00:00.000+00");
         assert_eq!(utc(-1), "1969-12-31 23:59:59.999+00");
+        assert_eq!(utc(i64::MAX), "infinity");
+        assert_eq!(utc(i64::MIN), "-infinity");
     }
 }

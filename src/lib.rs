@@ -47,8 +47,15 @@ unsafe impl<'fcx> pgrx::callconv::ArgAbi<'fcx> for Regclass {
 pgrx::impl_sql_translatable!(Regclass, arg_only = "regclass");
 
 fn unix_ms_of(ts: TimestampWithTimeZone) -> i64 {
-    // Floor, so that a time is truncated to its millisecond; ±infinity saturate and fail
-    // the layout's range check.
+    // ±infinity become i64::MAX/MIN, which fail the layout's range check and are named
+    // as infinity in its message.
+    if ts.is_infinity() {
+        return i64::MAX;
+    }
+    if ts.is_neg_infinity() {
+        return i64::MIN;
+    }
+    // Floor, so that a time is truncated to its millisecond.
     ts.into_inner()
         .div_euclid(1000)
         .saturating_add(PG_EPOCH_UNIX_MS)

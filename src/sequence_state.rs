@@ -83,11 +83,13 @@ mod unguarded {
     #[cfg(any(feature = "pg13", feature = "pg14", feature = "pg15"))]
     pub use pgrx::pg_sys::RelFileNode as RelFileLocator;
     use pgrx::pg_sys::{BlockNumber, Buffer, CommandId, ForkNumber, Oid, Relation, TimestampTz};
-    use pgrx::pg_sys::{XLogRecPtr, LOCKMODE};
+    use pgrx::pg_sys::{SubTransactionId, TransactionId, XLogRecPtr, LOCKMODE};
     unsafe extern "C" {
         pub fn GetCurrentTimestamp() -> TimestampTz;
         pub fn GetUserId() -> Oid;
         pub fn GetCurrentCommandId(used: bool) -> CommandId;
+        pub fn GetCurrentSubTransactionId() -> SubTransactionId;
+        pub fn GetTopTransactionIdIfAny() -> TransactionId;
         pub fn try_relation_open(relid: Oid, lockmode: LOCKMODE) -> Relation;
         pub fn relation_close(rel: Relation, lockmode: LOCKMODE);
         pub fn ReadBuffer(rel: Relation, block: BlockNumber) -> Buffer;
@@ -116,12 +118,19 @@ unsafe impl<T> Sync for BackendLocal<T> {}
 struct Checked {
     relid: pg_sys::Oid,
     userid: pg_sys::Oid,
-    /// `SharedInvalidMessageCounter` when checked: any catalog change committed by another
-    /// session since (a REVOKE, ALTER SEQUENCE, DROP) has moved it.
+    /// `SharedInvalidMessageCounter` read *before* the check (after locking the sequence):
+    /// any catalog change committed by another session since the check began (a REVOKE,
+    /// ALTER SEQUENCE, DROP), even one that committed while the check itself waited for a
+    /// catalog lock, has moved it.
     invalidations: u64,
-    /// Where the check was made: a statement of this very transaction may have changed the
-    /// catalog itself, which the counter does not show until commit.
+    /// Whether the checking transaction had written anything (it had an XID): then the check
+    /// may rest on its own uncommitted catalog changes (a GRANT), which a rollback undoes
+    /// without any invalidation message, so the check holds only where it was made.
+    own_changes: bool,
+    /// Where the check was made: transaction, subtransaction (a `ROLLBACK TO` starts a new
+    /// one) and command.
     lxid: pg_sys::LocalTransactionId,
+    subxid: pg_sys::SubTransactionId,
     cid: pg_sys::CommandId,
     local_temp: bool,
     min: i64,
@@ -191,10 +200,15 @@ impl Sequence {
     ///
     /// `nextval()` makes its checks on every call; here they are remembered while nothing
     /// can have changed their outcome: same user, no catalog change from another session
-    /// processed since (the lock, taken first, processes any that committed before it), and
-    /// either the same statement or a transaction that has not yet completed a command
-    /// (`cid` 0: none of its own catalog changes is visible). A stream of single-statement
-    /// transactions, each INSERT with `DEFAULT next_id(...)`, thus checks once.
+    /// processed since the check began (the lock, taken first, processes any that committed
+    /// before it), and either
+    /// - the check was made by a transaction that had written nothing, and the current one
+    ///   has written nothing either (no XID: neither can have changed the catalog, so only
+    ///   committed catalog state, covered by the counter, decided or decides the outcome); or
+    /// - the same statement of the same (sub)transaction.
+    ///
+    /// A stream of single-statement transactions, each INSERT with `DEFAULT next_id(...)`,
+    /// thus checks once (the INSERT takes its XID only after the first ID is made).
     pub fn open(relid: pg_sys::Oid) -> Result<Sequence, IdError> {
         let lxid = current_lxid();
         // SAFETY: see `unguarded`; LOCKED and CHECKED are only touched by this backend, never
@@ -214,7 +228,7 @@ impl Sequence {
         }
         // SAFETY: as above; read after locking, so that the lock's processing of invalidation
         // messages is counted.
-        let (userid, cid, invalidations, known) = unsafe {
+        let (userid, cid, subxid, clean, invalidations, known) = unsafe {
             let known = (*CHECKED.0.get())
                 .iter()
                 .find(|c| c.relid == relid)
@@ -222,6 +236,8 @@ impl Sequence {
             (
                 unguarded::GetUserId(),
                 unguarded::GetCurrentCommandId(false),
+                unguarded::GetCurrentSubTransactionId(),
+                unguarded::GetTopTransactionIdIfAny() == pg_sys::InvalidTransactionId,
                 pg_sys::SharedInvalidMessageCounter,
                 known,
             )
@@ -229,12 +245,20 @@ impl Sequence {
         let fresh = known.filter(|c| {
             c.userid == userid
                 && c.invalidations == invalidations
-                && (cid == 0 || (c.lxid == lxid && c.cid == cid))
+                && ((clean && !c.own_changes)
+                    || (c.lxid == lxid && c.subxid == subxid && c.cid == cid))
         });
         let checked = match fresh {
             Some(c) => c,
             None => {
-                let c = Self::check(relid, lxid, userid, cid)?;
+                let c = Checked {
+                    invalidations,
+                    own_changes: !clean,
+                    lxid,
+                    subxid,
+                    cid,
+                    ..Self::check(relid, userid)?
+                };
                 // SAFETY: as above.
                 let checked = unsafe { &mut *CHECKED.0.get() };
                 match checked.iter_mut().find(|k| k.relid == relid) {
@@ -273,13 +297,8 @@ impl Sequence {
         }
     }
 
-    /// The checks nextval() makes on every call.
-    fn check(
-        relid: pg_sys::Oid,
-        lxid: pg_sys::LocalTransactionId,
-        userid: pg_sys::Oid,
-        cid: pg_sys::CommandId,
-    ) -> Result<Checked, IdError> {
+    /// The checks nextval() makes on every call (the caller fills in where they were made).
+    fn check(relid: pg_sys::Oid, userid: pg_sys::Oid) -> Result<Checked, IdError> {
         // SAFETY: we hold a lock on relid; a missing relation is an ERROR (42P01 below).
         let rel = unsafe { pg_sys::try_relation_open(relid, pg_sys::NoLock as pg_sys::LOCKMODE) };
         if rel.is_null() {
@@ -295,10 +314,20 @@ impl Sequence {
             max: 0,
         };
         // SAFETY: rel is open, so rd_rel is valid.
-        let (relkind, local_temp) = unsafe { ((*(*rel).rd_rel).relkind, (*rel).rd_islocaltemp) };
+        let (relkind, persistence, local_temp) = unsafe {
+            let form = &*(*rel).rd_rel;
+            (form.relkind, form.relpersistence, (*rel).rd_islocaltemp)
+        };
         if relkind as u8 != pg_sys::RELKIND_SEQUENCE {
             return Err(IdError::NotASequence {
                 relation: seq.close_returning_name(),
+            });
+        }
+        // RELATION_IS_OTHER_TEMP: its pages live in another backend's local buffers, and
+        // ReadBuffer would raise this same error from beneath the unguarded path.
+        if persistence as u8 == pg_sys::RELPERSISTENCE_TEMP && !local_temp {
+            return Err(IdError::OtherSessionsTemporary {
+                sequence: seq.close_returning_name(),
             });
         }
         // SAFETY: catalog lookups on an open relation.
@@ -315,15 +344,15 @@ impl Sequence {
             });
         }
         let (min, max) = seq.limits();
-        // SAFETY: read after the checks, so an invalidation they caused is counted.
-        let invalidations = unsafe { pg_sys::SharedInvalidMessageCounter };
         seq.close();
         Ok(Checked {
             relid,
             userid,
-            invalidations,
-            lxid,
-            cid,
+            invalidations: 0,
+            own_changes: true,
+            lxid: 0,
+            subxid: 0,
+            cid: 0,
             local_temp,
             min,
             max,
