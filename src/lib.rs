@@ -9,6 +9,8 @@ use pgrx::prelude::*;
 pub mod error;
 pub mod generator;
 pub mod layout;
+mod pg_mirror;
+mod sequence_cache;
 pub mod sequence_state;
 
 use error::OrReport;
