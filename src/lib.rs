@@ -11,6 +11,8 @@ pub mod generator;
 pub mod layout;
 pub mod layouts;
 pub mod mask;
+mod pg_mirror;
+mod sequence_cache;
 pub mod sequence_state;
 pub mod sql_apps;
 pub mod sql_layouts;
