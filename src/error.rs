@@ -5,9 +5,9 @@
 
 use crate::layout::{self, LayoutError, MAX_SEQ, MAX_SHARD};
 use crate::layouts::{self, NamedLayoutError};
-use crate::wide_ids::WideIdError;
 use crate::mask::KeyError;
 use crate::text_form::TextError;
+use crate::wide_ids::WideIdError;
 use pgrx::pg_sys::panic::ErrorReport;
 use pgrx::{PgLogLevel, PgSqlErrorCode};
 
