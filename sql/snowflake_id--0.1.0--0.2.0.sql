@@ -358,11 +358,9 @@ LANGUAGE c /* Rust */
 AS 'MODULE_PATHNAME', 'objectid_timestamp_wrapper';
 
 CREATE FUNCTION id_decode(id bigint, layout text, OUT ts timestamptz, OUT fields jsonb)
-LANGUAGE sql IMMUTABLE STRICT PARALLEL SAFE
-RETURN (@extschema@.id_timestamp(id, layout), @extschema@.id_fields(id, layout));
+IMMUTABLE STRICT PARALLEL SAFE LANGUAGE c AS 'MODULE_PATHNAME', 'id_decode_layout';
 CREATE FUNCTION id_decode(id bigint, layout text, epoch timestamptz, OUT ts timestamptz, OUT fields jsonb)
-LANGUAGE sql IMMUTABLE STRICT PARALLEL SAFE
-RETURN (@extschema@.id_timestamp(id, layout, epoch), @extschema@.id_fields(id, layout));
+IMMUTABLE STRICT PARALLEL SAFE LANGUAGE c AS 'MODULE_PATHNAME', 'id_decode_layout';
 COMMENT ON FUNCTION id_timestamp(bigint, text) IS 'Time an ID of a named layout (instagram, twitter, discord, sonyflake, pgedge, mastodon, tsid) was made, exact to the layout''s unit.';
 COMMENT ON FUNCTION id_timestamp(bigint, text, timestamptz) IS 'Time an ID of a named layout was made, counting from a deployment''s own epoch (a whole millisecond) instead of the layout''s.';
 COMMENT ON FUNCTION id_fields(bigint, text) IS 'The fields below an ID''s time in a named layout, as a JSON object keyed by their names in that layout (e.g. worker, process, increment).';

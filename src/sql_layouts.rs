@@ -14,6 +14,7 @@ use crate::wide_ids;
 use crate::Regclass;
 use pgrx::callconv::{BoxRet, FcInfo};
 use pgrx::datum::Datum;
+use pgrx::pg_guard;
 use pgrx::prelude::*;
 use std::ffi::CString;
 
@@ -24,16 +25,7 @@ pub struct Jsonb(CString);
 // memory context, exactly what a function returning jsonb must return.
 unsafe impl BoxRet for Jsonb {
     unsafe fn box_into<'fcx>(self, fcinfo: &mut FcInfo<'fcx>) -> Datum<'fcx> {
-        let datum = unsafe {
-            pgrx::fcinfo::direct_function_call_as_datum(
-                pg_sys::jsonb_in,
-                &[Some(pg_sys::Datum::from(self.0.as_ptr()))],
-            )
-        };
-        match datum {
-            Some(datum) => unsafe { fcinfo.return_raw_datum(datum) },
-            None => fcinfo.return_null(),
-        }
+        unsafe { fcinfo.return_raw_datum(self.into_datum()) }
     }
 }
 
@@ -95,8 +87,12 @@ fn id_timestamp_in_epoch(
 /// The fields below an ID's time in a named layout, as a JSON object keyed by their names in that layout (e.g. worker, process, increment).
 #[pg_extern(immutable, parallel_safe)]
 fn id_fields(id: i64, layout: &str) -> Jsonb {
-    use std::fmt::Write;
     let layout = self::layout(layout);
+    fields_json(layout, id)
+}
+
+fn fields_json(layout: &Layout, id: i64) -> Jsonb {
+    use std::fmt::Write;
     let decoded = layout.decode(id).or_report();
     let mut text = String::with_capacity(64);
     text.push('{');
@@ -106,6 +102,79 @@ fn id_fields(id: i64, layout: &str) -> Jsonb {
     }
     text.push('}');
     Jsonb(CString::new(text).expect("field names hold no NUL"))
+}
+
+impl Jsonb {
+    fn into_datum(self) -> pg_sys::Datum {
+        // SAFETY: jsonb_in takes a NUL-terminated string and returns a jsonb datum (or raises).
+        unsafe {
+            pgrx::fcinfo::direct_function_call_as_datum(
+                pg_sys::jsonb_in,
+                &[Some(pg_sys::Datum::from(self.0.as_ptr()))],
+            )
+        }
+        .expect("jsonb_in returns a value")
+    }
+}
+
+/// `pg_finfo_id_decode_layout`: declares `id_decode_layout` a version-1 C function.
+#[no_mangle]
+pub extern "C" fn pg_finfo_id_decode_layout() -> &'static pg_sys::Pg_finfo_record {
+    const V1: pg_sys::Pg_finfo_record = pg_sys::Pg_finfo_record { api_version: 1 };
+    &V1
+}
+
+/// `id_decode(id, layout [, epoch], OUT ts, OUT fields)`: the time and the fields as one
+/// record. Written by hand rather than as an SQL function over `id_timestamp` and `id_fields`
+/// because PostgreSQL never inlines a STRICT function returning a record, and calling an SQL
+/// function costs more than the decoding (3.6 s against 1.8 s for 1M IDs); pgrx 0.18 has no
+/// return type for a record of OUT parameters.
+///
+/// # Safety
+/// Called by PostgreSQL's fmgr with the arguments the `CREATE FUNCTION` below declares
+/// (STRICT, so none is NULL).
+#[no_mangle]
+#[pg_guard]
+pub unsafe extern "C-unwind" fn id_decode_layout(
+    fcinfo: pg_sys::FunctionCallInfo,
+) -> pg_sys::Datum {
+    // SAFETY: fmgr passes the declared arguments, none NULL (STRICT).
+    let (id, name, epoch, flinfo) = unsafe {
+        (
+            pgrx::fcinfo::pg_getarg::<i64>(fcinfo, 0).expect("STRICT"),
+            pgrx::fcinfo::pg_getarg::<&str>(fcinfo, 1).expect("STRICT"),
+            ((*fcinfo).nargs == 3)
+                .then(|| pgrx::fcinfo::pg_getarg::<TimestampWithTimeZone>(fcinfo, 2))
+                .flatten(),
+            (*fcinfo).flinfo,
+        )
+    };
+    let layout = self::layout(name);
+    let epoch = epoch.map_or(layout.epoch_unix_ms, epoch_unix_ms);
+    let ts = time_of(id, layout, epoch);
+    let fields = fields_json(layout, id).into_datum();
+    // SAFETY: the result's tuple descriptor is built once per call site, in the function's
+    // own memory context (fn_mcxt), blessed so that the record's type can be looked up, and
+    // kept in fn_extra, as PostgreSQL's C functions returning records do.
+    unsafe {
+        if (*flinfo).fn_extra.is_null() {
+            let old = pg_sys::MemoryContextSwitchTo((*flinfo).fn_mcxt);
+            let mut tupdesc: pg_sys::TupleDesc = std::ptr::null_mut();
+            let class = pg_sys::get_call_result_type(fcinfo, std::ptr::null_mut(), &mut tupdesc);
+            if class != pg_sys::TypeFuncClass::TYPEFUNC_COMPOSITE {
+                pgrx::error!(
+                    "id_decode must be declared with OUT ts timestamptz, OUT fields jsonb"
+                );
+            }
+            (*flinfo).fn_extra = pg_sys::BlessTupleDesc(tupdesc).cast();
+            pg_sys::MemoryContextSwitchTo(old);
+        }
+        let tupdesc: pg_sys::TupleDesc = (*flinfo).fn_extra.cast();
+        let mut values = [pg_sys::Datum::from(ts.into_inner()), fields];
+        let mut nulls = [false, false];
+        let tuple = pg_sys::heap_form_tuple(tupdesc, values.as_mut_ptr(), nulls.as_mut_ptr());
+        pg_sys::HeapTupleHeaderGetDatum((*tuple).t_data)
+    }
 }
 
 /// Next ID in a named layout (twitter, discord, pgedge or instagram) for a node from a sequence: the same state and guarantees as next_id(shard, seq).
@@ -161,11 +230,9 @@ fn objectid_timestamp(objectid: &str) -> TimestampWithTimeZone {
 extension_sql!(
     r#"
 CREATE FUNCTION id_decode(id bigint, layout text, OUT ts timestamptz, OUT fields jsonb)
-LANGUAGE sql IMMUTABLE STRICT PARALLEL SAFE
-RETURN (@extschema@.id_timestamp(id, layout), @extschema@.id_fields(id, layout));
+IMMUTABLE STRICT PARALLEL SAFE LANGUAGE c AS 'MODULE_PATHNAME', 'id_decode_layout';
 CREATE FUNCTION id_decode(id bigint, layout text, epoch timestamptz, OUT ts timestamptz, OUT fields jsonb)
-LANGUAGE sql IMMUTABLE STRICT PARALLEL SAFE
-RETURN (@extschema@.id_timestamp(id, layout, epoch), @extschema@.id_fields(id, layout));
+IMMUTABLE STRICT PARALLEL SAFE LANGUAGE c AS 'MODULE_PATHNAME', 'id_decode_layout';
 COMMENT ON FUNCTION id_timestamp(bigint, text) IS 'Time an ID of a named layout (instagram, twitter, discord, sonyflake, pgedge, mastodon, tsid) was made, exact to the layout''s unit.';
 COMMENT ON FUNCTION id_timestamp(bigint, text, timestamptz) IS 'Time an ID of a named layout was made, counting from a deployment''s own epoch (a whole millisecond) instead of the layout''s.';
 COMMENT ON FUNCTION id_fields(bigint, text) IS 'The fields below an ID''s time in a named layout, as a JSON object keyed by their names in that layout (e.g. worker, process, increment).';
