@@ -254,7 +254,10 @@ mod tests {
         for (i, row) in flips.iter().enumerate() {
             for (j, &count) in row.iter().enumerate() {
                 let p = count as f64 / n as f64;
-                assert!((0.44..=0.56).contains(&p), "input bit {i} flips output bit {j} with p = {p}");
+                assert!(
+                    (0.44..=0.56).contains(&p),
+                    "input bit {i} flips output bit {j} with p = {p}"
+                );
             }
         }
     }
