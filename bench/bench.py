@@ -13,7 +13,7 @@ import subprocess
 import tempfile
 import time
 
-ROUNDS = 5
+ROUNDS = int(os.environ.get("BENCH_ROUNDS", 5))
 HERE = os.path.dirname(os.path.abspath(__file__))
 PGBENCH = os.path.join(os.environ.get("PGBIN", "/usr/lib/postgresql/15/bin"), "pgbench")
 
@@ -59,36 +59,121 @@ CREATE TABLE ids AS SELECT make_id(timestamptz '2024-01-01' + g * interval '37 m
 VACUUM ANALYZE ids;
 """
 
+# Baselines for the "Choosing an ID scheme" table: what people write in SQL for each scheme.
+# Flickr's ticket servers are two PostgreSQL servers, one `INCREMENT 2 START 1`, the other
+# `START 2`: locally a nextval() (plus, in production, a round trip to a ticket server).
+SCHEMES_SETUP = """
+CREATE SEQUENCE IF NOT EXISTS flickr_odd INCREMENT 2 START 1;
+CREATE SEQUENCE IF NOT EXISTS tsid_seq;
+-- UUID v7 in SQL: a v4 with its first 48 bits replaced by Unix ms and the version set to 7.
+CREATE OR REPLACE FUNCTION uuidv7_sql() RETURNS uuid LANGUAGE sql VOLATILE AS $$
+  SELECT encode(set_bit(set_bit(overlay(uuid_send(gen_random_uuid())
+           PLACING substring(int8send(floor(extract(epoch FROM clock_timestamp()) * 1000)::bigint) FROM 3)
+           FROM 1 FOR 6), 52, 1), 53, 1), 'hex')::uuid
+$$;
+-- ULID in PL/pgSQL: 48-bit Unix ms and 80 random bits, Crockford base32.
+CREATE OR REPLACE FUNCTION ulid_sql() RETURNS text LANGUAGE plpgsql VOLATILE AS $$
+DECLARE
+  enc CONSTANT text := '0123456789ABCDEFGHJKMNPQRSTVWXYZ';
+  t bigint := floor(extract(epoch FROM clock_timestamp()) * 1000);
+  r bytea := substring(uuid_send(gen_random_uuid()) FROM 7 FOR 10);
+  s text := '';
+BEGIN
+  FOR i IN REVERSE 9..0 LOOP s := s || substr(enc, ((t >> (5 * i)) & 31)::int + 1, 1); END LOOP;
+  FOR i IN 0..15 LOOP
+    s := s || substr(enc, get_bit(r, 5 * i) * 16 + get_bit(r, 5 * i + 1) * 8 + get_bit(r, 5 * i + 2) * 4
+                          + get_bit(r, 5 * i + 3) * 2 + get_bit(r, 5 * i + 4) + 1, 1);
+  END LOOP;
+  RETURN s;
+END $$;
+-- TSID in SQL: ms since 2020-01-01 << 22 | node 5 << 12 | a counter (nextval % 4096).
+CREATE OR REPLACE FUNCTION tsid_sql() RETURNS bigint LANGUAGE sql VOLATILE AS $$
+  SELECT ((floor(extract(epoch FROM clock_timestamp()) * 1000)::bigint - 1577836800000) << 22)
+         | (5 << 12) | (nextval('tsid_seq') % 4096)
+$$;
+-- The baselines make what they claim: their times decode (with this extension) to now.
+DO $$ BEGIN
+  IF abs(extract(epoch FROM uuid_timestamp(uuidv7_sql()) - clock_timestamp())) > 1
+     OR abs(extract(epoch FROM ulid_timestamp(ulid_sql()) - clock_timestamp())) > 1
+     OR abs(extract(epoch FROM id_timestamp(tsid_sql(), 'tsid') - clock_timestamp())) > 1 THEN
+    RAISE EXCEPTION 'a baseline generator does not make its scheme';
+  END IF;
+END $$;
+DROP TABLE IF EXISTS wide;
+CREATE TABLE wide AS SELECT uuidv7_sql() AS u, lpad(to_hex(1350336377 + g), 8, '0') || '0123456789abcdef' AS oid
+  FROM generate_series(1, 1000000) g;
+VACUUM ANALYZE wide;
+"""
+
 CALLS = "SELECT count({f}) FROM generate_series(1, 1000000)"
+CALLS4 = "SELECT count({f}) FROM generate_series(1, 1000000) g"
 
 
-def per_call():
-    """1M calls per statement, interleaved rounds. next_id gets a fresh sequence per run, so
-    that each run starts at the clock: 1M IDs use ~977 ms of ID time, within max_lead, so no
-    run waits for the clock and the figure is the per-call cost."""
-    names = ["empty generate_series", "nextval()", "next_id()", "Instagram PL/pgSQL", "gen_random_uuid()"]
-    times = {n: [] for n in names}
+def per_call(schemes=True, uuidv7=False):
+    """1M calls per statement, interleaved rounds. next_id gets fresh sequences per run, so
+    that each run starts at the clock: 1M IDs use ~977 ms of ID time (~244 ms in Twitter's
+    layout), within max_lead, so no run waits for the clock and the figure is the per-call
+    cost. The "4 sequences" rows take the sequences in rotation, call after call (what a
+    statement writing to several tables does), against their own empty baseline with the
+    same rotation. With `schemes`, also the baselines of the "Choosing an ID scheme" table;
+    with `uuidv7`, PostgreSQL 18's built-in uuidv7()."""
+    four = "'{{{0}0,{0}1,{0}2,{0}3}}'::regclass[]"
+    psql("".join(f"CREATE SEQUENCE IF NOT EXISTS plain{i};" for i in range(4)))
+    calls = {
+        "empty generate_series": "SELECT count(*) FROM generate_series(1, 1000000)",
+        "nextval()": CALLS.format(f="nextval('plain')"),
+        "next_id()": CALLS.format(f="next_id(5, 'fresh{r}')"),
+        "Instagram PL/pgSQL": CALLS.format(f="insta5.next_id()"),
+        "gen_random_uuid()": CALLS.format(f="gen_random_uuid()"),
+        "empty, 4 sequences in rotation": CALLS4.format(f=f"({four.format('plain')})[g % 4 + 1]"),
+        "nextval(), 4 sequences in rotation": CALLS4.format(f=f"nextval(({four.format('plain')})[g % 4 + 1])"),
+        "next_id(), 4 sequences in rotation": CALLS4.format(f="next_id(5, (" + four.format("fresh{r}_") + ")[g % 4 + 1])"),
+    }
+    if uuidv7:
+        calls["uuidv7()"] = CALLS.format(f="uuidv7()")
+    if schemes:
+        calls.update({
+            "next_id() twitter": CALLS.format(f="next_id(5, 'fresh_tw{r}', 'twitter', '2026-01-01+00')"),
+            "Flickr ticket (nextval INCREMENT 2)": CALLS.format(f="nextval('flickr_odd')"),
+            "UUID v7 in SQL": CALLS.format(f="uuidv7_sql()"),
+            "ULID in PL/pgSQL": CALLS.format(f="ulid_sql()"),
+            "TSID in SQL": CALLS.format(f="tsid_sql()"),
+        })
+    times = {n: [] for n in calls}
     for r in range(ROUNDS):
-        psql(f"DROP SEQUENCE IF EXISTS fresh{r}; CREATE SEQUENCE fresh{r}")
-        stmts = ["SELECT count(*) FROM generate_series(1, 1000000)",
-                 CALLS.format(f="nextval('plain')"),
-                 CALLS.format(f=f"next_id(5, 'fresh{r}')"),
-                 CALLS.format(f="insta5.next_id()"),
-                 CALLS.format(f="gen_random_uuid()")]
-        for name, t in zip(names, timed_session(stmts)):
+        psql(f"DROP SEQUENCE IF EXISTS fresh{r}; CREATE SEQUENCE fresh{r};"
+             f"DROP SEQUENCE IF EXISTS fresh_tw{r}; CREATE SEQUENCE fresh_tw{r};"
+             + "".join(f"DROP SEQUENCE IF EXISTS fresh{r}_{i}; CREATE SEQUENCE fresh{r}_{i};" for i in range(4)))
+        stmts = [c.replace("{r}", str(r)) for c in calls.values()]
+        for name, t in zip(calls, timed_session(stmts)):
             times[name].append(t)
     return {n: summary(v) for n, v in times.items()}
 
 
-def decoders(rounds=3 * ROUNDS):
-    """Each round runs the five scans back to back; a ratio is taken within a round (the
-    decoder against its SQL arithmetic, moments apart), and the median over the rounds."""
+# The decoders taking a layout, each beside the SQL arithmetic people write for it.
+LAYOUT_DECODERS = {
+    "id_timestamp(id, 'discord')": "SELECT count(id_timestamp(id, 'discord')) FROM ids",
+    "SQL arithmetic discord timestamp": "SELECT count(to_timestamp(((id >> 22) + 1420070400000) / 1000.0)) FROM ids",
+    "id_decode(id, 'discord')": "SELECT count(d) FROM ids, id_decode(id, 'discord') d",
+    "SQL arithmetic discord decode": "SELECT count(d) FROM ids, LATERAL (SELECT to_timestamp(((id >> 22) + 1420070400000) / 1000.0) AS ts, "
+                                     "jsonb_build_object('worker', (id >> 17) & 31, 'process', (id >> 12) & 31, 'increment', id & 4095) AS fields) d",
+    "uuid_timestamp(v7)": "SELECT count(uuid_timestamp(u)) FROM wide",
+    "SQL arithmetic uuid v7": "SELECT count(to_timestamp(('x' || substr(replace(u::text, '-', ''), 1, 12))::bit(48)::bigint / 1000.0)) FROM wide",
+    "objectid_timestamp()": "SELECT count(objectid_timestamp(oid)) FROM wide",
+    "SQL arithmetic objectid": "SELECT count(to_timestamp(('x' || substr(oid, 1, 8))::bit(32)::bigint)) FROM wide",
+}
+
+
+def decoders(rounds=3 * ROUNDS, layouts=True):
+    """Each round runs the scans back to back; a ratio is taken within a round (the decoder
+    against its SQL arithmetic, moments apart), and the median over the rounds."""
     pairs = {
         "id_timestamp()": "SELECT count(id_timestamp(id)) FROM ids",
         "SQL arithmetic timestamp": "SELECT count(to_timestamp(((id >> 23) + 1314220021721) / 1000.0)) FROM ids",
         "id_shard()": "SELECT count(id_shard(id)) FROM ids",
         "SQL arithmetic shard": "SELECT count((id >> 10) & 8191) FROM ids",
         "scan only": "SELECT count(id) FROM ids",
+        **(LAYOUT_DECODERS if layouts else {}),
     }
     times = {n: [] for n in pairs}
     timed_session(["SELECT count(*) FROM ids"])  # warm the cache
@@ -213,7 +298,7 @@ def concurrency(seconds=3):
     return result
 
 
-def inserts(seconds=6, clients=4, rounds=ROUNDS):
+def inserts(seconds=6, clients=4, rounds=ROUNDS, uuidv7=False):
     """Single-row INSERTs into the three tables, mixed in ONE pgbench run: each transaction
     picks a table at random, so all three share the same moments of the machine. Run to run,
     even `SELECT 1` moves by +-15% on a small VM, far more than the few percent to compare;
@@ -229,8 +314,12 @@ def inserts(seconds=6, clients=4, rounds=ROUNDS):
     CREATE TABLE t_next_id (id bigint PRIMARY KEY DEFAULT next_id(5, 't_seq'), body text);
     CREATE TABLE t_bigserial (id bigserial PRIMARY KEY, body text);
     CREATE TABLE t_uuid (id uuid PRIMARY KEY DEFAULT gen_random_uuid(), body text);
+    DROP TABLE IF EXISTS t_uuidv7;
     """)
     names = {"DEFAULT next_id": "t_next_id", "bigserial": "t_bigserial", "uuid DEFAULT gen_random_uuid()": "t_uuid"}
+    if uuidv7:  # PostgreSQL 18's built-in, time-ordered
+        psql("CREATE TABLE t_uuidv7 (id uuid PRIMARY KEY DEFAULT uuidv7(), body text)")
+        names["uuid DEFAULT uuidv7()"] = "t_uuidv7"
     tps = {n: [] for n in names}
     ratios = []
     with tempfile.TemporaryDirectory() as d:
@@ -260,32 +349,60 @@ def inserts(seconds=6, clients=4, rounds=ROUNDS):
     return {"tps": {n: summary(v) for n, v in tps.items()},
             "next_id_over_bigserial_per_run": summary(ratios),
             "sizes_after_1M_rows": sizes, "clients": clients, "seconds": seconds,
-            "synchronous_commit": "off", "method": "the three tables mixed in one pgbench run per round"}
+            "synchronous_commit": "off", "method": "the tables mixed in one pgbench run per round"}
 
 
-def chart(results, path):
-    """A horizontal bar chart of cost per call relative to nextval() (median, min-max)."""
-    pc = results["per_call"]
+def chart(everything, path):
+    """Horizontal bars: cost per call relative to nextval() in the same round (median,
+    min-max), per PostgreSQL version; 1.0 is nextval(). The ID schemes' baselines are shown
+    for the first version measured."""
     rows = []
-    for n in ["nextval()", "next_id()", "gen_random_uuid()", "Instagram PL/pgSQL"]:
-        ratios = round_ratios(pc, n, "nextval()", "empty generate_series")
-        rows.append((n, statistics.median(ratios), min(ratios), max(ratios)))
-    width, left, bar_h, gap = 760, 190, 26, 14
+    for n, (major, results) in enumerate(everything.items()):
+        pc = results["per_call"]
+        base = "empty generate_series"
+        series = [("next_id()", "next_id()", "nextval()", base),
+                  ("next_id(), 4 sequences", "next_id(), 4 sequences in rotation",
+                   "nextval(), 4 sequences in rotation", "empty, 4 sequences in rotation"),
+                  ("gen_random_uuid()", "gen_random_uuid()", "nextval()", base),
+                  ("uuidv7()", "uuidv7()", "nextval()", base)]
+        if n == 0:
+            series += [(x, x, "nextval()", base) for x in
+                       ["Flickr ticket (nextval INCREMENT 2)", "next_id() twitter", "TSID in SQL",
+                        "UUID v7 in SQL", "Instagram PL/pgSQL", "ULID in PL/pgSQL"]]
+        for label, a, b, empty in series:
+            if a in pc:
+                ratios = round_ratios(pc, a, b, empty)
+                rows.append((f"PG {major}: {label}", statistics.median(ratios), min(ratios), max(ratios), label))
+    width, left, bar_h, gap = 820, 300, 20, 8
     scale = (width - left - 80) / max(r[3] for r in rows)
-    height = 70 + len(rows) * (bar_h + gap)
+    height = 60 + len(rows) * (bar_h + gap)
     svg = [f'<svg xmlns="http://www.w3.org/2000/svg" width="{width}" height="{height}" font-family="sans-serif" font-size="13">',
            '<rect width="100%" height="100%" fill="white"/>',
            f'<text x="10" y="22" font-size="15" font-weight="bold">Cost per call vs nextval() in the same round (1M calls, median of {ROUNDS}, min-max)</text>']
-    for i, (name, med, lo, hi) in enumerate(rows):
-        y = 45 + i * (bar_h + gap)
-        colour = "#2b7bb9" if name == "next_id()" else "#9aa5b1"
-        svg.append(f'<text x="{left - 8}" y="{y + bar_h * 0.7}" text-anchor="end">{name}</text>')
+    x1 = left + scale
+    svg.append(f'<line x1="{x1:.1f}" x2="{x1:.1f}" y1="32" y2="{height - 8}" stroke="#c33" stroke-dasharray="4 3"/>')
+    for i, (name, med, lo, hi, label) in enumerate(rows):
+        y = 40 + i * (bar_h + gap)
+        colour = "#2b7bb9" if label.startswith("next_id") else "#9aa5b1"
+        svg.append(f'<text x="{left - 8}" y="{y + bar_h * 0.75}" text-anchor="end">{name}</text>')
         svg.append(f'<rect x="{left}" y="{y}" width="{med * scale:.1f}" height="{bar_h}" fill="{colour}"/>')
         svg.append(f'<line x1="{left + lo * scale:.1f}" x2="{left + hi * scale:.1f}" y1="{y + bar_h / 2}" y2="{y + bar_h / 2}" stroke="black"/>')
-        svg.append(f'<text x="{left + max(hi, med) * scale + 6:.1f}" y="{y + bar_h * 0.7}">{med:.2f}x</text>')
+        svg.append(f'<text x="{left + max(hi, med) * scale + 6:.1f}" y="{y + bar_h * 0.75}">{med:.2f}x</text>')
     svg.append("</svg>")
     with open(path, "w") as f:
         f.write("\n".join(svg) + "\n")
+
+
+def hot_path_only():
+    """`bench.py hot-path`: next_id(shard, seq) against nextval() only, the figures that must
+    not move when the generator changes (run it on the old build, then the new one)."""
+    psql(SETUP.split("DROP TABLE IF EXISTS ids;")[0])  # no decoder table needed
+    pc = per_call(schemes=False)
+    ratios = round_ratios(pc, "next_id()", "nextval()", "empty generate_series")
+    print(f"next_id / nextval per call (net): median {statistics.median(ratios):.3f}, "
+          f"min {min(ratios):.3f}, max {max(ratios):.3f}; "
+          f"next_id {pc['next_id()']['median']:.0f} ms, nextval {pc['nextval()']['median']:.0f} ms, "
+          f"empty {pc['empty generate_series']['median']:.0f} ms per 1M")
 
 
 def print_apps(r):
@@ -293,27 +410,45 @@ def print_apps(r):
         print(f"{k:60s} {v:6.3f}" if isinstance(v, float) else f"{k}: " + ", ".join(f"{n} {x:.0f}" for n, x in v.items()))
 
 
+def server_major():
+    return int(psql("SHOW server_version_num")) // 10000
+
+
+def save(major, update):
+    """results.json holds one entry per PostgreSQL version; `update(entry)` changes this
+    run's version's entry. Returns every version's results."""
+    path = os.path.join(HERE, "results.json")
+    everything = json.load(open(path)) if os.path.exists(path) else {}
+    if "postgres" in everything:  # the single-version layout of 0.1.0's benchmark
+        everything = {}
+    update(everything.setdefault(str(major), {}))
+    everything = dict(sorted(everything.items(), key=lambda kv: int(kv[0])))
+    with open(path, "w") as f:
+        json.dump(everything, f, indent=2)
+    return everything
+
+
 def main_apps():
     """`python3 bench/bench.py apps`: only the application functions, merged into results.json."""
     psql(SETUP)
-    path = os.path.join(HERE, "results.json")
-    results = json.load(open(path)) if os.path.exists(path) else {}
-    results["apps"] = apps()
-    results["apps_ratios"] = apps_ratios(results["apps"])
-    with open(path, "w") as f:
-        json.dump(results, f, indent=2)
-    print_apps(results["apps_ratios"])
+    a = apps()
+    r = apps_ratios(a)
+    save(server_major(), lambda e: e.update(apps=a, apps_ratios=r))
+    print_apps(r)
 
 
 def main():
     started = time.time()
     psql(SETUP)
+    psql(SCHEMES_SETUP)
+    major = server_major()
+    v7 = major >= 18
     results = {"postgres": psql("SHOW server_version"), "rounds": ROUNDS}
-    results["per_call"] = per_call()
+    results["per_call"] = per_call(uuidv7=v7)
     results["decoders"] = decoders()
     results["saturation"] = saturation()
     results["concurrency_ids_per_second"] = concurrency()
-    results["inserts"] = inserts()
+    results["inserts"] = inserts(uuidv7=v7)
     results["apps"] = apps()
     results["apps_ratios"] = apps_ratios(results["apps"])
     pc = results["per_call"]
@@ -325,23 +460,39 @@ def main():
     results["ratios"] = {
         "next_id / nextval (whole statement)": paired(pc, "next_id()", "nextval()"),
         "next_id / nextval (per call, net of the empty baseline)": paired(pc, "next_id()", "nextval()", base),
+        "next_id / nextval, 4 sequences in rotation (per call, net)": paired(
+            pc, "next_id(), 4 sequences in rotation", "nextval(), 4 sequences in rotation", "empty, 4 sequences in rotation"),
         "PL/pgSQL / next_id (per call, net)": paired(pc, "Instagram PL/pgSQL", "next_id()", base),
         "gen_random_uuid / next_id (per call, net)": paired(pc, "gen_random_uuid()", "next_id()", base),
         "id_timestamp / SQL arithmetic (whole statement)": paired(dec, "id_timestamp()", "SQL arithmetic timestamp"),
         "id_shard / SQL arithmetic (whole statement)": paired(dec, "id_shard()", "SQL arithmetic shard"),
         "id_shard / SQL arithmetic (net of the scan)": paired(dec, "id_shard()", "SQL arithmetic shard", "scan only"),
+        "id_timestamp(id, 'discord') / SQL arithmetic (whole statement)": paired(dec, "id_timestamp(id, 'discord')", "SQL arithmetic discord timestamp"),
+        "id_decode(id, 'discord') / SQL arithmetic (whole statement)": paired(dec, "id_decode(id, 'discord')", "SQL arithmetic discord decode"),
+        "uuid_timestamp(v7) / SQL arithmetic (whole statement)": paired(dec, "uuid_timestamp(v7)", "SQL arithmetic uuid v7"),
+        "objectid_timestamp / SQL arithmetic (whole statement)": paired(dec, "objectid_timestamp()", "SQL arithmetic objectid"),
+        "next_id twitter / next_id instagram (per call, net)": paired(pc, "next_id() twitter", "next_id()", base),
         "saturated shard / layout ceiling (at the lead bound)": (results["saturation"]["ids_per_second_at_the_lead_bound"] or 0) / 1_024_000,
         "INSERT tps next_id / bigserial": ins["next_id_over_bigserial_per_run"]["median"],
         "index size next_id / bigserial": ins["sizes_after_1M_rows"]["DEFAULT next_id"]["index_bytes"] / ins["sizes_after_1M_rows"]["bigserial"]["index_bytes"],
     }
+    if v7:
+        results["ratios"]["uuidv7 / next_id (per call, net)"] = paired(pc, "uuidv7()", "next_id()", base)
+        results["ratios"]["INSERT tps next_id / uuidv7"] = statistics.median(
+            a / b for a, b in zip(ins["tps"]["DEFAULT next_id"]["runs"], ins["tps"]["uuid DEFAULT uuidv7()"]["runs"]))
+    # Cost per call of each scheme's generator, net of the empty generate_series, in ns.
+    results["ns_per_call_net"] = {n: statistics.median(
+        [pc[n]["runs"][i] - pc[base]["runs"][i] for i in range(ROUNDS)]) for n in pc if n != base}
     results["measurement_seconds"] = time.time() - started
     if "BENCH_STARTED" in os.environ:  # set by scripts/bench: set-up and build included
         results["command_seconds"] = time.time() - float(os.environ["BENCH_STARTED"])
-    with open(os.path.join(HERE, "results.json"), "w") as f:
-        json.dump(results, f, indent=2)
-    chart(results, os.path.join(HERE, "chart.svg"))
+    # One file for every version: this run replaces its own version's entry.
+    everything = save(major, lambda e: (e.clear(), e.update(results)))
+    chart(everything, os.path.join(HERE, "chart.svg"))
     for k, v in results["ratios"].items():
-        print(f"{k:60s} {v:6.3f}")
+        print(f"{k:66s} {v:6.3f}")
+    for k, v in results["ns_per_call_net"].items():
+        print(f"{k:40s} {v:8.0f} ns per call (net)")
     print_apps(results["apps_ratios"])
     print(f"saturation: overall {results['saturation']['ids_per_second_overall']:.0f} IDs/s, max lead {results['saturation']['max_lead_ms']} ms")
     for name, per in results["concurrency_ids_per_second"].items():
@@ -352,4 +503,9 @@ def main():
 
 if __name__ == "__main__":
     import sys
-    main_apps() if sys.argv[1:] == ["apps"] else main()
+    if sys.argv[1:] == ["hot-path"]:
+        hot_path_only()
+    elif sys.argv[1:] == ["apps"]:
+        main_apps()
+    else:
+        main()

@@ -227,7 +227,7 @@ COMMENT ON FUNCTION drop_shard(text, boolean) IS
 -- every shard. Nothing of the template is executed here. A table the shard already has is
 -- left as it is, so the call is idempotent.
 CREATE FUNCTION create_shard(schema_name text, shard integer, template text) RETURNS void
-LANGUAGE plpgsql VOLATILE STRICT PARALLEL UNSAFE
+LANGUAGE plpgsql VOLATILE CALLED ON NULL INPUT PARALLEL UNSAFE
 SET search_path = pg_catalog, pg_temp
 AS $$
 DECLARE
@@ -237,6 +237,14 @@ DECLARE
     t record;
     col record;
 BEGIN
+    -- template => NULL is the two-argument form, not a silent no-op.
+    IF template IS NULL THEN
+        PERFORM @extschema@.create_shard(schema_name, shard);
+        RETURN;
+    END IF;
+    IF schema_name IS NULL OR shard IS NULL THEN
+        RAISE EXCEPTION 'create_shard: schema_name and shard must not be NULL' USING ERRCODE = 'null_value_not_allowed';
+    END IF;
     IF octet_length(template) > 63 THEN
         RAISE EXCEPTION 'template schema name "%" is too long: % bytes, at most 63', template, octet_length(template)
             USING ERRCODE = 'name_too_long';

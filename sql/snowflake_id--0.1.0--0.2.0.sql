@@ -189,7 +189,7 @@ $$;
 -- every shard. Nothing of the template is executed here. A table the shard already has is
 -- left as it is, so the call is idempotent.
 CREATE FUNCTION create_shard(schema_name text, shard integer, template text) RETURNS void
-LANGUAGE plpgsql VOLATILE STRICT PARALLEL UNSAFE
+LANGUAGE plpgsql VOLATILE CALLED ON NULL INPUT PARALLEL UNSAFE
 SET search_path = pg_catalog, pg_temp
 AS $$
 DECLARE
@@ -199,6 +199,14 @@ DECLARE
     t record;
     col record;
 BEGIN
+    -- template => NULL is the two-argument form, not a silent no-op.
+    IF template IS NULL THEN
+        PERFORM @extschema@.create_shard(schema_name, shard);
+        RETURN;
+    END IF;
+    IF schema_name IS NULL OR shard IS NULL THEN
+        RAISE EXCEPTION 'create_shard: schema_name and shard must not be NULL' USING ERRCODE = 'null_value_not_allowed';
+    END IF;
     IF octet_length(template) > 63 THEN
         RAISE EXCEPTION 'template schema name "%" is too long: % bytes, at most 63', template, octet_length(template)
             USING ERRCODE = 'name_too_long';
@@ -282,6 +290,89 @@ COMMENT ON FUNCTION create_shard(text, integer, text) IS
   'create_shard(schema_name, shard), then every table of schema template made in it (LIKE ... INCLUDING ALL), bigint primary keys defaulting to its next_id(). Idempotent.';
 
 -- == Layouts: other people's IDs ==
+-- Decoders taking a layout name, next_id in a named layout, UUID/ULID/ObjectID times
+-- (src/sql_layouts.rs), exactly as cargo pgrx generates them.
+CREATE  FUNCTION "id_fields"(
+	"id" bigint, /* i64 */
+	"layout" TEXT /* & str */
+) RETURNS jsonb /* Jsonb */
+IMMUTABLE STRICT PARALLEL SAFE
+LANGUAGE c /* Rust */
+AS 'MODULE_PATHNAME', 'id_fields_wrapper';
+
+CREATE  FUNCTION "id_timestamp"(
+	"id" bigint, /* i64 */
+	"layout" TEXT /* & str */
+) RETURNS timestamp with time zone /* TimestampWithTimeZone */
+IMMUTABLE STRICT PARALLEL SAFE
+LANGUAGE c /* Rust */
+AS 'MODULE_PATHNAME', 'id_timestamp_in_wrapper';
+
+CREATE  FUNCTION "id_timestamp"(
+	"id" bigint, /* i64 */
+	"layout" TEXT, /* & str */
+	"epoch" timestamp with time zone /* TimestampWithTimeZone */
+) RETURNS timestamp with time zone /* TimestampWithTimeZone */
+IMMUTABLE STRICT PARALLEL SAFE
+LANGUAGE c /* Rust */
+AS 'MODULE_PATHNAME', 'id_timestamp_in_epoch_wrapper';
+
+CREATE  FUNCTION "next_id"(
+	"node" INT, /* i32 */
+	"seq" regclass, /* Regclass */
+	"layout" TEXT /* & str */
+) RETURNS bigint /* i64 */
+STRICT VOLATILE PARALLEL UNSAFE
+LANGUAGE c /* Rust */
+AS 'MODULE_PATHNAME', 'next_id_in_wrapper';
+
+CREATE  FUNCTION "next_id"(
+	"node" INT, /* i32 */
+	"seq" regclass, /* Regclass */
+	"layout" TEXT, /* & str */
+	"epoch" timestamp with time zone /* TimestampWithTimeZone */
+) RETURNS bigint /* i64 */
+STRICT VOLATILE PARALLEL UNSAFE
+LANGUAGE c /* Rust */
+AS 'MODULE_PATHNAME', 'next_id_in_epoch_wrapper';
+
+CREATE  FUNCTION "uuid_timestamp"(
+	"id" uuid /* pgrx :: Uuid */
+) RETURNS timestamp with time zone /* TimestampWithTimeZone */
+IMMUTABLE STRICT PARALLEL SAFE
+LANGUAGE c /* Rust */
+AS 'MODULE_PATHNAME', 'uuid_timestamp_wrapper';
+
+CREATE  FUNCTION "ulid_timestamp"(
+	"ulid" TEXT /* & str */
+) RETURNS timestamp with time zone /* TimestampWithTimeZone */
+IMMUTABLE STRICT PARALLEL SAFE
+LANGUAGE c /* Rust */
+AS 'MODULE_PATHNAME', 'ulid_timestamp_wrapper';
+
+CREATE  FUNCTION "objectid_timestamp"(
+	"objectid" TEXT /* & str */
+) RETURNS timestamp with time zone /* TimestampWithTimeZone */
+IMMUTABLE STRICT PARALLEL SAFE
+LANGUAGE c /* Rust */
+AS 'MODULE_PATHNAME', 'objectid_timestamp_wrapper';
+
+CREATE FUNCTION id_decode(id bigint, layout text, OUT ts timestamptz, OUT fields jsonb)
+LANGUAGE sql IMMUTABLE STRICT PARALLEL SAFE
+RETURN (@extschema@.id_timestamp(id, layout), @extschema@.id_fields(id, layout));
+CREATE FUNCTION id_decode(id bigint, layout text, epoch timestamptz, OUT ts timestamptz, OUT fields jsonb)
+LANGUAGE sql IMMUTABLE STRICT PARALLEL SAFE
+RETURN (@extschema@.id_timestamp(id, layout, epoch), @extschema@.id_fields(id, layout));
+COMMENT ON FUNCTION id_timestamp(bigint, text) IS 'Time an ID of a named layout (instagram, twitter, discord, sonyflake, pgedge, mastodon, tsid) was made, exact to the layout''s unit.';
+COMMENT ON FUNCTION id_timestamp(bigint, text, timestamptz) IS 'Time an ID of a named layout was made, counting from a deployment''s own epoch (a whole millisecond) instead of the layout''s.';
+COMMENT ON FUNCTION id_fields(bigint, text) IS 'The fields below an ID''s time in a named layout, as a JSON object keyed by their names in that layout (e.g. worker, process, increment).';
+COMMENT ON FUNCTION id_decode(bigint, text) IS 'An ID of a named layout taken apart: its time (exact to the layout''s unit) and its fields by their names in that layout.';
+COMMENT ON FUNCTION id_decode(bigint, text, timestamptz) IS 'An ID of a named layout taken apart, its time counted from a deployment''s own epoch: its time and its fields by name.';
+COMMENT ON FUNCTION next_id(integer, regclass, text) IS 'Next ID in a named layout (twitter, discord, pgedge or instagram) for a node from a sequence: the same state and guarantees as next_id(shard, seq).';
+COMMENT ON FUNCTION next_id(integer, regclass, text, timestamptz) IS 'Next ID in a named layout counting time from a deployment''s own epoch (a whole millisecond), e.g. 2026-01-01 for Twitter''s layout lasts to 2095.';
+COMMENT ON FUNCTION uuid_timestamp(uuid) IS 'Time a UUID of version 1 or 6 (100 ns since 1582-10-15, shown to the microsecond) or 7 (milliseconds) was made; other versions raise an error.';
+COMMENT ON FUNCTION ulid_timestamp(text) IS 'Time a ULID (26 Crockford base32 characters, any case) was made, exact to the millisecond.';
+COMMENT ON FUNCTION objectid_timestamp(text) IS 'Time a MongoDB ObjectID (24 hexadecimal characters) was made, exact to the second.';
 
 -- == Applications: text form, masks, JSON, adopting tables ==
 -- The same statements as the fresh install: src/sql_apps.rs (the C functions, then their

@@ -9,10 +9,15 @@ use pgrx::prelude::*;
 pub mod error;
 pub mod generator;
 pub mod layout;
+pub mod layouts;
 pub mod mask;
+mod pg_mirror;
+mod sequence_cache;
 pub mod sequence_state;
 pub mod sql_apps;
+pub mod sql_layouts;
 pub mod text_form;
+pub mod wide_ids;
 
 use error::OrReport;
 use sequence_state::PG_EPOCH_UNIX_MS;

@@ -41,12 +41,10 @@ SELECT to_regclass('tpl.tags') IS NOT NULL AS tags_survive,
        (SELECT count(*) FROM pg_class WHERE relnamespace = quote_ident('t"s; DROP TABLE tpl.tags; --')::regnamespace
          AND relkind = 'r') AS tables;
 -- Refused: a missing template (3F000), a name over 63 bytes (42622), a shard as its own
--- template (22023), NULL (STRICT: nothing happens).
+-- template (22023).
 SELECT create_shard('tshard10', 10, template => 'no_such_schema');
 SELECT create_shard('tshard10', 10, template => repeat('t', 64));
 SELECT create_shard('tpl', 10, template => 'tpl');
-SELECT create_shard('tshard10', 10, template => NULL);
-SELECT to_regnamespace('tshard10') IS NULL AS nothing_made;
 -- Refused (42809): a template that is not a plain schema of tables.
 CREATE SCHEMA tpl_view;
 CREATE TABLE tpl_view.t (id bigint PRIMARY KEY);
@@ -73,12 +71,17 @@ ALTER FUNCTION mal.pick() OWNER TO CURRENT_USER;
 SELECT create_shard('tshard12', 12, template => 'tpl_mal');
 INSERT INTO tshard12.t DEFAULT VALUES;
 SELECT id_shard(id) AS shard, note FROM tshard12.t;
--- The surface: three arguments, STRICT, VOLATILE, PARALLEL UNSAFE, commented.
+-- template => NULL is the two-argument form (a shard without tables), not a silent no-op;
+-- a NULL schema or shard beside a template is refused (22004).
+SELECT create_shard('tshard13', 13, template => NULL);
+SELECT schema_name, shard FROM snowflake_id_shards WHERE shard = 13;
+SELECT create_shard(NULL, 14, template => 'tpl');
+-- The surface: three arguments, called on NULL input, VOLATILE, PARALLEL UNSAFE, commented.
 SELECT p.oid::regprocedure, p.provolatile, p.proisstrict, p.proparallel, p.proconfig,
        obj_description(p.oid, 'pg_proc') IS NOT NULL AS commented
   FROM pg_proc p WHERE p.proname = 'create_shard' ORDER BY 1;
 SET client_min_messages = warning;
 DROP SCHEMA tpl, tpl_view, tpl_fn, tpl_mal, mal CASCADE;
-SELECT drop_shard(schema_name, cascade => true) FROM snowflake_id_shards WHERE shard IN (7, 8, 9, 12);
+SELECT drop_shard(schema_name, cascade => true) FROM snowflake_id_shards WHERE shard IN (7, 8, 9, 12, 13);
 DROP ROLE mallory_tpl;
 RESET client_min_messages;

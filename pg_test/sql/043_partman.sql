@@ -1,3 +1,4 @@
+-- versions: 15
 -- Time partitioning by ID range with Debian's pg_partman 4.7 (postgresql-15-partman): one
 -- partition per day of ID time, made ahead by pg_partman, pruned by a time filter on the key.
 CREATE EXTENSION IF NOT EXISTS snowflake_id;
