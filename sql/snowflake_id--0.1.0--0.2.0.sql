@@ -738,8 +738,9 @@ BEGIN
         EXECUTE format('CREATE SEQUENCE %I.%I AS bigint OWNED BY %s.%I', seq_schema, seq_name, tbl, col);
         seq := format('%I.%I', seq_schema, seq_name)::regclass;
         FOR grantee IN
-            SELECT DISTINCT CASE WHEN x.grantee = 0 THEN 'PUBLIC' ELSE quote_ident(x.grantee::regrole::text) END
-              FROM aclexplode(rel.relacl) x WHERE x.privilege_type = 'INSERT' AND x.grantee <> rel.relowner
+            SELECT DISTINCT CASE WHEN x.grantee = 0 THEN 'PUBLIC' ELSE quote_ident(r.rolname) END
+              FROM aclexplode(rel.relacl) x LEFT JOIN pg_roles r ON r.oid = x.grantee
+             WHERE x.privilege_type = 'INSERT' AND x.grantee <> rel.relowner
         LOOP
             EXECUTE format('GRANT USAGE ON SEQUENCE %s TO %s', seq, grantee);
         END LOOP;

@@ -124,3 +124,23 @@ COMMENT ON FUNCTION id_unmask(bigint) IS 'The ID a masked public ID stands for, 
         id_unmask
     ]
 );
+
+/// The upgrade script carries sql/snowflake_type.sql and sql/convert.sql word for word (the
+/// upgrade test compares functions and tables, not operators, casts or operator classes).
+#[cfg(test)]
+mod tests {
+    #[test]
+    fn upgrade_script_carries_the_sql_files() {
+        let upgrade = include_str!("../sql/snowflake_id--0.1.0--0.2.0.sql");
+        for (name, file) in [
+            ("snowflake_type.sql", include_str!("../sql/snowflake_type.sql")),
+            ("convert.sql", include_str!("../sql/convert.sql")),
+        ] {
+            assert!(upgrade.contains(file), "the upgrade script lacks sql/{name} as it is");
+        }
+        let src = include_str!("sql_apps.rs");
+        let at = src.find("COMMENT ON FUNCTION id_to_text").unwrap();
+        let comments = &src[at..at + src[at..].find("\"#,").unwrap()];
+        assert!(upgrade.contains(comments), "the upgrade script lacks sql_apps.rs's comments");
+    }
+}

@@ -125,6 +125,17 @@ COPY items_copy FROM STDIN;
 4000000000000979521	copied
 \.
 SELECT id, pg_typeof(id) FROM items_copy;
+-- An existing bigint key becomes snowflake in place: no table rewrite (the cast is binary),
+-- foreign keys from bigint columns kept.
+CREATE TABLE parent (id bigint PRIMARY KEY);
+CREATE TABLE child (parent_id bigint REFERENCES parent (id));
+INSERT INTO parent VALUES (4000000000000979520);
+INSERT INTO child VALUES (4000000000000979520);
+SELECT pg_relation_filenode('parent') AS filenode \gset
+ALTER TABLE parent ALTER COLUMN id TYPE snowflake;
+SELECT pg_relation_filenode('parent') = :filenode AS not_rewritten, json_agg(parent) AS json FROM parent;
+SELECT pg_temp.err($$INSERT INTO child VALUES (1)$$);
+DROP TABLE child, parent;
 -- Out of bigint's range: bigint's own error.
 SELECT pg_temp.err($$SELECT '9223372036854775808'::snowflake$$);
 DROP TABLE likes, items, items_copy;

@@ -41,13 +41,16 @@ INSERT INTO gd VALUES (4611686018427387904, 'explicit');
 CREATE TABLE gd_child (gd_id bigint REFERENCES gd (id));
 INSERT INTO gd_child SELECT id FROM gd;
 CREATE ROLE convert_writer;
-GRANT INSERT, SELECT ON ga TO convert_writer;
+CREATE ROLE "Convert ""Writer"" 2";
+GRANT INSERT, SELECT ON ga TO convert_writer, "Convert ""Writer"" 2";
 SELECT convert_column('ga', 'id', 1) AS sequence, convert_column('gd', 'id', 2) AS sequence;
 SELECT pg_temp.default_of('ga', 'id') AS ga, pg_temp.default_of('gd', 'id') AS gd;
 INSERT INTO ga (v) SELECT 'new' FROM generate_series(1, 100);
 INSERT INTO gd (v) SELECT 'new' FROM generate_series(1, 100);
 -- A role that could insert into the identity table still can (USAGE on the new sequence).
 SET ROLE convert_writer;
+INSERT INTO ga (v) VALUES ('by writer');
+SET ROLE "Convert ""Writer"" 2";
 INSERT INTO ga (v) VALUES ('by writer');
 RESET ROLE;
 SELECT 'ga' AS t, count(*), count(DISTINCT id) AS distinct_ids,
@@ -106,5 +109,5 @@ SELECT to_regclass('plain') IS NOT NULL AS plain_survives;
 DROP SCHEMA evil, "we""ird sch" CASCADE;
 DROP TABLE users, posts, ga, gd, gd_child, small, plain, shared_a, shared_b, parted, not_mine,
   x23456789_123456789_123456789_123456789_123456789_123456789_123 CASCADE;
-DROP ROLE convert_writer;
+DROP ROLE convert_writer, "Convert ""Writer"" 2";
 DROP ROLE convert_stranger;
