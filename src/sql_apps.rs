@@ -133,14 +133,23 @@ mod tests {
     fn upgrade_script_carries_the_sql_files() {
         let upgrade = include_str!("../sql/snowflake_id--0.1.0--0.2.0.sql");
         for (name, file) in [
-            ("snowflake_type.sql", include_str!("../sql/snowflake_type.sql")),
+            (
+                "snowflake_type.sql",
+                include_str!("../sql/snowflake_type.sql"),
+            ),
             ("convert.sql", include_str!("../sql/convert.sql")),
         ] {
-            assert!(upgrade.contains(file), "the upgrade script lacks sql/{name} as it is");
+            assert!(
+                upgrade.contains(file),
+                "the upgrade script lacks sql/{name} as it is"
+            );
         }
         let src = include_str!("sql_apps.rs");
         let at = src.find("COMMENT ON FUNCTION id_to_text").unwrap();
         let comments = &src[at..at + src[at..].find("\"#,").unwrap()];
-        assert!(upgrade.contains(comments), "the upgrade script lacks sql_apps.rs's comments");
+        assert!(
+            upgrade.contains(comments),
+            "the upgrade script lacks sql_apps.rs's comments"
+        );
     }
 }
