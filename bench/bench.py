@@ -106,20 +106,31 @@ VACUUM ANALYZE wide;
 """
 
 CALLS = "SELECT count({f}) FROM generate_series(1, 1000000)"
+CALLS4 = "SELECT count({f}) FROM generate_series(1, 1000000) g"
 
 
-def per_call(schemes=True):
-    """1M calls per statement, interleaved rounds. next_id gets a fresh sequence per run, so
+def per_call(schemes=True, uuidv7=False):
+    """1M calls per statement, interleaved rounds. next_id gets fresh sequences per run, so
     that each run starts at the clock: 1M IDs use ~977 ms of ID time (~244 ms in Twitter's
     layout), within max_lead, so no run waits for the clock and the figure is the per-call
-    cost. With `schemes`, also the baselines of the "Choosing an ID scheme" table."""
+    cost. The "4 sequences" rows take the sequences in rotation, call after call (what a
+    statement writing to several tables does), against their own empty baseline with the
+    same rotation. With `schemes`, also the baselines of the "Choosing an ID scheme" table;
+    with `uuidv7`, PostgreSQL 18's built-in uuidv7()."""
+    four = "'{{{0}0,{0}1,{0}2,{0}3}}'::regclass[]"
+    psql("".join(f"CREATE SEQUENCE IF NOT EXISTS plain{i};" for i in range(4)))
     calls = {
         "empty generate_series": "SELECT count(*) FROM generate_series(1, 1000000)",
         "nextval()": CALLS.format(f="nextval('plain')"),
         "next_id()": CALLS.format(f="next_id(5, 'fresh{r}')"),
         "Instagram PL/pgSQL": CALLS.format(f="insta5.next_id()"),
         "gen_random_uuid()": CALLS.format(f="gen_random_uuid()"),
+        "empty, 4 sequences in rotation": CALLS4.format(f=f"({four.format('plain')})[g % 4 + 1]"),
+        "nextval(), 4 sequences in rotation": CALLS4.format(f=f"nextval(({four.format('plain')})[g % 4 + 1])"),
+        "next_id(), 4 sequences in rotation": CALLS4.format(f="next_id(5, (" + four.format("fresh{r}_") + ")[g % 4 + 1])"),
     }
+    if uuidv7:
+        calls["uuidv7()"] = CALLS.format(f="uuidv7()")
     if schemes:
         calls.update({
             "next_id() twitter": CALLS.format(f="next_id(5, 'fresh_tw{r}', 'twitter', '2026-01-01+00')"),
@@ -131,7 +142,8 @@ def per_call(schemes=True):
     times = {n: [] for n in calls}
     for r in range(ROUNDS):
         psql(f"DROP SEQUENCE IF EXISTS fresh{r}; CREATE SEQUENCE fresh{r};"
-             f"DROP SEQUENCE IF EXISTS fresh_tw{r}; CREATE SEQUENCE fresh_tw{r}")
+             f"DROP SEQUENCE IF EXISTS fresh_tw{r}; CREATE SEQUENCE fresh_tw{r};"
+             + "".join(f"DROP SEQUENCE IF EXISTS fresh{r}_{i}; CREATE SEQUENCE fresh{r}_{i};" for i in range(4)))
         stmts = [c.replace("{r}", str(r)) for c in calls.values()]
         for name, t in zip(calls, timed_session(stmts)):
             times[name].append(t)
@@ -169,6 +181,52 @@ def decoders(rounds=3 * ROUNDS, layouts=True):
         for name, t in zip(pairs, timed_session(list(pairs.values()))):
             times[name].append(t)
     return {n: summary(v) for n, v in times.items()}
+
+
+def apps(rounds=3 * ROUNDS):
+    """The application functions per call, against next_id and id::text, 1M calls each on
+    realistic IDs (4 x 10^18 up), interleaved in rounds; and json_agg of 1M IDs as bigint
+    (JSON numbers) vs as snowflake (strings, through the cast to json)."""
+    key = "'000102030405060708090a0b0c0d0e0f'"
+    gs = "generate_series(4000000000000000000, 4000000000000999999) g"
+    stmts = {
+        "empty generate_series": f"SELECT count(g) FROM {gs}",
+        "g::text": f"SELECT count(g::text) FROM {gs}",
+        "id_to_text()": f"SELECT count(id_to_text(g)) FROM {gs}",
+        "id_from_text()": "SELECT count(id_from_text(t)) FROM id_texts",
+        "scan id_texts": "SELECT count(t) FROM id_texts",
+        "id_mask(id, key)": f"SELECT count(id_mask(g, {key})) FROM {gs}",
+        "next_id()": "SELECT count(next_id(5, 'apps{r}')) FROM generate_series(1, 1000000)",
+        "empty generate_series (int)": "SELECT count(*) FROM generate_series(1, 1000000)",
+        "json_agg bigint": "SELECT length(json_agg(id)::text) FROM ids",
+        "json_agg snowflake": "SELECT length(json_agg(id::snowflake)::text) FROM ids",
+    }
+    psql(f"DROP TABLE IF EXISTS id_texts; CREATE TABLE id_texts AS SELECT id_to_text(g) AS t FROM {gs}; VACUUM ANALYZE id_texts")
+    times = {n: [] for n in stmts}
+    for r in range(rounds):
+        psql(f"DROP SEQUENCE IF EXISTS apps{r}; CREATE SEQUENCE apps{r}")
+        for name, t in zip(stmts, timed_session([q.replace("{r}", str(r)) for q in stmts.values()])):
+            times[name].append(t)
+    return {n: summary(v) for n, v in times.items()}
+
+
+def apps_ratios(a):
+    """Per call, net of each statement's empty baseline, within rounds."""
+    net = {"g::text": "empty generate_series", "id_to_text()": "empty generate_series",
+           "id_mask(id, key)": "empty generate_series", "id_from_text()": "scan id_texts",
+           "next_id()": "empty generate_series (int)"}
+    per = {n: [a[n]["runs"][i] - a[b]["runs"][i] for i in range(len(a[n]["runs"]))] for n, b in net.items()}
+    ratio = lambda x, y: statistics.median(p / q for p, q in zip(per[x], per[y]))
+    return {
+        "per call, ns (median net)": {n: statistics.median(v) for n, v in per.items()},  # ms per 1M calls = ns per call
+        "id_to_text / id::text (per call)": ratio("id_to_text()", "g::text"),
+        "id_to_text / next_id (per call)": ratio("id_to_text()", "next_id()"),
+        "id_mask / next_id (per call)": ratio("id_mask(id, key)", "next_id()"),
+        "id_mask / id::text (per call)": ratio("id_mask(id, key)", "g::text"),
+        "id_from_text / id_to_text (per call)": ratio("id_from_text()", "id_to_text()"),
+        "json_agg snowflake / bigint (1M IDs)": statistics.median(
+            s / b for s, b in zip(a["json_agg snowflake"]["runs"], a["json_agg bigint"]["runs"])),
+    }
 
 
 def round_ratios(times, a, b, base=None):
@@ -240,7 +298,7 @@ def concurrency(seconds=3):
     return result
 
 
-def inserts(seconds=6, clients=4, rounds=ROUNDS):
+def inserts(seconds=6, clients=4, rounds=ROUNDS, uuidv7=False):
     """Single-row INSERTs into the three tables, mixed in ONE pgbench run: each transaction
     picks a table at random, so all three share the same moments of the machine. Run to run,
     even `SELECT 1` moves by +-15% on a small VM, far more than the few percent to compare;
@@ -256,8 +314,12 @@ def inserts(seconds=6, clients=4, rounds=ROUNDS):
     CREATE TABLE t_next_id (id bigint PRIMARY KEY DEFAULT next_id(5, 't_seq'), body text);
     CREATE TABLE t_bigserial (id bigserial PRIMARY KEY, body text);
     CREATE TABLE t_uuid (id uuid PRIMARY KEY DEFAULT gen_random_uuid(), body text);
+    DROP TABLE IF EXISTS t_uuidv7;
     """)
     names = {"DEFAULT next_id": "t_next_id", "bigserial": "t_bigserial", "uuid DEFAULT gen_random_uuid()": "t_uuid"}
+    if uuidv7:  # PostgreSQL 18's built-in, time-ordered
+        psql("CREATE TABLE t_uuidv7 (id uuid PRIMARY KEY DEFAULT uuidv7(), body text)")
+        names["uuid DEFAULT uuidv7()"] = "t_uuidv7"
     tps = {n: [] for n in names}
     ratios = []
     with tempfile.TemporaryDirectory() as d:
@@ -287,31 +349,45 @@ def inserts(seconds=6, clients=4, rounds=ROUNDS):
     return {"tps": {n: summary(v) for n, v in tps.items()},
             "next_id_over_bigserial_per_run": summary(ratios),
             "sizes_after_1M_rows": sizes, "clients": clients, "seconds": seconds,
-            "synchronous_commit": "off", "method": "the three tables mixed in one pgbench run per round"}
+            "synchronous_commit": "off", "method": "the tables mixed in one pgbench run per round"}
 
 
-def chart(results, path):
-    """A horizontal bar chart of cost per call relative to nextval() (median, min-max)."""
-    pc = results["per_call"]
+def chart(everything, path):
+    """Horizontal bars: cost per call relative to nextval() in the same round (median,
+    min-max), per PostgreSQL version; 1.0 is nextval(). The ID schemes' baselines are shown
+    for the first version measured."""
     rows = []
-    names = ["nextval()", "Flickr ticket (nextval INCREMENT 2)", "next_id()", "next_id() twitter", "TSID in SQL",
-             "gen_random_uuid()", "UUID v7 in SQL", "Instagram PL/pgSQL", "ULID in PL/pgSQL"]
-    for n in [n for n in names if n in pc]:
-        ratios = round_ratios(pc, n, "nextval()", "empty generate_series")
-        rows.append((n, statistics.median(ratios), min(ratios), max(ratios)))
-    width, left, bar_h, gap = 820, 260, 26, 14
+    for n, (major, results) in enumerate(everything.items()):
+        pc = results["per_call"]
+        base = "empty generate_series"
+        series = [("next_id()", "next_id()", "nextval()", base),
+                  ("next_id(), 4 sequences", "next_id(), 4 sequences in rotation",
+                   "nextval(), 4 sequences in rotation", "empty, 4 sequences in rotation"),
+                  ("gen_random_uuid()", "gen_random_uuid()", "nextval()", base),
+                  ("uuidv7()", "uuidv7()", "nextval()", base)]
+        if n == 0:
+            series += [(x, x, "nextval()", base) for x in
+                       ["Flickr ticket (nextval INCREMENT 2)", "next_id() twitter", "TSID in SQL",
+                        "UUID v7 in SQL", "Instagram PL/pgSQL", "ULID in PL/pgSQL"]]
+        for label, a, b, empty in series:
+            if a in pc:
+                ratios = round_ratios(pc, a, b, empty)
+                rows.append((f"PG {major}: {label}", statistics.median(ratios), min(ratios), max(ratios), label))
+    width, left, bar_h, gap = 820, 300, 20, 8
     scale = (width - left - 80) / max(r[3] for r in rows)
-    height = 70 + len(rows) * (bar_h + gap)
+    height = 60 + len(rows) * (bar_h + gap)
     svg = [f'<svg xmlns="http://www.w3.org/2000/svg" width="{width}" height="{height}" font-family="sans-serif" font-size="13">',
            '<rect width="100%" height="100%" fill="white"/>',
            f'<text x="10" y="22" font-size="15" font-weight="bold">Cost per call vs nextval() in the same round (1M calls, median of {ROUNDS}, min-max)</text>']
-    for i, (name, med, lo, hi) in enumerate(rows):
-        y = 45 + i * (bar_h + gap)
-        colour = "#2b7bb9" if name.startswith("next_id()") else "#9aa5b1"
-        svg.append(f'<text x="{left - 8}" y="{y + bar_h * 0.7}" text-anchor="end">{name}</text>')
+    x1 = left + scale
+    svg.append(f'<line x1="{x1:.1f}" x2="{x1:.1f}" y1="32" y2="{height - 8}" stroke="#c33" stroke-dasharray="4 3"/>')
+    for i, (name, med, lo, hi, label) in enumerate(rows):
+        y = 40 + i * (bar_h + gap)
+        colour = "#2b7bb9" if label.startswith("next_id") else "#9aa5b1"
+        svg.append(f'<text x="{left - 8}" y="{y + bar_h * 0.75}" text-anchor="end">{name}</text>')
         svg.append(f'<rect x="{left}" y="{y}" width="{med * scale:.1f}" height="{bar_h}" fill="{colour}"/>')
         svg.append(f'<line x1="{left + lo * scale:.1f}" x2="{left + hi * scale:.1f}" y1="{y + bar_h / 2}" y2="{y + bar_h / 2}" stroke="black"/>')
-        svg.append(f'<text x="{left + max(hi, med) * scale + 6:.1f}" y="{y + bar_h * 0.7}">{med:.2f}x</text>')
+        svg.append(f'<text x="{left + max(hi, med) * scale + 6:.1f}" y="{y + bar_h * 0.75}">{med:.2f}x</text>')
     svg.append("</svg>")
     with open(path, "w") as f:
         f.write("\n".join(svg) + "\n")
@@ -329,16 +405,52 @@ def hot_path_only():
           f"empty {pc['empty generate_series']['median']:.0f} ms per 1M")
 
 
+def print_apps(r):
+    for k, v in r.items():
+        print(f"{k:60s} {v:6.3f}" if isinstance(v, float) else f"{k}: " + ", ".join(f"{n} {x:.0f}" for n, x in v.items()))
+
+
+def server_major():
+    return int(psql("SHOW server_version_num")) // 10000
+
+
+def save(major, update):
+    """results.json holds one entry per PostgreSQL version; `update(entry)` changes this
+    run's version's entry. Returns every version's results."""
+    path = os.path.join(HERE, "results.json")
+    everything = json.load(open(path)) if os.path.exists(path) else {}
+    if "postgres" in everything:  # the single-version layout of 0.1.0's benchmark
+        everything = {}
+    update(everything.setdefault(str(major), {}))
+    everything = dict(sorted(everything.items(), key=lambda kv: int(kv[0])))
+    with open(path, "w") as f:
+        json.dump(everything, f, indent=2)
+    return everything
+
+
+def main_apps():
+    """`python3 bench/bench.py apps`: only the application functions, merged into results.json."""
+    psql(SETUP)
+    a = apps()
+    r = apps_ratios(a)
+    save(server_major(), lambda e: e.update(apps=a, apps_ratios=r))
+    print_apps(r)
+
+
 def main():
     started = time.time()
     psql(SETUP)
     psql(SCHEMES_SETUP)
+    major = server_major()
+    v7 = major >= 18
     results = {"postgres": psql("SHOW server_version"), "rounds": ROUNDS}
-    results["per_call"] = per_call()
+    results["per_call"] = per_call(uuidv7=v7)
     results["decoders"] = decoders()
     results["saturation"] = saturation()
     results["concurrency_ids_per_second"] = concurrency()
-    results["inserts"] = inserts()
+    results["inserts"] = inserts(uuidv7=v7)
+    results["apps"] = apps()
+    results["apps_ratios"] = apps_ratios(results["apps"])
     pc = results["per_call"]
     base = "empty generate_series"
     dec = results["decoders"]
@@ -348,6 +460,8 @@ def main():
     results["ratios"] = {
         "next_id / nextval (whole statement)": paired(pc, "next_id()", "nextval()"),
         "next_id / nextval (per call, net of the empty baseline)": paired(pc, "next_id()", "nextval()", base),
+        "next_id / nextval, 4 sequences in rotation (per call, net)": paired(
+            pc, "next_id(), 4 sequences in rotation", "nextval(), 4 sequences in rotation", "empty, 4 sequences in rotation"),
         "PL/pgSQL / next_id (per call, net)": paired(pc, "Instagram PL/pgSQL", "next_id()", base),
         "gen_random_uuid / next_id (per call, net)": paired(pc, "gen_random_uuid()", "next_id()", base),
         "id_timestamp / SQL arithmetic (whole statement)": paired(dec, "id_timestamp()", "SQL arithmetic timestamp"),
@@ -362,19 +476,24 @@ def main():
         "INSERT tps next_id / bigserial": ins["next_id_over_bigserial_per_run"]["median"],
         "index size next_id / bigserial": ins["sizes_after_1M_rows"]["DEFAULT next_id"]["index_bytes"] / ins["sizes_after_1M_rows"]["bigserial"]["index_bytes"],
     }
+    if v7:
+        results["ratios"]["uuidv7 / next_id (per call, net)"] = paired(pc, "uuidv7()", "next_id()", base)
+        results["ratios"]["INSERT tps next_id / uuidv7"] = statistics.median(
+            a / b for a, b in zip(ins["tps"]["DEFAULT next_id"]["runs"], ins["tps"]["uuid DEFAULT uuidv7()"]["runs"]))
     # Cost per call of each scheme's generator, net of the empty generate_series, in ns.
     results["ns_per_call_net"] = {n: statistics.median(
         [pc[n]["runs"][i] - pc[base]["runs"][i] for i in range(ROUNDS)]) for n in pc if n != base}
     results["measurement_seconds"] = time.time() - started
     if "BENCH_STARTED" in os.environ:  # set by scripts/bench: set-up and build included
         results["command_seconds"] = time.time() - float(os.environ["BENCH_STARTED"])
-    with open(os.path.join(HERE, "results.json"), "w") as f:
-        json.dump(results, f, indent=2)
-    chart(results, os.path.join(HERE, "chart.svg"))
+    # One file for every version: this run replaces its own version's entry.
+    everything = save(major, lambda e: (e.clear(), e.update(results)))
+    chart(everything, os.path.join(HERE, "chart.svg"))
     for k, v in results["ratios"].items():
         print(f"{k:66s} {v:6.3f}")
     for k, v in results["ns_per_call_net"].items():
         print(f"{k:40s} {v:8.0f} ns per call (net)")
+    print_apps(results["apps_ratios"])
     print(f"saturation: overall {results['saturation']['ids_per_second_overall']:.0f} IDs/s, max lead {results['saturation']['max_lead_ms']} ms")
     for name, per in results["concurrency_ids_per_second"].items():
         print(f"{name:32s} " + "  ".join(f"{c}: {v:,.0f}/s" for c, v in per.items()))
@@ -384,4 +503,9 @@ def main():
 
 if __name__ == "__main__":
     import sys
-    hot_path_only() if sys.argv[1:] == ["hot-path"] else main()
+    if sys.argv[1:] == ["hot-path"]:
+        hot_path_only()
+    elif sys.argv[1:] == ["apps"]:
+        main_apps()
+    else:
+        main()

@@ -2,6 +2,9 @@
 # GEN is the generator under test: an SQL expression issuing one ID from sequence `s`.
 # Point it at a deliberately broken generator to see the suite fail, e.g.
 #   GEN_SETUP_SQL="$(cat reliability/broken_generator.sql)" GEN="broken_next_id()" bash reliability/run
+#
+# A test that needs something only some PostgreSQL versions have (PL/Proxy, say) declares
+# them in a comment line of its own, `# versions: 15 17`; reliability/run skips it on others.
 GEN=${GEN:-"next_id(5, 's')"}
 GEN_SETUP_SQL=${GEN_SETUP_SQL:-}
 # GEN_TS: the time of an ID in GEN's layout, as an SQL expression where %s is the ID, e.g.
@@ -17,4 +20,27 @@ q() { psql -X -q -At -v ON_ERROR_STOP=1 "$@"; }
 setup_generator() {
   q -d "$1" -c "CREATE EXTENSION IF NOT EXISTS snowflake_id" -c "CREATE SEQUENCE IF NOT EXISTS s"
   [[ -z $GEN_SETUP_SQL ]] || q -d "$1" -c "$GEN_SETUP_SQL"
+}
+
+# faketime_env FILE: the environment that puts a postmaster under libfaketime, its clock
+# offset read from FILE ("+0", "-10s", "-1h") on every call, for every backend at once.
+# For CLUSTER_ENV (scripts/cluster.sh). FILE is made readable by the postgres user.
+faketime_env() {
+  local lib
+  lib=$(ls /usr/lib/*/faketime/libfaketimeMT.so.1 2>/dev/null | head -1)
+  [[ -n $lib ]] || fail "libfaketime is not installed (scripts/setup installs it)"
+  [[ -f $1 ]] || echo "+0" >"$1"
+  chmod 644 "$1"; chmod o+x "$(dirname "$1")"
+  echo "LD_PRELOAD=$lib FAKETIME_TIMESTAMP_FILE=$1 FAKETIME_NO_CACHE=1"
+}
+
+# assert_new_ids_above WHAT OLD_MAX MIN_NEW DUPLICATES: the promise every durability test
+# checks: each ID issued after the event (restore, crash, failover, upgrade) is above
+# every ID issued before it, and no ID repeats.
+assert_new_ids_above() {
+  local what=$1 old_max=$2 min_new=$3 dup=$4
+  echo "$what: max ID before $old_max, min ID after $min_new, $dup duplicates"
+  [[ $dup == 0 ]] || fail "$what: $dup duplicate IDs"
+  [[ -n $min_new ]] || fail "$what: no ID issued after"
+  ((min_new > old_max)) || fail "$what: an ID issued after ($min_new) is not above the max before ($old_max)"
 }

@@ -8,9 +8,8 @@ set -euo pipefail
 here=$(cd "$(dirname "$0")" && pwd)
 source "$here/../scripts/cluster.sh"; source "$here/lib.sh"
 work=$(mktemp -d); chmod 755 "$work"
-clock=$work/faketime; echo "+0" > "$clock"; chmod 644 "$clock"
-CLUSTER_ENV="LD_PRELOAD=/usr/lib/x86_64-linux-gnu/faketime/libfaketimeMT.so.1 FAKETIME_TIMESTAMP_FILE=$clock FAKETIME_NO_CACHE=1" \
-  cluster_start relclock 55444
+clock=$work/faketime
+CLUSTER_ENV=$(faketime_env "$clock") cluster_start relclock 55444
 trap 'cluster_stop relclock; rm -rf "$work"' EXIT
 setup_generator postgres
 q -c "CREATE UNLOGGED TABLE ids (session int, n bigint, id bigint, at timestamptz, phase text)"

@@ -7,10 +7,8 @@ set -euo pipefail
 here=$(cd "$(dirname "$0")" && pwd)
 source "$here/../scripts/cluster.sh"; source "$here/lib.sh"
 work=$(mktemp -d); chmod 755 "$work"
-clock=$work/faketime; echo "+0" > "$clock"; chmod 644 "$clock"
-export CLUSTER_ENV="LD_PRELOAD=/usr/lib/x86_64-linux-gnu/faketime/libfaketimeMT.so.1 FAKETIME_TIMESTAMP_FILE=$clock FAKETIME_NO_CACHE=1"
-cluster_start relcrash 55445
-data=$SF_TMP/relcrash/data
+clock=$work/faketime
+CLUSTER_ENV=$(faketime_env "$clock") cluster_start relcrash 55445
 trap 'cluster_stop relcrash; rm -rf "$work"' EXIT
 setup_generator postgres
 q -c "CREATE TABLE t (id bigint PRIMARY KEY DEFAULT $GEN, round int)"
@@ -26,9 +24,7 @@ check_after() {  # ROUND: new IDs issued after the crash are above the max commi
   local before=$1 round=$2
   q -c "INSERT INTO t (round) SELECT $round FROM generate_series(1, 100000)"
   read -r min_new dup <<<"$(q -F ' ' -c "SELECT min(id) FILTER (WHERE round = $round), count(*) - count(DISTINCT id) FROM t")"
-  echo "  max committed before: $before, min issued after: $min_new, duplicates: $dup"
-  [[ $dup == 0 ]] || fail "$dup duplicate IDs"
-  ((min_new > before)) || fail "an ID issued after the crash ($min_new) is not above the max committed before ($before)"
+  assert_new_ids_above "  crash (committed before, issued after)" "$before" "$min_new" "$dup"
 }
 
 echo "kill -9 of a backend mid-burst"
@@ -47,11 +43,10 @@ check_after "$before" 2
 
 echo "pg_ctl stop -m immediate mid-burst, restart with the clock 10 s behind"
 burst 3; sleep 3
-sudo -u postgres "$PGBIN/pg_ctl" -D "$data" -m immediate -w stop >/dev/null
+cluster_stop relcrash immediate
 wait || true
 echo "-10s" > "$clock"
-sudo -u postgres env $CLUSTER_ENV "$PGBIN/pg_ctl" -D "$data" -l "$SF_TMP/relcrash/server.log" \
-  -o "-p $PGPORT -k $PGHOST -c listen_addresses=''" -w start >/dev/null
+cluster_resume relcrash
 wait_until_ready
 behind=$(q -c "SELECT clock_timestamp() < timestamptz '$(date -u +%FT%T)Z' - interval '8 s'")
 [[ $behind == t ]] || fail "the clock was not stepped back for the restart"

@@ -14,14 +14,28 @@ cluster_start() {
   sudo -u postgres "$PGBIN/initdb" -D "$dir/data" -A trust -U postgres --no-sync >"$dir/initdb.log" 2>&1
   local opts="-p $port -k $dir -c listen_addresses=''"
   local o; for o in "$@"; do opts+=" -c $o"; done
+  echo "$opts" >"$dir/options"; echo "${CLUSTER_ENV:-}" >"$dir/environment"
   sudo -u postgres env ${CLUSTER_ENV:-} "$PGBIN/pg_ctl" -D "$dir/data" -l "$dir/server.log" -o "$opts" -w start >/dev/null
   export PGHOST=$dir PGPORT=$port PGUSER=postgres PGDATABASE=postgres
 }
 
+# cluster_stop NAME [MODE]: pg_ctl stop -m MODE (default fast; `immediate` is a crash).
+# Tolerates a cluster that is not running.
 cluster_stop() {
   local dir=$SF_TMP/$1
   if [[ -f $dir/data/postmaster.pid ]]; then
-    sudo -u postgres "$PGBIN/pg_ctl" -D "$dir/data" -m fast -w stop >/dev/null 2>&1 || true
+    sudo -u postgres "$PGBIN/pg_ctl" -D "$dir/data" -m "${2:-fast}" -w stop >/dev/null 2>&1 || true
   fi
   return 0
 }
+
+# cluster_resume NAME: starts a stopped cluster again, with the options and environment
+# cluster_start gave it (a libfaketime clock file is read afresh).
+cluster_resume() {
+  local dir=$SF_TMP/$1
+  sudo -u postgres env $(cat "$dir/environment") "$PGBIN/pg_ctl" -D "$dir/data" -l "$dir/server.log" \
+    -o "$(cat "$dir/options")" -w start >/dev/null
+}
+
+# cluster_restart NAME [MODE]: cluster_stop, then cluster_resume.
+cluster_restart() { cluster_stop "$1" "${2:-fast}"; cluster_resume "$1"; }

@@ -32,39 +32,110 @@ LANGUAGE plpgsql VOLATILE STRICT PARALLEL UNSAFE
 SET search_path = pg_catalog, pg_temp
 AS $$
 DECLARE
+    existing @extschema@.snowflake_id_shard;
     other text;
-    had_schema boolean := to_regnamespace(quote_ident(schema_name)) IS NOT NULL;
-    seq regclass;
+    nsp oid;
+    made_schema boolean;
+    seq oid;
+    seq_kind "char";
+    seq_owner regrole;
+    old_fn oid;
     counter bigint;
+    dependent regclass;
 BEGIN
     IF shard NOT BETWEEN 0 AND 8191 THEN
         RAISE EXCEPTION 'shard % is out of range: valid shards are 0 to 8191', shard
             USING ERRCODE = 'numeric_value_out_of_range';
     END IF;
+    -- PostgreSQL truncates longer names to 63 bytes: two such names would be one schema.
+    IF octet_length(schema_name) > 63 THEN
+        RAISE EXCEPTION 'schema name "%" is too long: % bytes, at most 63', schema_name, octet_length(schema_name)
+            USING ERRCODE = 'name_too_long';
+    END IF;
+    IF schema_name = '' THEN
+        RAISE EXCEPTION 'schema name must not be empty' USING ERRCODE = 'invalid_name';
+    END IF;
+    -- System schemas, and temporary ones (pg_temp_N), whose objects vanish with a session
+    -- while the catalog row would stay.
+    IF schema_name LIKE 'pg\_%' OR schema_name = 'information_schema' THEN
+        RAISE EXCEPTION 'schema name "%" is reserved: a shard cannot be a system or temporary schema', schema_name
+            USING ERRCODE = 'reserved_name';
+    END IF;
+
+    -- One create_shard/drop_shard at a time, so the checks below cannot be overtaken by
+    -- another session's (READ COMMITTED: each statement after the lock sees its commits).
+    LOCK TABLE @extschema@.snowflake_id_shard IN SHARE ROW EXCLUSIVE MODE;
     SELECT c.schema_name INTO other FROM @extschema@.snowflake_id_shard c
      WHERE c.shard = create_shard.shard AND c.schema_name <> create_shard.schema_name;
     IF FOUND THEN
         RAISE EXCEPTION 'shard % is already given to schema %', shard, quote_ident(other)
             USING ERRCODE = 'unique_violation';
     END IF;
-    SELECT c.shard INTO other FROM @extschema@.snowflake_id_shard c
-     WHERE c.schema_name = create_shard.schema_name AND c.shard <> create_shard.shard;
-    IF FOUND THEN
-        RAISE EXCEPTION 'schema % is already shard %', quote_ident(schema_name), other
+    SELECT * INTO existing FROM @extschema@.snowflake_id_shard c
+     WHERE c.schema_name = create_shard.schema_name;
+    IF FOUND AND existing.shard <> shard THEN
+        RAISE EXCEPTION 'schema % is already shard %', quote_ident(schema_name), existing.shard
             USING ERRCODE = 'unique_violation';
     END IF;
 
-    IF NOT had_schema THEN
+    nsp := to_regnamespace(quote_ident(schema_name));
+    made_schema := nsp IS NULL;
+    IF made_schema THEN
         EXECUTE format('CREATE SCHEMA %I', schema_name);
+        nsp := to_regnamespace(quote_ident(schema_name));
+    ELSIF (SELECT n.nspowner <> current_user::regrole FROM pg_namespace n WHERE n.oid = nsp) THEN
+        RAISE WARNING 'schema % is owned by role %, who can replace what create_shard makes in it',
+            quote_ident(schema_name), (SELECT n.nspowner::regrole FROM pg_namespace n WHERE n.oid = nsp);
     END IF;
-    seq := to_regclass(format('%I.table_id_seq', schema_name));
+
+    -- Adopting a schema in use (Instagram's PL/pgSQL next_id() and its sequence; not when
+    -- this is already a shard, made native before): wait until
+    -- no transaction that wrote with the old function, or used the sequence, is still open,
+    -- and keep new ones out until we commit, so that no ID from the old function can follow
+    -- the native generator's. First the tables whose column defaults call the function being
+    -- replaced: SHARE waits for their open writers and blocks new ones, which then see the
+    -- new body.
+    old_fn := to_regprocedure(format('%I.next_id()', schema_name));
+    IF old_fn IS NOT NULL AND (SELECT p.proowner <> current_user::regrole FROM pg_proc p WHERE p.oid = old_fn) THEN
+        RAISE WARNING 'function %.next_id() is owned by role %, who keeps it when create_shard replaces its body',
+            quote_ident(schema_name), (SELECT p.proowner::regrole FROM pg_proc p WHERE p.oid = old_fn);
+    END IF;
+    IF old_fn IS NOT NULL AND existing.schema_name IS NULL THEN
+        FOR dependent IN
+            SELECT DISTINCT ad.adrelid::regclass FROM pg_depend d
+              JOIN pg_attrdef ad ON d.classid = 'pg_attrdef'::regclass AND ad.oid = d.objid
+              JOIN pg_class c ON c.oid = ad.adrelid AND c.relkind IN ('r', 'p')
+             WHERE d.refclassid = 'pg_proc'::regclass AND d.refobjid = old_fn
+        LOOP
+            EXECUTE format('LOCK TABLE %s IN SHARE MODE', dependent);
+        END LOOP;
+    END IF;
+
+    -- Only a real sequence is adopted, and nothing in the schema is run: its state is read
+    -- with pg_sequence_last_value(), never with a query on whatever bears the name.
+    SELECT c.oid, c.relkind, c.relowner INTO seq, seq_kind, seq_owner FROM pg_class c
+     WHERE c.relnamespace = nsp AND c.relname = 'table_id_seq';
     IF seq IS NULL THEN
         EXECUTE format('CREATE SEQUENCE %I.table_id_seq AS bigint', schema_name);
         seq := format('%I.table_id_seq', schema_name)::regclass;
+    ELSIF seq_kind <> 'S' THEN
+        RAISE EXCEPTION '"%" is not a sequence', format('%I.table_id_seq', schema_name)
+            USING ERRCODE = 'wrong_object_type',
+                  HINT = 'create_shard adopts only a sequence named table_id_seq.';
+    ELSIF existing.schema_name IS NULL THEN
+        IF seq_owner <> current_user::regrole THEN
+            RAISE WARNING 'sequence %.table_id_seq is owned by role %, who can reset it (setval) and so make next_id() repeat IDs',
+                quote_ident(schema_name), seq_owner;
+        END IF;
+        -- ALTER ... OWNER TO its own owner changes nothing, but takes ACCESS EXCLUSIVE: it
+        -- waits for every transaction holding the sequence's lock (every nextval() caller).
+        -- It needs the caller to own the sequence (or be superuser): 42501 otherwise.
+        EXECUTE format('ALTER SEQUENCE %s OWNER TO %s', seq::regclass, seq_owner);
     END IF;
+
     -- A sequence still holding a plain counter (new, or Instagram's PL/pgSQL's) is moved
     -- above every ID the old function can have made; one holding IDs already is left alone.
-    EXECUTE format('SELECT last_value FROM %s', seq) INTO counter;
+    counter := coalesce(pg_sequence_last_value(seq), 0);
     IF counter < (1::bigint << 42) THEN
         PERFORM setval(seq, @extschema@.make_id(clock_timestamp(), shard, 1023), true);
     END IF;
@@ -73,11 +144,22 @@ BEGIN
         'LANGUAGE sql VOLATILE PARALLEL UNSAFE SECURITY INVOKER '
         'SET search_path = pg_catalog, pg_temp '
         'RETURN %I.next_id(%s, %L::regclass)',
-        schema_name, '@extschema@', shard, seq);
+        schema_name, '@extschema@', shard, seq::regclass);
     EXECUTE format('COMMENT ON FUNCTION %I.next_id() IS %L', schema_name,
-        format('Next snowflake ID of logical shard %s, from sequence %s (made by create_shard).', shard, seq));
-    INSERT INTO @extschema@.snowflake_id_shard AS c VALUES (schema_name, shard, seq, NOT had_schema)
-        ON CONFLICT ON CONSTRAINT snowflake_id_shard_pkey DO NOTHING;
+        format('Next snowflake ID of logical shard %s, from sequence %s (made by create_shard).', shard, seq::regclass));
+    IF existing.schema_name IS NOT NULL THEN
+        UPDATE @extschema@.snowflake_id_shard c SET sequence = seq
+         WHERE c.schema_name = create_shard.schema_name AND c.sequence <> seq;
+    ELSE
+        BEGIN
+            INSERT INTO @extschema@.snowflake_id_shard VALUES (schema_name, shard, seq, made_schema);
+        EXCEPTION WHEN unique_violation THEN
+            -- Only under REPEATABLE READ or SERIALIZABLE, whose snapshot predates the lock:
+            -- another session's create_shard committed a conflicting row meanwhile.
+            RAISE EXCEPTION 'shard % or schema % was taken by a concurrent create_shard', shard, quote_ident(schema_name)
+                USING ERRCODE = 'serialization_failure', HINT = 'Retry the transaction.';
+        END;
+    END IF;
 END
 $$;
 COMMENT ON FUNCTION create_shard(text, integer) IS
@@ -110,15 +192,21 @@ DECLARE
     s @extschema@.snowflake_id_shard;
     behaviour text := CASE WHEN cascade THEN 'CASCADE' ELSE 'RESTRICT' END;
 BEGIN
+    LOCK TABLE @extschema@.snowflake_id_shard IN SHARE ROW EXCLUSIVE MODE;
     SELECT * INTO s FROM @extschema@.snowflake_id_shard c WHERE c.schema_name = drop_shard.schema_name;
     IF NOT FOUND THEN
         RAISE EXCEPTION 'schema % is not a snowflake_id shard', quote_ident(schema_name)
             USING ERRCODE = 'undefined_object';
     END IF;
+    -- Whatever of the shard is already gone (dropped by hand) is skipped; the row goes.
     -- RESTRICT: a table whose default calls next_id() refuses the drop (2BP01), by name.
-    EXECUTE format('DROP FUNCTION %I.next_id() %s', schema_name, behaviour);
-    EXECUTE format('DROP SEQUENCE %s %s', s.sequence, behaviour);
-    IF s.created_schema THEN
+    IF to_regprocedure(format('%I.next_id()', schema_name)) IS NOT NULL THEN
+        EXECUTE format('DROP FUNCTION %I.next_id() %s', schema_name, behaviour);
+    END IF;
+    IF EXISTS (SELECT FROM pg_class c WHERE c.oid = s.sequence AND c.relkind = 'S') THEN
+        EXECUTE format('DROP SEQUENCE %s %s', s.sequence, behaviour);
+    END IF;
+    IF s.created_schema AND to_regnamespace(quote_ident(schema_name)) IS NOT NULL THEN
         EXECUTE format('DROP SCHEMA %I %s', schema_name, behaviour);
     END IF;
     DELETE FROM @extschema@.snowflake_id_shard c WHERE c.schema_name = drop_shard.schema_name;
@@ -126,3 +214,115 @@ END
 $$;
 COMMENT ON FUNCTION drop_shard(text, boolean) IS
   'Drops what create_shard made (function, sequence, and the schema if it made it); refuses while tables depend on them, unless cascade.';
+
+-- create_shard(schema_name, shard, template => 'tpl'): the shard layout declared once.
+-- After create_shard(schema_name, shard), every table of schema tpl is made in the shard's
+-- schema with CREATE TABLE ... (LIKE tpl.t INCLUDING ALL): columns, defaults, NOT NULL,
+-- CHECK and primary key/unique constraints, indexes, comments (not foreign keys, not
+-- triggers). Each bigint primary key column then defaults to the shard's own next_id().
+-- The template must be a plain schema of tables: anything else in it (views, sequences
+-- other than identity ones, functions, types) is refused, and so is a table whose
+-- defaults, constraints, indexes or column types use a function or type the caller cannot
+-- trust (owned by another role that is not a superuser), whose code would then run in
+-- every shard. Nothing of the template is executed here. A table the shard already has is
+-- left as it is, so the call is idempotent.
+CREATE FUNCTION create_shard(schema_name text, shard integer, template text) RETURNS void
+LANGUAGE plpgsql VOLATILE CALLED ON NULL INPUT PARALLEL UNSAFE
+SET search_path = pg_catalog, pg_temp
+AS $$
+DECLARE
+    tpl oid;
+    nsp oid;
+    bad text;
+    t record;
+    col record;
+BEGIN
+    -- template => NULL is the two-argument form, not a silent no-op.
+    IF template IS NULL THEN
+        PERFORM @extschema@.create_shard(schema_name, shard);
+        RETURN;
+    END IF;
+    IF schema_name IS NULL OR shard IS NULL THEN
+        RAISE EXCEPTION 'create_shard: schema_name and shard must not be NULL' USING ERRCODE = 'null_value_not_allowed';
+    END IF;
+    IF octet_length(template) > 63 THEN
+        RAISE EXCEPTION 'template schema name "%" is too long: % bytes, at most 63', template, octet_length(template)
+            USING ERRCODE = 'name_too_long';
+    END IF;
+    tpl := to_regnamespace(quote_ident(template));
+    IF tpl IS NULL THEN
+        RAISE EXCEPTION 'template schema "%" does not exist', template USING ERRCODE = 'invalid_schema_name';
+    END IF;
+    IF template = schema_name THEN
+        RAISE EXCEPTION 'schema % cannot be its own template', quote_ident(schema_name)
+            USING ERRCODE = 'invalid_parameter_value';
+    END IF;
+    -- A plain schema of tables (and their indexes, row types and identity sequences).
+    SELECT string_agg(what, ', ') INTO bad FROM (
+        SELECT format('%s %I', CASE c.relkind WHEN 'v' THEN 'view' WHEN 'm' THEN 'materialized view'
+                    WHEN 'S' THEN 'sequence' WHEN 'p' THEN 'partitioned table' WHEN 'f' THEN 'foreign table'
+                    WHEN 'c' THEN 'type' ELSE 'relation' END, c.relname) AS what
+          FROM pg_class c
+         WHERE c.relnamespace = tpl AND c.relkind NOT IN ('r', 'i')
+           AND NOT (c.relkind = 'S' AND EXISTS (SELECT FROM pg_depend d WHERE d.classid = 'pg_class'::regclass
+                        AND d.objid = c.oid AND d.deptype = 'i'))
+        UNION ALL
+        SELECT format('function %s', p.oid::regprocedure) FROM pg_proc p WHERE p.pronamespace = tpl
+        UNION ALL
+        SELECT format('type %s', y.oid::regtype) FROM pg_type y
+         WHERE y.typnamespace = tpl AND y.typrelid = 0 AND NOT EXISTS (
+               SELECT FROM pg_type e JOIN pg_class c ON c.oid = e.typrelid WHERE e.typarray = y.oid)
+        ORDER BY 1) x;
+    IF bad IS NOT NULL THEN
+        RAISE EXCEPTION 'template schema % is not a plain schema of tables: it holds %', quote_ident(template), bad
+            USING ERRCODE = 'wrong_object_type';
+    END IF;
+    -- Code the copies would run: functions and types used by the template's tables (defaults,
+    -- generated columns, constraints, index expressions, column types), owned by a role that
+    -- is neither the caller nor a superuser, who could redefine them.
+    SELECT string_agg(DISTINCT what, ', ') INTO bad FROM (
+        SELECT format('function %s (owner %s)', p.oid::regprocedure, p.proowner::regrole) AS what
+          FROM pg_class c JOIN pg_depend d ON d.refobjsubid >= 0
+               AND ((d.classid = 'pg_attrdef'::regclass AND d.objid IN (SELECT a.oid FROM pg_attrdef a WHERE a.adrelid = c.oid))
+                 OR (d.classid = 'pg_constraint'::regclass AND d.objid IN (SELECT k.oid FROM pg_constraint k WHERE k.conrelid = c.oid))
+                 OR (d.classid = 'pg_class'::regclass AND d.objid IN (SELECT i.indexrelid FROM pg_index i WHERE i.indrelid = c.oid)))
+          JOIN pg_proc p ON d.refclassid = 'pg_proc'::regclass AND p.oid = d.refobjid
+         WHERE c.relnamespace = tpl AND c.relkind = 'r'
+           AND p.proowner <> current_user::regrole
+           AND NOT (SELECT r.rolsuper FROM pg_roles r WHERE r.oid = p.proowner)
+        UNION ALL
+        SELECT format('type %s (owner %s)', y.oid::regtype, y.typowner::regrole)
+          FROM pg_class c JOIN pg_attribute a ON a.attrelid = c.oid AND a.attnum > 0 AND NOT a.attisdropped
+          JOIN pg_type y ON y.oid = a.atttypid
+         WHERE c.relnamespace = tpl AND c.relkind = 'r'
+           AND y.typowner <> current_user::regrole
+           AND NOT (SELECT r.rolsuper FROM pg_roles r WHERE r.oid = y.typowner)) x;
+    IF bad IS NOT NULL THEN
+        RAISE EXCEPTION 'template schema % uses code its shards would run that the caller does not trust: %',
+            quote_ident(template), bad
+            USING ERRCODE = 'insufficient_privilege',
+                  HINT = 'Use functions and types owned by you or by a superuser in the template''s tables.';
+    END IF;
+
+    PERFORM @extschema@.create_shard(schema_name, shard);
+    nsp := to_regnamespace(quote_ident(schema_name));
+    FOR t IN SELECT c.oid, c.relname FROM pg_class c WHERE c.relnamespace = tpl AND c.relkind = 'r' ORDER BY c.relname LOOP
+        CONTINUE WHEN EXISTS (SELECT FROM pg_class c WHERE c.relnamespace = nsp AND c.relname = t.relname);
+        EXECUTE format('CREATE TABLE %I.%I (LIKE %I.%I INCLUDING ALL)', schema_name, t.relname, template, t.relname);
+        FOR col IN
+            SELECT a.attname, a.attidentity FROM pg_index i
+              JOIN pg_attribute a ON a.attrelid = i.indrelid AND a.attnum = ANY (i.indkey)
+             WHERE i.indrelid = format('%I.%I', schema_name, t.relname)::regclass AND i.indisprimary
+               AND a.atttypid = 'bigint'::regtype
+        LOOP
+            IF col.attidentity <> '' THEN
+                EXECUTE format('ALTER TABLE %I.%I ALTER COLUMN %I DROP IDENTITY', schema_name, t.relname, col.attname);
+            END IF;
+            EXECUTE format('ALTER TABLE %I.%I ALTER COLUMN %I SET DEFAULT %I.next_id()',
+                schema_name, t.relname, col.attname, schema_name);
+        END LOOP;
+    END LOOP;
+END
+$$;
+COMMENT ON FUNCTION create_shard(text, integer, text) IS
+  'create_shard(schema_name, shard), then every table of schema template made in it (LIKE ... INCLUDING ALL), bigint primary keys defaulting to its next_id(). Idempotent.';

@@ -5,6 +5,8 @@
 
 use crate::layout::{self, LayoutError, MAX_SEQ, MAX_SHARD};
 use crate::layouts::{self, NamedLayoutError};
+use crate::mask::KeyError;
+use crate::text_form::TextError;
 use crate::wide_ids::WideIdError;
 use pgrx::pg_sys::panic::ErrorReport;
 use pgrx::{PgLogLevel, PgSqlErrorCode};
@@ -23,6 +25,10 @@ pub enum IdError {
     PermissionDenied {
         sequence: String,
     },
+    /// Another session's temporary sequence: its pages are in that backend's memory.
+    OtherSessionsTemporary {
+        sequence: String,
+    },
     /// The sequence's MINVALUE/MAXVALUE cannot hold the ID (e.g. `AS integer`).
     SequenceTooSmall {
         sequence: String,
@@ -34,6 +40,14 @@ pub enum IdError {
     Named(NamedLayoutError),
     /// A UUID, ULID or ObjectID.
     Wide(WideIdError),
+    /// Text that is not an ID's 13-character text form.
+    BadText {
+        text: String,
+        error: TextError,
+    },
+    BadMaskKey(KeyError),
+    /// `id_mask(id)` without a key while `snowflake_id.mask_key` is unset.
+    MaskKeyUnset,
 }
 
 impl From<LayoutError> for IdError {
@@ -54,8 +68,14 @@ impl From<WideIdError> for IdError {
     }
 }
 
-/// Renders Unix milliseconds as an ISO timestamp in UTC, e.g. `2046-06-27 ...`.
+/// Renders Unix milliseconds as an ISO timestamp in UTC, e.g. `2046-06-27 ...`; i64::MAX
+/// and i64::MIN stand for PostgreSQL's infinity and -infinity.
 pub fn utc(unix_ms: i64) -> String {
+    match unix_ms {
+        i64::MAX => return "infinity".into(),
+        i64::MIN => return "-infinity".into(),
+        _ => {}
+    }
     // Civil-from-days (Howard Hinnant's algorithm), so messages need no time zone lookups.
     let days = unix_ms.div_euclid(86_400_000);
     let ms_of_day = unix_ms.rem_euclid(86_400_000);
@@ -76,6 +96,8 @@ pub fn utc(unix_ms: i64) -> String {
     );
     format!("{year:04}-{month:02}-{day:02} {h:02}:{m:02}:{s:02}.{ms:03}+00")
 }
+
+const MAKE_A_KEY: &str = "A random key: SELECT replace(gen_random_uuid()::text, '-', '')";
 
 fn valid_times() -> String {
     format!(
@@ -130,6 +152,12 @@ impl IdError {
                 None,
                 None,
             ),
+            IdError::OtherSessionsTemporary { sequence } => (
+                ERRCODE_FEATURE_NOT_SUPPORTED,
+                format!("cannot use sequence \"{sequence}\": it is a temporary sequence of another session"),
+                None,
+                None,
+            ),
             IdError::SequenceTooSmall { sequence, id, min, max } => (
                 ERRCODE_SEQUENCE_GENERATOR_LIMIT_EXCEEDED,
                 format!("sequence \"{sequence}\" cannot hold snowflake IDs: its range is {min} to {max}"),
@@ -138,6 +166,42 @@ impl IdError {
             ),
             IdError::Named(e) => named_parts(e),
             IdError::Wide(e) => wide_parts(e),
+            IdError::BadText { text, error } => {
+                let why = match error {
+                    TextError::Length { chars } => format!("it has {chars} characters, the text form has 13"),
+                    TextError::BadChar { ch, position } => format!(
+                        "character \"{}\" at position {position} is not base32: valid are 0-9 and A-Z less U (I and L read as 1, O as 0)",
+                        ch.escape_default()
+                    ),
+                    TextError::TooLarge { ch } => format!(
+                        "first character \"{}\" is above 7: IDs 0 to 9223372036854775807 read 0000000000000 to 7ZZZZZZZZZZZZ",
+                        ch.escape_default()
+                    ),
+                };
+                (
+                    ERRCODE_INVALID_TEXT_REPRESENTATION,
+                    format!("invalid snowflake ID text \"{}\": {why}", text.escape_default()),
+                    None,
+                    None,
+                )
+            }
+            IdError::BadMaskKey(e) => (
+                ERRCODE_INVALID_PARAMETER_VALUE,
+                match e {
+                    KeyError::Length { chars } => format!("mask key has {chars} characters: a key is 32 hexadecimal digits (16 bytes)"),
+                    KeyError::NotHex { position } => format!(
+                        "mask key character at position {position} is not a hexadecimal digit: a key is 32 hexadecimal digits (16 bytes)"
+                    ),
+                },
+                None,
+                Some(MAKE_A_KEY.into()),
+            ),
+            IdError::MaskKeyUnset => (
+                ERRCODE_OBJECT_NOT_IN_PREREQUISITE_STATE,
+                "no mask key: snowflake_id.mask_key is not set".into(),
+                None,
+                Some(format!("Pass the key as the second argument, or have a superuser set snowflake_id.mask_key. {MAKE_A_KEY}")),
+            ),
         }
     }
 
@@ -275,5 +339,7 @@ mod tests {
         assert_eq!(utc(MAX_UNIX_MS), "2046-06-27 17:00:49.496+00");
         assert_eq!(utc(0), "1970-01-01 00:00:00.000+00");
         assert_eq!(utc(-1), "1969-12-31 23:59:59.999+00");
+        assert_eq!(utc(i64::MAX), "infinity");
+        assert_eq!(utc(i64::MIN), "-infinity");
     }
 }

@@ -10,8 +10,13 @@ pub mod error;
 pub mod generator;
 pub mod layout;
 pub mod layouts;
+pub mod mask;
+mod pg_mirror;
+mod sequence_cache;
 pub mod sequence_state;
+pub mod sql_apps;
 pub mod sql_layouts;
+pub mod text_form;
 pub mod wide_ids;
 
 use error::OrReport;
@@ -22,6 +27,7 @@ use sequence_state::PG_EPOCH_UNIX_MS;
 #[pg_guard]
 pub extern "C-unwind" fn _PG_init() {
     generator::init();
+    sql_apps::init();
 }
 
 /// A `regclass` argument taken as the bare OID: `next_id` locks and opens the sequence
@@ -50,8 +56,15 @@ unsafe impl<'fcx> pgrx::callconv::ArgAbi<'fcx> for Regclass {
 pgrx::impl_sql_translatable!(Regclass, arg_only = "regclass");
 
 fn unix_ms_of(ts: TimestampWithTimeZone) -> i64 {
-    // Floor, so that a time is truncated to its millisecond; ±infinity saturate and fail
-    // the layout's range check.
+    // ±infinity become i64::MAX/MIN, which fail the layout's range check and are named
+    // as infinity in its message.
+    if ts.is_infinity() {
+        return i64::MAX;
+    }
+    if ts.is_neg_infinity() {
+        return i64::MIN;
+    }
+    // Floor, so that a time is truncated to its millisecond.
     ts.into_inner()
         .div_euclid(1000)
         .saturating_add(PG_EPOCH_UNIX_MS)

@@ -5,9 +5,11 @@
 //! recovery, streaming replication and promotion, `pg_dump` (which restores it with
 //! `setval`). No shared memory and no `shared_preload_libraries` are needed.
 //!
-//! This module mirrors PostgreSQL 15's `src/backend/commands/sequence.c` (`init_sequence`,
-//! `lock_and_open_sequence`, `read_seq_tuple` and the WAL part of `nextval_internal`); the C
-//! names are used below. pgEdge's `snowflake.c` does the same. Invariants it keeps:
+//! This module mirrors PostgreSQL's `src/backend/commands/sequence.c` (`init_sequence`,
+//! `lock_and_open_sequence`, `read_seq_tuple` and the WAL part of `nextval_internal`, the
+//! same in 15, 17 and 18); the C names are used below, and the C structs it reads are
+//! mirrored in `pg_mirror`. What it remembers between calls, per sequence, is in
+//! `sequence_cache`. pgEdge's `snowflake.c` does the same. Invariants it keeps:
 //!
 //! - The tuple is read and written only under an exclusive lock on its buffer, so every
 //!   call, in every backend, sees the previous call's ID: IDs from one sequence are totally
@@ -27,141 +29,23 @@
 //!   from small numbers; both only make the next call log sooner, never later.
 
 use crate::error::IdError;
+use crate::pg_mirror::{self, unguarded, SequenceData, SequenceOptions, XlSeqRec};
+use crate::sequence_cache::{self, Checked};
 use pgrx::pg_sys;
 use std::ffi::CStr;
 
 /// How far ahead of the issued ID a WAL record puts the sequence (ID time, in ms).
 pub const LOG_AHEAD_MS: i64 = 100;
 
-/// `sequence_magic`: the special space of a sequence page.
-const SEQ_MAGIC: u32 = 0x1717;
-/// `InvalidSubTransactionId`.
-const INVALID_SUBTRANSACTION_ID: pg_sys::SubTransactionId = 0;
-/// `XLOG_SEQ_LOG`, the one record type of the sequence resource manager.
-const XLOG_SEQ_LOG: u8 = 0x00;
-
-/// `FormData_pg_sequence_data`: the sequence relation's single tuple.
-#[repr(C)]
-struct SequenceData {
-    last_value: i64,
-    log_cnt: i64,
-    is_called: bool,
-}
-
-/// `FormData_pg_sequence`: the sequence's catalog row (its options).
-#[repr(C)]
-struct SequenceOptions {
-    seqrelid: pg_sys::Oid,
-    seqtypid: pg_sys::Oid,
-    seqstart: i64,
-    seqincrement: i64,
-    seqmax: i64,
-    seqmin: i64,
-    seqcache: i64,
-    seqcycle: bool,
-}
-
-/// `xl_seq_rec`: the header of an `XLOG_SEQ_LOG` record, followed by the tuple.
-#[repr(C)]
-struct XlSeqRec {
-    #[cfg(any(feature = "pg13", feature = "pg14", feature = "pg15"))]
-    node: pg_sys::RelFileNode,
-    #[cfg(not(any(feature = "pg13", feature = "pg14", feature = "pg15")))]
-    locator: pg_sys::RelFileLocator,
-}
-
-/// PostgreSQL functions called on every ID *without* pgrx's FFI guard. The guard (a
-/// `sigsetjmp` and a thread check per call) is there to turn a PostgreSQL ERROR into a Rust
-/// panic; on this path it cost as much as `nextval()` itself. None of these raises an ERROR
-/// short of a broken installation (an I/O failure in `ReadBuffer`); if one did, PostgreSQL's
-/// longjmp would pass over frames of ours that own nothing to drop (all state on this path is
-/// plain data), which is sound. Anything that can fail in ordinary use (locking, catalog and
-/// permission checks, our own errors) goes through pgrx as usual.
-mod unguarded {
-    #[cfg(not(any(feature = "pg13", feature = "pg14", feature = "pg15")))]
-    pub use pgrx::pg_sys::RelFileLocator;
-    #[cfg(any(feature = "pg13", feature = "pg14", feature = "pg15"))]
-    pub use pgrx::pg_sys::RelFileNode as RelFileLocator;
-    use pgrx::pg_sys::{BlockNumber, Buffer, CommandId, ForkNumber, Oid, Relation, TimestampTz};
-    use pgrx::pg_sys::{XLogRecPtr, LOCKMODE};
-    unsafe extern "C" {
-        pub fn GetCurrentTimestamp() -> TimestampTz;
-        pub fn GetUserId() -> Oid;
-        pub fn GetCurrentCommandId(used: bool) -> CommandId;
-        pub fn try_relation_open(relid: Oid, lockmode: LOCKMODE) -> Relation;
-        pub fn relation_close(rel: Relation, lockmode: LOCKMODE);
-        pub fn ReadBuffer(rel: Relation, block: BlockNumber) -> Buffer;
-        #[cfg(not(feature = "pg13"))]
-        pub fn ReadRecentBuffer(
-            rel: RelFileLocator,
-            fork: ForkNumber::Type,
-            block: BlockNumber,
-            recent: Buffer,
-        ) -> bool;
-        pub fn LockBuffer(buf: Buffer, mode: i32);
-        pub fn MarkBufferDirty(buf: Buffer);
-        pub fn UnlockReleaseBuffer(buf: Buffer);
-        pub fn GetRedoRecPtr() -> XLogRecPtr;
-        pub fn IsInParallelMode() -> bool;
-    }
-}
-
-/// State kept per backend (each backend is one thread; pgrx enforces it).
-struct BackendLocal<T>(std::cell::UnsafeCell<T>);
-// SAFETY: PostgreSQL backends are single-threaded; only the backend's thread touches this.
-unsafe impl<T> Sync for BackendLocal<T> {}
-
-/// What a backend has checked about a sequence (see [`Sequence::open`] for how long it holds).
-#[derive(Clone, Copy)]
-struct Checked {
-    relid: pg_sys::Oid,
-    userid: pg_sys::Oid,
-    /// `SharedInvalidMessageCounter` when checked: any catalog change committed by another
-    /// session since (a REVOKE, ALTER SEQUENCE, DROP) has moved it.
-    invalidations: u64,
-    /// Where the check was made: a statement of this very transaction may have changed the
-    /// catalog itself, which the counter does not show until commit.
-    lxid: pg_sys::LocalTransactionId,
-    cid: pg_sys::CommandId,
-    local_temp: bool,
-    min: i64,
-    max: i64,
-}
-
-/// How many sequences' checks a backend remembers; past that it forgets them all.
-const CHECKED_CAPACITY: usize = 64;
-
-/// The buffer that last held a sequence's page, per sequence: `ReadRecentBuffer` pins it
-/// without the buffer-mapping lookup when it still does (and says so when it does not).
-static RECENT_BUFFER: BackendLocal<(pg_sys::Oid, pg_sys::Buffer)> =
-    BackendLocal(std::cell::UnsafeCell::new((pg_sys::InvalidOid, 0)));
-
 /// Milliseconds between 1970-01-01 and PostgreSQL's epoch, 2000-01-01 (both UTC).
-pub const PG_EPOCH_UNIX_MS: i64 = 946_684_800_000;
+pub const PG_EPOCH_UNIX_MS: i64 =
+    (pg_sys::POSTGRES_EPOCH_JDATE as i64 - pg_sys::UNIX_EPOCH_JDATE as i64) * 86_400_000;
 
 /// PostgreSQL's clock (`gettimeofday`, the one `clock_timestamp()` reads) in Unix ms.
 pub fn clock_unix_ms() -> i64 {
-    // SAFETY: see `unguarded`.
+    // SAFETY: cannot fail (see `unguarded`).
     let micros_since_2000 = unsafe { unguarded::GetCurrentTimestamp() };
     micros_since_2000.div_euclid(1000) + PG_EPOCH_UNIX_MS
-}
-
-/// Sequences this backend locked in the current transaction (cleared when a new one starts),
-/// as `seqhashtab`'s lxid: the RowExclusiveLock is taken once per transaction.
-static LOCKED: BackendLocal<(pg_sys::LocalTransactionId, Vec<pg_sys::Oid>)> =
-    BackendLocal(std::cell::UnsafeCell::new((0, Vec::new())));
-
-/// Sequences this backend checked, across transactions.
-static CHECKED: BackendLocal<Vec<Checked>> = BackendLocal(std::cell::UnsafeCell::new(Vec::new()));
-
-fn current_lxid() -> pg_sys::LocalTransactionId {
-    // SAFETY: MyProc is set for every backend before any SQL function can run.
-    unsafe {
-        #[cfg(any(feature = "pg13", feature = "pg14", feature = "pg15", feature = "pg16"))]
-        return (*pg_sys::MyProc).lxid;
-        #[cfg(not(any(feature = "pg13", feature = "pg14", feature = "pg15", feature = "pg16")))]
-        return (*pg_sys::MyProc).vxid.lxid;
-    }
 }
 
 /// `lock_and_open_sequence`'s locking: RowExclusiveLock, owned by the top-level transaction
@@ -178,79 +62,73 @@ fn lock_for_transaction(relid: pg_sys::Oid) {
     }
 }
 
-/// An open sequence, checked for issuing values as `nextval()` checks it.
+/// A sequence locked for this transaction and checked for issuing values as `nextval()`
+/// checks it.
 pub struct Sequence {
-    rel: pg_sys::Relation,
-    min: i64,
-    max: i64,
+    relid: pg_sys::Oid,
+    recent_buffer: pg_sys::Buffer,
+    checked: Checked,
 }
 
 impl Sequence {
-    /// Locks and opens `relid`, and refuses as `nextval()` would: not a sequence (42809), no
-    /// USAGE or UPDATE right (42501), a read-only transaction or a standby (25006).
+    /// Locks `relid` and refuses as `nextval()` would: not a sequence (42809), no USAGE or
+    /// UPDATE right (42501), a read-only transaction or a standby (25006), another
+    /// session's temporary sequence (0A000).
     ///
     /// `nextval()` makes its checks on every call; here they are remembered while nothing
     /// can have changed their outcome: same user, no catalog change from another session
-    /// processed since (the lock, taken first, processes any that committed before it), and
-    /// either the same statement or a transaction that has not yet completed a command
-    /// (`cid` 0: none of its own catalog changes is visible). A stream of single-statement
-    /// transactions, each INSERT with `DEFAULT next_id(...)`, thus checks once.
+    /// processed since the check began (the lock, taken first, processes any that committed
+    /// before it), and either
+    /// - the check was made by a transaction that had written nothing, and the current one
+    ///   has written nothing either (no XID: neither can have changed the catalog, so only
+    ///   committed catalog state, covered by the counter, decided or decides the outcome); or
+    /// - the same statement of the same (sub)transaction.
+    ///
+    /// A stream of single-statement transactions, each INSERT with `DEFAULT next_id(...)`,
+    /// thus checks once (the INSERT takes its XID only after the first ID is made).
     pub fn open(relid: pg_sys::Oid) -> Result<Sequence, IdError> {
-        let lxid = current_lxid();
-        // SAFETY: see `unguarded`; LOCKED and CHECKED are only touched by this backend, never
-        // re-entrantly (no PostgreSQL call happens while a reference is alive).
-        let locked = unsafe {
-            let locked = &mut *LOCKED.0.get();
-            if locked.0 != lxid {
-                locked.0 = lxid;
-                locked.1.clear(); // keeps its allocation: none per transaction
-            }
-            locked.1.contains(&relid)
-        };
-        if !locked {
+        let lxid = pg_mirror::current_lxid();
+        let mut entry = sequence_cache::get(relid);
+        if entry.locked_in != lxid {
             lock_for_transaction(relid);
-            // SAFETY: as above.
-            unsafe { (*LOCKED.0.get()).1.push(relid) };
+            entry.locked_in = lxid;
+            sequence_cache::put(entry);
         }
-        // SAFETY: as above; read after locking, so that the lock's processing of invalidation
-        // messages is counted.
-        let (userid, cid, invalidations, known) = unsafe {
-            let known = (*CHECKED.0.get())
-                .iter()
-                .find(|c| c.relid == relid)
-                .copied();
+        // SAFETY: none of these can fail (see `unguarded`); read after locking, so that the
+        // lock's processing of invalidation messages is counted.
+        let (userid, cid, subxid, clean, invalidations) = unsafe {
             (
                 unguarded::GetUserId(),
                 unguarded::GetCurrentCommandId(false),
+                unguarded::GetCurrentSubTransactionId(),
+                unguarded::GetTopTransactionIdIfAny() == pg_sys::InvalidTransactionId,
                 pg_sys::SharedInvalidMessageCounter,
-                known,
             )
         };
-        let fresh = known.filter(|c| {
+        let fresh = entry.checked.filter(|c| {
             c.userid == userid
                 && c.invalidations == invalidations
-                && (cid == 0 || (c.lxid == lxid && c.cid == cid))
+                && ((clean && !c.own_changes)
+                    || (c.lxid == lxid && c.subxid == subxid && c.cid == cid))
         });
         let checked = match fresh {
             Some(c) => c,
             None => {
-                let c = Self::check(relid, lxid, userid, cid)?;
-                // SAFETY: as above.
-                let checked = unsafe { &mut *CHECKED.0.get() };
-                match checked.iter_mut().find(|k| k.relid == relid) {
-                    Some(k) => *k = c,
-                    None => {
-                        if checked.len() == CHECKED_CAPACITY {
-                            checked.clear();
-                        }
-                        checked.push(c)
-                    }
-                }
+                let c = Checked {
+                    invalidations,
+                    own_changes: !clean,
+                    lxid,
+                    subxid,
+                    cid,
+                    ..Self::check(relid, userid)?
+                };
+                entry.checked = Some(c);
+                sequence_cache::put(entry);
                 c
             }
         };
-        // SAFETY: the lock is held, so the relation cannot go away; XactReadOnly is a plain
-        // flag, and the Prevent* functions only run (through pgrx) to raise their errors.
+        // SAFETY: XactReadOnly is a plain flag, and the Prevent* functions only run (through
+        // pgrx) to raise their errors.
         unsafe {
             if pg_sys::XactReadOnly && !checked.local_temp {
                 pg_sys::PreventCommandIfReadOnly(c"next_id()".as_ptr());
@@ -258,47 +136,33 @@ impl Sequence {
             if unguarded::IsInParallelMode() {
                 pg_sys::PreventCommandIfParallelMode(c"next_id()".as_ptr());
             }
-            let rel = unguarded::try_relation_open(relid, pg_sys::NoLock as pg_sys::LOCKMODE);
-            if rel.is_null() {
-                pgrx::error!(
-                    "sequence with OID {} was dropped while in use",
-                    relid.to_u32()
-                );
-            }
-            Ok(Sequence {
-                rel,
-                min: checked.min,
-                max: checked.max,
-            })
         }
+        Ok(Sequence {
+            relid,
+            recent_buffer: entry.recent_buffer,
+            checked,
+        })
     }
 
-    /// The checks nextval() makes on every call.
-    fn check(
-        relid: pg_sys::Oid,
-        lxid: pg_sys::LocalTransactionId,
-        userid: pg_sys::Oid,
-        cid: pg_sys::CommandId,
-    ) -> Result<Checked, IdError> {
-        // SAFETY: we hold a lock on relid; a missing relation is an ERROR (42P01 below).
-        let rel = unsafe { pg_sys::try_relation_open(relid, pg_sys::NoLock as pg_sys::LOCKMODE) };
-        if rel.is_null() {
-            pgrx::ereport!(
-                ERROR,
-                pgrx::PgSqlErrorCode::ERRCODE_UNDEFINED_TABLE,
-                format!("sequence with OID {} does not exist", relid.to_u32())
-            );
-        }
-        let seq = Sequence {
-            rel,
-            min: 0,
-            max: 0,
-        };
+    /// The checks nextval() makes on every call, and what they read of the relation (the
+    /// caller fills in where they were made).
+    fn check(relid: pg_sys::Oid, userid: pg_sys::Oid) -> Result<Checked, IdError> {
+        let rel = Relation::open(relid);
         // SAFETY: rel is open, so rd_rel is valid.
-        let (relkind, local_temp) = unsafe { ((*(*rel).rd_rel).relkind, (*rel).rd_islocaltemp) };
+        let (relkind, persistence, local_temp) = unsafe {
+            let form = &*(*rel.0).rd_rel;
+            (form.relkind, form.relpersistence, (*rel.0).rd_islocaltemp)
+        };
         if relkind as u8 != pg_sys::RELKIND_SEQUENCE {
             return Err(IdError::NotASequence {
-                relation: seq.close_returning_name(),
+                relation: rel.name(),
+            });
+        }
+        // RELATION_IS_OTHER_TEMP: its pages live in another backend's local buffers, and
+        // ReadBuffer would raise this same error.
+        if persistence as u8 == pg_sys::RELPERSISTENCE_TEMP && !local_temp {
+            return Err(IdError::OtherSessionsTemporary {
+                sequence: rel.name(),
             });
         }
         // SAFETY: catalog lookups on an open relation.
@@ -311,101 +175,69 @@ impl Sequence {
         };
         if !allowed {
             return Err(IdError::PermissionDenied {
-                sequence: seq.close_returning_name(),
+                sequence: rel.name(),
             });
         }
-        let (min, max) = seq.limits();
-        // SAFETY: read after the checks, so an invalidation they caused is counted.
-        let invalidations = unsafe { pg_sys::SharedInvalidMessageCounter };
-        seq.close();
+        let (min, max) = limits(relid);
+        // SAFETY: rel is open.
+        let (needs_wal, locator) = unsafe {
+            (
+                pg_mirror::relation_needs_wal(rel.0),
+                pg_mirror::rel_locator(rel.0),
+            )
+        };
         Ok(Checked {
-            relid,
             userid,
-            invalidations,
-            lxid,
-            cid,
+            invalidations: 0,
+            own_changes: true,
+            lxid: 0,
+            subxid: 0,
+            cid: 0,
             local_temp,
+            needs_wal,
+            locator,
             min,
             max,
         })
     }
 
-    /// The sequence's MINVALUE and MAXVALUE, from `pg_sequence` (the syscache, as nextval()).
-    fn limits(&self) -> (i64, i64) {
-        // SAFETY: SEQRELID lookup of an open sequence; the tuple is released right after use.
-        unsafe {
-            let relid = (*self.rel).rd_id;
-            let tuple =
-                pg_sys::SearchSysCache1(pg_sys::SysCacheIdentifier::SEQRELID as _, relid.into());
-            if tuple.is_null() {
-                pgrx::error!("cache lookup failed for sequence {}", relid.to_u32());
-            }
-            let options = &*(pg_sys::GETSTRUCT(tuple) as *const SequenceOptions);
-            let limits = (options.seqmin, options.seqmax);
-            pg_sys::ReleaseSysCache(tuple);
-            limits
-        }
-    }
-
+    /// The sequence's name, for messages.
     pub fn name(&self) -> String {
-        // SAFETY: rd_rel->relname is a NUL-terminated NameData while the relation is open.
-        unsafe {
-            CStr::from_ptr((*(*self.rel).rd_rel).relname.data.as_ptr())
-                .to_string_lossy()
-                .into_owned()
-        }
+        Relation::open(self.relid).name()
     }
 
     /// Whether the sequence's range admits `id`; else the error to raise.
     pub fn check_holds(&self, id: i64) -> Result<(), IdError> {
-        if (self.min..=self.max).contains(&id) {
+        let Checked { min, max, .. } = self.checked;
+        if (min..=max).contains(&id) {
             Ok(())
         } else {
             Err(IdError::SequenceTooSmall {
                 sequence: self.name(),
                 id,
-                min: self.min,
-                max: self.max,
+                min,
+                max,
             })
         }
     }
 
     pub fn max(&self) -> i64 {
-        self.max
+        self.checked.max
     }
 
-    fn close_returning_name(self) -> String {
-        let name = self.name();
-        self.close();
-        name
-    }
-
-    pub fn close(self) {
-        // SAFETY: opened in `open` with NoLock; the lock stays with the transaction.
-        unsafe { unguarded::relation_close(self.rel, pg_sys::NoLock as pg_sys::LOCKMODE) }
-    }
-
-    fn needs_wal(&self) -> bool {
-        // SAFETY: RelationNeedsWAL() on an open relation.
-        unsafe {
-            let rel = &*self.rel;
-            (*rel.rd_rel).relpersistence as u8 == pg_sys::RELPERSISTENCE_PERMANENT
-                && (pg_sys::wal_level >= pg_sys::WalLevel::WAL_LEVEL_REPLICA as i32
-                    || (rel.rd_createSubid == INVALID_SUBTRANSACTION_ID
-                        && rel.rd_firstRelfilenodeSubid == INVALID_SUBTRANSACTION_ID))
-        }
-    }
+    /// Done with the sequence (its lock stays with the transaction, as nextval()'s).
+    pub fn close(self) {}
 
     /// `read_seq_tuple`: pins and exclusively locks the sequence's page.
     pub fn lock_tuple(&self) -> LockedTuple<'_> {
         // SAFETY: mirrors read_seq_tuple(); the page is a sequence page (magic checked) with
         // one normal item, the tuple, which we only touch under the exclusive buffer lock.
         unsafe {
-            let buf = read_sequence_page(self.rel);
+            let buf = self.pin_page();
             unguarded::LockBuffer(buf, pg_sys::BUFFER_LOCK_EXCLUSIVE as i32);
             let page = pg_sys::BufferGetPage(buf);
             let magic = *(pg_sys::PageGetSpecialPointer(page) as *const u32);
-            if magic != SEQ_MAGIC {
+            if magic != pg_mirror::SEQ_MAGIC {
                 pgrx::error!(
                     "bad magic number in sequence \"{}\": {magic:08X}",
                     self.name()
@@ -434,6 +266,87 @@ impl Sequence {
                 data,
             }
         }
+    }
+
+    /// Pins the sequence's only page: through `ReadRecentBuffer` when the buffer that held it
+    /// last time still does (no buffer-mapping lookup, no relcache lookup), else opens the
+    /// relation and `ReadBuffer`s it, both through pgrx's guard, and remembers the buffer.
+    ///
+    /// # Safety
+    /// The sequence is locked by this transaction.
+    unsafe fn pin_page(&self) -> pg_sys::Buffer {
+        let recent = self.recent_buffer;
+        // SAFETY: ReadRecentBuffer checks that the buffer still holds this file's block 0
+        // and pins it only then (see `unguarded` for why it may go unguarded).
+        if recent != 0
+            && unsafe {
+                unguarded::ReadRecentBuffer(
+                    self.checked.locator,
+                    pg_sys::ForkNumber::MAIN_FORKNUM,
+                    0,
+                    recent,
+                )
+            }
+        {
+            return recent;
+        }
+        let rel = Relation::open(self.relid);
+        // SAFETY: an open, locked relation; pgrx's guard turns an ERROR into a panic.
+        let buf = unsafe { pg_sys::ReadBuffer(rel.0, 0) };
+        drop(rel);
+        sequence_cache::set_recent_buffer(self.relid, buf);
+        buf
+    }
+}
+
+/// A relation opened through pgrx's guard (`try_relation_open` with NoLock: the caller
+/// holds a lock), closed when dropped.
+struct Relation(pg_sys::Relation);
+
+impl Relation {
+    fn open(relid: pg_sys::Oid) -> Relation {
+        // SAFETY: the caller holds a lock on relid; a missing relation is an ERROR.
+        let rel = unsafe { pg_sys::try_relation_open(relid, pg_sys::NoLock as pg_sys::LOCKMODE) };
+        if rel.is_null() {
+            pgrx::ereport!(
+                ERROR,
+                pgrx::PgSqlErrorCode::ERRCODE_UNDEFINED_TABLE,
+                format!("sequence with OID {} does not exist", relid.to_u32())
+            );
+        }
+        Relation(rel)
+    }
+
+    fn name(&self) -> String {
+        // SAFETY: rd_rel->relname is a NUL-terminated NameData while the relation is open.
+        unsafe {
+            CStr::from_ptr((*(*self.0).rd_rel).relname.data.as_ptr())
+                .to_string_lossy()
+                .into_owned()
+        }
+    }
+}
+
+impl Drop for Relation {
+    fn drop(&mut self) {
+        // SAFETY: opened in `open` with NoLock; the lock stays with the transaction.
+        unsafe { pg_sys::relation_close(self.0, pg_sys::NoLock as pg_sys::LOCKMODE) }
+    }
+}
+
+/// The sequence's MINVALUE and MAXVALUE, from `pg_sequence` (the syscache, as nextval()).
+fn limits(relid: pg_sys::Oid) -> (i64, i64) {
+    // SAFETY: SEQRELID lookup of a locked sequence; the tuple is released right after use.
+    unsafe {
+        let tuple =
+            pg_sys::SearchSysCache1(pg_sys::SysCacheIdentifier::SEQRELID as _, relid.into());
+        if tuple.is_null() {
+            pgrx::error!("cache lookup failed for sequence {}", relid.to_u32());
+        }
+        let options = &*(pg_sys::GETSTRUCT(tuple) as *const SequenceOptions);
+        let limits = (options.seqmin, options.seqmax);
+        pg_sys::ReleaseSysCache(tuple);
+        limits
     }
 }
 
@@ -473,14 +386,14 @@ impl LockedTuple<'_> {
         // locked; between START_CRIT_SECTION and END_CRIT_SECTION nothing may fail.
         unsafe {
             let data = &mut *self.data;
-            let needs_wal = self.seq.needs_wal();
-            let log = needs_wal
-                && (id > data.log_cnt || page_lsn(self.page) <= unguarded::GetRedoRecPtr());
+            let log = self.seq.checked.needs_wal
+                && (id > data.log_cnt
+                    || pg_mirror::page_lsn(self.page) <= unguarded::GetRedoRecPtr());
             if log {
                 // Outside the critical section: commit must flush WAL past our record.
                 pg_sys::GetTopTransactionId();
             }
-            pg_sys::CritSectionCount += 1;
+            pg_mirror::start_crit_section();
             unguarded::MarkBufferDirty(self.buf);
             if log {
                 data.last_value = logged_ahead;
@@ -488,70 +401,23 @@ impl LockedTuple<'_> {
                 data.is_called = true;
                 pg_sys::XLogBeginInsert();
                 pg_sys::XLogRegisterBuffer(0, self.buf, pg_sys::REGBUF_WILL_INIT as u8);
-                let mut record: XlSeqRec = std::mem::zeroed();
-                #[cfg(any(feature = "pg13", feature = "pg14", feature = "pg15"))]
-                {
-                    record.node = (*self.seq.rel).rd_node;
-                }
-                #[cfg(not(any(feature = "pg13", feature = "pg14", feature = "pg15")))]
-                {
-                    record.locator = (*self.seq.rel).rd_locator;
-                }
+                let mut record = XlSeqRec {
+                    locator: self.seq.checked.locator,
+                };
                 pg_sys::XLogRegisterData(
                     &mut record as *mut XlSeqRec as *mut _,
                     std::mem::size_of::<XlSeqRec>() as _,
                 );
                 pg_sys::XLogRegisterData(self.tuple.t_data as *mut _, self.tuple.t_len as _);
-                let lsn = pg_sys::XLogInsert(pg_sys::RmgrIds::RM_SEQ_ID as u8, XLOG_SEQ_LOG);
-                set_page_lsn(self.page, lsn);
+                let lsn =
+                    pg_sys::XLogInsert(pg_sys::RmgrIds::RM_SEQ_ID as u8, pg_mirror::XLOG_SEQ_LOG);
+                pg_mirror::set_page_lsn(self.page, lsn);
             }
             data.last_value = id;
             data.is_called = true;
-            pg_sys::CritSectionCount -= 1;
+            pg_mirror::end_crit_section();
             unguarded::UnlockReleaseBuffer(self.buf);
         }
         self.data = std::ptr::null_mut();
     }
-}
-
-/// Pins the sequence's only page: through `ReadRecentBuffer` when the buffer that held it
-/// last time still does (no buffer-mapping lookup), else `ReadBuffer`.
-///
-/// # Safety
-/// `rel` is an open sequence relation, locked by this transaction.
-unsafe fn read_sequence_page(rel: pg_sys::Relation) -> pg_sys::Buffer {
-    // SAFETY: see `unguarded`; RECENT_BUFFER is this backend's, not borrowed elsewhere.
-    unsafe {
-        let relid = (*rel).rd_id;
-        let recent = &mut *RECENT_BUFFER.0.get();
-        #[cfg(any(feature = "pg14", feature = "pg15"))]
-        let locator = (*rel).rd_node;
-        #[cfg(not(any(feature = "pg13", feature = "pg14", feature = "pg15")))]
-        let locator = (*rel).rd_locator;
-        #[cfg(not(feature = "pg13"))] // ReadRecentBuffer is new in PostgreSQL 14
-        if recent.0 == relid
-            && recent.1 != 0
-            && unguarded::ReadRecentBuffer(locator, pg_sys::ForkNumber::MAIN_FORKNUM, 0, recent.1)
-        {
-            return recent.1;
-        }
-        let buf = unguarded::ReadBuffer(rel, 0);
-        *recent = (relid, buf);
-        buf
-    }
-}
-
-/// `PageGetLSN`.
-unsafe fn page_lsn(page: pg_sys::Page) -> u64 {
-    // SAFETY: page is a locked buffer page; pd_lsn is its first field.
-    let lsn = unsafe { (*(page as *const pg_sys::PageHeaderData)).pd_lsn };
-    (lsn.xlogid as u64) << 32 | lsn.xrecoff as u64
-}
-
-/// `PageSetLSN`.
-unsafe fn set_page_lsn(page: pg_sys::Page, lsn: u64) {
-    // SAFETY: page is a locked buffer page; pd_lsn is its first field.
-    let header = unsafe { &mut *(page as *mut pg_sys::PageHeaderData) };
-    header.pd_lsn.xlogid = (lsn >> 32) as u32;
-    header.pd_lsn.xrecoff = lsn as u32;
 }

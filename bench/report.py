@@ -1,0 +1,123 @@
+"""Renders bench/results.json as the Markdown tables of BENCHMARKS.md (between its
+`<!-- figures -->` markers), so that every figure there comes from the file, not by hand:
+    python3 bench/report.py            rewrite BENCHMARKS.md's figures
+    python3 bench/report.py --print    print them
+"""
+
+import json
+import os
+import re
+import statistics
+import sys
+
+HERE = os.path.dirname(os.path.abspath(__file__))
+sys.path.insert(0, HERE)
+from bench import round_ratios  # noqa: E402
+
+
+def x(v):
+    return f"{v:.2f}×"
+
+
+def ms(s):
+    return f"{s['median']:.0f} ({s['min']:.0f}–{s['max']:.0f})"
+
+
+def ratio_range(times, a, b, base=None):
+    r = round_ratios(times, a, b, base)
+    return statistics.median(r), min(r), max(r)
+
+
+def per_version(major, res):
+    pc, ins, dec, rat = res["per_call"], res["inserts"], res["decoders"], res["ratios"]
+    out = [f"### PostgreSQL {res['postgres']}", ""]
+    out.append("| 1M calls: `SELECT count(f()) FROM generate_series(1,1000000)` | ms, median (min–max) | per call, net of the empty query, vs `nextval()` (within-round median, min–max) |")
+    out.append("|---|---|---|")
+    base = "empty generate_series"
+    rows = [("empty `generate_series`", base, None, None),
+            ("`nextval('s')`", "nextval()", "nextval()", base),
+            ("**`next_id(5, 's')`**", "next_id()", "nextval()", base),
+            ("`gen_random_uuid()`", "gen_random_uuid()", "nextval()", base)]
+    if "uuidv7()" in pc:
+        rows.append(("`uuidv7()` (built in)", "uuidv7()", "nextval()", base))
+    rows.append(("Instagram's PL/pgSQL `insta5.next_id()`", "Instagram PL/pgSQL", "nextval()", base))
+    four_base = "empty, 4 sequences in rotation"
+    rows += [("empty, with the 4-way rotation `(arr)[g % 4 + 1]`", four_base, None, None),
+             ("`nextval()`, 4 sequences in rotation", "nextval(), 4 sequences in rotation", "nextval(), 4 sequences in rotation", four_base),
+             ("**`next_id()`, 4 sequences in rotation**", "next_id(), 4 sequences in rotation", "nextval(), 4 sequences in rotation", four_base)]
+    for label, a, b, empty in rows:
+        if b is None:
+            out.append(f"| {label} | {ms(pc[a])} | — |")
+        else:
+            med, lo, hi = ratio_range(pc, a, b, empty)
+            out.append(f"| {label} | {ms(pc[a])} | {x(med)} ({lo:.2f}–{hi:.2f}) |")
+    out.append("")
+    out.append("| INSERT, 4 sessions, single-row, `synchronous_commit=off` | tps, median (min–max) | vs bigserial (within-run median) | table | index |")
+    out.append("|---|---|---|---|---|")
+    for name, t in ins["tps"].items():
+        ratio = statistics.median(a / b for a, b in zip(t["runs"], ins["tps"]["bigserial"]["runs"]))
+        size = ins["sizes_after_1M_rows"][name]
+        label = {"DEFAULT next_id": "**`bigint DEFAULT next_id(5, 't_seq')`**", "bigserial": "`bigserial`"}.get(name, f"`{name}`")
+        out.append(f"| {label} | {t['median']:,.0f} ({t['min']:,.0f}–{t['max']:,.0f}) | {x(ratio)} | "
+                   f"{size['table_bytes'] / 2**20:.1f} MB | {size['index_bytes'] / 2**20:.1f} MB |")
+    out.append("")
+    out.append("| decoding 1M IDs from a table (15 rounds) | ms, median (min–max) |")
+    out.append("|---|---|")
+    for name, t in dec.items():
+        out.append(f"| {name} | {ms(t)} |")
+    out.append("")
+    sat = res["saturation"]
+    out.append(f"Decoders: `id_timestamp` {x(rat['id_timestamp / SQL arithmetic (whole statement)'])} the SQL "
+               f"arithmetic, `id_shard` {x(rat['id_shard / SQL arithmetic (whole statement)'])} (whole statement). "
+               f"One shard saturated by one session for 10 s: {sat['ids_per_second_overall']:,.0f} IDs/s overall, "
+               f"{(sat['ids_per_second_at_the_lead_bound'] or 0):,.0f} at the lead bound "
+               f"({x(rat['saturated shard / layout ceiling (at the lead bound)'])} the ceiling), lead at most "
+               f"{sat['max_lead_ms']:.0f} ms.")
+    out.append("")
+    conc = res["concurrency_ids_per_second"]
+    out.append("| pgbench, 1,000 IDs per statement, 3 s, IDs/s | " + " | ".join(f"{c} sessions" for c in next(iter(conc.values()))) + " |")
+    out.append("|---|" + "---|" * len(next(iter(conc.values()))))
+    for name, per in conc.items():
+        out.append(f"| {name} | " + " | ".join(f"{v:,.0f}" for v in per.values()) + " |")
+    out.append("")
+    took = f"measurement {res['measurement_seconds'] / 60:.1f} min"
+    if "command_seconds" in res:
+        took += f", whole command for this version {res['command_seconds'] / 60:.1f} min"
+    out.append(f"({took}.)")
+    out.append("")
+    return out
+
+
+def summary(everything):
+    out = ["| PostgreSQL | `next_id`/`nextval` per call, 1 sequence | 4 sequences in rotation | INSERT tps `next_id`/`bigserial` | other |",
+           "|---|---|---|---|---|"]
+    for major, res in everything.items():
+        r = res["ratios"]
+        other = f"PL/pgSQL {r['PL/pgSQL / next_id (per call, net)']:.1f}× `next_id`; `gen_random_uuid` {x(r['gen_random_uuid / next_id (per call, net)'])}"
+        if "uuidv7 / next_id (per call, net)" in r:
+            other += f"; `uuidv7` {x(r['uuidv7 / next_id (per call, net)'])} `next_id` per call, INSERT `next_id`/`uuidv7` {x(r['INSERT tps next_id / uuidv7'])}"
+        out.append(f"| {res['postgres'].split()[0]} | **{x(r['next_id / nextval (per call, net of the empty baseline)'])}** | "
+                   f"**{x(r['next_id / nextval, 4 sequences in rotation (per call, net)'])}** | "
+                   f"**{x(r['INSERT tps next_id / bigserial'])}** | {other} |")
+    return out
+
+
+def render():
+    everything = json.load(open(os.path.join(HERE, "results.json")))
+    lines = ["<!-- figures: generated by `python3 bench/report.py` from bench/results.json -->", ""]
+    lines += summary(everything) + [""]
+    for major, res in everything.items():
+        lines += per_version(major, res)
+    lines.append("<!-- /figures -->")
+    return "\n".join(lines)
+
+
+if __name__ == "__main__":
+    text = render()
+    if "--print" in sys.argv:
+        print(text)
+    else:
+        path = os.path.join(HERE, "..", "BENCHMARKS.md")
+        doc = open(path).read()
+        doc = re.sub(r"<!-- figures:.*?<!-- /figures -->", lambda _: text, doc, flags=re.S)
+        open(path, "w").write(doc)

@@ -1,0 +1,183 @@
+//! PostgreSQL's C definitions that `sequence_state` needs and pgrx does not bind, mirrored
+//! by hand from `commands/sequence.h`, `catalog/pg_sequence.h`, `access/xact.h` and
+//! `miscadmin.h` of PostgreSQL 15, 17 and 18 (identical there, save the relfilenode's
+//! rename to "relfilelocator" in 16 and `PGPROC.lxid`'s move into `vxid` in 17). The
+//! `const` assertions below fail the build if a mirror's size drifts from the C struct's.
+//!
+//! Also here: the few functions the hot path calls without pgrx's guard ([`unguarded`]),
+//! and `START_CRIT_SECTION`/`END_CRIT_SECTION` under their C names.
+
+use pgrx::pg_sys;
+use std::mem::size_of;
+
+/// `sequence_magic`: the special space of a sequence page.
+pub const SEQ_MAGIC: u32 = 0x1717;
+/// `InvalidSubTransactionId`.
+pub const INVALID_SUBTRANSACTION_ID: pg_sys::SubTransactionId = 0;
+/// `XLOG_SEQ_LOG`, the one record type of the sequence resource manager.
+pub const XLOG_SEQ_LOG: u8 = 0x00;
+
+#[cfg(not(feature = "pg15"))]
+pub use pg_sys::RelFileLocator;
+/// `RelFileLocator` (PostgreSQL 16 and later), `RelFileNode` before: where a relation's
+/// files are.
+#[cfg(feature = "pg15")]
+pub use pg_sys::RelFileNode as RelFileLocator;
+const _: () = assert!(size_of::<RelFileLocator>() == 12);
+
+/// `FormData_pg_sequence_data`: the sequence relation's single tuple.
+#[repr(C)]
+pub struct SequenceData {
+    pub last_value: i64,
+    pub log_cnt: i64,
+    pub is_called: bool,
+}
+const _: () = assert!(size_of::<SequenceData>() == 24);
+
+/// `FormData_pg_sequence`: the sequence's catalog row (its options).
+#[repr(C)]
+pub struct SequenceOptions {
+    pub seqrelid: pg_sys::Oid,
+    pub seqtypid: pg_sys::Oid,
+    pub seqstart: i64,
+    pub seqincrement: i64,
+    pub seqmax: i64,
+    pub seqmin: i64,
+    pub seqcache: i64,
+    pub seqcycle: bool,
+}
+const _: () = assert!(size_of::<SequenceOptions>() == 56);
+const _: () = assert!(std::mem::offset_of!(SequenceOptions, seqmax) == 24);
+
+/// `xl_seq_rec`: the header of an `XLOG_SEQ_LOG` record, followed by the tuple.
+#[repr(C)]
+pub struct XlSeqRec {
+    pub locator: RelFileLocator,
+}
+const _: () = assert!(size_of::<XlSeqRec>() == 12);
+
+/// The relation's file locator (`rd_locator`, `rd_node` before 16).
+///
+/// # Safety
+/// `rel` is an open relation.
+pub unsafe fn rel_locator(rel: pg_sys::Relation) -> RelFileLocator {
+    // SAFETY: the caller's.
+    unsafe {
+        #[cfg(feature = "pg15")]
+        return (*rel).rd_node;
+        #[cfg(not(feature = "pg15"))]
+        return (*rel).rd_locator;
+    }
+}
+
+/// `RelationNeedsWAL()`: whether changes to the relation are WAL-logged (not for
+/// temporary and unlogged relations, nor, under `wal_level = minimal`, for one whose file
+/// this transaction created).
+///
+/// # Safety
+/// `rel` is an open relation.
+pub unsafe fn relation_needs_wal(rel: pg_sys::Relation) -> bool {
+    // SAFETY: the caller's.
+    unsafe {
+        let rel = &*rel;
+        #[cfg(feature = "pg15")]
+        let first_file_subid = rel.rd_firstRelfilenodeSubid;
+        #[cfg(not(feature = "pg15"))]
+        let first_file_subid = rel.rd_firstRelfilelocatorSubid;
+        (*rel.rd_rel).relpersistence as u8 == pg_sys::RELPERSISTENCE_PERMANENT
+            && (pg_sys::wal_level >= pg_sys::WalLevel::WAL_LEVEL_REPLICA as i32
+                || (rel.rd_createSubid == INVALID_SUBTRANSACTION_ID
+                    && first_file_subid == INVALID_SUBTRANSACTION_ID))
+    }
+}
+
+/// This backend's local transaction ID (`MyProc->lxid`; `MyProc->vxid.lxid` from 17).
+pub fn current_lxid() -> pg_sys::LocalTransactionId {
+    // SAFETY: MyProc is set for every backend before any SQL function can run.
+    unsafe {
+        #[cfg(feature = "pg15")]
+        return (*pg_sys::MyProc).lxid;
+        #[cfg(not(feature = "pg15"))]
+        return (*pg_sys::MyProc).vxid.lxid;
+    }
+}
+
+/// `START_CRIT_SECTION()`: until [`end_crit_section`], any ERROR becomes a PANIC (the
+/// server restarts and replays WAL), so a half-made change can never be left behind.
+///
+/// # Safety
+/// Must be paired with [`end_crit_section`]; nothing in between may allocate.
+pub unsafe fn start_crit_section() {
+    // SAFETY: a plain counter of this backend's.
+    unsafe { pg_sys::CritSectionCount += 1 }
+}
+
+/// `END_CRIT_SECTION()`.
+///
+/// # Safety
+/// Closes the section [`start_crit_section`] opened.
+pub unsafe fn end_crit_section() {
+    // SAFETY: a plain counter of this backend's, raised by start_crit_section.
+    unsafe {
+        debug_assert!(pg_sys::CritSectionCount > 0);
+        pg_sys::CritSectionCount -= 1;
+    }
+}
+
+/// `PageGetLSN`.
+///
+/// # Safety
+/// `page` is a pinned and locked buffer page.
+pub unsafe fn page_lsn(page: pg_sys::Page) -> u64 {
+    // SAFETY: pd_lsn is the page header's first field.
+    let lsn = unsafe { (*(page as *const pg_sys::PageHeaderData)).pd_lsn };
+    (lsn.xlogid as u64) << 32 | lsn.xrecoff as u64
+}
+
+/// `PageSetLSN`.
+///
+/// # Safety
+/// `page` is a pinned and exclusively locked buffer page.
+pub unsafe fn set_page_lsn(page: pg_sys::Page, lsn: u64) {
+    // SAFETY: pd_lsn is the page header's first field.
+    let header = unsafe { &mut *(page as *mut pg_sys::PageHeaderData) };
+    header.pd_lsn.xlogid = (lsn >> 32) as u32;
+    header.pd_lsn.xrecoff = lsn as u32;
+}
+
+/// PostgreSQL functions the steady path calls on every ID *without* pgrx's FFI guard (a
+/// `sigsetjmp` and a thread check per call, which together cost as much as `nextval()`
+/// itself on this path). Each is here because it cannot raise an ERROR in a working
+/// server, or only "out of memory" while enlarging the resource owner's arrays
+/// (`ReadRecentBuffer`). Should one raise, PostgreSQL's longjmp passes over frames of ours
+/// that hold only plain data: no value with a destructor is alive across these calls and
+/// no reference into the per-backend cache is held (`sequence_cache` copies entries out
+/// and back), so nothing of Rust's is skipped; the transaction's abort then releases the
+/// pin and the buffer lock, as for `nextval()`.
+///
+/// What can fail in ordinary use goes through pgrx's guard (`pg_sys::...`): locking,
+/// opening the relation, `ReadBuffer` when the page is not in the buffer we remember,
+/// catalog and permission checks, taking a transaction ID, WAL insertion.
+pub mod unguarded {
+    use super::RelFileLocator;
+    use pgrx::pg_sys::{BlockNumber, Buffer, CommandId, ForkNumber, Oid, TimestampTz};
+    use pgrx::pg_sys::{SubTransactionId, TransactionId, XLogRecPtr};
+    unsafe extern "C" {
+        pub fn GetCurrentTimestamp() -> TimestampTz;
+        pub fn GetUserId() -> Oid;
+        pub fn GetCurrentCommandId(used: bool) -> CommandId;
+        pub fn GetCurrentSubTransactionId() -> SubTransactionId;
+        pub fn GetTopTransactionIdIfAny() -> TransactionId;
+        pub fn IsInParallelMode() -> bool;
+        pub fn ReadRecentBuffer(
+            rel: RelFileLocator,
+            fork: ForkNumber::Type,
+            block: BlockNumber,
+            recent: Buffer,
+        ) -> bool;
+        pub fn LockBuffer(buf: Buffer, mode: i32);
+        pub fn MarkBufferDirty(buf: Buffer);
+        pub fn UnlockReleaseBuffer(buf: Buffer);
+        pub fn GetRedoRecPtr() -> XLogRecPtr;
+    }
+}

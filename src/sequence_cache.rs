@@ -1,0 +1,117 @@
+//! What a backend remembers per sequence between calls, as `sequence.c`'s `SeqTableData`
+//! does for `nextval()`: one entry per sequence the session has used, so the fast path
+//! holds when a statement or transaction uses several sequences in turn (a transaction
+//! writing to several tables; Instagram's thousands of shards).
+//!
+//! Each entry holds (1) the transaction in which the backend last took the sequence's
+//! `RowExclusiveLock` (once per transaction, as `lock_and_open_sequence`), (2) the buffer
+//! that last held the sequence's page (`ReadRecentBuffer` checks that it still does), and
+//! (3) the outcome of the checks `nextval()` makes on every call, with what decides how
+//! long it holds (see `Sequence::open`).
+//!
+//! The table lives for the backend (each backend is one thread: pgrx enforces it) and, like
+//! `SeqTable`, only grows: an entry is ~80 bytes. Entries are copied out and written back
+//! ([`get`], [`put`]), so that no reference into the table is alive while PostgreSQL runs.
+
+use pgrx::pg_sys;
+use std::cell::UnsafeCell;
+use std::collections::HashMap;
+use std::hash::{BuildHasherDefault, Hasher};
+
+/// The outcome of `nextval()`'s checks on a sequence, and where and when they were made.
+#[derive(Clone, Copy)]
+pub struct Checked {
+    pub userid: pg_sys::Oid,
+    /// `SharedInvalidMessageCounter` read *before* the check (after locking the sequence):
+    /// any catalog change committed by another session since the check began (a REVOKE,
+    /// ALTER SEQUENCE, DROP), even one that committed while the check itself waited for a
+    /// catalog lock, has moved it.
+    pub invalidations: u64,
+    /// Whether the checking transaction had written anything (it had an XID): then the check
+    /// may rest on its own uncommitted catalog changes (a GRANT), which a rollback undoes
+    /// without any invalidation message, so the check holds only where it was made.
+    pub own_changes: bool,
+    /// Where the check was made: transaction, subtransaction (a `ROLLBACK TO` starts a new
+    /// one) and command.
+    pub lxid: pg_sys::LocalTransactionId,
+    pub subxid: pg_sys::SubTransactionId,
+    pub cid: pg_sys::CommandId,
+    /// What the check read from the relation and its catalog row. The file locator and
+    /// whether changes are WAL-logged change only with the catalog (ALTER SEQUENCE ...
+    /// RESTART, TRUNCATE ... RESTART IDENTITY give the sequence a new file), so they hold
+    /// exactly as long as the check does; the fast path needs no relcache lookup.
+    pub local_temp: bool,
+    pub needs_wal: bool,
+    pub locator: crate::pg_mirror::RelFileLocator,
+    pub min: i64,
+    pub max: i64,
+}
+
+/// One sequence's entry.
+#[derive(Clone, Copy)]
+pub struct Entry {
+    pub relid: pg_sys::Oid,
+    /// The local transaction ID in which this backend took the sequence's lock (0: never).
+    pub locked_in: pg_sys::LocalTransactionId,
+    /// The buffer that last held the sequence's page (0: none yet).
+    pub recent_buffer: pg_sys::Buffer,
+    pub checked: Option<Checked>,
+}
+
+/// A multiplicative hash of the OID: OIDs are distinct small integers, and this table is
+/// looked up on every call (std's SipHash costs more than the rest of the lookup).
+#[derive(Default)]
+struct OidHasher(u64);
+
+impl Hasher for OidHasher {
+    fn finish(&self) -> u64 {
+        self.0
+    }
+    fn write(&mut self, bytes: &[u8]) {
+        for &b in bytes {
+            self.0 = (self.0.rotate_left(8) ^ b as u64).wrapping_mul(0x9E37_79B9_7F4A_7C15);
+        }
+    }
+    fn write_u32(&mut self, n: u32) {
+        self.0 = (n as u64 ^ self.0).wrapping_mul(0x9E37_79B9_7F4A_7C15);
+    }
+}
+
+type Table = HashMap<pg_sys::Oid, Entry, BuildHasherDefault<OidHasher>>;
+
+/// The backend's table. A `static` rather than a `thread_local!`: a backend is one thread,
+/// and the lookup is on the hot path.
+struct BackendLocal(UnsafeCell<Table>);
+// SAFETY: PostgreSQL backends are single-threaded; only the backend's thread touches this.
+unsafe impl Sync for BackendLocal {}
+
+static TABLE: BackendLocal = BackendLocal(UnsafeCell::new(HashMap::with_hasher(
+    BuildHasherDefault::new(),
+)));
+
+/// The entry for `relid`, or a blank one.
+pub fn get(relid: pg_sys::Oid) -> Entry {
+    // SAFETY: only this backend's thread uses TABLE, never re-entrantly (no PostgreSQL call
+    // is made while the reference lives).
+    let table = unsafe { &*TABLE.0.get() };
+    table.get(&relid).copied().unwrap_or(Entry {
+        relid,
+        locked_in: 0,
+        recent_buffer: 0,
+        checked: None,
+    })
+}
+
+/// Stores `entry` as its sequence's.
+pub fn put(entry: Entry) {
+    // SAFETY: as in `get`.
+    let table = unsafe { &mut *TABLE.0.get() };
+    table.insert(entry.relid, entry);
+}
+
+/// Remembers the buffer that now holds `relid`'s page.
+pub fn set_recent_buffer(relid: pg_sys::Oid, buffer: pg_sys::Buffer) {
+    let mut entry = get(relid);
+    entry.recent_buffer = buffer;
+    put(entry);
+}
