@@ -27,7 +27,7 @@ bind /dev
 bind "$HOME/.cargo"
 bind "$HOME/.rustup"
 bind "$repo"
-cp -f /etc/resolv.conf "$root/etc/resolv.conf" 2>/dev/null || true
+cp -f /etc/resolv.conf /etc/hosts "$root/etc/" 2>/dev/null || true   # sudo resolves the host name
 
 # The environment inside: what the scripts read, nothing else of the host's.
 pass=()
