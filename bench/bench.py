@@ -13,7 +13,7 @@ import subprocess
 import tempfile
 import time
 
-ROUNDS = 5
+ROUNDS = int(os.environ.get("BENCH_ROUNDS", 5))
 HERE = os.path.dirname(os.path.abspath(__file__))
 PGBENCH = os.path.join(os.environ.get("PGBIN", "/usr/lib/postgresql/15/bin"), "pgbench")
 
@@ -59,19 +59,67 @@ CREATE TABLE ids AS SELECT make_id(timestamptz '2024-01-01' + g * interval '37 m
 VACUUM ANALYZE ids;
 """
 
+# Baselines for the "Choosing an ID scheme" table: what people write in SQL for each scheme.
+# Flickr's ticket servers are two PostgreSQL servers, one `INCREMENT 2 START 1`, the other
+# `START 2`: locally a nextval() (plus, in production, a round trip to a ticket server).
+SCHEMES_SETUP = """
+CREATE SEQUENCE IF NOT EXISTS flickr_odd INCREMENT 2 START 1;
+CREATE SEQUENCE IF NOT EXISTS tsid_seq;
+-- UUID v7 in SQL: a v4 with its first 48 bits replaced by Unix ms and the version set to 7.
+CREATE OR REPLACE FUNCTION uuidv7_sql() RETURNS uuid LANGUAGE sql VOLATILE AS $$
+  SELECT encode(set_bit(set_bit(overlay(uuid_send(gen_random_uuid())
+           PLACING substring(int8send(floor(extract(epoch FROM clock_timestamp()) * 1000)::bigint) FROM 3)
+           FROM 1 FOR 6), 52, 1), 53, 1), 'hex')::uuid
+$$;
+-- ULID in PL/pgSQL: 48-bit Unix ms and 80 random bits, Crockford base32.
+CREATE OR REPLACE FUNCTION ulid_sql() RETURNS text LANGUAGE plpgsql VOLATILE AS $$
+DECLARE
+  enc CONSTANT text := '0123456789ABCDEFGHJKMNPQRSTVWXYZ';
+  t bigint := floor(extract(epoch FROM clock_timestamp()) * 1000);
+  r bytea := substring(uuid_send(gen_random_uuid()) FROM 7 FOR 10);
+  s text := '';
+BEGIN
+  FOR i IN REVERSE 9..0 LOOP s := s || substr(enc, ((t >> (5 * i)) & 31)::int + 1, 1); END LOOP;
+  FOR i IN 0..15 LOOP
+    s := s || substr(enc, get_bit(r, 5 * i) * 16 + get_bit(r, 5 * i + 1) * 8 + get_bit(r, 5 * i + 2) * 4
+                          + get_bit(r, 5 * i + 3) * 2 + get_bit(r, 5 * i + 4) + 1, 1);
+  END LOOP;
+  RETURN s;
+END $$;
+-- TSID in SQL: ms since 2020-01-01 << 22 | node 5 << 12 | a counter (nextval % 4096).
+CREATE OR REPLACE FUNCTION tsid_sql() RETURNS bigint LANGUAGE sql VOLATILE AS $$
+  SELECT ((floor(extract(epoch FROM clock_timestamp()) * 1000)::bigint - 1577836800000) << 22)
+         | (5 << 12) | (nextval('tsid_seq') % 4096)
+$$;
+-- The baselines make what they claim: their times decode (with this extension) to now.
+DO $$ BEGIN
+  IF abs(extract(epoch FROM uuid_timestamp(uuidv7_sql()) - clock_timestamp())) > 1
+     OR abs(extract(epoch FROM ulid_timestamp(ulid_sql()) - clock_timestamp())) > 1
+     OR abs(extract(epoch FROM id_timestamp(tsid_sql(), 'tsid') - clock_timestamp())) > 1 THEN
+    RAISE EXCEPTION 'a baseline generator does not make its scheme';
+  END IF;
+END $$;
+DROP TABLE IF EXISTS wide;
+CREATE TABLE wide AS SELECT uuidv7_sql() AS u, lpad(to_hex(1350336377 + g), 8, '0') || '0123456789abcdef' AS oid
+  FROM generate_series(1, 1000000) g;
+VACUUM ANALYZE wide;
+"""
+
 CALLS = "SELECT count({f}) FROM generate_series(1, 1000000)"
 CALLS4 = "SELECT count({f}) FROM generate_series(1, 1000000) g"
 
 
-def per_call(uuidv7=False):
+def per_call(schemes=True, uuidv7=False):
     """1M calls per statement, interleaved rounds. next_id gets fresh sequences per run, so
-    that each run starts at the clock: 1M IDs use ~977 ms of ID time, within max_lead, so no
-    run waits for the clock and the figure is the per-call cost. The "4 sequences" rows take
-    the sequences in rotation, call after call (what a statement writing to several tables
-    does), against their own empty baseline with the same rotation."""
+    that each run starts at the clock: 1M IDs use ~977 ms of ID time (~244 ms in Twitter's
+    layout), within max_lead, so no run waits for the clock and the figure is the per-call
+    cost. The "4 sequences" rows take the sequences in rotation, call after call (what a
+    statement writing to several tables does), against their own empty baseline with the
+    same rotation. With `schemes`, also the baselines of the "Choosing an ID scheme" table;
+    with `uuidv7`, PostgreSQL 18's built-in uuidv7()."""
     four = "'{{{0}0,{0}1,{0}2,{0}3}}'::regclass[]"
     psql("".join(f"CREATE SEQUENCE IF NOT EXISTS plain{i};" for i in range(4)))
-    stmts = {
+    calls = {
         "empty generate_series": "SELECT count(*) FROM generate_series(1, 1000000)",
         "nextval()": CALLS.format(f="nextval('plain')"),
         "next_id()": CALLS.format(f="next_id(5, 'fresh{r}')"),
@@ -81,26 +129,51 @@ def per_call(uuidv7=False):
         "nextval(), 4 sequences in rotation": CALLS4.format(f=f"nextval(({four.format('plain')})[g % 4 + 1])"),
         "next_id(), 4 sequences in rotation": CALLS4.format(f="next_id(5, (" + four.format("fresh{r}_") + ")[g % 4 + 1])"),
     }
-    if uuidv7:  # PostgreSQL 18's built-in
-        stmts["uuidv7()"] = CALLS.format(f="uuidv7()")
-    times = {n: [] for n in stmts}
+    if uuidv7:
+        calls["uuidv7()"] = CALLS.format(f="uuidv7()")
+    if schemes:
+        calls.update({
+            "next_id() twitter": CALLS.format(f="next_id(5, 'fresh_tw{r}', 'twitter', '2026-01-01+00')"),
+            "Flickr ticket (nextval INCREMENT 2)": CALLS.format(f="nextval('flickr_odd')"),
+            "UUID v7 in SQL": CALLS.format(f="uuidv7_sql()"),
+            "ULID in PL/pgSQL": CALLS.format(f="ulid_sql()"),
+            "TSID in SQL": CALLS.format(f="tsid_sql()"),
+        })
+    times = {n: [] for n in calls}
     for r in range(ROUNDS):
         psql(f"DROP SEQUENCE IF EXISTS fresh{r}; CREATE SEQUENCE fresh{r};"
+             f"DROP SEQUENCE IF EXISTS fresh_tw{r}; CREATE SEQUENCE fresh_tw{r};"
              + "".join(f"DROP SEQUENCE IF EXISTS fresh{r}_{i}; CREATE SEQUENCE fresh{r}_{i};" for i in range(4)))
-        for name, t in zip(stmts, timed_session([sql.replace("{r}", str(r)) for sql in stmts.values()])):
+        stmts = [c.replace("{r}", str(r)) for c in calls.values()]
+        for name, t in zip(calls, timed_session(stmts)):
             times[name].append(t)
     return {n: summary(v) for n, v in times.items()}
 
 
-def decoders(rounds=3 * ROUNDS):
-    """Each round runs the five scans back to back; a ratio is taken within a round (the
-    decoder against its SQL arithmetic, moments apart), and the median over the rounds."""
+# The decoders taking a layout, each beside the SQL arithmetic people write for it.
+LAYOUT_DECODERS = {
+    "id_timestamp(id, 'discord')": "SELECT count(id_timestamp(id, 'discord')) FROM ids",
+    "SQL arithmetic discord timestamp": "SELECT count(to_timestamp(((id >> 22) + 1420070400000) / 1000.0)) FROM ids",
+    "id_decode(id, 'discord')": "SELECT count(d) FROM ids, id_decode(id, 'discord') d",
+    "SQL arithmetic discord decode": "SELECT count(d) FROM ids, LATERAL (SELECT to_timestamp(((id >> 22) + 1420070400000) / 1000.0) AS ts, "
+                                     "jsonb_build_object('worker', (id >> 17) & 31, 'process', (id >> 12) & 31, 'increment', id & 4095) AS fields) d",
+    "uuid_timestamp(v7)": "SELECT count(uuid_timestamp(u)) FROM wide",
+    "SQL arithmetic uuid v7": "SELECT count(to_timestamp(('x' || substr(replace(u::text, '-', ''), 1, 12))::bit(48)::bigint / 1000.0)) FROM wide",
+    "objectid_timestamp()": "SELECT count(objectid_timestamp(oid)) FROM wide",
+    "SQL arithmetic objectid": "SELECT count(to_timestamp(('x' || substr(oid, 1, 8))::bit(32)::bigint)) FROM wide",
+}
+
+
+def decoders(rounds=3 * ROUNDS, layouts=True):
+    """Each round runs the scans back to back; a ratio is taken within a round (the decoder
+    against its SQL arithmetic, moments apart), and the median over the rounds."""
     pairs = {
         "id_timestamp()": "SELECT count(id_timestamp(id)) FROM ids",
         "SQL arithmetic timestamp": "SELECT count(to_timestamp(((id >> 23) + 1314220021721) / 1000.0)) FROM ids",
         "id_shard()": "SELECT count(id_shard(id)) FROM ids",
         "SQL arithmetic shard": "SELECT count((id >> 10) & 8191) FROM ids",
         "scan only": "SELECT count(id) FROM ids",
+        **(LAYOUT_DECODERS if layouts else {}),
     }
     times = {n: [] for n in pairs}
     timed_session(["SELECT count(*) FROM ids"])  # warm the cache
@@ -108,6 +181,52 @@ def decoders(rounds=3 * ROUNDS):
         for name, t in zip(pairs, timed_session(list(pairs.values()))):
             times[name].append(t)
     return {n: summary(v) for n, v in times.items()}
+
+
+def apps(rounds=3 * ROUNDS):
+    """The application functions per call, against next_id and id::text, 1M calls each on
+    realistic IDs (4 x 10^18 up), interleaved in rounds; and json_agg of 1M IDs as bigint
+    (JSON numbers) vs as snowflake (strings, through the cast to json)."""
+    key = "'000102030405060708090a0b0c0d0e0f'"
+    gs = "generate_series(4000000000000000000, 4000000000000999999) g"
+    stmts = {
+        "empty generate_series": f"SELECT count(g) FROM {gs}",
+        "g::text": f"SELECT count(g::text) FROM {gs}",
+        "id_to_text()": f"SELECT count(id_to_text(g)) FROM {gs}",
+        "id_from_text()": "SELECT count(id_from_text(t)) FROM id_texts",
+        "scan id_texts": "SELECT count(t) FROM id_texts",
+        "id_mask(id, key)": f"SELECT count(id_mask(g, {key})) FROM {gs}",
+        "next_id()": "SELECT count(next_id(5, 'apps{r}')) FROM generate_series(1, 1000000)",
+        "empty generate_series (int)": "SELECT count(*) FROM generate_series(1, 1000000)",
+        "json_agg bigint": "SELECT length(json_agg(id)::text) FROM ids",
+        "json_agg snowflake": "SELECT length(json_agg(id::snowflake)::text) FROM ids",
+    }
+    psql(f"DROP TABLE IF EXISTS id_texts; CREATE TABLE id_texts AS SELECT id_to_text(g) AS t FROM {gs}; VACUUM ANALYZE id_texts")
+    times = {n: [] for n in stmts}
+    for r in range(rounds):
+        psql(f"DROP SEQUENCE IF EXISTS apps{r}; CREATE SEQUENCE apps{r}")
+        for name, t in zip(stmts, timed_session([q.replace("{r}", str(r)) for q in stmts.values()])):
+            times[name].append(t)
+    return {n: summary(v) for n, v in times.items()}
+
+
+def apps_ratios(a):
+    """Per call, net of each statement's empty baseline, within rounds."""
+    net = {"g::text": "empty generate_series", "id_to_text()": "empty generate_series",
+           "id_mask(id, key)": "empty generate_series", "id_from_text()": "scan id_texts",
+           "next_id()": "empty generate_series (int)"}
+    per = {n: [a[n]["runs"][i] - a[b]["runs"][i] for i in range(len(a[n]["runs"]))] for n, b in net.items()}
+    ratio = lambda x, y: statistics.median(p / q for p, q in zip(per[x], per[y]))
+    return {
+        "per call, ns (median net)": {n: statistics.median(v) for n, v in per.items()},  # ms per 1M calls = ns per call
+        "id_to_text / id::text (per call)": ratio("id_to_text()", "g::text"),
+        "id_to_text / next_id (per call)": ratio("id_to_text()", "next_id()"),
+        "id_mask / next_id (per call)": ratio("id_mask(id, key)", "next_id()"),
+        "id_mask / id::text (per call)": ratio("id_mask(id, key)", "g::text"),
+        "id_from_text / id_to_text (per call)": ratio("id_from_text()", "id_to_text()"),
+        "json_agg snowflake / bigint (1M IDs)": statistics.median(
+            s / b for s, b in zip(a["json_agg snowflake"]["runs"], a["json_agg bigint"]["runs"])),
+    }
 
 
 def round_ratios(times, a, b, base=None):
@@ -235,21 +354,26 @@ def inserts(seconds=6, clients=4, rounds=ROUNDS, uuidv7=False):
 
 def chart(everything, path):
     """Horizontal bars: cost per call relative to nextval() in the same round (median,
-    min-max), per PostgreSQL version; 1.0 is nextval()."""
+    min-max), per PostgreSQL version; 1.0 is nextval(). The ID schemes' baselines are shown
+    for the first version measured."""
     rows = []
-    for major, results in everything.items():
+    for n, (major, results) in enumerate(everything.items()):
         pc = results["per_call"]
         base = "empty generate_series"
         series = [("next_id()", "next_id()", "nextval()", base),
                   ("next_id(), 4 sequences", "next_id(), 4 sequences in rotation",
                    "nextval(), 4 sequences in rotation", "empty, 4 sequences in rotation"),
-                  ("gen_random_uuid()", "gen_random_uuid()", "nextval()", base)]
-        if "uuidv7()" in pc:
-            series.append(("uuidv7()", "uuidv7()", "nextval()", base))
+                  ("gen_random_uuid()", "gen_random_uuid()", "nextval()", base),
+                  ("uuidv7()", "uuidv7()", "nextval()", base)]
+        if n == 0:
+            series += [(x, x, "nextval()", base) for x in
+                       ["Flickr ticket (nextval INCREMENT 2)", "next_id() twitter", "TSID in SQL",
+                        "UUID v7 in SQL", "Instagram PL/pgSQL", "ULID in PL/pgSQL"]]
         for label, a, b, empty in series:
-            ratios = round_ratios(pc, a, b, empty)
-            rows.append((f"PG {major}: {label}", statistics.median(ratios), min(ratios), max(ratios), label))
-    width, left, bar_h, gap = 760, 230, 20, 8
+            if a in pc:
+                ratios = round_ratios(pc, a, b, empty)
+                rows.append((f"PG {major}: {label}", statistics.median(ratios), min(ratios), max(ratios), label))
+    width, left, bar_h, gap = 820, 300, 20, 8
     scale = (width - left - 80) / max(r[3] for r in rows)
     height = 60 + len(rows) * (bar_h + gap)
     svg = [f'<svg xmlns="http://www.w3.org/2000/svg" width="{width}" height="{height}" font-family="sans-serif" font-size="13">',
@@ -269,10 +393,55 @@ def chart(everything, path):
         f.write("\n".join(svg) + "\n")
 
 
+def hot_path_only():
+    """`bench.py hot-path`: next_id(shard, seq) against nextval() only, the figures that must
+    not move when the generator changes (run it on the old build, then the new one)."""
+    psql(SETUP.split("DROP TABLE IF EXISTS ids;")[0])  # no decoder table needed
+    pc = per_call(schemes=False)
+    ratios = round_ratios(pc, "next_id()", "nextval()", "empty generate_series")
+    print(f"next_id / nextval per call (net): median {statistics.median(ratios):.3f}, "
+          f"min {min(ratios):.3f}, max {max(ratios):.3f}; "
+          f"next_id {pc['next_id()']['median']:.0f} ms, nextval {pc['nextval()']['median']:.0f} ms, "
+          f"empty {pc['empty generate_series']['median']:.0f} ms per 1M")
+
+
+def print_apps(r):
+    for k, v in r.items():
+        print(f"{k:60s} {v:6.3f}" if isinstance(v, float) else f"{k}: " + ", ".join(f"{n} {x:.0f}" for n, x in v.items()))
+
+
+def server_major():
+    return int(psql("SHOW server_version_num")) // 10000
+
+
+def save(major, update):
+    """results.json holds one entry per PostgreSQL version; `update(entry)` changes this
+    run's version's entry. Returns every version's results."""
+    path = os.path.join(HERE, "results.json")
+    everything = json.load(open(path)) if os.path.exists(path) else {}
+    if "postgres" in everything:  # the single-version layout of 0.1.0's benchmark
+        everything = {}
+    update(everything.setdefault(str(major), {}))
+    everything = dict(sorted(everything.items(), key=lambda kv: int(kv[0])))
+    with open(path, "w") as f:
+        json.dump(everything, f, indent=2)
+    return everything
+
+
+def main_apps():
+    """`python3 bench/bench.py apps`: only the application functions, merged into results.json."""
+    psql(SETUP)
+    a = apps()
+    r = apps_ratios(a)
+    save(server_major(), lambda e: e.update(apps=a, apps_ratios=r))
+    print_apps(r)
+
+
 def main():
     started = time.time()
     psql(SETUP)
-    major = int(psql("SHOW server_version_num")) // 10000
+    psql(SCHEMES_SETUP)
+    major = server_major()
     v7 = major >= 18
     results = {"postgres": psql("SHOW server_version"), "rounds": ROUNDS}
     results["per_call"] = per_call(uuidv7=v7)
@@ -280,6 +449,8 @@ def main():
     results["saturation"] = saturation()
     results["concurrency_ids_per_second"] = concurrency()
     results["inserts"] = inserts(uuidv7=v7)
+    results["apps"] = apps()
+    results["apps_ratios"] = apps_ratios(results["apps"])
     pc = results["per_call"]
     base = "empty generate_series"
     dec = results["decoders"]
@@ -296,6 +467,11 @@ def main():
         "id_timestamp / SQL arithmetic (whole statement)": paired(dec, "id_timestamp()", "SQL arithmetic timestamp"),
         "id_shard / SQL arithmetic (whole statement)": paired(dec, "id_shard()", "SQL arithmetic shard"),
         "id_shard / SQL arithmetic (net of the scan)": paired(dec, "id_shard()", "SQL arithmetic shard", "scan only"),
+        "id_timestamp(id, 'discord') / SQL arithmetic (whole statement)": paired(dec, "id_timestamp(id, 'discord')", "SQL arithmetic discord timestamp"),
+        "id_decode(id, 'discord') / SQL arithmetic (whole statement)": paired(dec, "id_decode(id, 'discord')", "SQL arithmetic discord decode"),
+        "uuid_timestamp(v7) / SQL arithmetic (whole statement)": paired(dec, "uuid_timestamp(v7)", "SQL arithmetic uuid v7"),
+        "objectid_timestamp / SQL arithmetic (whole statement)": paired(dec, "objectid_timestamp()", "SQL arithmetic objectid"),
+        "next_id twitter / next_id instagram (per call, net)": paired(pc, "next_id() twitter", "next_id()", base),
         "saturated shard / layout ceiling (at the lead bound)": (results["saturation"]["ids_per_second_at_the_lead_bound"] or 0) / 1_024_000,
         "INSERT tps next_id / bigserial": ins["next_id_over_bigserial_per_run"]["median"],
         "index size next_id / bigserial": ins["sizes_after_1M_rows"]["DEFAULT next_id"]["index_bytes"] / ins["sizes_after_1M_rows"]["bigserial"]["index_bytes"],
@@ -304,20 +480,20 @@ def main():
         results["ratios"]["uuidv7 / next_id (per call, net)"] = paired(pc, "uuidv7()", "next_id()", base)
         results["ratios"]["INSERT tps next_id / uuidv7"] = statistics.median(
             a / b for a, b in zip(ins["tps"]["DEFAULT next_id"]["runs"], ins["tps"]["uuid DEFAULT uuidv7()"]["runs"]))
+    # Cost per call of each scheme's generator, net of the empty generate_series, in ns.
+    results["ns_per_call_net"] = {n: statistics.median(
+        [pc[n]["runs"][i] - pc[base]["runs"][i] for i in range(ROUNDS)]) for n in pc if n != base}
     results["measurement_seconds"] = time.time() - started
     if "BENCH_STARTED" in os.environ:  # set by scripts/bench: set-up and build included
         results["command_seconds"] = time.time() - float(os.environ["BENCH_STARTED"])
     # One file for every version: this run replaces its own version's entry.
-    path = os.path.join(HERE, "results.json")
-    everything = json.load(open(path)) if os.path.exists(path) else {}
-    if "postgres" in everything:  # the single-version layout of 0.1.0's benchmark
-        everything = {}
-    everything[str(major)] = results
-    with open(path, "w") as f:
-        json.dump(dict(sorted(everything.items(), key=lambda kv: int(kv[0]))), f, indent=2)
+    everything = save(major, lambda e: (e.clear(), e.update(results)))
     chart(everything, os.path.join(HERE, "chart.svg"))
     for k, v in results["ratios"].items():
-        print(f"{k:60s} {v:6.3f}")
+        print(f"{k:66s} {v:6.3f}")
+    for k, v in results["ns_per_call_net"].items():
+        print(f"{k:40s} {v:8.0f} ns per call (net)")
+    print_apps(results["apps_ratios"])
     print(f"saturation: overall {results['saturation']['ids_per_second_overall']:.0f} IDs/s, max lead {results['saturation']['max_lead_ms']} ms")
     for name, per in results["concurrency_ids_per_second"].items():
         print(f"{name:32s} " + "  ".join(f"{c}: {v:,.0f}/s" for c, v in per.items()))
@@ -326,4 +502,10 @@ def main():
 
 
 if __name__ == "__main__":
-    main()
+    import sys
+    if sys.argv[1:] == ["hot-path"]:
+        hot_path_only()
+    elif sys.argv[1:] == ["apps"]:
+        main_apps()
+    else:
+        main()

@@ -7,6 +7,11 @@
 # them in a comment line of its own, `# versions: 15 17`; reliability/run skips it on others.
 GEN=${GEN:-"next_id(5, 's')"}
 GEN_SETUP_SQL=${GEN_SETUP_SQL:-}
+# GEN_TS: the time of an ID in GEN's layout, as an SQL expression where %s is the ID, e.g.
+# "id_timestamp(%s, 'twitter', '2026-01-01+00')" when GEN is Twitter's layout with that epoch.
+GEN_TS=${GEN_TS:-"id_timestamp(%s)"}
+# gen_ts ID: GEN_TS for the SQL expression ID.
+gen_ts() { printf "$GEN_TS" "$1"; }
 
 fail() { echo "FAIL: $*" >&2; exit 1; }
 q() { psql -X -q -At -v ON_ERROR_STOP=1 "$@"; }

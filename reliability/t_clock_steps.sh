@@ -30,13 +30,13 @@ sleep 2
 touch "$work/stop"
 for p in "${pids[@]}"; do wait "$p" || true; done
 ! ls "$work"/error.* >/dev/null 2>&1 || fail "a session got an error: $(cat "$work"/error.*)"
-q -c "SELECT phase, count(*), round(extract(epoch FROM max(id_timestamp(id) - at)) * 1000) AS max_lead_ms
+q -c "SELECT phase, count(*), round(extract(epoch FROM max($(gen_ts id) - at)) * 1000) AS max_lead_ms
         FROM ids GROUP BY phase ORDER BY min(n)" | sed 's/^/  /'
 read -r total distinct out_of_order lead_1h lead_after <<<"$(q -F ' ' -c "
   SELECT count(*), count(DISTINCT id),
          (SELECT count(*) FROM (SELECT id, lag(id) OVER (PARTITION BY session ORDER BY n) prev FROM ids) x WHERE id <= prev),
-         max(id_timestamp(id) - at) <= interval '1 hour 1005 ms',
-         max(id_timestamp(id) - at) FILTER (WHERE at > timestamptz '$recovered_at' + interval '100 ms') <= interval '1005 ms'
+         max($(gen_ts id) - at) <= interval '1 hour 1005 ms',
+         max($(gen_ts id) - at) FILTER (WHERE at > timestamptz '$recovered_at' + interval '100 ms') <= interval '1005 ms'
     FROM ids")"
 echo "clock steps: $total IDs, $distinct distinct, $out_of_order out of order; lead within 1 h + max_lead: $lead_1h; back within max_lead after recovery: $lead_after"
 ((total > 100000)) || fail "too few IDs issued ($total) to exercise the steps"

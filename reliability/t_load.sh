@@ -30,5 +30,5 @@ run() {  # NAME SCRIPT TABLE
 }
 run one_shard "$work/one.sql" one_shard
 run eight_shards "$work/eight.sql" eight_shards
-lead=$(q -c "SELECT round(extract(epoch FROM max(id_timestamp(id) - at)) * 1000) FROM one_shard")
+lead=$(q -c "SELECT round(extract(epoch FROM max($(gen_ts id) - at)) * 1000) FROM one_shard")
 echo "load one_shard: largest lead of an ID over the clock: $lead ms (snowflake_id.max_lead = 1000 ms)"

@@ -10,7 +10,8 @@
 #   18  unstable's source package, built into $SF_OPT/pg18.
 PG_VERSIONS=${PG_VERSIONS:-"15 17 18"}
 SF_OPT=${SF_OPT:-/opt/snowflake_id}
-DEBIAN_MIRROR=${DEBIAN_MIRROR:-http://deb.debian.org/debian}
+# The Debian archive this machine's apt already uses (its first "URIs:" entry).
+DEBIAN_MIRROR=${DEBIAN_MIRROR:-$(awk '/^URIs:/ {print $2; exit}' /etc/apt/sources.list.d/debian.sources 2>/dev/null)}
 # Where Debian 12's own PostgreSQL 15 is, or the copy PG_CONFIG already names.
 if [[ -z ${PG15_CONFIG:-} ]]; then
   if [[ ${PG_CONFIG:-} == */15/* ]]; then PG15_CONFIG=$PG_CONFIG; else PG15_CONFIG=/usr/lib/postgresql/15/bin/pg_config; fi

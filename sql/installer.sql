@@ -214,3 +214,115 @@ END
 $$;
 COMMENT ON FUNCTION drop_shard(text, boolean) IS
   'Drops what create_shard made (function, sequence, and the schema if it made it); refuses while tables depend on them, unless cascade.';
+
+-- create_shard(schema_name, shard, template => 'tpl'): the shard layout declared once.
+-- After create_shard(schema_name, shard), every table of schema tpl is made in the shard's
+-- schema with CREATE TABLE ... (LIKE tpl.t INCLUDING ALL): columns, defaults, NOT NULL,
+-- CHECK and primary key/unique constraints, indexes, comments (not foreign keys, not
+-- triggers). Each bigint primary key column then defaults to the shard's own next_id().
+-- The template must be a plain schema of tables: anything else in it (views, sequences
+-- other than identity ones, functions, types) is refused, and so is a table whose
+-- defaults, constraints, indexes or column types use a function or type the caller cannot
+-- trust (owned by another role that is not a superuser), whose code would then run in
+-- every shard. Nothing of the template is executed here. A table the shard already has is
+-- left as it is, so the call is idempotent.
+CREATE FUNCTION create_shard(schema_name text, shard integer, template text) RETURNS void
+LANGUAGE plpgsql VOLATILE CALLED ON NULL INPUT PARALLEL UNSAFE
+SET search_path = pg_catalog, pg_temp
+AS $$
+DECLARE
+    tpl oid;
+    nsp oid;
+    bad text;
+    t record;
+    col record;
+BEGIN
+    -- template => NULL is the two-argument form, not a silent no-op.
+    IF template IS NULL THEN
+        PERFORM @extschema@.create_shard(schema_name, shard);
+        RETURN;
+    END IF;
+    IF schema_name IS NULL OR shard IS NULL THEN
+        RAISE EXCEPTION 'create_shard: schema_name and shard must not be NULL' USING ERRCODE = 'null_value_not_allowed';
+    END IF;
+    IF octet_length(template) > 63 THEN
+        RAISE EXCEPTION 'template schema name "%" is too long: % bytes, at most 63', template, octet_length(template)
+            USING ERRCODE = 'name_too_long';
+    END IF;
+    tpl := to_regnamespace(quote_ident(template));
+    IF tpl IS NULL THEN
+        RAISE EXCEPTION 'template schema "%" does not exist', template USING ERRCODE = 'invalid_schema_name';
+    END IF;
+    IF template = schema_name THEN
+        RAISE EXCEPTION 'schema % cannot be its own template', quote_ident(schema_name)
+            USING ERRCODE = 'invalid_parameter_value';
+    END IF;
+    -- A plain schema of tables (and their indexes, row types and identity sequences).
+    SELECT string_agg(what, ', ') INTO bad FROM (
+        SELECT format('%s %I', CASE c.relkind WHEN 'v' THEN 'view' WHEN 'm' THEN 'materialized view'
+                    WHEN 'S' THEN 'sequence' WHEN 'p' THEN 'partitioned table' WHEN 'f' THEN 'foreign table'
+                    WHEN 'c' THEN 'type' ELSE 'relation' END, c.relname) AS what
+          FROM pg_class c
+         WHERE c.relnamespace = tpl AND c.relkind NOT IN ('r', 'i')
+           AND NOT (c.relkind = 'S' AND EXISTS (SELECT FROM pg_depend d WHERE d.classid = 'pg_class'::regclass
+                        AND d.objid = c.oid AND d.deptype = 'i'))
+        UNION ALL
+        SELECT format('function %s', p.oid::regprocedure) FROM pg_proc p WHERE p.pronamespace = tpl
+        UNION ALL
+        SELECT format('type %s', y.oid::regtype) FROM pg_type y
+         WHERE y.typnamespace = tpl AND y.typrelid = 0 AND NOT EXISTS (
+               SELECT FROM pg_type e JOIN pg_class c ON c.oid = e.typrelid WHERE e.typarray = y.oid)
+        ORDER BY 1) x;
+    IF bad IS NOT NULL THEN
+        RAISE EXCEPTION 'template schema % is not a plain schema of tables: it holds %', quote_ident(template), bad
+            USING ERRCODE = 'wrong_object_type';
+    END IF;
+    -- Code the copies would run: functions and types used by the template's tables (defaults,
+    -- generated columns, constraints, index expressions, column types), owned by a role that
+    -- is neither the caller nor a superuser, who could redefine them.
+    SELECT string_agg(DISTINCT what, ', ') INTO bad FROM (
+        SELECT format('function %s (owner %s)', p.oid::regprocedure, p.proowner::regrole) AS what
+          FROM pg_class c JOIN pg_depend d ON d.refobjsubid >= 0
+               AND ((d.classid = 'pg_attrdef'::regclass AND d.objid IN (SELECT a.oid FROM pg_attrdef a WHERE a.adrelid = c.oid))
+                 OR (d.classid = 'pg_constraint'::regclass AND d.objid IN (SELECT k.oid FROM pg_constraint k WHERE k.conrelid = c.oid))
+                 OR (d.classid = 'pg_class'::regclass AND d.objid IN (SELECT i.indexrelid FROM pg_index i WHERE i.indrelid = c.oid)))
+          JOIN pg_proc p ON d.refclassid = 'pg_proc'::regclass AND p.oid = d.refobjid
+         WHERE c.relnamespace = tpl AND c.relkind = 'r'
+           AND p.proowner <> current_user::regrole
+           AND NOT (SELECT r.rolsuper FROM pg_roles r WHERE r.oid = p.proowner)
+        UNION ALL
+        SELECT format('type %s (owner %s)', y.oid::regtype, y.typowner::regrole)
+          FROM pg_class c JOIN pg_attribute a ON a.attrelid = c.oid AND a.attnum > 0 AND NOT a.attisdropped
+          JOIN pg_type y ON y.oid = a.atttypid
+         WHERE c.relnamespace = tpl AND c.relkind = 'r'
+           AND y.typowner <> current_user::regrole
+           AND NOT (SELECT r.rolsuper FROM pg_roles r WHERE r.oid = y.typowner)) x;
+    IF bad IS NOT NULL THEN
+        RAISE EXCEPTION 'template schema % uses code its shards would run that the caller does not trust: %',
+            quote_ident(template), bad
+            USING ERRCODE = 'insufficient_privilege',
+                  HINT = 'Use functions and types owned by you or by a superuser in the template''s tables.';
+    END IF;
+
+    PERFORM @extschema@.create_shard(schema_name, shard);
+    nsp := to_regnamespace(quote_ident(schema_name));
+    FOR t IN SELECT c.oid, c.relname FROM pg_class c WHERE c.relnamespace = tpl AND c.relkind = 'r' ORDER BY c.relname LOOP
+        CONTINUE WHEN EXISTS (SELECT FROM pg_class c WHERE c.relnamespace = nsp AND c.relname = t.relname);
+        EXECUTE format('CREATE TABLE %I.%I (LIKE %I.%I INCLUDING ALL)', schema_name, t.relname, template, t.relname);
+        FOR col IN
+            SELECT a.attname, a.attidentity FROM pg_index i
+              JOIN pg_attribute a ON a.attrelid = i.indrelid AND a.attnum = ANY (i.indkey)
+             WHERE i.indrelid = format('%I.%I', schema_name, t.relname)::regclass AND i.indisprimary
+               AND a.atttypid = 'bigint'::regtype
+        LOOP
+            IF col.attidentity <> '' THEN
+                EXECUTE format('ALTER TABLE %I.%I ALTER COLUMN %I DROP IDENTITY', schema_name, t.relname, col.attname);
+            END IF;
+            EXECUTE format('ALTER TABLE %I.%I ALTER COLUMN %I SET DEFAULT %I.next_id()',
+                schema_name, t.relname, col.attname, schema_name);
+        END LOOP;
+    END LOOP;
+END
+$$;
+COMMENT ON FUNCTION create_shard(text, integer, text) IS
+  'create_shard(schema_name, shard), then every table of schema template made in it (LIKE ... INCLUDING ALL), bigint primary keys defaulting to its next_id(). Idempotent.';

@@ -4,15 +4,20 @@
 //! `error!` (XX000) is left for what cannot happen.
 
 use crate::layout::{self, LayoutError, MAX_SEQ, MAX_SHARD};
+use crate::layouts::{self, NamedLayoutError};
+use crate::mask::KeyError;
+use crate::text_form::TextError;
+use crate::wide_ids::WideIdError;
 use pgrx::pg_sys::panic::ErrorReport;
 use pgrx::{PgLogLevel, PgSqlErrorCode};
 
 #[derive(Debug)]
 pub enum IdError {
     Layout(LayoutError),
-    /// The sequence has issued IDs up to the horizon.
+    /// The sequence has issued IDs up to the horizon (Unix ms) of its layout and epoch.
     Exhausted {
         sequence: String,
+        horizon_unix_ms: i64,
     },
     NotASequence {
         relation: String,
@@ -31,11 +36,35 @@ pub enum IdError {
         min: i64,
         max: i64,
     },
+    /// A named layout (`id_timestamp(id, 'discord')`, `next_id(node, seq, 'twitter')`).
+    Named(NamedLayoutError),
+    /// A UUID, ULID or ObjectID.
+    Wide(WideIdError),
+    /// Text that is not an ID's 13-character text form.
+    BadText {
+        text: String,
+        error: TextError,
+    },
+    BadMaskKey(KeyError),
+    /// `id_mask(id)` without a key while `snowflake_id.mask_key` is unset.
+    MaskKeyUnset,
 }
 
 impl From<LayoutError> for IdError {
     fn from(e: LayoutError) -> Self {
         IdError::Layout(e)
+    }
+}
+
+impl From<NamedLayoutError> for IdError {
+    fn from(e: NamedLayoutError) -> Self {
+        IdError::Named(e)
+    }
+}
+
+impl From<WideIdError> for IdError {
+    fn from(e: WideIdError) -> Self {
+        IdError::Wide(e)
     }
 }
 
@@ -67,6 +96,8 @@ pub fn utc(unix_ms: i64) -> String {
     );
     format!("{year:04}-{month:02}-{day:02} {h:02}:{m:02}:{s:02}.{ms:03}+00")
 }
+
+const MAKE_A_KEY: &str = "A random key: SELECT replace(gen_random_uuid()::text, '-', '')";
 
 fn valid_times() -> String {
     format!(
@@ -100,11 +131,11 @@ impl IdError {
                 };
                 (ERRCODE_NUMERIC_VALUE_OUT_OF_RANGE, msg, None, None)
             }
-            IdError::Exhausted { sequence } => (
+            IdError::Exhausted { sequence, horizon_unix_ms } => (
                 ERRCODE_NUMERIC_VALUE_OUT_OF_RANGE,
                 format!(
                     "sequence \"{sequence}\" has no snowflake IDs left: the next one would be past the horizon {}",
-                    utc(layout::MAX_UNIX_MS)
+                    utc(*horizon_unix_ms)
                 ),
                 None,
                 None,
@@ -133,6 +164,44 @@ impl IdError {
                 Some(format!("The next ID would be {id}.")),
                 Some(format!("ALTER SEQUENCE {sequence} AS bigint MINVALUE 1 MAXVALUE 9223372036854775807")),
             ),
+            IdError::Named(e) => named_parts(e),
+            IdError::Wide(e) => wide_parts(e),
+            IdError::BadText { text, error } => {
+                let why = match error {
+                    TextError::Length { chars } => format!("it has {chars} characters, the text form has 13"),
+                    TextError::BadChar { ch, position } => format!(
+                        "character \"{}\" at position {position} is not base32: valid are 0-9 and A-Z less U (I and L read as 1, O as 0)",
+                        ch.escape_default()
+                    ),
+                    TextError::TooLarge { ch } => format!(
+                        "first character \"{}\" is above 7: IDs 0 to 9223372036854775807 read 0000000000000 to 7ZZZZZZZZZZZZ",
+                        ch.escape_default()
+                    ),
+                };
+                (
+                    ERRCODE_INVALID_TEXT_REPRESENTATION,
+                    format!("invalid snowflake ID text \"{}\": {why}", text.escape_default()),
+                    None,
+                    None,
+                )
+            }
+            IdError::BadMaskKey(e) => (
+                ERRCODE_INVALID_PARAMETER_VALUE,
+                match e {
+                    KeyError::Length { chars } => format!("mask key has {chars} characters: a key is 32 hexadecimal digits (16 bytes)"),
+                    KeyError::NotHex { position } => format!(
+                        "mask key character at position {position} is not a hexadecimal digit: a key is 32 hexadecimal digits (16 bytes)"
+                    ),
+                },
+                None,
+                Some(MAKE_A_KEY.into()),
+            ),
+            IdError::MaskKeyUnset => (
+                ERRCODE_OBJECT_NOT_IN_PREREQUISITE_STATE,
+                "no mask key: snowflake_id.mask_key is not set".into(),
+                None,
+                Some(format!("Pass the key as the second argument, or have a superuser set snowflake_id.mask_key. {MAKE_A_KEY}")),
+            ),
         }
     }
 
@@ -148,6 +217,103 @@ impl IdError {
         }
         report.report(PgLogLevel::ERROR);
         unreachable!("ERROR does not return")
+    }
+}
+
+type Parts = (PgSqlErrorCode, String, Option<String>, Option<String>);
+
+/// A user's text for a message: at most 63 characters (a name's length), then "...".
+fn shortened(text: &str) -> String {
+    match text.char_indices().nth(63) {
+        Some((at, _)) => format!("{}...", &text[..at]),
+        None => text.to_owned(),
+    }
+}
+
+fn named_parts(e: &NamedLayoutError) -> Parts {
+    use PgSqlErrorCode::*;
+    match e {
+        NamedLayoutError::UnknownLayout { name } => (
+            ERRCODE_INVALID_PARAMETER_VALUE,
+            format!("unknown ID layout \"{}\": valid layouts are {}", shortened(name), layouts::names()),
+            None,
+            None,
+        ),
+        NamedLayoutError::NegativeId { layout, id } => (
+            ERRCODE_NUMERIC_VALUE_OUT_OF_RANGE,
+            format!("ID {id} is negative: {layout} IDs are 0 to 9223372036854775807"),
+            Some(format!("The sign bit is not part of the {layout} layout.")),
+            None,
+        ),
+        NamedLayoutError::FieldOutOfRange { layout, field, value, max } => (
+            ERRCODE_NUMERIC_VALUE_OUT_OF_RANGE,
+            format!("{field} {value} is out of range for the {layout} layout: valid values are 0 to {max}"),
+            None,
+            None,
+        ),
+        NamedLayoutError::TimeOutOfRange { layout, time, max } => (
+            ERRCODE_NUMERIC_VALUE_OUT_OF_RANGE,
+            format!("time {time} is out of range for the {layout} layout: valid times are 0 to {max} units since its epoch"),
+            None,
+            None,
+        ),
+        NamedLayoutError::NotGenerated { layout } => (
+            ERRCODE_INVALID_PARAMETER_VALUE,
+            format!("next_id does not generate the {layout} layout: it generates {}", layouts::generated_names()),
+            Some("Layouts whose fields below the time are a node and a counter, in milliseconds, are generated.".into()),
+            None,
+        ),
+        NamedLayoutError::BadEpoch => (
+            ERRCODE_INVALID_PARAMETER_VALUE,
+            "an ID epoch must be a finite timestamp on a whole millisecond".into(),
+            None,
+            None,
+        ),
+        NamedLayoutError::TimeOutsideTimestamp { layout } => (
+            ERRCODE_DATETIME_FIELD_OVERFLOW, // 22008, datetime_value_out_of_range
+            format!("the time of this {layout} ID from the given epoch is outside PostgreSQL's timestamp range"),
+            None,
+            None,
+        ),
+    }
+}
+
+fn wide_parts(e: &WideIdError) -> Parts {
+    use PgSqlErrorCode::*;
+    match e {
+        WideIdError::UuidWithoutTime { version, rfc_variant: true } => (
+            ERRCODE_INVALID_PARAMETER_VALUE,
+            format!("a version {version} UUID holds no time: uuid_timestamp reads versions 1, 6 and 7"),
+            None,
+            None,
+        ),
+        WideIdError::UuidWithoutTime { .. } => (
+            ERRCODE_INVALID_PARAMETER_VALUE,
+            "this UUID is not of RFC 9562's variant (its variant bits are not 10), so it holds no time: uuid_timestamp reads versions 1, 6 and 7".into(),
+            None,
+            None,
+        ),
+        WideIdError::BadLength { kind, length, expected } => (
+            ERRCODE_INVALID_TEXT_REPRESENTATION,
+            format!("invalid {kind}: {length} characters, a {kind} has {expected}"),
+            None,
+            None,
+        ),
+        WideIdError::BadCharacter { kind, character, position } => (
+            ERRCODE_INVALID_TEXT_REPRESENTATION,
+            format!(
+                "invalid {kind}: character {character:?} at position {position} is not {}",
+                if *kind == "ULID" { "Crockford base32 (0-9 and A-Z without I, L, O, U, in either case)" } else { "hexadecimal" }
+            ),
+            None,
+            None,
+        ),
+        WideIdError::UlidOverflow { character } => (
+            ERRCODE_INVALID_TEXT_REPRESENTATION,
+            format!("invalid ULID: first character {character:?} is past '7', so the text holds more than 128 bits"),
+            None,
+            None,
+        ),
     }
 }
 

@@ -1,12 +1,15 @@
 //! `next_id`: the clock, the layout's rule and the sequence's tuple, put together.
 //!
 //! Each call locks the sequence's buffer, reads the newest ID issued, asks
-//! [`layout::next_id`] for the next one and stores it before unlocking. When the rule says
+//! [`layout::next_id`] for the next one and stores it before unlocking. The layout is data
+//! (a [`Shape`] and an epoch): Instagram's `next_id(shard, seq)` and Twitter's
+//! `next_id(node, seq, 'twitter')` are this one code path with different numbers. When the rule says
 //! to wait (a saturated shard has borrowed `snowflake_id.max_lead` ms of future time), the
 //! call unlocks, sleeps until the clock's millisecond changes, and asks again.
 
 use crate::error::IdError;
 use crate::layout::{self, Next};
+use crate::layouts::Shape;
 use crate::sequence_state::{clock_unix_ms, Sequence, LOG_AHEAD_MS};
 use pgrx::{pg_sys, GucContext, GucFlags, GucRegistry, GucSetting};
 
@@ -28,47 +31,67 @@ pub fn init() {
     );
 }
 
-/// The clock as milliseconds since the ID epoch, clamped into the layout's range (a clock
-/// before 2011 issues IDs as if it were at the epoch, still strictly increasing).
-fn clock_ms() -> i64 {
-    (clock_unix_ms() - layout::EPOCH_UNIX_MS).clamp(0, layout::MAX_MS + 1)
+/// The clock as milliseconds since `epoch_unix_ms`, clamped into the layout's range (a clock
+/// before the epoch issues IDs as if it were at the epoch, still strictly increasing).
+#[inline(always)]
+fn clock_ms(shape: &Shape, epoch_unix_ms: i64) -> i64 {
+    clock_unix_ms()
+        .saturating_sub(epoch_unix_ms)
+        .clamp(0, shape.max_ms + 1)
 }
 
 /// Sleeps (with the buffer unlocked) until the clock's millisecond differs from `seen`, or
 /// about 10 ms pass (20 naps of 0.5 ms), whichever comes first; honours query cancel meanwhile.
-fn wait_for_tick(seen: i64) {
+#[cold]
+#[inline(never)]
+fn wait_for_tick(shape: &Shape, epoch_unix_ms: i64, seen: i64) {
     for _ in 0..20 {
         // SAFETY: pg_usleep only sleeps.
         unsafe { pg_sys::pg_usleep(500) };
         pgrx::check_for_interrupts!();
-        if clock_ms() != seen {
+        if clock_ms(shape, epoch_unix_ms) != seen {
             return;
         }
     }
 }
 
-/// Issues the next ID for `shard` from the sequence `relid`.
+/// Issues the next ID in Instagram's layout for `shard` from the sequence `relid`.
 pub fn next_id(shard: i32, relid: pg_sys::Oid) -> Result<i64, IdError> {
     let shard = layout::check_shard(shard as i64)?;
+    issue(&layout::INSTAGRAM, layout::EPOCH_UNIX_MS, shard, relid)
+}
+
+/// Issues the next ID in `shape`, with time counted from `epoch_unix_ms`, for `node` (already
+/// checked to be within `shape`) from the sequence `relid`. Always inlined: Instagram's
+/// `next_id` gets its own copy with the layout's numbers as constants (the hot path costs
+/// what it did before layouts were data); the named layouts share one copy.
+#[inline(always)]
+pub fn issue(
+    shape: &Shape,
+    epoch_unix_ms: i64,
+    node: i32,
+    relid: pg_sys::Oid,
+) -> Result<i64, IdError> {
+    debug_assert!((0..=shape.max_node()).contains(&node));
     let seq = Sequence::open(relid)?;
     let max_lead = MAX_LEAD_MS.get() as i64;
     let mut waited_on = None;
     loop {
         let tuple = seq.lock_tuple();
-        let now = clock_ms();
-        match layout::next_id(Some(tuple.newest()), now, shard, max_lead, waited_on) {
+        let now = clock_ms(shape, epoch_unix_ms);
+        match layout::next_id(shape, Some(tuple.newest()), now, node, max_lead, waited_on) {
             Next::Issue(id) => {
                 if let Err(e) = seq.check_holds(id) {
                     tuple.release();
                     return Err(e);
                 }
-                tuple.store(id, logged_ahead(id, &seq));
+                tuple.store(id, logged_ahead(shape, id, &seq));
                 seq.close();
                 return Ok(id);
             }
             Next::Wait { newest_ms } => {
                 tuple.release();
-                wait_for_tick(now);
+                wait_for_tick(shape, epoch_unix_ms, now);
                 // A borrow needs a full tick of waiting since seeing the newest millisecond.
                 waited_on = Some(newest_ms);
             }
@@ -76,7 +99,10 @@ pub fn next_id(shard: i32, relid: pg_sys::Oid) -> Result<i64, IdError> {
                 tuple.release();
                 let sequence = seq.name();
                 seq.close();
-                return Err(IdError::Exhausted { sequence });
+                return Err(IdError::Exhausted {
+                    sequence,
+                    horizon_unix_ms: epoch_unix_ms.saturating_add(shape.max_ms),
+                });
             }
         }
     }
@@ -84,7 +110,8 @@ pub fn next_id(shard: i32, relid: pg_sys::Oid) -> Result<i64, IdError> {
 
 /// The state a WAL record stores: `LOG_AHEAD_MS` of ID time past `id`, but within the
 /// sequence's MAXVALUE, so that `pg_dump`'s `setval` can always restore it.
-fn logged_ahead(id: i64, seq: &Sequence) -> i64 {
-    id.saturating_add(LOG_AHEAD_MS << layout::TIME_SHIFT)
+#[inline(always)]
+fn logged_ahead(shape: &Shape, id: i64, seq: &Sequence) -> i64 {
+    id.saturating_add(LOG_AHEAD_MS << shape.time_shift())
         .min(seq.max())
 }

@@ -18,20 +18,29 @@
 //! bound on how far IDs may run ahead of the clock, it returns the next ID or says to wait.
 //! No PostgreSQL here; `sequence_state.rs` supplies the newest ID and stores the result.
 
+use crate::layouts::{self, Shape};
+
 /// Instagram's epoch, in milliseconds since 1970-01-01 00:00:00 UTC.
-pub const EPOCH_UNIX_MS: i64 = 1_314_220_021_721;
+pub const EPOCH_UNIX_MS: i64 = layouts::INSTAGRAM.epoch_unix_ms;
 
-pub const SEQ_BITS: u32 = 10;
-pub const SHARD_BITS: u32 = 13;
-pub const TIME_BITS: u32 = 41;
+/// Instagram's layout as the generator sees it; every constant below derives from the table
+/// in `layouts.rs`, the one place each is written.
+pub const INSTAGRAM: Shape = match layouts::INSTAGRAM.shape() {
+    Some(shape) => shape,
+    None => panic!("Instagram's layout generates"),
+};
 
-pub const SHARD_SHIFT: u32 = SEQ_BITS;
-pub const TIME_SHIFT: u32 = SEQ_BITS + SHARD_BITS;
+pub const SEQ_BITS: u32 = INSTAGRAM.seq_bits;
+pub const SHARD_BITS: u32 = INSTAGRAM.node_bits;
+pub const TIME_BITS: u32 = layouts::INSTAGRAM.time_bits;
 
-pub const MAX_SEQ: i32 = (1 << SEQ_BITS) - 1; // 1023
-pub const MAX_SHARD: i32 = (1 << SHARD_BITS) - 1; // 8191
+pub const SHARD_SHIFT: u32 = INSTAGRAM.node_shift();
+pub const TIME_SHIFT: u32 = INSTAGRAM.time_shift();
+
+pub const MAX_SEQ: i32 = INSTAGRAM.max_seq(); // 1023
+pub const MAX_SHARD: i32 = INSTAGRAM.max_node(); // 8191
 /// The last millisecond (since the epoch) a positive ID can hold: 2^40 - 1.
-pub const MAX_MS: i64 = (1 << (TIME_BITS - 1)) - 1;
+pub const MAX_MS: i64 = INSTAGRAM.max_ms;
 /// The horizon in Unix milliseconds (2046-06-27 UTC).
 pub const MAX_UNIX_MS: i64 = EPOCH_UNIX_MS + MAX_MS;
 /// IDs per millisecond per shard: the size of the counter.
@@ -115,9 +124,20 @@ pub fn decompose(id: i64) -> Result<Parts, LayoutError> {
     })
 }
 
+/// `id` taken apart in `shape` (any non-negative i64).
+#[inline]
+fn parts_in(shape: &Shape, id: i64) -> Parts {
+    Parts {
+        ms: id >> shape.time_shift(),
+        shard: ((id >> shape.node_shift()) & shape.max_node() as i64) as i32,
+        seq: (id & shape.max_seq() as i64) as i32,
+    }
+}
+
 /// The smallest ID of `shard` greater than `prev` (any non-negative i64, not necessarily an
-/// ID of this shard), ignoring the horizon: the result's `ms` may be `MAX_MS + 1`.
-fn successor(prev: Parts, shard: i32) -> Parts {
+/// ID of this shard), ignoring the horizon: the result's `ms` may be `max_ms + 1`.
+#[inline]
+fn successor(shape: &Shape, prev: Parts, shard: i32) -> Parts {
     use std::cmp::Ordering::*;
     let next_ms = Parts {
         ms: prev.ms + 1,
@@ -130,7 +150,7 @@ fn successor(prev: Parts, shard: i32) -> Parts {
             shard,
             seq: 0,
         },
-        Equal if prev.seq < MAX_SEQ => Parts {
+        Equal if prev.seq < shape.max_seq() => Parts {
             seq: prev.seq + 1,
             ..prev
         },
@@ -151,7 +171,8 @@ pub enum Next {
     Exhausted,
 }
 
-/// Picks the next ID for `shard` after `newest`, the newest ID the sequence has issued
+/// Picks the next ID in `shape` (Instagram's [`INSTAGRAM`], Twitter's, ...: the layout is
+/// data) for `shard` (a node) after `newest`, the newest ID the sequence has issued
 /// (`None` when it has issued none that matter: a fresh sequence, or one holding a small
 /// counter from Instagram's PL/pgSQL, where `newest` decodes to a millisecond in 2011).
 ///
@@ -159,7 +180,7 @@ pub enum Next {
 /// clock's millisecond `now_ms` (since the epoch). So IDs strictly increase whatever the clock
 /// does; a clock that steps back just means IDs keep counting from where they were.
 ///
-/// When a millisecond's 1,024 counters are used up, the next ID borrows the following
+/// When a millisecond's counters (1,024 in Instagram's layout, 4,096 in Twitter's) are used up, the next ID borrows the following
 /// millisecond, possibly one the clock has not reached yet. Borrowing is free while the ID
 /// stays within `max_lead_ms` of the clock. Beyond that the caller must wait for the clock to
 /// tick (`Wait`); afterwards it may borrow one millisecond regardless of the bound, but only
@@ -169,28 +190,28 @@ pub enum Next {
 /// back further than `max_lead_ms`, and never runs further ahead. Hence IDs lead the clock
 /// by at most `max_lead_ms` + 1 ms while the clock runs forward; a backward step of D adds D
 /// to the lead, which then shrinks as the clock runs (and cannot grow meanwhile).
+#[inline(always)]
 pub fn next_id(
+    shape: &Shape,
     newest: Option<i64>,
     now_ms: i64,
     shard: i32,
     max_lead_ms: i64,
     waited_on: Option<i64>,
 ) -> Next {
-    debug_assert!((0..=MAX_SHARD).contains(&shard));
-    let now_ms = now_ms.clamp(0, MAX_MS + 1);
+    debug_assert!((0..=shape.max_node()).contains(&shard));
+    let now_ms = now_ms.clamp(0, shape.max_ms + 1);
     let clock = Parts {
         ms: now_ms,
         shard,
         seq: 0,
     };
-    let newest = newest
-        .filter(|&id| id >= 0)
-        .map(|id| decompose(id).expect("non-negative"));
-    let next = match newest.map(|p| successor(p, shard)) {
+    let newest = newest.filter(|&id| id >= 0).map(|id| parts_in(shape, id));
+    let next = match newest.map(|p| successor(shape, p, shard)) {
         Some(p) if p > clock => p,
         _ => clock,
     };
-    if next.ms > MAX_MS {
+    if next.ms > shape.max_ms {
         return Next::Exhausted;
     }
     // Only moving ID time forward past the bound waits; counting on within a millisecond
@@ -203,7 +224,9 @@ pub fn next_id(
             return Next::Wait { newest_ms: ms };
         }
     }
-    Next::Issue(next.ms << TIME_SHIFT | (shard as i64) << SHARD_SHIFT | next.seq as i64)
+    Next::Issue(
+        next.ms << shape.time_shift() | (shard as i64) << shape.node_shift() | next.seq as i64,
+    )
 }
 
 #[cfg(test)]
@@ -290,7 +313,7 @@ mod tests {
     const LEAD: i64 = 1000;
 
     fn issue(newest: Option<i64>, now: i64, shard: i32) -> i64 {
-        match next_id(newest, now, shard, LEAD, None) {
+        match next_id(&INSTAGRAM, newest, now, shard, LEAD, None) {
             Next::Issue(id) => id,
             other => panic!("expected an ID, got {other:?}"),
         }
@@ -339,24 +362,24 @@ mod tests {
         let newest = compose(10 + LEAD, 5, MAX_SEQ as i64).unwrap();
         let newest_ms = 10 + LEAD;
         assert_eq!(
-            next_id(Some(newest), 10, 5, LEAD, None),
+            next_id(&INSTAGRAM, Some(newest), 10, 5, LEAD, None),
             Next::Wait { newest_ms }
         );
         assert_eq!(
-            next_id(Some(newest), 10, 5, LEAD, Some(newest_ms)),
+            next_id(&INSTAGRAM, Some(newest), 10, 5, LEAD, Some(newest_ms)),
             Next::Issue(compose(11 + LEAD, 5, 0).unwrap())
         );
         // Someone else borrowed while we waited: no second borrow on the same wait.
         let theirs = compose(11 + LEAD, 5, MAX_SEQ as i64).unwrap();
         assert_eq!(
-            next_id(Some(theirs), 10, 5, LEAD, Some(newest_ms)),
+            next_id(&INSTAGRAM, Some(theirs), 10, 5, LEAD, Some(newest_ms)),
             Next::Wait {
                 newest_ms: 11 + LEAD
             }
         );
         // Once the clock has ticked, the borrow is within the bound again.
         assert_eq!(
-            next_id(Some(newest), 11, 5, LEAD, None),
+            next_id(&INSTAGRAM, Some(newest), 11, 5, LEAD, None),
             Next::Issue(compose(11 + LEAD, 5, 0).unwrap())
         );
     }
@@ -365,11 +388,17 @@ mod tests {
     fn horizon_is_exhaustion_not_wraparound() {
         let last = compose(MAX_MS, 5, MAX_SEQ as i64).unwrap();
         assert_eq!(
-            next_id(Some(last), MAX_MS, 5, LEAD, Some(MAX_MS)),
+            next_id(&INSTAGRAM, Some(last), MAX_MS, 5, LEAD, Some(MAX_MS)),
             Next::Exhausted
         );
-        assert_eq!(next_id(None, MAX_MS + 1, 5, LEAD, None), Next::Exhausted);
-        assert_eq!(next_id(None, i64::MAX, 5, LEAD, None), Next::Exhausted);
+        assert_eq!(
+            next_id(&INSTAGRAM, None, MAX_MS + 1, 5, LEAD, None),
+            Next::Exhausted
+        );
+        assert_eq!(
+            next_id(&INSTAGRAM, None, i64::MAX, 5, LEAD, None),
+            Next::Exhausted
+        );
         assert_eq!(issue(None, MAX_MS, 5), compose(MAX_MS, 5, 0).unwrap());
     }
 
@@ -434,7 +463,7 @@ mod tests {
                     Some((ms, _, _)) => Some(ms),
                     None => None,
                 };
-                match next_id(newest, now, 5, lead, waited_on) {
+                match next_id(&INSTAGRAM, newest, now, 5, lead, waited_on) {
                     Next::Issue(id) => {
                         if let Some(prev) = newest { prop_assert!(id > prev); }
                         let ms = decompose(id).unwrap().ms;
@@ -450,14 +479,19 @@ mod tests {
 
         /// Any sequence of calls, whatever the clock does (steps back, jumps ahead, stands
         /// still), issues strictly increasing IDs of the requested shard, and the lead over
-        /// the clock stays within `lead` + 1, plus whatever backward steps added to it.
+        /// the clock stays within `lead` + 1, plus whatever backward steps added to it: in
+        /// every layout the generator fills (Instagram's, Twitter's, Discord's, pgEdge's).
         #[test]
         fn generator_is_strictly_increasing_and_bounded(
             start in 0..(1_i64 << 36),
             steps in proptest::collection::vec((-5_000_i64..5_000, 0_u32..3000), 1..60),
-            shard in 0..=MAX_SHARD,
+            which in 0_usize..layouts::LAYOUTS.len(),
+            node in any::<u32>(),
             lead in 0_i64..2_000,
         ) {
+            let shapes: Vec<Shape> = layouts::LAYOUTS.iter().filter_map(|l| l.shape()).collect();
+            let shape = shapes[which % shapes.len()];
+            let shard = (node % (shape.max_node() as u32 + 1)) as i32;
             let mut now = start;
             let mut newest: Option<i64> = None;
             let mut bound = lead + 1;
@@ -466,25 +500,51 @@ mod tests {
                 bound = (bound + now - stepped).max(lead + 1);
                 now = stepped;
                 for _ in 0..burst {
-                    let id = match next_id(newest, now, shard, lead, None) {
+                    let id = match next_id(&shape, newest, now, shard, lead, None) {
                         Next::Issue(id) => id,
                         Next::Wait { newest_ms } => {
                             // The clock ticks once while the caller waits.
                             now += 1;
-                            match next_id(newest, now, shard, lead, Some(newest_ms)) {
+                            match next_id(&shape, newest, now, shard, lead, Some(newest_ms)) {
                                 Next::Issue(id) => id,
                                 other => panic!("after a wait: {other:?}"),
                             }
                         }
                         Next::Exhausted => panic!("far from the horizon"),
                     };
-                    let p = decompose(id).unwrap();
+                    let p = parts_in(&shape, id);
                     prop_assert_eq!(p.shard, shard);
                     if let Some(prev) = newest { prop_assert!(id > prev); }
                     prop_assert!(p.ms - now <= bound, "lead {} > bound {}", p.ms - now, bound);
                     newest = Some(id);
                 }
             }
+        }
+
+        /// In every layout the generator fills, the counter runs through the whole
+        /// millisecond (4,096 IDs in Twitter's) before the next one, and the horizon is the
+        /// end: no ID past it, never a wrap-around.
+        #[test]
+        fn each_layout_fills_its_millisecond_then_stops_at_its_horizon(
+            which in 0_usize..layouts::LAYOUTS.len(),
+            node in any::<u32>(),
+        ) {
+            let shapes: Vec<Shape> = layouts::LAYOUTS.iter().filter_map(|l| l.shape()).collect();
+            let shape = shapes[which % shapes.len()];
+            let shard = (node % (shape.max_node() as u32 + 1)) as i32;
+            let mut newest = None;
+            for seq in 0..=shape.max_seq() {
+                match next_id(&shape, newest, 77, shard, 0, None) {
+                    Next::Issue(id) => {
+                        prop_assert_eq!(parts_in(&shape, id), Parts { ms: 77, shard, seq });
+                        newest = Some(id);
+                    }
+                    other => panic!("{other:?}"),
+                }
+            }
+            prop_assert_eq!(next_id(&shape, newest, 77, shard, 0, None), Next::Wait { newest_ms: 77 });
+            let last = (shape.max_ms << shape.time_shift()) | (shard as i64) << shape.node_shift() | shape.max_seq() as i64;
+            prop_assert_eq!(next_id(&shape, Some(last), shape.max_ms, shard, 5, Some(shape.max_ms)), Next::Exhausted);
         }
     }
 }

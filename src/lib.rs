@@ -9,9 +9,15 @@ use pgrx::prelude::*;
 pub mod error;
 pub mod generator;
 pub mod layout;
+pub mod layouts;
+pub mod mask;
 mod pg_mirror;
 mod sequence_cache;
 pub mod sequence_state;
+pub mod sql_apps;
+pub mod sql_layouts;
+pub mod text_form;
+pub mod wide_ids;
 
 use error::OrReport;
 use sequence_state::PG_EPOCH_UNIX_MS;
@@ -21,6 +27,7 @@ use sequence_state::PG_EPOCH_UNIX_MS;
 #[pg_guard]
 pub extern "C-unwind" fn _PG_init() {
     generator::init();
+    sql_apps::init();
 }
 
 /// A `regclass` argument taken as the bare OID: `next_id` locks and opens the sequence

@@ -5,7 +5,8 @@ SELECT p.proname, pg_get_function_arguments(p.oid) AS arguments,
        pg_get_function_result(p.oid) AS result,
        p.provolatile AS vol, p.proisstrict AS strict, p.proparallel AS par
   FROM pg_proc p
- WHERE p.proname IN ('next_id', 'id_timestamp', 'id_shard', 'id_sequence', 'id_decode', 'make_id')
+ WHERE p.proname IN ('next_id', 'id_timestamp', 'id_shard', 'id_sequence', 'id_decode', 'make_id',
+                     'id_fields', 'uuid_timestamp', 'ulid_timestamp', 'objectid_timestamp')
    AND p.pronamespace = 'public'::regnamespace
  ORDER BY 1, 2;
 -- Every function the extension owns has a comment, so \df+ explains it.

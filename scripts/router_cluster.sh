@@ -1,0 +1,73 @@
+# A router and three data nodes on one machine, on unix sockets under $SF_TMP (source this
+# file after scripts/cluster.sh). Throwaway clusters, as the other scripts make them.
+#   router_cluster_up        start sfrouter + sfnode_a..c, install, map, example functions
+#   router_cluster_down      stop them
+# Settings (environment): ROUTER_PORT (55490; nodes take the next three ports),
+# SHARDS_PER_NODE (16: shards made on each node, the first of its range),
+# NODE_ENV_node_c etc. (extra postmaster environment for one node, e.g. libfaketime).
+ROUTER_PORT=${ROUTER_PORT:-55490}
+SHARDS_PER_NODE=${SHARDS_PER_NODE:-16}
+ROUTER_NODES=(node_a node_b node_c)
+# The 8192 shards in three ranges, one per node: first shard and count.
+declare -A NODE_FIRST=([node_a]=0 [node_b]=2731 [node_c]=5462)
+declare -A NODE_COUNT=([node_a]=2731 [node_b]=2731 [node_c]=2730)
+_router_here=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
+# Debian's python3, which has python3-psycopg2 (scripts/setup), whatever else is on PATH.
+PYTHON=${PYTHON:-/usr/bin/python3}
+
+node_port() { case $1 in node_a) echo $((ROUTER_PORT + 1)) ;; node_b) echo $((ROUTER_PORT + 2)) ;; node_c) echo $((ROUTER_PORT + 3)) ;; esac; }
+node_dir() { echo "$SF_TMP/sf$1"; }
+node_connstr() { echo "host=$(node_dir "$1") port=$(node_port "$1") dbname=postgres user=postgres"; }
+# psql on a node or on the router (first argument: node name or "router").
+on() {
+  local who=$1; shift
+  if [[ $who == router ]]; then
+    PGOPTIONS="-c client_min_messages=warning" psql -X -q -At -v ON_ERROR_STOP=1 -h "$SF_TMP/sfrouter" -p "$ROUTER_PORT" -U postgres -d postgres "$@"
+  else
+    PGOPTIONS="-c client_min_messages=warning" psql -X -q -At -v ON_ERROR_STOP=1 -h "$(node_dir "$who")" -p "$(node_port "$who")" -U postgres -d postgres "$@"
+  fi
+}
+
+# node_start NAME: (re)starts a data node's cluster (fresh), with wal_level = logical.
+node_start() {
+  local var="NODE_ENV_$1"
+  CLUSTER_ENV=${!var:-} cluster_start "sf$1" "$(node_port "$1")" wal_level=logical fsync=off max_wal_senders=20 max_replication_slots=20 wal_retrieve_retry_interval=100ms
+}
+# node_restart NAME: restarts a node's existing cluster (after a crash), same options.
+node_restart() {
+  local var="NODE_ENV_$1" dir; dir=$(node_dir "$1")
+  local try
+  # After a kill -9 of the postmaster its children take a moment to exit; until then the
+  # old shared memory is in use and a new postmaster refuses to start.
+  for try in $(seq 50); do
+    rm -f "$dir/data/postmaster.pid" "$dir/.s.PGSQL.$(node_port "$1").lock"
+    sudo -u postgres env ${!var:-} "$PGBIN/pg_ctl" -D "$dir/data" -l "$dir/server.log" \
+      -o "-p $(node_port "$1") -k $dir -c listen_addresses='' -c wal_level=logical -c fsync=off -c max_wal_senders=20 -c max_replication_slots=20 -c wal_retrieve_retry_interval=100ms" \
+      -w start >/dev/null 2>&1 && return 0
+    sleep 0.2
+  done
+  return 1
+}
+
+router_cluster_up() {
+  local n
+  for n in "${ROUTER_NODES[@]}"; do
+    node_start "$n"
+    on "$n" -c "CREATE EXTENSION snowflake_id" -f "$_router_here/router/examples/node.sql" \
+      -c "SELECT count(create_shard('shard_' || s, s, template => 'tpl'))
+            FROM generate_series(${NODE_FIRST[$n]}, ${NODE_FIRST[$n]} + $SHARDS_PER_NODE - 1) s" >/dev/null
+  done
+  cluster_start sfrouter "$ROUTER_PORT"
+  on router -c "CREATE EXTENSION snowflake_id_router CASCADE" >/dev/null
+  for n in "${ROUTER_NODES[@]}"; do
+    on router -c "SELECT add_node('$n', '$(node_connstr "$n")')" \
+      -c "SELECT assign_shards(${NODE_FIRST[$n]}, ${NODE_COUNT[$n]}, '$n')" >/dev/null
+  done
+  on router -f "$_router_here/router/examples/router.sql"
+}
+
+router_cluster_down() {
+  local n
+  cluster_stop sfrouter
+  for n in "${ROUTER_NODES[@]}"; do cluster_stop "sf$n"; done
+}
