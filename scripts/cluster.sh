@@ -2,6 +2,8 @@
 # initdb refuses root, so clusters belong to the postgres user and live under $SF_TMP.
 source "$(dirname "${BASH_SOURCE[0]}")/pg.sh"
 SF_TMP=${SF_TMP:-/tmp/snowflake_id}
+# psql, pg_dump, pg_restore, pgbench of the same version as the server.
+export PATH="$PGBIN:$PATH"
 
 # cluster_start NAME PORT [postgres -c options...]: a fresh cluster, started, with a socket
 # in its own directory; exports PGHOST/PGPORT/PGUSER for psql. Extra environment for the

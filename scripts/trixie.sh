@@ -27,11 +27,11 @@ bind /dev
 bind "$HOME/.cargo"
 bind "$HOME/.rustup"
 bind "$repo"
-cp -f /etc/resolv.conf "$root/etc/resolv.conf" 2>/dev/null || true
+cp -f /etc/resolv.conf /etc/hosts "$root/etc/" 2>/dev/null || true   # sudo resolves the host name
 
 # The environment inside: what the scripts read, nothing else of the host's.
 pass=()
-for v in SF_TMP RUST_BACKTRACE GEN GEN_SETUP_SQL RELIABILITY_LOAD_SECONDS CARGO_BUILD_JOBS; do
+for v in SF_TMP RUST_BACKTRACE GEN GEN_SETUP_SQL RELIABILITY_LOAD_SECONDS UNIT_TESTS CARGO_BUILD_JOBS BENCH_STARTED; do
   [[ -n ${!v:-} ]] && pass+=("$v=${!v}")
 done
 chroot "$root" env -i HOME="$HOME" PATH="$HOME/.cargo/bin:/usr/local/bin:/usr/bin:/bin:/usr/sbin:/sbin" \
