@@ -216,7 +216,19 @@ ALTER OPERATOR FAMILY snowflake_ops USING btree ADD
     FUNCTION 1 (integer, snowflake) int4_snowflake_cmp(integer, snowflake),
     OPERATOR 1 < (bigint, bigint), OPERATOR 2 <= (bigint, bigint), OPERATOR 3 = (bigint, bigint),
     OPERATOR 4 >= (bigint, bigint), OPERATOR 5 > (bigint, bigint),
-    FUNCTION 1 (bigint, bigint) btint8cmp(bigint, bigint);
+    FUNCTION 1 (bigint, bigint) btint8cmp(bigint, bigint),
+    -- integer's own operators, and integer with bigint: a merge join or a sort of the integer
+    -- side of `snowflake = integer` looks them up in this family (else XX000 "missing
+    -- operator 1(23,23)"), as integer_ops holds them for bigint and integer.
+    OPERATOR 1 < (integer, integer), OPERATOR 2 <= (integer, integer), OPERATOR 3 = (integer, integer),
+    OPERATOR 4 >= (integer, integer), OPERATOR 5 > (integer, integer),
+    FUNCTION 1 (integer, integer) btint4cmp(integer, integer),
+    OPERATOR 1 < (integer, bigint), OPERATOR 2 <= (integer, bigint), OPERATOR 3 = (integer, bigint),
+    OPERATOR 4 >= (integer, bigint), OPERATOR 5 > (integer, bigint),
+    FUNCTION 1 (integer, bigint) btint48cmp(integer, bigint),
+    OPERATOR 1 < (bigint, integer), OPERATOR 2 <= (bigint, integer), OPERATOR 3 = (bigint, integer),
+    OPERATOR 4 >= (bigint, integer), OPERATOR 5 > (bigint, integer),
+    FUNCTION 1 (bigint, integer) btint84cmp(bigint, integer);
 
 CREATE OPERATOR FAMILY snowflake_ops USING hash;
 CREATE OPERATOR CLASS snowflake_ops DEFAULT FOR TYPE snowflake USING hash FAMILY snowflake_ops AS

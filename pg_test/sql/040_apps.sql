@@ -136,6 +136,20 @@ ALTER TABLE parent ALTER COLUMN id TYPE snowflake;
 SELECT pg_relation_filenode('parent') = :filenode AS not_rewritten, json_agg(parent) AS json FROM parent;
 SELECT pg_temp.err($$INSERT INTO child VALUES (1)$$);
 DROP TABLE child, parent;
+-- Joins and semi-joins with integer columns plan and run whatever the join method (the
+-- family holds integer's operators, which a merge join's sort of the integer side needs).
+CREATE TABLE ints (x integer);
+INSERT INTO ints VALUES (5), (7), (123);
+CREATE TABLE small_ids (id snowflake PRIMARY KEY);
+INSERT INTO small_ids VALUES (5), (7), (8);
+SET enable_hashjoin = off; SET enable_nestloop = off;
+SELECT s.id FROM small_ids s JOIN ints i ON s.id = i.x ORDER BY 1;
+SELECT id FROM small_ids WHERE id IN (SELECT x FROM ints) ORDER BY 1;
+SELECT x FROM ints WHERE x IN (SELECT id FROM small_ids) ORDER BY 1;
+SELECT count(*) FROM small_ids s LEFT JOIN ints i ON i.x = s.id;
+RESET enable_hashjoin; RESET enable_nestloop;
+SELECT id FROM small_ids WHERE id IN (VALUES (5), (7)) ORDER BY 1;
+DROP TABLE ints, small_ids;
 -- Out of bigint's range: bigint's own error.
 SELECT pg_temp.err($$SELECT '9223372036854775808'::snowflake$$);
 DROP TABLE likes, items, items_copy;
