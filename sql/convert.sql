@@ -85,16 +85,29 @@ BEGIN
     EXECUTE format('SELECT CASE WHEN is_called THEN last_value ELSE last_value - 1 END FROM %s', seq) INTO newest;
     EXECUTE format('SELECT max(%I) FROM %s', col, tbl) INTO highest;
     highest := greatest(newest, highest, 0);
+    -- Refuse a table that could take no insert afterwards: no ID of this shard above it.
+    IF highest >= @extschema@.make_id(@extschema@.id_timestamp(9223372036854775807), shard, 1023) THEN
+        RAISE EXCEPTION 'column % of table % holds %: no snowflake ID of shard % is above it', quote_ident(col), tbl, highest, shard
+            USING ERRCODE = 'numeric_value_out_of_range';
+    END IF;
 
     IF dep = 'i' THEN
         SELECT n.nspname, c.relname INTO seq_schema, seq_name
           FROM pg_class c JOIN pg_namespace n ON n.oid = c.relnamespace WHERE c.oid = seq;
         EXECUTE format('ALTER TABLE %s ALTER COLUMN %I DROP IDENTITY', tbl, col);
-        EXECUTE format('CREATE SEQUENCE %I.%I AS bigint OWNED BY %s.%I', seq_schema, seq_name, tbl, col);
+        -- Owned by the table's owner (OWNED BY requires it), whoever converts.
+        EXECUTE format('CREATE SEQUENCE %I.%I AS bigint', seq_schema, seq_name);
         seq := format('%I.%I', seq_schema, seq_name)::regclass;
+        EXECUTE format('ALTER SEQUENCE %s OWNER TO %s', seq, rel.relowner::regrole);
+        EXECUTE format('ALTER SEQUENCE %s OWNED BY %s.%I', seq, tbl, col);
+        -- Whoever may INSERT: on the table, or on some of its columns.
         FOR grantee IN
             SELECT DISTINCT CASE WHEN x.grantee = 0 THEN 'PUBLIC' ELSE quote_ident(r.rolname) END
-              FROM aclexplode(rel.relacl) x LEFT JOIN pg_roles r ON r.oid = x.grantee
+              FROM (SELECT (aclexplode(rel.relacl)).*
+                    UNION ALL
+                    SELECT (aclexplode(a.attacl)).* FROM pg_attribute a
+                     WHERE a.attrelid = tbl AND a.attnum > 0 AND NOT a.attisdropped AND a.attacl IS NOT NULL) x
+              LEFT JOIN pg_roles r ON r.oid = x.grantee
              WHERE x.privilege_type = 'INSERT' AND x.grantee <> rel.relowner
         LOOP
             EXECUTE format('GRANT USAGE ON SEQUENCE %s TO %s', seq, grantee);

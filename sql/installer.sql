@@ -26,6 +26,9 @@ SELECT pg_catalog.pg_extension_config_dump('snowflake_id_shard', '');
 CREATE VIEW snowflake_id_shards AS
     SELECT schema_name, shard, sequence FROM snowflake_id_shard ORDER BY shard;
 COMMENT ON VIEW snowflake_id_shards IS 'Logical shards made by create_shard: schema, shard number, sequence.';
+-- Readable by every role, as pg_namespace is: an application's node-side functions look
+-- shards up here.
+GRANT SELECT ON snowflake_id_shards TO PUBLIC;
 
 CREATE FUNCTION create_shard(schema_name text, shard integer) RETURNS void
 LANGUAGE plpgsql VOLATILE STRICT PARALLEL UNSAFE
@@ -41,6 +44,8 @@ DECLARE
     seq_owner regrole;
     old_fn oid;
     counter bigint;
+    seq_min bigint;
+    seq_max bigint;
     dependent regclass;
 BEGIN
     IF shard NOT BETWEEN 0 AND 8191 THEN
@@ -133,6 +138,13 @@ BEGIN
         EXECUTE format('ALTER SEQUENCE %s OWNER TO %s', seq::regclass, seq_owner);
     END IF;
 
+    -- A sequence whose range cannot hold IDs (AS integer, descending): next_id's own error.
+    SELECT q.seqmin, q.seqmax INTO seq_min, seq_max FROM pg_sequence q WHERE q.seqrelid = seq;
+    IF NOT @extschema@.make_id(clock_timestamp(), shard, 1023) BETWEEN seq_min AND seq_max THEN
+        RAISE EXCEPTION 'sequence "%" cannot hold snowflake IDs: its range is % to %', seq::regclass, seq_min, seq_max
+            USING ERRCODE = 'sequence_generator_limit_exceeded',
+                  HINT = format('ALTER SEQUENCE %s AS bigint MINVALUE 1 MAXVALUE 9223372036854775807', seq::regclass);
+    END IF;
     -- A sequence still holding a plain counter (new, or Instagram's PL/pgSQL's) is moved
     -- above every ID the old function can have made; one holding IDs already is left alone.
     counter := coalesce(pg_sequence_last_value(seq), 0);
@@ -277,31 +289,40 @@ BEGIN
         RAISE EXCEPTION 'template schema % is not a plain schema of tables: it holds %', quote_ident(template), bad
             USING ERRCODE = 'wrong_object_type';
     END IF;
-    -- Code the copies would run: functions and types used by the template's tables (defaults,
-    -- generated columns, constraints, index expressions, column types), owned by a role that
-    -- is neither the caller nor a superuser, who could redefine them.
-    SELECT string_agg(DISTINCT what, ', ') INTO bad FROM (
-        SELECT format('function %s (owner %s)', p.oid::regprocedure, p.proowner::regrole) AS what
+    -- Code the copies would run: functions, operators (and the functions behind them) and
+    -- types used by the template's tables (defaults, generated columns, constraints, index
+    -- expressions, column types), owned by a role that is neither the caller nor a
+    -- superuser, who could redefine them.
+    WITH deps AS (
+        SELECT d.refclassid, d.refobjid
           FROM pg_class c JOIN pg_depend d ON d.refobjsubid >= 0
                AND ((d.classid = 'pg_attrdef'::regclass AND d.objid IN (SELECT a.oid FROM pg_attrdef a WHERE a.adrelid = c.oid))
                  OR (d.classid = 'pg_constraint'::regclass AND d.objid IN (SELECT k.oid FROM pg_constraint k WHERE k.conrelid = c.oid))
                  OR (d.classid = 'pg_class'::regclass AND d.objid IN (SELECT i.indexrelid FROM pg_index i WHERE i.indrelid = c.oid)))
-          JOIN pg_proc p ON d.refclassid = 'pg_proc'::regclass AND p.oid = d.refobjid
-         WHERE c.relnamespace = tpl AND c.relkind = 'r'
-           AND p.proowner <> current_user::regrole
-           AND NOT (SELECT r.rolsuper FROM pg_roles r WHERE r.oid = p.proowner)
+         WHERE c.relnamespace = tpl AND c.relkind = 'r'),
+    untrusted AS (
+        SELECT r.oid FROM pg_roles r WHERE r.oid <> current_user::regrole AND NOT r.rolsuper)
+    SELECT string_agg(DISTINCT what, ', ') INTO bad FROM (
+        SELECT format('function %s (owner %s)', p.oid::regprocedure, p.proowner::regrole) AS what
+          FROM deps JOIN pg_proc p ON deps.refclassid = 'pg_proc'::regclass AND p.oid = deps.refobjid
+         WHERE p.proowner IN (SELECT oid FROM untrusted)
+        UNION ALL
+        SELECT format('operator %s (owner %s)', o.oid::regoperator, o.oprowner::regrole)
+          FROM deps JOIN pg_operator o ON deps.refclassid = 'pg_operator'::regclass AND o.oid = deps.refobjid
+         WHERE o.oprowner IN (SELECT oid FROM untrusted)
+            OR EXISTS (SELECT FROM pg_proc p WHERE p.oid IN (o.oprcode::oid, o.oprrest::oid, o.oprjoin::oid)
+                          AND p.proowner IN (SELECT oid FROM untrusted))
         UNION ALL
         SELECT format('type %s (owner %s)', y.oid::regtype, y.typowner::regrole)
           FROM pg_class c JOIN pg_attribute a ON a.attrelid = c.oid AND a.attnum > 0 AND NOT a.attisdropped
           JOIN pg_type y ON y.oid = a.atttypid
          WHERE c.relnamespace = tpl AND c.relkind = 'r'
-           AND y.typowner <> current_user::regrole
-           AND NOT (SELECT r.rolsuper FROM pg_roles r WHERE r.oid = y.typowner)) x;
+           AND y.typowner IN (SELECT oid FROM untrusted)) x;
     IF bad IS NOT NULL THEN
         RAISE EXCEPTION 'template schema % uses code its shards would run that the caller does not trust: %',
             quote_ident(template), bad
             USING ERRCODE = 'insufficient_privilege',
-                  HINT = 'Use functions and types owned by you or by a superuser in the template''s tables.';
+                  HINT = 'Use functions, operators and types owned by you or by a superuser in the template''s tables.';
     END IF;
 
     PERFORM @extschema@.create_shard(schema_name, shard);

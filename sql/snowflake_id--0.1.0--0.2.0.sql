@@ -26,6 +26,8 @@ DECLARE
     seq_owner regrole;
     old_fn oid;
     counter bigint;
+    seq_min bigint;
+    seq_max bigint;
     dependent regclass;
 BEGIN
     IF shard NOT BETWEEN 0 AND 8191 THEN
@@ -118,6 +120,13 @@ BEGIN
         EXECUTE format('ALTER SEQUENCE %s OWNER TO %s', seq::regclass, seq_owner);
     END IF;
 
+    -- A sequence whose range cannot hold IDs (AS integer, descending): next_id's own error.
+    SELECT q.seqmin, q.seqmax INTO seq_min, seq_max FROM pg_sequence q WHERE q.seqrelid = seq;
+    IF NOT @extschema@.make_id(clock_timestamp(), shard, 1023) BETWEEN seq_min AND seq_max THEN
+        RAISE EXCEPTION 'sequence "%" cannot hold snowflake IDs: its range is % to %', seq::regclass, seq_min, seq_max
+            USING ERRCODE = 'sequence_generator_limit_exceeded',
+                  HINT = format('ALTER SEQUENCE %s AS bigint MINVALUE 1 MAXVALUE 9223372036854775807', seq::regclass);
+    END IF;
     -- A sequence still holding a plain counter (new, or Instagram's PL/pgSQL's) is moved
     -- above every ID the old function can have made; one holding IDs already is left alone.
     counter := coalesce(pg_sequence_last_value(seq), 0);
@@ -239,31 +248,40 @@ BEGIN
         RAISE EXCEPTION 'template schema % is not a plain schema of tables: it holds %', quote_ident(template), bad
             USING ERRCODE = 'wrong_object_type';
     END IF;
-    -- Code the copies would run: functions and types used by the template's tables (defaults,
-    -- generated columns, constraints, index expressions, column types), owned by a role that
-    -- is neither the caller nor a superuser, who could redefine them.
-    SELECT string_agg(DISTINCT what, ', ') INTO bad FROM (
-        SELECT format('function %s (owner %s)', p.oid::regprocedure, p.proowner::regrole) AS what
+    -- Code the copies would run: functions, operators (and the functions behind them) and
+    -- types used by the template's tables (defaults, generated columns, constraints, index
+    -- expressions, column types), owned by a role that is neither the caller nor a
+    -- superuser, who could redefine them.
+    WITH deps AS (
+        SELECT d.refclassid, d.refobjid
           FROM pg_class c JOIN pg_depend d ON d.refobjsubid >= 0
                AND ((d.classid = 'pg_attrdef'::regclass AND d.objid IN (SELECT a.oid FROM pg_attrdef a WHERE a.adrelid = c.oid))
                  OR (d.classid = 'pg_constraint'::regclass AND d.objid IN (SELECT k.oid FROM pg_constraint k WHERE k.conrelid = c.oid))
                  OR (d.classid = 'pg_class'::regclass AND d.objid IN (SELECT i.indexrelid FROM pg_index i WHERE i.indrelid = c.oid)))
-          JOIN pg_proc p ON d.refclassid = 'pg_proc'::regclass AND p.oid = d.refobjid
-         WHERE c.relnamespace = tpl AND c.relkind = 'r'
-           AND p.proowner <> current_user::regrole
-           AND NOT (SELECT r.rolsuper FROM pg_roles r WHERE r.oid = p.proowner)
+         WHERE c.relnamespace = tpl AND c.relkind = 'r'),
+    untrusted AS (
+        SELECT r.oid FROM pg_roles r WHERE r.oid <> current_user::regrole AND NOT r.rolsuper)
+    SELECT string_agg(DISTINCT what, ', ') INTO bad FROM (
+        SELECT format('function %s (owner %s)', p.oid::regprocedure, p.proowner::regrole) AS what
+          FROM deps JOIN pg_proc p ON deps.refclassid = 'pg_proc'::regclass AND p.oid = deps.refobjid
+         WHERE p.proowner IN (SELECT oid FROM untrusted)
+        UNION ALL
+        SELECT format('operator %s (owner %s)', o.oid::regoperator, o.oprowner::regrole)
+          FROM deps JOIN pg_operator o ON deps.refclassid = 'pg_operator'::regclass AND o.oid = deps.refobjid
+         WHERE o.oprowner IN (SELECT oid FROM untrusted)
+            OR EXISTS (SELECT FROM pg_proc p WHERE p.oid IN (o.oprcode::oid, o.oprrest::oid, o.oprjoin::oid)
+                          AND p.proowner IN (SELECT oid FROM untrusted))
         UNION ALL
         SELECT format('type %s (owner %s)', y.oid::regtype, y.typowner::regrole)
           FROM pg_class c JOIN pg_attribute a ON a.attrelid = c.oid AND a.attnum > 0 AND NOT a.attisdropped
           JOIN pg_type y ON y.oid = a.atttypid
          WHERE c.relnamespace = tpl AND c.relkind = 'r'
-           AND y.typowner <> current_user::regrole
-           AND NOT (SELECT r.rolsuper FROM pg_roles r WHERE r.oid = y.typowner)) x;
+           AND y.typowner IN (SELECT oid FROM untrusted)) x;
     IF bad IS NOT NULL THEN
         RAISE EXCEPTION 'template schema % uses code its shards would run that the caller does not trust: %',
             quote_ident(template), bad
             USING ERRCODE = 'insufficient_privilege',
-                  HINT = 'Use functions and types owned by you or by a superuser in the template''s tables.';
+                  HINT = 'Use functions, operators and types owned by you or by a superuser in the template''s tables.';
     END IF;
 
     PERFORM @extschema@.create_shard(schema_name, shard);
@@ -288,6 +306,8 @@ END
 $$;
 COMMENT ON FUNCTION create_shard(text, integer, text) IS
   'create_shard(schema_name, shard), then every table of schema template made in it (LIKE ... INCLUDING ALL), bigint primary keys defaulting to its next_id(). Idempotent.';
+
+GRANT SELECT ON snowflake_id_shards TO PUBLIC;
 
 -- == Layouts: other people's IDs ==
 -- Decoders taking a layout name, next_id in a named layout, UUID/ULID/ObjectID times
@@ -742,16 +762,29 @@ BEGIN
     EXECUTE format('SELECT CASE WHEN is_called THEN last_value ELSE last_value - 1 END FROM %s', seq) INTO newest;
     EXECUTE format('SELECT max(%I) FROM %s', col, tbl) INTO highest;
     highest := greatest(newest, highest, 0);
+    -- Refuse a table that could take no insert afterwards: no ID of this shard above it.
+    IF highest >= @extschema@.make_id(@extschema@.id_timestamp(9223372036854775807), shard, 1023) THEN
+        RAISE EXCEPTION 'column % of table % holds %: no snowflake ID of shard % is above it', quote_ident(col), tbl, highest, shard
+            USING ERRCODE = 'numeric_value_out_of_range';
+    END IF;
 
     IF dep = 'i' THEN
         SELECT n.nspname, c.relname INTO seq_schema, seq_name
           FROM pg_class c JOIN pg_namespace n ON n.oid = c.relnamespace WHERE c.oid = seq;
         EXECUTE format('ALTER TABLE %s ALTER COLUMN %I DROP IDENTITY', tbl, col);
-        EXECUTE format('CREATE SEQUENCE %I.%I AS bigint OWNED BY %s.%I', seq_schema, seq_name, tbl, col);
+        -- Owned by the table's owner (OWNED BY requires it), whoever converts.
+        EXECUTE format('CREATE SEQUENCE %I.%I AS bigint', seq_schema, seq_name);
         seq := format('%I.%I', seq_schema, seq_name)::regclass;
+        EXECUTE format('ALTER SEQUENCE %s OWNER TO %s', seq, rel.relowner::regrole);
+        EXECUTE format('ALTER SEQUENCE %s OWNED BY %s.%I', seq, tbl, col);
+        -- Whoever may INSERT: on the table, or on some of its columns.
         FOR grantee IN
             SELECT DISTINCT CASE WHEN x.grantee = 0 THEN 'PUBLIC' ELSE quote_ident(r.rolname) END
-              FROM aclexplode(rel.relacl) x LEFT JOIN pg_roles r ON r.oid = x.grantee
+              FROM (SELECT (aclexplode(rel.relacl)).*
+                    UNION ALL
+                    SELECT (aclexplode(a.attacl)).* FROM pg_attribute a
+                     WHERE a.attrelid = tbl AND a.attnum > 0 AND NOT a.attisdropped AND a.attacl IS NOT NULL) x
+              LEFT JOIN pg_roles r ON r.oid = x.grantee
              WHERE x.privilege_type = 'INSERT' AND x.grantee <> rel.relowner
         LOOP
             EXECUTE format('GRANT USAGE ON SEQUENCE %s TO %s', seq, grantee);

@@ -85,6 +85,16 @@ SELECT create_shard('pg_catalog', 63);
 SELECT create_shard('information_schema', 64);
 SELECT create_shard('', 65);
 
+-- A sequence whose range cannot hold IDs is refused with next_id's own error (2200H).
+CREATE SCHEMA int71;
+CREATE SEQUENCE int71.table_id_seq AS integer;
+SELECT create_shard('int71', 71);
+SELECT count(*) AS registered FROM snowflake_id_shards WHERE shard = 71;
+DROP SCHEMA int71 CASCADE;
+-- Every role may read the list of shards (as it may read pg_namespace).
+SET ROLE alice_reg;
+SELECT count(*) >= 0 AS readable FROM snowflake_id_shards;
+RESET ROLE;
 -- drop_shard cleans up a shard whose sequence (and function) were dropped by hand.
 SELECT create_shard('hand70', 70);
 DROP SEQUENCE hand70.table_id_seq CASCADE;

@@ -66,6 +66,15 @@ CREATE SCHEMA tpl_mal;
 CREATE TABLE tpl_mal.t (id bigint PRIMARY KEY, note text DEFAULT mal.pick());
 SELECT create_shard('tshard12', 12, template => 'tpl_mal');
 SELECT to_regnamespace('tshard12') IS NULL AS nothing_made;
+-- Nor through an operator: its function would run in every shard's CHECK (42501).
+SET ROLE mallory_tpl;
+CREATE FUNCTION mal.same(bigint, bigint) RETURNS boolean LANGUAGE sql RETURN $1 = $2;
+CREATE OPERATOR mal.=== (FUNCTION = mal.same, LEFTARG = bigint, RIGHTARG = bigint);
+RESET ROLE;
+CREATE SCHEMA tpl_op;
+CREATE TABLE tpl_op.t (id bigint PRIMARY KEY, x bigint CHECK (x OPERATOR(mal.===) x));
+SELECT create_shard('tshard15', 15, template => 'tpl_op');
+SELECT to_regnamespace('tshard15') IS NULL AS nothing_made;
 -- The same function owned by the caller is fine.
 ALTER FUNCTION mal.pick() OWNER TO CURRENT_USER;
 SELECT create_shard('tshard12', 12, template => 'tpl_mal');
@@ -81,7 +90,7 @@ SELECT p.oid::regprocedure, p.provolatile, p.proisstrict, p.proparallel, p.proco
        obj_description(p.oid, 'pg_proc') IS NOT NULL AS commented
   FROM pg_proc p WHERE p.proname = 'create_shard' ORDER BY 1;
 SET client_min_messages = warning;
-DROP SCHEMA tpl, tpl_view, tpl_fn, tpl_mal, mal CASCADE;
+DROP SCHEMA tpl, tpl_view, tpl_fn, tpl_mal, tpl_op, mal CASCADE;
 SELECT drop_shard(schema_name, cascade => true) FROM snowflake_id_shards WHERE shard IN (7, 8, 9, 12, 13);
 DROP ROLE mallory_tpl;
 RESET client_min_messages;
