@@ -269,6 +269,16 @@ fn named_parts(e: &NamedLayoutError) -> Parts {
             None,
             None,
         ),
+        NamedLayoutError::FutureEpoch { epoch_unix_ms, clock_unix_ms } => (
+            ERRCODE_INVALID_PARAMETER_VALUE,
+            format!(
+                "epoch {} is later than the clock ({}): IDs made now would claim the epoch's time",
+                utc(*epoch_unix_ms),
+                utc(*clock_unix_ms)
+            ),
+            Some("A new deployment's epoch is a time already past, e.g. the start of the current year.".into()),
+            None,
+        ),
         NamedLayoutError::TimeOutsideTimestamp { layout } => (
             ERRCODE_DATETIME_FIELD_OVERFLOW, // 22008, datetime_value_out_of_range
             format!("the time of this {layout} ID from the given epoch is outside PostgreSQL's timestamp range"),

@@ -170,6 +170,11 @@ pub enum NamedLayoutError {
     },
     /// An epoch that is infinite or not a whole millisecond.
     BadEpoch,
+    /// A generator's epoch later than the clock: its IDs would claim the epoch's time.
+    FutureEpoch {
+        epoch_unix_ms: i64,
+        clock_unix_ms: i64,
+    },
     /// The decoded time lies outside PostgreSQL's timestamp range (a custom epoch far out).
     TimeOutsideTimestamp {
         layout: &'static str,

@@ -187,7 +187,16 @@ fn next_id_in(node: i32, seq: Regclass, layout: &str) -> i64 {
 /// Next ID in a named layout counting time from a deployment's own epoch (a whole millisecond), e.g. 2026-01-01 for Twitter's layout lasts to 2095.
 #[pg_extern(volatile, parallel_unsafe, name = "next_id")]
 fn next_id_in_epoch(node: i32, seq: Regclass, layout: &str, epoch: TimestampWithTimeZone) -> i64 {
-    next_in(node, seq, self::layout(layout), epoch_unix_ms(epoch))
+    let epoch_unix_ms = epoch_unix_ms(epoch);
+    let clock_unix_ms = crate::sequence_state::clock_unix_ms();
+    if epoch_unix_ms > clock_unix_ms {
+        IdError::from(NamedLayoutError::FutureEpoch {
+            epoch_unix_ms,
+            clock_unix_ms,
+        })
+        .report()
+    }
+    next_in(node, seq, self::layout(layout), epoch_unix_ms)
 }
 
 fn next_in(node: i32, seq: Regclass, layout: &Layout, epoch_unix_ms: i64) -> i64 {

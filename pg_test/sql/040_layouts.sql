@@ -97,6 +97,8 @@ SELECT next_id(1, 'tw', 'sonyflake');
 SELECT next_id(-1, 'tw', 'discord');
 SELECT next_id(1, 'tw', 'mastodon');
 SELECT next_id(1, 'tw', 'twitter', '2026-01-01 00:00:00.0001+00');
+-- An epoch later than the clock (a typo: 2062 for 2026) would make IDs claim its time (22023).
+SELECT next_id(1, 'tw', 'twitter', '2262-01-01+00');
 SELECT next_id(1, 'tw', 'nope');
 -- Not a sequence, as next_id(shard, seq).
 CREATE TABLE not_seq (x int);
