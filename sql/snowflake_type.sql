@@ -36,6 +36,11 @@ CREATE CAST (bigint AS snowflake) WITHOUT FUNCTION AS ASSIGNMENT;
 CREATE FUNCTION snowflake(integer) RETURNS snowflake LANGUAGE internal IMMUTABLE STRICT PARALLEL SAFE AS 'int48';
 COMMENT ON FUNCTION snowflake(integer) IS 'An integer as a snowflake (the cast).';
 CREATE CAST (integer AS snowflake) WITH FUNCTION snowflake(integer) AS IMPLICIT;
+-- Explicit casts to what bigint casts to, by bigint's own functions, so `id::int` and
+-- `id::numeric` keep working on a column changed to snowflake (explicit only: no new
+-- implicit path to make an operator ambiguous).
+CREATE CAST (snowflake AS integer) WITH FUNCTION pg_catalog.int4(bigint);
+CREATE CAST (snowflake AS numeric) WITH FUNCTION pg_catalog."numeric"(bigint);
 
 -- snowflake vs snowflake
 CREATE FUNCTION snowflake_eq(snowflake, snowflake) RETURNS boolean LANGUAGE internal IMMUTABLE STRICT PARALLEL SAFE LEAKPROOF AS 'int8eq';

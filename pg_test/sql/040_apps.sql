@@ -150,6 +150,9 @@ SELECT count(*) FROM small_ids s LEFT JOIN ints i ON i.x = s.id;
 RESET enable_hashjoin; RESET enable_nestloop;
 SELECT id FROM small_ids WHERE id IN (VALUES (5), (7)) ORDER BY 1;
 DROP TABLE ints, small_ids;
+-- Explicit casts to integer and numeric work as on bigint (integer's range checked).
+SELECT 123::snowflake::integer AS as_int, 4000000000000979520::snowflake::numeric AS as_numeric;
+SELECT pg_temp.err($$SELECT 4000000000000979520::snowflake::integer$$);
 -- Out of bigint's range: bigint's own error.
 SELECT pg_temp.err($$SELECT '9223372036854775808'::snowflake$$);
 DROP TABLE likes, items, items_copy;
