@@ -11,6 +11,7 @@
 PG_VERSIONS=${PG_VERSIONS:-"15 17 18"}
 SF_OPT=${SF_OPT:-/opt/snowflake_id}
 # The Debian archive this machine's apt already uses (its first "URIs:" entry).
+# (`|| true`: the trixie chroot has no such file, and sourcing must not fail there.)
 DEBIAN_MIRROR=${DEBIAN_MIRROR:-$(awk '/^URIs:/ {print $2; exit}' /etc/apt/sources.list.d/debian.sources 2>/dev/null || true)}
 # Where Debian 12's own PostgreSQL 15 is, or the copy PG_CONFIG already names.
 if [[ -z ${PG15_CONFIG:-} ]]; then
