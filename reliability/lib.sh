@@ -34,6 +34,14 @@ faketime_env() {
   echo "LD_PRELOAD=$lib FAKETIME_TIMESTAMP_FILE=$1 FAKETIME_NO_CACHE=1"
 }
 
+# faketime_set FILE OFFSET: steps the clock of a server running under faketime_env FILE.
+# Written aside and renamed into place: libfaketime rereads FILE on every call, and a
+# truncated-then-written file read in between is empty, which it cannot parse (trixie's
+# libfaketime then stalls the backend).
+faketime_set() {
+  printf '%s\n' "$2" >"$1.new"; chmod 644 "$1.new"; mv -f "$1.new" "$1"
+}
+
 # assert_new_ids_above WHAT OLD_MAX MIN_NEW DUPLICATES: the promise every durability test
 # checks: each ID issued after the event (restore, crash, failover, upgrade) is above
 # every ID issued before it, and no ID repeats.

@@ -23,7 +23,7 @@ generate() {  # one session: batches of 2,000 IDs until told to stop
   done
 }
 pids=(); for s in 1 2 3 4; do generate "$s" & pids+=($!); done
-step() { sleep 2; echo "$2" > "$work/phase"; echo "$1" > "$clock"; }
+step() { sleep 2; echo "$2" > "$work/phase"; faketime_set "$clock" "$1"; }
 step -5s back5s; step +0 forward; step -1h back1h; step +0 recovered
 recovered_at=$(date -u +%FT%T.%3NZ)   # the server's clock is true again from here
 sleep 2

@@ -22,8 +22,7 @@ for f in "$here"/../router/examples/*.sql; do
     "$f" "$here/../README.md" || fail "README.md does not show $(basename "$f") as it is"
 done
 
-echo "+0" >"$work/faketime"; chmod 644 "$work/faketime"
-export NODE_ENV_node_c="LD_PRELOAD=/usr/lib/x86_64-linux-gnu/faketime/libfaketimeMT.so.1 FAKETIME_TIMESTAMP_FILE=$work/faketime FAKETIME_NO_CACHE=1"
+NODE_ENV_node_c=$(faketime_env "$work/faketime"); export NODE_ENV_node_c
 SHARDS_PER_NODE=16 router_cluster_up
 # The routing examples, by hand: a write routed by shard, a read and an update by ID, a fan-out feed.
 id=$(on router -c "SELECT insert_post(3, 42, 'first')")
@@ -40,7 +39,7 @@ on router -c "DELETE FROM snowflake_id_router.shard WHERE shard = 8000"
 err=$(on router -c "SELECT insert_post(8000, 1, 'x')" 2>&1 || true)
 [[ $err == *'shard_8000_is_assigned_to_no_node'* ]] || fail "a shard assigned to no node: $err"
 
-echo "-1h" >"$work/faketime"
+faketime_set "$work/faketime" "-1h"
 behind=$(on node_c -c "SELECT now() < timestamptz '$(date -u +%FT%T)Z' - interval '50 minutes'")
 [[ $behind == t ]] || fail "libfaketime did not put node_c's clock behind"
 
