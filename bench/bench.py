@@ -312,16 +312,22 @@ def inserts(seconds=6, clients=4, rounds=ROUNDS, uuidv7=False):
     DROP SEQUENCE IF EXISTS t_seq;
     CREATE SEQUENCE t_seq;
     CREATE TABLE t_next_id (id bigint PRIMARY KEY DEFAULT next_id(5, 't_seq'), body text);
+    DROP TABLE IF EXISTS t_next_id_seq;
+    DROP SEQUENCE IF EXISTS t_shard_seq;
+    CREATE SEQUENCE t_shard_seq;
+    SELECT setval('t_shard_seq', make_id(now(), 5));
+    CREATE TABLE t_next_id_seq (id bigint PRIMARY KEY DEFAULT next_id('t_shard_seq'), body text);
     CREATE TABLE t_bigserial (id bigserial PRIMARY KEY, body text);
     CREATE TABLE t_uuid (id uuid PRIMARY KEY DEFAULT gen_random_uuid(), body text);
     DROP TABLE IF EXISTS t_uuidv7;
     """)
-    names = {"DEFAULT next_id": "t_next_id", "bigserial": "t_bigserial", "uuid DEFAULT gen_random_uuid()": "t_uuid"}
+    names = {"DEFAULT next_id": "t_next_id", "DEFAULT next_id(seq)": "t_next_id_seq", "bigserial": "t_bigserial",
+             "uuid DEFAULT gen_random_uuid()": "t_uuid"}
     if uuidv7:  # PostgreSQL 18's built-in, time-ordered
         psql("CREATE TABLE t_uuidv7 (id uuid PRIMARY KEY DEFAULT uuidv7(), body text)")
         names["uuid DEFAULT uuidv7()"] = "t_uuidv7"
     tps = {n: [] for n in names}
-    ratios = []
+    ratios, ratios_seq = [], []
     with tempfile.TemporaryDirectory() as d:
         for i, table in enumerate(names.values()):
             with open(os.path.join(d, f"{i}.sql"), "w") as f:
@@ -341,6 +347,7 @@ def inserts(seconds=6, clients=4, rounds=ROUNDS, uuidv7=False):
             for i, name in enumerate(names):
                 tps[name].append(clients / (statistics.mean(latencies[i]) / 1e6))
             ratios.append(tps["DEFAULT next_id"][-1] / tps["bigserial"][-1])
+            ratios_seq.append(tps["DEFAULT next_id(seq)"][-1] / tps["bigserial"][-1])
     sizes = {}
     for name, table in names.items():
         psql(f"TRUNCATE {table}; INSERT INTO {table} (body) SELECT 'x' FROM generate_series(1, 1000000); VACUUM ANALYZE {table}")
@@ -348,6 +355,7 @@ def inserts(seconds=6, clients=4, rounds=ROUNDS, uuidv7=False):
                        "index_bytes": int(psql(f"SELECT pg_indexes_size('{table}')"))}
     return {"tps": {n: summary(v) for n, v in tps.items()},
             "next_id_over_bigserial_per_run": summary(ratios),
+            "next_id_seq_over_bigserial_per_run": summary(ratios_seq),
             "sizes_after_1M_rows": sizes, "clients": clients, "seconds": seconds,
             "synchronous_commit": "off", "method": "the tables mixed in one pgbench run per round"}
 

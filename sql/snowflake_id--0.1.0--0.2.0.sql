@@ -810,3 +810,8 @@ COMMENT ON FUNCTION convert_column(regclass, name, integer) IS
   'Turns a bigserial or identity bigint column into DEFAULT next_id(shard, its sequence), in place; every new ID is above every existing one. Returns the sequence.';
 
 -- == Platform ==
+CREATE FUNCTION next_id(seq regclass) RETURNS bigint
+STRICT VOLATILE PARALLEL UNSAFE
+LANGUAGE c AS 'MODULE_PATHNAME', 'next_id_continuing_wrapper';
+COMMENT ON FUNCTION next_id(regclass) IS
+  'Next ID from a shard''s sequence, for the shard of the newest ID it holds (create_shard sets it; or setval(seq, make_id(now(), shard))): next_id(shard, seq) without restating the shard.';

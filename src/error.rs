@@ -29,6 +29,11 @@ pub enum IdError {
     OtherSessionsTemporary {
         sequence: String,
     },
+    /// `next_id(seq)` on a sequence that holds no ID to take the shard from.
+    NoShardHeld {
+        sequence: String,
+        newest: i64,
+    },
     /// The sequence's MINVALUE/MAXVALUE cannot hold the ID (e.g. `AS integer`).
     SequenceTooSmall {
         sequence: String,
@@ -196,6 +201,12 @@ impl IdError {
                 None,
                 Some(MAKE_A_KEY.into()),
             ),
+            IdError::NoShardHeld { sequence, newest } => (
+                ERRCODE_OBJECT_NOT_IN_PREREQUISITE_STATE,
+                format!("sequence \"{sequence}\" holds no snowflake ID to take the shard from: its value {newest} is a plain counter"),
+                Some("next_id(seq) continues the shard of the newest ID in the sequence.".into()),
+                Some("Make it a shard's sequence with create_shard(schema, shard), or set its shard once with setval(seq, make_id(now(), shard)), or pass the shard: next_id(shard, seq).".into()),
+            ),
             IdError::MaskKeyUnset => (
                 ERRCODE_OBJECT_NOT_IN_PREREQUISITE_STATE,
                 "no mask key: snowflake_id.mask_key is not set".into(),
@@ -203,6 +214,12 @@ impl IdError {
                 Some(format!("Pass the key as the second argument, or have a superuser set snowflake_id.mask_key. {MAKE_A_KEY}")),
             ),
         }
+    }
+
+    /// The error's message and hint, for where PostgreSQL raises it (a GUC check hook).
+    pub fn message_and_hint(&self) -> (String, Option<String>) {
+        let (_, message, _, hint) = self.parts();
+        (message, hint)
     }
 
     /// Raises this error in PostgreSQL; does not return.

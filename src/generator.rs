@@ -55,31 +55,68 @@ fn wait_for_tick(shape: &Shape, epoch_unix_ms: i64, seen: i64) {
     }
 }
 
+/// Whose ID a call issues: a given node (shard), or, for `next_id(seq)`, the shard of the
+/// newest ID the sequence holds (read under the buffer lock with the rest of the state).
+#[derive(Clone, Copy)]
+pub enum Node {
+    Given(i32),
+    OfNewest,
+}
+
 /// Issues the next ID in Instagram's layout for `shard` from the sequence `relid`.
 pub fn next_id(shard: i32, relid: pg_sys::Oid) -> Result<i64, IdError> {
     let shard = layout::check_shard(shard as i64)?;
-    issue(&layout::INSTAGRAM, layout::EPOCH_UNIX_MS, shard, relid)
+    issue(
+        &layout::INSTAGRAM,
+        layout::EPOCH_UNIX_MS,
+        Node::Given(shard),
+        relid,
+    )
 }
 
-/// Issues the next ID in `shape`, with time counted from `epoch_unix_ms`, for `node` (already
-/// checked to be within `shape`) from the sequence `relid`. Always inlined: Instagram's
+/// Issues the next ID in Instagram's layout from the sequence `relid`, in the shard of the
+/// newest ID it holds ([`layout::shard_of_newest`]).
+pub fn next_id_continuing(relid: pg_sys::Oid) -> Result<i64, IdError> {
+    issue(
+        &layout::INSTAGRAM,
+        layout::EPOCH_UNIX_MS,
+        Node::OfNewest,
+        relid,
+    )
+}
+
+/// Issues the next ID in `shape`, with time counted from `epoch_unix_ms`, for `node` (a given
+/// one already checked to be within `shape`) from the sequence `relid`. Always inlined: Instagram's
 /// `next_id` gets its own copy with the layout's numbers as constants (the hot path costs
 /// what it did before layouts were data); the named layouts share one copy.
 #[inline(always)]
 pub fn issue(
     shape: &Shape,
     epoch_unix_ms: i64,
-    node: i32,
+    node: Node,
     relid: pg_sys::Oid,
 ) -> Result<i64, IdError> {
-    debug_assert!((0..=shape.max_node()).contains(&node));
     let seq = Sequence::open(relid)?;
     let max_lead = MAX_LEAD_MS.get() as i64;
     let mut waited_on = None;
     loop {
         let tuple = seq.lock_tuple();
+        let newest = tuple.newest();
+        let node = match node {
+            Node::Given(node) => node,
+            Node::OfNewest => match layout::shard_of_newest(newest) {
+                Some(shard) => shard,
+                None => {
+                    tuple.release();
+                    let sequence = seq.name();
+                    seq.close();
+                    return Err(IdError::NoShardHeld { sequence, newest });
+                }
+            },
+        };
+        debug_assert!((0..=shape.max_node()).contains(&node));
         let now = clock_ms(shape, epoch_unix_ms);
-        match layout::next_id(shape, Some(tuple.newest()), now, node, max_lead, waited_on) {
+        match layout::next_id(shape, Some(newest), now, node, max_lead, waited_on) {
             Next::Issue(id) => {
                 if let Err(e) = seq.check_holds(id) {
                     tuple.release();

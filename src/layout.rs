@@ -69,6 +69,19 @@ pub struct Parts {
     pub seq: i32,
 }
 
+/// The smallest value a sequence holds once it holds IDs: 2^42, an ID of 2011-08-24
+/// 21:15:46 UTC (8.7 minutes after the epoch, before any real ID). Below it a sequence holds
+/// a plain counter (a new sequence, or Instagram's PL/pgSQL's `nextval() % 1024`), which
+/// names no shard; `create_shard` moves such a counter above it.
+pub const MIN_HELD_ID: i64 = 1 << 42;
+
+/// The shard `next_id(seq)` continues: that of the newest ID the sequence holds, or `None`
+/// when it holds a plain counter (see [`MIN_HELD_ID`]).
+#[inline(always)]
+pub fn shard_of_newest(newest: i64) -> Option<i32> {
+    (newest >= MIN_HELD_ID).then_some(((newest >> SHARD_SHIFT) & SHARD_MASK) as i32)
+}
+
 pub fn check_shard(shard: i64) -> Result<i32, LayoutError> {
     if (0..=MAX_SHARD as i64).contains(&shard) {
         Ok(shard as i32)
@@ -242,6 +255,16 @@ mod tests {
         assert_eq!(MAX_MS, (1_i64 << 40) - 1);
         // 2046-06-27 (UTC), the last millisecond of positive IDs.
         assert_eq!(MAX_UNIX_MS, 2_413_731_649_496);
+    }
+
+    #[test]
+    fn a_sequence_names_the_shard_of_its_newest_id() {
+        let id = compose(1_387_263_000, 8191, 1023).unwrap();
+        assert_eq!(shard_of_newest(id), Some(8191));
+        assert_eq!(shard_of_newest(compose(0, 5, 0).unwrap()), None);
+        assert_eq!(shard_of_newest(MIN_HELD_ID - 1), None);
+        assert_eq!(shard_of_newest(MIN_HELD_ID), Some(0));
+        assert_eq!(shard_of_newest(-1), None);
     }
 
     #[test]

@@ -7,23 +7,67 @@ use crate::layout::LayoutError;
 use crate::{mask, text_form};
 use pgrx::prelude::*;
 use pgrx::{GucContext, GucFlags, GucRegistry, GucSetting};
-use std::ffi::CString;
+use std::ffi::{c_char, c_void, CStr, CString};
 
 /// The default mask key (32 hexadecimal digits); superuser-only: not shown to others by
 /// SHOW, current_setting or pg_settings once the library is loaded.
 pub static MASK_KEY: GucSetting<Option<CString>> = GucSetting::<Option<CString>>::new(None);
 
 pub fn init() {
-    GucRegistry::define_string_guc(
-        c"snowflake_id.mask_key",
-        c"Key (32 hexadecimal digits) id_mask(id) and id_unmask(masked) use when given no key.",
-        c"Only superusers can set or read it; other roles can use it through id_mask and \
-          id_unmask. Load the library at session start (session_preload_libraries) so that \
-          the setting is never an unprotected placeholder.",
-        &MASK_KEY,
-        GucContext::Suset,
-        GucFlags::SUPERUSER_ONLY | GucFlags::NO_SHOW_ALL | GucFlags::NO_RESET_ALL,
-    );
+    // SAFETY: the check hook is guarded and only parses its argument.
+    unsafe {
+        GucRegistry::define_string_guc_with_hooks(
+            c"snowflake_id.mask_key",
+            c"Key (32 hexadecimal digits) id_mask(id) and id_unmask(masked) use when given no key.",
+            c"Only superusers can set or read it; other roles can use it through id_mask and \
+              id_unmask. Load the library at session start (session_preload_libraries) so that \
+              the setting is never an unprotected placeholder. An empty string means unset.",
+            &MASK_KEY,
+            GucContext::Suset,
+            GucFlags::SUPERUSER_ONLY | GucFlags::NO_SHOW_ALL | GucFlags::NO_RESET_ALL,
+            Some(check_mask_key),
+            None,
+            None,
+        );
+    }
+}
+
+/// Refuses a malformed key when it is set (22023, with the same message `id_mask` gives and
+/// without repeating the key), so that a typo fails at `SET`/reload rather than at the next
+/// `id_mask`. An empty string is accepted and means unset.
+#[pg_guard]
+unsafe extern "C-unwind" fn check_mask_key(
+    newval: *mut *mut c_char,
+    _extra: *mut *mut c_void,
+    _source: pg_sys::GucSource::Type,
+) -> bool {
+    // SAFETY: PostgreSQL passes a pointer to the proposed value, NULL or NUL-terminated.
+    let value = unsafe { *newval };
+    if value.is_null() {
+        return true;
+    }
+    // SAFETY: as above.
+    let text = unsafe { CStr::from_ptr(value) };
+    if text.is_empty() {
+        return true;
+    }
+    let Err(e) = mask::Key::parse(text.to_str().unwrap_or("?")) else {
+        return true;
+    };
+    let (message, hint) = IdError::BadMaskKey(e).message_and_hint();
+    let hint = hint.unwrap_or_default();
+    // SAFETY: as GUC_check_errmsg()/GUC_check_errhint() do: strings in ErrorContext, read by
+    // the GUC machinery's ereport right after this returns (its SQLSTATE is 22023 already).
+    unsafe {
+        for (slot, text) in [
+            (&raw mut pg_sys::GUC_check_errmsg_string, message),
+            (&raw mut pg_sys::GUC_check_errhint_string, hint),
+        ] {
+            let text = CString::new(text).unwrap_or_default();
+            *slot = pg_sys::MemoryContextStrdup(pg_sys::ErrorContext, text.as_ptr());
+        }
+    }
+    false
 }
 
 fn non_negative(id: i64) -> i64 {
@@ -38,7 +82,7 @@ fn key_of(hex: &str) -> mask::Key {
 }
 
 fn setting_key() -> mask::Key {
-    match MASK_KEY.get() {
+    match MASK_KEY.get().filter(|k| !k.is_empty()) {
         Some(k) => key_of(k.to_str().unwrap_or("?")),
         None => IdError::MaskKeyUnset.report(),
     }

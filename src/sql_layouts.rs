@@ -8,6 +8,7 @@
 //! layouts. The time is exact to the layout's unit; the JSON numbers are exact integers.
 
 use crate::error::{IdError, OrReport};
+use crate::generator::Node;
 use crate::layouts::{self, Layout, NamedLayoutError};
 use crate::sequence_state::PG_EPOCH_UNIX_MS;
 use crate::wide_ids;
@@ -210,7 +211,7 @@ fn next_in(node: i32, seq: Regclass, layout: &Layout, epoch_unix_ms: i64) -> i64
         })
         .report()
     }
-    crate::generator::issue(&shape, epoch_unix_ms, node, seq.0).or_report()
+    crate::generator::issue(&shape, epoch_unix_ms, Node::Given(node), seq.0).or_report()
 }
 
 /// Time a UUID of version 1 or 6 (100 ns since 1582-10-15, shown to the microsecond) or 7 (milliseconds) was made; other versions raise an error.

@@ -56,7 +56,12 @@ SELECT pg_temp.err($$SELECT current_setting('snowflake_id.mask_key')$$);
 SELECT count(*) AS visible_in_pg_settings FROM pg_settings WHERE name = 'snowflake_id.mask_key' AND setting IS NOT NULL;
 SELECT pg_temp.err($$SET snowflake_id.mask_key = '00000000000000000000000000000000'$$);
 RESET ROLE;
-SET snowflake_id.mask_key = 'not a key';
+-- A malformed key is refused when it is set (22023, the key not repeated), keeping the
+-- key in force; an empty one means unset (55000 at use).
+SELECT pg_temp.err($$SET snowflake_id.mask_key = 'not a key'$$);
+SELECT pg_temp.err($$SET snowflake_id.mask_key = '000102030405060708090a0b0c0d0e0g'$$);
+SELECT id_mask(4000000000000979520) = id_mask(4000000000000979520, :key) AS key_kept;
+SET snowflake_id.mask_key = '';
 SELECT pg_temp.err($$SELECT id_mask(1)$$);
 RESET snowflake_id.mask_key;
 
