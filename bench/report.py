@@ -57,7 +57,9 @@ def per_version(major, res):
     for name, t in ins["tps"].items():
         ratio = statistics.median(a / b for a, b in zip(t["runs"], ins["tps"]["bigserial"]["runs"]))
         size = ins["sizes_after_1M_rows"][name]
-        label = {"DEFAULT next_id": "**`bigint DEFAULT next_id(5, 't_seq')`**", "bigserial": "`bigserial`"}.get(name, f"`{name}`")
+        label = {"DEFAULT next_id": "**`bigint DEFAULT next_id(5, 't_seq')`**",
+                 "DEFAULT next_id(seq)": "**`bigint DEFAULT next_id('t_shard_seq')`**",
+                 "bigserial": "`bigserial`"}.get(name, f"`{name}`")
         out.append(f"| {label} | {t['median']:,.0f} ({t['min']:,.0f}–{t['max']:,.0f}) | {x(ratio)} | "
                    f"{size['table_bytes'] / 2**20:.1f} MB | {size['index_bytes'] / 2**20:.1f} MB |")
     out.append("")
@@ -89,8 +91,8 @@ def per_version(major, res):
 
 
 def summary(everything):
-    out = ["| PostgreSQL | `next_id`/`nextval` per call, 1 sequence | 4 sequences in rotation | INSERT tps `next_id`/`bigserial` | other |",
-           "|---|---|---|---|---|"]
+    out = ["| PostgreSQL | `next_id`/`nextval` per call, 1 sequence | 4 sequences in rotation | INSERT tps vs `bigserial`: `DEFAULT next_id(shard, seq)` | `DEFAULT next_id(seq)` | other |",
+           "|---|---|---|---|---|---|"]
     for major, res in everything.items():
         r = res["ratios"]
         other = f"PL/pgSQL {r['PL/pgSQL / next_id (per call, net)']:.1f}× `next_id`; `gen_random_uuid` {x(r['gen_random_uuid / next_id (per call, net)'])}"
@@ -98,7 +100,8 @@ def summary(everything):
             other += f"; `uuidv7` {x(r['uuidv7 / next_id (per call, net)'])} `next_id` per call, INSERT `next_id`/`uuidv7` {x(r['INSERT tps next_id / uuidv7'])}"
         out.append(f"| {res['postgres'].split()[0]} | **{x(r['next_id / nextval (per call, net of the empty baseline)'])}** | "
                    f"**{x(r['next_id / nextval, 4 sequences in rotation (per call, net)'])}** | "
-                   f"**{x(r['INSERT tps next_id / bigserial'])}** | {other} |")
+                   f"**{x(r['INSERT tps next_id / bigserial'])}** | "
+                   f"**{x(r['INSERT tps next_id(seq) / bigserial'])}** | {other} |")
     return out
 
 

@@ -49,7 +49,11 @@ pub fn clock_unix_ms() -> i64 {
 }
 
 /// `lock_and_open_sequence`'s locking: RowExclusiveLock, owned by the top-level transaction
-/// so that a subtransaction's abort does not release it.
+/// so that a subtransaction's abort does not release it. Once per transaction, out of line
+/// (as is every other step off the steady path below, `#[cold]` where it is rare) so that
+/// the steady path's code stays a few cache lines: between the calls of a stream of
+/// INSERTs, PostgreSQL's own code evicts it from the instruction cache.
+#[inline(never)]
 fn lock_for_transaction(relid: pg_sys::Oid) {
     // SAFETY: swapping the resource owner around LockRelationOid is what sequence.c does; it
     // is restored before anything else runs (LockRelationOid raises through pgrx's guard,
@@ -127,15 +131,9 @@ impl Sequence {
                 c
             }
         };
-        // SAFETY: XactReadOnly is a plain flag, and the Prevent* functions only run (through
-        // pgrx) to raise their errors.
-        unsafe {
-            if pg_sys::XactReadOnly && !checked.local_temp {
-                pg_sys::PreventCommandIfReadOnly(c"next_id()".as_ptr());
-            }
-            if unguarded::IsInParallelMode() {
-                pg_sys::PreventCommandIfParallelMode(c"next_id()".as_ptr());
-            }
+        // SAFETY: XactReadOnly is a plain flag; IsInParallelMode cannot fail.
+        if unsafe { pg_sys::XactReadOnly && !checked.local_temp || unguarded::IsInParallelMode() } {
+            refuse_read_only_or_parallel(checked.local_temp);
         }
         Ok(Sequence {
             relid,
@@ -146,6 +144,8 @@ impl Sequence {
 
     /// The checks nextval() makes on every call, and what they read of the relation (the
     /// caller fills in where they were made).
+    #[cold]
+    #[inline(never)]
     fn check(relid: pg_sys::Oid, userid: pg_sys::Oid) -> Result<Checked, IdError> {
         let rel = Relation::open(relid);
         // SAFETY: rel is open, so rd_rel is valid.
@@ -202,6 +202,8 @@ impl Sequence {
     }
 
     /// The sequence's name, for messages.
+    #[cold]
+    #[inline(never)]
     pub fn name(&self) -> String {
         Relation::open(self.relid).name()
     }
@@ -238,10 +240,7 @@ impl Sequence {
             let page = pg_sys::BufferGetPage(buf);
             let magic = *(pg_sys::PageGetSpecialPointer(page) as *const u32);
             if magic != pg_mirror::SEQ_MAGIC {
-                pgrx::error!(
-                    "bad magic number in sequence \"{}\": {magic:08X}",
-                    self.name()
-                );
+                self.bad_magic(magic);
             }
             let item =
                 pg_sys::PageGetItemId(page, pg_sys::FirstOffsetNumber as pg_sys::OffsetNumber);
@@ -249,13 +248,8 @@ impl Sequence {
             let mut tuple: pg_sys::HeapTupleData = std::mem::zeroed();
             tuple.t_data = header;
             tuple.t_len = (*item).lp_len();
-            // A SELECT FOR UPDATE by old releases can leave an xmax here; clear it like a
-            // hint bit, as read_seq_tuple() does.
             if (*header).t_choice.t_heap.t_xmax != pg_sys::InvalidTransactionId {
-                (*header).t_choice.t_heap.t_xmax = pg_sys::InvalidTransactionId;
-                (*header).t_infomask &= !(pg_sys::HEAP_XMAX_COMMITTED as u16);
-                (*header).t_infomask |= pg_sys::HEAP_XMAX_INVALID as u16;
-                pg_sys::MarkBufferDirtyHint(buf, true);
+                clear_xmax(header, buf);
             }
             let data = pg_sys::GETSTRUCT(&mut tuple) as *mut SequenceData;
             LockedTuple {
@@ -268,12 +262,22 @@ impl Sequence {
         }
     }
 
+    #[cold]
+    #[inline(never)]
+    fn bad_magic(&self, magic: u32) -> ! {
+        pgrx::error!(
+            "bad magic number in sequence \"{}\": {magic:08X}",
+            self.name()
+        );
+    }
+
     /// Pins the sequence's only page: through `ReadRecentBuffer` when the buffer that held it
     /// last time still does (no buffer-mapping lookup, no relcache lookup), else opens the
     /// relation and `ReadBuffer`s it, both through pgrx's guard, and remembers the buffer.
     ///
     /// # Safety
     /// The sequence is locked by this transaction.
+    #[inline(always)]
     unsafe fn pin_page(&self) -> pg_sys::Buffer {
         let recent = self.recent_buffer;
         // SAFETY: ReadRecentBuffer checks that the buffer still holds this file's block 0
@@ -290,6 +294,17 @@ impl Sequence {
         {
             return recent;
         }
+        // SAFETY: the caller's.
+        unsafe { self.read_page() }
+    }
+
+    /// `pin_page` when the page is not in the remembered buffer.
+    ///
+    /// # Safety
+    /// The sequence is locked by this transaction.
+    #[cold]
+    #[inline(never)]
+    unsafe fn read_page(&self) -> pg_sys::Buffer {
         let rel = Relation::open(self.relid);
         // SAFETY: an open, locked relation; pgrx's guard turns an ERROR into a panic.
         let buf = unsafe { pg_sys::ReadBuffer(rel.0, 0) };
@@ -299,11 +314,43 @@ impl Sequence {
     }
 }
 
+/// Refuses a call in a read-only transaction (or on a standby), unless the sequence is
+/// this session's temporary one, or in parallel mode: PostgreSQL's own errors (25006).
+#[cold]
+#[inline(never)]
+fn refuse_read_only_or_parallel(local_temp: bool) {
+    // SAFETY: the Prevent* functions only run (through pgrx's guard) to raise their errors.
+    unsafe {
+        if pg_sys::XactReadOnly && !local_temp {
+            pg_sys::PreventCommandIfReadOnly(c"next_id()".as_ptr());
+        }
+        pg_sys::PreventCommandIfParallelMode(c"next_id()".as_ptr());
+    }
+}
+
+/// A SELECT FOR UPDATE by old releases can leave an xmax on the sequence's tuple; clear it
+/// like a hint bit, as read_seq_tuple() does.
+///
+/// # Safety
+/// `header` is the tuple of `buf`'s page, pinned and exclusively locked.
+#[cold]
+#[inline(never)]
+unsafe fn clear_xmax(header: pg_sys::HeapTupleHeader, buf: pg_sys::Buffer) {
+    // SAFETY: the caller's.
+    unsafe {
+        (*header).t_choice.t_heap.t_xmax = pg_sys::InvalidTransactionId;
+        (*header).t_infomask &= !(pg_sys::HEAP_XMAX_COMMITTED as u16);
+        (*header).t_infomask |= pg_sys::HEAP_XMAX_INVALID as u16;
+        pg_sys::MarkBufferDirtyHint(buf, true);
+    }
+}
+
 /// A relation opened through pgrx's guard (`try_relation_open` with NoLock: the caller
 /// holds a lock), closed when dropped.
 struct Relation(pg_sys::Relation);
 
 impl Relation {
+    #[inline(never)]
     fn open(relid: pg_sys::Oid) -> Relation {
         // SAFETY: the caller holds a lock on relid; a missing relation is an ERROR.
         let rel = unsafe { pg_sys::try_relation_open(relid, pg_sys::NoLock as pg_sys::LOCKMODE) };
@@ -390,28 +437,12 @@ impl LockedTuple<'_> {
                 && (id > data.log_cnt
                     || pg_mirror::page_lsn(self.page) <= unguarded::GetRedoRecPtr());
             if log {
-                // Outside the critical section: commit must flush WAL past our record.
-                pg_sys::GetTopTransactionId();
+                take_transaction_id();
             }
             pg_mirror::start_crit_section();
             unguarded::MarkBufferDirty(self.buf);
             if log {
-                data.last_value = logged_ahead;
-                data.log_cnt = logged_ahead;
-                data.is_called = true;
-                pg_sys::XLogBeginInsert();
-                pg_sys::XLogRegisterBuffer(0, self.buf, pg_sys::REGBUF_WILL_INIT as u8);
-                let mut record = XlSeqRec {
-                    locator: self.seq.checked.locator,
-                };
-                pg_sys::XLogRegisterData(
-                    &mut record as *mut XlSeqRec as *mut _,
-                    std::mem::size_of::<XlSeqRec>() as _,
-                );
-                pg_sys::XLogRegisterData(self.tuple.t_data as *mut _, self.tuple.t_len as _);
-                let lsn =
-                    pg_sys::XLogInsert(pg_sys::RmgrIds::RM_SEQ_ID as u8, pg_mirror::XLOG_SEQ_LOG);
-                pg_mirror::set_page_lsn(self.page, lsn);
+                self.log_ahead(logged_ahead);
             }
             data.last_value = id;
             data.is_called = true;
@@ -419,5 +450,44 @@ impl LockedTuple<'_> {
             unguarded::UnlockReleaseBuffer(self.buf);
         }
         self.data = std::ptr::null_mut();
+    }
+
+    /// WAL-logs the tuple with the state `logged_ahead` (`last_value` = `log_cnt` = it).
+    ///
+    /// # Safety
+    /// Inside `store`'s critical section, with the buffer locked and marked dirty.
+    #[cold]
+    #[inline(never)]
+    unsafe fn log_ahead(&mut self, logged_ahead: i64) {
+        // SAFETY: the caller's; mirrors nextval_internal()'s XLOG_SEQ_LOG record.
+        unsafe {
+            let data = &mut *self.data;
+            data.last_value = logged_ahead;
+            data.log_cnt = logged_ahead;
+            data.is_called = true;
+            pg_sys::XLogBeginInsert();
+            pg_sys::XLogRegisterBuffer(0, self.buf, pg_sys::REGBUF_WILL_INIT as u8);
+            let mut record = XlSeqRec {
+                locator: self.seq.checked.locator,
+            };
+            pg_sys::XLogRegisterData(
+                &mut record as *mut XlSeqRec as *mut _,
+                std::mem::size_of::<XlSeqRec>() as _,
+            );
+            pg_sys::XLogRegisterData(self.tuple.t_data as *mut _, self.tuple.t_len as _);
+            let lsn = pg_sys::XLogInsert(pg_sys::RmgrIds::RM_SEQ_ID as u8, pg_mirror::XLOG_SEQ_LOG);
+            pg_mirror::set_page_lsn(self.page, lsn);
+        }
+    }
+}
+
+/// Before a WAL record, outside the critical section: the transaction takes an ID, so that
+/// its commit flushes WAL past the record.
+#[cold]
+#[inline(never)]
+fn take_transaction_id() {
+    // SAFETY: may raise (through pgrx's guard), before anything is changed.
+    unsafe {
+        pg_sys::GetTopTransactionId();
     }
 }
