@@ -100,8 +100,8 @@ def summary(everything):
             other += f"; `uuidv7` {x(r['uuidv7 / next_id (per call, net)'])} `next_id` per call, INSERT `next_id`/`uuidv7` {x(r['INSERT tps next_id / uuidv7'])}"
         out.append(f"| {res['postgres'].split()[0]} | **{x(r['next_id / nextval (per call, net of the empty baseline)'])}** | "
                    f"**{x(r['next_id / nextval, 4 sequences in rotation (per call, net)'])}** | "
-                   f"**{x(r['INSERT tps next_id / bigserial'])}** | "
-                   f"**{x(r['INSERT tps next_id(seq) / bigserial'])}** | {other} |")
+                   f"**{r['INSERT tps next_id / bigserial']:.3f}×** | "
+                   f"**{r['INSERT tps next_id(seq) / bigserial']:.3f}×** | {other} |")
     return out
 
 
