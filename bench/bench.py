@@ -339,7 +339,6 @@ def inserts(seconds=6, clients=4, rounds=ROUNDS, uuidv7=False):
         psql("CREATE TABLE t_uuidv7 (id uuid PRIMARY KEY DEFAULT uuidv7(), body text)")
         names["uuid DEFAULT uuidv7()"] = "t_uuidv7"
     tps = {n: [] for n in names}
-    ratios, ratios_seq = [], []
     with tempfile.TemporaryDirectory() as d:
         for i, table in enumerate(names.values()):
             with open(os.path.join(d, f"{i}.sql"), "w") as f:
@@ -358,16 +357,18 @@ def inserts(seconds=6, clients=4, rounds=ROUNDS, uuidv7=False):
                     latencies[int(fields[3])].append(int(fields[2]))
             for i, name in enumerate(names):
                 tps[name].append(clients / (statistics.mean(latencies[i]) / 1e6))
-            ratios.append(tps["DEFAULT next_id"][-1] / tps["bigserial"][-1])
-            ratios_seq.append(tps["DEFAULT next_id(seq)"][-1] / tps["bigserial"][-1])
+
+    def over_bigserial(name):  # within each run
+        return [a / b for a, b in zip(tps[name], tps["bigserial"])]
+
     sizes = {}
     for name, table in names.items():
         psql(f"TRUNCATE {table}; INSERT INTO {table} (body) SELECT 'x' FROM generate_series(1, 1000000); VACUUM ANALYZE {table}")
         sizes[name] = {"table_bytes": int(psql(f"SELECT pg_table_size('{table}')")),
                        "index_bytes": int(psql(f"SELECT pg_indexes_size('{table}')"))}
     return {"tps": {n: summary(v) for n, v in tps.items()},
-            "next_id_over_bigserial_per_run": summary(ratios),
-            "next_id_seq_over_bigserial_per_run": summary(ratios_seq),
+            "next_id_over_bigserial_per_run": summary(over_bigserial("DEFAULT next_id")),
+            "next_id_seq_over_bigserial_per_run": summary(over_bigserial("DEFAULT next_id(seq)")),
             "sizes_after_1M_rows": sizes, "clients": clients, "seconds": seconds,
             "synchronous_commit": "off", "method": "the tables mixed in one pgbench run per round"}
 

@@ -72,7 +72,8 @@ pub struct Parts {
 /// The smallest value a sequence holds once it holds IDs: 2^42, an ID of 2011-08-24
 /// 21:15:46 UTC (8.7 minutes after the epoch, before any real ID). Below it a sequence holds
 /// a plain counter (a new sequence, or Instagram's PL/pgSQL's `nextval() % 1024`), which
-/// names no shard; `create_shard` moves such a counter above it.
+/// names no shard; `create_shard` moves such a counter above it (its SQL spells the same
+/// bound, `1::bigint << 42`, checked by a test below).
 pub const MIN_HELD_ID: i64 = 1 << 42;
 
 /// The shard `next_id(seq)` continues: that of the newest ID the sequence holds, or `None`
@@ -265,6 +266,20 @@ mod tests {
         assert_eq!(shard_of_newest(MIN_HELD_ID - 1), None);
         assert_eq!(shard_of_newest(MIN_HELD_ID), Some(0));
         assert_eq!(shard_of_newest(-1), None);
+    }
+
+    #[test]
+    fn create_shard_uses_the_same_bound_for_a_plain_counter() {
+        let bound = format!("counter < (1::bigint << {})", MIN_HELD_ID.trailing_zeros());
+        for (name, sql) in [
+            ("installer.sql", include_str!("../sql/installer.sql")),
+            (
+                "the upgrade script",
+                include_str!("../sql/snowflake_id--0.1.0--0.2.0.sql"),
+            ),
+        ] {
+            assert!(sql.contains(&bound), "{name} does not say {bound}");
+        }
     }
 
     #[test]

@@ -42,16 +42,8 @@ unsafe extern "C-unwind" fn check_mask_key(
     _source: pg_sys::GucSource::Type,
 ) -> bool {
     // SAFETY: PostgreSQL passes a pointer to the proposed value, NULL or NUL-terminated.
-    let value = unsafe { *newval };
-    if value.is_null() {
-        return true;
-    }
-    // SAFETY: as above.
-    let text = unsafe { CStr::from_ptr(value) };
-    if text.is_empty() {
-        return true;
-    }
-    let Err(e) = mask::Key::parse(text.to_str().unwrap_or("?")) else {
+    let value = unsafe { (*newval).as_ref().map(|v| CStr::from_ptr(v)) };
+    let Some(Err(e)) = key_in_setting(value) else {
         return true;
     };
     let (message, hint) = IdError::BadMaskKey(e).message_and_hint();
@@ -81,9 +73,18 @@ fn key_of(hex: &str) -> mask::Key {
     mask::Key::parse(hex).unwrap_or_else(|e| IdError::BadMaskKey(e).report())
 }
 
+/// What a value of `snowflake_id.mask_key` says: `None` when unset (NULL or empty), else
+/// the key it spells, or why it spells none. The one reading of the setting, for the check
+/// hook and for `id_mask(id)`.
+fn key_in_setting(value: Option<&CStr>) -> Option<Result<mask::Key, mask::KeyError>> {
+    let text = value.filter(|v| !v.is_empty())?;
+    Some(mask::Key::parse(text.to_str().unwrap_or("?")))
+}
+
 fn setting_key() -> mask::Key {
-    match MASK_KEY.get().filter(|k| !k.is_empty()) {
-        Some(k) => key_of(k.to_str().unwrap_or("?")),
+    match key_in_setting(MASK_KEY.get().as_deref()) {
+        Some(Ok(key)) => key,
+        Some(Err(e)) => IdError::BadMaskKey(e).report(),
         None => IdError::MaskKeyUnset.report(),
     }
 }
