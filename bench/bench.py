@@ -16,7 +16,8 @@ import time
 ROUNDS = int(os.environ.get("BENCH_ROUNDS", 5))
 HOT_ROUNDS = 3 * ROUNDS
 HERE = os.path.dirname(os.path.abspath(__file__))
-PGBENCH = os.path.join(os.environ.get("PGBIN", "/usr/lib/postgresql/15/bin"), "pgbench")
+PGBIN = os.environ.get("PGBIN", "/usr/lib/postgresql/15/bin")
+PGBENCH = os.path.join(PGBIN, "pgbench")
 
 
 def psql(sql, db="postgres"):
@@ -310,7 +311,53 @@ def concurrency(seconds=3):
     return result
 
 
-def inserts(seconds=6, clients=4, rounds=ROUNDS, uuidv7=False):
+def insert_instructions(counts=(1000, 3000)):
+    """Instructions and L1 instruction-cache misses per single-row INSERT in the backend,
+    counted by valgrind's callgrind: a single-user backend (no client, no network) on a
+    cluster of its own runs `counts[0]` and then `counts[1]` INSERTs into one table, and the
+    marginal cost between the two is one INSERT's, with its transaction. Unlike throughput,
+    a count does not wander with the machine: the same build and input count the same."""
+    if subprocess.run(["sh", "-c", "command -v valgrind"], capture_output=True).returncode:
+        return None
+    tables = {"bigserial": "id bigserial PRIMARY KEY",
+              "DEFAULT next_id(seq)": "id bigint PRIMARY KEY DEFAULT next_id('t_shard_seq')",
+              "DEFAULT next_id": "id bigint PRIMARY KEY DEFAULT next_id(5, 't_seq')"}
+    with tempfile.TemporaryDirectory() as d:
+        os.chmod(d, 0o777)
+        data = os.path.join(d, "data")
+        as_postgres = ["sudo", "-u", "postgres"] if os.geteuid() == 0 else []
+        subprocess.run(as_postgres + [os.path.join(PGBIN, "initdb"), "-D", data, "-A", "trust", "-U", "postgres",
+                                      "--no-sync"], check=True, capture_output=True)
+
+        def single_user(script, wrapper=()):
+            path = os.path.join(d, "script.sql")
+            with open(path, "w") as f:
+                f.write(script)
+            with open(path) as f:
+                subprocess.run(as_postgres + list(wrapper) + [
+                    os.path.join(PGBIN, "postgres"), "--single", "-D", data, "-c", "checkpoint_timeout=1h",
+                    "-c", "max_wal_size=10GB", "postgres"], stdin=f, check=True, capture_output=True)
+
+        single_user("CREATE EXTENSION snowflake_id;\nCREATE SEQUENCE t_seq;\nCREATE SEQUENCE t_shard_seq;\n"
+                    "SELECT setval('t_shard_seq', make_id(now(), 5));\n"
+                    + "".join(f"CREATE TABLE t{i} ({column}, body text);\n" for i, column in enumerate(tables.values())))
+        result = {}
+        for i, name in enumerate(tables):
+            totals = []
+            for n in counts:
+                out = os.path.join(d, f"callgrind.{i}.{n}")
+                single_user("SET synchronous_commit = off;\n" + f"INSERT INTO t{i} (body) VALUES ('x');\n" * n,
+                            ["valgrind", "--tool=callgrind", "--cache-sim=yes", f"--callgrind-out-file={out}"])
+                text = open(out).read()
+                events = re.search(r"^events: (.*)$", text, re.M).group(1).split()
+                total = [int(v) for v in re.search(r"^(?:summary|totals): (.*)$", text, re.M).group(1).split()]
+                totals.append(dict(zip(events, total)))
+            per = {e: (totals[1][e] - totals[0][e]) / (counts[1] - counts[0]) for e in ("Ir", "I1mr")}
+            result[name] = {"instructions": round(per["Ir"]), "l1i_misses": round(per["I1mr"], 1)}
+    return result
+
+
+def inserts(seconds=6, clients=4, rounds=2 * ROUNDS, uuidv7=False):
     """Single-row INSERTs into the three tables, mixed in ONE pgbench run: each transaction
     picks a table at random, so all three share the same moments of the machine. Run to run,
     even `SELECT 1` moves by +-15% on a small VM, far more than the few percent to compare;
@@ -330,11 +377,15 @@ def inserts(seconds=6, clients=4, rounds=ROUNDS, uuidv7=False):
     SELECT setval('t_shard_seq', make_id(now(), 5));
     CREATE TABLE t_next_id_seq (id bigint PRIMARY KEY DEFAULT next_id('t_shard_seq'), body text);
     CREATE TABLE t_bigserial (id bigserial PRIMARY KEY, body text);
+    DROP TABLE IF EXISTS t_bigserial_again;
+    CREATE TABLE t_bigserial_again (id bigserial PRIMARY KEY, body text);
     CREATE TABLE t_uuid (id uuid PRIMARY KEY DEFAULT gen_random_uuid(), body text);
     DROP TABLE IF EXISTS t_uuidv7;
     """)
+    # "bigserial, again" is the A/A control: a second bigserial table, the spread a ratio
+    # shows between identical tables.
     names = {"DEFAULT next_id": "t_next_id", "DEFAULT next_id(seq)": "t_next_id_seq", "bigserial": "t_bigserial",
-             "uuid DEFAULT gen_random_uuid()": "t_uuid"}
+             "bigserial, again": "t_bigserial_again", "uuid DEFAULT gen_random_uuid()": "t_uuid"}
     if uuidv7:  # PostgreSQL 18's built-in, time-ordered
         psql("CREATE TABLE t_uuidv7 (id uuid PRIMARY KEY DEFAULT uuidv7(), body text)")
         names["uuid DEFAULT uuidv7()"] = "t_uuidv7"
@@ -369,6 +420,7 @@ def inserts(seconds=6, clients=4, rounds=ROUNDS, uuidv7=False):
     return {"tps": {n: summary(v) for n, v in tps.items()},
             "next_id_over_bigserial_per_run": summary(over_bigserial("DEFAULT next_id")),
             "next_id_seq_over_bigserial_per_run": summary(over_bigserial("DEFAULT next_id(seq)")),
+            "bigserial_again_over_bigserial_per_run": summary(over_bigserial("bigserial, again")),
             "sizes_after_1M_rows": sizes, "clients": clients, "seconds": seconds,
             "synchronous_commit": "off", "method": "the tables mixed in one pgbench run per round"}
 
@@ -470,6 +522,7 @@ def main():
     results["saturation"] = saturation()
     results["concurrency_ids_per_second"] = concurrency()
     results["inserts"] = inserts(uuidv7=v7)
+    results["insert_instructions"] = insert_instructions()
     results["apps"] = apps()
     results["apps_ratios"] = apps_ratios(results["apps"])
     pc = results["per_call"]
@@ -496,6 +549,7 @@ def main():
         "saturated shard / layout ceiling (at the lead bound)": (results["saturation"]["ids_per_second_at_the_lead_bound"] or 0) / 1_024_000,
         "INSERT tps next_id / bigserial": ins["next_id_over_bigserial_per_run"]["median"],
         "INSERT tps next_id(seq) / bigserial": ins["next_id_seq_over_bigserial_per_run"]["median"],
+        "INSERT tps bigserial (A/A control) / bigserial": ins["bigserial_again_over_bigserial_per_run"]["median"],
         "index size next_id / bigserial": ins["sizes_after_1M_rows"]["DEFAULT next_id"]["index_bytes"] / ins["sizes_after_1M_rows"]["bigserial"]["index_bytes"],
     }
     if v7:
@@ -529,5 +583,7 @@ if __name__ == "__main__":
         hot_path_only()
     elif sys.argv[1:] == ["apps"]:
         main_apps()
+    elif sys.argv[1:] == ["instructions"]:
+        print(json.dumps(insert_instructions(), indent=2))
     else:
         main()

@@ -59,10 +59,21 @@ def per_version(major, res):
         size = ins["sizes_after_1M_rows"][name]
         label = {"DEFAULT next_id": "**`bigint DEFAULT next_id(5, 't_seq')`**",
                  "DEFAULT next_id(seq)": "**`bigint DEFAULT next_id('t_shard_seq')`**",
-                 "bigserial": "`bigserial`"}.get(name, f"`{name}`")
+                 "bigserial": "`bigserial`",
+                 "bigserial, again": "`bigserial` again (A/A control)"}.get(name, f"`{name}`")
         out.append(f"| {label} | {t['median']:,.0f} ({t['min']:,.0f}–{t['max']:,.0f}) | {x(ratio)} | "
                    f"{size['table_bytes'] / 2**20:.1f} MB | {size['index_bytes'] / 2**20:.1f} MB |")
     out.append("")
+    counted = res.get("insert_instructions")
+    if counted:
+        base_ir = counted["bigserial"]["instructions"]
+        out.append("| per single-row INSERT, counted by callgrind (single-user backend) | instructions | vs `bigserial` | L1 instruction-cache misses |")
+        out.append("|---|---|---|---|")
+        for name, c in counted.items():
+            label = {"DEFAULT next_id": "`DEFAULT next_id(5, 't_seq')`",
+                     "DEFAULT next_id(seq)": "`DEFAULT next_id('t_shard_seq')`"}.get(name, f"`{name}`")
+            out.append(f"| {label} | {c['instructions']:,} | {c['instructions'] / base_ir:.3f}× | {c['l1i_misses']:,.0f} |")
+        out.append("")
     out.append("| decoding 1M IDs from a table (15 rounds) | ms, median (min–max) |")
     out.append("|---|---|")
     for name, t in dec.items():
@@ -91,8 +102,8 @@ def per_version(major, res):
 
 
 def summary(everything):
-    out = ["| PostgreSQL | `next_id`/`nextval` per call, 1 sequence | 4 sequences in rotation | INSERT tps vs `bigserial`: `DEFAULT next_id(shard, seq)` | `DEFAULT next_id(seq)` | other |",
-           "|---|---|---|---|---|---|"]
+    out = ["| PostgreSQL | `next_id`/`nextval` per call, 1 sequence | 4 sequences in rotation | INSERT tps vs `bigserial`: `DEFAULT next_id(shard, seq)` | `DEFAULT next_id(seq)` | A/A control (`bigserial` again) | other |",
+           "|---|---|---|---|---|---|---|"]
     for major, res in everything.items():
         r = res["ratios"]
         other = f"PL/pgSQL {r['PL/pgSQL / next_id (per call, net)']:.1f}× `next_id`; `gen_random_uuid` {x(r['gen_random_uuid / next_id (per call, net)'])}"
@@ -101,7 +112,8 @@ def summary(everything):
         out.append(f"| {res['postgres'].split()[0]} | **{x(r['next_id / nextval (per call, net of the empty baseline)'])}** | "
                    f"**{x(r['next_id / nextval, 4 sequences in rotation (per call, net)'])}** | "
                    f"**{r['INSERT tps next_id / bigserial']:.3f}×** | "
-                   f"**{r['INSERT tps next_id(seq) / bigserial']:.3f}×** | {other} |")
+                   f"**{r['INSERT tps next_id(seq) / bigserial']:.3f}×** | "
+                   f"{r.get('INSERT tps bigserial (A/A control) / bigserial', float('nan')):.3f}× | {other} |")
     return out
 
 

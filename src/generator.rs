@@ -31,6 +31,15 @@ pub fn init() {
     );
 }
 
+/// `snowflake_id.max_lead`, read where PostgreSQL keeps it: `GucSetting::get` checks the
+/// calling thread on every read (a thread-local lookup), which a backend, one thread, does not
+/// need on the hot path.
+#[inline(always)]
+fn max_lead_ms() -> i64 {
+    // SAFETY: an int that PostgreSQL's GUC machinery writes only between statements.
+    unsafe { *MAX_LEAD_MS.as_ptr() as i64 }
+}
+
 /// The clock as milliseconds since `epoch_unix_ms`, clamped into the layout's range (a clock
 /// before the epoch issues IDs as if it were at the epoch, still strictly increasing).
 #[inline(always)]
@@ -64,6 +73,7 @@ pub enum Node {
 }
 
 /// Issues the next ID in Instagram's layout for `shard` from the sequence `relid`.
+#[inline(always)]
 pub fn next_id(shard: i32, relid: pg_sys::Oid) -> Result<i64, IdError> {
     let shard = layout::check_shard(shard as i64)?;
     issue(
@@ -76,6 +86,7 @@ pub fn next_id(shard: i32, relid: pg_sys::Oid) -> Result<i64, IdError> {
 
 /// Issues the next ID in Instagram's layout from the sequence `relid`, in the shard of the
 /// newest ID it holds ([`layout::shard_of_newest`]).
+#[inline(always)]
 pub fn next_id_continuing(relid: pg_sys::Oid) -> Result<i64, IdError> {
     issue(
         &layout::INSTAGRAM,
@@ -89,6 +100,10 @@ pub fn next_id_continuing(relid: pg_sys::Oid) -> Result<i64, IdError> {
 /// one already checked to be within `shape`) from the sequence `relid`. Always inlined: Instagram's
 /// `next_id` gets its own copy with the layout's numbers as constants (the hot path costs
 /// what it did before layouts were data); the named layouts share one copy.
+///
+/// Callers hold nothing with a destructor across this call: its steady path calls PostgreSQL
+/// unguarded (see `pg_mirror::unguarded`), and builds an error's message only after
+/// releasing the buffer.
 #[inline(always)]
 pub fn issue(
     shape: &Shape,
@@ -97,7 +112,7 @@ pub fn issue(
     relid: pg_sys::Oid,
 ) -> Result<i64, IdError> {
     let seq = Sequence::open(relid)?;
-    let max_lead = MAX_LEAD_MS.get() as i64;
+    let max_lead = max_lead_ms();
     let mut waited_on = None;
     loop {
         let tuple = seq.lock_tuple();
@@ -118,9 +133,9 @@ pub fn issue(
         let now = clock_ms(shape, epoch_unix_ms);
         match layout::next_id(shape, Some(newest), now, node, max_lead, waited_on) {
             Next::Issue(id) => {
-                if let Err(e) = seq.check_holds(id) {
+                if !seq.holds(id) {
                     tuple.release();
-                    return Err(e);
+                    return Err(seq.too_small_for(id));
                 }
                 tuple.store(id, logged_ahead(shape, id, &seq));
                 seq.close();

@@ -145,23 +145,59 @@ pub unsafe fn set_page_lsn(page: pg_sys::Page, lsn: u64) {
     header.pd_lsn.xrecoff = lsn as u32;
 }
 
-/// PostgreSQL functions the steady path calls on every ID *without* pgrx's FFI guard (a
-/// `sigsetjmp` and a thread check per call, which together cost as much as `nextval()`
-/// itself on this path). Each is here because it cannot raise an ERROR in a working
-/// server, or only "out of memory" while enlarging the resource owner's arrays
-/// (`ReadRecentBuffer`). Should one raise, PostgreSQL's longjmp passes over frames of ours
-/// that hold only plain data: no value with a destructor is alive across these calls and
-/// no reference into the per-backend cache is held (`sequence_cache` copies entries out
-/// and back), so nothing of Rust's is skipped; the transaction's abort then releases the
-/// pin and the buffer lock, as for `nextval()`.
+/// `*(uint32 *) PageGetSpecialPointer(page)`: a sequence page's magic number.
 ///
-/// What can fail in ordinary use goes through pgrx's guard (`pg_sys::...`): locking,
-/// opening the relation, `ReadBuffer` when the page is not in the buffer we remember,
-/// catalog and permission checks, taking a transaction ID, WAL insertion.
+/// # Safety
+/// `page` is a pinned and locked buffer page.
+#[inline(always)]
+pub unsafe fn page_special_magic(page: pg_sys::Page) -> u32 {
+    // SAFETY: pd_special is the offset of the special space within the page.
+    unsafe {
+        let special = (*(page as *const pg_sys::PageHeaderData)).pd_special;
+        (page as *const u8)
+            .add(special as usize)
+            .cast::<u32>()
+            .read_unaligned()
+    }
+}
+
+/// `PageGetItem(page, PageGetItemId(page, FirstOffsetNumber))` and that item's length: a
+/// sequence page's one tuple.
+///
+/// # Safety
+/// `page` is a pinned and locked buffer page with at least one item.
+#[inline(always)]
+pub unsafe fn page_first_item(page: pg_sys::Page) -> (*mut u8, u32) {
+    // SAFETY: pd_linp[0] is the first line pointer; lp_off is the item's offset in the page.
+    unsafe {
+        let item = &*(*(page as *const pg_sys::PageHeaderData)).pd_linp.as_ptr();
+        ((page as *mut u8).add(item.lp_off() as usize), item.lp_len())
+    }
+}
+
+/// PostgreSQL functions the steady path calls *without* pgrx's FFI guard (a `sigsetjmp`, a
+/// thread check and their bookkeeping per call, code of its own that an INSERT would bring
+/// into the CPU's caches for each ID). Any of them may raise an ERROR: `LockRelationOid` when
+/// its wait is cancelled, times out or deadlocks, `ReadRecentBuffer` when out of memory. That
+/// is safe for the reason pgrx's own guard requires of its callers (Rust's "plain old
+/// frames"): from the fmgr entry points down to these calls, every frame of ours holds only
+/// plain data, integers and the `Sequence`/`LockedTuple` handles (which have no destructor:
+/// `sequence_state` asserts it at compile time), and no reference into the per-backend table
+/// (`sequence_cache`). So PostgreSQL's longjmp skips nothing of Rust's, and the
+/// (sub)transaction's abort releases the lock, the pin and the buffer lock, as for
+/// `nextval()`.
+///
+/// The steady path's callers keep it so: the entry points (`next_id_wrapper`,
+/// `next_id_continuing_wrapper`, and `#[pg_extern]`'s wrapper of the named layouts' form)
+/// hold nothing with a destructor across `generator::issue`, which builds an error's message
+/// only after releasing the buffer. The cold paths' calls, some made while a value with a
+/// destructor is alive (a `Relation`, which closes itself), go through pgrx's guard
+/// (`pg_sys::...`): opening the relation, `ReadBuffer` when the page is not in the buffer we
+/// remember, catalog and permission checks, taking a transaction ID, WAL insertion.
 pub mod unguarded {
     use super::RelFileLocator;
     use pgrx::pg_sys::{BlockNumber, Buffer, CommandId, ForkNumber, Oid, TimestampTz};
-    use pgrx::pg_sys::{SubTransactionId, TransactionId, XLogRecPtr};
+    use pgrx::pg_sys::{SubTransactionId, TransactionId, XLogRecPtr, LOCKMODE};
     unsafe extern "C" {
         pub fn GetCurrentTimestamp() -> TimestampTz;
         pub fn GetUserId() -> Oid;
@@ -179,5 +215,6 @@ pub mod unguarded {
         pub fn MarkBufferDirty(buf: Buffer);
         pub fn UnlockReleaseBuffer(buf: Buffer);
         pub fn GetRedoRecPtr() -> XLogRecPtr;
+        pub fn LockRelationOid(relid: Oid, lockmode: LOCKMODE);
     }
 }

@@ -10,8 +10,9 @@
 //! long it holds (see `Sequence::open`).
 //!
 //! The table lives for the backend (each backend is one thread: pgrx enforces it) and, like
-//! `SeqTable`, only grows: an entry is ~80 bytes. Entries are copied out and written back
-//! ([`get`], [`put`]), so that no reference into the table is alive while PostgreSQL runs.
+//! `SeqTable`, only grows: an entry is ~80 bytes. Callers hold a [`Slot`] and read entries
+//! as copies or set one field at a time, so that no reference into the table is alive while
+//! PostgreSQL runs.
 
 use pgrx::pg_sys;
 use std::cell::UnsafeCell;
@@ -77,7 +78,15 @@ impl Hasher for OidHasher {
     }
 }
 
-type Table = HashMap<pg_sys::Oid, Entry, BuildHasherDefault<OidHasher>>;
+/// The entries, in the order their sequences were first used (an entry never moves, so its
+/// slot stays valid), with an index from OID to slot and the slot of the latest sequence
+/// used: a stream of calls on one sequence finds its entry with one comparison, and the
+/// steady path's code stays a few instructions (the index is off it, in `slot_of_other`).
+struct Table {
+    entries: Vec<Entry>,
+    slots: HashMap<pg_sys::Oid, usize, BuildHasherDefault<OidHasher>>,
+    latest: usize,
+}
 
 /// The backend's table. A `static` rather than a `thread_local!`: a backend is one thread,
 /// and the lookup is on the hot path.
@@ -85,33 +94,69 @@ struct BackendLocal(UnsafeCell<Table>);
 // SAFETY: PostgreSQL backends are single-threaded; only the backend's thread touches this.
 unsafe impl Sync for BackendLocal {}
 
-static TABLE: BackendLocal = BackendLocal(UnsafeCell::new(HashMap::with_hasher(
-    BuildHasherDefault::new(),
-)));
+static TABLE: BackendLocal = BackendLocal(UnsafeCell::new(Table {
+    entries: Vec::new(),
+    slots: HashMap::with_hasher(BuildHasherDefault::new()),
+    latest: 0,
+}));
 
-/// The entry for `relid`, or a blank one.
-pub fn get(relid: pg_sys::Oid) -> Entry {
-    // SAFETY: only this backend's thread uses TABLE, never re-entrantly (no PostgreSQL call
-    // is made while the reference lives).
-    let table = unsafe { &*TABLE.0.get() };
-    table.get(&relid).copied().unwrap_or(Entry {
-        relid,
-        locked_in: 0,
-        recent_buffer: 0,
-        checked: None,
-    })
+/// The table. Only this backend's thread uses it, never re-entrantly: each use below is one
+/// expression that makes no PostgreSQL call while the reference lives.
+fn table() -> &'static mut Table {
+    // SAFETY: as above.
+    unsafe { &mut *TABLE.0.get() }
 }
 
-/// Stores `entry` as its sequence's.
-pub fn put(entry: Entry) {
-    // SAFETY: as in `get`.
-    let table = unsafe { &mut *TABLE.0.get() };
-    table.insert(entry.relid, entry);
+/// Where a sequence's entry is in the backend's table.
+#[derive(Clone, Copy)]
+pub struct Slot(usize);
+
+/// The slot of `relid`'s entry, made blank if the sequence is new.
+#[inline(always)]
+pub fn slot(relid: pg_sys::Oid) -> Slot {
+    let table = table();
+    match table.entries.get(table.latest) {
+        Some(entry) if entry.relid == relid => Slot(table.latest),
+        _ => slot_of_other(relid),
+    }
 }
 
-/// Remembers the buffer that now holds `relid`'s page.
-pub fn set_recent_buffer(relid: pg_sys::Oid, buffer: pg_sys::Buffer) {
-    let mut entry = get(relid);
-    entry.recent_buffer = buffer;
-    put(entry);
+/// `slot` for a sequence other than the latest one used.
+#[inline(never)]
+fn slot_of_other(relid: pg_sys::Oid) -> Slot {
+    let table = table();
+    let entries = &mut table.entries;
+    let slot = *table.slots.entry(relid).or_insert_with(|| {
+        entries.push(Entry {
+            relid,
+            locked_in: 0,
+            recent_buffer: 0,
+            checked: None,
+        });
+        entries.len() - 1
+    });
+    table.latest = slot;
+    Slot(slot)
+}
+
+impl Slot {
+    /// A copy of the entry (inlined, only the fields the caller reads are loaded).
+    #[inline(always)]
+    pub fn entry(self) -> Entry {
+        table().entries[self.0]
+    }
+
+    #[inline(always)]
+    pub fn set_locked_in(self, lxid: pg_sys::LocalTransactionId) {
+        table().entries[self.0].locked_in = lxid;
+    }
+
+    #[inline(always)]
+    pub fn set_checked(self, checked: Checked) {
+        table().entries[self.0].checked = Some(checked);
+    }
+
+    pub fn set_recent_buffer(self, buffer: pg_sys::Buffer) {
+        table().entries[self.0].recent_buffer = buffer;
+    }
 }

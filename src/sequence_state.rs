@@ -30,7 +30,7 @@
 
 use crate::error::IdError;
 use crate::pg_mirror::{self, unguarded, SequenceData, SequenceOptions, XlSeqRec};
-use crate::sequence_cache::{self, Checked};
+use crate::sequence_cache::{self, Checked, Slot};
 use pgrx::pg_sys;
 use std::ffi::CStr;
 
@@ -49,27 +49,30 @@ pub fn clock_unix_ms() -> i64 {
 }
 
 /// `lock_and_open_sequence`'s locking: RowExclusiveLock, owned by the top-level transaction
-/// so that a subtransaction's abort does not release it. Once per transaction, out of line
-/// (as is every other step off the steady path below, `#[cold]` where it is rare) so that
-/// the steady path's code stays a few cache lines: between the calls of a stream of
-/// INSERTs, PostgreSQL's own code evicts it from the instruction cache.
-#[inline(never)]
+/// so that a subtransaction's abort does not release it. Unguarded (see `unguarded`): it can
+/// raise (a lock timeout, a cancel while waiting, a deadlock), and when it does PostgreSQL's
+/// longjmp leaves `CurrentResourceOwner` swapped, which the (sub)transaction's abort resets
+/// anyway, as for `nextval()`, whose C does the same.
+#[inline(always)]
 fn lock_for_transaction(relid: pg_sys::Oid) {
-    // SAFETY: swapping the resource owner around LockRelationOid is what sequence.c does; it
-    // is restored before anything else runs (LockRelationOid raises through pgrx's guard,
-    // and the transaction's abort resets CurrentResourceOwner anyway).
+    // SAFETY: swapping the resource owner around LockRelationOid is what sequence.c does; the
+    // call is made on the steady path's plain frames (see `unguarded`).
     unsafe {
         let owner = pg_sys::CurrentResourceOwner;
         pg_sys::CurrentResourceOwner = pg_sys::TopTransactionResourceOwner;
-        pg_sys::LockRelationOid(relid, pg_sys::RowExclusiveLock as pg_sys::LOCKMODE);
+        unguarded::LockRelationOid(relid, pg_sys::RowExclusiveLock as pg_sys::LOCKMODE);
         pg_sys::CurrentResourceOwner = owner;
     }
 }
 
 /// A sequence locked for this transaction and checked for issuing values as `nextval()`
 /// checks it.
+///
+/// `Sequence` and `LockedTuple` must stay plain data: the steady path calls PostgreSQL
+/// unguarded while they are alive (see `pg_mirror::unguarded`).
 pub struct Sequence {
     relid: pg_sys::Oid,
+    slot: Slot,
     recent_buffer: pg_sys::Buffer,
     checked: Checked,
 }
@@ -90,34 +93,41 @@ impl Sequence {
     ///
     /// A stream of single-statement transactions, each INSERT with `DEFAULT next_id(...)`,
     /// thus checks once (the INSERT takes its XID only after the first ID is made).
+    #[inline(always)]
     pub fn open(relid: pg_sys::Oid) -> Result<Sequence, IdError> {
         let lxid = pg_mirror::current_lxid();
-        let mut entry = sequence_cache::get(relid);
-        if entry.locked_in != lxid {
+        let slot = sequence_cache::slot(relid);
+        if slot.entry().locked_in != lxid {
             lock_for_transaction(relid);
-            entry.locked_in = lxid;
-            sequence_cache::put(entry);
+            slot.set_locked_in(lxid);
         }
         // SAFETY: none of these can fail (see `unguarded`); read after locking, so that the
         // lock's processing of invalidation messages is counted.
-        let (userid, cid, subxid, clean, invalidations) = unsafe {
+        let (userid, clean, invalidations) = unsafe {
             (
                 unguarded::GetUserId(),
-                unguarded::GetCurrentCommandId(false),
-                unguarded::GetCurrentSubTransactionId(),
                 unguarded::GetTopTransactionIdIfAny() == pg_sys::InvalidTransactionId,
                 pg_sys::SharedInvalidMessageCounter,
             )
         };
-        let fresh = entry.checked.filter(|c| {
+        // Where in the transaction this call is: asked only when a check could hold here
+        // alone (made or reused by a transaction that has written).
+        // SAFETY: as above.
+        let place = || unsafe {
+            (
+                unguarded::GetCurrentSubTransactionId(),
+                unguarded::GetCurrentCommandId(false),
+            )
+        };
+        let fresh = slot.entry().checked.filter(|c| {
             c.userid == userid
                 && c.invalidations == invalidations
-                && ((clean && !c.own_changes)
-                    || (c.lxid == lxid && c.subxid == subxid && c.cid == cid))
+                && ((clean && !c.own_changes) || (c.lxid == lxid && (c.subxid, c.cid) == place()))
         });
         let checked = match fresh {
             Some(c) => c,
             None => {
+                let (subxid, cid) = place();
                 let c = Checked {
                     invalidations,
                     own_changes: !clean,
@@ -126,8 +136,7 @@ impl Sequence {
                     cid,
                     ..Self::check(relid, userid)?
                 };
-                entry.checked = Some(c);
-                sequence_cache::put(entry);
+                slot.set_checked(c);
                 c
             }
         };
@@ -137,7 +146,8 @@ impl Sequence {
         }
         Ok(Sequence {
             relid,
-            recent_buffer: entry.recent_buffer,
+            slot,
+            recent_buffer: slot.entry().recent_buffer,
             checked,
         })
     }
@@ -208,18 +218,22 @@ impl Sequence {
         Relation::open(self.relid).name()
     }
 
-    /// Whether the sequence's range admits `id`; else the error to raise.
-    pub fn check_holds(&self, id: i64) -> Result<(), IdError> {
+    /// Whether the sequence's range (MINVALUE to MAXVALUE) admits `id`.
+    pub fn holds(&self, id: i64) -> bool {
+        (self.checked.min..=self.checked.max).contains(&id)
+    }
+
+    /// The error for an `id` the sequence's range does not admit (made after releasing the
+    /// buffer: it looks up the sequence's name).
+    #[cold]
+    #[inline(never)]
+    pub fn too_small_for(&self, id: i64) -> IdError {
         let Checked { min, max, .. } = self.checked;
-        if (min..=max).contains(&id) {
-            Ok(())
-        } else {
-            Err(IdError::SequenceTooSmall {
-                sequence: self.name(),
-                id,
-                min,
-                max,
-            })
+        IdError::SequenceTooSmall {
+            sequence: self.name(),
+            id,
+            min,
+            max,
         }
     }
 
@@ -231,6 +245,7 @@ impl Sequence {
     pub fn close(self) {}
 
     /// `read_seq_tuple`: pins and exclusively locks the sequence's page.
+    #[inline(always)]
     pub fn lock_tuple(&self) -> LockedTuple<'_> {
         // SAFETY: mirrors read_seq_tuple(); the page is a sequence page (magic checked) with
         // one normal item, the tuple, which we only touch under the exclusive buffer lock.
@@ -238,25 +253,22 @@ impl Sequence {
             let buf = self.pin_page();
             unguarded::LockBuffer(buf, pg_sys::BUFFER_LOCK_EXCLUSIVE as i32);
             let page = pg_sys::BufferGetPage(buf);
-            let magic = *(pg_sys::PageGetSpecialPointer(page) as *const u32);
+            let magic = pg_mirror::page_special_magic(page);
             if magic != pg_mirror::SEQ_MAGIC {
                 self.bad_magic(magic);
             }
-            let item =
-                pg_sys::PageGetItemId(page, pg_sys::FirstOffsetNumber as pg_sys::OffsetNumber);
-            let header = pg_sys::PageGetItem(page, item) as pg_sys::HeapTupleHeader;
-            let mut tuple: pg_sys::HeapTupleData = std::mem::zeroed();
-            tuple.t_data = header;
-            tuple.t_len = (*item).lp_len();
+            let (header, len) = pg_mirror::page_first_item(page);
+            let header = header as pg_sys::HeapTupleHeader;
             if (*header).t_choice.t_heap.t_xmax != pg_sys::InvalidTransactionId {
                 clear_xmax(header, buf);
             }
-            let data = pg_sys::GETSTRUCT(&mut tuple) as *mut SequenceData;
+            let data = (header as *mut u8).add((*header).t_hoff as usize) as *mut SequenceData;
             LockedTuple {
                 seq: self,
                 buf,
                 page,
-                tuple,
+                header,
+                len,
                 data,
             }
         }
@@ -309,7 +321,7 @@ impl Sequence {
         // SAFETY: an open, locked relation; pgrx's guard turns an ERROR into a panic.
         let buf = unsafe { pg_sys::ReadBuffer(rel.0, 0) };
         drop(rel);
-        sequence_cache::set_recent_buffer(self.relid, buf);
+        self.slot.set_recent_buffer(buf);
         buf
     }
 }
@@ -402,9 +414,14 @@ pub struct LockedTuple<'a> {
     seq: &'a Sequence,
     buf: pg_sys::Buffer,
     page: pg_sys::Page,
-    tuple: pg_sys::HeapTupleData,
+    /// The tuple (its header, then `data`) and its length.
+    header: pg_sys::HeapTupleHeader,
+    len: u32,
     data: *mut SequenceData,
 }
+
+const _: () = assert!(!std::mem::needs_drop::<Sequence>());
+const _: () = assert!(!std::mem::needs_drop::<LockedTuple<'static>>());
 
 impl LockedTuple<'_> {
     /// The newest value issued from the sequence, or the one before the next if nextval()
@@ -474,7 +491,7 @@ impl LockedTuple<'_> {
                 &mut record as *mut XlSeqRec as *mut _,
                 std::mem::size_of::<XlSeqRec>() as _,
             );
-            pg_sys::XLogRegisterData(self.tuple.t_data as *mut _, self.tuple.t_len as _);
+            pg_sys::XLogRegisterData(self.header as *mut _, self.len as _);
             let lsn = pg_sys::XLogInsert(pg_sys::RmgrIds::RM_SEQ_ID as u8, pg_mirror::XLOG_SEQ_LOG);
             pg_mirror::set_page_lsn(self.page, lsn);
         }
