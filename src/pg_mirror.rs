@@ -161,18 +161,26 @@ pub unsafe fn page_special_magic(page: pg_sys::Page) -> u32 {
     }
 }
 
-/// `PageGetItem(page, PageGetItemId(page, FirstOffsetNumber))` and that item's length: a
-/// sequence page's one tuple.
+/// `PageGetItem(page, PageGetItemId(page, FirstOffsetNumber))`: a sequence page's one tuple.
 ///
 /// # Safety
 /// `page` is a pinned and locked buffer page with at least one item.
 #[inline(always)]
-pub unsafe fn page_first_item(page: pg_sys::Page) -> (*mut u8, u32) {
+pub unsafe fn page_first_item(page: pg_sys::Page) -> *mut u8 {
     // SAFETY: pd_linp[0] is the first line pointer; lp_off is the item's offset in the page.
     unsafe {
         let item = &*(*(page as *const pg_sys::PageHeaderData)).pd_linp.as_ptr();
-        ((page as *mut u8).add(item.lp_off() as usize), item.lp_len())
+        (page as *mut u8).add(item.lp_off() as usize)
     }
+}
+
+/// `ItemIdGetLength(PageGetItemId(page, FirstOffsetNumber))`: the length of that tuple.
+///
+/// # Safety
+/// As [`page_first_item`].
+pub unsafe fn page_first_item_len(page: pg_sys::Page) -> u32 {
+    // SAFETY: the caller's.
+    unsafe { (*(*(page as *const pg_sys::PageHeaderData)).pd_linp.as_ptr()).lp_len() }
 }
 
 /// PostgreSQL functions the steady path calls *without* pgrx's FFI guard (a `sigsetjmp`, a

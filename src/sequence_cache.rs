@@ -10,14 +10,15 @@
 //! long it holds (see `Sequence::open`).
 //!
 //! The table lives for the backend (each backend is one thread: pgrx enforces it) and, like
-//! `SeqTable`, only grows: an entry is ~80 bytes. Callers hold a [`Slot`] and read entries
-//! as copies or set one field at a time, so that no reference into the table is alive while
-//! PostgreSQL runs.
+//! `SeqTable`, only grows: an entry is ~80 bytes, boxed so that it never moves. Callers
+//! hold a [`Slot`], a pointer to their sequence's entry, and read or set one field at a
+//! time, so that no reference into the table is alive while PostgreSQL runs.
 
 use pgrx::pg_sys;
 use std::cell::UnsafeCell;
 use std::collections::HashMap;
 use std::hash::{BuildHasherDefault, Hasher};
+use std::ptr::NonNull;
 
 /// The outcome of `nextval()`'s checks on a sequence, and where and when they were made.
 #[derive(Clone, Copy)]
@@ -48,15 +49,33 @@ pub struct Checked {
     pub max: i64,
 }
 
-/// One sequence's entry.
-#[derive(Clone, Copy)]
-pub struct Entry {
-    pub relid: pg_sys::Oid,
+impl Checked {
+    /// No check made yet: its user, `InvalidOid`, is no session's.
+    const NONE: Checked = Checked {
+        userid: pg_sys::InvalidOid,
+        invalidations: 0,
+        own_changes: true,
+        lxid: 0,
+        subxid: 0,
+        cid: 0,
+        local_temp: false,
+        needs_wal: true,
+        // SAFETY: three OIDs; all zero is InvalidOid's.
+        locator: unsafe { std::mem::zeroed() },
+        min: 0,
+        max: 0,
+    };
+}
+
+/// One sequence's entry: boxed and never freed (the table, like `SeqTable`, only grows), so
+/// that a [`Slot`] pointing at it stays valid for the backend's life.
+struct Entry {
+    relid: pg_sys::Oid,
     /// The local transaction ID in which this backend took the sequence's lock (0: never).
-    pub locked_in: pg_sys::LocalTransactionId,
+    locked_in: pg_sys::LocalTransactionId,
     /// The buffer that last held the sequence's page (0: none yet).
-    pub recent_buffer: pg_sys::Buffer,
-    pub checked: Option<Checked>,
+    recent_buffer: pg_sys::Buffer,
+    checked: Checked,
 }
 
 /// A multiplicative hash of the OID: OIDs are distinct small integers, and this table is
@@ -78,14 +97,12 @@ impl Hasher for OidHasher {
     }
 }
 
-/// The entries, in the order their sequences were first used (an entry never moves, so its
-/// slot stays valid), with an index from OID to slot and the slot of the latest sequence
-/// used: a stream of calls on one sequence finds its entry with one comparison, and the
-/// steady path's code stays a few instructions (the index is off it, in `slot_of_other`).
+/// The entries by OID, and the latest one used: a stream of calls on one sequence finds its
+/// entry with one comparison, and the steady path's code stays a few instructions (the
+/// index is off it, in `slot_of_other`).
 struct Table {
-    entries: Vec<Entry>,
-    slots: HashMap<pg_sys::Oid, usize, BuildHasherDefault<OidHasher>>,
-    latest: usize,
+    slots: HashMap<pg_sys::Oid, Slot, BuildHasherDefault<OidHasher>>,
+    latest: Option<Slot>,
 }
 
 /// The backend's table. A `static` rather than a `thread_local!`: a backend is one thread,
@@ -95,9 +112,8 @@ struct BackendLocal(UnsafeCell<Table>);
 unsafe impl Sync for BackendLocal {}
 
 static TABLE: BackendLocal = BackendLocal(UnsafeCell::new(Table {
-    entries: Vec::new(),
     slots: HashMap::with_hasher(BuildHasherDefault::new()),
-    latest: 0,
+    latest: None,
 }));
 
 /// The table. Only this backend's thread uses it, never re-entrantly: each use below is one
@@ -107,16 +123,16 @@ fn table() -> &'static mut Table {
     unsafe { &mut *TABLE.0.get() }
 }
 
-/// Where a sequence's entry is in the backend's table.
+/// A sequence's entry. Its fields are read and written through the pointer one at a time,
+/// each access one expression (no reference into an entry is held across anything else).
 #[derive(Clone, Copy)]
-pub struct Slot(usize);
+pub struct Slot(NonNull<Entry>);
 
-/// The slot of `relid`'s entry, made blank if the sequence is new.
+/// The entry of `relid`, made blank if the sequence is new.
 #[inline(always)]
 pub fn slot(relid: pg_sys::Oid) -> Slot {
-    let table = table();
-    match table.entries.get(table.latest) {
-        Some(entry) if entry.relid == relid => Slot(table.latest),
+    match table().latest {
+        Some(slot) if slot.relid() == relid => slot,
         _ => slot_of_other(relid),
     }
 }
@@ -125,38 +141,54 @@ pub fn slot(relid: pg_sys::Oid) -> Slot {
 #[inline(never)]
 fn slot_of_other(relid: pg_sys::Oid) -> Slot {
     let table = table();
-    let entries = &mut table.entries;
     let slot = *table.slots.entry(relid).or_insert_with(|| {
-        entries.push(Entry {
+        Slot(NonNull::from(Box::leak(Box::new(Entry {
             relid,
             locked_in: 0,
             recent_buffer: 0,
-            checked: None,
-        });
-        entries.len() - 1
+            checked: Checked::NONE,
+        }))))
     });
-    table.latest = slot;
-    Slot(slot)
+    table.latest = Some(slot);
+    slot
 }
 
+// SAFETY (every method): the entry is a leaked box, alive for the backend, and touched only
+// by the backend's thread, one field per expression.
 impl Slot {
-    /// A copy of the entry (inlined, only the fields the caller reads are loaded).
     #[inline(always)]
-    pub fn entry(self) -> Entry {
-        table().entries[self.0]
+    fn relid(self) -> pg_sys::Oid {
+        unsafe { (*self.0.as_ptr()).relid }
+    }
+
+    #[inline(always)]
+    pub fn locked_in(self) -> pg_sys::LocalTransactionId {
+        unsafe { (*self.0.as_ptr()).locked_in }
     }
 
     #[inline(always)]
     pub fn set_locked_in(self, lxid: pg_sys::LocalTransactionId) {
-        table().entries[self.0].locked_in = lxid;
+        unsafe { (*self.0.as_ptr()).locked_in = lxid }
+    }
+
+    #[inline(always)]
+    pub fn recent_buffer(self) -> pg_sys::Buffer {
+        unsafe { (*self.0.as_ptr()).recent_buffer }
+    }
+
+    pub fn set_recent_buffer(self, buffer: pg_sys::Buffer) {
+        unsafe { (*self.0.as_ptr()).recent_buffer = buffer }
+    }
+
+    /// The latest check (inlined, only the fields the caller reads are loaded); its user is
+    /// `InvalidOid` before the first.
+    #[inline(always)]
+    pub fn checked(self) -> Checked {
+        unsafe { (*self.0.as_ptr()).checked }
     }
 
     #[inline(always)]
     pub fn set_checked(self, checked: Checked) {
-        table().entries[self.0].checked = Some(checked);
-    }
-
-    pub fn set_recent_buffer(self, buffer: pg_sys::Buffer) {
-        table().entries[self.0].recent_buffer = buffer;
+        unsafe { (*self.0.as_ptr()).checked = checked }
     }
 }

@@ -72,9 +72,8 @@ fn lock_for_transaction(relid: pg_sys::Oid) {
 /// unguarded while they are alive (see `pg_mirror::unguarded`).
 pub struct Sequence {
     relid: pg_sys::Oid,
+    /// Its entry in the per-backend table: its checks, read there when needed.
     slot: Slot,
-    recent_buffer: pg_sys::Buffer,
-    checked: Checked,
 }
 
 impl Sequence {
@@ -97,7 +96,7 @@ impl Sequence {
     pub fn open(relid: pg_sys::Oid) -> Result<Sequence, IdError> {
         let lxid = pg_mirror::current_lxid();
         let slot = sequence_cache::slot(relid);
-        if slot.entry().locked_in != lxid {
+        if slot.locked_in() != lxid {
             lock_for_transaction(relid);
             slot.set_locked_in(lxid);
         }
@@ -119,37 +118,27 @@ impl Sequence {
                 unguarded::GetCurrentCommandId(false),
             )
         };
-        let fresh = slot.entry().checked.filter(|c| {
-            c.userid == userid
-                && c.invalidations == invalidations
-                && ((clean && !c.own_changes) || (c.lxid == lxid && (c.subxid, c.cid) == place()))
-        });
-        let checked = match fresh {
-            Some(c) => c,
-            None => {
-                let (subxid, cid) = place();
-                let c = Checked {
-                    invalidations,
-                    own_changes: !clean,
-                    lxid,
-                    subxid,
-                    cid,
-                    ..Self::check(relid, userid)?
-                };
-                slot.set_checked(c);
-                c
-            }
-        };
-        // SAFETY: XactReadOnly is a plain flag; IsInParallelMode cannot fail.
-        if unsafe { pg_sys::XactReadOnly && !checked.local_temp || unguarded::IsInParallelMode() } {
-            refuse_read_only_or_parallel(checked.local_temp);
+        let c = slot.checked();
+        let fresh = c.userid == userid
+            && c.invalidations == invalidations
+            && ((clean && !c.own_changes) || (c.lxid == lxid && (c.subxid, c.cid) == place()));
+        if !fresh {
+            let (subxid, cid) = place();
+            slot.set_checked(Checked {
+                invalidations,
+                own_changes: !clean,
+                lxid,
+                subxid,
+                cid,
+                ..Self::check(relid, userid)?
+            });
         }
-        Ok(Sequence {
-            relid,
-            slot,
-            recent_buffer: slot.entry().recent_buffer,
-            checked,
-        })
+        let local_temp = slot.checked().local_temp;
+        // SAFETY: XactReadOnly is a plain flag; IsInParallelMode cannot fail.
+        if unsafe { pg_sys::XactReadOnly && !local_temp || unguarded::IsInParallelMode() } {
+            refuse_read_only_or_parallel(local_temp);
+        }
+        Ok(Sequence { relid, slot })
     }
 
     /// The checks nextval() makes on every call, and what they read of the relation (the
@@ -220,7 +209,7 @@ impl Sequence {
 
     /// Whether the sequence's range (MINVALUE to MAXVALUE) admits `id`.
     pub fn holds(&self, id: i64) -> bool {
-        (self.checked.min..=self.checked.max).contains(&id)
+        (self.slot.checked().min..=self.slot.checked().max).contains(&id)
     }
 
     /// The error for an `id` the sequence's range does not admit (made after releasing the
@@ -228,7 +217,7 @@ impl Sequence {
     #[cold]
     #[inline(never)]
     pub fn too_small_for(&self, id: i64) -> IdError {
-        let Checked { min, max, .. } = self.checked;
+        let Checked { min, max, .. } = self.slot.checked();
         IdError::SequenceTooSmall {
             sequence: self.name(),
             id,
@@ -238,7 +227,7 @@ impl Sequence {
     }
 
     pub fn max(&self) -> i64 {
-        self.checked.max
+        self.slot.checked().max
     }
 
     /// Done with the sequence (its lock stays with the transaction, as nextval()'s).
@@ -257,7 +246,7 @@ impl Sequence {
             if magic != pg_mirror::SEQ_MAGIC {
                 self.bad_magic(magic);
             }
-            let (header, len) = pg_mirror::page_first_item(page);
+            let header = pg_mirror::page_first_item(page);
             let header = header as pg_sys::HeapTupleHeader;
             if (*header).t_choice.t_heap.t_xmax != pg_sys::InvalidTransactionId {
                 clear_xmax(header, buf);
@@ -268,7 +257,6 @@ impl Sequence {
                 buf,
                 page,
                 header,
-                len,
                 data,
             }
         }
@@ -291,13 +279,13 @@ impl Sequence {
     /// The sequence is locked by this transaction.
     #[inline(always)]
     unsafe fn pin_page(&self) -> pg_sys::Buffer {
-        let recent = self.recent_buffer;
+        let recent = self.slot.recent_buffer();
         // SAFETY: ReadRecentBuffer checks that the buffer still holds this file's block 0
         // and pins it only then (see `unguarded` for why it may go unguarded).
         if recent != 0
             && unsafe {
                 unguarded::ReadRecentBuffer(
-                    self.checked.locator,
+                    self.slot.checked().locator,
                     pg_sys::ForkNumber::MAIN_FORKNUM,
                     0,
                     recent,
@@ -414,9 +402,8 @@ pub struct LockedTuple<'a> {
     seq: &'a Sequence,
     buf: pg_sys::Buffer,
     page: pg_sys::Page,
-    /// The tuple (its header, then `data`) and its length.
+    /// The tuple: its header, then `data`.
     header: pg_sys::HeapTupleHeader,
-    len: u32,
     data: *mut SequenceData,
 }
 
@@ -450,7 +437,7 @@ impl LockedTuple<'_> {
         // locked; between START_CRIT_SECTION and END_CRIT_SECTION nothing may fail.
         unsafe {
             let data = &mut *self.data;
-            let log = self.seq.checked.needs_wal
+            let log = self.seq.slot.checked().needs_wal
                 && (id > data.log_cnt
                     || pg_mirror::page_lsn(self.page) <= unguarded::GetRedoRecPtr());
             if log {
@@ -485,13 +472,14 @@ impl LockedTuple<'_> {
             pg_sys::XLogBeginInsert();
             pg_sys::XLogRegisterBuffer(0, self.buf, pg_sys::REGBUF_WILL_INIT as u8);
             let mut record = XlSeqRec {
-                locator: self.seq.checked.locator,
+                locator: self.seq.slot.checked().locator,
             };
             pg_sys::XLogRegisterData(
                 &mut record as *mut XlSeqRec as *mut _,
                 std::mem::size_of::<XlSeqRec>() as _,
             );
-            pg_sys::XLogRegisterData(self.header as *mut _, self.len as _);
+            let len = pg_mirror::page_first_item_len(self.page);
+            pg_sys::XLogRegisterData(self.header as *mut _, len as _);
             let lsn = pg_sys::XLogInsert(pg_sys::RmgrIds::RM_SEQ_ID as u8, pg_mirror::XLOG_SEQ_LOG);
             pg_mirror::set_page_lsn(self.page, lsn);
         }
