@@ -311,11 +311,12 @@ def concurrency(seconds=3):
     return result
 
 
-def insert_instructions(counts=(1000, 3000)):
+def insert_instructions(counts=(1000, 3000), rows=1):
     """Instructions and L1 instruction-cache misses per single-row INSERT in the backend,
     counted by valgrind's callgrind: a single-user backend (no client, no network) on a
     cluster of its own runs `counts[0]` and then `counts[1]` INSERTs into one table, and the
-    marginal cost between the two is one INSERT's, with its transaction. Unlike throughput,
+    marginal cost between the two is one INSERT's, with its transaction (with `rows` > 1, an
+    INSERT ... SELECT of that many rows, and the count is per row). Unlike throughput,
     a count does not wander with the machine: the same build and input count the same."""
     if subprocess.run(["sh", "-c", "command -v valgrind"], capture_output=True).returncode:
         return None
@@ -346,19 +347,22 @@ def insert_instructions(counts=(1000, 3000)):
             totals = []
             for n in counts:
                 out = os.path.join(d, f"callgrind.{i}.{n}")
-                single_user("SET synchronous_commit = off;\n" + f"INSERT INTO t{i} (body) VALUES ('x');\n" * n,
+                statement = (f"INSERT INTO t{i} (body) VALUES ('x');\n" if rows == 1 else
+                             f"INSERT INTO t{i} (body) SELECT 'x' FROM generate_series(1, {rows});\n")
+                single_user("SET synchronous_commit = off;\n" + statement * n,
                             ["valgrind", "--tool=callgrind", "--cache-sim=yes", f"--callgrind-out-file={out}"])
                 text = open(out).read()
                 events = re.search(r"^events: (.*)$", text, re.M).group(1).split()
                 total = [int(v) for v in re.search(r"^(?:summary|totals): (.*)$", text, re.M).group(1).split()]
                 totals.append(dict(zip(events, total)))
-            per = {e: (totals[1][e] - totals[0][e]) / (counts[1] - counts[0]) for e in ("Ir", "I1mr")}
+            per = {e: (totals[1][e] - totals[0][e]) / (counts[1] - counts[0]) / rows for e in ("Ir", "I1mr")}
             result[name] = {"instructions": round(per["Ir"]), "l1i_misses": round(per["I1mr"], 1)}
     return result
 
 
-def inserts(seconds=6, clients=4, rounds=2 * ROUNDS, uuidv7=False):
-    """Single-row INSERTs into the three tables, mixed in ONE pgbench run: each transaction
+def inserts(seconds=6, clients=4, rounds=2 * ROUNDS, uuidv7=False, rows=1):
+    """INSERTs of `rows` rows (one: VALUES; more: INSERT ... SELECT from generate_series)
+    into the tables, mixed in ONE pgbench run: each transaction
     picks a table at random, so all three share the same moments of the machine. Run to run,
     even `SELECT 1` moves by +-15% on a small VM, far more than the few percent to compare;
     within a run the three see the same noise. From pgbench's per-transaction log, each
@@ -393,7 +397,8 @@ def inserts(seconds=6, clients=4, rounds=2 * ROUNDS, uuidv7=False):
     with tempfile.TemporaryDirectory() as d:
         for i, table in enumerate(names.values()):
             with open(os.path.join(d, f"{i}.sql"), "w") as f:
-                f.write(f"INSERT INTO {table} (body) VALUES ('x');\n")
+                f.write(f"INSERT INTO {table} (body) VALUES ('x');\n" if rows == 1 else
+                        f"INSERT INTO {table} (body) SELECT 'x' FROM generate_series(1, {rows});\n")
         for r in range(rounds):
             logdir = os.path.join(d, f"log{r}")
             os.mkdir(logdir)
@@ -413,7 +418,7 @@ def inserts(seconds=6, clients=4, rounds=2 * ROUNDS, uuidv7=False):
         return [a / b for a, b in zip(tps[name], tps["bigserial"])]
 
     sizes = {}
-    for name, table in names.items():
+    for name, table in names.items() if rows == 1 else ():
         psql(f"TRUNCATE {table}; INSERT INTO {table} (body) SELECT 'x' FROM generate_series(1, 1000000); VACUUM ANALYZE {table}")
         sizes[name] = {"table_bytes": int(psql(f"SELECT pg_table_size('{table}')")),
                        "index_bytes": int(psql(f"SELECT pg_indexes_size('{table}')"))}
@@ -421,7 +426,7 @@ def inserts(seconds=6, clients=4, rounds=2 * ROUNDS, uuidv7=False):
             "next_id_over_bigserial_per_run": summary(over_bigserial("DEFAULT next_id")),
             "next_id_seq_over_bigserial_per_run": summary(over_bigserial("DEFAULT next_id(seq)")),
             "bigserial_again_over_bigserial_per_run": summary(over_bigserial("bigserial, again")),
-            "sizes_after_1M_rows": sizes, "clients": clients, "seconds": seconds,
+            "sizes_after_1M_rows": sizes, "clients": clients, "seconds": seconds, "rows_per_statement": rows,
             "synchronous_commit": "off", "method": "the tables mixed in one pgbench run per round"}
 
 
@@ -522,7 +527,9 @@ def main():
     results["saturation"] = saturation()
     results["concurrency_ids_per_second"] = concurrency()
     results["inserts"] = inserts(uuidv7=v7)
+    results["inserts_100_rows"] = inserts(uuidv7=v7, rows=100)
     results["insert_instructions"] = insert_instructions()
+    results["insert_instructions_100_rows"] = insert_instructions(counts=(100, 300), rows=100)
     results["apps"] = apps()
     results["apps_ratios"] = apps_ratios(results["apps"])
     pc = results["per_call"]
@@ -550,6 +557,9 @@ def main():
         "INSERT tps next_id / bigserial": ins["next_id_over_bigserial_per_run"]["median"],
         "INSERT tps next_id(seq) / bigserial": ins["next_id_seq_over_bigserial_per_run"]["median"],
         "INSERT tps bigserial (A/A control) / bigserial": ins["bigserial_again_over_bigserial_per_run"]["median"],
+        "INSERT 100 rows tps next_id / bigserial": results["inserts_100_rows"]["next_id_over_bigserial_per_run"]["median"],
+        "INSERT 100 rows tps next_id(seq) / bigserial": results["inserts_100_rows"]["next_id_seq_over_bigserial_per_run"]["median"],
+        "INSERT 100 rows tps bigserial (A/A control) / bigserial": results["inserts_100_rows"]["bigserial_again_over_bigserial_per_run"]["median"],
         "index size next_id / bigserial": ins["sizes_after_1M_rows"]["DEFAULT next_id"]["index_bytes"] / ins["sizes_after_1M_rows"]["bigserial"]["index_bytes"],
     }
     if v7:
@@ -584,6 +594,7 @@ if __name__ == "__main__":
     elif sys.argv[1:] == ["apps"]:
         main_apps()
     elif sys.argv[1:] == ["instructions"]:
-        print(json.dumps(insert_instructions(), indent=2))
+        print(json.dumps({"single-row": insert_instructions(),
+                          "100 rows, per row": insert_instructions(counts=(100, 300), rows=100)}, indent=2))
     else:
         main()

@@ -28,6 +28,38 @@ def ratio_range(times, a, b, base=None):
     return statistics.median(r), min(r), max(r)
 
 
+LABELS = {"DEFAULT next_id": "**`bigint DEFAULT next_id(5, 't_seq')`**",
+          "DEFAULT next_id(seq)": "**`bigint DEFAULT next_id('t_shard_seq')`**",
+          "bigserial": "`bigserial`",
+          "bigserial, again": "`bigserial` again (A/A control)"}
+
+
+def insert_table(ins, title, sizes=False):
+    """Throughput of each table, and its ratio to bigserial within each run (median)."""
+    out = [f"| {title} | statements/s, median (min–max) | vs bigserial (within-run median) |"
+           + (" table | index |" if sizes else ""),
+           "|---|---|---|" + ("---|---|" if sizes else "")]
+    for name, t in ins["tps"].items():
+        ratio = statistics.median(a / b for a, b in zip(t["runs"], ins["tps"]["bigserial"]["runs"]))
+        row = f"| {LABELS.get(name, f'`{name}`')} | {t['median']:,.0f} ({t['min']:,.0f}–{t['max']:,.0f}) | {ratio:.3f}× |"
+        if sizes:
+            size = ins["sizes_after_1M_rows"][name]
+            row += f" {size['table_bytes'] / 2**20:.1f} MB | {size['index_bytes'] / 2**20:.1f} MB |"
+        out.append(row)
+    return out + [""]
+
+
+def instructions_table(counted, title):
+    """Instructions and L1 instruction-cache misses counted by callgrind."""
+    base = counted["bigserial"]["instructions"]
+    out = [f"| {title}, counted by callgrind (single-user backend) | instructions | vs `bigserial` | L1 instruction-cache misses |",
+           "|---|---|---|---|"]
+    for name, c in counted.items():
+        out.append(f"| {LABELS.get(name, f'`{name}`').strip('*')} | {c['instructions']:,} | "
+                   f"{c['instructions'] / base:.3f}× | {c['l1i_misses']:,.0f} |")
+    return out + [""]
+
+
 def per_version(major, res):
     pc, ins, dec, rat = res["per_call"], res["inserts"], res["decoders"], res["ratios"]
     out = [f"### PostgreSQL {res['postgres']}", ""]
@@ -52,28 +84,13 @@ def per_version(major, res):
             med, lo, hi = ratio_range(pc, a, b, empty)
             out.append(f"| {label} | {ms(pc[a])} | {x(med)} ({lo:.2f}–{hi:.2f}) |")
     out.append("")
-    out.append("| INSERT, 4 sessions, single-row, `synchronous_commit=off` | tps, median (min–max) | vs bigserial (within-run median) | table | index |")
-    out.append("|---|---|---|---|---|")
-    for name, t in ins["tps"].items():
-        ratio = statistics.median(a / b for a, b in zip(t["runs"], ins["tps"]["bigserial"]["runs"]))
-        size = ins["sizes_after_1M_rows"][name]
-        label = {"DEFAULT next_id": "**`bigint DEFAULT next_id(5, 't_seq')`**",
-                 "DEFAULT next_id(seq)": "**`bigint DEFAULT next_id('t_shard_seq')`**",
-                 "bigserial": "`bigserial`",
-                 "bigserial, again": "`bigserial` again (A/A control)"}.get(name, f"`{name}`")
-        out.append(f"| {label} | {t['median']:,.0f} ({t['min']:,.0f}–{t['max']:,.0f}) | {x(ratio)} | "
-                   f"{size['table_bytes'] / 2**20:.1f} MB | {size['index_bytes'] / 2**20:.1f} MB |")
-    out.append("")
-    counted = res.get("insert_instructions")
-    if counted:
-        base_ir = counted["bigserial"]["instructions"]
-        out.append("| per single-row INSERT, counted by callgrind (single-user backend) | instructions | vs `bigserial` | L1 instruction-cache misses |")
-        out.append("|---|---|---|---|")
-        for name, c in counted.items():
-            label = {"DEFAULT next_id": "`DEFAULT next_id(5, 't_seq')`",
-                     "DEFAULT next_id(seq)": "`DEFAULT next_id('t_shard_seq')`"}.get(name, f"`{name}`")
-            out.append(f"| {label} | {c['instructions']:,} | {c['instructions'] / base_ir:.3f}× | {c['l1i_misses']:,.0f} |")
-        out.append("")
+    out += insert_table(ins, "INSERT, 4 sessions, single-row, `synchronous_commit=off`", sizes=True)
+    if "inserts_100_rows" in res:
+        out += insert_table(res["inserts_100_rows"], "INSERT … SELECT of 100 rows, 4 sessions, `synchronous_commit=off`")
+    for key, title in (("insert_instructions", "per single-row INSERT"),
+                       ("insert_instructions_100_rows", "per row of a 100-row INSERT … SELECT")):
+        if res.get(key):
+            out += instructions_table(res[key], title)
     out.append("| decoding 1M IDs from a table (15 rounds) | ms, median (min–max) |")
     out.append("|---|---|")
     for name, t in dec.items():
@@ -102,8 +119,8 @@ def per_version(major, res):
 
 
 def summary(everything):
-    out = ["| PostgreSQL | `next_id`/`nextval` per call, 1 sequence | 4 sequences in rotation | INSERT tps vs `bigserial`: `DEFAULT next_id(shard, seq)` | `DEFAULT next_id(seq)` | A/A control (`bigserial` again) | other |",
-           "|---|---|---|---|---|---|---|"]
+    out = ["| PostgreSQL | `next_id`/`nextval` per call, 1 sequence | 4 sequences in rotation | single-row INSERT tps vs `bigserial`: `DEFAULT next_id(shard, seq)` | `DEFAULT next_id(seq)` | A/A control (`bigserial` again) | 100-row INSERT: `next_id(shard, seq)` | `next_id(seq)` | A/A | other |",
+           "|---|---|---|---|---|---|---|---|---|---|"]
     for major, res in everything.items():
         r = res["ratios"]
         other = f"PL/pgSQL {r['PL/pgSQL / next_id (per call, net)']:.1f}× `next_id`; `gen_random_uuid` {x(r['gen_random_uuid / next_id (per call, net)'])}"
@@ -113,7 +130,10 @@ def summary(everything):
                    f"**{x(r['next_id / nextval, 4 sequences in rotation (per call, net)'])}** | "
                    f"**{r['INSERT tps next_id / bigserial']:.3f}×** | "
                    f"**{r['INSERT tps next_id(seq) / bigserial']:.3f}×** | "
-                   f"{r.get('INSERT tps bigserial (A/A control) / bigserial', float('nan')):.3f}× | {other} |")
+                   f"{r.get('INSERT tps bigserial (A/A control) / bigserial', float('nan')):.3f}× | "
+                   f"**{r.get('INSERT 100 rows tps next_id / bigserial', float('nan')):.3f}×** | "
+                   f"**{r.get('INSERT 100 rows tps next_id(seq) / bigserial', float('nan')):.3f}×** | "
+                   f"{r.get('INSERT 100 rows tps bigserial (A/A control) / bigserial', float('nan')):.3f}× | {other} |")
     return out
 
 
