@@ -161,26 +161,33 @@ pub unsafe fn page_special_magic(page: pg_sys::Page) -> u32 {
     }
 }
 
-/// `PageGetItem(page, PageGetItemId(page, FirstOffsetNumber))`: a sequence page's one tuple.
+/// `PageGetItemId(page, FirstOffsetNumber)`: the line pointer of a sequence page's one tuple.
 ///
 /// # Safety
 /// `page` is a pinned and locked buffer page with at least one item.
 #[inline(always)]
+unsafe fn first_item_id(page: pg_sys::Page) -> pg_sys::ItemIdData {
+    // SAFETY: the caller's; pd_linp[0] is the first line pointer.
+    unsafe { *(*(page as *const pg_sys::PageHeaderData)).pd_linp.as_ptr() }
+}
+
+/// `PageGetItem(page, PageGetItemId(page, FirstOffsetNumber))`: a sequence page's one tuple.
+///
+/// # Safety
+/// As [`first_item_id`].
+#[inline(always)]
 pub unsafe fn page_first_item(page: pg_sys::Page) -> *mut u8 {
-    // SAFETY: pd_linp[0] is the first line pointer; lp_off is the item's offset in the page.
-    unsafe {
-        let item = &*(*(page as *const pg_sys::PageHeaderData)).pd_linp.as_ptr();
-        (page as *mut u8).add(item.lp_off() as usize)
-    }
+    // SAFETY: the caller's; lp_off is the item's offset in the page.
+    unsafe { (page as *mut u8).add(first_item_id(page).lp_off() as usize) }
 }
 
 /// `ItemIdGetLength(PageGetItemId(page, FirstOffsetNumber))`: the length of that tuple.
 ///
 /// # Safety
-/// As [`page_first_item`].
+/// As [`first_item_id`].
 pub unsafe fn page_first_item_len(page: pg_sys::Page) -> u32 {
     // SAFETY: the caller's.
-    unsafe { (*(*(page as *const pg_sys::PageHeaderData)).pd_linp.as_ptr()).lp_len() }
+    unsafe { first_item_id(page).lp_len() }
 }
 
 /// PostgreSQL functions the steady path calls *without* pgrx's FFI guard (a `sigsetjmp`, a

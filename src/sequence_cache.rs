@@ -157,7 +157,7 @@ fn slot_of_other(relid: pg_sys::Oid) -> Slot {
 // by the backend's thread, one field per expression.
 impl Slot {
     #[inline(always)]
-    fn relid(self) -> pg_sys::Oid {
+    pub fn relid(self) -> pg_sys::Oid {
         unsafe { (*self.0.as_ptr()).relid }
     }
 

@@ -71,8 +71,7 @@ fn lock_for_transaction(relid: pg_sys::Oid) {
 /// `Sequence` and `LockedTuple` must stay plain data: the steady path calls PostgreSQL
 /// unguarded while they are alive (see `pg_mirror::unguarded`).
 pub struct Sequence {
-    relid: pg_sys::Oid,
-    /// Its entry in the per-backend table: its checks, read there when needed.
+    /// Its entry in the per-backend table: its OID and checks, read there when needed.
     slot: Slot,
 }
 
@@ -100,8 +99,8 @@ impl Sequence {
             lock_for_transaction(relid);
             slot.set_locked_in(lxid);
         }
-        // SAFETY: none of these can fail (see `unguarded`); read after locking, so that the
-        // lock's processing of invalidation messages is counted.
+        // SAFETY: none of these can fail; read after locking, so that the lock's processing of
+        // invalidation messages is counted.
         let (userid, clean, invalidations) = unsafe {
             (
                 unguarded::GetUserId(),
@@ -138,7 +137,7 @@ impl Sequence {
         if unsafe { pg_sys::XactReadOnly && !local_temp || unguarded::IsInParallelMode() } {
             refuse_read_only_or_parallel(local_temp);
         }
-        Ok(Sequence { relid, slot })
+        Ok(Sequence { slot })
     }
 
     /// The checks nextval() makes on every call, and what they read of the relation (the
@@ -204,7 +203,7 @@ impl Sequence {
     #[cold]
     #[inline(never)]
     pub fn name(&self) -> String {
-        Relation::open(self.relid).name()
+        Relation::open(self.slot.relid()).name()
     }
 
     /// Whether the sequence's range (MINVALUE to MAXVALUE) admits `id`.
@@ -246,8 +245,7 @@ impl Sequence {
             if magic != pg_mirror::SEQ_MAGIC {
                 self.bad_magic(magic);
             }
-            let header = pg_mirror::page_first_item(page);
-            let header = header as pg_sys::HeapTupleHeader;
+            let header = pg_mirror::page_first_item(page) as pg_sys::HeapTupleHeader;
             if (*header).t_choice.t_heap.t_xmax != pg_sys::InvalidTransactionId {
                 clear_xmax(header, buf);
             }
@@ -305,7 +303,7 @@ impl Sequence {
     #[cold]
     #[inline(never)]
     unsafe fn read_page(&self) -> pg_sys::Buffer {
-        let rel = Relation::open(self.relid);
+        let rel = Relation::open(self.slot.relid());
         // SAFETY: an open, locked relation; pgrx's guard turns an ERROR into a panic.
         let buf = unsafe { pg_sys::ReadBuffer(rel.0, 0) };
         drop(rel);
