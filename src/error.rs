@@ -43,11 +43,17 @@ pub enum IdError {
     },
     /// A named layout (`id_timestamp(id, 'discord')`, `next_id(node, seq, 'twitter')`).
     Named(NamedLayoutError),
-    /// A UUID, ULID or ObjectID.
-    Wide(WideIdError),
-    /// Text that is not an ID's 13-character text form.
+    /// A UUID, ULID or ObjectID; `character` is the offending one as a message shows it
+    /// (`text_arg::char_at`), when the error names one.
+    Wide {
+        error: WideIdError,
+        character: String,
+    },
+    /// Text that is not an ID's 13-character text form: `text` and the offending `character`
+    /// as a message shows them (`text_arg::shown`).
     BadText {
         text: String,
+        character: String,
         error: TextError,
     },
     BadMaskKey(KeyError),
@@ -68,8 +74,11 @@ impl From<NamedLayoutError> for IdError {
 }
 
 impl From<WideIdError> for IdError {
-    fn from(e: WideIdError) -> Self {
-        IdError::Wide(e)
+    fn from(error: WideIdError) -> Self {
+        IdError::Wide {
+            error,
+            character: String::new(),
+        }
     }
 }
 
@@ -170,22 +179,20 @@ impl IdError {
                 Some(format!("ALTER SEQUENCE {sequence} AS bigint MINVALUE 1 MAXVALUE 9223372036854775807")),
             ),
             IdError::Named(e) => named_parts(e),
-            IdError::Wide(e) => wide_parts(e),
-            IdError::BadText { text, error } => {
+            IdError::Wide { error, character } => wide_parts(error, character),
+            IdError::BadText { text, character, error } => {
                 let why = match error {
                     TextError::Length { chars } => format!("it has {chars} characters, the text form has 13"),
-                    TextError::BadChar { ch, position } => format!(
-                        "character \"{}\" at position {position} is not base32: valid are 0-9 and A-Z less U (I and L read as 1, O as 0)",
-                        ch.escape_default()
+                    TextError::BadChar { position } => format!(
+                        "character \"{character}\" at position {position} is not base32: valid are 0-9 and A-Z less U (I and L read as 1, O as 0)"
                     ),
                     TextError::TooLarge { ch } => format!(
-                        "first character \"{}\" is above 7: IDs 0 to 9223372036854775807 read 0000000000000 to 7ZZZZZZZZZZZZ",
-                        ch.escape_default()
+                        "first character \"{ch}\" is above 7: IDs 0 to 9223372036854775807 read 0000000000000 to 7ZZZZZZZZZZZZ"
                     ),
                 };
                 (
                     ERRCODE_INVALID_TEXT_REPRESENTATION,
-                    format!("invalid snowflake ID text \"{}\": {why}", text.escape_default()),
+                    format!("invalid snowflake ID text \"{text}\": {why}"),
                     None,
                     None,
                 )
@@ -239,20 +246,12 @@ impl IdError {
 
 type Parts = (PgSqlErrorCode, String, Option<String>, Option<String>);
 
-/// A user's text for a message: at most 63 characters (a name's length), then "...".
-fn shortened(text: &str) -> String {
-    match text.char_indices().nth(63) {
-        Some((at, _)) => format!("{}...", &text[..at]),
-        None => text.to_owned(),
-    }
-}
-
 fn named_parts(e: &NamedLayoutError) -> Parts {
     use PgSqlErrorCode::*;
     match e {
         NamedLayoutError::UnknownLayout { name } => (
             ERRCODE_INVALID_PARAMETER_VALUE,
-            format!("unknown ID layout \"{}\": valid layouts are {}", shortened(name), layouts::names()),
+            format!("unknown ID layout \"{name}\": valid layouts are {}", layouts::names()),
             None,
             None,
         ),
@@ -305,7 +304,7 @@ fn named_parts(e: &NamedLayoutError) -> Parts {
     }
 }
 
-fn wide_parts(e: &WideIdError) -> Parts {
+fn wide_parts(e: &WideIdError, character: &str) -> Parts {
     use PgSqlErrorCode::*;
     match e {
         WideIdError::UuidWithoutTime { version, rfc_variant: true } => (
@@ -326,10 +325,10 @@ fn wide_parts(e: &WideIdError) -> Parts {
             None,
             None,
         ),
-        WideIdError::BadCharacter { kind, character, position } => (
+        WideIdError::BadCharacter { kind, position } => (
             ERRCODE_INVALID_TEXT_REPRESENTATION,
             format!(
-                "invalid {kind}: character {character:?} at position {position} is not {}",
+                "invalid {kind}: character '{character}' at position {position} is not {}",
                 if *kind == "ULID" { "Crockford base32 (0-9 and A-Z without I, L, O, U, in either case)" } else { "hexadecimal" }
             ),
             None,

@@ -17,6 +17,7 @@ mod sequence_cache;
 pub mod sequence_state;
 pub mod sql_apps;
 pub mod sql_layouts;
+pub mod text_arg;
 pub mod text_form;
 pub mod wide_ids;
 

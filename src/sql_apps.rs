@@ -4,6 +4,8 @@
 
 use crate::error::{IdError, OrReport};
 use crate::layout::LayoutError;
+use crate::text_arg::{self, Text};
+use crate::text_form::TextError;
 use crate::{mask, text_form};
 use pgrx::prelude::*;
 use pgrx::{GucContext, GucFlags, GucRegistry, GucSetting};
@@ -69,8 +71,8 @@ fn non_negative(id: i64) -> i64 {
     id
 }
 
-fn key_of(hex: &str) -> mask::Key {
-    mask::Key::parse(hex).unwrap_or_else(|e| IdError::BadMaskKey(e).report())
+fn key_of(hex: Text) -> mask::Key {
+    mask::Key::parse(hex.bytes()).unwrap_or_else(|e| IdError::BadMaskKey(e).report())
 }
 
 /// What a value of `snowflake_id.mask_key` says: `None` when unset (NULL or empty), else
@@ -78,7 +80,7 @@ fn key_of(hex: &str) -> mask::Key {
 /// hook and for `id_mask(id)`.
 fn key_in_setting(value: Option<&CStr>) -> Option<Result<mask::Key, mask::KeyError>> {
     let text = value.filter(|v| !v.is_empty())?;
-    Some(mask::Key::parse(text.to_str().unwrap_or("?")))
+    Some(mask::Key::parse(text.to_bytes()))
 }
 
 fn setting_key() -> mask::Key {
@@ -99,10 +101,15 @@ fn id_to_text(id: i64) -> String {
 
 /// The ID of a 13-character base32 text form; case-insensitive, I and L read as 1, O as 0.
 #[pg_extern(immutable, parallel_safe)]
-fn id_from_text(id_text: &str) -> i64 {
-    text_form::decode(id_text)
+fn id_from_text(id_text: Text) -> i64 {
+    let bytes = id_text.bytes();
+    text_form::decode(bytes)
         .map_err(|error| IdError::BadText {
-            text: id_text.chars().take(40).collect(),
+            text: text_arg::shown(bytes, 40),
+            character: match error {
+                TextError::BadChar { position } => text_arg::char_at(bytes, position - 1),
+                _ => String::new(),
+            },
             error,
         })
         .or_report()
@@ -119,13 +126,13 @@ fn id_to_json(id: i64) -> String {
 
 /// The masked public form of an ID under a key (32 hex digits): a keyed permutation of 0 to 2^63-1.
 #[pg_extern(immutable, parallel_safe, name = "id_mask")]
-fn id_mask_key(id: i64, key: &str) -> i64 {
+fn id_mask_key(id: i64, key: Text) -> i64 {
     mask::mask(non_negative(id), &key_of(key))
 }
 
 /// The ID a masked public ID stands for, under the key that masked it.
 #[pg_extern(immutable, parallel_safe, name = "id_unmask")]
-fn id_unmask_key(masked: i64, key: &str) -> i64 {
+fn id_unmask_key(masked: i64, key: Text) -> i64 {
     mask::unmask(non_negative(masked), &key_of(key))
 }
 
