@@ -1,8 +1,9 @@
+import caught.IdentityItem;
+import caught.Note;
+import caught.TenantItem;
 import example.BulkItem;
-import example.IdentityItem;
 import example.Item;
 import example.JdbcRecipe;
-import example.Note;
 import java.sql.Connection;
 import java.sql.DriverManager;
 import java.sql.ResultSet;
@@ -90,7 +91,7 @@ public final class ClientTests {
             try (Connection c = DriverManager.getConnection(URL + "&reWriteBatchedInserts=true")) {
                 List<String> batch = bodies("rewritten");
                 long[] ids = JdbcRecipe.insertBatch(c, table, batch);
-                check(table + ": the same with reWriteBatchedInserts=true (multi-row INSERT ... RETURNING)",
+                check(table + ": the same with reWriteBatchedInserts=true (pgjdbc leaves a batch that returns keys as it is)",
                     ownRows(table, box(ids), batch, shard));
             }
         }
@@ -141,7 +142,9 @@ public final class ClientTests {
                 CREATE TABLE el_bulk_item (id bigint PRIMARY KEY DEFAULT next_id('el_bulk_item_seq'), body text UNIQUE);
                 CREATE SEQUENCE el_identity_item_seq;
                 CREATE TABLE el_identity_item (id bigint PRIMARY KEY DEFAULT next_id(6, 'el_identity_item_seq'), body text UNIQUE);
-                CREATE TABLE el_note (id bigserial PRIMARY KEY, body text)""");
+                CREATE TABLE el_note (id bigserial PRIMARY KEY, body text);
+                CREATE TABLE el_tenant_item (
+                    tenant bigint, id bigint PRIMARY KEY DEFAULT next_id(6, 'el_identity_item_seq'), body text)""");
         }
         EntityManagerFactory f = emf("recipes");
         EntityManager em = f.createEntityManager();
@@ -155,22 +158,16 @@ public final class ClientTests {
         em.close();
         f.close();
 
-        // What the tests must catch: IDENTITY reads the key with SELECT lastval().
+        // The wrong combinations, shown to be wrong. IDENTITY reads the key with SELECT lastval():
+        // an error in a session that has called no nextval() yet ...
         f = emf("identity-lastval");
-        em = f.createEntityManager();
-        em.getTransaction().begin();
-        em.persist(new IdentityItem("first"));
-        String state = null;
-        try {
-            em.getTransaction().commit();
-        } catch (RuntimeException e) {
-            for (Throwable t = e; t != null; t = t.getCause()) {
-                if (t instanceof SQLException s) state = s.getSQLState();
-            }
-        }
+        EntityManager fresh = f.createEntityManager();
+        fresh.getTransaction().begin();
+        fresh.persist(new IdentityItem("first"));
         check("EclipseLink IDENTITY on a next_id column: lastval() fails in a fresh session (55000)",
-            "55000".equals(state));
-        em.close();
+            "55000".equals(sqlState(() -> fresh.getTransaction().commit())));
+        fresh.close();
+        // ... and another sequence's value, silently, in one that has.
         em = f.createEntityManager();
         em.getTransaction().begin();
         Note note = new Note("a row in a bigserial table");
@@ -181,11 +178,41 @@ public final class ClientTests {
         em.getTransaction().commit();
         Map<Long, String> rows = table("el_identity_item");
         check("EclipseLink IDENTITY on a next_id column: after a nextval() in the session, the entity"
-                + " silently gets that other sequence's value, not its row's ID",
-            wrong.getId().equals(note.getId()) && !"second".equals(rows.get(wrong.getId()))
-                && rows.containsValue("second"));
+                + " silently gets that sequence's value, not its row's ID",
+            wrong.getId().equals(note.getId()) && rows.containsValue("second")
+                && !"second".equals(rows.get(wrong.getId())));
         em.close();
         f.close();
+
+        // IDENTITY through getGeneratedKeys(): EclipseLink reads column 1 of RETURNING *.
+        f = emf("identity-generated-keys");
+        em = f.createEntityManager();
+        em.getTransaction().begin();
+        IdentityItem first = new IdentityItem("key first");
+        TenantItem second = new TenantItem("key second");
+        em.persist(first);
+        em.persist(second);
+        em.getTransaction().commit();
+        check("EclipseLink IDENTITY with getGeneratedKeys(): right when the key is the first column",
+            "key first".equals(table("el_identity_item").get(first.getId())));
+        check("EclipseLink IDENTITY with getGeneratedKeys(): silently wrong when it is not"
+                + " (the entity gets the first column's value)",
+            Long.valueOf(42).equals(second.getId()) && table("el_tenant_item").containsValue("key second"));
+        em.close();
+        f.close();
+    }
+
+    /** The SQLSTATE of the SQLException under what a call throws, null if it throws none. */
+    static String sqlState(Runnable call) {
+        String state = null;
+        try {
+            call.run();
+        } catch (RuntimeException e) {
+            for (Throwable t = e; t != null; t = t.getCause()) {
+                if (t instanceof SQLException s) state = s.getSQLState();
+            }
+        }
+        return state;
     }
 
     public static void main(String[] args) throws Exception {

@@ -7,7 +7,8 @@ import java.sql.SQLException;
 import java.sql.Statement;
 import java.util.List;
 
-/** Plain JDBC (pgjdbc): the column's default makes the ID, the INSERT hands it back. */
+/** Plain JDBC (pgjdbc): the column's default makes the ID, the INSERT hands it back. Each
+ *  method takes the table's name from the application's own code (it is spliced into the SQL). */
 public final class JdbcRecipe {
     private JdbcRecipe() {}
 
@@ -16,12 +17,13 @@ public final class JdbcRecipe {
         CREATE TABLE jdbc_item (
             id   bigint PRIMARY KEY DEFAULT next_id(7, 'jdbc_item_seq'),
             body text NOT NULL UNIQUE);
-        -- the one-argument form: the sequence carries its shard (set once)
+        -- next_id(seq): the sequence carries its shard, set once
         CREATE SEQUENCE jdbc_order_seq;
         SELECT setval('jdbc_order_seq', make_id(now(), 8));
         CREATE TABLE jdbc_order (
-            id   bigint PRIMARY KEY DEFAULT next_id('jdbc_order_seq'),
-            body text NOT NULL UNIQUE)""";
+            customer bigint NOT NULL DEFAULT 42,  -- the key need not come first
+            id       bigint PRIMARY KEY DEFAULT next_id('jdbc_order_seq'),
+            body     text NOT NULL UNIQUE)""";
 
     /** INSERT ... RETURNING id, read as a result set. */
     public static long insertReturning(Connection c, String table, String body) throws SQLException {

@@ -12,7 +12,10 @@ pub const DDL: &str = "
 /// One row: `INSERT ... RETURNING id`.
 pub async fn insert_one(client: &Client, body: &str) -> Result<i64, Error> {
     let row = client
-        .query_one("INSERT INTO rs_item (body) VALUES ($1) RETURNING id", &[&body])
+        .query_one(
+            "INSERT INTO rs_item (body) VALUES ($1) RETURNING id",
+            &[&body],
+        )
         .await?;
     Ok(row.get(0))
 }

@@ -30,7 +30,10 @@ impl Checks {
 }
 
 async fn table(client: &Client) -> HashMap<i64, String> {
-    let rows = client.query("SELECT id, body FROM rs_item", &[]).await.unwrap();
+    let rows = client
+        .query("SELECT id, body FROM rs_item", &[])
+        .await
+        .unwrap();
     rows.iter().map(|r| (r.get(0), r.get(1))).collect()
 }
 
@@ -65,7 +68,8 @@ async fn main() {
     );
     c.check(
         "tokio-postgres: each ID is its own row's, and every row given came back",
-        many.iter().all(|(id, body)| rows.get(id) == Some(body) && shard_of(*id) == 10)
+        many.iter()
+            .all(|(id, body)| rows.get(id) == Some(body) && shard_of(*id) == 10)
             && many.iter().map(|(_, b)| b).collect::<HashSet<_>>() == bodies.iter().collect(),
     );
     println!("rust clients: {} passed, 0 failed", c.0);

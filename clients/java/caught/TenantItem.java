@@ -1,4 +1,4 @@
-package example;
+package caught;
 
 import javax.persistence.Entity;
 import javax.persistence.GeneratedValue;
@@ -6,19 +6,21 @@ import javax.persistence.GenerationType;
 import javax.persistence.Id;
 import javax.persistence.Table;
 
-/** A bigserial table beside the next_id ones: its INSERT moves lastval(). */
+/** IDENTITY on a next_id column that is not the table's first column. */
 @Entity
-@Table(name = "el_note")
-public class Note {
+@Table(name = "el_tenant_item")
+public class TenantItem {
     @Id
     @GeneratedValue(strategy = GenerationType.IDENTITY)
     private Long id;
 
+    private Long tenant = 42L;
+
     private String body;
 
-    protected Note() {}
+    protected TenantItem() {}
 
-    public Note(String body) { this.body = body; }
+    public TenantItem(String body) { this.body = body; }
 
     public Long getId() { return id; }
 }

@@ -1,4 +1,4 @@
-package example;
+package caught;
 
 import javax.persistence.Entity;
 import javax.persistence.GeneratedValue;
