@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# The client recipes of the docs, run through real clients against a throwaway server:
+# The client recipes of docs/applications.md, run through real clients against a throwaway server:
 # psycopg 3 + SQLAlchemy 2 and Django 5.2 (Python), node-postgres (Node), pgjdbc and
 # EclipseLink 2.7 (Java), tokio-postgres (Rust); then checks that the docs show the recipes'
 # code as it is. Expects the extension installed (scripts/install). Installs the clients

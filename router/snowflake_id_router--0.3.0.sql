@@ -1,4 +1,8 @@
--- snowflake_id_router 0.3.0: logical shards over several PostgreSQL servers.
+-- Assembled by scripts/assemble-sql from router/sql/: edit the sources, not this file.
+\echo Use "CREATE EXTENSION snowflake_id_router CASCADE" to load this file. \quit
+
+-- ==== router/sql/00_schema.sql ====
+-- snowflake_id_router: logical shards over several PostgreSQL servers.
 --
 -- The router database holds the map (logical shard -> node) and a PL/Proxy cluster named
 -- snowflake_id with 8192 partitions, partition n = logical shard n: an ID's own shard bits
@@ -26,7 +30,6 @@
 -- passwords in them: put passwords in ~/.pgpass of the router's (and nodes') server user,
 -- or in the server's user mapping (CREATE USER MAPPING ... SERVER snowflake_id OPTIONS
 -- (user, password)), which PL/Proxy appends to every partition's connect string.
-\echo Use "CREATE EXTENSION snowflake_id_router CASCADE" to load this file. \quit
 
 CREATE SCHEMA snowflake_id_router;
 COMMENT ON SCHEMA snowflake_id_router IS 'Internals of the snowflake_id_router extension: the shard map and helpers.';
@@ -65,8 +68,131 @@ COMMENT ON SERVER snowflake_id IS
   'PL/Proxy cluster of snowflake_id_router: partition n is logical shard n; options follow the shard map.';
 CREATE USER MAPPING FOR PUBLIC SERVER snowflake_id;
 
+-- ==== router/sql/10_dblink.sql ====
+-- == dblink, wherever it is installed ==
+
+CREATE OR REPLACE FUNCTION snowflake_id_router.dblink_schema() RETURNS text
+LANGUAGE sql STABLE STRICT PARALLEL SAFE
+SET search_path = pg_catalog, pg_temp
+RETURN (SELECT quote_ident(n.nspname) FROM pg_catalog.pg_extension e
+          JOIN pg_catalog.pg_namespace n ON n.oid = e.extnamespace WHERE e.extname = 'dblink');
+COMMENT ON FUNCTION snowflake_id_router.dblink_schema() IS 'Schema of the dblink extension, quoted.';
+
+CREATE OR REPLACE FUNCTION snowflake_id_router.connect(conn text, connstr text) RETURNS void
+LANGUAGE plpgsql VOLATILE STRICT PARALLEL UNSAFE
+SET search_path = pg_catalog, pg_temp
+AS $$
+DECLARE
+    d text := snowflake_id_router.dblink_schema();
+    open text[];
+BEGIN
+    EXECUTE format('SELECT %s.dblink_get_connections()', d) INTO open;
+    IF conn = ANY (open) THEN
+        EXECUTE format('SELECT %s.dblink_disconnect($1::text)', d) USING conn;
+    END IF;
+    EXECUTE format('SELECT %s.dblink_connect($1::text, $2::text)', d) USING conn, connstr;
+    -- Every name sent below is schema-qualified; the remote session trusts no schema.
+    EXECUTE format('SELECT %s.dblink_exec($1::text, $2::text)', d)
+        USING conn, 'SET search_path = pg_catalog, pg_temp';
+END
+$$;
+COMMENT ON FUNCTION snowflake_id_router.connect(text, text) IS
+  'Opens (or reopens) dblink connection conn with search_path = pg_catalog, pg_temp.';
+
+CREATE OR REPLACE FUNCTION snowflake_id_router.disconnect(conn text) RETURNS void
+LANGUAGE plpgsql VOLATILE STRICT PARALLEL UNSAFE
+SET search_path = pg_catalog, pg_temp
+AS $$
+DECLARE
+    d text := snowflake_id_router.dblink_schema();
+    open text[];
+BEGIN
+    EXECUTE format('SELECT %s.dblink_get_connections()', d) INTO open;
+    IF conn = ANY (open) THEN
+        EXECUTE format('SELECT %s.dblink_disconnect($1::text)', d) USING conn;
+    END IF;
+END
+$$;
+COMMENT ON FUNCTION snowflake_id_router.disconnect(text) IS 'Closes dblink connection conn if open.';
+
+CREATE OR REPLACE FUNCTION snowflake_id_router.exec(conn text, sql text) RETURNS text
+LANGUAGE plpgsql VOLATILE STRICT PARALLEL UNSAFE
+SET search_path = pg_catalog, pg_temp
+AS $$
+DECLARE
+    status text;
+BEGIN
+    EXECUTE format('SELECT %s.dblink_exec($1::text, $2::text)', snowflake_id_router.dblink_schema())
+        INTO status USING conn, sql;
+    RETURN status;
+END
+$$;
+COMMENT ON FUNCTION snowflake_id_router.exec(text, text) IS
+  'Runs sql on dblink connection conn (one implicit transaction; remote errors keep their SQLSTATE).';
+
+CREATE OR REPLACE FUNCTION snowflake_id_router.fetch(conn text, sql text) RETURNS text
+LANGUAGE plpgsql VOLATILE STRICT PARALLEL UNSAFE
+SET search_path = pg_catalog, pg_temp
+AS $$
+DECLARE
+    v text;
+BEGIN
+    EXECUTE format('SELECT v FROM %s.dblink($1::text, $2::text) AS r(v text)', snowflake_id_router.dblink_schema())
+        INTO v USING conn, sql;
+    RETURN v;
+END
+$$;
+COMMENT ON FUNCTION snowflake_id_router.fetch(text, text) IS
+  'First column of the first row of sql (one text column) run on dblink connection conn; NULL if no row.';
+
+-- Polls sql (returning one boolean) on conn until it is true; 57014 after timeout.
+CREATE OR REPLACE FUNCTION snowflake_id_router.wait_until(conn text, sql text, timeout interval, what text) RETURNS void
+LANGUAGE plpgsql VOLATILE STRICT PARALLEL UNSAFE
+SET search_path = pg_catalog, pg_temp
+AS $$
+DECLARE
+    deadline timestamptz := clock_timestamp() + timeout;
+BEGIN
+    WHILE clock_timestamp() < deadline LOOP
+        IF coalesce(snowflake_id_router.fetch(conn, sql)::boolean, false) THEN
+            RETURN;
+        END IF;
+        PERFORM pg_sleep(0.002);
+    END LOOP;
+    RAISE EXCEPTION '% did not happen within %', what, timeout USING ERRCODE = 'query_canceled';
+END
+$$;
+COMMENT ON FUNCTION snowflake_id_router.wait_until(text, text, interval, text) IS
+  'Polls a boolean query on a dblink connection until true; 57014 after the timeout.';
+
+-- A libpq connect string value, quoted.
+CREATE OR REPLACE FUNCTION snowflake_id_router.conn_value(v text) RETURNS text
+LANGUAGE sql IMMUTABLE STRICT PARALLEL SAFE
+RETURN '''' || replace(replace(v, '\', '\\'), '''', '\''') || '''';
+COMMENT ON FUNCTION snowflake_id_router.conn_value(text) IS 'A libpq connect string value, quoted.';
+
+-- The router's own database, for the loopback connection that commits a map flip.
+CREATE OR REPLACE FUNCTION snowflake_id_router.self_connstr() RETURNS text
+LANGUAGE sql STABLE STRICT PARALLEL SAFE
+SET search_path = pg_catalog, pg_temp
+RETURN coalesce(nullif(current_setting('snowflake_id_router.self_connstr', true), ''),
+    format('host=%s port=%s dbname=%s user=%s',
+        snowflake_id_router.conn_value(coalesce(nullif(trim(split_part(current_setting('unix_socket_directories'), ',', 1)), ''), 'localhost')),
+        current_setting('port'),
+        snowflake_id_router.conn_value(current_database()),
+        snowflake_id_router.conn_value(current_user)));
+COMMENT ON FUNCTION snowflake_id_router.self_connstr() IS
+  'Connect string of this router database: setting snowflake_id_router.self_connstr, else its first unix socket, port, database and user.';
+
+CREATE OR REPLACE FUNCTION snowflake_id_router.setting(name text, fallback text) RETURNS text
+LANGUAGE sql STABLE STRICT PARALLEL SAFE
+SET search_path = pg_catalog, pg_temp
+RETURN coalesce(nullif(current_setting('snowflake_id_router.' || name, true), ''), fallback);
+COMMENT ON FUNCTION snowflake_id_router.setting(text, text) IS 'Setting snowflake_id_router.<name>, or fallback when unset.';
+
+-- ==== router/sql/20_map.sql ====
 -- Keeps the server's options equal to the map, in the transaction that changes the map.
-CREATE FUNCTION snowflake_id_router.sync_cluster() RETURNS trigger
+CREATE OR REPLACE FUNCTION snowflake_id_router.sync_cluster() RETURNS trigger
 LANGUAGE plpgsql VOLATILE SECURITY DEFINER
 SET search_path = pg_catalog, pg_temp
 AS $$
@@ -96,140 +222,96 @@ END
 $$;
 COMMENT ON FUNCTION snowflake_id_router.sync_cluster() IS
   'Trigger: sets the snowflake_id server''s partition options from the shard map.';
-CREATE TRIGGER sync_cluster_insert AFTER INSERT ON snowflake_id_router.shard
+CREATE OR REPLACE TRIGGER sync_cluster_insert AFTER INSERT ON snowflake_id_router.shard
     REFERENCING NEW TABLE AS new_rows FOR EACH STATEMENT EXECUTE FUNCTION snowflake_id_router.sync_cluster();
-CREATE TRIGGER sync_cluster_update AFTER UPDATE ON snowflake_id_router.shard
+CREATE OR REPLACE TRIGGER sync_cluster_update AFTER UPDATE ON snowflake_id_router.shard
     REFERENCING NEW TABLE AS new_rows FOR EACH STATEMENT EXECUTE FUNCTION snowflake_id_router.sync_cluster();
-CREATE TRIGGER sync_cluster_delete AFTER DELETE ON snowflake_id_router.shard
+CREATE OR REPLACE TRIGGER sync_cluster_delete AFTER DELETE ON snowflake_id_router.shard
     REFERENCING OLD TABLE AS old_rows FOR EACH STATEMENT EXECUTE FUNCTION snowflake_id_router.sync_cluster();
-CREATE TRIGGER sync_cluster_node AFTER UPDATE ON snowflake_id_router.node
+CREATE OR REPLACE TRIGGER sync_cluster_node AFTER UPDATE ON snowflake_id_router.node
     REFERENCING NEW TABLE AS new_rows FOR EACH STATEMENT EXECUTE FUNCTION snowflake_id_router.sync_cluster();
 
--- == dblink, wherever it is installed ==
+-- == The user-facing functions ==
 
-CREATE FUNCTION snowflake_id_router.dblink_schema() RETURNS text
-LANGUAGE sql STABLE STRICT PARALLEL SAFE
-SET search_path = pg_catalog, pg_temp
-RETURN (SELECT quote_ident(n.nspname) FROM pg_catalog.pg_extension e
-          JOIN pg_catalog.pg_namespace n ON n.oid = e.extnamespace WHERE e.extname = 'dblink');
-COMMENT ON FUNCTION snowflake_id_router.dblink_schema() IS 'Schema of the dblink extension, quoted.';
-
-CREATE FUNCTION snowflake_id_router.connect(conn text, connstr text) RETURNS void
-LANGUAGE plpgsql VOLATILE STRICT PARALLEL UNSAFE
+CREATE OR REPLACE FUNCTION add_node(name text, connstr text) RETURNS void
+LANGUAGE plpgsql VOLATILE CALLED ON NULL INPUT PARALLEL UNSAFE SECURITY DEFINER
 SET search_path = pg_catalog, pg_temp
 AS $$
-DECLARE
-    d text := snowflake_id_router.dblink_schema();
-    open text[];
 BEGIN
-    EXECUTE format('SELECT %s.dblink_get_connections()', d) INTO open;
-    IF conn = ANY (open) THEN
-        EXECUTE format('SELECT %s.dblink_disconnect($1::text)', d) USING conn;
+    IF name IS NULL OR connstr IS NULL THEN
+        RAISE EXCEPTION 'add_node: name and connstr must not be NULL' USING ERRCODE = 'null_value_not_allowed';
     END IF;
-    EXECUTE format('SELECT %s.dblink_connect($1::text, $2::text)', d) USING conn, connstr;
-    -- Every name sent below is schema-qualified; the remote session trusts no schema.
-    EXECUTE format('SELECT %s.dblink_exec($1::text, $2::text)', d)
-        USING conn, 'SET search_path = pg_catalog, pg_temp';
-END
-$$;
-COMMENT ON FUNCTION snowflake_id_router.connect(text, text) IS
-  'Opens (or reopens) dblink connection conn with search_path = pg_catalog, pg_temp.';
-
-CREATE FUNCTION snowflake_id_router.disconnect(conn text) RETURNS void
-LANGUAGE plpgsql VOLATILE STRICT PARALLEL UNSAFE
-SET search_path = pg_catalog, pg_temp
-AS $$
-DECLARE
-    d text := snowflake_id_router.dblink_schema();
-    open text[];
-BEGIN
-    EXECUTE format('SELECT %s.dblink_get_connections()', d) INTO open;
-    IF conn = ANY (open) THEN
-        EXECUTE format('SELECT %s.dblink_disconnect($1::text)', d) USING conn;
+    IF name = '' OR octet_length(name) > 63 THEN
+        RAISE EXCEPTION 'node name % is invalid: give 1 to 63 bytes', quote_literal(name)
+            USING ERRCODE = 'invalid_parameter_value';
     END IF;
+    IF connstr ~* '(^|\s)password\s*=' OR connstr ~* '^postgres(ql)?://[^/@]*:[^/@]*@' THEN
+        RAISE EXCEPTION 'the connect string of node % holds a password', quote_literal(name)
+            USING ERRCODE = 'invalid_parameter_value',
+                  DETAIL = 'Connect strings are readable by every role (pg_foreign_server.srvoptions).',
+                  HINT = 'Put the password in ~/.pgpass of the router''s server user, or in the user mapping: ALTER USER MAPPING FOR PUBLIC SERVER snowflake_id OPTIONS (ADD password ''...'').';
+    END IF;
+    IF connstr ~ '^\s*$' THEN
+        RAISE EXCEPTION 'the connect string of node % is empty', quote_literal(name) USING ERRCODE = 'invalid_parameter_value';
+    END IF;
+    IF EXISTS (SELECT FROM snowflake_id_router.node n WHERE n.name = add_node.name) THEN
+        RAISE EXCEPTION 'node % already exists', quote_literal(name) USING ERRCODE = 'duplicate_object';
+    END IF;
+    INSERT INTO snowflake_id_router.node VALUES (name, connstr);
 END
 $$;
-COMMENT ON FUNCTION snowflake_id_router.disconnect(text) IS 'Closes dblink connection conn if open.';
+COMMENT ON FUNCTION add_node(text, text) IS
+  'Registers a data node by name and libpq connect string (no password: use ~/.pgpass or the user mapping).';
 
-CREATE FUNCTION snowflake_id_router.exec(conn text, sql text) RETURNS text
-LANGUAGE plpgsql VOLATILE STRICT PARALLEL UNSAFE
+CREATE OR REPLACE FUNCTION assign_shards(first_shard integer, count integer, node text) RETURNS void
+LANGUAGE plpgsql VOLATILE CALLED ON NULL INPUT PARALLEL UNSAFE SECURITY DEFINER
 SET search_path = pg_catalog, pg_temp
 AS $$
 DECLARE
-    status text;
+    taken text;
 BEGIN
-    EXECUTE format('SELECT %s.dblink_exec($1::text, $2::text)', snowflake_id_router.dblink_schema())
-        INTO status USING conn, sql;
-    RETURN status;
+    IF first_shard IS NULL OR count IS NULL OR node IS NULL THEN
+        RAISE EXCEPTION 'assign_shards: first_shard, count and node must not be NULL' USING ERRCODE = 'null_value_not_allowed';
+    END IF;
+    IF count < 1 OR first_shard NOT BETWEEN 0 AND 8191 OR first_shard::bigint + count - 1 > 8191 THEN
+        RAISE EXCEPTION 'shards % to % are out of range: valid shards are 0 to 8191, count at least 1',
+            first_shard, first_shard::bigint + count - 1 USING ERRCODE = 'numeric_value_out_of_range';
+    END IF;
+    IF NOT EXISTS (SELECT FROM snowflake_id_router.node n WHERE n.name = assign_shards.node) THEN
+        RAISE EXCEPTION 'node % does not exist', quote_literal(node) USING ERRCODE = 'undefined_object',
+            HINT = 'Register it with add_node(name, connstr).';
+    END IF;
+    -- Serialises with move_shard and other assign_shards on the same map.
+    LOCK TABLE snowflake_id_router.shard IN SHARE ROW EXCLUSIVE MODE;
+    SELECT format('shard %s is on node %s', s.shard, quote_literal(s.node)) INTO taken
+      FROM snowflake_id_router.shard s
+     WHERE s.shard BETWEEN first_shard AND first_shard + count - 1 AND s.node <> assign_shards.node
+     ORDER BY s.shard LIMIT 1;
+    IF FOUND THEN
+        RAISE EXCEPTION 'cannot assign shards % to % to node %: %', first_shard, first_shard + count - 1,
+            quote_literal(node), taken USING ERRCODE = 'object_not_in_prerequisite_state',
+            HINT = 'A shard that holds data changes node with move_shard(shard, node).';
+    END IF;
+    INSERT INTO snowflake_id_router.shard
+    SELECT n, assign_shards.node FROM generate_series(first_shard, first_shard + count - 1) n
+    ON CONFLICT DO NOTHING;
 END
 $$;
-COMMENT ON FUNCTION snowflake_id_router.exec(text, text) IS
-  'Runs sql on dblink connection conn (one implicit transaction; remote errors keep their SQLSTATE).';
+COMMENT ON FUNCTION assign_shards(integer, integer, text) IS
+  'Assigns shards first_shard .. first_shard + count - 1 (assigned to no node, or to this node) to node; idempotent.';
 
-CREATE FUNCTION snowflake_id_router.fetch(conn text, sql text) RETURNS text
-LANGUAGE plpgsql VOLATILE STRICT PARALLEL UNSAFE
-SET search_path = pg_catalog, pg_temp
-AS $$
-DECLARE
-    v text;
-BEGIN
-    EXECUTE format('SELECT v FROM %s.dblink($1::text, $2::text) AS r(v text)', snowflake_id_router.dblink_schema())
-        INTO v USING conn, sql;
-    RETURN v;
-END
-$$;
-COMMENT ON FUNCTION snowflake_id_router.fetch(text, text) IS
-  'First column of the first row of sql (one text column) run on dblink connection conn; NULL if no row.';
+CREATE OR REPLACE VIEW shard_map AS
+    SELECT s.shard, s.node, n.connstr
+      FROM snowflake_id_router.shard s JOIN snowflake_id_router.node n ON n.name = s.node
+     ORDER BY s.shard;
+COMMENT ON VIEW shard_map IS 'The shard map: logical shard, its node and the node''s connect string (assigned shards only).';
 
--- Polls sql (returning one boolean) on conn until it is true; 57014 after timeout.
-CREATE FUNCTION snowflake_id_router.wait_until(conn text, sql text, timeout interval, what text) RETURNS void
-LANGUAGE plpgsql VOLATILE STRICT PARALLEL UNSAFE
-SET search_path = pg_catalog, pg_temp
-AS $$
-DECLARE
-    deadline timestamptz := clock_timestamp() + timeout;
-BEGIN
-    WHILE clock_timestamp() < deadline LOOP
-        IF coalesce(snowflake_id_router.fetch(conn, sql)::boolean, false) THEN
-            RETURN;
-        END IF;
-        PERFORM pg_sleep(0.002);
-    END LOOP;
-    RAISE EXCEPTION '% did not happen within %', what, timeout USING ERRCODE = 'query_canceled';
-END
-$$;
-COMMENT ON FUNCTION snowflake_id_router.wait_until(text, text, interval, text) IS
-  'Polls a boolean query on a dblink connection until true; 57014 after the timeout.';
 
--- A libpq connect string value, quoted.
-CREATE FUNCTION snowflake_id_router.conn_value(v text) RETURNS text
-LANGUAGE sql IMMUTABLE STRICT PARALLEL SAFE
-RETURN '''' || replace(replace(v, '\', '\\'), '''', '\''') || '''';
-COMMENT ON FUNCTION snowflake_id_router.conn_value(text) IS 'A libpq connect string value, quoted.';
-
--- The router's own database, for the loopback connection that commits a map flip.
-CREATE FUNCTION snowflake_id_router.self_connstr() RETURNS text
-LANGUAGE sql STABLE STRICT PARALLEL SAFE
-SET search_path = pg_catalog, pg_temp
-RETURN coalesce(nullif(current_setting('snowflake_id_router.self_connstr', true), ''),
-    format('host=%s port=%s dbname=%s user=%s',
-        snowflake_id_router.conn_value(coalesce(nullif(trim(split_part(current_setting('unix_socket_directories'), ',', 1)), ''), 'localhost')),
-        current_setting('port'),
-        snowflake_id_router.conn_value(current_database()),
-        snowflake_id_router.conn_value(current_user)));
-COMMENT ON FUNCTION snowflake_id_router.self_connstr() IS
-  'Connect string of this router database: setting snowflake_id_router.self_connstr, else its first unix socket, port, database and user.';
-
-CREATE FUNCTION snowflake_id_router.setting(name text, fallback text) RETURNS text
-LANGUAGE sql STABLE STRICT PARALLEL SAFE
-SET search_path = pg_catalog, pg_temp
-RETURN coalesce(nullif(current_setting('snowflake_id_router.' || name, true), ''), fallback);
-COMMENT ON FUNCTION snowflake_id_router.setting(text, text) IS 'Setting snowflake_id_router.<name>, or fallback when unset.';
-
+-- ==== router/sql/30_move.sql ====
 -- Removes what a failed or finished move leaves behind: the target's subscription, the
 -- source's publication and slot, the fence and marker, and (undo) the target's copy.
 -- Each step on its own: a node that is down is skipped with a WARNING.
-CREATE FUNCTION snowflake_id_router.clean_move(shard integer, schema_name text, src_connstr text, dst_connstr text,
+CREATE OR REPLACE FUNCTION snowflake_id_router.clean_move(shard integer, schema_name text, src_connstr text, dst_connstr text,
                                                undo boolean) RETURNS void
 LANGUAGE plpgsql VOLATILE CALLED ON NULL INPUT PARALLEL UNSAFE
 SET search_path = pg_catalog, pg_temp
@@ -306,82 +388,7 @@ $$;
 COMMENT ON FUNCTION snowflake_id_router.clean_move(integer, text, text, text, boolean) IS
   'Removes a move''s subscription, publication, slot and marker; with undo, also the fence on the source and the copy on the target.';
 
--- == The user-facing functions ==
-
-CREATE FUNCTION add_node(name text, connstr text) RETURNS void
-LANGUAGE plpgsql VOLATILE CALLED ON NULL INPUT PARALLEL UNSAFE SECURITY DEFINER
-SET search_path = pg_catalog, pg_temp
-AS $$
-BEGIN
-    IF name IS NULL OR connstr IS NULL THEN
-        RAISE EXCEPTION 'add_node: name and connstr must not be NULL' USING ERRCODE = 'null_value_not_allowed';
-    END IF;
-    IF name = '' OR octet_length(name) > 63 THEN
-        RAISE EXCEPTION 'node name % is invalid: give 1 to 63 bytes', quote_literal(name)
-            USING ERRCODE = 'invalid_parameter_value';
-    END IF;
-    IF connstr ~* '(^|\s)password\s*=' OR connstr ~* '^postgres(ql)?://[^/@]*:[^/@]*@' THEN
-        RAISE EXCEPTION 'the connect string of node % holds a password', quote_literal(name)
-            USING ERRCODE = 'invalid_parameter_value',
-                  DETAIL = 'Connect strings are readable by every role (pg_foreign_server.srvoptions).',
-                  HINT = 'Put the password in ~/.pgpass of the router''s server user, or in the user mapping: ALTER USER MAPPING FOR PUBLIC SERVER snowflake_id OPTIONS (ADD password ''...'').';
-    END IF;
-    IF connstr ~ '^\s*$' THEN
-        RAISE EXCEPTION 'the connect string of node % is empty', quote_literal(name) USING ERRCODE = 'invalid_parameter_value';
-    END IF;
-    IF EXISTS (SELECT FROM snowflake_id_router.node n WHERE n.name = add_node.name) THEN
-        RAISE EXCEPTION 'node % already exists', quote_literal(name) USING ERRCODE = 'duplicate_object';
-    END IF;
-    INSERT INTO snowflake_id_router.node VALUES (name, connstr);
-END
-$$;
-COMMENT ON FUNCTION add_node(text, text) IS
-  'Registers a data node by name and libpq connect string (no password: use ~/.pgpass or the user mapping).';
-
-CREATE FUNCTION assign_shards(first_shard integer, count integer, node text) RETURNS void
-LANGUAGE plpgsql VOLATILE CALLED ON NULL INPUT PARALLEL UNSAFE SECURITY DEFINER
-SET search_path = pg_catalog, pg_temp
-AS $$
-DECLARE
-    taken text;
-BEGIN
-    IF first_shard IS NULL OR count IS NULL OR node IS NULL THEN
-        RAISE EXCEPTION 'assign_shards: first_shard, count and node must not be NULL' USING ERRCODE = 'null_value_not_allowed';
-    END IF;
-    IF count < 1 OR first_shard NOT BETWEEN 0 AND 8191 OR first_shard::bigint + count - 1 > 8191 THEN
-        RAISE EXCEPTION 'shards % to % are out of range: valid shards are 0 to 8191, count at least 1',
-            first_shard, first_shard::bigint + count - 1 USING ERRCODE = 'numeric_value_out_of_range';
-    END IF;
-    IF NOT EXISTS (SELECT FROM snowflake_id_router.node n WHERE n.name = assign_shards.node) THEN
-        RAISE EXCEPTION 'node % does not exist', quote_literal(node) USING ERRCODE = 'undefined_object',
-            HINT = 'Register it with add_node(name, connstr).';
-    END IF;
-    -- Serialises with move_shard and other assign_shards on the same map.
-    LOCK TABLE snowflake_id_router.shard IN SHARE ROW EXCLUSIVE MODE;
-    SELECT format('shard %s is on node %s', s.shard, quote_literal(s.node)) INTO taken
-      FROM snowflake_id_router.shard s
-     WHERE s.shard BETWEEN first_shard AND first_shard + count - 1 AND s.node <> assign_shards.node
-     ORDER BY s.shard LIMIT 1;
-    IF FOUND THEN
-        RAISE EXCEPTION 'cannot assign shards % to % to node %: %', first_shard, first_shard + count - 1,
-            quote_literal(node), taken USING ERRCODE = 'object_not_in_prerequisite_state',
-            HINT = 'A shard that holds data changes node with move_shard(shard, node).';
-    END IF;
-    INSERT INTO snowflake_id_router.shard
-    SELECT n, assign_shards.node FROM generate_series(first_shard, first_shard + count - 1) n
-    ON CONFLICT DO NOTHING;
-END
-$$;
-COMMENT ON FUNCTION assign_shards(integer, integer, text) IS
-  'Assigns shards first_shard .. first_shard + count - 1 (assigned to no node, or to this node) to node; idempotent.';
-
-CREATE VIEW shard_map AS
-    SELECT s.shard, s.node, n.connstr
-      FROM snowflake_id_router.shard s JOIN snowflake_id_router.node n ON n.name = s.node
-     ORDER BY s.shard;
-COMMENT ON VIEW shard_map IS 'The shard map: logical shard, its node and the node''s connect string (assigned shards only).';
-
-CREATE FUNCTION move_shard(shard integer, node text, template text DEFAULT 'tpl') RETURNS void
+CREATE OR REPLACE FUNCTION move_shard(shard integer, node text, template text DEFAULT 'tpl') RETURNS void
 LANGUAGE plpgsql VOLATILE CALLED ON NULL INPUT PARALLEL UNSAFE SECURITY DEFINER
 SET search_path = pg_catalog, pg_temp
 AS $$
@@ -674,6 +681,8 @@ COMMENT ON FUNCTION move_shard(integer, text, text) IS
   'Moves a logical shard to another node online: copy by logical replication, fenced cutover (writes get 40001), sequence carried, map flipped; a failure leaves the shard on its node.';
 
 -- Superuser only, unless granted: these run as the extension's owner (SECURITY DEFINER).
+
+-- ==== router/sql/90_grants.sql ====
 REVOKE ALL ON FUNCTION add_node(text, text), assign_shards(integer, integer, text),
     move_shard(integer, text, text) FROM PUBLIC;
 REVOKE ALL ON ALL FUNCTIONS IN SCHEMA snowflake_id_router FROM PUBLIC;

@@ -1,0 +1,2 @@
+-- What 0.3.0 changes in the router's tables and drops of 0.2.0's objects, before the
+-- functions (router/sql/[1-9]*.sql, all CREATE OR REPLACE) are loaded again.
