@@ -4,6 +4,7 @@ import caught.TenantItem;
 import example.BulkItem;
 import example.Item;
 import example.JdbcRecipe;
+import example.Line;
 import java.sql.Connection;
 import java.sql.DriverManager;
 import java.sql.ResultSet;
@@ -137,6 +138,8 @@ public final class ClientTests {
             st.execute("""
                 CREATE SEQUENCE el_item_seq;
                 CREATE TABLE el_item (id bigint PRIMARY KEY DEFAULT next_id(5, 'el_item_seq'), body text UNIQUE);
+                CREATE TABLE el_line (id bigint PRIMARY KEY DEFAULT next_id(5, 'el_item_seq'),
+                                      item_id bigint NOT NULL REFERENCES el_item, body text UNIQUE);
                 CREATE SEQUENCE el_bulk_item_seq;
                 SELECT setval('el_bulk_item_seq', make_id(now(), 9));
                 CREATE TABLE el_bulk_item (id bigint PRIMARY KEY DEFAULT next_id('el_bulk_item_seq'), body text UNIQUE);
@@ -152,6 +155,21 @@ public final class ClientTests {
         check("EclipseLink @ReturnInsert: persist of one entity, then of " + N + " in one transaction,"
                 + " gives each its own row's ID",
             ownRows("el_item", items.stream().map(Item::getId).toList(), withOne(bodies("many")), 5));
+        em.getTransaction().begin();
+        List<Line> lines = new ArrayList<>();
+        for (int i = 0; i < 100; i++) {
+            Item parent = new Item("parent " + i);
+            for (int j = 0; j < 3; j++) {
+                lines.add(new Line(parent, "line " + i + "." + j));
+                em.persist(lines.get(lines.size() - 1));
+            }
+        }
+        em.getTransaction().commit();
+        Map<Long, String> parents = parentBodies();
+        check("EclipseLink @ReturnInsert: 100 new parents with 3 new children each, in one transaction:"
+                + " each child row references its own parent's row",
+            ownRows("el_line", lines.stream().map(Line::getId).toList(), lines.stream().map(Line::getBody).toList(), 5)
+                && lines.stream().allMatch(l -> l.getItem().getBody().equals(parents.get(l.getId()))));
         List<BulkItem> bulk = persistOneAndMany(em, BulkItem::new);
         check("EclipseLink SnowflakeSequence: the same, IDs taken in blocks before the INSERTs",
             ownRows("el_bulk_item", bulk.stream().map(BulkItem::getId).toList(), withOne(bodies("many")), 9));
@@ -200,6 +218,17 @@ public final class ClientTests {
             Long.valueOf(42).equals(second.getId()) && table("el_tenant_item").containsValue("key second"));
         em.close();
         f.close();
+    }
+
+    /** el_line's ID -> the body of the el_item row it references. */
+    static Map<Long, String> parentBodies() throws SQLException {
+        Map<Long, String> rows = new HashMap<>();
+        try (Connection c = DriverManager.getConnection(URL);
+             Statement st = c.createStatement();
+             ResultSet rs = st.executeQuery("SELECT l.id, i.body FROM el_line l JOIN el_item i ON i.id = l.item_id")) {
+            while (rs.next()) rows.put(rs.getLong(1), rs.getString(2));
+        }
+        return rows;
     }
 
     /** The SQLSTATE of the SQLException under what a call throws, null if it throws none. */
