@@ -1,4 +1,8 @@
--- snowflake_id_router 0.3.0: logical shards over several PostgreSQL servers.
+-- Assembled by scripts/assemble-sql from router/sql/: edit the sources, not this file.
+\echo Use "CREATE EXTENSION snowflake_id_router CASCADE" to load this file. \quit
+
+-- ==== router/sql/00_schema.sql ====
+-- snowflake_id_router: logical shards over several PostgreSQL servers.
 --
 -- The router database holds the map (logical shard -> node) and a PL/Proxy cluster named
 -- snowflake_id with 8192 partitions, partition n = logical shard n: an ID's own shard bits
@@ -26,7 +30,6 @@
 -- passwords in them: put passwords in ~/.pgpass of the router's (and nodes') server user,
 -- or in the server's user mapping (CREATE USER MAPPING ... SERVER snowflake_id OPTIONS
 -- (user, password)), which PL/Proxy appends to every partition's connect string.
-\echo Use "CREATE EXTENSION snowflake_id_router CASCADE" to load this file. \quit
 
 CREATE SCHEMA snowflake_id_router;
 COMMENT ON SCHEMA snowflake_id_router IS 'Internals of the snowflake_id_router extension: the shard map and helpers.';
@@ -34,9 +37,11 @@ REVOKE ALL ON SCHEMA snowflake_id_router FROM PUBLIC;
 
 CREATE TABLE snowflake_id_router.node (
     name text PRIMARY KEY CHECK (name <> '' AND octet_length(name) <= 63),
-    connstr text NOT NULL
+    connstr text NOT NULL,
+    identity text UNIQUE
 );
-COMMENT ON TABLE snowflake_id_router.node IS 'Data nodes: name and libpq connect string (no password).';
+COMMENT ON TABLE snowflake_id_router.node IS
+  'Data nodes: name, libpq connect string (normalised, no secret) and identity (system identifier/database OID; NULL until first reached, for nodes added by 0.2.0).';
 CREATE TABLE snowflake_id_router.shard (
     shard integer PRIMARY KEY CHECK (shard BETWEEN 0 AND 8191),
     node text NOT NULL REFERENCES snowflake_id_router.node (name) ON UPDATE CASCADE
@@ -65,8 +70,285 @@ COMMENT ON SERVER snowflake_id IS
   'PL/Proxy cluster of snowflake_id_router: partition n is logical shard n; options follow the shard map.';
 CREATE USER MAPPING FOR PUBLIC SERVER snowflake_id;
 
+-- ==== router/sql/01_settings.sql ====
+-- Settings of the router's own operations. Code that runs with the extension owner's rights
+-- reads no session setting: these are rows of a table only its owner may write (a
+-- superuser: UPDATE/INSERT here), dumped with the router. Only overrides are stored; the
+-- defaults are in snowflake_id_router.setting(name).
+CREATE TABLE snowflake_id_router.setting (
+    name text PRIMARY KEY
+        CHECK (name IN ('lock_timeout', 'copy_timeout', 'cutover_timeout', 'cleanup_timeout', 'self_connstr')),
+    value text NOT NULL,
+    -- A timeout of 0 would mean no timeout at all.
+    CHECK (name = 'self_connstr' OR (value::interval > interval '0' AND value::interval <= interval '1 day'))
+);
+COMMENT ON TABLE snowflake_id_router.setting IS
+  'Overrides of the router''s settings (timeouts, the loopback connect string); writable by the extension''s owner only.';
+SELECT pg_catalog.pg_extension_config_dump('snowflake_id_router.setting', '');
+
+-- ==== router/sql/10_dblink.sql ====
+-- == dblink, wherever it is installed ==
+
+CREATE OR REPLACE FUNCTION snowflake_id_router.dblink_schema() RETURNS text
+LANGUAGE sql STABLE STRICT PARALLEL SAFE
+SET search_path = pg_catalog, pg_temp
+RETURN (SELECT quote_ident(n.nspname) FROM pg_catalog.pg_extension e
+          JOIN pg_catalog.pg_namespace n ON n.oid = e.extnamespace WHERE e.extname = 'dblink');
+COMMENT ON FUNCTION snowflake_id_router.dblink_schema() IS 'Schema of the dblink extension, quoted.';
+
+CREATE OR REPLACE FUNCTION snowflake_id_router.connect(conn text, connstr text) RETURNS void
+LANGUAGE plpgsql VOLATILE STRICT PARALLEL UNSAFE
+SET search_path = pg_catalog, pg_temp
+AS $$
+DECLARE
+    d text := snowflake_id_router.dblink_schema();
+    open text[];
+BEGIN
+    EXECUTE format('SELECT %s.dblink_get_connections()', d) INTO open;
+    IF conn = ANY (open) THEN
+        EXECUTE format('SELECT %s.dblink_disconnect($1::text)', d) USING conn;
+    END IF;
+    EXECUTE format('SELECT %s.dblink_connect($1::text, $2::text)', d) USING conn, connstr;
+    -- Every name sent below is schema-qualified; the remote session trusts no schema.
+    EXECUTE format('SELECT %s.dblink_exec($1::text, $2::text)', d)
+        USING conn, 'SET search_path = pg_catalog, pg_temp';
+END
+$$;
+COMMENT ON FUNCTION snowflake_id_router.connect(text, text) IS
+  'Opens (or reopens) dblink connection conn with search_path = pg_catalog, pg_temp.';
+
+CREATE OR REPLACE FUNCTION snowflake_id_router.disconnect(conn text) RETURNS void
+LANGUAGE plpgsql VOLATILE STRICT PARALLEL UNSAFE
+SET search_path = pg_catalog, pg_temp
+AS $$
+DECLARE
+    d text := snowflake_id_router.dblink_schema();
+    open text[];
+BEGIN
+    EXECUTE format('SELECT %s.dblink_get_connections()', d) INTO open;
+    IF conn = ANY (open) THEN
+        EXECUTE format('SELECT %s.dblink_disconnect($1::text)', d) USING conn;
+    END IF;
+END
+$$;
+COMMENT ON FUNCTION snowflake_id_router.disconnect(text) IS 'Closes dblink connection conn if open.';
+
+CREATE OR REPLACE FUNCTION snowflake_id_router.exec(conn text, sql text) RETURNS text
+LANGUAGE plpgsql VOLATILE STRICT PARALLEL UNSAFE
+SET search_path = pg_catalog, pg_temp
+AS $$
+DECLARE
+    status text;
+BEGIN
+    EXECUTE format('SELECT %s.dblink_exec($1::text, $2::text)', snowflake_id_router.dblink_schema())
+        INTO status USING conn, sql;
+    RETURN status;
+END
+$$;
+COMMENT ON FUNCTION snowflake_id_router.exec(text, text) IS
+  'Runs sql on dblink connection conn (one implicit transaction; remote errors keep their SQLSTATE).';
+
+CREATE OR REPLACE FUNCTION snowflake_id_router.fetch(conn text, sql text) RETURNS text
+LANGUAGE plpgsql VOLATILE STRICT PARALLEL UNSAFE
+SET search_path = pg_catalog, pg_temp
+AS $$
+DECLARE
+    v text;
+BEGIN
+    EXECUTE format('SELECT v FROM %s.dblink($1::text, $2::text) AS r(v text)', snowflake_id_router.dblink_schema())
+        INTO v USING conn, sql;
+    RETURN v;
+END
+$$;
+COMMENT ON FUNCTION snowflake_id_router.fetch(text, text) IS
+  'First column of the first row of sql (one text column) run on dblink connection conn; NULL if no row.';
+
+-- Polls sql (returning one boolean) on conn until it is true; 57014 after timeout.
+CREATE OR REPLACE FUNCTION snowflake_id_router.wait_until(conn text, sql text, timeout interval, what text) RETURNS void
+LANGUAGE plpgsql VOLATILE STRICT PARALLEL UNSAFE
+SET search_path = pg_catalog, pg_temp
+AS $$
+DECLARE
+    deadline timestamptz := clock_timestamp() + timeout;
+BEGIN
+    WHILE clock_timestamp() < deadline LOOP
+        IF coalesce(snowflake_id_router.fetch(conn, sql)::boolean, false) THEN
+            RETURN;
+        END IF;
+        PERFORM pg_sleep(0.002);
+    END LOOP;
+    RAISE EXCEPTION '% did not happen within %', what, timeout USING ERRCODE = 'query_canceled';
+END
+$$;
+COMMENT ON FUNCTION snowflake_id_router.wait_until(text, text, interval, text) IS
+  'Polls a boolean query on a dblink connection until true; 57014 after the timeout.';
+
+-- A libpq connect string value, quoted.
+CREATE OR REPLACE FUNCTION snowflake_id_router.conn_value(v text) RETURNS text
+LANGUAGE sql IMMUTABLE STRICT PARALLEL SAFE
+RETURN '''' || replace(replace(v, '\', '\\'), '''', '\''') || '''';
+COMMENT ON FUNCTION snowflake_id_router.conn_value(text) IS 'A libpq connect string value, quoted.';
+
+-- A connect string as libpq reads it (PQconninfoParse, through snowflake_id), each value
+-- quoted: whatever PL/Proxy, dblink or a subscription appends to it stays an option of its
+-- own. Secrets are refused: connect strings are readable by every role.
+CREATE OR REPLACE FUNCTION snowflake_id_router.normalize_connstr(connstr text) RETURNS text
+LANGUAGE plpgsql STABLE STRICT PARALLEL SAFE
+SET search_path = pg_catalog, pg_temp
+AS $$
+DECLARE
+    secret text;
+    normal text;
+BEGIN
+    SELECT string_agg(c.keyword, ', ') FILTER (WHERE c.secret),
+           string_agg(c.keyword || '=' || snowflake_id_router.conn_value(c.value), ' ')
+      INTO secret, normal FROM snowflake_id_node.conninfo(connstr) c;
+    IF secret IS NOT NULL THEN
+        RAISE EXCEPTION 'the connect string holds a secret (%)', secret
+            USING ERRCODE = 'invalid_parameter_value',
+                  DETAIL = 'Connect strings are readable by every role (pg_foreign_server.srvoptions).',
+                  HINT = 'Put the password in ~/.pgpass of the router''s server user (see docs/security.md).';
+    END IF;
+    IF normal IS NULL THEN
+        RAISE EXCEPTION 'the connect string is empty' USING ERRCODE = 'invalid_parameter_value';
+    END IF;
+    RETURN normal;
+END
+$$;
+COMMENT ON FUNCTION snowflake_id_router.normalize_connstr(text) IS
+  'A connect string as libpq reads it, as key=''value'' pairs; 22023 for a secret or what libpq refuses.';
+
+-- The router's settings: an override in snowflake_id_router.setting, else the default.
+CREATE OR REPLACE FUNCTION snowflake_id_router.setting(name text) RETURNS text
+LANGUAGE sql STABLE STRICT PARALLEL SAFE
+SET search_path = pg_catalog, pg_temp
+RETURN coalesce((SELECT s.value FROM snowflake_id_router.setting s WHERE s.name = setting.name),
+                CASE setting.name
+                    WHEN 'lock_timeout' THEN '2 s'
+                    WHEN 'copy_timeout' THEN '60 s'
+                    WHEN 'cutover_timeout' THEN '5 s'
+                    WHEN 'cleanup_timeout' THEN '10 s'
+                    -- The loopback connection: the first unix socket (else localhost), port,
+                    -- this database, and the role running the router's functions (the
+                    -- extension's owner, as these run SECURITY DEFINER).
+                    WHEN 'self_connstr' THEN format('host=%s port=%s dbname=%s user=%s',
+                        snowflake_id_router.conn_value(coalesce(nullif(trim(split_part(current_setting('unix_socket_directories'), ',', 1)), ''), 'localhost')),
+                        snowflake_id_router.conn_value(current_setting('port')),
+                        snowflake_id_router.conn_value(current_database()),
+                        snowflake_id_router.conn_value(current_user))
+                END);
+COMMENT ON FUNCTION snowflake_id_router.setting(text) IS
+  'A router setting: its override in snowflake_id_router.setting, else its default.';
+
+-- Options every connection the router makes to a node carries (before the node's own, which
+-- win where they repeat one): a name in pg_stat_activity, and TCP keepalives, so that a
+-- node whose network to the router is cut ends the session, and with it the node locks it
+-- holds (docs/cluster-design.md: proof of life).
+CREATE OR REPLACE FUNCTION snowflake_id_router.connect_options() RETURNS text
+LANGUAGE sql IMMUTABLE PARALLEL SAFE
+RETURN 'application_name=''snowflake_id_router'' keepalives=1 keepalives_idle=5 keepalives_interval=2 keepalives_count=3 connect_timeout=10';
+COMMENT ON FUNCTION snowflake_id_router.connect_options() IS
+  'Options of every router connection to a node: application name, TCP keepalives, connect timeout.';
+
+-- Opens dblink connection conn to a node and checks that it reaches the database the node
+-- was registered as (its identity), recording the identity of a node added by 0.2.0.
+CREATE OR REPLACE FUNCTION snowflake_id_router.connect_node(conn text, node text) RETURNS void
+LANGUAGE plpgsql VOLATILE STRICT PARALLEL UNSAFE
+SET search_path = pg_catalog, pg_temp
+AS $$
+DECLARE
+    n snowflake_id_router.node;
+    found_identity text;
+BEGIN
+    SELECT * INTO n FROM snowflake_id_router.node r WHERE r.name = connect_node.node;
+    IF NOT FOUND THEN
+        RAISE EXCEPTION 'node % does not exist', quote_literal(node) USING ERRCODE = 'undefined_object';
+    END IF;
+    PERFORM snowflake_id_router.connect(conn, snowflake_id_router.connect_options() || ' ' || n.connstr);
+    found_identity := snowflake_id_router.remote_identity(conn, node);
+    IF n.identity IS NULL THEN
+        PERFORM snowflake_id_router.check_new_identity(node, found_identity);
+        UPDATE snowflake_id_router.node r SET identity = found_identity WHERE r.name = connect_node.node;
+    ELSIF n.identity <> found_identity THEN
+        PERFORM snowflake_id_router.disconnect(conn);
+        RAISE EXCEPTION 'node % now reaches another database (identity %, registered as %)',
+            quote_literal(node), found_identity, n.identity
+            USING ERRCODE = 'object_not_in_prerequisite_state',
+                  HINT = 'A node is identified by its system identifier and database OID. Repoint it with alter_node(name, connstr) only to the same database (or its promoted standby).';
+    END IF;
+END
+$$;
+COMMENT ON FUNCTION snowflake_id_router.connect_node(text, text) IS
+  'Opens dblink connection conn to a node and checks that it reaches the database the node is registered as; 55000 otherwise.';
+
+-- The identity of what dblink connection conn reaches (a node with snowflake_id 0.3.0).
+CREATE OR REPLACE FUNCTION snowflake_id_router.remote_identity(conn text, node text) RETURNS text
+LANGUAGE plpgsql VOLATILE STRICT PARALLEL UNSAFE
+SET search_path = pg_catalog, pg_temp
+AS $$
+BEGIN
+    RETURN snowflake_id_router.fetch(conn, 'SELECT snowflake_id_node.identity()');
+EXCEPTION WHEN undefined_function OR invalid_schema_name THEN
+    RAISE EXCEPTION 'node % does not run snowflake_id 0.3.0 or later', quote_literal(node)
+        USING ERRCODE = 'object_not_in_prerequisite_state',
+              HINT = 'There: ALTER EXTENSION snowflake_id UPDATE (or CREATE EXTENSION snowflake_id).';
+END
+$$;
+COMMENT ON FUNCTION snowflake_id_router.remote_identity(text, text) IS
+  'The identity (system identifier/database OID) of what a dblink connection reaches; 55000 if snowflake_id is older than 0.3.0 there.';
+
+-- Opens the loopback connection conn to this router database (setting self_connstr) and
+-- checks that it reaches this very database: map flips and move records go through it.
+CREATE OR REPLACE FUNCTION snowflake_id_router.connect_self(conn text) RETURNS void
+LANGUAGE plpgsql VOLATILE STRICT PARALLEL UNSAFE
+SET search_path = pg_catalog, pg_temp
+AS $$
+DECLARE
+    found_identity text;
+BEGIN
+    PERFORM snowflake_id_router.connect(conn, snowflake_id_router.setting('self_connstr'));
+    found_identity := snowflake_id_router.remote_identity(conn, 'self');
+    IF found_identity IS DISTINCT FROM snowflake_id_node.identity() THEN
+        PERFORM snowflake_id_router.disconnect(conn);
+        RAISE EXCEPTION 'the loopback connection reaches another database (identity %, this router is %)',
+            found_identity, snowflake_id_node.identity()
+            USING ERRCODE = 'object_not_in_prerequisite_state',
+                  HINT = 'Correct self_connstr in snowflake_id_router.setting, or delete it to use the default.';
+    END IF;
+END
+$$;
+COMMENT ON FUNCTION snowflake_id_router.connect_self(text) IS
+  'Opens the loopback dblink connection to this router database and checks that it reaches this very database.';
+
+-- A node about to be known by identity: not one already registered under another name (one
+-- server under two names: a move between them would copy a shard onto itself), and not this
+-- router (routed calls would come back to it, each taking a connection, until none is left).
+CREATE OR REPLACE FUNCTION snowflake_id_router.check_new_identity(node text, new_identity text) RETURNS void
+LANGUAGE plpgsql STABLE STRICT PARALLEL SAFE
+SET search_path = pg_catalog, pg_temp
+AS $$
+DECLARE
+    other text;
+BEGIN
+    SELECT n.name INTO other FROM snowflake_id_router.node n WHERE n.identity = new_identity AND n.name <> node;
+    IF FOUND THEN
+        RAISE EXCEPTION 'node % is the same database as node % (identity %)', quote_literal(node), quote_literal(other), new_identity
+            USING ERRCODE = 'duplicate_object',
+                  HINT = 'A node is identified by its system identifier and database OID, whatever connect string reaches it.';
+    END IF;
+    IF new_identity = snowflake_id_node.identity() THEN
+        RAISE EXCEPTION 'node % is this router database itself (identity %)', quote_literal(node), new_identity
+            USING ERRCODE = 'object_not_in_prerequisite_state',
+                  HINT = 'A router routes to data nodes; a shard placed here would route every call back to the router.';
+    END IF;
+END
+$$;
+COMMENT ON FUNCTION snowflake_id_router.check_new_identity(text, text) IS
+  'Refuses an identity already registered under another node name (42710) or this router''s own (55000).';
+
+-- ==== router/sql/20_map.sql ====
 -- Keeps the server's options equal to the map, in the transaction that changes the map.
-CREATE FUNCTION snowflake_id_router.sync_cluster() RETURNS trigger
+CREATE OR REPLACE FUNCTION snowflake_id_router.sync_cluster() RETURNS trigger
 LANGUAGE plpgsql VOLATILE SECURITY DEFINER
 SET search_path = pg_catalog, pg_temp
 AS $$
@@ -96,140 +378,101 @@ END
 $$;
 COMMENT ON FUNCTION snowflake_id_router.sync_cluster() IS
   'Trigger: sets the snowflake_id server''s partition options from the shard map.';
-CREATE TRIGGER sync_cluster_insert AFTER INSERT ON snowflake_id_router.shard
+CREATE OR REPLACE TRIGGER sync_cluster_insert AFTER INSERT ON snowflake_id_router.shard
     REFERENCING NEW TABLE AS new_rows FOR EACH STATEMENT EXECUTE FUNCTION snowflake_id_router.sync_cluster();
-CREATE TRIGGER sync_cluster_update AFTER UPDATE ON snowflake_id_router.shard
+CREATE OR REPLACE TRIGGER sync_cluster_update AFTER UPDATE ON snowflake_id_router.shard
     REFERENCING NEW TABLE AS new_rows FOR EACH STATEMENT EXECUTE FUNCTION snowflake_id_router.sync_cluster();
-CREATE TRIGGER sync_cluster_delete AFTER DELETE ON snowflake_id_router.shard
+CREATE OR REPLACE TRIGGER sync_cluster_delete AFTER DELETE ON snowflake_id_router.shard
     REFERENCING OLD TABLE AS old_rows FOR EACH STATEMENT EXECUTE FUNCTION snowflake_id_router.sync_cluster();
-CREATE TRIGGER sync_cluster_node AFTER UPDATE ON snowflake_id_router.node
+CREATE OR REPLACE TRIGGER sync_cluster_node AFTER UPDATE ON snowflake_id_router.node
     REFERENCING NEW TABLE AS new_rows FOR EACH STATEMENT EXECUTE FUNCTION snowflake_id_router.sync_cluster();
 
--- == dblink, wherever it is installed ==
+-- == The user-facing functions ==
 
-CREATE FUNCTION snowflake_id_router.dblink_schema() RETURNS text
-LANGUAGE sql STABLE STRICT PARALLEL SAFE
-SET search_path = pg_catalog, pg_temp
-RETURN (SELECT quote_ident(n.nspname) FROM pg_catalog.pg_extension e
-          JOIN pg_catalog.pg_namespace n ON n.oid = e.extnamespace WHERE e.extname = 'dblink');
-COMMENT ON FUNCTION snowflake_id_router.dblink_schema() IS 'Schema of the dblink extension, quoted.';
-
-CREATE FUNCTION snowflake_id_router.connect(conn text, connstr text) RETURNS void
-LANGUAGE plpgsql VOLATILE STRICT PARALLEL UNSAFE
+CREATE OR REPLACE FUNCTION add_node(name text, connstr text) RETURNS void
+LANGUAGE plpgsql VOLATILE CALLED ON NULL INPUT PARALLEL UNSAFE SECURITY DEFINER
 SET search_path = pg_catalog, pg_temp
 AS $$
 DECLARE
-    d text := snowflake_id_router.dblink_schema();
-    open text[];
+    normal text;
+    found_identity text;
 BEGIN
-    EXECUTE format('SELECT %s.dblink_get_connections()', d) INTO open;
-    IF conn = ANY (open) THEN
-        EXECUTE format('SELECT %s.dblink_disconnect($1::text)', d) USING conn;
+    IF name IS NULL OR connstr IS NULL THEN
+        RAISE EXCEPTION 'add_node: name and connstr must not be NULL' USING ERRCODE = 'null_value_not_allowed';
     END IF;
-    EXECUTE format('SELECT %s.dblink_connect($1::text, $2::text)', d) USING conn, connstr;
-    -- Every name sent below is schema-qualified; the remote session trusts no schema.
-    EXECUTE format('SELECT %s.dblink_exec($1::text, $2::text)', d)
-        USING conn, 'SET search_path = pg_catalog, pg_temp';
-END
-$$;
-COMMENT ON FUNCTION snowflake_id_router.connect(text, text) IS
-  'Opens (or reopens) dblink connection conn with search_path = pg_catalog, pg_temp.';
-
-CREATE FUNCTION snowflake_id_router.disconnect(conn text) RETURNS void
-LANGUAGE plpgsql VOLATILE STRICT PARALLEL UNSAFE
-SET search_path = pg_catalog, pg_temp
-AS $$
-DECLARE
-    d text := snowflake_id_router.dblink_schema();
-    open text[];
-BEGIN
-    EXECUTE format('SELECT %s.dblink_get_connections()', d) INTO open;
-    IF conn = ANY (open) THEN
-        EXECUTE format('SELECT %s.dblink_disconnect($1::text)', d) USING conn;
+    IF name = '' OR octet_length(name) > 63 THEN
+        RAISE EXCEPTION 'node name % is invalid: give 1 to 63 bytes', quote_literal(name)
+            USING ERRCODE = 'invalid_parameter_value';
     END IF;
+    normal := snowflake_id_router.normalize_connstr(connstr);
+    IF EXISTS (SELECT FROM snowflake_id_router.node n WHERE n.name = add_node.name) THEN
+        RAISE EXCEPTION 'node % already exists', quote_literal(name) USING ERRCODE = 'duplicate_object';
+    END IF;
+    -- Known by what it is: reach it once and read its identity.
+    PERFORM snowflake_id_router.connect('snowflake_id_router_add', snowflake_id_router.connect_options() || ' ' || normal);
+    found_identity := snowflake_id_router.remote_identity('snowflake_id_router_add', name);
+    PERFORM snowflake_id_router.disconnect('snowflake_id_router_add');
+    PERFORM snowflake_id_router.check_new_identity(name, found_identity);
+    IF EXISTS (SELECT FROM snowflake_id_node.conninfo(normal) c WHERE c.keyword = 'user') THEN
+        RAISE WARNING 'the connect string of node % names a user: every role''s routed calls will connect as %',
+            quote_literal(name), (SELECT c.value FROM snowflake_id_node.conninfo(normal) c WHERE c.keyword = 'user')
+            USING DETAIL = 'PL/Proxy connects as the calling role only when the connect string names no user.';
+    END IF;
+    INSERT INTO snowflake_id_router.node (name, connstr, identity) VALUES (name, normal, found_identity);
 END
 $$;
-COMMENT ON FUNCTION snowflake_id_router.disconnect(text) IS 'Closes dblink connection conn if open.';
+COMMENT ON FUNCTION add_node(text, text) IS
+  'Registers a data node by name and libpq connect string (no password: use ~/.pgpass); it must be reachable, and is known by its identity.';
 
-CREATE FUNCTION snowflake_id_router.exec(conn text, sql text) RETURNS text
-LANGUAGE plpgsql VOLATILE STRICT PARALLEL UNSAFE
+CREATE OR REPLACE FUNCTION assign_shards(first_shard integer, count integer, node text) RETURNS void
+LANGUAGE plpgsql VOLATILE CALLED ON NULL INPUT PARALLEL UNSAFE SECURITY DEFINER
 SET search_path = pg_catalog, pg_temp
 AS $$
 DECLARE
-    status text;
+    taken text;
 BEGIN
-    EXECUTE format('SELECT %s.dblink_exec($1::text, $2::text)', snowflake_id_router.dblink_schema())
-        INTO status USING conn, sql;
-    RETURN status;
+    IF first_shard IS NULL OR count IS NULL OR node IS NULL THEN
+        RAISE EXCEPTION 'assign_shards: first_shard, count and node must not be NULL' USING ERRCODE = 'null_value_not_allowed';
+    END IF;
+    IF count < 1 OR first_shard NOT BETWEEN 0 AND 8191 OR first_shard::bigint + count - 1 > 8191 THEN
+        RAISE EXCEPTION 'shards % to % are out of range: valid shards are 0 to 8191, count at least 1',
+            first_shard, first_shard::bigint + count - 1 USING ERRCODE = 'numeric_value_out_of_range';
+    END IF;
+    IF NOT EXISTS (SELECT FROM snowflake_id_router.node n WHERE n.name = assign_shards.node) THEN
+        RAISE EXCEPTION 'node % does not exist', quote_literal(node) USING ERRCODE = 'undefined_object',
+            HINT = 'Register it with add_node(name, connstr).';
+    END IF;
+    -- Serialises with move_shard and other assign_shards on the same map.
+    LOCK TABLE snowflake_id_router.shard IN SHARE ROW EXCLUSIVE MODE;
+    SELECT format('shard %s is on node %s', s.shard, quote_literal(s.node)) INTO taken
+      FROM snowflake_id_router.shard s
+     WHERE s.shard BETWEEN first_shard AND first_shard + count - 1 AND s.node <> assign_shards.node
+     ORDER BY s.shard LIMIT 1;
+    IF FOUND THEN
+        RAISE EXCEPTION 'cannot assign shards % to % to node %: %', first_shard, first_shard + count - 1,
+            quote_literal(node), taken USING ERRCODE = 'object_not_in_prerequisite_state',
+            HINT = 'A shard that holds data changes node with move_shard(shard, node).';
+    END IF;
+    INSERT INTO snowflake_id_router.shard
+    SELECT n, assign_shards.node FROM generate_series(first_shard, first_shard + count - 1) n
+    ON CONFLICT DO NOTHING;
 END
 $$;
-COMMENT ON FUNCTION snowflake_id_router.exec(text, text) IS
-  'Runs sql on dblink connection conn (one implicit transaction; remote errors keep their SQLSTATE).';
+COMMENT ON FUNCTION assign_shards(integer, integer, text) IS
+  'Assigns shards first_shard .. first_shard + count - 1 (assigned to no node, or to this node) to node; idempotent.';
 
-CREATE FUNCTION snowflake_id_router.fetch(conn text, sql text) RETURNS text
-LANGUAGE plpgsql VOLATILE STRICT PARALLEL UNSAFE
-SET search_path = pg_catalog, pg_temp
-AS $$
-DECLARE
-    v text;
-BEGIN
-    EXECUTE format('SELECT v FROM %s.dblink($1::text, $2::text) AS r(v text)', snowflake_id_router.dblink_schema())
-        INTO v USING conn, sql;
-    RETURN v;
-END
-$$;
-COMMENT ON FUNCTION snowflake_id_router.fetch(text, text) IS
-  'First column of the first row of sql (one text column) run on dblink connection conn; NULL if no row.';
+CREATE OR REPLACE VIEW shard_map AS
+    SELECT s.shard, s.node, n.connstr
+      FROM snowflake_id_router.shard s JOIN snowflake_id_router.node n ON n.name = s.node
+     ORDER BY s.shard;
+COMMENT ON VIEW shard_map IS 'The shard map: logical shard, its node and the node''s connect string (assigned shards only).';
 
--- Polls sql (returning one boolean) on conn until it is true; 57014 after timeout.
-CREATE FUNCTION snowflake_id_router.wait_until(conn text, sql text, timeout interval, what text) RETURNS void
-LANGUAGE plpgsql VOLATILE STRICT PARALLEL UNSAFE
-SET search_path = pg_catalog, pg_temp
-AS $$
-DECLARE
-    deadline timestamptz := clock_timestamp() + timeout;
-BEGIN
-    WHILE clock_timestamp() < deadline LOOP
-        IF coalesce(snowflake_id_router.fetch(conn, sql)::boolean, false) THEN
-            RETURN;
-        END IF;
-        PERFORM pg_sleep(0.002);
-    END LOOP;
-    RAISE EXCEPTION '% did not happen within %', what, timeout USING ERRCODE = 'query_canceled';
-END
-$$;
-COMMENT ON FUNCTION snowflake_id_router.wait_until(text, text, interval, text) IS
-  'Polls a boolean query on a dblink connection until true; 57014 after the timeout.';
 
--- A libpq connect string value, quoted.
-CREATE FUNCTION snowflake_id_router.conn_value(v text) RETURNS text
-LANGUAGE sql IMMUTABLE STRICT PARALLEL SAFE
-RETURN '''' || replace(replace(v, '\', '\\'), '''', '\''') || '''';
-COMMENT ON FUNCTION snowflake_id_router.conn_value(text) IS 'A libpq connect string value, quoted.';
-
--- The router's own database, for the loopback connection that commits a map flip.
-CREATE FUNCTION snowflake_id_router.self_connstr() RETURNS text
-LANGUAGE sql STABLE STRICT PARALLEL SAFE
-SET search_path = pg_catalog, pg_temp
-RETURN coalesce(nullif(current_setting('snowflake_id_router.self_connstr', true), ''),
-    format('host=%s port=%s dbname=%s user=%s',
-        snowflake_id_router.conn_value(coalesce(nullif(trim(split_part(current_setting('unix_socket_directories'), ',', 1)), ''), 'localhost')),
-        current_setting('port'),
-        snowflake_id_router.conn_value(current_database()),
-        snowflake_id_router.conn_value(current_user)));
-COMMENT ON FUNCTION snowflake_id_router.self_connstr() IS
-  'Connect string of this router database: setting snowflake_id_router.self_connstr, else its first unix socket, port, database and user.';
-
-CREATE FUNCTION snowflake_id_router.setting(name text, fallback text) RETURNS text
-LANGUAGE sql STABLE STRICT PARALLEL SAFE
-SET search_path = pg_catalog, pg_temp
-RETURN coalesce(nullif(current_setting('snowflake_id_router.' || name, true), ''), fallback);
-COMMENT ON FUNCTION snowflake_id_router.setting(text, text) IS 'Setting snowflake_id_router.<name>, or fallback when unset.';
-
+-- ==== router/sql/30_move.sql ====
 -- Removes what a failed or finished move leaves behind: the target's subscription, the
 -- source's publication and slot, the fence and marker, and (undo) the target's copy.
 -- Each step on its own: a node that is down is skipped with a WARNING.
-CREATE FUNCTION snowflake_id_router.clean_move(shard integer, schema_name text, src_connstr text, dst_connstr text,
+CREATE OR REPLACE FUNCTION snowflake_id_router.clean_move(shard integer, schema_name text, src_connstr text, dst_connstr text,
                                                undo boolean) RETURNS void
 LANGUAGE plpgsql VOLATILE CALLED ON NULL INPUT PARALLEL UNSAFE
 SET search_path = pg_catalog, pg_temp
@@ -306,82 +549,7 @@ $$;
 COMMENT ON FUNCTION snowflake_id_router.clean_move(integer, text, text, text, boolean) IS
   'Removes a move''s subscription, publication, slot and marker; with undo, also the fence on the source and the copy on the target.';
 
--- == The user-facing functions ==
-
-CREATE FUNCTION add_node(name text, connstr text) RETURNS void
-LANGUAGE plpgsql VOLATILE CALLED ON NULL INPUT PARALLEL UNSAFE SECURITY DEFINER
-SET search_path = pg_catalog, pg_temp
-AS $$
-BEGIN
-    IF name IS NULL OR connstr IS NULL THEN
-        RAISE EXCEPTION 'add_node: name and connstr must not be NULL' USING ERRCODE = 'null_value_not_allowed';
-    END IF;
-    IF name = '' OR octet_length(name) > 63 THEN
-        RAISE EXCEPTION 'node name % is invalid: give 1 to 63 bytes', quote_literal(name)
-            USING ERRCODE = 'invalid_parameter_value';
-    END IF;
-    IF connstr ~* '(^|\s)password\s*=' OR connstr ~* '^postgres(ql)?://[^/@]*:[^/@]*@' THEN
-        RAISE EXCEPTION 'the connect string of node % holds a password', quote_literal(name)
-            USING ERRCODE = 'invalid_parameter_value',
-                  DETAIL = 'Connect strings are readable by every role (pg_foreign_server.srvoptions).',
-                  HINT = 'Put the password in ~/.pgpass of the router''s server user, or in the user mapping: ALTER USER MAPPING FOR PUBLIC SERVER snowflake_id OPTIONS (ADD password ''...'').';
-    END IF;
-    IF connstr ~ '^\s*$' THEN
-        RAISE EXCEPTION 'the connect string of node % is empty', quote_literal(name) USING ERRCODE = 'invalid_parameter_value';
-    END IF;
-    IF EXISTS (SELECT FROM snowflake_id_router.node n WHERE n.name = add_node.name) THEN
-        RAISE EXCEPTION 'node % already exists', quote_literal(name) USING ERRCODE = 'duplicate_object';
-    END IF;
-    INSERT INTO snowflake_id_router.node VALUES (name, connstr);
-END
-$$;
-COMMENT ON FUNCTION add_node(text, text) IS
-  'Registers a data node by name and libpq connect string (no password: use ~/.pgpass or the user mapping).';
-
-CREATE FUNCTION assign_shards(first_shard integer, count integer, node text) RETURNS void
-LANGUAGE plpgsql VOLATILE CALLED ON NULL INPUT PARALLEL UNSAFE SECURITY DEFINER
-SET search_path = pg_catalog, pg_temp
-AS $$
-DECLARE
-    taken text;
-BEGIN
-    IF first_shard IS NULL OR count IS NULL OR node IS NULL THEN
-        RAISE EXCEPTION 'assign_shards: first_shard, count and node must not be NULL' USING ERRCODE = 'null_value_not_allowed';
-    END IF;
-    IF count < 1 OR first_shard NOT BETWEEN 0 AND 8191 OR first_shard::bigint + count - 1 > 8191 THEN
-        RAISE EXCEPTION 'shards % to % are out of range: valid shards are 0 to 8191, count at least 1',
-            first_shard, first_shard::bigint + count - 1 USING ERRCODE = 'numeric_value_out_of_range';
-    END IF;
-    IF NOT EXISTS (SELECT FROM snowflake_id_router.node n WHERE n.name = assign_shards.node) THEN
-        RAISE EXCEPTION 'node % does not exist', quote_literal(node) USING ERRCODE = 'undefined_object',
-            HINT = 'Register it with add_node(name, connstr).';
-    END IF;
-    -- Serialises with move_shard and other assign_shards on the same map.
-    LOCK TABLE snowflake_id_router.shard IN SHARE ROW EXCLUSIVE MODE;
-    SELECT format('shard %s is on node %s', s.shard, quote_literal(s.node)) INTO taken
-      FROM snowflake_id_router.shard s
-     WHERE s.shard BETWEEN first_shard AND first_shard + count - 1 AND s.node <> assign_shards.node
-     ORDER BY s.shard LIMIT 1;
-    IF FOUND THEN
-        RAISE EXCEPTION 'cannot assign shards % to % to node %: %', first_shard, first_shard + count - 1,
-            quote_literal(node), taken USING ERRCODE = 'object_not_in_prerequisite_state',
-            HINT = 'A shard that holds data changes node with move_shard(shard, node).';
-    END IF;
-    INSERT INTO snowflake_id_router.shard
-    SELECT n, assign_shards.node FROM generate_series(first_shard, first_shard + count - 1) n
-    ON CONFLICT DO NOTHING;
-END
-$$;
-COMMENT ON FUNCTION assign_shards(integer, integer, text) IS
-  'Assigns shards first_shard .. first_shard + count - 1 (assigned to no node, or to this node) to node; idempotent.';
-
-CREATE VIEW shard_map AS
-    SELECT s.shard, s.node, n.connstr
-      FROM snowflake_id_router.shard s JOIN snowflake_id_router.node n ON n.name = s.node
-     ORDER BY s.shard;
-COMMENT ON VIEW shard_map IS 'The shard map: logical shard, its node and the node''s connect string (assigned shards only).';
-
-CREATE FUNCTION move_shard(shard integer, node text, template text DEFAULT 'tpl') RETURNS void
+CREATE OR REPLACE FUNCTION move_shard(shard integer, node text, template text DEFAULT 'tpl') RETURNS void
 LANGUAGE plpgsql VOLATILE CALLED ON NULL INPUT PARALLEL UNSAFE SECURITY DEFINER
 SET search_path = pg_catalog, pg_temp
 AS $$
@@ -439,12 +607,12 @@ BEGIN
         RAISE NOTICE 'shard % is already on node %', shard, quote_literal(node);
         RETURN;
     END IF;
-    copy_timeout := snowflake_id_router.setting('copy_timeout', '60 s')::interval;
-    cutover_timeout := snowflake_id_router.setting('cutover_timeout', '5 s')::interval;
+    copy_timeout := snowflake_id_router.setting('copy_timeout')::interval;
+    cutover_timeout := snowflake_id_router.setting('cutover_timeout')::interval;
 
     BEGIN
-        PERFORM snowflake_id_router.connect('snowflake_id_router_src', src_connstr);
-        PERFORM snowflake_id_router.connect('snowflake_id_router_dst', dst_connstr);
+        PERFORM snowflake_id_router.connect_node('snowflake_id_router_src', src);
+        PERFORM snowflake_id_router.connect_node('snowflake_id_router_dst', node);
         step := 'checking the nodes';
         IF snowflake_id_router.fetch('snowflake_id_router_src', 'SHOW wal_level') <> 'logical' THEN
             RAISE EXCEPTION 'node % (the source) runs with wal_level = %', quote_literal(src),
@@ -547,9 +715,9 @@ BEGIN
         step := 'connecting to the router itself';
         -- The loopback connection for the flip, opened now to keep it out of the pause.
         -- Bounded: a caller whose own transaction holds the map locked would wait forever.
-        PERFORM snowflake_id_router.connect('snowflake_id_router_self', snowflake_id_router.self_connstr());
+        PERFORM snowflake_id_router.connect_self('snowflake_id_router_self');
         PERFORM snowflake_id_router.exec('snowflake_id_router_self',
-            format('SET lock_timeout = %L', snowflake_id_router.setting('lock_timeout', '2 s')));
+            format('SET lock_timeout = %L', snowflake_id_router.setting('lock_timeout')));
 
         step := 'fencing writes on the source';
         -- EXCLUSIVE blocks every writer and lets readers through; the triggers commit before
@@ -572,7 +740,7 @@ BEGIN
                              HINT = 'Retry the transaction: once the move commits the router sends it to the new node.';
                END
                $f$;
-               %s$q$, snowflake_id_router.setting('lock_timeout', '2 s'), lock_list, s, shard, fence_sql));
+               %s$q$, snowflake_id_router.setting('lock_timeout'), lock_list, s, shard, fence_sql));
         step := 'waiting for the target to catch up';
         src_last := snowflake_id_router.fetch('snowflake_id_router_src', format(
             'INSERT INTO %s.snowflake_id_move_marker VALUES (true); SELECT last_value::text FROM %s', s, src_seq));
@@ -600,7 +768,7 @@ BEGIN
         EXCEPTION WHEN query_canceled OR OTHERS THEN
             -- Did the commit happen after all (the connection broke on the reply)?
             BEGIN
-                PERFORM snowflake_id_router.connect('snowflake_id_router_self', snowflake_id_router.self_connstr());
+                PERFORM snowflake_id_router.connect_self('snowflake_id_router_self');
                 flipped := snowflake_id_router.fetch('snowflake_id_router_self', format(
                     'SELECT node FROM snowflake_id_router.shard WHERE shard = %s', shard)) = node;
             EXCEPTION WHEN query_canceled OR OTHERS THEN
@@ -655,7 +823,7 @@ BEGIN
     PERFORM snowflake_id_router.clean_move(shard, schema_name, src_connstr, dst_connstr, false);
     -- The source copy is dropped: its fence goes with it.
     BEGIN
-        PERFORM snowflake_id_router.connect('snowflake_id_router_src', src_connstr);
+        PERFORM snowflake_id_router.connect_node('snowflake_id_router_src', src);
         PERFORM snowflake_id_router.fetch('snowflake_id_router_src',
             format('SELECT %s.drop_shard(%L, cascade => true)::text', sfs, schema_name));
         PERFORM snowflake_id_router.exec('snowflake_id_router_src', format('DROP SCHEMA IF EXISTS %s CASCADE', s));
@@ -674,6 +842,8 @@ COMMENT ON FUNCTION move_shard(integer, text, text) IS
   'Moves a logical shard to another node online: copy by logical replication, fenced cutover (writes get 40001), sequence carried, map flipped; a failure leaves the shard on its node.';
 
 -- Superuser only, unless granted: these run as the extension's owner (SECURITY DEFINER).
+
+-- ==== router/sql/90_grants.sql ====
 REVOKE ALL ON FUNCTION add_node(text, text), assign_shards(integer, integer, text),
     move_shard(integer, text, text) FROM PUBLIC;
 REVOKE ALL ON ALL FUNCTIONS IN SCHEMA snowflake_id_router FROM PUBLIC;
