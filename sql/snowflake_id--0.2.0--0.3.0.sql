@@ -35,3 +35,13 @@ COMMENT ON FUNCTION snowflake_id_node.identity() IS
   'This database''s identity: <system identifier>/<database OID>, the same through any connect string and on a promoted standby.';
 
 REVOKE ALL ON ALL FUNCTIONS IN SCHEMA snowflake_id_node FROM PUBLIC;
+
+-- == id_mask(id), id_unmask(masked): the server's key from a file (src/mask_key_file.rs) ==
+-- 0.2.0 read the key from the setting snowflake_id.mask_key, which pg_read_all_settings
+-- members could read; the key now lives in the file snowflake_id.mask_key_file names, read
+-- by each backend. PARALLEL RESTRICTED: a parallel worker would read the file afresh, and
+-- could get a newer key than its leader's.
+ALTER FUNCTION id_mask(bigint) PARALLEL RESTRICTED;
+ALTER FUNCTION id_unmask(bigint) PARALLEL RESTRICTED;
+COMMENT ON FUNCTION id_mask(bigint) IS 'The masked public form of an ID under the server''s key, read from the file snowflake_id.mask_key_file names.';
+COMMENT ON FUNCTION id_unmask(bigint) IS 'The ID a masked public ID stands for, under the server''s key, read from the file snowflake_id.mask_key_file names.';

@@ -6,6 +6,7 @@
 use crate::layout::{self, LayoutError, MAX_SEQ, MAX_SHARD};
 use crate::layouts::{self, NamedLayoutError};
 use crate::mask::KeyError;
+use crate::mask_key_file::KeyFileError;
 use crate::text_form::TextError;
 use crate::wide_ids::WideIdError;
 use pgrx::pg_sys::panic::ErrorReport;
@@ -57,8 +58,13 @@ pub enum IdError {
         error: TextError,
     },
     BadMaskKey(KeyError),
-    /// `id_mask(id)` without a key while `snowflake_id.mask_key` is unset.
+    /// `id_mask(id)` without a key while `snowflake_id.mask_key_file` is unset.
     MaskKeyUnset,
+    /// The file `snowflake_id.mask_key_file` names (`path` as a message shows it) holds no key.
+    MaskKeyFile {
+        path: String,
+        error: KeyFileError,
+    },
 }
 
 impl From<LayoutError> for IdError {
@@ -112,6 +118,8 @@ pub fn utc(unix_ms: i64) -> String {
 }
 
 const MAKE_A_KEY: &str = "A random key: SELECT replace(gen_random_uuid()::text, '-', '')";
+const MAKE_A_KEY_FILE: &str =
+    "A random key, in a file only the server's user can read: umask 077; openssl rand -hex 16 > FILE";
 
 fn valid_times() -> String {
     format!(
@@ -216,17 +224,46 @@ impl IdError {
             ),
             IdError::MaskKeyUnset => (
                 ERRCODE_OBJECT_NOT_IN_PREREQUISITE_STATE,
-                "no mask key: snowflake_id.mask_key is not set".into(),
+                "no mask key: snowflake_id.mask_key_file is not set".into(),
                 None,
-                Some(format!("Pass the key as the second argument, or have a superuser set snowflake_id.mask_key. {MAKE_A_KEY}")),
+                Some(format!(
+                    "Pass the key as the second argument, or have a superuser write a key file and name it in snowflake_id.mask_key_file. {MAKE_A_KEY_FILE}"
+                )),
             ),
+            IdError::MaskKeyFile { path, error } => {
+                let (code, why) = match error {
+                    KeyFileError::Unreadable(e) => (
+                        if e.kind() == std::io::ErrorKind::NotFound { ERRCODE_UNDEFINED_FILE } else { ERRCODE_IO_ERROR },
+                        format!("could not read it: {e}"),
+                    ),
+                    KeyFileError::NotAFile => (ERRCODE_CONFIG_FILE_ERROR, "it is not a regular file".into()),
+                    KeyFileError::OpenToOthers { mode } => (
+                        ERRCODE_CONFIG_FILE_ERROR,
+                        format!("its permissions are {mode:04o}: users other than the server's may read or change it (chmod 600)"),
+                    ),
+                    KeyFileError::TooLong => (
+                        ERRCODE_CONFIG_FILE_ERROR,
+                        "it holds more than a key: 32 hexadecimal digits (16 bytes) and nothing else".into(),
+                    ),
+                    KeyFileError::Key(KeyError::Length { chars }) => (
+                        ERRCODE_CONFIG_FILE_ERROR,
+                        format!("it holds {chars} characters: a key is 32 hexadecimal digits (16 bytes)"),
+                    ),
+                    KeyFileError::Key(KeyError::NotHex { position }) => (
+                        ERRCODE_CONFIG_FILE_ERROR,
+                        format!("its character at position {position} is not a hexadecimal digit: a key is 32 hexadecimal digits (16 bytes)"),
+                    ),
+                };
+                (code, format!("mask key file \"{path}\": {why}"), None, Some(MAKE_A_KEY_FILE.into()))
+            }
         }
     }
 
-    /// The error's message and hint, for where PostgreSQL raises it (a GUC check hook).
-    pub fn message_and_hint(&self) -> (String, Option<String>) {
-        let (_, message, _, hint) = self.parts();
-        (message, hint)
+    /// The error's SQLSTATE, message and hint, for where PostgreSQL raises it (a GUC check
+    /// hook).
+    pub fn for_check_hook(&self) -> (PgSqlErrorCode, String, Option<String>) {
+        let (code, message, _, hint) = self.parts();
+        (code, message, hint)
     }
 
     /// Raises this error in PostgreSQL; does not return.
