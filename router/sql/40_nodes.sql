@@ -176,11 +176,20 @@ BEGIN
         RAISE;
     END;
     IF n.identity IS NULL THEN
-        -- Registered by 0.2.0 and never reached since: nothing to compare with.
-        PERFORM snowflake_id_router.check_new_identity(node, found_identity);
-        RAISE WARNING 'node % had no recorded identity: it is now known as %', quote_literal(node), found_identity
-            USING DETAIL = 'Whether the new connect string reaches the same database as the old one could not be checked.';
-    ELSIF found_identity <> n.identity THEN
+        -- Registered by 0.2.0 and never reached since: the old connect string, if it still
+        -- reaches anything, says what the node is.
+        BEGIN
+            PERFORM snowflake_id_router.connect('snowflake_id_router_alter', snowflake_id_router.connect_options() || ' ' || n.connstr);
+            n.identity := snowflake_id_router.remote_identity('snowflake_id_router_alter', node);
+        EXCEPTION WHEN OTHERS THEN
+            PERFORM snowflake_id_router.check_new_identity(node, found_identity);
+            RAISE WARNING 'node % had no recorded identity and its old connect string reaches nothing: it is now known as %',
+                quote_literal(node), found_identity
+                USING DETAIL = 'Whether the new connect string reaches the same database as the old one could not be checked.';
+        END;
+        PERFORM snowflake_id_router.disconnect('snowflake_id_router_alter');
+    END IF;
+    IF found_identity <> n.identity THEN
         RAISE EXCEPTION 'the new connect string of node % reaches another database (identity %, node % is %)',
             quote_literal(node), found_identity, quote_literal(node), n.identity
             USING ERRCODE = 'object_not_in_prerequisite_state',

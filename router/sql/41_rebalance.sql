@@ -346,8 +346,8 @@ BEGIN
         UPDATE snowflake_id_router.rebalance x SET state = 'stopped', ended = clock_timestamp() WHERE x.id = rid;
         PERFORM snowflake_id_router.rebalance_release();
         RAISE NOTICE '% % stopped (rebalance_stop): % of % batch(es) done', r.kind, rid,
-            (SELECT count(*) FILTER (WHERE b.state = 'done') FROM snowflake_id_router.rebalance_batch b WHERE b.rebalance = rid),
-            (SELECT count(*) FROM snowflake_id_router.rebalance_batch b WHERE b.rebalance = rid)
+            (SELECT count(*) FILTER (WHERE x.state = 'done') FROM snowflake_id_router.rebalance_batch x WHERE x.rebalance = rid),
+            (SELECT count(*) FROM snowflake_id_router.rebalance_batch x WHERE x.rebalance = rid)
             USING HINT = CASE r.kind WHEN 'drain' THEN format('CALL drain_node(%L) resumes it.', r.node)
                                      ELSE 'CALL rebalance() resumes it.' END;
         RETURN NULL;
