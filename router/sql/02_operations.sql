@@ -33,6 +33,7 @@ CREATE TABLE snowflake_id_router.rebalance_batch (
     target text NOT NULL,
     shards integer[] NOT NULL,
     bytes bigint NOT NULL,                       -- at planning time
+    move bigint,                                 -- its move (move_history), once made
     state text NOT NULL CHECK (state IN ('planned', 'moving', 'done', 'failed')),
     started timestamptz,
     ended timestamptz,

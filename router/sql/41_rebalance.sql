@@ -7,8 +7,8 @@
 -- in the caller's session, committing after every batch: the plan and its progress are rows
 -- of snowflake_id_router.rebalance and rebalance_batch, seen by every session
 -- (rebalance_status) and kept when the session dies. A later call repairs the dead move
--- (move_shards repairs before it starts), plans again from the map as it then is, and goes
--- on under the same rebalance: shards already moved stay moved.
+-- (repair_moves: completed if it was sealed, else undone), plans again from the map as it
+-- then is, and goes on under the same rebalance: shards already moved stay moved.
 --
 -- The planner (plan_moves) sees each shard's node and weight (1 by_shard_count, its bytes
 -- by_disk_size) and is pure: rebalance_plan() shows what it would do. It moves each shard
@@ -254,6 +254,9 @@ BEGIN
                   HINT = 'rebalance_status shows its progress; rebalance_stop() stops it after its current batch.';
     END IF;
     BEGIN
+        -- A move cut short with a session of an earlier run is completed (sealed) or undone
+        -- now, before the map is read.
+        PERFORM @extschema@.repair_moves();
         SELECT * INTO r FROM snowflake_id_router.rebalance x WHERE x.state IN ('running', 'stopped', 'failed') FOR UPDATE;
         IF FOUND AND r.kind = kind AND r.node IS NOT DISTINCT FROM drain THEN
             rid := r.id;
@@ -406,7 +409,7 @@ BEGIN
     SELECT x.template INTO STRICT tpl FROM snowflake_id_router.rebalance x WHERE x.id = rid;
     FOR attempt IN 1 .. 3 LOOP
         BEGIN
-            PERFORM @extschema@.move_shards(b.shards, b.target, tpl);
+            b.move := @extschema@.move_shards(b.shards, b.target, tpl);
             EXIT;
         EXCEPTION WHEN lock_not_available OR serialization_failure THEN
             IF attempt = 3 THEN
@@ -422,7 +425,7 @@ BEGIN
         RAISE EXCEPTION 'shard % is not on node % after its move', left_behind, quote_literal(b.target)
             USING ERRCODE = 'object_not_in_prerequisite_state';
     END IF;
-    UPDATE snowflake_id_router.rebalance_batch x SET state = 'done', ended = clock_timestamp()
+    UPDATE snowflake_id_router.rebalance_batch x SET state = 'done', ended = clock_timestamp(), move = b.move
      WHERE x.rebalance = rid AND x.batch = rebalance_move.batch;
 END
 $$;
