@@ -6,6 +6,7 @@
 
 use pgrx::prelude::*;
 
+mod conninfo;
 pub mod error;
 mod fmgr;
 pub mod generator;
@@ -175,6 +176,9 @@ extension_sql_file!(
     name = "installer",
     requires = ["next_id", make_id]
 );
+
+// The node side of snowflake_id_router's protocol (schema snowflake_id_node).
+extension_sql_file!("../sql/node.sql", name = "node", requires = ["installer"]);
 
 extension_sql!(
     r#"
