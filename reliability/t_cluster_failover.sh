@@ -4,7 +4,7 @@
 # router and two data nodes (16 shards made on each); node_b streams to a synchronous
 # standby whose clock stands one hour behind (libfaketime). Four client sessions write
 # through the router (reliability/router_client.py: inserts on the 32 shards, updates of
-# their own rows) for 22 s. Mid-load node_b's postmaster and its processes are killed (-9),
+# their own rows) for 16 s. Mid-load node_b's postmaster and its processes are killed (-9),
 # the standby promoted and `alter_node('node_b', <the standby>)` run. Before that, alter_node
 # refuses the standby still in recovery, another database, an unknown node, NULLs and a
 # password; node_status shows node_b unreachable. Afterwards (reliability/router_check.py):
@@ -49,7 +49,7 @@ shards=$(on router -c "SELECT string_agg(s::text, ',') FROM (SELECT generate_ser
 dsn="host=$SF_TMP/sfrouter port=$ROUTER_PORT user=postgres dbname=postgres"
 pids=()
 for c in 1 2 3 4; do
-  "$PYTHON" "$here/router_client.py" "$dsn" "$c" 22 "$shards" "$work/client$c.log" & pids+=($!)
+  "$PYTHON" "$here/router_client.py" "$dsn" "$c" 16 "$shards" "$work/client$c.log" & pids+=($!)
 done
 sleep 5
 

@@ -77,7 +77,7 @@ CREATE USER MAPPING FOR PUBLIC SERVER snowflake_id;
 -- defaults are in snowflake_id_router.setting(name).
 CREATE TABLE snowflake_id_router.setting (
     name text PRIMARY KEY
-        CHECK (name IN ('lock_timeout', 'copy_timeout', 'cutover_timeout', 'cleanup_timeout', 'self_connstr')),
+        CHECK (name IN ('lock_timeout', 'copy_timeout', 'cutover_timeout', 'cleanup_timeout', 'status_timeout', 'self_connstr')),
     value text NOT NULL,
     -- A timeout of 0 would mean no timeout at all.
     CHECK (name = 'self_connstr' OR (value::interval > interval '0' AND value::interval <= interval '1 day'))
@@ -276,6 +276,8 @@ RETURN coalesce((SELECT s.value FROM snowflake_id_router.setting s WHERE s.name 
                     WHEN 'copy_timeout' THEN '60 s'
                     WHEN 'cutover_timeout' THEN '5 s'
                     WHEN 'cleanup_timeout' THEN '10 s'
+                    -- A node's answer to node_status, shard_status and a rebalance's plan.
+                    WHEN 'status_timeout' THEN '10 s'
                     -- The loopback connection: the first unix socket (else localhost), port,
                     -- this database, and the role running the router's functions (the
                     -- extension's owner, as these run SECURITY DEFINER).
@@ -1149,8 +1151,8 @@ COMMENT ON FUNCTION remove_node(text) IS
 --   rebalance: each node heavier than the mean by more than the tolerance (half a shard
 --   by_shard_count, so counts end within one of each other; a tenth of the mean
 --   by_disk_size, as Citus's default threshold) gives its shards, heaviest first, to the
---   lightest node, skipping a shard that would take the giver below the mean by more than
---   the tolerance or the receiver above it.
+--   lightest node until it is down to the mean, skipping a shard that would take it below
+--   the mean, or the receiver above it, by more than the tolerance.
 
 -- The session-level advisory lock of a running rebalance or drain (one at a time per
 -- router): its proof of life, held across the procedure's commits, gone with its session.
@@ -1234,7 +1236,7 @@ BEGIN
         FOR s IN SELECT u.shard, u.bytes, CASE strategy WHEN 'by_shard_count' THEN 1 ELSE greatest(u.bytes, 1) END AS w
                    FROM unnest(shards, owners, weights) u(shard, owner, bytes)
                   WHERE u.owner = nodes[g] ORDER BY 3 DESC, u.shard DESC LOOP
-            EXIT WHEN load[g] <= mean + tolerance;
+            EXIT WHEN load[g] <= mean;
             CONTINUE WHEN load[g] - s.w < mean - tolerance;
             SELECT i INTO r FROM generate_subscripts(nodes, 1) i WHERE i <> g ORDER BY load[i], i LIMIT 1;
             CONTINUE WHEN load[r] + s.w > mean + tolerance;

@@ -17,8 +17,8 @@
 --   rebalance: each node heavier than the mean by more than the tolerance (half a shard
 --   by_shard_count, so counts end within one of each other; a tenth of the mean
 --   by_disk_size, as Citus's default threshold) gives its shards, heaviest first, to the
---   lightest node, skipping a shard that would take the giver below the mean by more than
---   the tolerance or the receiver above it.
+--   lightest node until it is down to the mean, skipping a shard that would take it below
+--   the mean, or the receiver above it, by more than the tolerance.
 
 -- The session-level advisory lock of a running rebalance or drain (one at a time per
 -- router): its proof of life, held across the procedure's commits, gone with its session.
@@ -102,7 +102,7 @@ BEGIN
         FOR s IN SELECT u.shard, u.bytes, CASE strategy WHEN 'by_shard_count' THEN 1 ELSE greatest(u.bytes, 1) END AS w
                    FROM unnest(shards, owners, weights) u(shard, owner, bytes)
                   WHERE u.owner = nodes[g] ORDER BY 3 DESC, u.shard DESC LOOP
-            EXIT WHEN load[g] <= mean + tolerance;
+            EXIT WHEN load[g] <= mean;
             CONTINUE WHEN load[g] - s.w < mean - tolerance;
             SELECT i INTO r FROM generate_subscripts(nodes, 1) i WHERE i <> g ORDER BY load[i], i LIMIT 1;
             CONTINUE WHEN load[r] + s.w > mean + tolerance;
