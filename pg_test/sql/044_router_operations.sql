@@ -115,15 +115,9 @@ SELECT alter_node('a', format('postgresql:///sfops_a?host=%s&port=%s', current_s
 SELECT count(*) AS options_of_a FROM pg_foreign_server, unnest(srvoptions) o
  WHERE srvname = 'snowflake_id' AND o LIKE '%sfops_a%';
 SELECT node, reachable FROM node_status;
--- A node without shards goes.
-CREATE DATABASE sfops_c;
-\c sfops_c
-SET client_min_messages = warning;
-CREATE EXTENSION snowflake_id;
-\c snowflake_regress
-\set VERBOSITY sqlstate
-SELECT add_node('c', format('host=%s port=%s dbname=sfops_c', current_setting('unix_socket_directories'), current_setting('port')));
-SELECT remove_node('c');
+-- A node without shards goes (b's shards unassigned by hand, as the owner may).
+DELETE FROM snowflake_id_router.shard WHERE node = 'b';
+SELECT remove_node('b');
 SELECT name FROM snowflake_id_router.node ORDER BY 1;
 
 -- Who may: superusers, or roles granted.
@@ -144,12 +138,11 @@ DROP ROLE router_ops_user;
 -- procedures (which commit) are neither, and run only SECURITY DEFINER steps.
 SELECT p.oid::regprocedure, p.prokind, p.prosecdef, p.proconfig
   FROM pg_proc p WHERE p.proname IN ('rebalance', 'drain_node', 'rebalance_plan', 'rebalance_stop', 'alter_node', 'remove_node')
- ORDER BY 1::text;
+ ORDER BY p.oid::regprocedure::text;
 
 SET client_min_messages = warning;
 DROP EXTENSION snowflake_id_router CASCADE;
 DROP EXTENSION plproxy, dblink;
 DROP DATABASE sfops_a;
 DROP DATABASE sfops_b;
-DROP DATABASE sfops_c;
 RESET client_min_messages;
