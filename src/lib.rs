@@ -186,6 +186,12 @@ extension_sql_file!(
 
 // The node side of snowflake_id_router's protocol (schema snowflake_id_node).
 extension_sql_file!("../sql/node.sql", name = "node", requires = ["installer"]);
+// What the router's node_status, shard_status and rebalancer read on a node.
+extension_sql_file!(
+    "../sql/node_status.sql",
+    name = "node_status",
+    requires = ["node", "installer", id_timestamp, make_id]
+);
 
 extension_sql!(
     r#"
