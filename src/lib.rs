@@ -169,6 +169,9 @@ RETURN (@extschema@.id_timestamp(id), @extschema@.id_shard(id), @extschema@.id_s
     requires = [id_timestamp, id_shard, id_sequence]
 );
 
+// The node side of snowflake_id_router's moves (schema snowflake_id_node).
+extension_sql_file!("../sql/node.sql", name = "node");
+
 // The per-schema shard installer (create_shard, create_shards, drop_shard, snowflake_id_shards).
 extension_sql_file!(
     "../sql/installer.sql",
