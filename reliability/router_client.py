@@ -7,7 +7,9 @@ other errors (a node down) are retried after a pause. Every write the router ack
 logged, one line each:  I <id> <shard> <body> <t_first_try> <t_ack> <tries>
                    or:  U <id> - <body> <t_first_try> <t_ack> <tries>
 Usage: router_client.py DSN CLIENT_NO SECONDS SHARDS(comma-separated) LOG
+It stops early, between two writes, once the file $ROUTER_CLIENT_STOP (if set) exists.
 """
+import os
 import random
 import sys
 import time
@@ -18,6 +20,7 @@ dsn, client, seconds, shards, log_path = sys.argv[1], int(sys.argv[2]), float(sy
 shards = [int(s) for s in shards.split(",")]
 rng = random.Random(client)
 deadline = time.time() + seconds
+stop_file = os.environ.get("ROUTER_CLIENT_STOP")
 conn = None
 
 
@@ -41,14 +44,14 @@ def run(sql, args):
                 time.sleep(0.002)
             else:
                 time.sleep(0.05)
-            if time.time() > deadline + 30:
+            if time.time() > deadline + 30 or (stop_file and os.path.exists(stop_file)):
                 raise
 
 
 mine = []
 n = 0
 with open(log_path, "w") as log:
-    while time.time() < deadline:
+    while time.time() < deadline and not (stop_file and os.path.exists(stop_file)):
         n += 1
         body = f"c{client}n{n}"
         if mine and rng.random() < 0.3:

@@ -53,9 +53,9 @@ CREATE INDEX ON snowflake_id_node.move USING gin (schemas);
 
 -- True when this session holds the shard locks of all shards.
 CREATE FUNCTION snowflake_id_node.holds(shards integer[]) RETURNS boolean
-LANGUAGE sql STABLE STRICT PARALLEL SAFE
+LANGUAGE sql STABLE CALLED ON NULL INPUT PARALLEL SAFE
 SET search_path = pg_catalog, pg_temp
-RETURN (SELECT count(DISTINCT l.objid) FROM pg_locks l
+RETURN shards IS NOT NULL AND (SELECT count(DISTINCT l.objid) FROM pg_locks l
          WHERE l.locktype = 'advisory' AND l.granted AND l.pid = pg_backend_pid()
            AND l.database = (SELECT d.oid FROM pg_database d WHERE d.datname = current_database())
            AND l.classid = snowflake_id_node.lock_class()::oid AND l.objsubid = 2
@@ -77,7 +77,7 @@ COMMENT ON FUNCTION snowflake_id_node.alive(integer[]) IS
 -- Takes the shard locks (session level) for this session; 55P03 naming the shard and the
 -- session holding it. All or none: on refusal the locks taken by this call are released.
 CREATE FUNCTION snowflake_id_node.lock_shards(shards integer[]) RETURNS void
-LANGUAGE plpgsql VOLATILE STRICT
+LANGUAGE plpgsql VOLATILE CALLED ON NULL INPUT
 SET search_path = pg_catalog, pg_temp
 AS $$
 #variable_conflict use_variable
@@ -127,7 +127,7 @@ COMMENT ON FUNCTION snowflake_id_node.unlock_shards(integer[]) IS 'Releases this
 -- The record of a move on this node, for a step function: 55000 unless it exists with one
 -- of the states given and this session holds its shard locks.
 CREATE FUNCTION snowflake_id_node.record(key text, states text[]) RETURNS snowflake_id_node.move
-LANGUAGE plpgsql VOLATILE STRICT
+LANGUAGE plpgsql VOLATILE CALLED ON NULL INPUT
 SET search_path = pg_catalog, pg_temp
 AS $$
 #variable_conflict use_variable
@@ -498,7 +498,7 @@ COMMENT ON FUNCTION snowflake_id_node.acl(text, text, text) IS
 -- Gives the copies the owners and privileges grants(...) read on the source, then checks
 -- that each object's privileges equal the source's (55000 naming the first that does not).
 CREATE FUNCTION snowflake_id_node.set_grants(key text, grants text) RETURNS void
-LANGUAGE plpgsql VOLATILE STRICT
+LANGUAGE plpgsql VOLATILE CALLED ON NULL INPUT
 SET search_path = pg_catalog, pg_temp
 AS $$
 #variable_conflict use_variable
@@ -640,7 +640,7 @@ COMMENT ON FUNCTION snowflake_id_node.no_other_move(text, integer[], text[]) IS
 -- Records the move on the source and makes its marker table (preparing).
 CREATE FUNCTION snowflake_id_node.prepare_source(key text, router text, peer text, shards integer[], schemas text[])
 RETURNS void
-LANGUAGE plpgsql VOLATILE STRICT
+LANGUAGE plpgsql VOLATILE CALLED ON NULL INPUT
 SET search_path = pg_catalog, pg_temp
 AS $$
 #variable_conflict use_variable
@@ -662,7 +662,7 @@ COMMENT ON FUNCTION snowflake_id_node.prepare_source(text, text, text, integer[]
 
 -- Publishes the schemas (copying); the router then makes the slot (make_slot).
 CREATE FUNCTION snowflake_id_node.publish(key text) RETURNS void
-LANGUAGE plpgsql VOLATILE STRICT
+LANGUAGE plpgsql VOLATILE CALLED ON NULL INPUT
 SET search_path = pg_catalog, pg_temp
 AS $$
 #variable_conflict use_variable
@@ -681,7 +681,7 @@ COMMENT ON FUNCTION snowflake_id_node.publish(text) IS
 -- creation requires); it waits for every transaction running here to end, so the router
 -- bounds it by copy_timeout and cancels it (an unfinished slot is dropped by the server).
 CREATE FUNCTION snowflake_id_node.make_slot(key text) RETURNS text
-LANGUAGE plpgsql VOLATILE STRICT
+LANGUAGE plpgsql VOLATILE CALLED ON NULL INPUT
 SET search_path = pg_catalog, pg_temp
 AS $$
 #variable_conflict use_variable
@@ -701,7 +701,7 @@ COMMENT ON FUNCTION snowflake_id_node.make_slot(text) IS
 
 -- The target's subscription OID, for the table-sync slots it makes here (pg_<oid>_sync_*).
 CREATE FUNCTION snowflake_id_node.note_subscription(key text, suboid oid) RETURNS void
-LANGUAGE plpgsql VOLATILE STRICT
+LANGUAGE plpgsql VOLATILE CALLED ON NULL INPUT
 SET search_path = pg_catalog, pg_temp
 AS $$
 #variable_conflict use_variable
@@ -718,7 +718,7 @@ COMMENT ON FUNCTION snowflake_id_node.note_subscription(text, oid) IS
 -- (writers in flight finish, new ones wait; readers pass) and given a statement trigger
 -- calling fence(). The triggers commit before the locks go, so a writer that waited sees them.
 CREATE FUNCTION snowflake_id_node.set_fence(key text, lock_timeout text) RETURNS void
-LANGUAGE plpgsql VOLATILE STRICT
+LANGUAGE plpgsql VOLATILE CALLED ON NULL INPUT
 SET search_path = pg_catalog, pg_temp
 AS $$
 #variable_conflict use_variable
@@ -751,7 +751,7 @@ COMMENT ON FUNCTION snowflake_id_node.move_tables(text[]) IS 'The tables of the 
 
 -- The marker row, written after the fence: once the target has it, it has every write before.
 CREATE FUNCTION snowflake_id_node.mark(key text) RETURNS void
-LANGUAGE plpgsql VOLATILE STRICT
+LANGUAGE plpgsql VOLATILE CALLED ON NULL INPUT
 SET search_path = pg_catalog, pg_temp
 AS $$
 #variable_conflict use_variable
@@ -790,7 +790,7 @@ COMMENT ON FUNCTION snowflake_id_node.row_counts(text) IS 'Rows of every table o
 -- refused here); then the fence refuses
 -- every write whatever becomes of the mover, and the copy leaves snowflake_id_shards.
 CREATE FUNCTION snowflake_id_node.seal(key text, target_fingerprints text[], lock_timeout text) RETURNS text
-LANGUAGE plpgsql VOLATILE STRICT
+LANGUAGE plpgsql VOLATILE CALLED ON NULL INPUT
 SET search_path = pg_catalog, pg_temp
 AS $$
 #variable_conflict use_variable
@@ -842,7 +842,7 @@ COMMENT ON FUNCTION snowflake_id_node.sequences(text) IS
 -- target's table-sync slots, their WAL senders ended first), then the sealed copies, under
 -- ACCESS EXCLUSIVE locks, only if nothing outside depends on them and they are as sealed.
 CREATE FUNCTION snowflake_id_node.drop_copy(key text, lock_timeout text, wait_timeout interval) RETURNS void
-LANGUAGE plpgsql VOLATILE STRICT
+LANGUAGE plpgsql VOLATILE CALLED ON NULL INPUT
 SET search_path = pg_catalog, pg_temp
 AS $$
 #variable_conflict use_variable
@@ -882,7 +882,7 @@ COMMENT ON FUNCTION snowflake_id_node.drop_copy(text, text, interval) IS
 -- The source's replication resources of a move: publication, its slot and the target's
 -- table-sync slots, each WAL sender using one ended first (bounded by wait_timeout).
 CREATE FUNCTION snowflake_id_node.drop_replication(m snowflake_id_node.move, wait_timeout interval) RETURNS void
-LANGUAGE plpgsql VOLATILE STRICT
+LANGUAGE plpgsql VOLATILE CALLED ON NULL INPUT
 SET search_path = pg_catalog, pg_temp
 AS $$
 #variable_conflict use_variable
@@ -971,7 +971,7 @@ COMMENT ON FUNCTION snowflake_id_node.target_check(text, text, integer[], text[]
 -- table; records them (incoming) with the schemas made, all in one transaction.
 CREATE FUNCTION snowflake_id_node.prepare_target(key text, router text, peer text, shards integer[],
                                                  schemas text[], template text) RETURNS void
-LANGUAGE plpgsql VOLATILE STRICT
+LANGUAGE plpgsql VOLATILE CALLED ON NULL INPUT
 SET search_path = pg_catalog, pg_temp
 AS $$
 #variable_conflict use_variable
@@ -999,7 +999,7 @@ COMMENT ON FUNCTION snowflake_id_node.prepare_target(text, text, text, integer[]
 -- each table, then applies the source's changes. A worker's error disables it (disable_on_error),
 -- which copy_state reports at once.
 CREATE FUNCTION snowflake_id_node.subscribe(key text, source_connstr text) RETURNS oid
-LANGUAGE plpgsql VOLATILE STRICT
+LANGUAGE plpgsql VOLATILE CALLED ON NULL INPUT
 SET search_path = pg_catalog, pg_temp
 AS $$
 #variable_conflict use_variable
@@ -1078,7 +1078,7 @@ COMMENT ON FUNCTION snowflake_id_node.marked(text) IS 'True when the marker row 
 -- the source's, so IDs continue above every ID the source gave whatever the clocks say),
 -- and the copies enter snowflake_id_shards. Only once the source is sealed.
 CREATE FUNCTION snowflake_id_node.activate(key text, sequences text) RETURNS void
-LANGUAGE plpgsql VOLATILE STRICT
+LANGUAGE plpgsql VOLATILE CALLED ON NULL INPUT
 SET search_path = pg_catalog, pg_temp
 AS $$
 #variable_conflict use_variable
@@ -1105,7 +1105,7 @@ COMMENT ON FUNCTION snowflake_id_node.activate(text, text) IS
 
 -- Clean-up on the target after the flip: the subscription, the marker, the record.
 CREATE FUNCTION snowflake_id_node.finish(key text) RETURNS void
-LANGUAGE plpgsql VOLATILE STRICT
+LANGUAGE plpgsql VOLATILE CALLED ON NULL INPUT
 SET search_path = pg_catalog, pg_temp
 AS $$
 #variable_conflict use_variable
@@ -1123,7 +1123,7 @@ COMMENT ON FUNCTION snowflake_id_node.finish(text) IS
 -- The move's subscription, if it is here: disabled and detached from its slot first (the
 -- source removes the slot; it may be unreachable), so dropping it needs no connection.
 CREATE FUNCTION snowflake_id_node.drop_subscription(m snowflake_id_node.move) RETURNS void
-LANGUAGE plpgsql VOLATILE STRICT
+LANGUAGE plpgsql VOLATILE CALLED ON NULL INPUT
 SET search_path = pg_catalog, pg_temp
 AS $$
 #variable_conflict use_variable
@@ -1144,7 +1144,7 @@ COMMENT ON FUNCTION snowflake_id_node.drop_subscription(snowflake_id_node.move) 
 -- the record. Source: the fence triggers, publication, slots, marker, record. Refused once
 -- the move is past its decision point (a sealed source, a serving target).
 CREATE FUNCTION snowflake_id_node.undo(key text, wait_timeout interval, suboid oid) RETURNS void
-LANGUAGE plpgsql VOLATILE STRICT
+LANGUAGE plpgsql VOLATILE CALLED ON NULL INPUT
 SET search_path = pg_catalog, pg_temp
 AS $$
 #variable_conflict use_variable
@@ -1261,7 +1261,7 @@ COMMENT ON FUNCTION snowflake_id_node.leftovers() IS
 -- in use: every one is made after its record, in the same transaction or the next. Drops
 -- them and names each.
 CREATE FUNCTION snowflake_id_node.drop_orphans(router8 text, wait_timeout interval) RETURNS text[]
-LANGUAGE plpgsql VOLATILE STRICT
+LANGUAGE plpgsql VOLATILE CALLED ON NULL INPUT
 SET search_path = pg_catalog, pg_temp
 AS $$
 #variable_conflict use_variable

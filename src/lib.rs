@@ -176,7 +176,7 @@ extension_sql_file!("../sql/node.sql", name = "node");
 extension_sql_file!(
     "../sql/installer.sql",
     name = "installer",
-    requires = ["next_id", make_id]
+    requires = ["next_id", make_id, "node"]
 );
 
 extension_sql!(

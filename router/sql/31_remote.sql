@@ -140,8 +140,8 @@ BEGIN
     EXCEPTION WHEN OTHERS THEN
         GET STACKED DIAGNOSTICS st = RETURNED_SQLSTATE, msg = MESSAGE_TEXT, det = PG_EXCEPTION_DETAIL, hnt = PG_EXCEPTION_HINT;
         PERFORM snowflake_id_router.drain(conn, clock_timestamp() + interval '2 s');
-        RAISE EXCEPTION '% on %: %', what, place, msg
-            USING ERRCODE = st, DETAIL = coalesce(det, ''), HINT = coalesce(hnt, '');
+        msg := format('%s on %s: %s', what, place, msg);
+        PERFORM snowflake_id_router.raise_error(st, msg, det, hnt);
     END;
     PERFORM snowflake_id_router.drain(conn, clock_timestamp() + interval '2 s');
     RETURN result;
@@ -149,6 +149,29 @@ END
 $$;
 COMMENT ON FUNCTION snowflake_id_router.receive(text, timestamptz, text) IS
   'Waits (until deadline, then cancels: 57014) for what was sent on dblink connection conn; returns the first column of its first row.';
+
+-- Raises an error with its SQLSTATE and message, and its detail and hint if not empty.
+CREATE OR REPLACE FUNCTION snowflake_id_router.raise_error(sqlstate text, message text, detail text, hint text) RETURNS void
+LANGUAGE plpgsql VOLATILE CALLED ON NULL INPUT PARALLEL SAFE
+SET search_path = pg_catalog, pg_temp
+AS $$
+#variable_conflict use_variable
+BEGIN
+    detail := nullif(detail, '');
+    hint := nullif(hint, '');
+    IF detail IS NULL AND hint IS NULL THEN
+        RAISE EXCEPTION USING ERRCODE = sqlstate, MESSAGE = message;
+    ELSIF detail IS NULL THEN
+        RAISE EXCEPTION USING ERRCODE = sqlstate, MESSAGE = message, HINT = hint;
+    ELSIF hint IS NULL THEN
+        RAISE EXCEPTION USING ERRCODE = sqlstate, MESSAGE = message, DETAIL = detail;
+    ELSE
+        RAISE EXCEPTION USING ERRCODE = sqlstate, MESSAGE = message, DETAIL = detail, HINT = hint;
+    END IF;
+END
+$$;
+COMMENT ON FUNCTION snowflake_id_router.raise_error(text, text, text, text) IS
+  'Raises an error with its SQLSTATE and message, and its detail and hint where not empty.';
 
 -- Consumes what is left of the results on conn; a connection that stays busy past deadline
 -- (a cancel that does not take) is closed.

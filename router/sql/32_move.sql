@@ -106,6 +106,14 @@ BEGIN
         RAISE EXCEPTION 'shards % are on different nodes: %', todo, bad USING ERRCODE = 'object_not_in_prerequisite_state',
             HINT = 'One move takes shards from one node: move them in one call per node.';
     END IF;
+    -- An interrupted move of these shards is completed or undone first, even when they are
+    -- already where they are asked to go (a move interrupted after its flip).
+    BEGIN
+        PERFORM snowflake_id_router.repair_shards(todo);
+    EXCEPTION WHEN query_canceled OR OTHERS THEN
+        PERFORM snowflake_id_router.disconnect_all();
+        RAISE;
+    END;
     here := ARRAY(SELECT m.shard FROM snowflake_id_router.shard m WHERE m.shard = ANY (todo) AND m.node = move_shards.node ORDER BY 1);
     IF cardinality(here) > 0 THEN
         RAISE NOTICE '% already on node %', CASE WHEN cardinality(here) = 1 THEN format('shard %s is', here[1])
@@ -118,7 +126,6 @@ BEGIN
     END IF;
     SELECT m.node INTO src FROM snowflake_id_router.shard m WHERE m.shard = todo[1];
     BEGIN
-        PERFORM snowflake_id_router.repair_shards(todo);
         RETURN snowflake_id_router.run_move(todo, src, node, template);
     EXCEPTION WHEN query_canceled OR OTHERS THEN
         PERFORM snowflake_id_router.disconnect_all();
@@ -246,21 +253,20 @@ BEGIN
         PERFORM snowflake_id_router.call(self, format('SELECT snowflake_id_router.rehearse_flip(%s)', move_id),
                                          snowflake_id_router.timeout('lock_timeout') + interval '10 s', step);
 
-        -- The fenced part: writes to the shards wait or get 40001 until the flip. Bounded in
-        -- all by lock_timeout (the fence's lock) + cutover_timeout; recorded once, before the
-        -- seal (a repair reads the nodes' records for the rest).
+        -- The fenced part: writes to the shards wait or get 40001 until the flip. The fence's
+        -- lock is bounded by lock_timeout, what follows up to the seal by cutover_timeout;
+        -- recorded once, before the seal (a repair reads the nodes' records for the rest).
         PERFORM snowflake_id_router.enter(move_id, 'fencing');
         step := 'fencing writes on the source';
         t_fence := clock_timestamp();
-        fence_deadline := t_fence + snowflake_id_router.timeout('lock_timeout') + snowflake_id_router.timeout('cutover_timeout');
         PERFORM snowflake_id_router.call(src, format('SELECT snowflake_id_node.set_fence(%L, %L)', k, lock_ms),
-                                         fence_deadline - clock_timestamp(), step);
+                                         snowflake_id_router.timeout('lock_timeout') + interval '1 s', step);
+        fence_deadline := clock_timestamp() + snowflake_id_router.timeout('cutover_timeout');
         PERFORM snowflake_id_router.pause_at('fenced');
-        step := 'writing the marker';
-        PERFORM snowflake_id_router.call(src, format('SELECT snowflake_id_node.mark(%L)', k),
-                                         greatest(fence_deadline - clock_timestamp(), interval '0'), step);
-        PERFORM snowflake_id_router.pause_at('catching up');
         step := 'waiting for the target to catch up';
+        PERFORM snowflake_id_router.call(src, format('SELECT snowflake_id_node.mark(%L)', k),
+                                         greatest(fence_deadline - clock_timestamp(), interval '0'), 'writing the marker');
+        PERFORM snowflake_id_router.pause_at('catching up');
         PERFORM snowflake_id_router.poll(dst, format('SELECT snowflake_id_node.marked(%L)', k), fence_deadline,
                                          'catching up after the fence');
         -- The same rows on both sides; the copies' definitions for the seal to compare.
@@ -295,16 +301,16 @@ BEGIN
             what_left := snowflake_id_router.undo_move(move_id, format('%s while %s: %s', st, step, msg));
             IF what_left IS DISTINCT FROM 'sealed' THEN
                 PERFORM snowflake_id_router.disconnect_all();
-                RAISE EXCEPTION 'moving % from node % to node % failed while %: %',
-                    CASE WHEN cardinality(shards) = 1 THEN 'shard ' || shards[1] ELSE 'shards ' || array_to_string(shards, ', ') END,
-                    quote_literal(source), quote_literal(target), step, msg
-                    USING ERRCODE = st,
-                          DETAIL = concat_ws(' ', nullif(det, ''), nullif(hnt, '')),
-                          HINT = CASE WHEN what_left IS NULL
-                                      THEN format('The shards stay on node %s, which takes their writes again; everything the move made is removed (move %s in move_history). Re-run the move once the cause is fixed.',
-                                                  quote_literal(source), move_id)
-                                      ELSE format('The shards stay on node %s, which takes their writes again. Left for SELECT repair_moves() to remove: %s (move %s).',
-                                                  quote_literal(source), what_left, move_id) END;
+                msg := format('moving %s from node %L to node %L failed while %s: %s',
+                              CASE WHEN cardinality(shards) = 1 THEN 'shard ' || shards[1] ELSE 'shards ' || array_to_string(shards, ', ') END,
+                              source, target, step, msg);
+                det := concat_ws(' ', nullif(det, ''), nullif(hnt, ''));
+                hnt := CASE WHEN what_left IS NULL
+                            THEN format('The shards stay on node %L, which takes their writes again; everything the move made is removed (move %s in move_history). Re-run the move once the cause is fixed.',
+                                        source, move_id)
+                            ELSE format('The shards stay on node %L, which takes their writes again. Left for SELECT repair_moves() to remove: %s (move %s).',
+                                        source, what_left, move_id) END;
+                PERFORM snowflake_id_router.raise_error(st, msg, det, hnt);
             END IF;
             -- The seal committed after all (its reply was lost): complete the move.
         END IF;
@@ -437,7 +443,7 @@ COMMENT ON FUNCTION snowflake_id_router.undo_move(bigint, text) IS
 -- the clean-up. A failure before the flip raises (the shards' writes stay refused until a
 -- repair completes it); one in the clean-up is a WARNING, the move being done.
 CREATE OR REPLACE FUNCTION snowflake_id_router.complete_move(move_id bigint, sequences text DEFAULT NULL) RETURNS void
-LANGUAGE plpgsql VOLATILE STRICT PARALLEL UNSAFE
+LANGUAGE plpgsql VOLATILE CALLED ON NULL INPUT PARALLEL UNSAFE
 SET search_path = pg_catalog, pg_temp
 AS $$
 #variable_conflict use_variable
