@@ -7,7 +7,7 @@ other errors (a node down) are retried after a pause. Every write the router ack
 logged, one line each:  I <id> <shard> <body> <t_first_try> <t_ack> <tries>
                    or:  U <id> - <body> <t_first_try> <t_ack> <tries>
 Usage: router_client.py DSN CLIENT_NO SECONDS SHARDS(comma-separated) LOG
-It stops early, between two writes, once the file $ROUTER_CLIENT_STOP (if set) exists.
+It stops early when the file LOG.stop exists (for tests whose work takes as long as it takes).
 """
 import os
 import random
@@ -20,7 +20,6 @@ dsn, client, seconds, shards, log_path = sys.argv[1], int(sys.argv[2]), float(sy
 shards = [int(s) for s in shards.split(",")]
 rng = random.Random(client)
 deadline = time.time() + seconds
-stop_file = os.environ.get("ROUTER_CLIENT_STOP")
 conn = None
 
 
@@ -44,14 +43,14 @@ def run(sql, args):
                 time.sleep(0.002)
             else:
                 time.sleep(0.05)
-            if time.time() > deadline + 30 or (stop_file and os.path.exists(stop_file)):
+            if time.time() > deadline + 30:
                 raise
 
 
 mine = []
 n = 0
 with open(log_path, "w") as log:
-    while time.time() < deadline and not (stop_file and os.path.exists(stop_file)):
+    while time.time() < deadline and not os.path.exists(log_path + ".stop"):
         n += 1
         body = f"c{client}n{n}"
         if mine and rng.random() < 0.3:

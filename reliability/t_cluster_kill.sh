@@ -25,7 +25,7 @@ source "$here/../scripts/cluster.sh"; source "$here/lib.sh"
 source "$here/../scripts/router_cluster.sh"
 work=$(mktemp -d); chmod 755 "$work"
 pids=()
-trap 'touch "$work/stop"; kill "${pids[@]}" 2>/dev/null || true; router_cluster_down; rm -rf "$work"' EXIT
+trap 'touch "$work"/client{1,2,3,4}.log.stop; kill "${pids[@]}" 2>/dev/null || true; router_cluster_down; rm -rf "$work"' EXIT
 
 SHARDS_PER_NODE=8 router_cluster_up
 on node_a -c "INSERT INTO shard_2.posts (user_id, body) SELECT 0, 'preload' FROM generate_series(1, 50000)"
@@ -33,7 +33,7 @@ shards=$(on router -c "SELECT string_agg(s::text, ',') FROM (SELECT generate_ser
                         SELECT generate_series(2731, 2738) UNION ALL SELECT generate_series(5462, 5469)) g(s)")
 dsn="host=$SF_TMP/sfrouter port=$ROUTER_PORT user=postgres dbname=postgres"
 for c in 1 2 3 4; do
-  ROUTER_CLIENT_STOP="$work/stop" "$PYTHON" "$here/router_client.py" "$dsn" "$c" 600 "$shards" "$work/client$c.log" & pids+=($!)
+  "$PYTHON" "$here/router_client.py" "$dsn" "$c" 600 "$shards" "$work/client$c.log" & pids+=($!)
 done
 sleep 2
 
@@ -120,7 +120,7 @@ interrupt 'cleaning the source' 5463 node_c node_a terminate
 # Several shards in one move, uninterrupted.
 on router -c "SELECT move_shards('{5,6,7}', 'node_b')" >/dev/null
 
-touch "$work/stop"
+touch "$work"/client{1,2,3,4}.log.stop
 for p in "${pids[@]}"; do wait "$p" || fail "a client failed"; done
 on router -c "SELECT string_agg(format('%s %s %s', move, array_to_string(shards, ','), outcome), '; ' ORDER BY move) FROM move_history"
 router_invariants "$work" "$work"/client*.log

@@ -1,11 +1,15 @@
--- snowflake_id_node: the data node's side of the router's protocol (docs/cluster-design.md).
+-- The node side of snowflake_id_router's protocol, in the internal schema snowflake_id_node
+-- (docs/cluster-design.md). Nothing here is for applications: the schema is on no one's
+-- search_path, and only its owner (the superuser who created the extension) may use it; the
+-- router calls it over dblink as a superuser. Every function is CREATE OR REPLACE, so that
+-- the upgrade script loads this same text.
 --
--- A move of shards from a source node to a target node is driven by the router over
--- dblink, as a superuser; every step it takes on a node is one call of one function here,
--- one transaction that checks its preconditions, does its work and records it in
--- snowflake_id_node.move (one row per move and node, key '<router8>/<move id>'). What a
--- move makes on a node (marker table, publication, slot, subscription, fence triggers, the
--- target's copies) is named by its record, so whoever removes it later removes exactly that.
+-- Moves. A move of shards from a source node to a target node is driven by the router;
+-- every step it takes on a node is one call of one function here, one transaction that
+-- checks its preconditions, does its work and records it in snowflake_id_node.move (one row
+-- per move and node, key '<router8>/<move id>'). What a move makes on a node (marker table,
+-- publication, slot, subscription, fence triggers, the target's copies) is named by its
+-- record, so whoever removes it later removes exactly that.
 --
 -- Proof of life: the mover's session on each node holds a session-level advisory lock
 -- (lock_class(), shard) for every shard it moves. A record whose locks nobody holds belongs
@@ -19,11 +23,29 @@
 -- The move table is not dumped: a dump taken mid-move restores inert triggers, no state.
 
 CREATE SCHEMA snowflake_id_node;
-COMMENT ON SCHEMA snowflake_id_node IS 'Internals of snowflake_id: the node side of snowflake_id_router''s moves.';
+COMMENT ON SCHEMA snowflake_id_node IS
+  'Internals of snowflake_id: the node side of snowflake_id_router''s protocol (moves, identity, connect strings).';
 REVOKE ALL ON SCHEMA snowflake_id_node FROM PUBLIC;
 
+CREATE OR REPLACE FUNCTION snowflake_id_node.conninfo(connstr text, OUT keyword text, OUT value text, OUT secret boolean)
+RETURNS SETOF record
+LANGUAGE c IMMUTABLE STRICT PARALLEL SAFE
+AS 'MODULE_PATHNAME', 'conninfo_wrapper';
+COMMENT ON FUNCTION snowflake_id_node.conninfo(text) IS
+  'The options libpq reads from a connect string (PQconninfoParse: key=value or URI), with whether libpq treats each as secret; 22023 if libpq refuses it.';
+
+-- What a node is, whatever connect string reaches it: the cluster's system identifier and
+-- the database's OID. A promoted physical standby keeps both.
+CREATE OR REPLACE FUNCTION snowflake_id_node.identity() RETURNS text
+LANGUAGE sql STABLE PARALLEL SAFE SECURITY DEFINER
+SET search_path = pg_catalog, pg_temp
+RETURN (SELECT c.system_identifier::text FROM pg_control_system() c) || '/'
+    || (SELECT d.oid::text FROM pg_database d WHERE d.datname = current_database());
+COMMENT ON FUNCTION snowflake_id_node.identity() IS
+  'This database''s identity: <system identifier>/<database OID>, the same through any connect string and on a promoted standby.';
+
 -- The advisory lock class of shard locks ('SFID' as a 32-bit integer), on nodes and routers.
-CREATE FUNCTION snowflake_id_node.lock_class() RETURNS integer
+CREATE OR REPLACE FUNCTION snowflake_id_node.lock_class() RETURNS integer
 LANGUAGE sql IMMUTABLE PARALLEL SAFE
 RETURN 1397114180;
 COMMENT ON FUNCTION snowflake_id_node.lock_class() IS
@@ -52,7 +74,7 @@ COMMENT ON TABLE snowflake_id_node.move IS
 CREATE INDEX ON snowflake_id_node.move USING gin (schemas);
 
 -- True when this session holds the shard locks of all shards.
-CREATE FUNCTION snowflake_id_node.holds(shards integer[]) RETURNS boolean
+CREATE OR REPLACE FUNCTION snowflake_id_node.holds(shards integer[]) RETURNS boolean
 LANGUAGE sql STABLE CALLED ON NULL INPUT PARALLEL SAFE
 SET search_path = pg_catalog, pg_temp
 RETURN shards IS NOT NULL AND (SELECT count(DISTINCT l.objid) FROM pg_locks l
@@ -63,7 +85,7 @@ RETURN shards IS NOT NULL AND (SELECT count(DISTINCT l.objid) FROM pg_locks l
 COMMENT ON FUNCTION snowflake_id_node.holds(integer[]) IS 'True when this session holds the shard locks of all shards.';
 
 -- True when some session holds the shard lock of one of the shards: a mover (or repair) lives.
-CREATE FUNCTION snowflake_id_node.alive(shards integer[]) RETURNS boolean
+CREATE OR REPLACE FUNCTION snowflake_id_node.alive(shards integer[]) RETURNS boolean
 LANGUAGE sql STABLE STRICT PARALLEL SAFE
 SET search_path = pg_catalog, pg_temp
 RETURN EXISTS (SELECT FROM pg_locks l
@@ -76,7 +98,7 @@ COMMENT ON FUNCTION snowflake_id_node.alive(integer[]) IS
 
 -- Takes the shard locks (session level) for this session; 55P03 naming the shard and the
 -- session holding it. All or none: on refusal the locks taken by this call are released.
-CREATE FUNCTION snowflake_id_node.lock_shards(shards integer[]) RETURNS void
+CREATE OR REPLACE FUNCTION snowflake_id_node.lock_shards(shards integer[]) RETURNS void
 LANGUAGE plpgsql VOLATILE CALLED ON NULL INPUT
 SET search_path = pg_catalog, pg_temp
 AS $$
@@ -107,7 +129,7 @@ $$;
 COMMENT ON FUNCTION snowflake_id_node.lock_shards(integer[]) IS
   'Takes the shard locks of shards for this session (all or none); 55P03 when another session holds one.';
 
-CREATE FUNCTION snowflake_id_node.unlock_shards(shards integer[]) RETURNS void
+CREATE OR REPLACE FUNCTION snowflake_id_node.unlock_shards(shards integer[]) RETURNS void
 LANGUAGE plpgsql VOLATILE STRICT
 SET search_path = pg_catalog, pg_temp
 AS $$
@@ -126,7 +148,7 @@ COMMENT ON FUNCTION snowflake_id_node.unlock_shards(integer[]) IS 'Releases this
 
 -- The record of a move on this node, for a step function: 55000 unless it exists with one
 -- of the states given and this session holds its shard locks.
-CREATE FUNCTION snowflake_id_node.record(key text, states text[]) RETURNS snowflake_id_node.move
+CREATE OR REPLACE FUNCTION snowflake_id_node.record(key text, states text[]) RETURNS snowflake_id_node.move
 LANGUAGE plpgsql VOLATILE CALLED ON NULL INPUT
 SET search_path = pg_catalog, pg_temp
 AS $$
@@ -156,7 +178,7 @@ COMMENT ON FUNCTION snowflake_id_node.record(text, text[]) IS
 
 -- The tables of a schema (oid, name), not the markers of moves. Found through pg_depend's
 -- index on the namespace, not by scanning pg_class: a node may hold thousands of shards.
-CREATE FUNCTION snowflake_id_node.tables(nsp oid) RETURNS TABLE (oid oid, name name, kind "char")
+CREATE OR REPLACE FUNCTION snowflake_id_node.tables(nsp oid) RETURNS TABLE (oid oid, name name, kind "char")
 LANGUAGE sql STABLE STRICT PARALLEL SAFE ROWS 5
 SET search_path = pg_catalog, pg_temp
 BEGIN ATOMIC
@@ -190,7 +212,7 @@ COMMENT ON FUNCTION snowflake_id_node.tables(oid) IS
 -- triggers and marker table, and what create_shard makes besides the tables (next_id(),
 -- table_id_seq). Each catalog is read by the table's OID (an index lookup): a node may
 -- hold thousands of shards.
-CREATE FUNCTION snowflake_id_node.fingerprint(schema_name text) RETURNS text[]
+CREATE OR REPLACE FUNCTION snowflake_id_node.fingerprint(schema_name text) RETURNS text[]
 LANGUAGE plpgsql STABLE STRICT PARALLEL SAFE
 SET search_path = pg_catalog, pg_temp
 AS $$
@@ -291,7 +313,7 @@ COMMENT ON FUNCTION snowflake_id_node.fingerprint(text) IS
 -- The first line where two fingerprints differ, said with the labels of both sides:
 --   column posts.note: (text DEFAULT 'x'::text, position 5) in shard_7 on node 'a', (absent) in template tpl on node 'b'
 -- NULL when they are equal.
-CREATE FUNCTION snowflake_id_node.fingerprint_difference(a text[], b text[], a_label text, b_label text) RETURNS text
+CREATE OR REPLACE FUNCTION snowflake_id_node.fingerprint_difference(a text[], b text[], a_label text, b_label text) RETURNS text
 LANGUAGE plpgsql IMMUTABLE STRICT PARALLEL SAFE
 SET search_path = pg_catalog, pg_temp
 AS $$
@@ -324,7 +346,7 @@ COMMENT ON FUNCTION snowflake_id_node.fingerprint_difference(text[], text[], tex
 -- or replica identity could not replicate UPDATE and DELETE, and anything outside them
 -- that depends on them (a view, a foreign key, a function, a column of their row type, an
 -- extension installed in them) would be dropped with them.
-CREATE FUNCTION snowflake_id_node.refusal(schemas text[], own_publication text DEFAULT NULL) RETURNS text
+CREATE OR REPLACE FUNCTION snowflake_id_node.refusal(schemas text[], own_publication text DEFAULT NULL) RETURNS text
 LANGUAGE plpgsql STABLE CALLED ON NULL INPUT PARALLEL SAFE
 SET search_path = pg_catalog, pg_temp
 AS $$
@@ -375,7 +397,7 @@ COMMENT ON FUNCTION snowflake_id_node.refusal(text[], text) IS
 -- Objects outside the schemas that depend on something in them (the schemas, their
 -- relations and functions, their tables' row types), which DROP SCHEMA ... CASCADE would
 -- drop. own_publication (the move's own) is not counted.
-CREATE FUNCTION snowflake_id_node.outside_dependents(nsps oid[], own_publication text DEFAULT NULL)
+CREATE OR REPLACE FUNCTION snowflake_id_node.outside_dependents(nsps oid[], own_publication text DEFAULT NULL)
 RETURNS TABLE (classid oid, objid oid, refclassid oid, refobjid oid)
 LANGUAGE sql STABLE CALLED ON NULL INPUT PARALLEL SAFE ROWS 1
 SET search_path = pg_catalog, pg_temp
@@ -420,7 +442,7 @@ COMMENT ON FUNCTION snowflake_id_node.outside_dependents(oid[], text) IS
 
 -- The schemas' owners and privileges as JSON (schema, tables, sequences, columns,
 -- functions), role names as text: the target resolves them to its own roles.
-CREATE FUNCTION snowflake_id_node.grants(schemas text[]) RETURNS text
+CREATE OR REPLACE FUNCTION snowflake_id_node.grants(schemas text[]) RETURNS text
 LANGUAGE sql STABLE STRICT PARALLEL SAFE
 SET search_path = pg_catalog, pg_temp
 BEGIN ATOMIC
@@ -455,7 +477,7 @@ COMMENT ON FUNCTION snowflake_id_node.grants(text[]) IS
   'Owners and privileges of the schemas and everything in them, as JSON, for set_grants on another node.';
 
 -- The roles grants(...) names (owners, grantees, grantors) and the schemas' policies name.
-CREATE FUNCTION snowflake_id_node.roles(schemas text[]) RETURNS text[]
+CREATE OR REPLACE FUNCTION snowflake_id_node.roles(schemas text[]) RETURNS text[]
 LANGUAGE sql STABLE STRICT PARALLEL SAFE
 SET search_path = pg_catalog, pg_temp
 BEGIN ATOMIC
@@ -476,7 +498,7 @@ COMMENT ON FUNCTION snowflake_id_node.roles(text[]) IS
   'The roles the schemas'' owners, privileges and policies name.';
 
 -- The owner and privileges (NULL: the default) of one object of grants(...).
-CREATE FUNCTION snowflake_id_node.acl(kind text, object text, col text) RETURNS TABLE (owner oid, acl aclitem[])
+CREATE OR REPLACE FUNCTION snowflake_id_node.acl(kind text, object text, col text) RETURNS TABLE (owner oid, acl aclitem[])
 LANGUAGE sql STABLE CALLED ON NULL INPUT PARALLEL SAFE
 SET search_path = pg_catalog, pg_temp
 BEGIN ATOMIC
@@ -497,7 +519,7 @@ COMMENT ON FUNCTION snowflake_id_node.acl(text, text, text) IS
 
 -- Gives the copies the owners and privileges grants(...) read on the source, then checks
 -- that each object's privileges equal the source's (55000 naming the first that does not).
-CREATE FUNCTION snowflake_id_node.set_grants(key text, grants text) RETURNS void
+CREATE OR REPLACE FUNCTION snowflake_id_node.set_grants(key text, grants text) RETURNS void
 LANGUAGE plpgsql VOLATILE CALLED ON NULL INPUT
 SET search_path = pg_catalog, pg_temp
 AS $$
@@ -563,7 +585,7 @@ COMMENT ON FUNCTION snowflake_id_node.set_grants(text, text) IS
 
 -- The schemas of shards on this node (in the order of shards), refusing (55000, naming the
 -- object) what cannot move; read-only. router: the router's identity; peer: the target's.
-CREATE FUNCTION snowflake_id_node.source_check(router text, peer text, shards integer[]) RETURNS text[]
+CREATE OR REPLACE FUNCTION snowflake_id_node.source_check(router text, peer text, shards integer[]) RETURNS text[]
 LANGUAGE plpgsql STABLE STRICT
 SET search_path = pg_catalog, pg_temp
 AS $$
@@ -612,7 +634,7 @@ COMMENT ON FUNCTION snowflake_id_node.source_check(text, text, integer[]) IS
 
 -- 55000 when another move's record names one of the shards or schemas here: another
 -- router's (it must repair it), or this router's (repair it first).
-CREATE FUNCTION snowflake_id_node.no_other_move(router text, shards integer[], schemas text[]) RETURNS void
+CREATE OR REPLACE FUNCTION snowflake_id_node.no_other_move(router text, shards integer[], schemas text[]) RETURNS void
 LANGUAGE plpgsql STABLE STRICT
 SET search_path = pg_catalog, pg_temp
 AS $$
@@ -638,7 +660,7 @@ COMMENT ON FUNCTION snowflake_id_node.no_other_move(text, integer[], text[]) IS
   '55000 when a move record here names one of the shards or schemas.';
 
 -- Records the move on the source and makes its marker table (preparing).
-CREATE FUNCTION snowflake_id_node.prepare_source(key text, router text, peer text, shards integer[], schemas text[])
+CREATE OR REPLACE FUNCTION snowflake_id_node.prepare_source(key text, router text, peer text, shards integer[], schemas text[])
 RETURNS void
 LANGUAGE plpgsql VOLATILE CALLED ON NULL INPUT
 SET search_path = pg_catalog, pg_temp
@@ -661,7 +683,7 @@ COMMENT ON FUNCTION snowflake_id_node.prepare_source(text, text, text, integer[]
   'Move step on the source: records move key (preparing) and makes its marker table.';
 
 -- Publishes the schemas (copying); the router then makes the slot (make_slot).
-CREATE FUNCTION snowflake_id_node.publish(key text) RETURNS void
+CREATE OR REPLACE FUNCTION snowflake_id_node.publish(key text) RETURNS void
 LANGUAGE plpgsql VOLATILE CALLED ON NULL INPUT
 SET search_path = pg_catalog, pg_temp
 AS $$
@@ -680,7 +702,7 @@ COMMENT ON FUNCTION snowflake_id_node.publish(text) IS
 -- The move's replication slot. Its own call, in a transaction that writes nothing (as slot
 -- creation requires); it waits for every transaction running here to end, so the router
 -- bounds it by copy_timeout and cancels it (an unfinished slot is dropped by the server).
-CREATE FUNCTION snowflake_id_node.make_slot(key text) RETURNS text
+CREATE OR REPLACE FUNCTION snowflake_id_node.make_slot(key text) RETURNS text
 LANGUAGE plpgsql VOLATILE CALLED ON NULL INPUT
 SET search_path = pg_catalog, pg_temp
 AS $$
@@ -700,7 +722,7 @@ COMMENT ON FUNCTION snowflake_id_node.make_slot(text) IS
   'Move step on the source: makes the logical replication slot of move key (waits for running transactions).';
 
 -- The target's subscription OID, for the table-sync slots it makes here (pg_<oid>_sync_*).
-CREATE FUNCTION snowflake_id_node.note_subscription(key text, suboid oid) RETURNS void
+CREATE OR REPLACE FUNCTION snowflake_id_node.note_subscription(key text, suboid oid) RETURNS void
 LANGUAGE plpgsql VOLATILE CALLED ON NULL INPUT
 SET search_path = pg_catalog, pg_temp
 AS $$
@@ -717,7 +739,7 @@ COMMENT ON FUNCTION snowflake_id_node.note_subscription(text, oid) IS
 -- The fence (fenced): in one transaction, every table of the schemas locked EXCLUSIVE
 -- (writers in flight finish, new ones wait; readers pass) and given a statement trigger
 -- calling fence(). The triggers commit before the locks go, so a writer that waited sees them.
-CREATE FUNCTION snowflake_id_node.set_fence(key text, lock_timeout text) RETURNS void
+CREATE OR REPLACE FUNCTION snowflake_id_node.set_fence(key text, lock_timeout text) RETURNS void
 LANGUAGE plpgsql VOLATILE CALLED ON NULL INPUT
 SET search_path = pg_catalog, pg_temp
 AS $$
@@ -740,7 +762,7 @@ COMMENT ON FUNCTION snowflake_id_node.set_fence(text, text) IS
   'Move step on the source: fences every table of move key''s schemas (EXCLUSIVE lock, bounded by lock_timeout; statement triggers) (fenced).';
 
 -- The tables of the schemas (regclass), markers left out.
-CREATE FUNCTION snowflake_id_node.move_tables(schemas text[]) RETURNS TABLE (t regclass)
+CREATE OR REPLACE FUNCTION snowflake_id_node.move_tables(schemas text[]) RETURNS TABLE (t regclass)
 LANGUAGE sql STABLE STRICT PARALLEL SAFE ROWS 5
 SET search_path = pg_catalog, pg_temp
 BEGIN ATOMIC
@@ -750,7 +772,7 @@ END;
 COMMENT ON FUNCTION snowflake_id_node.move_tables(text[]) IS 'The tables of the schemas, moves'' markers left out.';
 
 -- The marker row, written after the fence: once the target has it, it has every write before.
-CREATE FUNCTION snowflake_id_node.mark(key text) RETURNS void
+CREATE OR REPLACE FUNCTION snowflake_id_node.mark(key text) RETURNS void
 LANGUAGE plpgsql VOLATILE CALLED ON NULL INPUT
 SET search_path = pg_catalog, pg_temp
 AS $$
@@ -764,7 +786,7 @@ $$;
 COMMENT ON FUNCTION snowflake_id_node.mark(text) IS 'Move step on the source: writes the marker row of move key, after the fence.';
 
 -- Row counts of every table of the move's schemas, one line each (both nodes).
-CREATE FUNCTION snowflake_id_node.row_counts(key text) RETURNS text
+CREATE OR REPLACE FUNCTION snowflake_id_node.row_counts(key text) RETURNS text
 LANGUAGE plpgsql STABLE STRICT
 SET search_path = pg_catalog, pg_temp
 AS $$
@@ -789,7 +811,7 @@ COMMENT ON FUNCTION snowflake_id_node.row_counts(text) IS 'Rows of every table o
 -- the text of its array) must still equal the target's (DDL since the copy began is
 -- refused here); then the fence refuses
 -- every write whatever becomes of the mover, and the copy leaves snowflake_id_shards.
-CREATE FUNCTION snowflake_id_node.seal(key text, target_fingerprints text[], lock_timeout text) RETURNS text
+CREATE OR REPLACE FUNCTION snowflake_id_node.seal(key text, target_fingerprints text[], lock_timeout text) RETURNS text
 LANGUAGE plpgsql VOLATILE CALLED ON NULL INPUT
 SET search_path = pg_catalog, pg_temp
 AS $$
@@ -821,7 +843,7 @@ COMMENT ON FUNCTION snowflake_id_node.seal(text, text[], text) IS
   'Move step on the source: checks the schemas'' fingerprints against the target''s under EXCLUSIVE locks, then seals move key (sealed); returns its sequences (sequences(key)).';
 
 -- Every sequence of the move's schemas with the newest value it gave (NULL: none), as JSON.
-CREATE FUNCTION snowflake_id_node.sequences(key text) RETURNS text
+CREATE OR REPLACE FUNCTION snowflake_id_node.sequences(key text) RETURNS text
 LANGUAGE sql STABLE STRICT
 SET search_path = pg_catalog, pg_temp
 BEGIN ATOMIC
@@ -841,7 +863,7 @@ COMMENT ON FUNCTION snowflake_id_node.sequences(text) IS
 -- Clean-up on the source after the flip: the publication, the slots (the move's and the
 -- target's table-sync slots, their WAL senders ended first), then the sealed copies, under
 -- ACCESS EXCLUSIVE locks, only if nothing outside depends on them and they are as sealed.
-CREATE FUNCTION snowflake_id_node.drop_copy(key text, lock_timeout text, wait_timeout interval) RETURNS void
+CREATE OR REPLACE FUNCTION snowflake_id_node.drop_copy(key text, lock_timeout text, wait_timeout interval) RETURNS void
 LANGUAGE plpgsql VOLATILE CALLED ON NULL INPUT
 SET search_path = pg_catalog, pg_temp
 AS $$
@@ -881,7 +903,7 @@ COMMENT ON FUNCTION snowflake_id_node.drop_copy(text, text, interval) IS
 
 -- The source's replication resources of a move: publication, its slot and the target's
 -- table-sync slots, each WAL sender using one ended first (bounded by wait_timeout).
-CREATE FUNCTION snowflake_id_node.drop_replication(m snowflake_id_node.move, wait_timeout interval) RETURNS void
+CREATE OR REPLACE FUNCTION snowflake_id_node.drop_replication(m snowflake_id_node.move, wait_timeout interval) RETURNS void
 LANGUAGE plpgsql VOLATILE CALLED ON NULL INPUT
 SET search_path = pg_catalog, pg_temp
 AS $$
@@ -919,7 +941,7 @@ COMMENT ON FUNCTION snowflake_id_node.drop_replication(snowflake_id_node.move, i
 -- == The steps of a move, on the target ==
 
 -- Read-only checks on the target (55000 or 42P06/42710 naming what fails).
-CREATE FUNCTION snowflake_id_node.target_check(router text, peer text, shards integer[], schemas text[],
+CREATE OR REPLACE FUNCTION snowflake_id_node.target_check(router text, peer text, shards integer[], schemas text[],
                                                roles text[], template text) RETURNS void
 LANGUAGE plpgsql STABLE STRICT
 SET search_path = pg_catalog, pg_temp
@@ -969,7 +991,7 @@ COMMENT ON FUNCTION snowflake_id_node.target_check(text, text, integer[], text[]
 
 -- Makes the copies from the template, invisible to snowflake_id_shards, and the marker
 -- table; records them (incoming) with the schemas made, all in one transaction.
-CREATE FUNCTION snowflake_id_node.prepare_target(key text, router text, peer text, shards integer[],
+CREATE OR REPLACE FUNCTION snowflake_id_node.prepare_target(key text, router text, peer text, shards integer[],
                                                  schemas text[], template text) RETURNS void
 LANGUAGE plpgsql VOLATILE CALLED ON NULL INPUT
 SET search_path = pg_catalog, pg_temp
@@ -998,7 +1020,7 @@ COMMENT ON FUNCTION snowflake_id_node.prepare_target(text, text, text, integer[]
 -- The subscription (copying): to the move's publication and slot on the source; it copies
 -- each table, then applies the source's changes. A worker's error disables it (disable_on_error),
 -- which copy_state reports at once.
-CREATE FUNCTION snowflake_id_node.subscribe(key text, source_connstr text) RETURNS oid
+CREATE OR REPLACE FUNCTION snowflake_id_node.subscribe(key text, source_connstr text) RETURNS oid
 LANGUAGE plpgsql VOLATILE CALLED ON NULL INPUT
 SET search_path = pg_catalog, pg_temp
 AS $$
@@ -1024,7 +1046,7 @@ COMMENT ON FUNCTION snowflake_id_node.subscribe(text, text) IS
 
 -- How far the copy is: true when every table is synchronised; 55000 at once when a worker
 -- failed (the subscription disabled itself, or errors were counted).
-CREATE FUNCTION snowflake_id_node.copy_done(key text) RETURNS boolean
+CREATE OR REPLACE FUNCTION snowflake_id_node.copy_done(key text) RETURNS boolean
 LANGUAGE plpgsql STABLE STRICT
 SET search_path = pg_catalog, pg_temp
 AS $$
@@ -1058,7 +1080,7 @@ COMMENT ON FUNCTION snowflake_id_node.copy_done(text) IS
   'True when the copy of move key has synchronised every table; 55000 when its workers failed.';
 
 -- True when the source's marker row, written after the fence, has arrived.
-CREATE FUNCTION snowflake_id_node.marked(key text) RETURNS boolean
+CREATE OR REPLACE FUNCTION snowflake_id_node.marked(key text) RETURNS boolean
 LANGUAGE plpgsql STABLE STRICT
 SET search_path = pg_catalog, pg_temp
 AS $$
@@ -1077,7 +1099,7 @@ COMMENT ON FUNCTION snowflake_id_node.marked(text) IS 'True when the marker row 
 -- Activation (serving): every sequence carried (set to the further of its value here and
 -- the source's, so IDs continue above every ID the source gave whatever the clocks say),
 -- and the copies enter snowflake_id_shards. Only once the source is sealed.
-CREATE FUNCTION snowflake_id_node.activate(key text, sequences text) RETURNS void
+CREATE OR REPLACE FUNCTION snowflake_id_node.activate(key text, sequences text) RETURNS void
 LANGUAGE plpgsql VOLATILE CALLED ON NULL INPUT
 SET search_path = pg_catalog, pg_temp
 AS $$
@@ -1104,7 +1126,7 @@ COMMENT ON FUNCTION snowflake_id_node.activate(text, text) IS
   'Move step on the target: carries every sequence from the source''s values, then serves the copies of move key (serving).';
 
 -- Clean-up on the target after the flip: the subscription, the marker, the record.
-CREATE FUNCTION snowflake_id_node.finish(key text) RETURNS void
+CREATE OR REPLACE FUNCTION snowflake_id_node.finish(key text) RETURNS void
 LANGUAGE plpgsql VOLATILE CALLED ON NULL INPUT
 SET search_path = pg_catalog, pg_temp
 AS $$
@@ -1122,7 +1144,7 @@ COMMENT ON FUNCTION snowflake_id_node.finish(text) IS
 
 -- The move's subscription, if it is here: disabled and detached from its slot first (the
 -- source removes the slot; it may be unreachable), so dropping it needs no connection.
-CREATE FUNCTION snowflake_id_node.drop_subscription(m snowflake_id_node.move) RETURNS void
+CREATE OR REPLACE FUNCTION snowflake_id_node.drop_subscription(m snowflake_id_node.move) RETURNS void
 LANGUAGE plpgsql VOLATILE CALLED ON NULL INPUT
 SET search_path = pg_catalog, pg_temp
 AS $$
@@ -1143,7 +1165,7 @@ COMMENT ON FUNCTION snowflake_id_node.drop_subscription(snowflake_id_node.move) 
 -- Target: the subscription, the copies the move made (never a schema it did not make),
 -- the record. Source: the fence triggers, publication, slots, marker, record. Refused once
 -- the move is past its decision point (a sealed source, a serving target).
-CREATE FUNCTION snowflake_id_node.undo(key text, wait_timeout interval, suboid oid) RETURNS void
+CREATE OR REPLACE FUNCTION snowflake_id_node.undo(key text, wait_timeout interval, suboid oid) RETURNS void
 LANGUAGE plpgsql VOLATILE CALLED ON NULL INPUT
 SET search_path = pg_catalog, pg_temp
 AS $$
@@ -1186,7 +1208,7 @@ COMMENT ON FUNCTION snowflake_id_node.undo(text, interval, oid) IS
 -- the move is fenced and its mover alive, or once it is sealed; otherwise the write goes
 -- through (its mover died before the decision point). SECURITY DEFINER: writers (any
 -- role) read the move's record; it trusts nothing but the table's schema.
-CREATE FUNCTION snowflake_id_node.fence() RETURNS trigger
+CREATE OR REPLACE FUNCTION snowflake_id_node.fence() RETURNS trigger
 LANGUAGE plpgsql VOLATILE SECURITY DEFINER
 SET search_path = pg_catalog, pg_temp
 AS $$
@@ -1219,7 +1241,7 @@ REVOKE ALL ON FUNCTION snowflake_id_node.fence() FROM PUBLIC;
 -- == For repair and status ==
 
 -- The move records here, with whether their shards' locks are held by another session.
-CREATE FUNCTION snowflake_id_node.moves() RETURNS text
+CREATE OR REPLACE FUNCTION snowflake_id_node.moves() RETURNS text
 LANGUAGE sql STABLE
 SET search_path = pg_catalog, pg_temp
 BEGIN ATOMIC
@@ -1232,7 +1254,7 @@ COMMENT ON FUNCTION snowflake_id_node.moves() IS
   'The move records on this node as JSON, each with whether another session holds its shard locks (its mover lives).';
 
 -- Everything moves have made here and not removed, one line each (for tests and status).
-CREATE FUNCTION snowflake_id_node.leftovers() RETURNS SETOF text
+CREATE OR REPLACE FUNCTION snowflake_id_node.leftovers() RETURNS SETOF text
 LANGUAGE sql STABLE
 SET search_path = pg_catalog, pg_temp
 BEGIN ATOMIC
@@ -1260,7 +1282,7 @@ COMMENT ON FUNCTION snowflake_id_node.leftovers() IS
 -- move has no record on this node (a restored dump, say). Nothing without a record is
 -- in use: every one is made after its record, in the same transaction or the next. Drops
 -- them and names each.
-CREATE FUNCTION snowflake_id_node.drop_orphans(router8 text, wait_timeout interval) RETURNS text[]
+CREATE OR REPLACE FUNCTION snowflake_id_node.drop_orphans(router8 text, wait_timeout interval) RETURNS text[]
 LANGUAGE plpgsql VOLATILE CALLED ON NULL INPUT
 SET search_path = pg_catalog, pg_temp
 AS $$
@@ -1313,9 +1335,4 @@ $$;
 COMMENT ON FUNCTION snowflake_id_node.drop_orphans(text, interval) IS
   'Drops what a router''s moves (router8: its short identity) left here without a move record, naming each.';
 
--- INTERIM, until the lead's identity() lands on main: delete this then.
-CREATE FUNCTION snowflake_id_node.identity() RETURNS text
-LANGUAGE sql STABLE PARALLEL SAFE
-RETURN (SELECT c.system_identifier::text || '/' || d.oid FROM pg_control_system() c, pg_database d
-         WHERE d.datname = current_database());
-COMMENT ON FUNCTION snowflake_id_node.identity() IS 'INTERIM';
+REVOKE ALL ON ALL FUNCTIONS IN SCHEMA snowflake_id_node FROM PUBLIC;

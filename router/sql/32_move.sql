@@ -62,7 +62,7 @@ COMMENT ON FUNCTION snowflake_id_router.lock_router(integer[]) IS
 
 CREATE OR REPLACE FUNCTION move_shards(shards integer[], node text, template text DEFAULT 'tpl') RETURNS bigint
 LANGUAGE plpgsql VOLATILE CALLED ON NULL INPUT PARALLEL UNSAFE SECURITY DEFINER
-SET search_path = pg_catalog, pg_temp
+SET search_path = pg_catalog, pg_temp SET DateStyle = 'ISO, MDY' SET IntervalStyle = 'postgres'
 AS $$
 #variable_conflict use_variable
 DECLARE
@@ -138,7 +138,7 @@ COMMENT ON FUNCTION move_shards(integer[], text, text) IS
 
 CREATE OR REPLACE FUNCTION move_shard(shard integer, node text, template text DEFAULT 'tpl') RETURNS void
 LANGUAGE plpgsql VOLATILE CALLED ON NULL INPUT PARALLEL UNSAFE SECURITY DEFINER
-SET search_path = pg_catalog, pg_temp
+SET search_path = pg_catalog, pg_temp SET DateStyle = 'ISO, MDY' SET IntervalStyle = 'postgres'
 AS $$
 #variable_conflict use_variable
 BEGIN
@@ -286,7 +286,8 @@ BEGIN
                 USING ERRCODE = 'object_not_in_prerequisite_state';
         END IF;
 
-        PERFORM snowflake_id_router.note(move_id, format('state = %L, fenced = %L, rows = %s', 'sealing', t_fence,
+        PERFORM snowflake_id_router.note(move_id, format('state = %L, fenced = to_timestamp(%s), rows = %s', 'sealing',
+            extract(epoch FROM t_fence),
             (SELECT coalesce(sum(substring(l FROM ': (\d+) rows$')::bigint), 0) FROM unnest(string_to_array(src_rows, E'\n')) l)));
         PERFORM snowflake_id_router.pause_at('sealing');
         step := 'sealing the source';

@@ -64,7 +64,7 @@ COMMENT ON FUNCTION snowflake_id_router.repair_shards(integer[]) IS
 
 CREATE OR REPLACE FUNCTION repair_moves() RETURNS TABLE (move bigint, shards integer[], outcome text)
 LANGUAGE plpgsql VOLATILE PARALLEL UNSAFE SECURITY DEFINER
-SET search_path = pg_catalog, pg_temp
+SET search_path = pg_catalog, pg_temp SET DateStyle = 'ISO, MDY' SET IntervalStyle = 'postgres'
 AS $$
 #variable_conflict use_variable
 DECLARE
