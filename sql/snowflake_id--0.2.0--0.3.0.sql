@@ -1487,3 +1487,263 @@ ALTER FUNCTION id_mask(bigint) PARALLEL RESTRICTED;
 ALTER FUNCTION id_unmask(bigint) PARALLEL RESTRICTED;
 COMMENT ON FUNCTION id_mask(bigint) IS 'The masked public form of an ID under the server''s key, read from the file snowflake_id.mask_key_file names.';
 COMMENT ON FUNCTION id_unmask(bigint) IS 'The ID a masked public ID stands for, under the server''s key, read from the file snowflake_id.mask_key_file names.';
+
+-- == The snowflake type: casts pg_upgrade can restore, the casts bigint has, smallint
+-- == comparisons (sql/snowflake_type.sql) ==
+-- 0.2.0's casts to integer, numeric and json took bigint: pg_upgrade restores an extension's
+-- members one by one, casts sorted by name, and "snowflake int4" came before the binary cast
+-- "snowflake int8" it needed ("argument of cast function must match or be binary-coercible
+-- from source data type"). Every cast function now takes snowflake itself.
+DROP CAST (snowflake AS integer);
+DROP CAST (snowflake AS numeric);
+DROP CAST (snowflake AS json);
+CREATE FUNCTION snowflake(smallint) RETURNS snowflake LANGUAGE internal IMMUTABLE STRICT PARALLEL SAFE AS 'int28';
+COMMENT ON FUNCTION snowflake(smallint) IS 'A smallint as a snowflake (the cast).';
+CREATE CAST (smallint AS snowflake) WITH FUNCTION snowflake(smallint) AS IMPLICIT;
+CREATE FUNCTION snowflake_to_int2(snowflake) RETURNS smallint LANGUAGE internal IMMUTABLE STRICT PARALLEL SAFE AS 'int82';
+COMMENT ON FUNCTION snowflake_to_int2(snowflake) IS 'The cast from snowflake to smallint (bigint''s).';
+CREATE CAST (snowflake AS smallint) WITH FUNCTION snowflake_to_int2(snowflake) AS ASSIGNMENT;
+CREATE FUNCTION snowflake_to_int4(snowflake) RETURNS integer LANGUAGE internal IMMUTABLE STRICT PARALLEL SAFE AS 'int84';
+COMMENT ON FUNCTION snowflake_to_int4(snowflake) IS 'The cast from snowflake to integer (bigint''s).';
+CREATE CAST (snowflake AS integer) WITH FUNCTION snowflake_to_int4(snowflake) AS ASSIGNMENT;
+CREATE FUNCTION snowflake_to_numeric(snowflake) RETURNS numeric LANGUAGE internal IMMUTABLE STRICT PARALLEL SAFE AS 'int8_numeric';
+COMMENT ON FUNCTION snowflake_to_numeric(snowflake) IS 'The cast from snowflake to numeric (bigint''s).';
+CREATE CAST (snowflake AS numeric) WITH FUNCTION snowflake_to_numeric(snowflake) AS ASSIGNMENT;
+CREATE FUNCTION snowflake_to_float4(snowflake) RETURNS real LANGUAGE internal IMMUTABLE STRICT PARALLEL SAFE AS 'i8tof';
+COMMENT ON FUNCTION snowflake_to_float4(snowflake) IS 'The cast from snowflake to real (bigint''s).';
+CREATE CAST (snowflake AS real) WITH FUNCTION snowflake_to_float4(snowflake) AS ASSIGNMENT;
+CREATE FUNCTION snowflake_to_float8(snowflake) RETURNS double precision LANGUAGE internal IMMUTABLE STRICT PARALLEL SAFE AS 'i8tod';
+COMMENT ON FUNCTION snowflake_to_float8(snowflake) IS 'The cast from snowflake to double precision (bigint''s).';
+CREATE CAST (snowflake AS double precision) WITH FUNCTION snowflake_to_float8(snowflake) AS ASSIGNMENT;
+CREATE FUNCTION snowflake_to_oid(snowflake) RETURNS oid LANGUAGE internal IMMUTABLE STRICT PARALLEL SAFE AS 'i8tooid';
+COMMENT ON FUNCTION snowflake_to_oid(snowflake) IS 'The cast from snowflake to oid (bigint''s).';
+CREATE CAST (snowflake AS oid) WITH FUNCTION snowflake_to_oid(snowflake) AS ASSIGNMENT;
+CREATE FUNCTION snowflake_to_money(snowflake) RETURNS money LANGUAGE internal STABLE STRICT PARALLEL SAFE AS 'int8_cash';
+COMMENT ON FUNCTION snowflake_to_money(snowflake) IS 'The cast from snowflake to money (bigint''s).';
+CREATE CAST (snowflake AS money) WITH FUNCTION snowflake_to_money(snowflake) AS ASSIGNMENT;
+CREATE FUNCTION snowflake_to_bit(snowflake, integer) RETURNS bit LANGUAGE internal IMMUTABLE STRICT PARALLEL SAFE AS 'bitfromint8';
+COMMENT ON FUNCTION snowflake_to_bit(snowflake, integer) IS 'The cast from snowflake to bit(n) (bigint''s).';
+CREATE CAST (snowflake AS bit) WITH FUNCTION snowflake_to_bit(snowflake, integer);
+CREATE FUNCTION snowflake_to_json(snowflake) RETURNS json
+    LANGUAGE c IMMUTABLE STRICT PARALLEL SAFE AS 'MODULE_PATHNAME', 'id_to_json_wrapper';
+COMMENT ON FUNCTION snowflake_to_json(snowflake) IS 'The cast from snowflake to json: id_to_json.';
+CREATE CAST (snowflake AS json) WITH FUNCTION snowflake_to_json(snowflake);
+
+-- snowflake vs smallint
+CREATE FUNCTION snowflake_int2_eq(snowflake, smallint) RETURNS boolean LANGUAGE internal IMMUTABLE STRICT PARALLEL SAFE LEAKPROOF AS 'int82eq';
+COMMENT ON FUNCTION snowflake_int2_eq(snowflake, smallint) IS 'snowflake equal to smallint (bigint''s comparison).';
+CREATE FUNCTION snowflake_int2_ne(snowflake, smallint) RETURNS boolean LANGUAGE internal IMMUTABLE STRICT PARALLEL SAFE LEAKPROOF AS 'int82ne';
+COMMENT ON FUNCTION snowflake_int2_ne(snowflake, smallint) IS 'snowflake not equal to smallint (bigint''s comparison).';
+CREATE FUNCTION snowflake_int2_lt(snowflake, smallint) RETURNS boolean LANGUAGE internal IMMUTABLE STRICT PARALLEL SAFE LEAKPROOF AS 'int82lt';
+COMMENT ON FUNCTION snowflake_int2_lt(snowflake, smallint) IS 'snowflake less than smallint (bigint''s comparison).';
+CREATE FUNCTION snowflake_int2_le(snowflake, smallint) RETURNS boolean LANGUAGE internal IMMUTABLE STRICT PARALLEL SAFE LEAKPROOF AS 'int82le';
+COMMENT ON FUNCTION snowflake_int2_le(snowflake, smallint) IS 'snowflake less than or equal to smallint (bigint''s comparison).';
+CREATE FUNCTION snowflake_int2_gt(snowflake, smallint) RETURNS boolean LANGUAGE internal IMMUTABLE STRICT PARALLEL SAFE LEAKPROOF AS 'int82gt';
+COMMENT ON FUNCTION snowflake_int2_gt(snowflake, smallint) IS 'snowflake greater than smallint (bigint''s comparison).';
+CREATE FUNCTION snowflake_int2_ge(snowflake, smallint) RETURNS boolean LANGUAGE internal IMMUTABLE STRICT PARALLEL SAFE LEAKPROOF AS 'int82ge';
+COMMENT ON FUNCTION snowflake_int2_ge(snowflake, smallint) IS 'snowflake greater than or equal to smallint (bigint''s comparison).';
+CREATE OPERATOR = (LEFTARG = snowflake, RIGHTARG = smallint, FUNCTION = snowflake_int2_eq, COMMUTATOR = =, NEGATOR = <>,
+    RESTRICT = eqsel, JOIN = eqjoinsel, MERGES);
+CREATE OPERATOR <> (LEFTARG = snowflake, RIGHTARG = smallint, FUNCTION = snowflake_int2_ne, COMMUTATOR = <>, NEGATOR = =,
+    RESTRICT = neqsel, JOIN = neqjoinsel);
+CREATE OPERATOR < (LEFTARG = snowflake, RIGHTARG = smallint, FUNCTION = snowflake_int2_lt, COMMUTATOR = >, NEGATOR = >=,
+    RESTRICT = scalarltsel, JOIN = scalarltjoinsel);
+CREATE OPERATOR <= (LEFTARG = snowflake, RIGHTARG = smallint, FUNCTION = snowflake_int2_le, COMMUTATOR = >=, NEGATOR = >,
+    RESTRICT = scalarlesel, JOIN = scalarlejoinsel);
+CREATE OPERATOR > (LEFTARG = snowflake, RIGHTARG = smallint, FUNCTION = snowflake_int2_gt, COMMUTATOR = <, NEGATOR = <=,
+    RESTRICT = scalargtsel, JOIN = scalargtjoinsel);
+CREATE OPERATOR >= (LEFTARG = snowflake, RIGHTARG = smallint, FUNCTION = snowflake_int2_ge, COMMUTATOR = <=, NEGATOR = <,
+    RESTRICT = scalargesel, JOIN = scalargejoinsel);
+CREATE FUNCTION snowflake_int2_cmp(snowflake, smallint) RETURNS integer LANGUAGE internal IMMUTABLE STRICT PARALLEL SAFE LEAKPROOF AS 'btint82cmp';
+COMMENT ON FUNCTION snowflake_int2_cmp(snowflake, smallint) IS 'Three-way comparison of snowflake and smallint for btree (bigint''s).';
+
+-- smallint vs snowflake
+CREATE FUNCTION int2_snowflake_eq(smallint, snowflake) RETURNS boolean LANGUAGE internal IMMUTABLE STRICT PARALLEL SAFE LEAKPROOF AS 'int28eq';
+COMMENT ON FUNCTION int2_snowflake_eq(smallint, snowflake) IS 'smallint equal to snowflake (bigint''s comparison).';
+CREATE FUNCTION int2_snowflake_ne(smallint, snowflake) RETURNS boolean LANGUAGE internal IMMUTABLE STRICT PARALLEL SAFE LEAKPROOF AS 'int28ne';
+COMMENT ON FUNCTION int2_snowflake_ne(smallint, snowflake) IS 'smallint not equal to snowflake (bigint''s comparison).';
+CREATE FUNCTION int2_snowflake_lt(smallint, snowflake) RETURNS boolean LANGUAGE internal IMMUTABLE STRICT PARALLEL SAFE LEAKPROOF AS 'int28lt';
+COMMENT ON FUNCTION int2_snowflake_lt(smallint, snowflake) IS 'smallint less than snowflake (bigint''s comparison).';
+CREATE FUNCTION int2_snowflake_le(smallint, snowflake) RETURNS boolean LANGUAGE internal IMMUTABLE STRICT PARALLEL SAFE LEAKPROOF AS 'int28le';
+COMMENT ON FUNCTION int2_snowflake_le(smallint, snowflake) IS 'smallint less than or equal to snowflake (bigint''s comparison).';
+CREATE FUNCTION int2_snowflake_gt(smallint, snowflake) RETURNS boolean LANGUAGE internal IMMUTABLE STRICT PARALLEL SAFE LEAKPROOF AS 'int28gt';
+COMMENT ON FUNCTION int2_snowflake_gt(smallint, snowflake) IS 'smallint greater than snowflake (bigint''s comparison).';
+CREATE FUNCTION int2_snowflake_ge(smallint, snowflake) RETURNS boolean LANGUAGE internal IMMUTABLE STRICT PARALLEL SAFE LEAKPROOF AS 'int28ge';
+COMMENT ON FUNCTION int2_snowflake_ge(smallint, snowflake) IS 'smallint greater than or equal to snowflake (bigint''s comparison).';
+CREATE OPERATOR = (LEFTARG = smallint, RIGHTARG = snowflake, FUNCTION = int2_snowflake_eq, COMMUTATOR = =, NEGATOR = <>,
+    RESTRICT = eqsel, JOIN = eqjoinsel, MERGES);
+CREATE OPERATOR <> (LEFTARG = smallint, RIGHTARG = snowflake, FUNCTION = int2_snowflake_ne, COMMUTATOR = <>, NEGATOR = =,
+    RESTRICT = neqsel, JOIN = neqjoinsel);
+CREATE OPERATOR < (LEFTARG = smallint, RIGHTARG = snowflake, FUNCTION = int2_snowflake_lt, COMMUTATOR = >, NEGATOR = >=,
+    RESTRICT = scalarltsel, JOIN = scalarltjoinsel);
+CREATE OPERATOR <= (LEFTARG = smallint, RIGHTARG = snowflake, FUNCTION = int2_snowflake_le, COMMUTATOR = >=, NEGATOR = >,
+    RESTRICT = scalarlesel, JOIN = scalarlejoinsel);
+CREATE OPERATOR > (LEFTARG = smallint, RIGHTARG = snowflake, FUNCTION = int2_snowflake_gt, COMMUTATOR = <, NEGATOR = <=,
+    RESTRICT = scalargtsel, JOIN = scalargtjoinsel);
+CREATE OPERATOR >= (LEFTARG = smallint, RIGHTARG = snowflake, FUNCTION = int2_snowflake_ge, COMMUTATOR = <=, NEGATOR = <,
+    RESTRICT = scalargesel, JOIN = scalargejoinsel);
+CREATE FUNCTION int2_snowflake_cmp(smallint, snowflake) RETURNS integer LANGUAGE internal IMMUTABLE STRICT PARALLEL SAFE LEAKPROOF AS 'btint28cmp';
+COMMENT ON FUNCTION int2_snowflake_cmp(smallint, snowflake) IS 'Three-way comparison of smallint and snowflake for btree (bigint''s).';
+
+-- smallint beside snowflake, and smallint's own operators with smallint, integer and bigint,
+-- as integer's above.
+ALTER OPERATOR FAMILY snowflake_ops USING btree ADD
+    OPERATOR 1 < (snowflake, smallint),
+    OPERATOR 2 <= (snowflake, smallint),
+    OPERATOR 3 = (snowflake, smallint),
+    OPERATOR 4 >= (snowflake, smallint),
+    OPERATOR 5 > (snowflake, smallint),
+    FUNCTION 1 (snowflake, smallint) snowflake_int2_cmp(snowflake, smallint),
+    OPERATOR 1 < (smallint, snowflake),
+    OPERATOR 2 <= (smallint, snowflake),
+    OPERATOR 3 = (smallint, snowflake),
+    OPERATOR 4 >= (smallint, snowflake),
+    OPERATOR 5 > (smallint, snowflake),
+    FUNCTION 1 (smallint, snowflake) int2_snowflake_cmp(smallint, snowflake),
+    OPERATOR 1 < (smallint, smallint), OPERATOR 2 <= (smallint, smallint), OPERATOR 3 = (smallint, smallint),
+    OPERATOR 4 >= (smallint, smallint), OPERATOR 5 > (smallint, smallint),
+    FUNCTION 1 (smallint, smallint) btint2cmp(smallint, smallint),
+    OPERATOR 1 < (smallint, integer), OPERATOR 2 <= (smallint, integer), OPERATOR 3 = (smallint, integer),
+    OPERATOR 4 >= (smallint, integer), OPERATOR 5 > (smallint, integer),
+    FUNCTION 1 (smallint, integer) btint24cmp(smallint, integer),
+    OPERATOR 1 < (integer, smallint), OPERATOR 2 <= (integer, smallint), OPERATOR 3 = (integer, smallint),
+    OPERATOR 4 >= (integer, smallint), OPERATOR 5 > (integer, smallint),
+    FUNCTION 1 (integer, smallint) btint42cmp(integer, smallint),
+    OPERATOR 1 < (smallint, bigint), OPERATOR 2 <= (smallint, bigint), OPERATOR 3 = (smallint, bigint),
+    OPERATOR 4 >= (smallint, bigint), OPERATOR 5 > (smallint, bigint),
+    FUNCTION 1 (smallint, bigint) btint28cmp(smallint, bigint),
+    OPERATOR 1 < (bigint, smallint), OPERATOR 2 <= (bigint, smallint), OPERATOR 3 = (bigint, smallint),
+    OPERATOR 4 >= (bigint, smallint), OPERATOR 5 > (bigint, smallint),
+    FUNCTION 1 (bigint, smallint) btint82cmp(bigint, smallint);
+
+-- == convert_column (sql/convert.sql): a column changed to snowflake converts too ==
+-- 0.2.0 refused a bigserial key already changed to the snowflake type ("is snowflake, not
+-- bigint"). The whole function, as the fresh install has it.
+-- convert_column: adopting a table whose bigint key comes from bigserial or an identity.
+--
+-- In place and in one transaction: the table is locked ACCESS EXCLUSIVE (as ALTER TABLE
+-- would), the sequence is moved up to the largest value the column holds (rows inserted
+-- with explicit IDs can be above the sequence's last_value), and the column's default
+-- becomes next_id(shard, <sequence>), whose IDs are all above the sequence's newest value.
+-- The column keeps its type, values, constraints and the foreign keys pointing at it.
+--
+-- A bigserial column keeps its sequence (still OWNED BY the column). An identity column's
+-- sequence is part of the identity and goes with it (DROP IDENTITY), so a new sequence of
+-- the same name takes its place, OWNED BY the column; roles that may INSERT into the table
+-- get USAGE on it, as next_id needs (an identity needed no grant). ALWAYS becomes an
+-- ordinary default: an explicit ID is then accepted.
+--
+-- Runs with the caller's rights (SECURITY INVOKER): only the table's owner can convert it.
+-- search_path is pinned; every name is quoted.
+CREATE OR REPLACE FUNCTION convert_column(tbl regclass, col name, shard integer) RETURNS regclass
+LANGUAGE plpgsql VOLATILE STRICT PARALLEL UNSAFE
+SET search_path = pg_catalog, pg_temp
+AS $$
+DECLARE
+    rel record;
+    att record;
+    seq regclass;
+    seq_schema name;
+    seq_name name;
+    dep "char";
+    others text;
+    newest bigint;
+    highest bigint;
+    grantee text;
+BEGIN
+    IF shard NOT BETWEEN 0 AND 8191 THEN
+        RAISE EXCEPTION 'shard % is out of range: valid shards are 0 to 8191', shard
+            USING ERRCODE = 'numeric_value_out_of_range';
+    END IF;
+    SELECT c.relkind, c.relowner, c.relacl INTO rel FROM pg_class c WHERE c.oid = tbl;
+    IF rel.relkind IS DISTINCT FROM 'r' THEN
+        RAISE EXCEPTION '% is not an ordinary table', tbl
+            USING ERRCODE = 'wrong_object_type',
+                  HINT = 'convert_column converts a column of a table (not a view, sequence, partitioned table or foreign table).';
+    END IF;
+    IF NOT pg_has_role(current_user, rel.relowner, 'USAGE') THEN
+        RAISE EXCEPTION 'must be owner of table %', tbl USING ERRCODE = 'insufficient_privilege';
+    END IF;
+    -- No insert may slip in between reading the largest ID and the new default.
+    EXECUTE format('LOCK TABLE %s IN ACCESS EXCLUSIVE MODE', tbl);
+
+    SELECT a.attnum, a.atttypid, a.attidentity INTO att
+      FROM pg_attribute a WHERE a.attrelid = tbl AND a.attname = col AND a.attnum > 0 AND NOT a.attisdropped;
+    IF NOT FOUND THEN
+        RAISE EXCEPTION 'column % of table % does not exist', quote_ident(col), tbl
+            USING ERRCODE = 'undefined_column';
+    END IF;
+    IF att.atttypid NOT IN ('bigint'::regtype, '@extschema@.snowflake'::regtype) THEN
+        RAISE EXCEPTION 'column % of table % is %, not bigint: IDs need 64 bits',
+                quote_ident(col), tbl, format_type(att.atttypid, NULL)
+            USING ERRCODE = 'datatype_mismatch',
+                  HINT = format('ALTER TABLE %s ALTER COLUMN %I TYPE bigint first (it rewrites the table and the columns of foreign keys pointing at it must follow).', tbl, col);
+    END IF;
+    -- The sequence the column owns: 'a' for serial/bigserial (OWNED BY), 'i' for an identity.
+    SELECT d.objid::regclass, d.deptype INTO seq, dep
+      FROM pg_depend d JOIN pg_class s ON s.oid = d.objid AND s.relkind = 'S'
+     WHERE d.classid = 'pg_class'::regclass AND d.refclassid = 'pg_class'::regclass
+       AND d.refobjid = tbl AND d.refobjsubid = att.attnum AND d.deptype IN ('a', 'i');
+    IF seq IS NULL THEN
+        RAISE EXCEPTION 'column % of table % has no sequence of its own', quote_ident(col), tbl
+            USING ERRCODE = 'object_not_in_prerequisite_state',
+                  HINT = 'convert_column converts a bigserial or identity column (one whose sequence is OWNED BY it).';
+    END IF;
+    -- Another column's default drawing from the same sequence would keep drawing small
+    -- numbers from a sequence that now holds IDs, or collide with them.
+    SELECT string_agg(format('%s.%I', ad.adrelid::regclass, a.attname), ', ' ORDER BY 1) INTO others
+      FROM pg_depend d
+      JOIN pg_attrdef ad ON d.classid = 'pg_attrdef'::regclass AND ad.oid = d.objid
+      JOIN pg_attribute a ON a.attrelid = ad.adrelid AND a.attnum = ad.adnum
+     WHERE d.refclassid = 'pg_class'::regclass AND d.refobjid = seq
+       AND (ad.adrelid, ad.adnum) <> (tbl, att.attnum);
+    IF others IS NOT NULL THEN
+        RAISE EXCEPTION 'sequence % is shared: the default of % also uses it', seq, others
+            USING ERRCODE = 'object_not_in_prerequisite_state',
+                  HINT = 'Give the other columns their own sequence first.';
+    END IF;
+
+    EXECUTE format('SELECT CASE WHEN is_called THEN last_value ELSE last_value - 1 END FROM %s', seq) INTO newest;
+    EXECUTE format('SELECT max(%I) FROM %s', col, tbl) INTO highest;
+    highest := greatest(newest, highest, 0);
+    -- Refuse a table that could take no insert afterwards: no ID of this shard above it.
+    IF highest >= @extschema@.make_id(@extschema@.id_timestamp(9223372036854775807), shard, 1023) THEN
+        RAISE EXCEPTION 'column % of table % holds %: no snowflake ID of shard % is above it', quote_ident(col), tbl, highest, shard
+            USING ERRCODE = 'numeric_value_out_of_range';
+    END IF;
+
+    IF dep = 'i' THEN
+        SELECT n.nspname, c.relname INTO seq_schema, seq_name
+          FROM pg_class c JOIN pg_namespace n ON n.oid = c.relnamespace WHERE c.oid = seq;
+        EXECUTE format('ALTER TABLE %s ALTER COLUMN %I DROP IDENTITY', tbl, col);
+        -- Owned by the table's owner (OWNED BY requires it), whoever converts.
+        EXECUTE format('CREATE SEQUENCE %I.%I AS bigint', seq_schema, seq_name);
+        seq := format('%I.%I', seq_schema, seq_name)::regclass;
+        EXECUTE format('ALTER SEQUENCE %s OWNER TO %s', seq, rel.relowner::regrole);
+        EXECUTE format('ALTER SEQUENCE %s OWNED BY %s.%I', seq, tbl, col);
+        -- Whoever may INSERT: on the table, or on some of its columns.
+        FOR grantee IN
+            SELECT DISTINCT CASE WHEN x.grantee = 0 THEN 'PUBLIC' ELSE quote_ident(r.rolname) END
+              FROM (SELECT (aclexplode(rel.relacl)).*
+                    UNION ALL
+                    SELECT (aclexplode(a.attacl)).* FROM pg_attribute a
+                     WHERE a.attrelid = tbl AND a.attnum > 0 AND NOT a.attisdropped AND a.attacl IS NOT NULL) x
+              LEFT JOIN pg_roles r ON r.oid = x.grantee
+             WHERE x.privilege_type = 'INSERT' AND x.grantee <> rel.relowner
+        LOOP
+            EXECUTE format('GRANT USAGE ON SEQUENCE %s TO %s', seq, grantee);
+        END LOOP;
+    ELSE
+        -- A serial's sequence may be AS integer (serial widened to bigint): IDs need bigint.
+        EXECUTE format('ALTER SEQUENCE %s AS bigint MAXVALUE 9223372036854775807 NO CYCLE', seq);
+    END IF;
+    IF highest > 0 THEN
+        PERFORM setval(seq, highest, true);
+    END IF;
+    EXECUTE format('ALTER TABLE %s ALTER COLUMN %I SET DEFAULT %I.next_id(%s, %L::regclass)',
+                   tbl, col, '@extschema@', shard, seq);
+    RETURN seq;
+END
+$$;
+COMMENT ON FUNCTION convert_column(regclass, name, integer) IS
+  'Turns a bigserial or identity key (bigint, or changed to snowflake) into DEFAULT next_id(shard, its sequence), in place; every new ID is above every existing one. Returns the sequence.';
