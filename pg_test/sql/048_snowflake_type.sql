@@ -6,7 +6,8 @@
 -- (snowflake read as bigint), or to the same error. The documented exceptions
 -- (docs/applications.md): what bigint does by converting itself implicitly to numeric, real,
 -- double precision or oid raises 42883/42846 with snowflake (cast to bigint first), casts to
--- oid's alias types (regclass, ...), and the cast to json, which writes a string.
+-- oid's alias types (regclass, ...) and to bytea (PostgreSQL 18's int8 -> bytea), and the cast
+-- to json, which writes a string.
 CREATE EXTENSION IF NOT EXISTS snowflake_id;
 CREATE FUNCTION pg_temp.err(q text) RETURNS text LANGUAGE plpgsql AS $$
 BEGIN EXECUTE q; RETURN 'no error';
@@ -97,7 +98,7 @@ SELECT DISTINCT what, b AS with_bigint, s AS with_snowflake FROM calls
    AND NOT (b LIKE 'ERROR %' AND s LIKE 'ERROR %' AND left(b, 11) = left(s, 11))
    AND NOT (NOT is_cast AND s ~ '^ERROR (42883|42846)'
             AND (b ~ '(int8_numeric|i8tod|i8tof|i8tooid)' OR b ~ '-> (numeric|real|double precision|oid)(\[\])?$'))
-   AND what NOT IN ('snowflake::json', 'snowflake::regclass', 'snowflake::regtype')
+   AND what NOT IN ('snowflake::json', 'snowflake::regclass', 'snowflake::regtype', 'snowflake::bytea')
  ORDER BY 1;
 SELECT count(*) > 500 AS enough_calls FROM calls;
 RESET client_min_messages;
