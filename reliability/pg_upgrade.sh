@@ -98,6 +98,27 @@ for db in fresh from_020; do
   q_on 55491 -d $db -c "CREATE VIEW casts AS SELECT id::int AS i, id::numeric AS n, to_json(id) AS j FROM insta2.t"
 done
 surface() { q_on "$1" -d "$2" -v ext=snowflake_id -f "$here/surface.sql"; }
+# comparable: a surface without what a major version changes by itself: the order of an
+# operator family's members, a view's deparsed text and privileges (17 adds MAINTAIN), the
+# deparsed bodies of functions (their text is not compared), and the row and array types pg_upgrade records
+# as the extension's members.
+comparable() {
+  python3 -c '
+import re, sys
+for line in sys.stdin:
+    obj, _, rest = line.rstrip("\n").partition("|")
+    definition, _, comment = rest.rpartition("|")
+    fields = definition.split(" | ")
+    if obj.startswith("type ") and obj != "type snowflake":
+        continue
+    if obj.startswith("view "):
+        fields = fields[2:3]
+    elif obj.startswith("function "):
+        fields = [f for f in fields if not re.fullmatch("[0-9a-f]{32}", f)]
+    elif obj.startswith("operator family "):
+        fields = [", ".join(sorted(f.split(", "))) for f in fields]
+    print(obj, fields, comment)'
+}
 state() {  # state PORT DB: rows, the largest ID per table, the extension's version
   q_on "$1" -d "$2" -c "SELECT (SELECT count(*) FROM insta2.t), (SELECT max(id) FROM insta2.t),
                                (SELECT count(*) FROM insta3.u), (SELECT max(id) FROM insta3.u),
@@ -154,7 +175,8 @@ start "$new_bin" "$work/new" 55492
 for db in fresh from_020; do
   [[ $(state 55492 $db) == "$(cat "$work/$db.state")" ]] || fail "$old -> $new, $db: rows or version differ: $(state 55492 $db)"
   surface 55492 $db >"$work/$db.surface.new"
-  diff -u "$work/$db.surface" "$work/$db.surface.new" || fail "$old -> $new, $db: the extension's surface differs"
+  diff -u <(comparable <"$work/$db.surface") <(comparable <"$work/$db.surface.new") \
+    || fail "$old -> $new, $db: the extension's surface differs"
   IFS='|' read -r _ t_max _ u_max _ p_max version <"$work/$db.state"
   q_on 55492 -d $db -c "INSERT INTO insta2.t (body) SELECT 'new' FROM generate_series(1, 1000)" \
     -c "INSERT INTO insta3.u (body) SELECT 'new' FROM generate_series(1, 1000)" \
