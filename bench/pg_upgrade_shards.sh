@@ -27,9 +27,10 @@ as_pg() { (cd "$work" && sudo -u postgres env ${LD_LIBRARY_PATH:+LD_LIBRARY_PATH
 export PGHOST=$work PGPORT=55498 PGUSER=postgres PATH="$new_bin:$PATH"
 checksums=(); ((new < 18)) || checksums=(--data-checksums)
 as_pg "$old_bin/initdb" -D "$work/old" -A trust -U postgres --no-sync "${checksums[@]}" >/dev/null
-# Enough lock slots for one transaction per batch of shards.
+# Enough lock slots for one transaction per batch of shards (and for pg_dump's); no JIT (in the
+# chroot, 15's llvmjit.so would need Debian 12's LLVM).
 as_pg "$old_bin/pg_ctl" -D "$work/old" -l "$work/old.log" -w start \
-  -o "-p 55498 -k $work -c listen_addresses='' -c max_locks_per_transaction=1024" >/dev/null
+  -o "-p 55498 -k $work -c listen_addresses='' -c max_locks_per_transaction=1024 -c jit=off" >/dev/null
 trap 'as_pg "$old_bin/pg_ctl" -D "$work/old" -m immediate stop >/dev/null 2>&1 || true' EXIT
 q -c "SET client_min_messages = warning" -c "CREATE EXTENSION snowflake_id" \
   -c "CREATE SCHEMA tpl" \
@@ -48,7 +49,7 @@ trap - EXIT
 as_pg "$new_bin/initdb" -D "$work/new" -A trust -U postgres --no-sync >/dev/null
 start=$SECONDS
 as_pg "$new_bin/pg_upgrade" -b "$old_bin" -B "$new_bin" -d "$work/old" -D "$work/new" -p 55498 -P 55499 \
-  -s "$work" -U postgres --link -o "-c max_locks_per_transaction=1024" -O "-c max_locks_per_transaction=1024" \
+  -s "$work" -U postgres --link -o "-c max_locks_per_transaction=1024 -c jit=off" -O "-c max_locks_per_transaction=1024" \
   >"$work/pg_upgrade.log" 2>&1 \
   || { tail -20 "$work/pg_upgrade.log"; exit 1; }
 echo "pg_upgrade --link $old -> $new of $shards shards: $((SECONDS - start)) s"

@@ -69,8 +69,8 @@ as_pg() { (cd "$work" && sudo -u postgres env ${LD_LIBRARY_PATH:+LD_LIBRARY_PATH
 for cfg in "$old_cfg" "$new_cfg"; do
   for f in "$here"/../pg_test/upgrade/snowflake_id--*.sql; do install -m 644 "$f" "$("$cfg" --sharedir)/extension/"; done
 done
-start() {  # start BINDIR DATA PORT
-  as_pg "$1/pg_ctl" -D "$2" -l "$2.log" -o "-p $3 -k $work -c listen_addresses=''" -w start >/dev/null
+start() {  # start BINDIR DATA PORT (no JIT: in the chroot, 15's llvmjit.so would need Debian 12's LLVM)
+  as_pg "$1/pg_ctl" -D "$2" -l "$2.log" -o "-p $3 -k $work -c listen_addresses='' -c jit=off" -w start >/dev/null
 }
 stop() { as_pg "$1/pg_ctl" -D "$2" -m fast -w stop >/dev/null; }
 export PGHOST=$work PGUSER=postgres
@@ -135,7 +135,7 @@ stop "$old_bin" "$work/old"
 as_pg "$new_bin/initdb" -D "$work/new" -A trust -U postgres --no-sync >"$work/initdb_new.log"
 start=$SECONDS
 if ! as_pg "$new_bin/pg_upgrade" -b "$old_bin" -B "$new_bin" -d "$work/old" -D "$work/new" \
-       -p 55493 -P 55494 -s "$work" -U postgres --link >"$work/pg_upgrade.log" 2>&1; then
+       -p 55493 -P 55494 -s "$work" -U postgres --link -o "-c jit=off" >"$work/pg_upgrade.log" 2>&1; then
   logs=("$work"/new/pg_upgrade_output.d/*/log)
   errors=$(grep -h "ERROR:" "${logs[@]}"/*.log | sed 's/^.*ERROR: *//' | sort -u)
   if [[ $errors != 'unrecognized parameter "pg_attver"' ]]; then
