@@ -68,6 +68,74 @@ COMMENT ON SERVER snowflake_id IS
   'PL/Proxy cluster of snowflake_id_router: partition n is logical shard n; options follow the shard map.';
 CREATE USER MAPPING FOR PUBLIC SERVER snowflake_id;
 
+-- ==== router/sql/03_routers_ddl.sql ====
+-- Several routers, and schema changes on every shard (new in 0.3.0).
+
+-- The map's version: one more at every statement that changes the map (the shard or node
+-- table), in the transaction that changes it. Absent: version 0.
+CREATE TABLE snowflake_id_router.map_state (
+    one boolean PRIMARY KEY DEFAULT true CHECK (one),
+    version bigint NOT NULL
+);
+COMMENT ON TABLE snowflake_id_router.map_state IS
+  'The version of this router''s map: counts the statements that changed the shard or node table.';
+SELECT pg_catalog.pg_extension_config_dump('snowflake_id_router.map_state', '');
+
+-- On the primary: the routers that follow its map, and how far each has applied it.
+CREATE TABLE snowflake_id_router.router (
+    name text PRIMARY KEY CHECK (name <> '' AND octet_length(name) <= 63),
+    connstr text NOT NULL,
+    identity text NOT NULL UNIQUE,
+    map_version bigint NOT NULL DEFAULT 0,
+    behind_since timestamptz,
+    error text
+);
+COMMENT ON TABLE snowflake_id_router.router IS
+  'Routers following this one''s map: name, connect string, identity, the map version each routes by, since when it is behind and why.';
+SELECT pg_catalog.pg_extension_config_dump('snowflake_id_router.router', '');
+
+-- On a follower: the primary whose map it routes by (one row at most), and the version of
+-- that map it applied.
+CREATE TABLE snowflake_id_router.follows (
+    one boolean PRIMARY KEY DEFAULT true CHECK (one),
+    identity text NOT NULL,
+    description text NOT NULL,
+    map_version bigint NOT NULL DEFAULT 0,
+    since timestamptz NOT NULL
+);
+COMMENT ON TABLE snowflake_id_router.follows IS
+  'On a follower router: the primary router it follows (identity, how it describes itself) and the version of its map applied here.';
+SELECT pg_catalog.pg_extension_config_dump('snowflake_id_router.follows', '');
+
+-- alter_shards: each change, and where it stands on each node. Written through the
+-- loopback connection as the change goes, so they outlive the caller's session.
+CREATE TABLE snowflake_id_router.schema_change (
+    id bigint PRIMARY KEY,
+    ddl text NOT NULL,
+    template text NOT NULL,
+    state text NOT NULL CHECK (state IN ('running', 'done', 'incomplete', 'abandoned')),
+    started timestamptz NOT NULL,
+    finished timestamptz,
+    started_by text NOT NULL,
+    error text
+);
+COMMENT ON TABLE snowflake_id_router.schema_change IS
+  'Changes made by alter_shards: the statement, the template, and whether every node has it.';
+CREATE TABLE snowflake_id_router.schema_change_node (
+    change bigint NOT NULL REFERENCES snowflake_id_router.schema_change (id) ON DELETE CASCADE,
+    node text NOT NULL,
+    state text NOT NULL CHECK (state IN ('pending', 'done', 'failed', 'skipped')),
+    schemas integer,
+    seconds numeric,
+    at timestamptz,
+    error text,
+    PRIMARY KEY (change, node)
+);
+COMMENT ON TABLE snowflake_id_router.schema_change_node IS
+  'Where each alter_shards change stands on each node: pending, done (with the schemas changed), failed or skipped (behind).';
+SELECT pg_catalog.pg_extension_config_dump('snowflake_id_router.schema_change', '');
+SELECT pg_catalog.pg_extension_config_dump('snowflake_id_router.schema_change_node', '');
+
 -- ==== router/sql/10_dblink.sql ====
 -- == dblink, wherever it is installed ==
 
@@ -681,6 +749,761 @@ COMMENT ON FUNCTION move_shard(integer, text, text) IS
   'Moves a logical shard to another node online: copy by logical replication, fenced cutover (writes get 40001), sequence carried, map flipped; a failure leaves the shard on its node.';
 
 -- Superuser only, unless granted: these run as the extension's owner (SECURITY DEFINER).
+
+-- ==== router/sql/50_routers.sql ====
+-- == Several routers: the primary and its followers ==
+--
+-- Cluster functions (add_node, assign_shards, moves, rebalance, alter_node, alter_shards,
+-- add_router, remove_router, repair_moves) run on one router database, the primary. Other
+-- router databases follow its map (add_router): the primary pushes the whole map to each
+-- at every change, in the follower's own transaction, and records the version each has
+-- applied. Any router routes every call. A follower refuses cluster functions (55000,
+-- naming its primary). A follower that cannot be reached is marked behind; it gets the map
+-- at the next push (the next map change, repair_moves(), or push_map()), and until every
+-- router has applied a move's flip the move's source copy stays (sealed: a write routed
+-- there by a stale follower gets 40001 and is retried, never lost).
+
+-- The map's version goes up with every statement that changes the map.
+CREATE OR REPLACE FUNCTION snowflake_id_router.count_map_change() RETURNS trigger
+LANGUAGE plpgsql VOLATILE
+SET search_path = pg_catalog, pg_temp
+AS $$
+BEGIN
+    INSERT INTO snowflake_id_router.map_state AS m (version) VALUES (1)
+    ON CONFLICT (one) DO UPDATE SET version = m.version + 1;
+    RETURN NULL;
+END
+$$;
+COMMENT ON FUNCTION snowflake_id_router.count_map_change() IS
+  'Trigger: one more map version for each statement that changes the shard or node table.';
+CREATE OR REPLACE TRIGGER count_map_change AFTER INSERT OR UPDATE OR DELETE OR TRUNCATE ON snowflake_id_router.shard
+    FOR EACH STATEMENT EXECUTE FUNCTION snowflake_id_router.count_map_change();
+CREATE OR REPLACE TRIGGER count_map_change AFTER INSERT OR UPDATE OR DELETE OR TRUNCATE ON snowflake_id_router.node
+    FOR EACH STATEMENT EXECUTE FUNCTION snowflake_id_router.count_map_change();
+
+CREATE OR REPLACE FUNCTION snowflake_id_router.map_version() RETURNS bigint
+LANGUAGE sql STABLE PARALLEL SAFE
+SET search_path = pg_catalog, pg_temp
+RETURN coalesce((SELECT m.version FROM snowflake_id_router.map_state m), 0);
+COMMENT ON FUNCTION snowflake_id_router.map_version() IS 'The version of this router''s map (0 before any change).';
+
+-- How this router describes itself to its followers (their refusals name it).
+CREATE OR REPLACE FUNCTION snowflake_id_router.self_description() RETURNS text
+LANGUAGE sql STABLE PARALLEL SAFE
+SET search_path = pg_catalog, pg_temp
+RETURN format('database %s on %s port %s (identity %s)', quote_ident(current_database()),
+    coalesce(host(inet_server_addr()), nullif(current_setting('cluster_name'), ''), 'its server'),
+    current_setting('port'), snowflake_id_node.identity());
+COMMENT ON FUNCTION snowflake_id_router.self_description() IS
+  'This router database as its followers name it: database, server, port, identity.';
+
+-- 55000 on a follower: cluster functions run on the primary.
+CREATE OR REPLACE FUNCTION snowflake_id_router.require_primary(what text) RETURNS void
+LANGUAGE plpgsql STABLE STRICT PARALLEL SAFE
+SET search_path = pg_catalog, pg_temp
+AS $$
+DECLARE
+    primary_router text;
+BEGIN
+    SELECT f.description INTO primary_router FROM snowflake_id_router.follows f;
+    IF FOUND THEN
+        RAISE EXCEPTION '% runs on the primary router, and this router follows %', what, primary_router
+            USING ERRCODE = 'object_not_in_prerequisite_state',
+                  HINT = 'Call it on the primary; it pushes every map change to this router.';
+    END IF;
+END
+$$;
+COMMENT ON FUNCTION snowflake_id_router.require_primary(text) IS
+  'Raises 55000 naming the primary when this router follows another: cluster functions run on the primary only.';
+
+-- == Follower side (called by the primary over dblink) ==
+
+-- Makes this router database follow the primary with identity primary_identity. It must
+-- have no map of its own (a primary's map would be lost) and no followers.
+CREATE OR REPLACE FUNCTION snowflake_id_router.follow(primary_identity text, description text) RETURNS void
+LANGUAGE plpgsql VOLATILE STRICT PARALLEL UNSAFE
+SET search_path = pg_catalog, pg_temp
+AS $$
+DECLARE
+    f snowflake_id_router.follows;
+BEGIN
+    LOCK TABLE snowflake_id_router.follows IN EXCLUSIVE MODE;
+    SELECT * INTO f FROM snowflake_id_router.follows;
+    IF FOUND THEN
+        IF f.identity = primary_identity THEN
+            RETURN;
+        END IF;
+        RAISE EXCEPTION 'router % already follows %', snowflake_id_router.self_description(), f.description
+            USING ERRCODE = 'object_not_in_prerequisite_state',
+                  HINT = 'remove_router it there first.';
+    END IF;
+    IF primary_identity = snowflake_id_node.identity() THEN
+        RAISE EXCEPTION 'a router cannot follow itself' USING ERRCODE = 'object_not_in_prerequisite_state';
+    END IF;
+    IF EXISTS (SELECT FROM snowflake_id_router.node) OR EXISTS (SELECT FROM snowflake_id_router.shard) THEN
+        RAISE EXCEPTION 'router % has a map of its own (% nodes, % shards assigned)', snowflake_id_router.self_description(),
+            (SELECT count(*) FROM snowflake_id_router.node), (SELECT count(*) FROM snowflake_id_router.shard)
+            USING ERRCODE = 'object_not_in_prerequisite_state',
+                  HINT = 'A follower starts empty: CREATE EXTENSION snowflake_id_router CASCADE in a database of its own.';
+    END IF;
+    IF EXISTS (SELECT FROM snowflake_id_router.router) THEN
+        RAISE EXCEPTION 'router % has followers of its own', snowflake_id_router.self_description()
+            USING ERRCODE = 'object_not_in_prerequisite_state';
+    END IF;
+    INSERT INTO snowflake_id_router.follows (identity, description, since) VALUES (primary_identity, description, now());
+END
+$$;
+COMMENT ON FUNCTION snowflake_id_router.follow(text, text) IS
+  'On a follower (called by add_router): follow the primary with this identity; refused with a map or followers of its own.';
+
+-- Stops following: the map goes with it, so that nothing is routed by a map no one updates.
+CREATE OR REPLACE FUNCTION snowflake_id_router.unfollow(primary_identity text) RETURNS void
+LANGUAGE plpgsql VOLATILE STRICT PARALLEL UNSAFE
+SET search_path = pg_catalog, pg_temp
+AS $$
+BEGIN
+    LOCK TABLE snowflake_id_router.follows IN EXCLUSIVE MODE;
+    IF NOT EXISTS (SELECT FROM snowflake_id_router.follows f WHERE f.identity = primary_identity) THEN
+        RETURN;
+    END IF;
+    DELETE FROM snowflake_id_router.shard;
+    DELETE FROM snowflake_id_router.node;
+    DELETE FROM snowflake_id_router.follows;
+END
+$$;
+COMMENT ON FUNCTION snowflake_id_router.unfollow(text) IS
+  'On a follower (called by remove_router): stop following that primary; its map is emptied (every call then fails by name).';
+
+-- Applies the primary's map, in this router's transaction: the nodes (upserted, then those
+-- absent deleted), the shards (only rows that differ: the PL/Proxy cluster follows by the
+-- map's triggers). A push older than the map applied here is ignored (two pushes may
+-- arrive out of order); one of the same version is applied again, undoing hand edits.
+-- Returns the version applied here.
+CREATE OR REPLACE FUNCTION snowflake_id_router.apply_map(primary_identity text, version bigint, nodes jsonb,
+                                                         shards integer[], owners text[]) RETURNS bigint
+LANGUAGE plpgsql VOLATILE STRICT PARALLEL UNSAFE
+SET search_path = pg_catalog, pg_temp
+AS $$
+DECLARE
+    f snowflake_id_router.follows;
+BEGIN
+    SELECT * INTO f FROM snowflake_id_router.follows FOR UPDATE;
+    IF NOT FOUND OR f.identity <> primary_identity THEN
+        RAISE EXCEPTION 'router % does not follow router %', snowflake_id_router.self_description(), primary_identity
+            USING ERRCODE = 'object_not_in_prerequisite_state';
+    END IF;
+    IF version < f.map_version THEN
+        RETURN f.map_version;
+    END IF;
+    INSERT INTO snowflake_id_router.node AS n
+    SELECT * FROM jsonb_populate_recordset(NULL::snowflake_id_router.node, nodes)
+    ON CONFLICT (name) DO UPDATE SET connstr = excluded.connstr, identity = excluded.identity
+     WHERE (n.connstr, n.identity) IS DISTINCT FROM (excluded.connstr, excluded.identity);
+    DELETE FROM snowflake_id_router.shard s WHERE s.shard <> ALL (shards);
+    UPDATE snowflake_id_router.shard s SET node = m.node
+      FROM unnest(shards, owners) m(shard, node) WHERE s.shard = m.shard AND s.node <> m.node;
+    INSERT INTO snowflake_id_router.shard
+    SELECT m.shard, m.node FROM unnest(shards, owners) m(shard, node)
+     WHERE NOT EXISTS (SELECT FROM snowflake_id_router.shard s WHERE s.shard = m.shard);
+    DELETE FROM snowflake_id_router.node n
+     WHERE n.name NOT IN (SELECT x.name FROM jsonb_populate_recordset(NULL::snowflake_id_router.node, nodes) x);
+    UPDATE snowflake_id_router.follows SET map_version = version;
+    RETURN version;
+END
+$$;
+COMMENT ON FUNCTION snowflake_id_router.apply_map(text, bigint, jsonb, integer[], text[]) IS
+  'On a follower (called by the primary): applies the primary''s map of this version, unless a newer one is applied already.';
+
+-- Waits (bounded) until every transaction of this database older than the call has ended,
+-- but for the primary's own sessions: afterwards every routed call here follows the map
+-- applied before the call. true when they ended in time.
+CREATE OR REPLACE FUNCTION snowflake_id_router.wait_for_older_transactions(timeout interval) RETURNS boolean
+LANGUAGE plpgsql VOLATILE STRICT PARALLEL UNSAFE
+SET search_path = pg_catalog, pg_temp
+AS $$
+DECLARE
+    deadline timestamptz := clock_timestamp() + timeout;
+BEGIN
+    LOOP
+        PERFORM pg_stat_clear_snapshot();
+        IF NOT EXISTS (SELECT FROM pg_stat_activity a
+                        WHERE a.datname = current_database() AND a.pid <> pg_backend_pid()
+                          AND a.backend_type = 'client backend' AND a.xact_start < now()
+                          AND a.application_name IS DISTINCT FROM 'snowflake_id_router') THEN
+            RETURN true;
+        END IF;
+        IF clock_timestamp() > deadline THEN
+            RETURN false;
+        END IF;
+        PERFORM pg_sleep(0.01);
+    END LOOP;
+END
+$$;
+COMMENT ON FUNCTION snowflake_id_router.wait_for_older_transactions(interval) IS
+  'Waits until every transaction of this database older than the call has ended (the router''s own sessions aside); false after the timeout.';
+
+-- == Primary side ==
+
+-- Opens dblink connection conn to a follower and checks that it reaches the router
+-- registered under that name.
+CREATE OR REPLACE FUNCTION snowflake_id_router.connect_router(conn text, router text) RETURNS void
+LANGUAGE plpgsql VOLATILE STRICT PARALLEL UNSAFE
+SET search_path = pg_catalog, pg_temp
+AS $$
+DECLARE
+    r snowflake_id_router.router;
+    found_identity text;
+BEGIN
+    SELECT * INTO r FROM snowflake_id_router.router WHERE name = router;
+    IF NOT FOUND THEN
+        RAISE EXCEPTION 'router % does not exist', quote_literal(router) USING ERRCODE = 'undefined_object';
+    END IF;
+    PERFORM snowflake_id_router.connect(conn, snowflake_id_router.connect_options() || ' ' || r.connstr);
+    found_identity := snowflake_id_router.remote_identity(conn, router);
+    IF found_identity <> r.identity THEN
+        PERFORM snowflake_id_router.disconnect(conn);
+        RAISE EXCEPTION 'router % now reaches another database (identity %, registered as %)',
+            quote_literal(router), found_identity, r.identity
+            USING ERRCODE = 'object_not_in_prerequisite_state',
+                  HINT = 'remove_router it and add_router the database it should reach.';
+    END IF;
+END
+$$;
+COMMENT ON FUNCTION snowflake_id_router.connect_router(text, text) IS
+  'Opens dblink connection conn to a follower router and checks that it reaches the database registered; 55000 otherwise.';
+
+-- Pushes the map to every follower (or only to one, by name): each applies it in its own
+-- transaction and then waits (cleanup_timeout) for its transactions older than that to
+-- end; a follower that fails either is marked behind, with the reason. Returns true when
+-- every follower routes by this router's current map. The followers' rows are written in
+-- the caller's transaction: call it through the loopback connection to record at once.
+CREATE OR REPLACE FUNCTION snowflake_id_router.push_map(only_router text DEFAULT NULL) RETURNS boolean
+LANGUAGE plpgsql VOLATILE CALLED ON NULL INPUT PARALLEL UNSAFE
+SET search_path = pg_catalog, pg_temp
+AS $$
+DECLARE
+    r snowflake_id_router.router;
+    v bigint;
+    nodes jsonb;
+    shards integer[];
+    owners text[];
+    applied bigint;
+    all_current boolean := true;
+BEGIN
+    -- One statement, one snapshot: the version and the map it counts.
+    SELECT snowflake_id_router.map_version(),
+           (SELECT coalesce(jsonb_agg(to_jsonb(n) ORDER BY n.name), '[]') FROM snowflake_id_router.node n),
+           (SELECT coalesce(array_agg(s.shard ORDER BY s.shard), '{}') FROM snowflake_id_router.shard s),
+           (SELECT coalesce(array_agg(s.node ORDER BY s.shard), '{}') FROM snowflake_id_router.shard s)
+      INTO v, nodes, shards, owners;
+    FOR r IN SELECT * FROM snowflake_id_router.router x WHERE only_router IS NULL OR x.name = only_router ORDER BY x.name LOOP
+        BEGIN
+            PERFORM snowflake_id_router.connect_router('snowflake_id_router_push', r.name);
+            applied := snowflake_id_router.fetch('snowflake_id_router_push', format(
+                'SELECT snowflake_id_router.apply_map(%L, %s, %L, %L, %L)::text',
+                snowflake_id_node.identity(), v, nodes, shards, owners))::bigint;
+            IF NOT snowflake_id_router.fetch('snowflake_id_router_push', format(
+                   'SELECT snowflake_id_router.wait_for_older_transactions(%L)::text',
+                   snowflake_id_router.setting('cleanup_timeout')))::boolean THEN
+                RAISE EXCEPTION 'transactions older than map version % are still open there after %', applied,
+                    snowflake_id_router.setting('cleanup_timeout');
+            END IF;
+            PERFORM snowflake_id_router.disconnect('snowflake_id_router_push');
+            UPDATE snowflake_id_router.router x SET map_version = greatest(x.map_version, applied), behind_since = NULL, error = NULL
+             WHERE x.name = r.name;
+            all_current := all_current AND applied >= v;
+        EXCEPTION WHEN OTHERS THEN
+            PERFORM snowflake_id_router.disconnect('snowflake_id_router_push');
+            UPDATE snowflake_id_router.router x SET behind_since = coalesce(x.behind_since, now()), error = SQLERRM
+             WHERE x.name = r.name;
+            all_current := false;
+            RAISE WARNING 'router % is behind (map version %, current %): %', quote_literal(r.name), r.map_version, v, SQLERRM
+                USING HINT = 'It gets the map at the next map change, repair_moves() or push_map().';
+        END;
+    END LOOP;
+    RETURN all_current;
+END
+$$;
+COMMENT ON FUNCTION snowflake_id_router.push_map(text) IS
+  'Pushes this router''s map to every follower (or the one named); marks those that fail behind; true when all route by the current map.';
+
+-- true when every follower has applied map version v (and its older transactions ended).
+CREATE OR REPLACE FUNCTION snowflake_id_router.routers_have(v bigint) RETURNS boolean
+LANGUAGE sql STABLE STRICT PARALLEL SAFE
+SET search_path = pg_catalog, pg_temp
+RETURN NOT EXISTS (SELECT FROM snowflake_id_router.router r WHERE r.map_version < v);
+COMMENT ON FUNCTION snowflake_id_router.routers_have(bigint) IS
+  'Whether every follower router routes by map version v or later.';
+
+-- == The user-facing functions ==
+
+CREATE OR REPLACE FUNCTION add_router(name text, connstr text) RETURNS void
+LANGUAGE plpgsql VOLATILE CALLED ON NULL INPUT PARALLEL UNSAFE SECURITY DEFINER
+SET search_path = pg_catalog, pg_temp
+AS $$
+DECLARE
+    normal text;
+    found_identity text;
+    other text;
+    theirs text;
+BEGIN
+    IF name IS NULL OR connstr IS NULL THEN
+        RAISE EXCEPTION 'add_router: name and connstr must not be NULL' USING ERRCODE = 'null_value_not_allowed';
+    END IF;
+    PERFORM snowflake_id_router.require_primary('add_router');
+    IF name = '' OR octet_length(name) > 63 THEN
+        RAISE EXCEPTION 'router name % is invalid: give 1 to 63 bytes', quote_literal(name)
+            USING ERRCODE = 'invalid_parameter_value';
+    END IF;
+    normal := snowflake_id_router.normalize_connstr(connstr);
+    IF EXISTS (SELECT FROM snowflake_id_router.router r WHERE r.name = add_router.name) THEN
+        RAISE EXCEPTION 'router % already exists', quote_literal(name) USING ERRCODE = 'duplicate_object';
+    END IF;
+    PERFORM snowflake_id_router.connect('snowflake_id_router_add', snowflake_id_router.connect_options() || ' ' || normal);
+    found_identity := snowflake_id_router.remote_identity('snowflake_id_router_add', name);
+    IF found_identity = snowflake_id_node.identity() THEN
+        RAISE EXCEPTION 'router % is this router database itself (identity %)', quote_literal(name), found_identity
+            USING ERRCODE = 'object_not_in_prerequisite_state';
+    END IF;
+    SELECT format('node %s', quote_literal(n.name)) INTO other FROM snowflake_id_router.node n WHERE n.identity = found_identity;
+    SELECT coalesce(other, format('router %s', quote_literal(r.name))) INTO other
+      FROM snowflake_id_router.router r WHERE r.identity = found_identity;
+    IF other IS NOT NULL THEN
+        RAISE EXCEPTION 'router % is the same database as % (identity %)', quote_literal(name), other, found_identity
+            USING ERRCODE = 'duplicate_object';
+    END IF;
+    theirs := snowflake_id_router.fetch('snowflake_id_router_add',
+        $q$SELECT extversion FROM pg_catalog.pg_extension WHERE extname = 'snowflake_id_router'$q$);
+    IF theirs IS DISTINCT FROM (SELECT e.extversion FROM pg_extension e WHERE e.extname = 'snowflake_id_router') THEN
+        RAISE EXCEPTION 'router % runs snowflake_id_router %, this router %', quote_literal(name), coalesce(theirs, '(none)'),
+            (SELECT e.extversion FROM pg_extension e WHERE e.extname = 'snowflake_id_router')
+            USING ERRCODE = 'object_not_in_prerequisite_state',
+                  HINT = 'There: CREATE EXTENSION snowflake_id_router CASCADE, or ALTER EXTENSION snowflake_id_router UPDATE.';
+    END IF;
+    -- Recorded at once, before the follower follows: a follower that follows this router
+    -- while the router does not know it would route by a map no one updates.
+    PERFORM snowflake_id_router.connect_self('snowflake_id_router_self');
+    PERFORM snowflake_id_router.exec('snowflake_id_router_self', format(
+        'INSERT INTO snowflake_id_router.router (name, connstr, identity) VALUES (%L, %L, %L)', name, normal, found_identity));
+    BEGIN
+        PERFORM snowflake_id_router.fetch('snowflake_id_router_add', format('SELECT snowflake_id_router.follow(%L, %L)::text',
+            snowflake_id_node.identity(), snowflake_id_router.self_description()));
+    EXCEPTION WHEN OTHERS THEN
+        PERFORM snowflake_id_router.exec('snowflake_id_router_self', format(
+            'DELETE FROM snowflake_id_router.router WHERE name = %L', name));
+        RAISE;
+    END;
+    PERFORM snowflake_id_router.disconnect('snowflake_id_router_add');
+    IF NOT snowflake_id_router.fetch('snowflake_id_router_self', format(
+           'SELECT snowflake_id_router.push_map(%L)::text', name))::boolean THEN
+        RAISE WARNING 'router % follows this router, but the first push of the map failed: it routes nothing until the next one succeeds',
+            quote_literal(name) USING HINT = 'SELECT snowflake_id_router.push_map() once it can be reached.';
+    END IF;
+    PERFORM snowflake_id_router.disconnect('snowflake_id_router_self');
+END
+$$;
+COMMENT ON FUNCTION add_router(text, text) IS
+  'Makes the router database at connstr (empty, same snowflake_id_router version) follow this router''s map: it routes every call; cluster functions stay here.';
+
+CREATE OR REPLACE FUNCTION remove_router(name text) RETURNS void
+LANGUAGE plpgsql VOLATILE CALLED ON NULL INPUT PARALLEL UNSAFE SECURITY DEFINER
+SET search_path = pg_catalog, pg_temp
+AS $$
+DECLARE
+    r snowflake_id_router.router;
+BEGIN
+    IF name IS NULL THEN
+        RAISE EXCEPTION 'remove_router: name must not be NULL' USING ERRCODE = 'null_value_not_allowed';
+    END IF;
+    PERFORM snowflake_id_router.require_primary('remove_router');
+    SELECT * INTO r FROM snowflake_id_router.router x WHERE x.name = remove_router.name;
+    IF NOT FOUND THEN
+        RAISE EXCEPTION 'router % does not exist', quote_literal(name) USING ERRCODE = 'undefined_object';
+    END IF;
+    BEGIN
+        PERFORM snowflake_id_router.connect_router('snowflake_id_router_remove', name);
+        PERFORM snowflake_id_router.fetch('snowflake_id_router_remove', format(
+            'SELECT snowflake_id_router.unfollow(%L)::text', snowflake_id_node.identity()));
+        PERFORM snowflake_id_router.disconnect('snowflake_id_router_remove');
+    EXCEPTION WHEN OTHERS THEN
+        RAISE WARNING 'router % could not be told to stop following: %', quote_literal(name), SQLERRM
+            USING DETAIL = 'It keeps routing by the map it has, which this router no longer updates.',
+                  HINT = format('There, once it can be reached: SELECT snowflake_id_router.unfollow(%L); or DROP EXTENSION snowflake_id_router.',
+                                snowflake_id_node.identity());
+    END;
+    -- At once: moves no longer wait for it.
+    PERFORM snowflake_id_router.connect_self('snowflake_id_router_self');
+    PERFORM snowflake_id_router.exec('snowflake_id_router_self', format(
+        'DELETE FROM snowflake_id_router.router WHERE name = %L', name));
+    PERFORM snowflake_id_router.disconnect('snowflake_id_router_self');
+END
+$$;
+COMMENT ON FUNCTION remove_router(text) IS
+  'Stops a follower router following this one''s map (its map is emptied there); moves no longer wait for it.';
+
+CREATE OR REPLACE VIEW router_status AS
+    SELECT r.name, 'follower'::text AS role, r.connstr, r.map_version,
+           r.map_version >= snowflake_id_router.map_version() AS current, r.behind_since, r.error
+      FROM snowflake_id_router.router r
+    UNION ALL
+    SELECT f.description, 'primary', NULL, f.map_version, NULL, NULL, NULL
+      FROM snowflake_id_router.follows f;
+COMMENT ON VIEW router_status IS
+  'On the primary: each follower router, the map version it routes by, whether that is current, since when it is behind and why. On a follower: its primary.';
+
+-- ==== router/sql/54_alter_shards.sql ====
+-- == Schema changes on every shard of every node ==
+--
+-- alter_shards(ddl) runs one statement on the template schema and every shard's schema of
+-- every node, %I standing for the schema. Each node applies it in one transaction
+-- (snowflake_id_node.schema_change_apply), so a node is all-old or all-new, and records it
+-- there under the change's key in the same transaction. The router records the change and
+-- each node's state through the loopback connection as it goes: a run that is interrupted
+-- (its session ended) or fails on a node resumes where it stopped when alter_shards is
+-- called again with the same statement.
+--
+-- The router-wide schema-change lock: alter_shards holds it alone, moves and rebalances
+-- share it (snowflake_id_router.lock_schema_changes), so no move runs while a change is
+-- half-way across the nodes. A move between two nodes that differ anyway (a change that
+-- is incomplete, a node skipped) is refused by the move's own template check.
+
+-- Takes the router-wide schema-change lock to the end of the transaction: exclusive for
+-- alter_shards, shared for a move or rebalance. Waits at most schema_change_timeout for the
+-- holders (55P03 after it).
+CREATE OR REPLACE FUNCTION snowflake_id_router.lock_schema_changes(exclusive boolean) RETURNS void
+LANGUAGE plpgsql VOLATILE STRICT PARALLEL UNSAFE
+SET search_path = pg_catalog, pg_temp
+AS $$
+DECLARE
+    timeout interval := snowflake_id_router.setting('schema_change_timeout')::interval;
+BEGIN
+    IF exclusive THEN
+        IF pg_try_advisory_xact_lock(hashtext('snowflake_id_router.schema_change'), 0) THEN
+            RETURN;
+        END IF;
+    ELSIF pg_try_advisory_xact_lock_shared(hashtext('snowflake_id_router.schema_change'), 0) THEN
+        RETURN;
+    END IF;
+    -- Queued behind the holders (a waiting alter_shards keeps new moves out meanwhile).
+    BEGIN
+        PERFORM set_config('lock_timeout', (extract(epoch FROM timeout) * 1000)::bigint::text, true);
+        IF exclusive THEN
+            PERFORM pg_advisory_xact_lock(hashtext('snowflake_id_router.schema_change'), 0);
+        ELSE
+            PERFORM pg_advisory_xact_lock_shared(hashtext('snowflake_id_router.schema_change'), 0);
+        END IF;
+    EXCEPTION WHEN lock_not_available THEN
+        RAISE EXCEPTION '%', CASE WHEN exclusive THEN format('moves still run after %s', timeout)
+                                  ELSE format('a schema change (alter_shards) still runs after %s', timeout) END
+            USING ERRCODE = 'lock_not_available',
+                  HINT = 'See move_status and schema_change_status; schema_change_timeout (snowflake_id_router.setting) bounds the wait.';
+    END;
+    -- (The block's lock_timeout went with it; the lock stays with the transaction.)
+END
+$$;
+COMMENT ON FUNCTION snowflake_id_router.lock_schema_changes(boolean) IS
+  'The router-wide schema-change lock, to the end of the transaction: exclusive (alter_shards) or shared (moves); 55P03 after schema_change_timeout.';
+
+-- The key under which a node records a change: this router's short identity and the change.
+CREATE OR REPLACE FUNCTION snowflake_id_router.schema_change_key(change bigint) RETURNS text
+LANGUAGE sql STABLE STRICT PARALLEL SAFE
+SET search_path = pg_catalog, pg_temp
+RETURN left(md5(snowflake_id_node.identity()), 8) || '/' || change;
+COMMENT ON FUNCTION snowflake_id_router.schema_change_key(bigint) IS
+  'The key a node records a change of this router under: <first 8 hex digits of md5(identity)>/<change>.';
+
+CREATE OR REPLACE FUNCTION alter_shards(ddl text, template text DEFAULT 'tpl', skip_unreachable boolean DEFAULT false)
+RETURNS TABLE (node text, state text, schemas integer, seconds numeric)
+LANGUAGE plpgsql VOLATILE CALLED ON NULL INPUT PARALLEL UNSAFE SECURITY DEFINER
+SET search_path = pg_catalog, pg_temp
+AS $$
+DECLARE
+    change bigint;
+    key text;
+    tag text;
+    lock_timeout text;
+    todo text[];           -- nodes this call applies the change to, in name order
+    skipped text[] := '{}';
+    n text;
+    conn text;
+    verdict text;
+    earlier record;
+    t0 timestamptz;
+    done_count integer;
+    attempt integer;
+    st text;
+    msg text;
+    hnt text;
+    had text[] := '{}';     -- nodes that had the change before this call
+    rows_node text[] := '{}';
+    rows_state text[] := '{}';
+    rows_schemas integer[] := '{}';
+    rows_seconds numeric[] := '{}';
+BEGIN
+    IF ddl IS NULL OR template IS NULL OR skip_unreachable IS NULL THEN
+        RAISE EXCEPTION 'alter_shards: ddl, template and skip_unreachable must not be NULL' USING ERRCODE = 'null_value_not_allowed';
+    END IF;
+    PERFORM snowflake_id_router.require_primary('alter_shards');
+    -- The statement runs as a superuser on every node: granting EXECUTE would hand that out.
+    IF NOT (SELECT r.rolsuper FROM pg_roles r WHERE r.rolname = session_user) THEN
+        RAISE EXCEPTION 'alter_shards runs its statement as a superuser on every node: only a superuser may call it'
+            USING ERRCODE = 'insufficient_privilege';
+    END IF;
+    IF template = '' OR octet_length(template) > 63 THEN
+        RAISE EXCEPTION 'template schema name % is invalid', quote_literal(template) USING ERRCODE = 'invalid_parameter_value';
+    END IF;
+    -- Refused here, before any node is reached: placeholders, one statement, its kind.
+    tag := snowflake_id_node.ddl_statement(snowflake_id_node.ddl_for(ddl, template));
+    lock_timeout := snowflake_id_router.setting('lock_timeout');
+
+    PERFORM snowflake_id_router.lock_schema_changes(true);
+    PERFORM snowflake_id_router.connect_self('snowflake_id_router_self');
+    -- The same statement, unfinished: this call resumes it.
+    SELECT c.id INTO change FROM snowflake_id_router.schema_change c
+     WHERE c.state IN ('running', 'incomplete') AND c.ddl = alter_shards.ddl AND c.template = alter_shards.template
+     ORDER BY c.id DESC LIMIT 1;
+    IF change IS NULL THEN
+        SELECT array_agg(x.name ORDER BY x.name) INTO todo FROM snowflake_id_router.node x;
+    ELSE
+        SELECT array_agg(cn.node ORDER BY cn.node) INTO todo FROM snowflake_id_router.schema_change_node cn
+         WHERE cn.change = alter_shards.change AND cn.state <> 'done'
+           AND cn.node IN (SELECT x.name FROM snowflake_id_router.node x);
+        SELECT coalesce(array_agg(cn.node ORDER BY cn.node), '{}') INTO had FROM snowflake_id_router.schema_change_node cn
+         WHERE cn.change = alter_shards.change AND cn.state = 'done';
+    END IF;
+    todo := coalesce(todo, '{}');
+
+    -- Every node reached first: one that cannot be is refused before anything changes,
+    -- unless skipped.
+    FOREACH n IN ARRAY todo LOOP
+        conn := 'snowflake_id_router_ddl_' || n;
+        BEGIN
+            PERFORM snowflake_id_router.connect_node(conn, n);
+            -- A node session whose router session is gone stops within a second (its
+            -- change rolled back), rather than holding the node's locks to the end.
+            PERFORM snowflake_id_router.exec(conn, 'SET client_connection_check_interval = ''1s''');
+        EXCEPTION WHEN connection_exception THEN
+            skipped := skipped || n;
+        END;
+    END LOOP;
+    IF cardinality(skipped) > 0 AND NOT skip_unreachable THEN
+        RAISE EXCEPTION 'alter_shards: node(s) % cannot be reached; no node was changed', array_to_string(skipped, ', ')
+            USING ERRCODE = 'object_not_in_prerequisite_state',
+                  HINT = 'Bring them back, or call alter_shards(..., skip_unreachable => true): the nodes skipped are listed as behind (schema_change_status) and get the change when alter_shards is called again with the same statement.';
+    END IF;
+    todo := ARRAY(SELECT x FROM unnest(todo) x WHERE x <> ALL (skipped) ORDER BY x);
+
+    -- Changes run in order on each node: an earlier one it has not got comes first.
+    SELECT c.id, c.ddl, cn.node INTO earlier
+      FROM snowflake_id_router.schema_change c JOIN snowflake_id_router.schema_change_node cn ON cn.change = c.id
+     WHERE c.state IN ('running', 'incomplete') AND (alter_shards.change IS NULL OR c.id < alter_shards.change) AND cn.state <> 'done'
+       AND cn.node = ANY (todo)
+     ORDER BY c.id, cn.node LIMIT 1;
+    IF FOUND THEN
+        RAISE EXCEPTION 'node % has not got schema change % yet: it comes first', quote_literal(earlier.node), earlier.id
+            USING ERRCODE = 'object_not_in_prerequisite_state',
+                  DETAIL = format('Change %s: %s', earlier.id, earlier.ddl),
+                  HINT = format('Finish it by calling alter_shards with that statement again, or give it up: SELECT abandon_schema_change(%s).', earlier.id);
+    END IF;
+
+    -- Checked on every node before any changes: the statement on each template (tried and
+    -- undone), the room in each lock table.
+    IF change IS NULL THEN
+        change := snowflake_id_router.fetch('snowflake_id_router_self', format(
+            $q$INSERT INTO snowflake_id_router.schema_change (id, ddl, template, state, started, started_by)
+               SELECT coalesce(max(id), 0) + 1, %L, %L, 'running', now(), %L FROM snowflake_id_router.schema_change
+               RETURNING id::text$q$, ddl, template, session_user))::bigint;
+        PERFORM snowflake_id_router.exec('snowflake_id_router_self', format(
+            $q$INSERT INTO snowflake_id_router.schema_change_node (change, node, state)
+               SELECT %s, x, CASE WHEN x = ANY (%L::text[]) THEN 'skipped' ELSE 'pending' END FROM unnest(%L::text[]) x$q$,
+            change, skipped, todo || skipped));
+    ELSE
+        RAISE NOTICE 'alter_shards resumes schema change %', change;
+        PERFORM snowflake_id_router.exec('snowflake_id_router_self', format(
+            $q$UPDATE snowflake_id_router.schema_change SET state = 'running', finished = NULL, error = NULL WHERE id = %s;
+               UPDATE snowflake_id_router.schema_change_node SET state = 'skipped' WHERE change = %s AND node = ANY (%L::text[])$q$,
+            change, change, skipped));
+    END IF;
+    key := snowflake_id_router.schema_change_key(change);
+    FOREACH n IN ARRAY todo LOOP
+        BEGIN
+            verdict := snowflake_id_router.fetch('snowflake_id_router_ddl_' || n, format(
+                'SELECT snowflake_id_node.schema_change_check(%L, %L, %L, %L)', key, ddl, template, lock_timeout));
+        EXCEPTION WHEN OTHERS THEN
+            GET STACKED DIAGNOSTICS st = RETURNED_SQLSTATE, msg = MESSAGE_TEXT, hnt = PG_EXCEPTION_HINT;
+            PERFORM snowflake_id_router.exec('snowflake_id_router_self', format(
+                $q$UPDATE snowflake_id_router.schema_change SET state = 'incomplete', finished = now(), error = %L WHERE id = %s;
+                   UPDATE snowflake_id_router.schema_change_node SET error = %L WHERE change = %s AND node = %L$q$,
+                format('refused on node %s: %s', n, msg), change, msg, change, n));
+            RAISE EXCEPTION 'alter_shards: node % refuses the change: %; no node was changed', quote_literal(n), msg
+                USING ERRCODE = st, HINT = coalesce(nullif(hnt, ''), 'Each node tries it on its template and undoes it before any node applies it.');
+        END;
+    END LOOP;
+
+    -- Node by node, each in one transaction, each recorded as it ends.
+    FOREACH n IN ARRAY todo LOOP
+        t0 := clock_timestamp();
+        attempt := 1;
+        LOOP
+            BEGIN
+                done_count := snowflake_id_router.fetch('snowflake_id_router_ddl_' || n, format(
+                    'SELECT snowflake_id_node.schema_change_apply(%L, %L, %L, %L)::text', key, ddl, template, lock_timeout))::integer;
+                EXIT;
+            EXCEPTION WHEN OTHERS THEN
+                GET STACKED DIAGNOSTICS st = RETURNED_SQLSTATE, msg = MESSAGE_TEXT, hnt = PG_EXCEPTION_HINT;
+                -- A lock not had in time, or a deadlock with the node's own sessions: the
+                -- node rolled back; again, a few times.
+                IF st IN ('55P03', '40P01') AND attempt < 5 THEN
+                    attempt := attempt + 1;
+                    PERFORM pg_sleep(0.5 * attempt);
+                    CONTINUE;
+                END IF;
+                PERFORM snowflake_id_router.exec('snowflake_id_router_self', format(
+                    $q$UPDATE snowflake_id_router.schema_change_node SET state = 'failed', at = now(), error = %L WHERE change = %s AND node = %L;
+                       UPDATE snowflake_id_router.schema_change SET state = 'incomplete', finished = now(), error = %L WHERE id = %s$q$,
+                    msg, change, n, format('failed on node %s: %s', n, msg), change));
+                RAISE EXCEPTION 'schema change % failed on node %: %', change, quote_literal(n), msg
+                    USING ERRCODE = st,
+                          DETAIL = format('Each node has all of the change or none. With it: %s. Without it: %s.',
+                              coalesce((SELECT string_agg(quote_literal(x), ', ' ORDER BY x) FROM unnest(had || rows_node) x), 'none'),
+                              (SELECT string_agg(quote_literal(x), ', ' ORDER BY x) FROM unnest(todo || skipped) x WHERE x <> ALL (rows_node))),
+                          HINT = coalesce(nullif(hnt, '') || ' ', '') || 'Fix the cause and call alter_shards with the same statement again: it resumes there.';
+            END;
+        END LOOP;
+        PERFORM snowflake_id_router.exec('snowflake_id_router_self', format(
+            $q$UPDATE snowflake_id_router.schema_change_node SET state = 'done', schemas = %s, seconds = %s, at = now(), error = NULL
+                WHERE change = %s AND node = %L$q$,
+            done_count, round(extract(epoch FROM clock_timestamp() - t0)::numeric, 3), change, n));
+        rows_node := rows_node || n;
+        rows_state := rows_state || 'done'::text;
+        rows_schemas := rows_schemas || done_count;
+        rows_seconds := rows_seconds || round(extract(epoch FROM clock_timestamp() - t0)::numeric, 3);
+        PERFORM snowflake_id_router.disconnect('snowflake_id_router_ddl_' || n);
+    END LOOP;
+    PERFORM snowflake_id_router.exec('snowflake_id_router_self', format(
+        $q$UPDATE snowflake_id_router.schema_change SET finished = now(),
+               state = CASE WHEN EXISTS (SELECT FROM snowflake_id_router.schema_change_node WHERE change = %s AND state <> 'done')
+                            THEN 'incomplete' ELSE 'done' END
+            WHERE id = %s$q$, change, change));
+    PERFORM snowflake_id_router.disconnect('snowflake_id_router_self');
+    IF cardinality(skipped) > 0 THEN
+        RAISE WARNING 'schema change %: node(s) % skipped: they are behind', change, array_to_string(skipped, ', ')
+            USING HINT = 'Once they are back, call alter_shards with the same statement again.';
+    END IF;
+    RETURN QUERY SELECT x.node, x.state, x.schemas, x.seconds
+                   FROM unnest(rows_node || skipped, rows_state || array_fill('skipped'::text, ARRAY[cardinality(skipped)]),
+                               rows_schemas, rows_seconds) x(node, state, schemas, seconds)
+                  ORDER BY x.node;
+END
+$$;
+COMMENT ON FUNCTION alter_shards(text, text, boolean) IS
+  'Runs one DDL statement (%I for the schema) on the template and every shard of every node, each node in one transaction; resumes an unfinished run of the same statement. Superusers only.';
+
+CREATE OR REPLACE FUNCTION abandon_schema_change(change bigint) RETURNS void
+LANGUAGE plpgsql VOLATILE STRICT PARALLEL UNSAFE SECURITY DEFINER
+SET search_path = pg_catalog, pg_temp
+AS $$
+BEGIN
+    PERFORM snowflake_id_router.require_primary('abandon_schema_change');
+    PERFORM snowflake_id_router.lock_schema_changes(true);
+    UPDATE snowflake_id_router.schema_change c SET state = 'abandoned', finished = now()
+     WHERE c.id = change AND c.state IN ('running', 'incomplete');
+    IF NOT FOUND THEN
+        RAISE EXCEPTION 'schema change % is not unfinished', change USING ERRCODE = 'object_not_in_prerequisite_state';
+    END IF;
+END
+$$;
+COMMENT ON FUNCTION abandon_schema_change(bigint) IS
+  'Gives up an unfinished schema change: the nodes keep what they have (see schema_change_status), and later changes may run.';
+
+CREATE OR REPLACE VIEW schema_change_status AS
+    SELECT c.id AS change, c.ddl, c.template,
+           CASE WHEN c.state = 'running' AND NOT EXISTS (
+                    SELECT FROM pg_locks l WHERE l.locktype = 'advisory' AND l.granted AND l.database = (SELECT d.oid FROM pg_database d WHERE d.datname = current_database())
+                       AND l.classid::integer = hashtext('snowflake_id_router.schema_change') AND l.objid = 0 AND l.mode = 'ExclusiveLock')
+                THEN 'interrupted' ELSE c.state END AS state,
+           cn.node, cn.state AS node_state, cn.schemas, cn.seconds, cn.error,
+           c.started, c.finished, c.started_by
+      FROM snowflake_id_router.schema_change c JOIN snowflake_id_router.schema_change_node cn ON cn.change = c.id
+     ORDER BY c.id, cn.node;
+COMMENT ON VIEW schema_change_status IS
+  'Each alter_shards change on each node: running, interrupted (call alter_shards again), done, incomplete (nodes failed or skipped: behind) or abandoned.';
+
+-- ==== router/sql/56_template_status.sql ====
+-- == template_status: the template on every node ==
+
+-- Per node: the fingerprint of the template (snowflake_id_node.fingerprint: tables,
+-- columns and types, defaults, constraints, indexes) as a short hash, whether it is the
+-- one most nodes have, and if not its first difference from it; the schema changes the
+-- node has not got (schema_change_status); with shards => true, how many of its shards
+-- differ from its template, and the first difference (one fingerprint per shard: seconds
+-- for thousands of shards). A node that cannot be reached is listed with the error.
+CREATE OR REPLACE FUNCTION template_status(template text DEFAULT 'tpl', shards boolean DEFAULT false)
+RETURNS TABLE (node text, fingerprint text, matches boolean, difference text, changes_behind integer,
+               shards_checked integer, shards_differing integer, shard_difference text, error text)
+LANGUAGE plpgsql VOLATILE CALLED ON NULL INPUT PARALLEL UNSAFE SECURITY DEFINER
+SET search_path = pg_catalog, pg_temp
+AS $$
+DECLARE
+    n text;
+    fp text[];
+    got text[] := '{}';
+    fps text[] := '{}';          -- each node's fingerprint, as text (an array of arrays would need equal lengths)
+    errs text[] := '{}';
+    checked integer[] := '{}';
+    differing integer[] := '{}';
+    firsts text[] := '{}';
+    reference text;              -- the fingerprint most nodes have
+    reference_node text;
+    u text[];
+BEGIN
+    IF template IS NULL OR shards IS NULL THEN
+        RAISE EXCEPTION 'template_status: template and shards must not be NULL' USING ERRCODE = 'null_value_not_allowed';
+    END IF;
+    FOR n IN SELECT x.name FROM snowflake_id_router.node x ORDER BY x.name LOOP
+        got := got || n;
+        BEGIN
+            PERFORM snowflake_id_router.connect_node('snowflake_id_router_status', n);
+            fps := fps || snowflake_id_router.fetch('snowflake_id_router_status', format(
+                'SELECT snowflake_id_node.fingerprint(%L)::text', template));
+            errs := errs || NULL::text;
+            IF shards THEN
+                u := snowflake_id_router.fetch('snowflake_id_router_status', format(
+                    'SELECT ARRAY[checked::text, differing::text, first]::text FROM snowflake_id_node.shards_unlike(%L)', template));
+                checked := checked || u[1]::integer;
+                differing := differing || u[2]::integer;
+                firsts := firsts || u[3];
+            ELSE
+                checked := checked || NULL::integer;
+                differing := differing || NULL::integer;
+                firsts := firsts || NULL::text;
+            END IF;
+            PERFORM snowflake_id_router.disconnect('snowflake_id_router_status');
+        EXCEPTION WHEN OTHERS THEN
+            PERFORM snowflake_id_router.disconnect('snowflake_id_router_status');
+            fps := fps || NULL::text;
+            errs := errs || SQLERRM;
+            checked := checked || NULL::integer;
+            differing := differing || NULL::integer;
+            firsts := firsts || NULL::text;
+        END;
+    END LOOP;
+    SELECT f INTO reference FROM unnest(fps) f WHERE f IS NOT NULL GROUP BY f ORDER BY count(*) DESC, min(f) LIMIT 1;
+    reference_node := got[array_position(fps, reference)];
+    RETURN QUERY
+        SELECT g.n, left(encode(sha256(convert_to(array_to_string(g.fp::text[], E'\n'), 'UTF8')), 'hex'), 16),
+               g.fp = reference,
+               CASE WHEN g.fp <> reference THEN snowflake_id_node.fingerprint_difference(g.fp::text[], reference::text[],
+                   format('node %s', quote_literal(g.n)), format('node %s', quote_literal(reference_node))) END,
+               (SELECT count(*)::integer FROM snowflake_id_router.schema_change c JOIN snowflake_id_router.schema_change_node cn ON cn.change = c.id
+                 WHERE cn.node = g.n AND cn.state <> 'done' AND c.state IN ('running', 'incomplete') AND c.template = template_status.template),
+               g.checked, g.differing, g.first, g.err
+          FROM unnest(got, fps, errs, checked, differing, firsts) g(n, fp, err, checked, differing, first)
+         ORDER BY g.n;
+END
+$$;
+COMMENT ON FUNCTION template_status(text, boolean) IS
+  'Per node: the template''s fingerprint, whether it is the one most nodes have and its first difference, schema changes not yet got; with shards, the shards that differ from it.';
 
 -- ==== router/sql/90_grants.sql ====
 REVOKE ALL ON FUNCTION add_node(text, text), assign_shards(integer, integer, text),

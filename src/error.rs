@@ -6,6 +6,7 @@
 use crate::layout::{self, LayoutError, MAX_SEQ, MAX_SHARD};
 use crate::layouts::{self, NamedLayoutError};
 use crate::mask::KeyError;
+use crate::node_ddl::DdlError;
 use crate::text_form::TextError;
 use crate::wide_ids::WideIdError;
 use pgrx::pg_sys::panic::ErrorReport;
@@ -53,6 +54,8 @@ pub enum IdError {
     BadMaskKey(KeyError),
     /// `id_mask(id)` without a key while `snowflake_id.mask_key` is unset.
     MaskKeyUnset,
+    /// A statement alter_shards will not run on every shard's schema.
+    Ddl(DdlError),
 }
 
 impl From<LayoutError> for IdError {
@@ -64,6 +67,12 @@ impl From<LayoutError> for IdError {
 impl From<NamedLayoutError> for IdError {
     fn from(e: NamedLayoutError) -> Self {
         IdError::Named(e)
+    }
+}
+
+impl From<DdlError> for IdError {
+    fn from(e: DdlError) -> Self {
+        IdError::Ddl(e)
     }
 }
 
@@ -170,6 +179,7 @@ impl IdError {
                 Some(format!("ALTER SEQUENCE {sequence} AS bigint MINVALUE 1 MAXVALUE 9223372036854775807")),
             ),
             IdError::Named(e) => named_parts(e),
+            IdError::Ddl(e) => ddl_parts(e),
             IdError::Wide(e) => wide_parts(e),
             IdError::BadText { text, error } => {
                 let why = match error {
@@ -301,6 +311,32 @@ fn named_parts(e: &NamedLayoutError) -> Parts {
             format!("the time of this {layout} ID from the given epoch is outside PostgreSQL's timestamp range"),
             None,
             None,
+        ),
+    }
+}
+
+fn ddl_parts(e: &DdlError) -> Parts {
+    use PgSqlErrorCode::*;
+    match e {
+        DdlError::NotOneStatement { count } => (
+            ERRCODE_INVALID_PARAMETER_VALUE,
+            format!("alter_shards runs exactly one statement, and this text holds {count}"),
+            None,
+            Some("Call alter_shards once for each statement: each call is a change of its own, recorded and resumed on its own.".into()),
+        ),
+        DdlError::OutsideTransaction { what } => (
+            ERRCODE_ACTIVE_SQL_TRANSACTION,
+            format!("alter_shards cannot run {what}: each node applies a change in one transaction"),
+            None,
+            Some(format!(
+                "Without CONCURRENTLY each node builds it in its one transaction (writes to the tables wait meanwhile); or run {what} on each shard by hand."
+            )),
+        ),
+        DdlError::NotASchemaChange { tag } => (
+            ERRCODE_INVALID_PARAMETER_VALUE,
+            format!("alter_shards runs schema changes, and {tag} is not one"),
+            None,
+            Some("It runs CREATE, ALTER, DROP, COMMENT, GRANT and the like on the objects of every shard's schema; queries, row changes, maintenance and server commands are each node's own.".into()),
         ),
     }
 }

@@ -12,6 +12,7 @@ pub mod generator;
 pub mod layout;
 pub mod layouts;
 pub mod mask;
+pub mod node_ddl;
 mod pg_mirror;
 mod sequence_cache;
 pub mod sequence_state;
@@ -174,6 +175,15 @@ extension_sql_file!(
     "../sql/installer.sql",
     name = "installer",
     requires = ["next_id", make_id]
+);
+
+// The node side of snowflake_id_router: schema snowflake_id_node, the fingerprint of a
+// schema's layout, and alter_shards' per-node change.
+extension_sql_file!("../sql/node.sql", name = "node");
+extension_sql_file!(
+    "../sql/node_ddl.sql",
+    name = "node_ddl",
+    requires = ["node", "installer"]
 );
 
 extension_sql!(
