@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# The client recipes of the README, run through real clients against a throwaway server:
+# The client recipes of docs/applications.md, run through real clients against a throwaway server:
 # psycopg 3 + SQLAlchemy 2 and Django 5.2 (Python), node-postgres (Node). Expects the
 # extension installed (scripts/install). Installs the clients itself, idempotently: Python
 # packages from PyPI into clients/.venv (reused while requirements.txt is unchanged), Node

@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # versions: 15
-# The README's client recipes through real clients (psycopg 3 + SQLAlchemy 2, Django 5.2,
+# The client recipes of docs/applications.md through real clients (psycopg 3 + SQLAlchemy 2, Django 5.2,
 # node-postgres) against a throwaway server: clients/run.sh.
 set -euo pipefail
 exec bash "$(cd "$(dirname "$0")" && pwd)/../clients/run.sh"

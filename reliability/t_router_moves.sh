@@ -9,7 +9,7 @@
 # re-run after node_c restarts; and c->b. Afterwards (reliability/router_check.py): every
 # write the clients saw acknowledged is present exactly once, on the node the map names;
 # no ID appears twice over all nodes; each moved shard's new IDs are above all its old ones.
-# The routing examples are the README's (router/examples/*.sql, checked to be in it).
+# The routing examples are docs/cluster.md's (router/examples/*.sql, checked to be in it).
 set -euo pipefail
 here=$(cd "$(dirname "$0")" && pwd)
 source "$here/../scripts/cluster.sh"; source "$here/lib.sh"
@@ -19,7 +19,7 @@ trap 'router_cluster_down; rm -rf "$work"' EXIT
 
 for f in "$here"/../router/examples/*.sql; do
   python3 -c 'import sys; sys.exit(open(sys.argv[1]).read().strip() not in open(sys.argv[2]).read())' \
-    "$f" "$here/../README.md" || fail "README.md does not show $(basename "$f") as it is"
+    "$f" "$here/../docs/cluster.md" || fail "docs/cluster.md does not show $(basename "$f") as it is"
 done
 
 NODE_ENV_node_c=$(faketime_env "$work/faketime"); export NODE_ENV_node_c

@@ -85,7 +85,7 @@ fn parts(id: i64) -> layout::Parts {
 // rather than `#[pg_extern]`s: called once per INSERT, after the rest of the INSERT has
 // evicted their code from the CPU's caches, their cost there is mostly the code they touch,
 // and pgrx's generic wrapper (argument iterator, memory-context switch, return boxing, each
-// a function of its own elsewhere in the library) doubled it. `#[pg_guard]` still turns a
+// a function of its own elsewhere in the library) touches more code than the work itself. `#[pg_guard]` still turns a
 // panic into an ERROR. Their SQL declarations (the `next_id` blocks below) are what
 // `#[pg_extern]` wrote for them.
 
