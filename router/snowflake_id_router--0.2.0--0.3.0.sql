@@ -246,6 +246,7 @@ BEGIN
     IF name IS NULL OR connstr IS NULL THEN
         RAISE EXCEPTION 'add_node: name and connstr must not be NULL' USING ERRCODE = 'null_value_not_allowed';
     END IF;
+    PERFORM snowflake_id_router.require_primary('add_node');
     IF name = '' OR octet_length(name) > 63 THEN
         RAISE EXCEPTION 'node name % is invalid: give 1 to 63 bytes', quote_literal(name)
             USING ERRCODE = 'invalid_parameter_value';
@@ -278,6 +279,7 @@ BEGIN
     IF first_shard IS NULL OR count IS NULL OR node IS NULL THEN
         RAISE EXCEPTION 'assign_shards: first_shard, count and node must not be NULL' USING ERRCODE = 'null_value_not_allowed';
     END IF;
+    PERFORM snowflake_id_router.require_primary('assign_shards');
     IF count < 1 OR first_shard NOT BETWEEN 0 AND 8191 OR first_shard::bigint + count - 1 > 8191 THEN
         RAISE EXCEPTION 'shards % to % are out of range: valid shards are 0 to 8191, count at least 1',
             first_shard, first_shard::bigint + count - 1 USING ERRCODE = 'numeric_value_out_of_range';
@@ -428,6 +430,7 @@ BEGIN
     IF shard IS NULL OR node IS NULL OR template IS NULL THEN
         RAISE EXCEPTION 'move_shard: shard, node and template must not be NULL' USING ERRCODE = 'null_value_not_allowed';
     END IF;
+    PERFORM snowflake_id_router.require_primary('move_shard');
     IF shard NOT BETWEEN 0 AND 8191 THEN
         RAISE EXCEPTION 'shard % is out of range: valid shards are 0 to 8191', shard USING ERRCODE = 'numeric_value_out_of_range';
     END IF;
@@ -440,6 +443,8 @@ BEGIN
     IF NOT pg_try_advisory_xact_lock(hashtext('snowflake_id_router.move_shard'), shard) THEN
         RAISE EXCEPTION 'shard % is being moved by another session', shard USING ERRCODE = 'lock_not_available';
     END IF;
+    -- Not while alter_shards is half-way across the nodes (it waits for moves, they for it).
+    PERFORM snowflake_id_router.lock_schema_changes(false);
     SELECT m.node, n.connstr INTO src, src_connstr
       FROM snowflake_id_router.shard m JOIN snowflake_id_router.node n ON n.name = m.node
      WHERE m.shard = move_shard.shard;
@@ -728,8 +733,8 @@ COMMENT ON FUNCTION snowflake_id_router.map_version() IS 'The version of this ro
 CREATE OR REPLACE FUNCTION snowflake_id_router.self_description() RETURNS text
 LANGUAGE sql STABLE PARALLEL SAFE
 SET search_path = pg_catalog, pg_temp
-RETURN format('database %s on %s port %s (identity %s)', quote_ident(current_database()),
-    coalesce(host(inet_server_addr()), nullif(current_setting('cluster_name'), ''), 'its server'),
+RETURN format('router database %s at %s port %s (identity %s)', quote_ident(current_database()),
+    coalesce(host(inet_server_addr()), trim(split_part(current_setting('unix_socket_directories'), ',', 1))),
     current_setting('port'), snowflake_id_node.identity());
 COMMENT ON FUNCTION snowflake_id_router.self_description() IS
   'This router database as its followers name it: database, server, port, identity.';
@@ -883,7 +888,7 @@ COMMENT ON FUNCTION snowflake_id_router.wait_for_older_transactions(interval) IS
 
 -- Opens dblink connection conn to a follower and checks that it reaches the router
 -- registered under that name.
-CREATE OR REPLACE FUNCTION snowflake_id_router.connect_router(conn text, router text) RETURNS void
+CREATE OR REPLACE FUNCTION snowflake_id_router.connect_router(conn text, router_name text) RETURNS void
 LANGUAGE plpgsql VOLATILE STRICT PARALLEL UNSAFE
 SET search_path = pg_catalog, pg_temp
 AS $$
@@ -891,16 +896,16 @@ DECLARE
     r snowflake_id_router.router;
     found_identity text;
 BEGIN
-    SELECT * INTO r FROM snowflake_id_router.router WHERE name = router;
+    SELECT * INTO r FROM snowflake_id_router.router x WHERE x.name = router_name;
     IF NOT FOUND THEN
-        RAISE EXCEPTION 'router % does not exist', quote_literal(router) USING ERRCODE = 'undefined_object';
+        RAISE EXCEPTION 'router % does not exist', quote_literal(router_name) USING ERRCODE = 'undefined_object';
     END IF;
     PERFORM snowflake_id_router.connect(conn, snowflake_id_router.connect_options() || ' ' || r.connstr);
-    found_identity := snowflake_id_router.remote_identity(conn, router);
+    found_identity := snowflake_id_router.remote_identity(conn, router_name);
     IF found_identity <> r.identity THEN
         PERFORM snowflake_id_router.disconnect(conn);
         RAISE EXCEPTION 'router % now reaches another database (identity %, registered as %)',
-            quote_literal(router), found_identity, r.identity
+            quote_literal(router_name), found_identity, r.identity
             USING ERRCODE = 'object_not_in_prerequisite_state',
                   HINT = 'remove_router it and add_router the database it should reach.';
     END IF;
@@ -1155,7 +1160,7 @@ LANGUAGE plpgsql VOLATILE CALLED ON NULL INPUT PARALLEL UNSAFE SECURITY DEFINER
 SET search_path = pg_catalog, pg_temp
 AS $$
 DECLARE
-    change bigint;
+    cid bigint;            -- the change: its id in snowflake_id_router.schema_change
     key text;
     tag text;
     lock_timeout text;
@@ -1163,9 +1168,10 @@ DECLARE
     skipped text[] := '{}';
     n text;
     conn text;
-    verdict text;
+    resumed boolean;
     earlier record;
     t0 timestamptz;
+    took numeric;
     done_count integer;
     attempt integer;
     st text;
@@ -1196,17 +1202,17 @@ BEGIN
     PERFORM snowflake_id_router.lock_schema_changes(true);
     PERFORM snowflake_id_router.connect_self('snowflake_id_router_self');
     -- The same statement, unfinished: this call resumes it.
-    SELECT c.id INTO change FROM snowflake_id_router.schema_change c
+    SELECT c.id INTO cid FROM snowflake_id_router.schema_change c
      WHERE c.state IN ('running', 'incomplete') AND c.ddl = alter_shards.ddl AND c.template = alter_shards.template
      ORDER BY c.id DESC LIMIT 1;
-    IF change IS NULL THEN
+    IF cid IS NULL THEN
         SELECT array_agg(x.name ORDER BY x.name) INTO todo FROM snowflake_id_router.node x;
     ELSE
         SELECT array_agg(cn.node ORDER BY cn.node) INTO todo FROM snowflake_id_router.schema_change_node cn
-         WHERE cn.change = alter_shards.change AND cn.state <> 'done'
+         WHERE cn.change = cid AND cn.state <> 'done'
            AND cn.node IN (SELECT x.name FROM snowflake_id_router.node x);
         SELECT coalesce(array_agg(cn.node ORDER BY cn.node), '{}') INTO had FROM snowflake_id_router.schema_change_node cn
-         WHERE cn.change = alter_shards.change AND cn.state = 'done';
+         WHERE cn.change = cid AND cn.state = 'done';
     END IF;
     todo := coalesce(todo, '{}');
 
@@ -1233,7 +1239,7 @@ BEGIN
     -- Changes run in order on each node: an earlier one it has not got comes first.
     SELECT c.id, c.ddl, cn.node INTO earlier
       FROM snowflake_id_router.schema_change c JOIN snowflake_id_router.schema_change_node cn ON cn.change = c.id
-     WHERE c.state IN ('running', 'incomplete') AND (alter_shards.change IS NULL OR c.id < alter_shards.change) AND cn.state <> 'done'
+     WHERE c.state IN ('running', 'incomplete') AND (cid IS NULL OR c.id < cid) AND cn.state <> 'done'
        AND cn.node = ANY (todo)
      ORDER BY c.id, cn.node LIMIT 1;
     IF FOUND THEN
@@ -1244,38 +1250,56 @@ BEGIN
     END IF;
 
     -- Checked on every node before any changes: the statement on each template (tried and
-    -- undone), the room in each lock table.
-    IF change IS NULL THEN
-        change := snowflake_id_router.fetch('snowflake_id_router_self', format(
-            $q$INSERT INTO snowflake_id_router.schema_change (id, ddl, template, state, started, started_by)
-               SELECT coalesce(max(id), 0) + 1, %L, %L, 'running', now(), %L FROM snowflake_id_router.schema_change
-               RETURNING id::text$q$, ddl, template, session_user))::bigint;
-        PERFORM snowflake_id_router.exec('snowflake_id_router_self', format(
-            $q$INSERT INTO snowflake_id_router.schema_change_node (change, node, state)
-               SELECT %s, x, CASE WHEN x = ANY (%L::text[]) THEN 'skipped' ELSE 'pending' END FROM unnest(%L::text[]) x$q$,
-            change, skipped, todo || skipped));
+    -- undone), the room in each lock table. A new change is recorded only once they pass.
+    IF cid IS NULL THEN
+        -- (Numbered through the loopback: the caller's snapshot may be older.)
+        cid := snowflake_id_router.fetch('snowflake_id_router_self',
+            'SELECT (coalesce(max(id), 0) + 1)::text FROM snowflake_id_router.schema_change')::bigint;
+        resumed := false;
     ELSE
-        RAISE NOTICE 'alter_shards resumes schema change %', change;
+        RAISE NOTICE 'alter_shards resumes schema change %', cid;
+        resumed := true;
+    END IF;
+    key := snowflake_id_router.schema_change_key(cid);
+    FOREACH n IN ARRAY todo LOOP
+        attempt := 1;
+        LOOP
+            BEGIN
+                PERFORM snowflake_id_router.fetch('snowflake_id_router_ddl_' || n, format(
+                    'SELECT snowflake_id_node.schema_change_check(%L, %L, %L, %L)', key, ddl, template, lock_timeout));
+                EXIT;
+            EXCEPTION WHEN OTHERS THEN
+                GET STACKED DIAGNOSTICS st = RETURNED_SQLSTATE, msg = MESSAGE_TEXT, hnt = PG_EXCEPTION_HINT;
+                -- A lock not had in time (the node session of an interrupted call may still
+                -- be rolling back): again, a few times.
+                IF st IN ('55P03', '40P01') AND attempt < 5 THEN
+                    attempt := attempt + 1;
+                    PERFORM pg_sleep(0.5 * attempt);
+                    CONTINUE;
+                END IF;
+                IF resumed THEN
+                    PERFORM snowflake_id_router.exec('snowflake_id_router_self', format(
+                        $q$UPDATE snowflake_id_router.schema_change SET error = %L WHERE id = %s$q$,
+                        format('refused on node %s: %s', n, msg), cid));
+                END IF;
+                RAISE EXCEPTION 'alter_shards: node % refuses the change: %; no node was changed by this call', quote_literal(n), msg
+                    USING ERRCODE = st, HINT = coalesce(nullif(hnt, ''), 'Each node tries it on its template, and undoes it, before any node applies it.');
+            END;
+        END LOOP;
+    END LOOP;
+    IF NOT resumed THEN
+        PERFORM snowflake_id_router.exec('snowflake_id_router_self', format(
+            $q$INSERT INTO snowflake_id_router.schema_change (id, ddl, template, state, started, started_by)
+               VALUES (%s, %L, %L, 'running', now(), %L);
+               INSERT INTO snowflake_id_router.schema_change_node (change, node, state)
+               SELECT %s, x, CASE WHEN x = ANY (%L::text[]) THEN 'skipped' ELSE 'pending' END FROM unnest(%L::text[]) x$q$,
+            cid, ddl, template, session_user, cid, skipped, todo || skipped));
+    ELSE
         PERFORM snowflake_id_router.exec('snowflake_id_router_self', format(
             $q$UPDATE snowflake_id_router.schema_change SET state = 'running', finished = NULL, error = NULL WHERE id = %s;
                UPDATE snowflake_id_router.schema_change_node SET state = 'skipped' WHERE change = %s AND node = ANY (%L::text[])$q$,
-            change, change, skipped));
+            cid, cid, skipped));
     END IF;
-    key := snowflake_id_router.schema_change_key(change);
-    FOREACH n IN ARRAY todo LOOP
-        BEGIN
-            verdict := snowflake_id_router.fetch('snowflake_id_router_ddl_' || n, format(
-                'SELECT snowflake_id_node.schema_change_check(%L, %L, %L, %L)', key, ddl, template, lock_timeout));
-        EXCEPTION WHEN OTHERS THEN
-            GET STACKED DIAGNOSTICS st = RETURNED_SQLSTATE, msg = MESSAGE_TEXT, hnt = PG_EXCEPTION_HINT;
-            PERFORM snowflake_id_router.exec('snowflake_id_router_self', format(
-                $q$UPDATE snowflake_id_router.schema_change SET state = 'incomplete', finished = now(), error = %L WHERE id = %s;
-                   UPDATE snowflake_id_router.schema_change_node SET error = %L WHERE change = %s AND node = %L$q$,
-                format('refused on node %s: %s', n, msg), change, msg, change, n));
-            RAISE EXCEPTION 'alter_shards: node % refuses the change: %; no node was changed', quote_literal(n), msg
-                USING ERRCODE = st, HINT = coalesce(nullif(hnt, ''), 'Each node tries it on its template and undoes it before any node applies it.');
-        END;
-    END LOOP;
 
     -- Node by node, each in one transaction, each recorded as it ends.
     FOREACH n IN ARRAY todo LOOP
@@ -1298,8 +1322,8 @@ BEGIN
                 PERFORM snowflake_id_router.exec('snowflake_id_router_self', format(
                     $q$UPDATE snowflake_id_router.schema_change_node SET state = 'failed', at = now(), error = %L WHERE change = %s AND node = %L;
                        UPDATE snowflake_id_router.schema_change SET state = 'incomplete', finished = now(), error = %L WHERE id = %s$q$,
-                    msg, change, n, format('failed on node %s: %s', n, msg), change));
-                RAISE EXCEPTION 'schema change % failed on node %: %', change, quote_literal(n), msg
+                    msg, cid, n, format('failed on node %s: %s', n, msg), cid));
+                RAISE EXCEPTION 'schema change % failed on node %: %', cid, quote_literal(n), msg
                     USING ERRCODE = st,
                           DETAIL = format('Each node has all of the change or none. With it: %s. Without it: %s.',
                               coalesce((SELECT string_agg(quote_literal(x), ', ' ORDER BY x) FROM unnest(had || rows_node) x), 'none'),
@@ -1307,24 +1331,25 @@ BEGIN
                           HINT = coalesce(nullif(hnt, '') || ' ', '') || 'Fix the cause and call alter_shards with the same statement again: it resumes there.';
             END;
         END LOOP;
+        took := round(extract(epoch FROM clock_timestamp() - t0)::numeric, 3);
         PERFORM snowflake_id_router.exec('snowflake_id_router_self', format(
             $q$UPDATE snowflake_id_router.schema_change_node SET state = 'done', schemas = %s, seconds = %s, at = now(), error = NULL
                 WHERE change = %s AND node = %L$q$,
-            done_count, round(extract(epoch FROM clock_timestamp() - t0)::numeric, 3), change, n));
+            done_count, took, cid, n));
         rows_node := rows_node || n;
         rows_state := rows_state || 'done'::text;
         rows_schemas := rows_schemas || done_count;
-        rows_seconds := rows_seconds || round(extract(epoch FROM clock_timestamp() - t0)::numeric, 3);
+        rows_seconds := rows_seconds || took;
         PERFORM snowflake_id_router.disconnect('snowflake_id_router_ddl_' || n);
     END LOOP;
     PERFORM snowflake_id_router.exec('snowflake_id_router_self', format(
         $q$UPDATE snowflake_id_router.schema_change SET finished = now(),
                state = CASE WHEN EXISTS (SELECT FROM snowflake_id_router.schema_change_node WHERE change = %s AND state <> 'done')
                             THEN 'incomplete' ELSE 'done' END
-            WHERE id = %s$q$, change, change));
+            WHERE id = %s$q$, cid, cid));
     PERFORM snowflake_id_router.disconnect('snowflake_id_router_self');
     IF cardinality(skipped) > 0 THEN
-        RAISE WARNING 'schema change %: node(s) % skipped: they are behind', change, array_to_string(skipped, ', ')
+        RAISE WARNING 'schema change %: node(s) % skipped: they are behind', cid, array_to_string(skipped, ', ')
             USING HINT = 'Once they are back, call alter_shards with the same statement again.';
     END IF;
     RETURN QUERY SELECT x.node, x.state, x.schemas, x.seconds

@@ -113,6 +113,7 @@ BEGIN
     IF shard IS NULL OR node IS NULL OR template IS NULL THEN
         RAISE EXCEPTION 'move_shard: shard, node and template must not be NULL' USING ERRCODE = 'null_value_not_allowed';
     END IF;
+    PERFORM snowflake_id_router.require_primary('move_shard');
     IF shard NOT BETWEEN 0 AND 8191 THEN
         RAISE EXCEPTION 'shard % is out of range: valid shards are 0 to 8191', shard USING ERRCODE = 'numeric_value_out_of_range';
     END IF;
@@ -125,6 +126,8 @@ BEGIN
     IF NOT pg_try_advisory_xact_lock(hashtext('snowflake_id_router.move_shard'), shard) THEN
         RAISE EXCEPTION 'shard % is being moved by another session', shard USING ERRCODE = 'lock_not_available';
     END IF;
+    -- Not while alter_shards is half-way across the nodes (it waits for moves, they for it).
+    PERFORM snowflake_id_router.lock_schema_changes(false);
     SELECT m.node, n.connstr INTO src, src_connstr
       FROM snowflake_id_router.shard m JOIN snowflake_id_router.node n ON n.name = m.node
      WHERE m.shard = move_shard.shard;

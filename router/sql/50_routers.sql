@@ -38,8 +38,8 @@ COMMENT ON FUNCTION snowflake_id_router.map_version() IS 'The version of this ro
 CREATE OR REPLACE FUNCTION snowflake_id_router.self_description() RETURNS text
 LANGUAGE sql STABLE PARALLEL SAFE
 SET search_path = pg_catalog, pg_temp
-RETURN format('database %s on %s port %s (identity %s)', quote_ident(current_database()),
-    coalesce(host(inet_server_addr()), nullif(current_setting('cluster_name'), ''), 'its server'),
+RETURN format('router database %s at %s port %s (identity %s)', quote_ident(current_database()),
+    coalesce(host(inet_server_addr()), trim(split_part(current_setting('unix_socket_directories'), ',', 1))),
     current_setting('port'), snowflake_id_node.identity());
 COMMENT ON FUNCTION snowflake_id_router.self_description() IS
   'This router database as its followers name it: database, server, port, identity.';
@@ -193,7 +193,7 @@ COMMENT ON FUNCTION snowflake_id_router.wait_for_older_transactions(interval) IS
 
 -- Opens dblink connection conn to a follower and checks that it reaches the router
 -- registered under that name.
-CREATE OR REPLACE FUNCTION snowflake_id_router.connect_router(conn text, router text) RETURNS void
+CREATE OR REPLACE FUNCTION snowflake_id_router.connect_router(conn text, router_name text) RETURNS void
 LANGUAGE plpgsql VOLATILE STRICT PARALLEL UNSAFE
 SET search_path = pg_catalog, pg_temp
 AS $$
@@ -201,16 +201,16 @@ DECLARE
     r snowflake_id_router.router;
     found_identity text;
 BEGIN
-    SELECT * INTO r FROM snowflake_id_router.router WHERE name = router;
+    SELECT * INTO r FROM snowflake_id_router.router x WHERE x.name = router_name;
     IF NOT FOUND THEN
-        RAISE EXCEPTION 'router % does not exist', quote_literal(router) USING ERRCODE = 'undefined_object';
+        RAISE EXCEPTION 'router % does not exist', quote_literal(router_name) USING ERRCODE = 'undefined_object';
     END IF;
     PERFORM snowflake_id_router.connect(conn, snowflake_id_router.connect_options() || ' ' || r.connstr);
-    found_identity := snowflake_id_router.remote_identity(conn, router);
+    found_identity := snowflake_id_router.remote_identity(conn, router_name);
     IF found_identity <> r.identity THEN
         PERFORM snowflake_id_router.disconnect(conn);
         RAISE EXCEPTION 'router % now reaches another database (identity %, registered as %)',
-            quote_literal(router), found_identity, r.identity
+            quote_literal(router_name), found_identity, r.identity
             USING ERRCODE = 'object_not_in_prerequisite_state',
                   HINT = 'remove_router it and add_router the database it should reach.';
     END IF;

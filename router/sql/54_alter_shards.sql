@@ -64,7 +64,7 @@ LANGUAGE plpgsql VOLATILE CALLED ON NULL INPUT PARALLEL UNSAFE SECURITY DEFINER
 SET search_path = pg_catalog, pg_temp
 AS $$
 DECLARE
-    change bigint;
+    cid bigint;            -- the change: its id in snowflake_id_router.schema_change
     key text;
     tag text;
     lock_timeout text;
@@ -72,9 +72,10 @@ DECLARE
     skipped text[] := '{}';
     n text;
     conn text;
-    verdict text;
+    resumed boolean;
     earlier record;
     t0 timestamptz;
+    took numeric;
     done_count integer;
     attempt integer;
     st text;
@@ -105,17 +106,17 @@ BEGIN
     PERFORM snowflake_id_router.lock_schema_changes(true);
     PERFORM snowflake_id_router.connect_self('snowflake_id_router_self');
     -- The same statement, unfinished: this call resumes it.
-    SELECT c.id INTO change FROM snowflake_id_router.schema_change c
+    SELECT c.id INTO cid FROM snowflake_id_router.schema_change c
      WHERE c.state IN ('running', 'incomplete') AND c.ddl = alter_shards.ddl AND c.template = alter_shards.template
      ORDER BY c.id DESC LIMIT 1;
-    IF change IS NULL THEN
+    IF cid IS NULL THEN
         SELECT array_agg(x.name ORDER BY x.name) INTO todo FROM snowflake_id_router.node x;
     ELSE
         SELECT array_agg(cn.node ORDER BY cn.node) INTO todo FROM snowflake_id_router.schema_change_node cn
-         WHERE cn.change = alter_shards.change AND cn.state <> 'done'
+         WHERE cn.change = cid AND cn.state <> 'done'
            AND cn.node IN (SELECT x.name FROM snowflake_id_router.node x);
         SELECT coalesce(array_agg(cn.node ORDER BY cn.node), '{}') INTO had FROM snowflake_id_router.schema_change_node cn
-         WHERE cn.change = alter_shards.change AND cn.state = 'done';
+         WHERE cn.change = cid AND cn.state = 'done';
     END IF;
     todo := coalesce(todo, '{}');
 
@@ -142,7 +143,7 @@ BEGIN
     -- Changes run in order on each node: an earlier one it has not got comes first.
     SELECT c.id, c.ddl, cn.node INTO earlier
       FROM snowflake_id_router.schema_change c JOIN snowflake_id_router.schema_change_node cn ON cn.change = c.id
-     WHERE c.state IN ('running', 'incomplete') AND (alter_shards.change IS NULL OR c.id < alter_shards.change) AND cn.state <> 'done'
+     WHERE c.state IN ('running', 'incomplete') AND (cid IS NULL OR c.id < cid) AND cn.state <> 'done'
        AND cn.node = ANY (todo)
      ORDER BY c.id, cn.node LIMIT 1;
     IF FOUND THEN
@@ -153,38 +154,56 @@ BEGIN
     END IF;
 
     -- Checked on every node before any changes: the statement on each template (tried and
-    -- undone), the room in each lock table.
-    IF change IS NULL THEN
-        change := snowflake_id_router.fetch('snowflake_id_router_self', format(
-            $q$INSERT INTO snowflake_id_router.schema_change (id, ddl, template, state, started, started_by)
-               SELECT coalesce(max(id), 0) + 1, %L, %L, 'running', now(), %L FROM snowflake_id_router.schema_change
-               RETURNING id::text$q$, ddl, template, session_user))::bigint;
-        PERFORM snowflake_id_router.exec('snowflake_id_router_self', format(
-            $q$INSERT INTO snowflake_id_router.schema_change_node (change, node, state)
-               SELECT %s, x, CASE WHEN x = ANY (%L::text[]) THEN 'skipped' ELSE 'pending' END FROM unnest(%L::text[]) x$q$,
-            change, skipped, todo || skipped));
+    -- undone), the room in each lock table. A new change is recorded only once they pass.
+    IF cid IS NULL THEN
+        -- (Numbered through the loopback: the caller's snapshot may be older.)
+        cid := snowflake_id_router.fetch('snowflake_id_router_self',
+            'SELECT (coalesce(max(id), 0) + 1)::text FROM snowflake_id_router.schema_change')::bigint;
+        resumed := false;
     ELSE
-        RAISE NOTICE 'alter_shards resumes schema change %', change;
+        RAISE NOTICE 'alter_shards resumes schema change %', cid;
+        resumed := true;
+    END IF;
+    key := snowflake_id_router.schema_change_key(cid);
+    FOREACH n IN ARRAY todo LOOP
+        attempt := 1;
+        LOOP
+            BEGIN
+                PERFORM snowflake_id_router.fetch('snowflake_id_router_ddl_' || n, format(
+                    'SELECT snowflake_id_node.schema_change_check(%L, %L, %L, %L)', key, ddl, template, lock_timeout));
+                EXIT;
+            EXCEPTION WHEN OTHERS THEN
+                GET STACKED DIAGNOSTICS st = RETURNED_SQLSTATE, msg = MESSAGE_TEXT, hnt = PG_EXCEPTION_HINT;
+                -- A lock not had in time (the node session of an interrupted call may still
+                -- be rolling back): again, a few times.
+                IF st IN ('55P03', '40P01') AND attempt < 5 THEN
+                    attempt := attempt + 1;
+                    PERFORM pg_sleep(0.5 * attempt);
+                    CONTINUE;
+                END IF;
+                IF resumed THEN
+                    PERFORM snowflake_id_router.exec('snowflake_id_router_self', format(
+                        $q$UPDATE snowflake_id_router.schema_change SET error = %L WHERE id = %s$q$,
+                        format('refused on node %s: %s', n, msg), cid));
+                END IF;
+                RAISE EXCEPTION 'alter_shards: node % refuses the change: %; no node was changed by this call', quote_literal(n), msg
+                    USING ERRCODE = st, HINT = coalesce(nullif(hnt, ''), 'Each node tries it on its template, and undoes it, before any node applies it.');
+            END;
+        END LOOP;
+    END LOOP;
+    IF NOT resumed THEN
+        PERFORM snowflake_id_router.exec('snowflake_id_router_self', format(
+            $q$INSERT INTO snowflake_id_router.schema_change (id, ddl, template, state, started, started_by)
+               VALUES (%s, %L, %L, 'running', now(), %L);
+               INSERT INTO snowflake_id_router.schema_change_node (change, node, state)
+               SELECT %s, x, CASE WHEN x = ANY (%L::text[]) THEN 'skipped' ELSE 'pending' END FROM unnest(%L::text[]) x$q$,
+            cid, ddl, template, session_user, cid, skipped, todo || skipped));
+    ELSE
         PERFORM snowflake_id_router.exec('snowflake_id_router_self', format(
             $q$UPDATE snowflake_id_router.schema_change SET state = 'running', finished = NULL, error = NULL WHERE id = %s;
                UPDATE snowflake_id_router.schema_change_node SET state = 'skipped' WHERE change = %s AND node = ANY (%L::text[])$q$,
-            change, change, skipped));
+            cid, cid, skipped));
     END IF;
-    key := snowflake_id_router.schema_change_key(change);
-    FOREACH n IN ARRAY todo LOOP
-        BEGIN
-            verdict := snowflake_id_router.fetch('snowflake_id_router_ddl_' || n, format(
-                'SELECT snowflake_id_node.schema_change_check(%L, %L, %L, %L)', key, ddl, template, lock_timeout));
-        EXCEPTION WHEN OTHERS THEN
-            GET STACKED DIAGNOSTICS st = RETURNED_SQLSTATE, msg = MESSAGE_TEXT, hnt = PG_EXCEPTION_HINT;
-            PERFORM snowflake_id_router.exec('snowflake_id_router_self', format(
-                $q$UPDATE snowflake_id_router.schema_change SET state = 'incomplete', finished = now(), error = %L WHERE id = %s;
-                   UPDATE snowflake_id_router.schema_change_node SET error = %L WHERE change = %s AND node = %L$q$,
-                format('refused on node %s: %s', n, msg), change, msg, change, n));
-            RAISE EXCEPTION 'alter_shards: node % refuses the change: %; no node was changed', quote_literal(n), msg
-                USING ERRCODE = st, HINT = coalesce(nullif(hnt, ''), 'Each node tries it on its template and undoes it before any node applies it.');
-        END;
-    END LOOP;
 
     -- Node by node, each in one transaction, each recorded as it ends.
     FOREACH n IN ARRAY todo LOOP
@@ -207,8 +226,8 @@ BEGIN
                 PERFORM snowflake_id_router.exec('snowflake_id_router_self', format(
                     $q$UPDATE snowflake_id_router.schema_change_node SET state = 'failed', at = now(), error = %L WHERE change = %s AND node = %L;
                        UPDATE snowflake_id_router.schema_change SET state = 'incomplete', finished = now(), error = %L WHERE id = %s$q$,
-                    msg, change, n, format('failed on node %s: %s', n, msg), change));
-                RAISE EXCEPTION 'schema change % failed on node %: %', change, quote_literal(n), msg
+                    msg, cid, n, format('failed on node %s: %s', n, msg), cid));
+                RAISE EXCEPTION 'schema change % failed on node %: %', cid, quote_literal(n), msg
                     USING ERRCODE = st,
                           DETAIL = format('Each node has all of the change or none. With it: %s. Without it: %s.',
                               coalesce((SELECT string_agg(quote_literal(x), ', ' ORDER BY x) FROM unnest(had || rows_node) x), 'none'),
@@ -216,24 +235,25 @@ BEGIN
                           HINT = coalesce(nullif(hnt, '') || ' ', '') || 'Fix the cause and call alter_shards with the same statement again: it resumes there.';
             END;
         END LOOP;
+        took := round(extract(epoch FROM clock_timestamp() - t0)::numeric, 3);
         PERFORM snowflake_id_router.exec('snowflake_id_router_self', format(
             $q$UPDATE snowflake_id_router.schema_change_node SET state = 'done', schemas = %s, seconds = %s, at = now(), error = NULL
                 WHERE change = %s AND node = %L$q$,
-            done_count, round(extract(epoch FROM clock_timestamp() - t0)::numeric, 3), change, n));
+            done_count, took, cid, n));
         rows_node := rows_node || n;
         rows_state := rows_state || 'done'::text;
         rows_schemas := rows_schemas || done_count;
-        rows_seconds := rows_seconds || round(extract(epoch FROM clock_timestamp() - t0)::numeric, 3);
+        rows_seconds := rows_seconds || took;
         PERFORM snowflake_id_router.disconnect('snowflake_id_router_ddl_' || n);
     END LOOP;
     PERFORM snowflake_id_router.exec('snowflake_id_router_self', format(
         $q$UPDATE snowflake_id_router.schema_change SET finished = now(),
                state = CASE WHEN EXISTS (SELECT FROM snowflake_id_router.schema_change_node WHERE change = %s AND state <> 'done')
                             THEN 'incomplete' ELSE 'done' END
-            WHERE id = %s$q$, change, change));
+            WHERE id = %s$q$, cid, cid));
     PERFORM snowflake_id_router.disconnect('snowflake_id_router_self');
     IF cardinality(skipped) > 0 THEN
-        RAISE WARNING 'schema change %: node(s) % skipped: they are behind', change, array_to_string(skipped, ', ')
+        RAISE WARNING 'schema change %: node(s) % skipped: they are behind', cid, array_to_string(skipped, ', ')
             USING HINT = 'Once they are back, call alter_shards with the same statement again.';
     END IF;
     RETURN QUERY SELECT x.node, x.state, x.schemas, x.seconds
