@@ -50,13 +50,15 @@ node_restart() {
 }
 
 router_cluster_up() {
-  local n
+  local n p pids=()
+  for n in "${ROUTER_NODES[@]}"; do node_start "$n"; done
+  # The nodes' shards are made side by side.
   for n in "${ROUTER_NODES[@]}"; do
-    node_start "$n"
     on "$n" -c "CREATE EXTENSION snowflake_id" -f "$_router_here/router/examples/node.sql" \
       -c "SELECT count(create_shard('shard_' || s, s, template => 'tpl'))
-            FROM generate_series(${NODE_FIRST[$n]}, ${NODE_FIRST[$n]} + $SHARDS_PER_NODE - 1) s" >/dev/null
+            FROM generate_series(${NODE_FIRST[$n]}, ${NODE_FIRST[$n]} + $SHARDS_PER_NODE - 1) s" >/dev/null & pids+=($!)
   done
+  for p in "${pids[@]}"; do wait "$p"; done
   cluster_start sfrouter "$ROUTER_PORT"
   on router -c "CREATE EXTENSION snowflake_id_router CASCADE" >/dev/null
   for n in "${ROUTER_NODES[@]}"; do
