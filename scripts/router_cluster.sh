@@ -28,10 +28,11 @@ on() {
   fi
 }
 
-# node_start NAME: (re)starts a data node's cluster (fresh), with wal_level = logical.
+# node_start NAME [OPTION=VALUE...]: (re)starts a data node's cluster (fresh), with
+# wal_level = logical and the options given.
 node_start() {
   local var="NODE_ENV_$1"
-  CLUSTER_ENV=${!var:-} cluster_start "sf$1" "$(node_port "$1")" wal_level=logical fsync=off max_wal_senders=20 max_replication_slots=20 wal_retrieve_retry_interval=100ms
+  CLUSTER_ENV=${!var:-} cluster_start "sf$1" "$(node_port "$1")" wal_level=logical fsync=off max_wal_senders=20 max_replication_slots=20 wal_retrieve_retry_interval=100ms "${@:2}"
 }
 # node_restart NAME: restarts a node's existing cluster (after a crash), same options.
 node_restart() {

@@ -22,7 +22,7 @@ CREATE SCHEMA snowflake_id_node;
 COMMENT ON SCHEMA snowflake_id_node IS 'Internals of snowflake_id that snowflake_id_router calls on a data node.';
 REVOKE ALL ON SCHEMA snowflake_id_node FROM PUBLIC;
 
-CREATE FUNCTION snowflake_id_node.fingerprint(schema_name text) RETURNS text[]
+CREATE OR REPLACE FUNCTION snowflake_id_node.fingerprint(schema_name text) RETURNS text[]
 LANGUAGE plpgsql STABLE STRICT PARALLEL SAFE
 SET search_path = pg_catalog, pg_temp
 AS $$
@@ -87,7 +87,7 @@ COMMENT ON FUNCTION snowflake_id_node.fingerprint(text) IS
 -- The first line where two fingerprints differ, said with the labels of both sides:
 --   column posts.note: (text DEFAULT 'x'::text, position 5) in shard_7 on node 'a', (absent) in template tpl on node 'b'
 -- NULL when they are equal.
-CREATE FUNCTION snowflake_id_node.fingerprint_difference(a text[], b text[], a_label text, b_label text) RETURNS text
+CREATE OR REPLACE FUNCTION snowflake_id_node.fingerprint_difference(a text[], b text[], a_label text, b_label text) RETURNS text
 LANGUAGE plpgsql IMMUTABLE STRICT PARALLEL SAFE
 SET search_path = pg_catalog, pg_temp
 AS $$

@@ -9,14 +9,14 @@
 
 -- The statement for one schema, parsed (not run) by PostgreSQL's parser: its command tag,
 -- or an error when it is not exactly one schema change that can run in a transaction block.
-CREATE FUNCTION snowflake_id_node.ddl_statement(ddl text) RETURNS text
+CREATE OR REPLACE FUNCTION snowflake_id_node.ddl_statement(ddl text) RETURNS text
 LANGUAGE c STABLE STRICT PARALLEL SAFE
 AS 'MODULE_PATHNAME', 'ddl_statement_wrapper';
 COMMENT ON FUNCTION snowflake_id_node.ddl_statement(text) IS
   'Command tag of a statement alter_shards may run on every shard (one schema change that can run in a transaction block); an error otherwise.';
 
 -- The statement for one schema: %I replaced by the schema's name, quoted.
-CREATE FUNCTION snowflake_id_node.ddl_for(ddl text, schema_name text) RETURNS text
+CREATE OR REPLACE FUNCTION snowflake_id_node.ddl_for(ddl text, schema_name text) RETURNS text
 LANGUAGE plpgsql IMMUTABLE STRICT PARALLEL SAFE
 SET search_path = pg_catalog, pg_temp
 AS $$
@@ -57,7 +57,7 @@ SELECT pg_catalog.pg_extension_config_dump('snowflake_id_node.schema_change', ''
 -- node's one transaction commits. per_schema locks were counted on the template; NULL
 -- when they fit, else the error to raise (53400) with the max_locks_per_transaction
 -- that would fit them.
-CREATE FUNCTION snowflake_id_node.lock_room(per_schema integer, schemas integer) RETURNS text
+CREATE OR REPLACE FUNCTION snowflake_id_node.lock_room(per_schema integer, schemas integer) RETURNS text
 LANGUAGE plpgsql VOLATILE STRICT PARALLEL SAFE
 SET search_path = pg_catalog, pg_temp
 AS $$
@@ -87,7 +87,7 @@ COMMENT ON FUNCTION snowflake_id_node.lock_room(integer, integer) IS
 -- undone, which checks it here (it parses, its objects exist, it is allowed) and counts
 -- the locks it takes per schema. 'applied' when this node has the change already, 'ready'
 -- when it can take it; an error (the change's own, or 53400) otherwise.
-CREATE FUNCTION snowflake_id_node.schema_change_check(key text, ddl text, template text, lock_timeout text) RETURNS text
+CREATE OR REPLACE FUNCTION snowflake_id_node.schema_change_check(key text, ddl text, template text, lock_timeout text) RETURNS text
 LANGUAGE plpgsql VOLATILE STRICT PARALLEL UNSAFE
 SET search_path = pg_catalog, pg_temp
 AS $$
@@ -127,7 +127,7 @@ COMMENT ON FUNCTION snowflake_id_node.schema_change_check(text, text, text, text
 -- transaction, recorded in it. Returns the number of schemas changed (that of the record,
 -- when this node had the change already). Each statement waits at most lock_timeout for
 -- its locks; writers to a shard wait until the node's transaction commits.
-CREATE FUNCTION snowflake_id_node.schema_change_apply(key text, ddl text, template text, lock_timeout text) RETURNS integer
+CREATE OR REPLACE FUNCTION snowflake_id_node.schema_change_apply(key text, ddl text, template text, lock_timeout text) RETURNS integer
 LANGUAGE plpgsql VOLATILE STRICT PARALLEL UNSAFE
 SET search_path = pg_catalog, pg_temp
 AS $$
@@ -185,7 +185,7 @@ COMMENT ON FUNCTION snowflake_id_node.schema_change_apply(text, text, text, text
 
 -- The shards of this node whose tables differ from the template's (template_status with
 -- shards => true): how many there are, and the first one's first difference.
-CREATE FUNCTION snowflake_id_node.shards_unlike(template text, OUT checked integer, OUT differing integer, OUT first text)
+CREATE OR REPLACE FUNCTION snowflake_id_node.shards_unlike(template text, OUT checked integer, OUT differing integer, OUT first text)
 LANGUAGE plpgsql STABLE STRICT PARALLEL SAFE
 SET search_path = pg_catalog, pg_temp
 AS $$

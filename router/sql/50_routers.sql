@@ -219,11 +219,12 @@ $$;
 COMMENT ON FUNCTION snowflake_id_router.connect_router(text, text) IS
   'Opens dblink connection conn to a follower router and checks that it reaches the database registered; 55000 otherwise.';
 
--- Pushes the map to every follower (or only to one, by name): each applies it in its own
--- transaction and then waits (cleanup_timeout) for its transactions older than that to
--- end; a follower that fails either is marked behind, with the reason. Returns true when
--- every follower routes by this router's current map. The followers' rows are written in
--- the caller's transaction: call it through the loopback connection to record at once.
+-- Pushes the committed map to every follower (or only to one, by name): each applies it
+-- in its own transaction and then waits (cleanup_timeout) for its transactions older than
+-- that to end; a follower that fails either is marked behind, with the reason. Returns
+-- true when every follower routes by the map pushed. Call it once the map change is
+-- committed (a flip is, through the loopback connection); the followers' rows are written
+-- in the caller's transaction: call it through the loopback connection to record at once.
 CREATE OR REPLACE FUNCTION snowflake_id_router.push_map(only_router text DEFAULT NULL) RETURNS boolean
 LANGUAGE plpgsql VOLATILE CALLED ON NULL INPUT PARALLEL UNSAFE
 SET search_path = pg_catalog, pg_temp
@@ -235,14 +236,24 @@ DECLARE
     shards integer[];
     owners text[];
     applied bigint;
+    map jsonb;
     all_current boolean := true;
 BEGIN
-    -- One statement, one snapshot: the version and the map it counts.
-    SELECT snowflake_id_router.map_version(),
-           (SELECT coalesce(jsonb_agg(to_jsonb(n) ORDER BY n.name), '[]') FROM snowflake_id_router.node n),
-           (SELECT coalesce(array_agg(s.shard ORDER BY s.shard), '{}') FROM snowflake_id_router.shard s),
-           (SELECT coalesce(array_agg(s.node ORDER BY s.shard), '{}') FROM snowflake_id_router.shard s)
-      INTO v, nodes, shards, owners;
+    -- The map as committed, read through the loopback connection in one statement (one
+    -- snapshot: the version and the map it counts): a follower never gets a map change
+    -- that the caller's transaction may yet roll back.
+    PERFORM snowflake_id_router.connect_self('snowflake_id_router_push_self');
+    map := snowflake_id_router.fetch('snowflake_id_router_push_self', $q$
+        SELECT jsonb_build_object(
+            'version', snowflake_id_router.map_version(),
+            'nodes', (SELECT coalesce(jsonb_agg(to_jsonb(n) ORDER BY n.name), '[]') FROM snowflake_id_router.node n),
+            'shards', (SELECT coalesce(array_agg(s.shard ORDER BY s.shard), '{}') FROM snowflake_id_router.shard s)::text,
+            'owners', (SELECT coalesce(array_agg(s.node ORDER BY s.shard), '{}') FROM snowflake_id_router.shard s)::text)::text$q$)::jsonb;
+    PERFORM snowflake_id_router.disconnect('snowflake_id_router_push_self');
+    v := (map->>'version')::bigint;
+    nodes := map->'nodes';
+    shards := (map->>'shards')::integer[];
+    owners := (map->>'owners')::text[];
     FOR r IN SELECT * FROM snowflake_id_router.router x WHERE only_router IS NULL OR x.name = only_router ORDER BY x.name LOOP
         BEGIN
             PERFORM snowflake_id_router.connect_router('snowflake_id_router_push', r.name);
