@@ -37,9 +37,11 @@ REVOKE ALL ON SCHEMA snowflake_id_router FROM PUBLIC;
 
 CREATE TABLE snowflake_id_router.node (
     name text PRIMARY KEY CHECK (name <> '' AND octet_length(name) <= 63),
-    connstr text NOT NULL
+    connstr text NOT NULL,
+    identity text UNIQUE
 );
-COMMENT ON TABLE snowflake_id_router.node IS 'Data nodes: name and libpq connect string (no password).';
+COMMENT ON TABLE snowflake_id_router.node IS
+  'Data nodes: name, libpq connect string (normalised, no secret) and identity (system identifier/database OID; NULL until first reached, for nodes added by 0.2.0).';
 CREATE TABLE snowflake_id_router.shard (
     shard integer PRIMARY KEY CHECK (shard BETWEEN 0 AND 8191),
     node text NOT NULL REFERENCES snowflake_id_router.node (name) ON UPDATE CASCADE
@@ -67,6 +69,22 @@ $$;
 COMMENT ON SERVER snowflake_id IS
   'PL/Proxy cluster of snowflake_id_router: partition n is logical shard n; options follow the shard map.';
 CREATE USER MAPPING FOR PUBLIC SERVER snowflake_id;
+
+-- ==== router/sql/01_settings.sql ====
+-- Settings of the router's own operations. Code that runs with the extension owner's rights
+-- reads no session setting: these are rows of a table only its owner may write (a
+-- superuser: UPDATE/INSERT here), dumped with the router. Only overrides are stored; the
+-- defaults are in snowflake_id_router.setting(name).
+CREATE TABLE snowflake_id_router.setting (
+    name text PRIMARY KEY
+        CHECK (name IN ('lock_timeout', 'copy_timeout', 'cutover_timeout', 'cleanup_timeout', 'schema_change_timeout', 'self_connstr')),
+    value text NOT NULL,
+    -- A timeout of 0 would mean no timeout at all.
+    CHECK (name = 'self_connstr' OR (value::interval > interval '0' AND value::interval <= interval '1 day'))
+);
+COMMENT ON TABLE snowflake_id_router.setting IS
+  'Overrides of the router''s settings (timeouts, the loopback connect string); writable by the extension''s owner only.';
+SELECT pg_catalog.pg_extension_config_dump('snowflake_id_router.setting', '');
 
 -- ==== router/sql/03_routers_ddl.sql ====
 -- Several routers, and schema changes on every shard (new in 0.3.0).
@@ -239,24 +257,163 @@ LANGUAGE sql IMMUTABLE STRICT PARALLEL SAFE
 RETURN '''' || replace(replace(v, '\', '\\'), '''', '\''') || '''';
 COMMENT ON FUNCTION snowflake_id_router.conn_value(text) IS 'A libpq connect string value, quoted.';
 
--- The router's own database, for the loopback connection that commits a map flip.
-CREATE OR REPLACE FUNCTION snowflake_id_router.self_connstr() RETURNS text
-LANGUAGE sql STABLE STRICT PARALLEL SAFE
+-- A connect string as libpq reads it (PQconninfoParse, through snowflake_id), each value
+-- quoted: whatever PL/Proxy, dblink or a subscription appends to it stays an option of its
+-- own. Secrets are refused: connect strings are readable by every role.
+CREATE OR REPLACE FUNCTION snowflake_id_router.normalize_connstr(connstr text) RETURNS text
+LANGUAGE plpgsql STABLE STRICT PARALLEL SAFE
 SET search_path = pg_catalog, pg_temp
-RETURN coalesce(nullif(current_setting('snowflake_id_router.self_connstr', true), ''),
-    format('host=%s port=%s dbname=%s user=%s',
-        snowflake_id_router.conn_value(coalesce(nullif(trim(split_part(current_setting('unix_socket_directories'), ',', 1)), ''), 'localhost')),
-        current_setting('port'),
-        snowflake_id_router.conn_value(current_database()),
-        snowflake_id_router.conn_value(current_user)));
-COMMENT ON FUNCTION snowflake_id_router.self_connstr() IS
-  'Connect string of this router database: setting snowflake_id_router.self_connstr, else its first unix socket, port, database and user.';
+AS $$
+DECLARE
+    secret text;
+    normal text;
+BEGIN
+    SELECT string_agg(c.keyword, ', ') FILTER (WHERE c.secret),
+           string_agg(c.keyword || '=' || snowflake_id_router.conn_value(c.value), ' ')
+      INTO secret, normal FROM snowflake_id_node.conninfo(connstr) c;
+    IF secret IS NOT NULL THEN
+        RAISE EXCEPTION 'the connect string holds a secret (%)', secret
+            USING ERRCODE = 'invalid_parameter_value',
+                  DETAIL = 'Connect strings are readable by every role (pg_foreign_server.srvoptions).',
+                  HINT = 'Put the password in ~/.pgpass of the router''s server user (see docs/security.md).';
+    END IF;
+    IF normal IS NULL THEN
+        RAISE EXCEPTION 'the connect string is empty' USING ERRCODE = 'invalid_parameter_value';
+    END IF;
+    RETURN normal;
+END
+$$;
+COMMENT ON FUNCTION snowflake_id_router.normalize_connstr(text) IS
+  'A connect string as libpq reads it, as key=''value'' pairs; 22023 for a secret or what libpq refuses.';
 
-CREATE OR REPLACE FUNCTION snowflake_id_router.setting(name text, fallback text) RETURNS text
+-- The router's settings: an override in snowflake_id_router.setting, else the default.
+CREATE OR REPLACE FUNCTION snowflake_id_router.setting(name text) RETURNS text
 LANGUAGE sql STABLE STRICT PARALLEL SAFE
 SET search_path = pg_catalog, pg_temp
-RETURN coalesce(nullif(current_setting('snowflake_id_router.' || name, true), ''), fallback);
-COMMENT ON FUNCTION snowflake_id_router.setting(text, text) IS 'Setting snowflake_id_router.<name>, or fallback when unset.';
+RETURN coalesce((SELECT s.value FROM snowflake_id_router.setting s WHERE s.name = setting.name),
+                CASE setting.name
+                    WHEN 'lock_timeout' THEN '2 s'
+                    WHEN 'copy_timeout' THEN '60 s'
+                    WHEN 'cutover_timeout' THEN '5 s'
+                    WHEN 'cleanup_timeout' THEN '10 s'
+                    WHEN 'schema_change_timeout' THEN '10 min'
+                    -- The loopback connection: the first unix socket (else localhost), port,
+                    -- this database, and the role running the router's functions (the
+                    -- extension's owner, as these run SECURITY DEFINER).
+                    WHEN 'self_connstr' THEN format('host=%s port=%s dbname=%s user=%s',
+                        snowflake_id_router.conn_value(coalesce(nullif(trim(split_part(current_setting('unix_socket_directories'), ',', 1)), ''), 'localhost')),
+                        snowflake_id_router.conn_value(current_setting('port')),
+                        snowflake_id_router.conn_value(current_database()),
+                        snowflake_id_router.conn_value(current_user))
+                END);
+COMMENT ON FUNCTION snowflake_id_router.setting(text) IS
+  'A router setting: its override in snowflake_id_router.setting, else its default.';
+
+-- Options every connection the router makes to a node carries (before the node's own, which
+-- win where they repeat one): a name in pg_stat_activity, and TCP keepalives, so that a
+-- node whose network to the router is cut ends the session, and with it the node locks it
+-- holds (docs/cluster-design.md: proof of life).
+CREATE OR REPLACE FUNCTION snowflake_id_router.connect_options() RETURNS text
+LANGUAGE sql IMMUTABLE PARALLEL SAFE
+RETURN 'application_name=''snowflake_id_router'' keepalives=1 keepalives_idle=5 keepalives_interval=2 keepalives_count=3 connect_timeout=10';
+COMMENT ON FUNCTION snowflake_id_router.connect_options() IS
+  'Options of every router connection to a node: application name, TCP keepalives, connect timeout.';
+
+-- Opens dblink connection conn to a node and checks that it reaches the database the node
+-- was registered as (its identity), recording the identity of a node added by 0.2.0.
+CREATE OR REPLACE FUNCTION snowflake_id_router.connect_node(conn text, node text) RETURNS void
+LANGUAGE plpgsql VOLATILE STRICT PARALLEL UNSAFE
+SET search_path = pg_catalog, pg_temp
+AS $$
+DECLARE
+    n snowflake_id_router.node;
+    found_identity text;
+BEGIN
+    SELECT * INTO n FROM snowflake_id_router.node r WHERE r.name = connect_node.node;
+    IF NOT FOUND THEN
+        RAISE EXCEPTION 'node % does not exist', quote_literal(node) USING ERRCODE = 'undefined_object';
+    END IF;
+    PERFORM snowflake_id_router.connect(conn, snowflake_id_router.connect_options() || ' ' || n.connstr);
+    found_identity := snowflake_id_router.remote_identity(conn, node);
+    IF n.identity IS NULL THEN
+        PERFORM snowflake_id_router.check_new_identity(node, found_identity);
+        UPDATE snowflake_id_router.node r SET identity = found_identity WHERE r.name = connect_node.node;
+    ELSIF n.identity <> found_identity THEN
+        PERFORM snowflake_id_router.disconnect(conn);
+        RAISE EXCEPTION 'node % now reaches another database (identity %, registered as %)',
+            quote_literal(node), found_identity, n.identity
+            USING ERRCODE = 'object_not_in_prerequisite_state',
+                  HINT = 'A node is identified by its system identifier and database OID. Repoint it with alter_node(name, connstr) only to the same database (or its promoted standby).';
+    END IF;
+END
+$$;
+COMMENT ON FUNCTION snowflake_id_router.connect_node(text, text) IS
+  'Opens dblink connection conn to a node and checks that it reaches the database the node is registered as; 55000 otherwise.';
+
+-- The identity of what dblink connection conn reaches (a node with snowflake_id 0.3.0).
+CREATE OR REPLACE FUNCTION snowflake_id_router.remote_identity(conn text, node text) RETURNS text
+LANGUAGE plpgsql VOLATILE STRICT PARALLEL UNSAFE
+SET search_path = pg_catalog, pg_temp
+AS $$
+BEGIN
+    RETURN snowflake_id_router.fetch(conn, 'SELECT snowflake_id_node.identity()');
+EXCEPTION WHEN undefined_function OR invalid_schema_name THEN
+    RAISE EXCEPTION 'node % does not run snowflake_id 0.3.0 or later', quote_literal(node)
+        USING ERRCODE = 'object_not_in_prerequisite_state',
+              HINT = 'There: ALTER EXTENSION snowflake_id UPDATE (or CREATE EXTENSION snowflake_id).';
+END
+$$;
+COMMENT ON FUNCTION snowflake_id_router.remote_identity(text, text) IS
+  'The identity (system identifier/database OID) of what a dblink connection reaches; 55000 if snowflake_id is older than 0.3.0 there.';
+
+-- Opens the loopback connection conn to this router database (setting self_connstr) and
+-- checks that it reaches this very database: map flips and move records go through it.
+CREATE OR REPLACE FUNCTION snowflake_id_router.connect_self(conn text) RETURNS void
+LANGUAGE plpgsql VOLATILE STRICT PARALLEL UNSAFE
+SET search_path = pg_catalog, pg_temp
+AS $$
+DECLARE
+    found_identity text;
+BEGIN
+    PERFORM snowflake_id_router.connect(conn, snowflake_id_router.setting('self_connstr'));
+    found_identity := snowflake_id_router.remote_identity(conn, 'self');
+    IF found_identity IS DISTINCT FROM snowflake_id_node.identity() THEN
+        PERFORM snowflake_id_router.disconnect(conn);
+        RAISE EXCEPTION 'the loopback connection reaches another database (identity %, this router is %)',
+            found_identity, snowflake_id_node.identity()
+            USING ERRCODE = 'object_not_in_prerequisite_state',
+                  HINT = 'Correct self_connstr in snowflake_id_router.setting, or delete it to use the default.';
+    END IF;
+END
+$$;
+COMMENT ON FUNCTION snowflake_id_router.connect_self(text) IS
+  'Opens the loopback dblink connection to this router database and checks that it reaches this very database.';
+
+-- A node about to be known by identity: not one already registered under another name (one
+-- server under two names: a move between them would copy a shard onto itself), and not this
+-- router (routed calls would come back to it, each taking a connection, until none is left).
+CREATE OR REPLACE FUNCTION snowflake_id_router.check_new_identity(node text, new_identity text) RETURNS void
+LANGUAGE plpgsql STABLE STRICT PARALLEL SAFE
+SET search_path = pg_catalog, pg_temp
+AS $$
+DECLARE
+    other text;
+BEGIN
+    SELECT n.name INTO other FROM snowflake_id_router.node n WHERE n.identity = new_identity AND n.name <> node;
+    IF FOUND THEN
+        RAISE EXCEPTION 'node % is the same database as node % (identity %)', quote_literal(node), quote_literal(other), new_identity
+            USING ERRCODE = 'duplicate_object',
+                  HINT = 'A node is identified by its system identifier and database OID, whatever connect string reaches it.';
+    END IF;
+    IF new_identity = snowflake_id_node.identity() THEN
+        RAISE EXCEPTION 'node % is this router database itself (identity %)', quote_literal(node), new_identity
+            USING ERRCODE = 'object_not_in_prerequisite_state',
+                  HINT = 'A router routes to data nodes; a shard placed here would route every call back to the router.';
+    END IF;
+END
+$$;
+COMMENT ON FUNCTION snowflake_id_router.check_new_identity(text, text) IS
+  'Refuses an identity already registered under another node name (42710) or this router''s own (55000).';
 
 -- ==== router/sql/20_map.sql ====
 -- Keeps the server's options equal to the map, in the transaction that changes the map.
@@ -305,6 +462,9 @@ CREATE OR REPLACE FUNCTION add_node(name text, connstr text) RETURNS void
 LANGUAGE plpgsql VOLATILE CALLED ON NULL INPUT PARALLEL UNSAFE SECURITY DEFINER
 SET search_path = pg_catalog, pg_temp
 AS $$
+DECLARE
+    normal text;
+    found_identity text;
 BEGIN
     IF name IS NULL OR connstr IS NULL THEN
         RAISE EXCEPTION 'add_node: name and connstr must not be NULL' USING ERRCODE = 'null_value_not_allowed';
@@ -314,23 +474,25 @@ BEGIN
         RAISE EXCEPTION 'node name % is invalid: give 1 to 63 bytes', quote_literal(name)
             USING ERRCODE = 'invalid_parameter_value';
     END IF;
-    IF connstr ~* '(^|\s)password\s*=' OR connstr ~* '^postgres(ql)?://[^/@]*:[^/@]*@' THEN
-        RAISE EXCEPTION 'the connect string of node % holds a password', quote_literal(name)
-            USING ERRCODE = 'invalid_parameter_value',
-                  DETAIL = 'Connect strings are readable by every role (pg_foreign_server.srvoptions).',
-                  HINT = 'Put the password in ~/.pgpass of the router''s server user, or in the user mapping: ALTER USER MAPPING FOR PUBLIC SERVER snowflake_id OPTIONS (ADD password ''...'').';
-    END IF;
-    IF connstr ~ '^\s*$' THEN
-        RAISE EXCEPTION 'the connect string of node % is empty', quote_literal(name) USING ERRCODE = 'invalid_parameter_value';
-    END IF;
+    normal := snowflake_id_router.normalize_connstr(connstr);
     IF EXISTS (SELECT FROM snowflake_id_router.node n WHERE n.name = add_node.name) THEN
         RAISE EXCEPTION 'node % already exists', quote_literal(name) USING ERRCODE = 'duplicate_object';
     END IF;
-    INSERT INTO snowflake_id_router.node VALUES (name, connstr);
+    -- Known by what it is: reach it once and read its identity.
+    PERFORM snowflake_id_router.connect('snowflake_id_router_add', snowflake_id_router.connect_options() || ' ' || normal);
+    found_identity := snowflake_id_router.remote_identity('snowflake_id_router_add', name);
+    PERFORM snowflake_id_router.disconnect('snowflake_id_router_add');
+    PERFORM snowflake_id_router.check_new_identity(name, found_identity);
+    IF EXISTS (SELECT FROM snowflake_id_node.conninfo(normal) c WHERE c.keyword = 'user') THEN
+        RAISE WARNING 'the connect string of node % names a user: every role''s routed calls will connect as %',
+            quote_literal(name), (SELECT c.value FROM snowflake_id_node.conninfo(normal) c WHERE c.keyword = 'user')
+            USING DETAIL = 'PL/Proxy connects as the calling role only when the connect string names no user.';
+    END IF;
+    INSERT INTO snowflake_id_router.node (name, connstr, identity) VALUES (name, normal, found_identity);
 END
 $$;
 COMMENT ON FUNCTION add_node(text, text) IS
-  'Registers a data node by name and libpq connect string (no password: use ~/.pgpass or the user mapping).';
+  'Registers a data node by name and libpq connect string (no password: use ~/.pgpass); it must be reachable, and is known by its identity.';
 
 CREATE OR REPLACE FUNCTION assign_shards(first_shard integer, count integer, node text) RETURNS void
 LANGUAGE plpgsql VOLATILE CALLED ON NULL INPUT PARALLEL UNSAFE SECURITY DEFINER
@@ -519,12 +681,12 @@ BEGIN
         RAISE NOTICE 'shard % is already on node %', shard, quote_literal(node);
         RETURN;
     END IF;
-    copy_timeout := snowflake_id_router.setting('copy_timeout', '60 s')::interval;
-    cutover_timeout := snowflake_id_router.setting('cutover_timeout', '5 s')::interval;
+    copy_timeout := snowflake_id_router.setting('copy_timeout')::interval;
+    cutover_timeout := snowflake_id_router.setting('cutover_timeout')::interval;
 
     BEGIN
-        PERFORM snowflake_id_router.connect('snowflake_id_router_src', src_connstr);
-        PERFORM snowflake_id_router.connect('snowflake_id_router_dst', dst_connstr);
+        PERFORM snowflake_id_router.connect_node('snowflake_id_router_src', src);
+        PERFORM snowflake_id_router.connect_node('snowflake_id_router_dst', node);
         step := 'checking the nodes';
         IF snowflake_id_router.fetch('snowflake_id_router_src', 'SHOW wal_level') <> 'logical' THEN
             RAISE EXCEPTION 'node % (the source) runs with wal_level = %', quote_literal(src),
@@ -627,9 +789,9 @@ BEGIN
         step := 'connecting to the router itself';
         -- The loopback connection for the flip, opened now to keep it out of the pause.
         -- Bounded: a caller whose own transaction holds the map locked would wait forever.
-        PERFORM snowflake_id_router.connect('snowflake_id_router_self', snowflake_id_router.self_connstr());
+        PERFORM snowflake_id_router.connect_self('snowflake_id_router_self');
         PERFORM snowflake_id_router.exec('snowflake_id_router_self',
-            format('SET lock_timeout = %L', snowflake_id_router.setting('lock_timeout', '2 s')));
+            format('SET lock_timeout = %L', snowflake_id_router.setting('lock_timeout')));
 
         step := 'fencing writes on the source';
         -- EXCLUSIVE blocks every writer and lets readers through; the triggers commit before
@@ -652,7 +814,7 @@ BEGIN
                              HINT = 'Retry the transaction: once the move commits the router sends it to the new node.';
                END
                $f$;
-               %s$q$, snowflake_id_router.setting('lock_timeout', '2 s'), lock_list, s, shard, fence_sql));
+               %s$q$, snowflake_id_router.setting('lock_timeout'), lock_list, s, shard, fence_sql));
         step := 'waiting for the target to catch up';
         src_last := snowflake_id_router.fetch('snowflake_id_router_src', format(
             'INSERT INTO %s.snowflake_id_move_marker VALUES (true); SELECT last_value::text FROM %s', s, src_seq));
@@ -680,7 +842,7 @@ BEGIN
         EXCEPTION WHEN query_canceled OR OTHERS THEN
             -- Did the commit happen after all (the connection broke on the reply)?
             BEGIN
-                PERFORM snowflake_id_router.connect('snowflake_id_router_self', snowflake_id_router.self_connstr());
+                PERFORM snowflake_id_router.connect_self('snowflake_id_router_self');
                 flipped := snowflake_id_router.fetch('snowflake_id_router_self', format(
                     'SELECT node FROM snowflake_id_router.shard WHERE shard = %s', shard)) = node;
             EXCEPTION WHEN query_canceled OR OTHERS THEN
@@ -735,7 +897,7 @@ BEGIN
     PERFORM snowflake_id_router.clean_move(shard, schema_name, src_connstr, dst_connstr, false);
     -- The source copy is dropped: its fence goes with it.
     BEGIN
-        PERFORM snowflake_id_router.connect('snowflake_id_router_src', src_connstr);
+        PERFORM snowflake_id_router.connect_node('snowflake_id_router_src', src);
         PERFORM snowflake_id_router.fetch('snowflake_id_router_src',
             format('SELECT %s.drop_shard(%L, cascade => true)::text', sfs, schema_name));
         PERFORM snowflake_id_router.exec('snowflake_id_router_src', format('DROP SCHEMA IF EXISTS %s CASCADE', s));

@@ -6,6 +6,7 @@
 
 use pgrx::prelude::*;
 
+mod conninfo;
 pub mod error;
 mod fmgr;
 pub mod generator;
@@ -177,9 +178,9 @@ extension_sql_file!(
     requires = ["next_id", make_id]
 );
 
-// The node side of snowflake_id_router: schema snowflake_id_node, the fingerprint of a
-// schema's layout, and alter_shards' per-node change.
-extension_sql_file!("../sql/node.sql", name = "node");
+// The node side of snowflake_id_router's protocol (schema snowflake_id_node), and
+// alter_shards' change of every shard on a node.
+extension_sql_file!("../sql/node.sql", name = "node", requires = ["installer"]);
 extension_sql_file!(
     "../sql/node_ddl.sql",
     name = "node_ddl",
