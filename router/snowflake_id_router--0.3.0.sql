@@ -1084,7 +1084,7 @@ COMMENT ON FUNCTION snowflake_id_router.apply_map(text, bigint, jsonb, integer[]
 -- Waits (bounded) until every transaction of this database older than the call has ended,
 -- but for the primary's own sessions: afterwards every routed call here follows the map
 -- applied before the call. true when they ended in time.
-CREATE OR REPLACE FUNCTION snowflake_id_router.wait_for_older_transactions(timeout interval) RETURNS boolean
+CREATE OR REPLACE FUNCTION snowflake_id_router.await_map(timeout interval) RETURNS boolean
 LANGUAGE plpgsql VOLATILE STRICT PARALLEL UNSAFE
 SET search_path = pg_catalog, pg_temp
 AS $$
@@ -1106,7 +1106,7 @@ BEGIN
     END LOOP;
 END
 $$;
-COMMENT ON FUNCTION snowflake_id_router.wait_for_older_transactions(interval) IS
+COMMENT ON FUNCTION snowflake_id_router.await_map(interval) IS
   'Waits until every transaction of this database older than the call has ended (the router''s own sessions aside); false after the timeout.';
 
 -- == Primary side ==
@@ -1181,7 +1181,7 @@ BEGIN
                 'SELECT snowflake_id_router.apply_map(%L, %s, %L, %L, %L)::text',
                 snowflake_id_node.identity(), v, nodes, shards, owners))::bigint;
             IF NOT snowflake_id_router.fetch('snowflake_id_router_push', format(
-                   'SELECT snowflake_id_router.wait_for_older_transactions(%L)::text',
+                   'SELECT snowflake_id_router.await_map(%L)::text',
                    snowflake_id_router.setting('cleanup_timeout')))::boolean THEN
                 RAISE EXCEPTION 'transactions older than map version % are still open there after %', applied,
                     snowflake_id_router.setting('cleanup_timeout');
@@ -1244,8 +1244,9 @@ BEGIN
             USING ERRCODE = 'object_not_in_prerequisite_state';
     END IF;
     SELECT format('node %s', quote_literal(n.name)) INTO other FROM snowflake_id_router.node n WHERE n.identity = found_identity;
-    SELECT coalesce(other, format('router %s', quote_literal(r.name))) INTO other
-      FROM snowflake_id_router.router r WHERE r.identity = found_identity;
+    IF other IS NULL THEN
+        SELECT format('router %s', quote_literal(r.name)) INTO other FROM snowflake_id_router.router r WHERE r.identity = found_identity;
+    END IF;
     IF other IS NOT NULL THEN
         RAISE EXCEPTION 'router % is the same database as % (identity %)', quote_literal(name), other, found_identity
             USING ERRCODE = 'duplicate_object';
@@ -1686,7 +1687,9 @@ BEGIN
             firsts := firsts || NULL::text;
         END;
     END LOOP;
-    SELECT f INTO reference FROM unnest(fps) f WHERE f IS NOT NULL GROUP BY f ORDER BY count(*) DESC, min(f) LIMIT 1;
+    -- (A tie goes to the fingerprint of the first node by name.)
+    SELECT x.f INTO reference FROM unnest(fps) WITH ORDINALITY x(f, i) WHERE x.f IS NOT NULL
+     GROUP BY x.f ORDER BY count(*) DESC, min(x.i) LIMIT 1;
     reference_node := got[array_position(fps, reference)];
     RETURN QUERY
         SELECT g.n, left(encode(sha256(convert_to(array_to_string(g.fp::text[], E'\n'), 'UTF8')), 'hex'), 16),
@@ -1708,3 +1711,6 @@ REVOKE ALL ON FUNCTION add_node(text, text), assign_shards(integer, integer, tex
     move_shard(integer, text, text) FROM PUBLIC;
 REVOKE ALL ON ALL FUNCTIONS IN SCHEMA snowflake_id_router FROM PUBLIC;
 REVOKE ALL ON shard_map FROM PUBLIC;
+REVOKE ALL ON FUNCTION alter_shards(text, text, boolean), abandon_schema_change(bigint),
+    template_status(text, boolean), add_router(text, text), remove_router(text) FROM PUBLIC;
+REVOKE ALL ON schema_change_status, router_status FROM PUBLIC;

@@ -164,7 +164,7 @@ COMMENT ON FUNCTION snowflake_id_router.apply_map(text, bigint, jsonb, integer[]
 -- Waits (bounded) until every transaction of this database older than the call has ended,
 -- but for the primary's own sessions: afterwards every routed call here follows the map
 -- applied before the call. true when they ended in time.
-CREATE OR REPLACE FUNCTION snowflake_id_router.wait_for_older_transactions(timeout interval) RETURNS boolean
+CREATE OR REPLACE FUNCTION snowflake_id_router.await_map(timeout interval) RETURNS boolean
 LANGUAGE plpgsql VOLATILE STRICT PARALLEL UNSAFE
 SET search_path = pg_catalog, pg_temp
 AS $$
@@ -186,7 +186,7 @@ BEGIN
     END LOOP;
 END
 $$;
-COMMENT ON FUNCTION snowflake_id_router.wait_for_older_transactions(interval) IS
+COMMENT ON FUNCTION snowflake_id_router.await_map(interval) IS
   'Waits until every transaction of this database older than the call has ended (the router''s own sessions aside); false after the timeout.';
 
 -- == Primary side ==
@@ -261,7 +261,7 @@ BEGIN
                 'SELECT snowflake_id_router.apply_map(%L, %s, %L, %L, %L)::text',
                 snowflake_id_node.identity(), v, nodes, shards, owners))::bigint;
             IF NOT snowflake_id_router.fetch('snowflake_id_router_push', format(
-                   'SELECT snowflake_id_router.wait_for_older_transactions(%L)::text',
+                   'SELECT snowflake_id_router.await_map(%L)::text',
                    snowflake_id_router.setting('cleanup_timeout')))::boolean THEN
                 RAISE EXCEPTION 'transactions older than map version % are still open there after %', applied,
                     snowflake_id_router.setting('cleanup_timeout');
@@ -324,8 +324,9 @@ BEGIN
             USING ERRCODE = 'object_not_in_prerequisite_state';
     END IF;
     SELECT format('node %s', quote_literal(n.name)) INTO other FROM snowflake_id_router.node n WHERE n.identity = found_identity;
-    SELECT coalesce(other, format('router %s', quote_literal(r.name))) INTO other
-      FROM snowflake_id_router.router r WHERE r.identity = found_identity;
+    IF other IS NULL THEN
+        SELECT format('router %s', quote_literal(r.name)) INTO other FROM snowflake_id_router.router r WHERE r.identity = found_identity;
+    END IF;
     IF other IS NOT NULL THEN
         RAISE EXCEPTION 'router % is the same database as % (identity %)', quote_literal(name), other, found_identity
             USING ERRCODE = 'duplicate_object';

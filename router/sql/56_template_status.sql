@@ -56,7 +56,9 @@ BEGIN
             firsts := firsts || NULL::text;
         END;
     END LOOP;
-    SELECT f INTO reference FROM unnest(fps) f WHERE f IS NOT NULL GROUP BY f ORDER BY count(*) DESC, min(f) LIMIT 1;
+    -- (A tie goes to the fingerprint of the first node by name.)
+    SELECT x.f INTO reference FROM unnest(fps) WITH ORDINALITY x(f, i) WHERE x.f IS NOT NULL
+     GROUP BY x.f ORDER BY count(*) DESC, min(x.i) LIMIT 1;
     reference_node := got[array_position(fps, reference)];
     RETURN QUERY
         SELECT g.n, left(encode(sha256(convert_to(array_to_string(g.fp::text[], E'\n'), 'UTF8')), 'hex'), 16),
