@@ -35,7 +35,7 @@ SELECT add_node(n, format('host=%s port=%s dbname=ddl_reg_%s', current_setting('
 SELECT assign_shards(0, 100, 'node_a'), assign_shards(100, 100, 'node_b');
 
 -- A change on every schema of every node, one transaction a node.
-SELECT * FROM alter_shards($$ALTER TABLE %I.posts ADD COLUMN note text NOT NULL DEFAULT ''$$);
+SELECT node, state, schemas FROM alter_shards($$ALTER TABLE %I.posts ADD COLUMN note text NOT NULL DEFAULT ''$$);
 SELECT change, ddl, state, node, node_state, schemas, error FROM schema_change_status;
 SELECT node, matches, difference, changes_behind, shards_checked, shards_differing FROM template_status(shards => true);
 -- Refused before any node is reached, each with its SQLSTATE.
@@ -51,7 +51,7 @@ SELECT count(*) AS changes FROM snowflake_id_router.schema_change;
 -- A node that cannot be reached: refused, or skipped and then behind.
 UPDATE snowflake_id_router.node SET connstr = 'host=/nonexistent port=1 dbname=x' WHERE name = 'node_b';
 SELECT ddl_reg_refusal($q$SELECT alter_shards('CREATE INDEX ON %I.posts (note)')$q$);
-SELECT * FROM alter_shards('CREATE INDEX ON %I.posts (note)', skip_unreachable => true);
+SELECT node, state, schemas FROM alter_shards('CREATE INDEX ON %I.posts (note)', skip_unreachable => true);
 SELECT change, state, node, node_state FROM schema_change_status WHERE change = 2;
 SELECT node, fingerprint IS NULL AS unreachable, changes_behind FROM template_status();
 -- A later change waits until node_b has the earlier one; calling it again finishes it there.
@@ -59,7 +59,7 @@ UPDATE snowflake_id_router.node SET connstr = format('host=%s port=%s dbname=ddl
     current_setting('unix_socket_directories'), current_setting('port')) WHERE name = 'node_b';
 SELECT ddl_reg_refusal($q$SELECT alter_shards('COMMENT ON TABLE %I.posts IS ''posts''')$q$);
 SET client_min_messages = warning;
-SELECT * FROM alter_shards('CREATE INDEX ON %I.posts (note)');
+SELECT node, state, schemas FROM alter_shards('CREATE INDEX ON %I.posts (note)');
 RESET client_min_messages;
 SELECT change, state, node, node_state, schemas FROM schema_change_status WHERE change = 2;
 SELECT node, matches, changes_behind, shards_differing FROM template_status(shards => true);
