@@ -70,6 +70,47 @@ COMMENT ON SERVER snowflake_id IS
   'PL/Proxy cluster of snowflake_id_router: partition n is logical shard n; options follow the shard map.';
 CREATE USER MAPPING FOR PUBLIC SERVER snowflake_id;
 
+-- ==== router/sql/01_moves.sql ====
+-- The records of moves (docs/cluster-design.md, "A move, step by step"): one row per move,
+-- written step by step through the loopback connection, so each step is committed before
+-- the next begins, whatever becomes of the mover's session or transaction. A move whose
+-- state is neither done nor undone is finished by repair_moves() (and by the next move of
+-- its shards) once its mover is gone.
+CREATE TABLE snowflake_id_router.move (
+    id bigint GENERATED ALWAYS AS IDENTITY PRIMARY KEY,
+    shards integer[] NOT NULL CHECK (cardinality(shards) > 0),
+    source text NOT NULL,
+    target text NOT NULL,
+    source_identity text NOT NULL,
+    target_identity text NOT NULL,
+    template text NOT NULL,
+    schemas text[],
+    state text NOT NULL DEFAULT 'planned' CHECK (state IN ('planned', 'checking', 'preparing', 'copying', 'fencing',
+        'catching up', 'sealing', 'sealed', 'flipping', 'flipped', 'cleaning', 'undoing', 'done', 'undone')),
+    suboid oid,
+    started timestamptz NOT NULL DEFAULT clock_timestamp(),
+    fenced timestamptz,
+    flipped timestamptz,
+    ended timestamptz,
+    rows bigint,
+    error text
+);
+COMMENT ON TABLE snowflake_id_router.move IS
+  'Moves of shards between nodes, one row each, recorded step by step (the view move_history shows them).';
+CREATE INDEX ON snowflake_id_router.move USING gin (shards) WHERE state NOT IN ('done', 'undone');
+SELECT pg_catalog.pg_extension_config_dump('snowflake_id_router.move', '');
+SELECT pg_catalog.pg_extension_config_dump('snowflake_id_router.move_id_seq', '');
+
+-- Test hook: a mover reaching a step named here waits until the row is gone (it notes
+-- when it arrived), so a test can interrupt it at exactly that step. Owner only.
+CREATE TABLE snowflake_id_router.breakpoint (
+    step text PRIMARY KEY,
+    reached timestamptz,
+    pid integer
+);
+COMMENT ON TABLE snowflake_id_router.breakpoint IS
+  'Test hook: a mover reaching a step named here notes it (reached, pid) and waits until the row is deleted.';
+
 -- ==== router/sql/01_settings.sql ====
 -- Settings of the router's own operations. Code that runs with the extension owner's rights
 -- reads no session setting: these are rows of a table only its owner may write (a
@@ -77,7 +118,8 @@ CREATE USER MAPPING FOR PUBLIC SERVER snowflake_id;
 -- defaults are in snowflake_id_router.setting(name).
 CREATE TABLE snowflake_id_router.setting (
     name text PRIMARY KEY
-        CHECK (name IN ('lock_timeout', 'copy_timeout', 'cutover_timeout', 'cleanup_timeout', 'schema_change_timeout', 'self_connstr')),
+        CHECK (name IN ('lock_timeout', 'copy_timeout', 'cutover_timeout', 'cleanup_timeout', 'status_timeout',
+                        'schema_change_timeout', 'self_connstr')),
     value text NOT NULL,
     -- A timeout of 0 would mean no timeout at all.
     CHECK (name = 'self_connstr' OR (value::interval > interval '0' AND value::interval <= interval '1 day'))
@@ -85,6 +127,54 @@ CREATE TABLE snowflake_id_router.setting (
 COMMENT ON TABLE snowflake_id_router.setting IS
   'Overrides of the router''s settings (timeouts, the loopback connect string); writable by the extension''s owner only.';
 SELECT pg_catalog.pg_extension_config_dump('snowflake_id_router.setting', '');
+
+-- ==== router/sql/02_operations.sql ====
+-- Rebalances and drains (rebalance(), drain_node()): one row each, and the batches of its
+-- plan. Each runs in its caller's session as a procedure that commits after every batch, so
+-- these rows show its progress to every session, and outlive the session: a call after an
+-- interruption (the session terminated, the router restarted, rebalance_stop(), a failed
+-- batch) resumes the unfinished one. While it runs, its session holds the router's
+-- rebalance lock (snowflake_id_router.rebalance_lock()): a row in state running whose
+-- session no longer holds it was interrupted.
+CREATE TABLE snowflake_id_router.rebalance (
+    id integer PRIMARY KEY,
+    kind text NOT NULL CHECK (kind IN ('rebalance', 'drain')),
+    node text,                                   -- the node drained (not a reference: history outlives it)
+    strategy text NOT NULL CHECK (strategy IN ('by_shard_count', 'by_disk_size')),
+    batch_size integer NOT NULL CHECK (batch_size BETWEEN 1 AND 8192),
+    template text NOT NULL,
+    state text NOT NULL CHECK (state IN ('running', 'stopped', 'failed', 'done', 'abandoned')),
+    pid integer,                                 -- the session that runs (or last ran) it
+    stop_requested timestamptz,                  -- by rebalance_stop(): stop after the current batch
+    started timestamptz NOT NULL,
+    ended timestamptz,
+    error text,
+    CHECK ((kind = 'drain') = (node IS NOT NULL))
+);
+-- At most one unfinished: a new call resumes it, or abandons it for a different operation.
+CREATE UNIQUE INDEX rebalance_unfinished ON snowflake_id_router.rebalance ((true))
+    WHERE state IN ('running', 'stopped', 'failed');
+COMMENT ON TABLE snowflake_id_router.rebalance IS
+  'Rebalances and drains: kind, strategy, state, times, error; the view rebalance_status shows them.';
+
+CREATE TABLE snowflake_id_router.rebalance_batch (
+    rebalance integer REFERENCES snowflake_id_router.rebalance (id) ON DELETE CASCADE,
+    batch integer,
+    source text NOT NULL,
+    target text NOT NULL,
+    shards integer[] NOT NULL,
+    bytes bigint NOT NULL,                       -- at planning time
+    move bigint,                                 -- its move (move_history), once made
+    state text NOT NULL CHECK (state IN ('planned', 'moving', 'done', 'failed')),
+    started timestamptz,
+    ended timestamptz,
+    error text,
+    PRIMARY KEY (rebalance, batch)
+);
+COMMENT ON TABLE snowflake_id_router.rebalance_batch IS
+  'The batches of each rebalance or drain: shards moved together (one move_shards) from source to target, and how that went.';
+SELECT pg_catalog.pg_extension_config_dump('snowflake_id_router.rebalance', '');
+SELECT pg_catalog.pg_extension_config_dump('snowflake_id_router.rebalance_batch', '');
 
 -- ==== router/sql/03_routers_ddl.sql ====
 -- Several routers, and schema changes on every shard (new in 0.3.0).
@@ -297,6 +387,8 @@ RETURN coalesce((SELECT s.value FROM snowflake_id_router.setting s WHERE s.name 
                     WHEN 'cutover_timeout' THEN '5 s'
                     WHEN 'cleanup_timeout' THEN '10 s'
                     WHEN 'schema_change_timeout' THEN '10 min'
+                    -- A node's answer to node_status, shard_status and a rebalance's plan.
+                    WHEN 'status_timeout' THEN '10 s'
                     -- The loopback connection: the first unix socket (else localhost), port,
                     -- this database, and the role running the router's functions (the
                     -- extension's owner, as these run SECURITY DEFINER).
@@ -539,383 +631,1936 @@ CREATE OR REPLACE VIEW shard_map AS
 COMMENT ON VIEW shard_map IS 'The shard map: logical shard, its node and the node''s connect string (assigned shards only).';
 
 
--- ==== router/sql/30_move.sql ====
--- Removes what a failed or finished move leaves behind: the target's subscription, the
--- source's publication and slot, the fence and marker, and (undo) the target's copy.
--- Each step on its own: a node that is down is skipped with a WARNING.
-CREATE OR REPLACE FUNCTION snowflake_id_router.clean_move(shard integer, schema_name text, src_connstr text, dst_connstr text,
-                                               undo boolean) RETURNS void
+-- ==== router/sql/31_remote.sql ====
+-- == Calls on nodes and on the router itself, every one bounded ==
+--
+-- A move talks to its nodes through dblink connections named 'sfid:<node>' (one per node
+-- per session, reused by the repairs the move runs) and to its own database through
+-- 'sfid:self', the loopback connection that commits each step's record and the flip.
+-- Every call is sent asynchronously and polled against a deadline, then cancelled: a
+-- blocking dblink call cannot be interrupted, while a poll (pg_sleep) can, so a mover
+-- waiting on a node can always be cancelled or terminated, and its node sessions, which
+-- hold its shard locks, end with it.
+
+-- Opens the connection to node (identity checked), or returns the one this session has.
+-- Its session watches the router: if the mover dies, it ends (and its locks go) within
+-- seconds, even while it runs a statement or the network is cut.
+CREATE OR REPLACE FUNCTION snowflake_id_router.node_conn(node text) RETURNS text
+LANGUAGE plpgsql VOLATILE STRICT PARALLEL UNSAFE
+SET search_path = pg_catalog, pg_temp
+AS $$
+#variable_conflict use_variable
+DECLARE
+    conn text := 'sfid:' || node;
+    open text[];
+BEGIN
+    EXECUTE format('SELECT %s.dblink_get_connections()', snowflake_id_router.dblink_schema()) INTO open;
+    IF conn = ANY (open) THEN
+        RETURN conn;
+    END IF;
+    PERFORM snowflake_id_router.connect_node(conn, node);
+    PERFORM snowflake_id_router.call(conn, format(
+        $q$SELECT concat_ws(' ', set_config('application_name', %L, false), set_config('client_connection_check_interval', '1s', false),
+                  set_config('tcp_keepalives_idle', '5', false), set_config('tcp_keepalives_interval', '2', false),
+                  set_config('tcp_keepalives_count', '3', false), set_config('statement_timeout', '0', false),
+                  set_config('lock_timeout', '0', false), set_config('idle_in_transaction_session_timeout', '0', false))$q$,
+        'snowflake_id_router mover ' || pg_backend_pid()), interval '10 s', format('setting up the session on node %L', node));
+    RETURN conn;
+END
+$$;
+COMMENT ON FUNCTION snowflake_id_router.node_conn(text) IS
+  'The dblink connection sfid:<node> of this session to node (opened, identity checked, if not yet open).';
+
+-- The loopback connection to this router database (connect_self checks it reaches it).
+CREATE OR REPLACE FUNCTION snowflake_id_router.loopback() RETURNS text
+LANGUAGE plpgsql VOLATILE STRICT PARALLEL UNSAFE
+SET search_path = pg_catalog, pg_temp
+AS $$
+#variable_conflict use_variable
+DECLARE
+    open text[];
+BEGIN
+    EXECUTE format('SELECT %s.dblink_get_connections()', snowflake_id_router.dblink_schema()) INTO open;
+    IF 'sfid:self' = ANY (open) THEN
+        RETURN 'sfid:self';
+    END IF;
+    PERFORM snowflake_id_router.connect_self('sfid:self');
+    PERFORM snowflake_id_router.call('sfid:self', format(
+        $q$SELECT concat_ws(' ', set_config('application_name', %L, false), set_config('lock_timeout', %L, false),
+                            set_config('statement_timeout', '0', false))$q$,
+        'snowflake_id_router loopback ' || pg_backend_pid(), snowflake_id_router.ms(snowflake_id_router.timeout('lock_timeout'))),
+        interval '10 s', 'setting up the loopback connection');
+    RETURN 'sfid:self';
+END
+$$;
+COMMENT ON FUNCTION snowflake_id_router.loopback() IS
+  'The loopback connection sfid:self of this session to this router database (opened and checked if not yet open).';
+
+-- Closes every connection of this session named sfid:*, releasing the node locks held
+-- through them. Never fails.
+CREATE OR REPLACE FUNCTION snowflake_id_router.disconnect_all() RETURNS void
+LANGUAGE plpgsql VOLATILE PARALLEL UNSAFE
+SET search_path = pg_catalog, pg_temp
+AS $$
+#variable_conflict use_variable
+DECLARE
+    d text := snowflake_id_router.dblink_schema();
+    open text[];
+    c text;
+BEGIN
+    EXECUTE format('SELECT %s.dblink_get_connections()', d) INTO open;
+    FOR c IN SELECT x FROM unnest(open) x WHERE x LIKE 'sfid:%' LOOP
+        BEGIN
+            EXECUTE format('SELECT %s.dblink_disconnect($1::text)', d) USING c;
+        EXCEPTION WHEN OTHERS THEN
+            NULL;  -- a broken connection is gone already
+        END;
+    END LOOP;
+END
+$$;
+COMMENT ON FUNCTION snowflake_id_router.disconnect_all() IS
+  'Closes this session''s sfid:* dblink connections (node locks held through them go with them).';
+
+-- Sends sql on conn without waiting.
+CREATE OR REPLACE FUNCTION snowflake_id_router.send(conn text, sql text) RETURNS void
+LANGUAGE plpgsql VOLATILE STRICT PARALLEL UNSAFE
+SET search_path = pg_catalog, pg_temp
+AS $$
+#variable_conflict use_variable
+DECLARE
+    sent integer;
+BEGIN
+    EXECUTE format('SELECT %s.dblink_send_query($1::text, $2::text)', snowflake_id_router.dblink_schema())
+        INTO sent USING conn, sql;
+    IF sent IS DISTINCT FROM 1 THEN
+        RAISE EXCEPTION 'could not send a query on connection %', conn USING ERRCODE = 'connection_failure';
+    END IF;
+END
+$$;
+COMMENT ON FUNCTION snowflake_id_router.send(text, text) IS 'Sends sql on dblink connection conn without waiting for it.';
+
+-- The result (first column of the first row, as text) of what was sent on conn, waited for
+-- until deadline; then the query is cancelled and 57014 raised. A remote error is raised
+-- again with its SQLSTATE, detail and hint, its message prefixed by what and where.
+CREATE OR REPLACE FUNCTION snowflake_id_router.receive(conn text, deadline timestamptz, what text) RETURNS text
+LANGUAGE plpgsql VOLATILE PARALLEL UNSAFE
+SET search_path = pg_catalog, pg_temp
+AS $$
+#variable_conflict use_variable
+DECLARE
+    d text := snowflake_id_router.dblink_schema();
+    busy integer;
+    nap double precision := 0.0002;
+    result text;
+    st text;
+    msg text;
+    det text;
+    hnt text;
+    place text := CASE WHEN conn = 'sfid:self' THEN 'the router' ELSE format('node %L', substr(conn, 6)) END;
+BEGIN
+    LOOP
+        EXECUTE format('SELECT %s.dblink_is_busy($1::text)', d) INTO busy USING conn;
+        EXIT WHEN busy = 0;
+        IF clock_timestamp() >= deadline THEN
+            EXECUTE format('SELECT %s.dblink_cancel_query($1::text)', d) USING conn;
+            PERFORM snowflake_id_router.drain(conn, clock_timestamp() + interval '2 s');
+            RAISE EXCEPTION '% on % did not finish in time', what, place USING ERRCODE = 'query_canceled';
+        END IF;
+        PERFORM pg_sleep(nap);
+        nap := least(nap * 2, 0.01);
+    END LOOP;
+    BEGIN
+        EXECUTE format('SELECT v FROM %s.dblink_get_result($1::text) AS r(v text)', d) INTO result USING conn;
+    EXCEPTION WHEN OTHERS THEN
+        GET STACKED DIAGNOSTICS st = RETURNED_SQLSTATE, msg = MESSAGE_TEXT, det = PG_EXCEPTION_DETAIL, hnt = PG_EXCEPTION_HINT;
+        PERFORM snowflake_id_router.drain(conn, clock_timestamp() + interval '2 s');
+        msg := format('%s on %s: %s', what, place, msg);
+        PERFORM snowflake_id_router.raise_error(st, msg, det, hnt);
+    END;
+    PERFORM snowflake_id_router.drain(conn, clock_timestamp() + interval '2 s');
+    RETURN result;
+END
+$$;
+COMMENT ON FUNCTION snowflake_id_router.receive(text, timestamptz, text) IS
+  'Waits (until deadline, then cancels: 57014) for what was sent on dblink connection conn; returns the first column of its first row.';
+
+-- Raises an error with its SQLSTATE and message, and its detail and hint if not empty.
+CREATE OR REPLACE FUNCTION snowflake_id_router.raise_error(sqlstate text, message text, detail text, hint text) RETURNS void
+LANGUAGE plpgsql VOLATILE CALLED ON NULL INPUT PARALLEL SAFE
+SET search_path = pg_catalog, pg_temp
+AS $$
+#variable_conflict use_variable
+BEGIN
+    detail := nullif(detail, '');
+    hint := nullif(hint, '');
+    IF detail IS NULL AND hint IS NULL THEN
+        RAISE EXCEPTION USING ERRCODE = sqlstate, MESSAGE = message;
+    ELSIF detail IS NULL THEN
+        RAISE EXCEPTION USING ERRCODE = sqlstate, MESSAGE = message, HINT = hint;
+    ELSIF hint IS NULL THEN
+        RAISE EXCEPTION USING ERRCODE = sqlstate, MESSAGE = message, DETAIL = detail;
+    ELSE
+        RAISE EXCEPTION USING ERRCODE = sqlstate, MESSAGE = message, DETAIL = detail, HINT = hint;
+    END IF;
+END
+$$;
+COMMENT ON FUNCTION snowflake_id_router.raise_error(text, text, text, text) IS
+  'Raises an error with its SQLSTATE and message, and its detail and hint where not empty.';
+
+-- Consumes what is left of the results on conn; a connection that stays busy past deadline
+-- (a cancel that does not take) is closed.
+CREATE OR REPLACE FUNCTION snowflake_id_router.drain(conn text, deadline timestamptz) RETURNS void
+LANGUAGE plpgsql VOLATILE STRICT PARALLEL UNSAFE
+SET search_path = pg_catalog, pg_temp
+AS $$
+#variable_conflict use_variable
+DECLARE
+    d text := snowflake_id_router.dblink_schema();
+    busy integer;
+    n integer;
+BEGIN
+    FOR i IN 1 .. 100 LOOP
+        BEGIN
+            EXECUTE format('SELECT %s.dblink_is_busy($1::text)', d) INTO busy USING conn;
+            IF busy = 1 THEN
+                IF clock_timestamp() >= deadline THEN
+                    PERFORM snowflake_id_router.disconnect(conn);
+                    RETURN;
+                END IF;
+                PERFORM pg_sleep(0.005);
+                CONTINUE;
+            END IF;
+            EXECUTE format('SELECT count(*) FROM %s.dblink_get_result($1::text, false) AS r(v text)', d) INTO n USING conn;
+            -- An empty result is the end (the queries sent here return one row or fail).
+            EXIT WHEN n = 0;
+        EXCEPTION WHEN OTHERS THEN
+            PERFORM snowflake_id_router.disconnect(conn);
+            RETURN;
+        END;
+    END LOOP;
+END
+$$;
+COMMENT ON FUNCTION snowflake_id_router.drain(text, timestamptz) IS
+  'Consumes the remaining results on dblink connection conn; closes it if it stays busy past deadline.';
+
+-- send, then receive within timeout.
+CREATE OR REPLACE FUNCTION snowflake_id_router.call(conn text, sql text, timeout interval, what text) RETURNS text
+LANGUAGE plpgsql VOLATILE STRICT PARALLEL UNSAFE
+SET search_path = pg_catalog, pg_temp
+AS $$
+#variable_conflict use_variable
+BEGIN
+    PERFORM snowflake_id_router.send(conn, sql);
+    RETURN snowflake_id_router.receive(conn, clock_timestamp() + timeout, what);
+END
+$$;
+COMMENT ON FUNCTION snowflake_id_router.call(text, text, interval, text) IS
+  'Runs sql on dblink connection conn, bounded by timeout (then cancelled: 57014); the first column of its first row.';
+
+-- Polls sql (a boolean) on conn until true; 57014 at the deadline.
+CREATE OR REPLACE FUNCTION snowflake_id_router.poll(conn text, sql text, deadline timestamptz, what text) RETURNS void
+LANGUAGE plpgsql VOLATILE STRICT PARALLEL UNSAFE
+SET search_path = pg_catalog, pg_temp
+AS $$
+#variable_conflict use_variable
+DECLARE
+    nap double precision := 0.001;
+BEGIN
+    LOOP
+        EXIT WHEN snowflake_id_router.call(conn, sql, greatest(deadline - clock_timestamp(), interval '0'), what)::boolean;
+        IF clock_timestamp() >= deadline THEN
+            RAISE EXCEPTION '% on % did not finish in time', what, format('node %L', substr(conn, 6))
+                USING ERRCODE = 'query_canceled';
+        END IF;
+        PERFORM pg_sleep(nap);
+        nap := least(nap * 2, 0.02);
+    END LOOP;
+END
+$$;
+COMMENT ON FUNCTION snowflake_id_router.poll(text, text, timestamptz, text) IS
+  'Polls a boolean query on dblink connection conn until it is true; 57014 at the deadline.';
+
+-- A step's record, committed through the loopback connection: UPDATE ... SET sets.
+CREATE OR REPLACE FUNCTION snowflake_id_router.note(move_id bigint, sets text) RETURNS void
+LANGUAGE plpgsql VOLATILE STRICT PARALLEL UNSAFE
+SET search_path = pg_catalog, pg_temp
+AS $$
+#variable_conflict use_variable
+BEGIN
+    PERFORM snowflake_id_router.call(snowflake_id_router.loopback(),
+        format('UPDATE snowflake_id_router.move SET %s WHERE id = %s RETURNING id', sets, move_id),
+        snowflake_id_router.timeout('lock_timeout') + interval '1 s', 'recording the move');
+END
+$$;
+COMMENT ON FUNCTION snowflake_id_router.note(bigint, text) IS
+  'Commits a change to a move''s record through the loopback connection.';
+
+-- Enters a step: recorded, then the test hook.
+CREATE OR REPLACE FUNCTION snowflake_id_router.enter(move_id bigint, state text) RETURNS void
+LANGUAGE plpgsql VOLATILE STRICT PARALLEL UNSAFE
+SET search_path = pg_catalog, pg_temp
+AS $$
+#variable_conflict use_variable
+BEGIN
+    PERFORM snowflake_id_router.note(move_id, format('state = %L', state));
+    PERFORM snowflake_id_router.pause_at(state);
+END
+$$;
+COMMENT ON FUNCTION snowflake_id_router.enter(bigint, text) IS 'Records that a move enters a step, then pauses there if a test asks.';
+
+-- The test hook: waits while snowflake_id_router.breakpoint has a row for step.
+CREATE OR REPLACE FUNCTION snowflake_id_router.pause_at(step text) RETURNS void
+LANGUAGE plpgsql VOLATILE STRICT PARALLEL UNSAFE
+SET search_path = pg_catalog, pg_temp
+AS $$
+#variable_conflict use_variable
+BEGIN
+    IF EXISTS (SELECT FROM snowflake_id_router.breakpoint b WHERE b.step = pause_at.step) THEN
+        PERFORM snowflake_id_router.call(snowflake_id_router.loopback(), format(
+            'UPDATE snowflake_id_router.breakpoint SET reached = clock_timestamp(), pid = %s WHERE step = %L RETURNING step',
+            pg_backend_pid(), step), interval '10 s', 'noting a breakpoint');
+        WHILE EXISTS (SELECT FROM snowflake_id_router.breakpoint b WHERE b.step = pause_at.step) LOOP
+            PERFORM pg_sleep(0.01);
+        END LOOP;
+    END IF;
+END
+$$;
+COMMENT ON FUNCTION snowflake_id_router.pause_at(text) IS
+  'Test hook: while snowflake_id_router.breakpoint has a row for step, waits (after noting it reached it).';
+
+-- ==== router/sql/32_move.sql ====
+-- == Moves (docs/cluster-design.md, "A move, step by step") ==
+--
+-- move_shards(shards, node) moves shards from the one node holding them to node: the
+-- target makes the shards' schemas from a template, logical replication copies their rows
+-- while writes go on, a short fenced cutover seals the source, the sequences are carried
+-- and the map flipped through the loopback connection. Each step is recorded on the router
+-- (snowflake_id_router.move, committed through the loopback connection before the step
+-- runs) and on the node it changes (snowflake_id_node.move, in the step's transaction). A
+-- failure before the seal undoes both sides; from the seal on the move is completed, by
+-- the mover or, if it died, by repair_moves() or the next move of its shards.
+
+-- A timeout of the router's settings (snowflake_id_router.setting), at least 1 ms.
+CREATE OR REPLACE FUNCTION snowflake_id_router.timeout(name text) RETURNS interval
+LANGUAGE sql STABLE STRICT PARALLEL SAFE
+SET search_path = pg_catalog, pg_temp
+RETURN greatest(snowflake_id_router.setting(name)::interval, interval '1 ms');
+COMMENT ON FUNCTION snowflake_id_router.timeout(text) IS
+  'A timeout of the router''s settings (lock_timeout, copy_timeout, cutover_timeout, cleanup_timeout), at least 1 ms.';
+
+-- An interval as a value for a node's lock_timeout (milliseconds, never 0: 0 is no limit).
+CREATE OR REPLACE FUNCTION snowflake_id_router.ms(i interval) RETURNS text
+LANGUAGE sql IMMUTABLE STRICT PARALLEL SAFE
+RETURN greatest(ceil(extract(epoch FROM i) * 1000), 1)::bigint::text;
+COMMENT ON FUNCTION snowflake_id_router.ms(interval) IS 'An interval in whole milliseconds (at least 1), for a node''s lock_timeout.';
+
+-- The key of a move on its nodes: the router's short identity and the move's id. The
+-- names of what it makes there (publication, slot, subscription, marker, fence triggers)
+-- are 'sfid_' and the key with '_' for '/': two router databases never share one.
+CREATE OR REPLACE FUNCTION snowflake_id_router.move_key(move_id bigint) RETURNS text
+LANGUAGE sql STABLE STRICT PARALLEL SAFE
+SET search_path = pg_catalog, pg_temp
+RETURN left(md5(snowflake_id_node.identity()), 8) || '/' || move_id;
+COMMENT ON FUNCTION snowflake_id_router.move_key(bigint) IS 'The key of a move on its nodes: <router8>/<move id>.';
+
+-- The router's shard locks for a move (transaction level): 55P03 when another session
+-- moves or repairs one of the shards, or runs a schema change.
+CREATE OR REPLACE FUNCTION snowflake_id_router.lock_router(shards integer[]) RETURNS void
+LANGUAGE plpgsql VOLATILE STRICT PARALLEL UNSAFE
+SET search_path = pg_catalog, pg_temp
+AS $$
+#variable_conflict use_variable
+DECLARE
+    s integer;
+BEGIN
+    IF NOT pg_try_advisory_xact_lock_shared(snowflake_id_node.lock_class(), -1) THEN
+        RAISE EXCEPTION 'a schema change (alter_shards) is running on this router: moves wait until it is done'
+            USING ERRCODE = 'lock_not_available';
+    END IF;
+    FOREACH s IN ARRAY shards LOOP
+        IF NOT pg_try_advisory_xact_lock(snowflake_id_node.lock_class(), s) THEN
+            RAISE EXCEPTION 'shard % is being moved or repaired by another session (pid %)', s,
+                (SELECT l.pid FROM pg_locks l WHERE l.locktype = 'advisory' AND l.granted
+                    AND l.database = (SELECT d.oid FROM pg_database d WHERE d.datname = current_database())
+                    AND l.classid = snowflake_id_node.lock_class()::oid AND l.objid::bigint = s AND l.objsubid = 2 LIMIT 1)
+                USING ERRCODE = 'lock_not_available';
+        END IF;
+    END LOOP;
+END
+$$;
+COMMENT ON FUNCTION snowflake_id_router.lock_router(integer[]) IS
+  'Takes the router''s locks for moving shards (to the end of the transaction); 55P03 when another session holds one.';
+
+CREATE OR REPLACE FUNCTION move_shards(shards integer[], node text, template text DEFAULT 'tpl') RETURNS bigint
+LANGUAGE plpgsql VOLATILE CALLED ON NULL INPUT PARALLEL UNSAFE SECURITY DEFINER
+SET search_path = pg_catalog, pg_temp SET DateStyle = 'ISO, MDY' SET IntervalStyle = 'postgres'
+AS $$
+#variable_conflict use_variable
+DECLARE
+    todo integer[];
+    here integer[];
+    src text;
+    bad text;
+BEGIN
+    IF shards IS NULL OR node IS NULL OR template IS NULL OR array_position(shards, NULL) IS NOT NULL THEN
+        RAISE EXCEPTION 'move_shards: shards, node and template must not be NULL' USING ERRCODE = 'null_value_not_allowed';
+    END IF;
+    IF cardinality(shards) = 0 THEN
+        RAISE EXCEPTION 'move_shards: no shard given' USING ERRCODE = 'invalid_parameter_value';
+    END IF;
+    SELECT min(s)::text INTO bad FROM unnest(shards) s WHERE s NOT BETWEEN 0 AND 8191;
+    IF bad IS NOT NULL THEN
+        RAISE EXCEPTION 'shard % is out of range: valid shards are 0 to 8191', bad USING ERRCODE = 'numeric_value_out_of_range';
+    END IF;
+    IF NOT EXISTS (SELECT FROM snowflake_id_router.node n WHERE n.name = move_shards.node) THEN
+        RAISE EXCEPTION 'node % does not exist', quote_literal(node) USING ERRCODE = 'undefined_object',
+            HINT = 'Register it with add_node(name, connstr).';
+    END IF;
+    -- The map is read with fresh snapshots while the move runs.
+    IF current_setting('transaction_isolation') <> 'read committed' THEN
+        RAISE EXCEPTION 'move_shards runs only in a READ COMMITTED transaction, not %', current_setting('transaction_isolation')
+            USING ERRCODE = 'invalid_transaction_state';
+    END IF;
+    todo := ARRAY(SELECT DISTINCT s FROM unnest(shards) s ORDER BY 1);
+    PERFORM snowflake_id_router.lock_router(todo);
+    SELECT min(x.s)::text INTO bad FROM unnest(todo) x(s)
+     WHERE NOT EXISTS (SELECT FROM snowflake_id_router.shard m WHERE m.shard = x.s);
+    IF bad IS NOT NULL THEN
+        RAISE EXCEPTION 'shard % is assigned to no node', bad USING ERRCODE = 'object_not_in_prerequisite_state',
+            HINT = 'A shard without data is placed with assign_shards(first_shard, count, node).';
+    END IF;
+    SELECT string_agg(format('shard %s is on node %s', f.shard, quote_literal(f.node)), ' and ' ORDER BY f.node)
+      INTO bad FROM (SELECT DISTINCT ON (m.node) m.shard, m.node FROM snowflake_id_router.shard m
+                      WHERE m.shard = ANY (todo) AND m.node <> move_shards.node ORDER BY m.node, m.shard) f
+    HAVING count(*) > 1;
+    IF bad IS NOT NULL THEN
+        RAISE EXCEPTION 'shards % are on different nodes: %', todo, bad USING ERRCODE = 'object_not_in_prerequisite_state',
+            HINT = 'One move takes shards from one node: move them in one call per node.';
+    END IF;
+    -- An interrupted move of these shards is completed or undone first, even when they are
+    -- already where they are asked to go (a move interrupted after its flip).
+    BEGIN
+        PERFORM snowflake_id_router.repair_shards(todo);
+    EXCEPTION WHEN query_canceled OR OTHERS THEN
+        PERFORM snowflake_id_router.disconnect_all();
+        RAISE;
+    END;
+    here := ARRAY(SELECT m.shard FROM snowflake_id_router.shard m WHERE m.shard = ANY (todo) AND m.node = move_shards.node ORDER BY 1);
+    IF cardinality(here) > 0 THEN
+        RAISE NOTICE '% already on node %', CASE WHEN cardinality(here) = 1 THEN format('shard %s is', here[1])
+                                                  ELSE format('shards %s are', array_to_string(here, ', ')) END,
+            quote_literal(node);
+    END IF;
+    todo := ARRAY(SELECT x FROM unnest(todo) x WHERE x <> ALL (here));
+    IF cardinality(todo) = 0 THEN
+        RETURN NULL;
+    END IF;
+    SELECT m.node INTO src FROM snowflake_id_router.shard m WHERE m.shard = todo[1];
+    BEGIN
+        RETURN snowflake_id_router.run_move(todo, src, node, template);
+    EXCEPTION WHEN query_canceled OR OTHERS THEN
+        PERFORM snowflake_id_router.disconnect_all();
+        RAISE;
+    END;
+END
+$$;
+COMMENT ON FUNCTION move_shards(integer[], text, text) IS
+  'Moves shards (all on one node) to node online, in one copy, fence and flip; returns the move''s id (move_history), NULL if all are there already.';
+
+CREATE OR REPLACE FUNCTION move_shard(shard integer, node text, template text DEFAULT 'tpl') RETURNS void
+LANGUAGE plpgsql VOLATILE CALLED ON NULL INPUT PARALLEL UNSAFE SECURITY DEFINER
+SET search_path = pg_catalog, pg_temp SET DateStyle = 'ISO, MDY' SET IntervalStyle = 'postgres'
+AS $$
+#variable_conflict use_variable
+BEGIN
+    IF shard IS NULL THEN
+        RAISE EXCEPTION 'move_shard: shard, node and template must not be NULL' USING ERRCODE = 'null_value_not_allowed';
+    END IF;
+    PERFORM @extschema@.move_shards(ARRAY[shard], node, template);
+END
+$$;
+COMMENT ON FUNCTION move_shard(integer, text, text) IS
+  'Moves a logical shard to another node online: move_shards(ARRAY[shard], node, template).';
+
+-- A move from its record to the seal; then complete_move. Before the seal, any failure
+-- (or cancel) undoes both sides; the error says what step failed and what is left.
+CREATE OR REPLACE FUNCTION snowflake_id_router.run_move(shards integer[], source text, target text, template text)
+RETURNS bigint
+LANGUAGE plpgsql VOLATILE STRICT PARALLEL UNSAFE
+SET search_path = pg_catalog, pg_temp
+AS $$
+#variable_conflict use_variable
+DECLARE
+    router text := snowflake_id_node.identity();
+    self text := snowflake_id_router.loopback();
+    src text;
+    dst text;
+    src_id text;
+    dst_id text;
+    move_id bigint;
+    k text;
+    schemas text[];
+    roles text[];
+    src_prints text;
+    dst_prints text;
+    src_rows text;
+    dst_rows text;
+    suboid oid;
+    sequences text;
+    step text := 'connecting to the nodes';
+    sealed boolean := false;
+    copy_deadline timestamptz;
+    fence_deadline timestamptz;
+    t_fence timestamptz;
+    what_left text;
+    st text;
+    msg text;
+    det text;
+    hnt text;
+    lock_ms text := snowflake_id_router.ms(snowflake_id_router.timeout('lock_timeout'));
+    long_step interval := snowflake_id_router.timeout('copy_timeout');
+BEGIN
+    src := snowflake_id_router.node_conn(source);
+    dst := snowflake_id_router.node_conn(target);
+    src_id := snowflake_id_router.call(src, 'SELECT snowflake_id_node.identity()', interval '10 s', 'reading the identity');
+    dst_id := snowflake_id_router.call(dst, 'SELECT snowflake_id_node.identity()', interval '10 s', 'reading the identity');
+    IF src_id = dst_id THEN
+        RAISE EXCEPTION 'nodes % and % are the same database (%): a shard cannot move onto the node it is on',
+            quote_literal(source), quote_literal(target), src_id USING ERRCODE = 'object_not_in_prerequisite_state';
+    END IF;
+    move_id := snowflake_id_router.call(self, format(
+        'INSERT INTO snowflake_id_router.move (shards, source, target, source_identity, target_identity, template)
+         VALUES (%L, %L, %L, %L, %L, %L) RETURNING id', shards, source, target, src_id, dst_id, template),
+        interval '10 s', 'recording the move')::bigint;
+    k := snowflake_id_router.move_key(move_id);
+    PERFORM snowflake_id_router.pause_at('planned');
+    BEGIN
+        step := 'locking the shards on the nodes';
+        PERFORM snowflake_id_router.call(src, format('SELECT snowflake_id_node.lock_shards(%L)', shards), interval '10 s', step);
+        PERFORM snowflake_id_router.call(dst, format('SELECT snowflake_id_node.lock_shards(%L)', shards), interval '10 s', step);
+
+        PERFORM snowflake_id_router.enter(move_id, 'checking');
+        step := 'checking';
+        schemas := snowflake_id_router.call(src, format('SELECT snowflake_id_node.source_check(%L, %L, %L)', router, dst_id, shards),
+                                            long_step, 'checking the source');
+        roles := snowflake_id_router.call(src, format('SELECT snowflake_id_node.roles(%L)', schemas), long_step, 'checking the source');
+        PERFORM snowflake_id_router.call(dst, format('SELECT snowflake_id_node.target_check(%L, %L, %L, %L, %L, %L)',
+                                                     router, src_id, shards, schemas, roles, template), long_step, 'checking the target');
+        PERFORM snowflake_id_router.note(move_id, format('schemas = %L', schemas));
+
+        PERFORM snowflake_id_router.enter(move_id, 'preparing');
+        step := 'preparing';
+        PERFORM snowflake_id_router.call(dst, format('SELECT snowflake_id_node.prepare_target(%L, %L, %L, %L, %L, %L)',
+                                                     k, router, src_id, shards, schemas, template), long_step, 'making the copies');
+        -- The copies must be what the shards are, before any row moves.
+        PERFORM snowflake_id_router.compare_fingerprints(src, dst, schemas, shards,
+            format('node %L', source), format('the copy made from template %L on node %L', template, target),
+            clock_timestamp() + long_step);
+        PERFORM snowflake_id_router.call(dst, format('SELECT snowflake_id_node.set_grants(%L, %L)', k,
+            snowflake_id_router.call(src, format('SELECT snowflake_id_node.grants(%L)', schemas), long_step, 'reading the privileges')),
+            long_step, 'giving the copies their owners and privileges');
+        PERFORM snowflake_id_router.call(src, format('SELECT snowflake_id_node.prepare_source(%L, %L, %L, %L, %L)',
+                                                     k, router, dst_id, shards, schemas), long_step, 'preparing the source');
+
+        PERFORM snowflake_id_router.enter(move_id, 'copying');
+        copy_deadline := clock_timestamp() + snowflake_id_router.timeout('copy_timeout');
+        step := 'publishing';
+        PERFORM snowflake_id_router.call(src, format('SELECT snowflake_id_node.publish(%L)', k), long_step, step);
+        step := 'making the replication slot';
+        PERFORM snowflake_id_router.call(src, format('SELECT snowflake_id_node.make_slot(%L)', k),
+                                         greatest(copy_deadline - clock_timestamp(), interval '0'), step);
+        step := 'subscribing';
+        suboid := snowflake_id_router.call(dst, format('SELECT snowflake_id_node.subscribe(%L, %L)', k,
+                                                       (SELECT n.connstr FROM snowflake_id_router.node n WHERE n.name = source)),
+                                           greatest(copy_deadline - clock_timestamp(), interval '0'), step)::oid;
+        PERFORM snowflake_id_router.note(move_id, format('suboid = %s', suboid));
+        PERFORM snowflake_id_router.call(src, format('SELECT snowflake_id_node.note_subscription(%L, %s)', k, suboid), long_step, step);
+        PERFORM snowflake_id_router.pause_at('subscribed');
+        step := 'copying the rows';
+        PERFORM snowflake_id_router.poll(dst, format('SELECT snowflake_id_node.copy_done(%L)', k), copy_deadline, 'the initial copy');
+        -- The flip must not meet the map locked (by the caller's own transaction, say): find
+        -- out now, and have the loopback session ready for it.
+        step := 'rehearsing the flip';
+        PERFORM snowflake_id_router.call(self, format('SELECT snowflake_id_router.rehearse_flip(%s)', move_id),
+                                         snowflake_id_router.timeout('lock_timeout') + interval '10 s', step);
+
+        -- The fenced part: writes to the shards wait or get 40001 until the flip. The fence's
+        -- lock is bounded by lock_timeout, what follows up to the seal by cutover_timeout;
+        -- recorded once, before the seal (a repair reads the nodes' records for the rest).
+        PERFORM snowflake_id_router.enter(move_id, 'fencing');
+        step := 'fencing writes on the source';
+        t_fence := clock_timestamp();
+        PERFORM snowflake_id_router.call(src, format('SELECT snowflake_id_node.set_fence(%L, %L)', k, lock_ms),
+                                         snowflake_id_router.timeout('lock_timeout') + interval '1 s', step);
+        fence_deadline := clock_timestamp() + snowflake_id_router.timeout('cutover_timeout');
+        PERFORM snowflake_id_router.pause_at('fenced');
+        step := 'waiting for the target to catch up';
+        PERFORM snowflake_id_router.call(src, format('SELECT snowflake_id_node.mark(%L)', k),
+                                         greatest(fence_deadline - clock_timestamp(), interval '0'), 'writing the marker');
+        PERFORM snowflake_id_router.pause_at('catching up');
+        PERFORM snowflake_id_router.poll(dst, format('SELECT snowflake_id_node.marked(%L)', k), fence_deadline,
+                                         'catching up after the fence');
+        -- The same rows on both sides; the copies' definitions for the seal to compare.
+        step := 'comparing the copies';
+        PERFORM snowflake_id_router.send(src, format('SELECT snowflake_id_node.row_counts(%L)', k));
+        PERFORM snowflake_id_router.send(dst, format(
+            'SELECT ARRAY[ARRAY(SELECT snowflake_id_node.fingerprint(s)::text FROM unnest(%L::text[]) WITH ORDINALITY u(s, o) ORDER BY o)::text,
+                          snowflake_id_node.row_counts(%L)]', schemas, k));
+        src_rows := snowflake_id_router.receive(src, fence_deadline, 'counting rows');
+        dst_rows := snowflake_id_router.receive(dst, fence_deadline, 'reading the copies');
+        dst_prints := (dst_rows::text[])[1];
+        dst_rows := (dst_rows::text[])[2];
+        IF src_rows IS DISTINCT FROM dst_rows THEN
+            RAISE EXCEPTION 'the copy on node % does not hold the rows of node %: %', quote_literal(target), quote_literal(source),
+                snowflake_id_node.fingerprint_difference(string_to_array(src_rows, E'\n'), string_to_array(dst_rows, E'\n'),
+                                                         format('node %L', source), format('node %L', target))
+                USING ERRCODE = 'object_not_in_prerequisite_state';
+        END IF;
+
+        PERFORM snowflake_id_router.note(move_id, format('state = %L, fenced = to_timestamp(%s), rows = %s', 'sealing',
+            extract(epoch FROM t_fence),
+            (SELECT coalesce(sum(substring(l FROM ': (\d+) rows$')::bigint), 0) FROM unnest(string_to_array(src_rows, E'\n')) l)));
+        PERFORM snowflake_id_router.pause_at('sealing');
+        step := 'sealing the source';
+        sequences := snowflake_id_router.call(src, format('SELECT snowflake_id_node.seal(%L, %L, %L)', k, dst_prints, lock_ms),
+                                              greatest(fence_deadline - clock_timestamp(), interval '0')
+                                              + snowflake_id_router.timeout('lock_timeout'), step);
+        sealed := true;
+        PERFORM snowflake_id_router.pause_at('sealed');
+    EXCEPTION WHEN query_canceled OR OTHERS THEN
+        GET STACKED DIAGNOSTICS st = RETURNED_SQLSTATE, msg = MESSAGE_TEXT, det = PG_EXCEPTION_DETAIL, hnt = PG_EXCEPTION_HINT;
+        IF NOT sealed THEN
+            what_left := snowflake_id_router.undo_move(move_id, format('%s while %s: %s', st, step, msg));
+            IF what_left IS DISTINCT FROM 'sealed' THEN
+                PERFORM snowflake_id_router.disconnect_all();
+                msg := format('moving %s from node %L to node %L failed while %s: %s',
+                              CASE WHEN cardinality(shards) = 1 THEN 'shard ' || shards[1] ELSE 'shards ' || array_to_string(shards, ', ') END,
+                              source, target, step, msg);
+                det := concat_ws(' ', nullif(det, ''), nullif(hnt, ''));
+                hnt := CASE WHEN what_left IS NULL
+                            THEN format('The shards stay on node %L, which takes their writes again; everything the move made is removed (move %s in move_history). Re-run the move once the cause is fixed.',
+                                        source, move_id)
+                            ELSE format('The shards stay on node %L, which takes their writes again. Left for SELECT repair_moves() to remove: %s (move %s).',
+                                        source, what_left, move_id) END;
+                PERFORM snowflake_id_router.raise_error(st, msg, det, hnt);
+            END IF;
+            -- The seal committed after all (its reply was lost): complete the move.
+        END IF;
+    END;
+    PERFORM snowflake_id_router.complete_move(move_id, sequences);
+    PERFORM snowflake_id_router.disconnect_all();
+    RETURN move_id;
+END
+$$;
+COMMENT ON FUNCTION snowflake_id_router.run_move(integer[], text, text, text) IS
+  'A move of shards from source to target, recorded step by step; undone on a failure before the seal, completed after it.';
+
+-- The schemas' fingerprints on both nodes (read at once), equal or 55000 naming the first
+-- difference; returns the target's, as an array literal.
+CREATE OR REPLACE FUNCTION snowflake_id_router.compare_fingerprints(src text, dst text, schemas text[], shards integer[],
+                                                                    src_name text, dst_name text, deadline timestamptz)
+RETURNS text
+LANGUAGE plpgsql VOLATILE STRICT PARALLEL UNSAFE
+SET search_path = pg_catalog, pg_temp
+AS $$
+#variable_conflict use_variable
+DECLARE
+    q text := format('SELECT ARRAY(SELECT snowflake_id_node.fingerprint(s)::text FROM unnest(%L::text[]) WITH ORDINALITY u(s, o) ORDER BY o)',
+                     schemas);
+    a text[];
+    b text[];
+BEGIN
+    PERFORM snowflake_id_router.send(src, q);
+    PERFORM snowflake_id_router.send(dst, q);
+    a := snowflake_id_router.receive(src, deadline, 'reading the shards'' definitions');
+    b := snowflake_id_router.receive(dst, deadline, 'reading the copies'' definitions');
+    FOR i IN 1 .. cardinality(schemas) LOOP
+        IF a[i] IS DISTINCT FROM b[i] THEN
+            RAISE EXCEPTION 'shard % (schema %) differs from its copy: %', shards[i], quote_ident(schemas[i]),
+                snowflake_id_node.fingerprint_difference(a[i]::text[], b[i]::text[], src_name, dst_name)
+                USING ERRCODE = 'object_not_in_prerequisite_state',
+                      HINT = 'A move carries rows, not definitions: give the target''s template (or the shard) the same tables, columns, types, constraints and indexes.';
+        END IF;
+    END LOOP;
+    RETURN b::text;
+END
+$$;
+COMMENT ON FUNCTION snowflake_id_router.compare_fingerprints(text, text, text[], integer[], text, text, timestamptz) IS
+  'Compares the fingerprints of schemas on two nodes; 55000 naming the first difference.';
+
+-- The state of a move's record on a node (NULL: none), through this session's connection,
+-- after taking the move's shard locks there.
+CREATE OR REPLACE FUNCTION snowflake_id_router.node_state(node text, move_id bigint, shards integer[]) RETURNS text
+LANGUAGE plpgsql VOLATILE STRICT PARALLEL UNSAFE
+SET search_path = pg_catalog, pg_temp
+AS $$
+#variable_conflict use_variable
+DECLARE
+    conn text := snowflake_id_router.node_conn(node);
+BEGIN
+    PERFORM snowflake_id_router.call(conn, format('SELECT snowflake_id_node.lock_shards(%L)', shards), interval '10 s',
+                                     'locking the shards');
+    RETURN snowflake_id_router.call(conn, format('SELECT state FROM snowflake_id_node.move WHERE key = %L',
+                                                 snowflake_id_router.move_key(move_id)), interval '10 s', 'reading the move''s record');
+END
+$$;
+COMMENT ON FUNCTION snowflake_id_router.node_state(text, bigint, integer[]) IS
+  'The state of a move''s record on node (NULL: none), read under the move''s shard locks there.';
+
+-- Undoes a move that has not been sealed, target first, each node on its own. Returns
+-- NULL when everything is removed (state undone), 'sealed' when the source turns out to be
+-- sealed (complete it instead), or what is left where (state undoing, for repair_moves()).
+CREATE OR REPLACE FUNCTION snowflake_id_router.undo_move(move_id bigint, reason text) RETURNS text
+LANGUAGE plpgsql VOLATILE STRICT PARALLEL UNSAFE
+SET search_path = pg_catalog, pg_temp
+AS $$
+#variable_conflict use_variable
+DECLARE
+    m snowflake_id_router.move;
+    k text := snowflake_id_router.move_key(move_id);
+    src_state text;
+    src_ok boolean := false;
+    left_over text[] := '{}';
+    wait text := snowflake_id_router.timeout('cleanup_timeout')::text;
+BEGIN
+    SELECT * INTO m FROM snowflake_id_router.move r WHERE r.id = move_id;
+    -- The source first, to learn whether it was sealed (a seal whose reply was lost).
+    BEGIN
+        src_state := snowflake_id_router.node_state(m.source, move_id, m.shards);
+        src_ok := true;
+    EXCEPTION WHEN query_canceled OR OTHERS THEN
+        left_over := left_over || format('on node %L (the source, %s): what the move made there', m.source, SQLERRM);
+    END;
+    IF src_state = 'sealed' THEN
+        PERFORM snowflake_id_router.note(move_id, format('state = %L', 'sealed'));
+        RETURN 'sealed';
+    END IF;
+    IF NOT src_ok AND m.state IN ('sealing', 'sealed', 'flipping') THEN
+        -- It may have been sealed: the target's copy may be the one to keep. Nothing undone.
+        PERFORM snowflake_id_router.note(move_id, format('error = %L', reason));
+        RETURN left_over[1] || '; the move may have sealed the source, so its copy on node '
+               || quote_literal(m.target) || ' is kept until the source can be reached';
+    END IF;
+    PERFORM snowflake_id_router.note(move_id, format('state = %L, error = %L', 'undoing', reason));
+    BEGIN
+        PERFORM snowflake_id_router.node_state(m.target, move_id, m.shards);
+        PERFORM snowflake_id_router.call(snowflake_id_router.node_conn(m.target), format(
+            'SELECT snowflake_id_node.undo(r.key, %L, %s) FROM snowflake_id_node.move r WHERE r.key = %L',
+            wait, coalesce(m.suboid, 0), k), snowflake_id_router.timeout('cleanup_timeout') + interval '5 s',
+            'undoing the move on the target');
+    EXCEPTION WHEN query_canceled OR OTHERS THEN
+        left_over := left_over || format('on node %L (the target): %s', m.target, SQLERRM);
+    END;
+    IF src_ok THEN
+        BEGIN
+            PERFORM snowflake_id_router.call(snowflake_id_router.node_conn(m.source), format(
+                'SELECT snowflake_id_node.undo(r.key, %L, %s) FROM snowflake_id_node.move r WHERE r.key = %L',
+                wait, coalesce(m.suboid, 0), k), snowflake_id_router.timeout('cleanup_timeout') + interval '5 s',
+                'undoing the move on the source');
+        EXCEPTION WHEN query_canceled OR OTHERS THEN
+            left_over := left_over || format('on node %L (the source): %s', m.source, SQLERRM);
+        END;
+    END IF;
+    IF cardinality(left_over) = 0 THEN
+        PERFORM snowflake_id_router.note(move_id, format('state = %L, ended = clock_timestamp()', 'undone'));
+        RETURN NULL;
+    END IF;
+    RETURN array_to_string(left_over, '; ');
+END
+$$;
+COMMENT ON FUNCTION snowflake_id_router.undo_move(bigint, text) IS
+  'Undoes a move not yet sealed on both nodes; NULL when all is removed, ''sealed'' if it was sealed after all, else what is left where.';
+
+-- Completes a sealed move: the target activated (sequences carried), the map flipped, then
+-- the clean-up. A failure before the flip raises (the shards' writes stay refused until a
+-- repair completes it); one in the clean-up is a WARNING, the move being done.
+CREATE OR REPLACE FUNCTION snowflake_id_router.complete_move(move_id bigint, sequences text DEFAULT NULL) RETURNS void
 LANGUAGE plpgsql VOLATILE CALLED ON NULL INPUT PARALLEL UNSAFE
 SET search_path = pg_catalog, pg_temp
 AS $$
+#variable_conflict use_variable
 DECLARE
-    sub text := 'snowflake_id_move_' || shard;
-    s text := quote_ident(schema_name);
-    sf text;
-    deadline timestamptz;
+    m snowflake_id_router.move;
+    k text := snowflake_id_router.move_key(move_id);
+    src_state text;
+    dst_state text;
+    step text := 'activating the copies';
+    bound interval := snowflake_id_router.timeout('cleanup_timeout');
+    left_over text[] := '{}';
 BEGIN
-    IF dst_connstr IS NOT NULL THEN
+    SELECT * INTO m FROM snowflake_id_router.move r WHERE r.id = move_id;
+    IF m.state NOT IN ('flipped', 'cleaning') THEN
         BEGIN
-            PERFORM snowflake_id_router.connect('snowflake_id_router_clean', dst_connstr);
-            IF snowflake_id_router.fetch('snowflake_id_router_clean',
-                   format('SELECT count(*)::text FROM pg_catalog.pg_subscription WHERE subname = %L', sub)) <> '0' THEN
-                -- Detach the slot first: the source may be unreachable; its slot is dropped below.
-                PERFORM snowflake_id_router.exec('snowflake_id_router_clean', format('ALTER SUBSCRIPTION %I DISABLE', sub));
-                PERFORM snowflake_id_router.exec('snowflake_id_router_clean', format('ALTER SUBSCRIPTION %I SET (slot_name = NONE)', sub));
-                PERFORM snowflake_id_router.exec('snowflake_id_router_clean', format('DROP SUBSCRIPTION %I', sub));
-            END IF;
-            IF schema_name IS NOT NULL THEN
-                IF undo THEN
-                    sf := snowflake_id_router.fetch('snowflake_id_router_clean',
-                        $q$SELECT quote_ident(n.nspname) FROM pg_catalog.pg_extension e
-                             JOIN pg_catalog.pg_namespace n ON n.oid = e.extnamespace WHERE e.extname = 'snowflake_id'$q$);
-                    IF snowflake_id_router.fetch('snowflake_id_router_clean', format(
-                           'SELECT count(*)::text FROM %s.snowflake_id_shards WHERE schema_name = %L AND shard = %s',
-                           sf, schema_name, shard)) <> '0' THEN
-                        PERFORM snowflake_id_router.fetch('snowflake_id_router_clean', format(
-                            'SELECT %s.drop_shard(%L, cascade => true)::text', sf, schema_name));
-                        PERFORM snowflake_id_router.exec('snowflake_id_router_clean',
-                            format('DROP SCHEMA IF EXISTS %s CASCADE', s));
-                    END IF;
-                ELSE
-                    PERFORM snowflake_id_router.exec('snowflake_id_router_clean',
-                        format('DROP TABLE IF EXISTS %s.snowflake_id_move_marker', s));
+            IF sequences IS NULL THEN
+                -- A repair: the nodes' records say where the move is.
+                src_state := snowflake_id_router.node_state(m.source, move_id, m.shards);
+                dst_state := snowflake_id_router.node_state(m.target, move_id, m.shards);
+                IF src_state IS DISTINCT FROM 'sealed' OR dst_state NOT IN ('incoming', 'serving') THEN
+                    RAISE EXCEPTION 'move % cannot be completed: its record is % on node % and % on node %', move_id,
+                        coalesce(src_state, 'absent'), quote_literal(m.source), coalesce(dst_state, 'absent'), quote_literal(m.target)
+                        USING ERRCODE = 'object_not_in_prerequisite_state';
                 END IF;
+                PERFORM snowflake_id_router.note(move_id, format('state = %L', 'sealed'));
+                IF dst_state = 'incoming' THEN
+                    sequences := snowflake_id_router.call(snowflake_id_router.node_conn(m.source),
+                        format('SELECT snowflake_id_node.sequences(%L)', k), bound, 'reading the sequences');
+                END IF;
+            ELSE
+                dst_state := 'incoming';  -- the mover's own call, right after the seal
             END IF;
-        EXCEPTION WHEN query_canceled OR OTHERS THEN
-            RAISE WARNING 'shard %: could not clean up on the target: %', shard, SQLERRM;
-        END;
-    END IF;
-    IF src_connstr IS NOT NULL THEN
-        BEGIN
-            PERFORM snowflake_id_router.connect('snowflake_id_router_clean', src_connstr);
-            PERFORM snowflake_id_router.exec('snowflake_id_router_clean', format('DROP PUBLICATION IF EXISTS %I', sub));
-            -- A walsender may still hold the slot (its subscriber just died): end it, then drop.
-            deadline := clock_timestamp() + interval '10 s';
-            WHILE snowflake_id_router.fetch('snowflake_id_router_clean', format(
-                      'SELECT count(*)::text FROM pg_catalog.pg_replication_slots WHERE slot_name = %L', sub)) <> '0' LOOP
-                PERFORM snowflake_id_router.fetch('snowflake_id_router_clean', format(
-                    'SELECT pg_catalog.pg_terminate_backend(active_pid)::text FROM pg_catalog.pg_replication_slots
-                      WHERE slot_name = %L AND active_pid IS NOT NULL', sub));
-                BEGIN
-                    PERFORM snowflake_id_router.fetch('snowflake_id_router_clean', format(
-                        'SELECT pg_catalog.pg_drop_replication_slot(%L)::text', sub));
-                EXCEPTION WHEN query_canceled OR OTHERS THEN
-                    IF clock_timestamp() > deadline THEN RAISE; END IF;
-                    PERFORM pg_sleep(0.05);
-                END;
-            END LOOP;
-            IF schema_name IS NOT NULL AND undo THEN
-                -- The fence goes with its function; the source serves the shard again.
-                PERFORM snowflake_id_router.exec('snowflake_id_router_clean',
-                    format('DROP FUNCTION IF EXISTS %s.snowflake_id_fence() CASCADE; DROP TABLE IF EXISTS %s.snowflake_id_move_marker', s, s));
+            IF dst_state = 'incoming' THEN
+                PERFORM snowflake_id_router.call(snowflake_id_router.node_conn(m.target),
+                    format('SELECT snowflake_id_node.activate(%L, %L)', k, sequences), bound, 'carrying the sequences');
             END IF;
+            PERFORM snowflake_id_router.pause_at('flipping');
+            step := 'flipping the map';
+            PERFORM snowflake_id_router.call(snowflake_id_router.loopback(), format('SELECT snowflake_id_router.flip(%s)', move_id),
+                                             snowflake_id_router.timeout('lock_timeout') + bound, step);
         EXCEPTION WHEN query_canceled OR OTHERS THEN
-            RAISE WARNING 'shard %: could not clean up on the source: %', shard, SQLERRM;
+            PERFORM snowflake_id_router.note(move_id, format('error = %L', SQLSTATE || ' while ' || step || ': ' || SQLERRM));
+            PERFORM snowflake_id_router.disconnect_all();
+            RAISE EXCEPTION 'move % of % from node % to node % is sealed but failed while %: %', move_id,
+                CASE WHEN cardinality(m.shards) = 1 THEN 'shard ' || m.shards[1] ELSE 'shards ' || array_to_string(m.shards, ', ') END,
+                quote_literal(m.source), quote_literal(m.target), step, SQLERRM
+                USING ERRCODE = SQLSTATE,
+                      HINT = format('The copy on node %s is complete and node %s refuses the shards'' writes (40001) until the move is completed: SELECT repair_moves() completes it once the cause is fixed.',
+                                    quote_literal(m.target), quote_literal(m.source));
         END;
+        PERFORM snowflake_id_router.pause_at('flipped');
     END IF;
-    PERFORM snowflake_id_router.disconnect('snowflake_id_router_clean');
+    SELECT * INTO m FROM snowflake_id_router.move r WHERE r.id = move_id;
+    PERFORM snowflake_id_router.enter(move_id, 'cleaning');
+    PERFORM snowflake_id_router.wait_for_older_transactions(m.flipped);
+    BEGIN
+        dst_state := snowflake_id_router.node_state(m.target, move_id, m.shards);
+        IF dst_state IS NOT NULL THEN
+            PERFORM snowflake_id_router.call(snowflake_id_router.node_conn(m.target),
+                format('SELECT snowflake_id_node.finish(%L)', k), bound, 'removing the subscription and marker');
+        END IF;
+    EXCEPTION WHEN query_canceled OR OTHERS THEN
+        left_over := left_over || format('on node %L: %s', m.target, SQLERRM);
+    END;
+    PERFORM snowflake_id_router.pause_at('cleaning the source');
+    BEGIN
+        src_state := snowflake_id_router.node_state(m.source, move_id, m.shards);
+        IF src_state IS NOT NULL THEN
+            PERFORM snowflake_id_router.call(snowflake_id_router.node_conn(m.source),
+                format('SELECT snowflake_id_node.drop_copy(%L, %L, %L)', k,
+                       snowflake_id_router.ms(snowflake_id_router.timeout('lock_timeout')), bound),
+                bound + snowflake_id_router.timeout('lock_timeout') + interval '5 s', 'dropping the old copy');
+        END IF;
+    EXCEPTION WHEN query_canceled OR OTHERS THEN
+        left_over := left_over || format('on node %L: %s', m.source, SQLERRM);
+    END;
+    IF cardinality(left_over) > 0 THEN
+        PERFORM snowflake_id_router.note(move_id, format('error = %L', 'clean-up: ' || array_to_string(left_over, '; ')));
+        RAISE WARNING 'move % of % to node % is done, but its clean-up is not: %', move_id,
+            CASE WHEN cardinality(m.shards) = 1 THEN 'shard ' || m.shards[1] ELSE 'shards ' || array_to_string(m.shards, ', ') END,
+            quote_literal(m.target), array_to_string(left_over, '; ')
+            USING HINT = 'SELECT repair_moves() finishes it once the cause is fixed.';
+        RETURN;
+    END IF;
+    PERFORM snowflake_id_router.note(move_id, format('state = %L, ended = clock_timestamp()', 'done'));
+    SELECT * INTO m FROM snowflake_id_router.move r WHERE r.id = move_id;
+    RAISE NOTICE '% moved from node % to node %: % rows, % ms in all, writes fenced for % ms',
+        CASE WHEN cardinality(m.shards) = 1 THEN 'shard ' || m.shards[1] ELSE 'shards ' || array_to_string(m.shards, ', ') END,
+        quote_literal(m.source), quote_literal(m.target), m.rows,
+        round(extract(epoch FROM m.ended - m.started) * 1000),
+        round(extract(epoch FROM m.flipped - m.fenced) * 1000, 1);
 END
 $$;
-COMMENT ON FUNCTION snowflake_id_router.clean_move(integer, text, text, text, boolean) IS
-  'Removes a move''s subscription, publication, slot and marker; with undo, also the fence on the source and the copy on the target.';
+COMMENT ON FUNCTION snowflake_id_router.complete_move(bigint, text) IS
+  'Completes a sealed move: activates the copies, flips the map, removes the old copy and what the move made.';
 
-CREATE OR REPLACE FUNCTION move_shard(shard integer, node text, template text DEFAULT 'tpl') RETURNS void
+-- The flip, run through the loopback connection (committed at once for every router
+-- session): the map of the move's shards from its source to its target, and its record.
+-- The one place a move changes the map.
+CREATE OR REPLACE FUNCTION snowflake_id_router.flip(move_id bigint) RETURNS text
+LANGUAGE plpgsql VOLATILE STRICT PARALLEL UNSAFE
+SET search_path = pg_catalog, pg_temp
+AS $$
+#variable_conflict use_variable
+DECLARE
+    m snowflake_id_router.move;
+BEGIN
+    SELECT * INTO m FROM snowflake_id_router.move r WHERE r.id = move_id FOR UPDATE;
+    IF m.state IN ('flipped', 'cleaning', 'done') THEN
+        RETURN 'flipped already';
+    END IF;
+    IF m.state NOT IN ('sealing', 'sealed', 'flipping') THEN
+        RAISE EXCEPTION 'move % is %: only a sealed move flips the map', move_id, m.state
+            USING ERRCODE = 'object_not_in_prerequisite_state';
+    END IF;
+    UPDATE snowflake_id_router.shard s SET node = m.target WHERE s.shard = ANY (m.shards) AND s.node = m.source;
+    IF (SELECT count(*) FROM snowflake_id_router.shard s WHERE s.shard = ANY (m.shards) AND s.node = m.target)
+       <> cardinality(m.shards) THEN
+        RAISE EXCEPTION 'the map of shards % changed during move %', m.shards, move_id USING ERRCODE = 'serialization_failure';
+    END IF;
+    UPDATE snowflake_id_router.move r SET state = 'flipped', flipped = clock_timestamp() WHERE r.id = move_id;
+    RETURN 'flipped';
+END
+$$;
+COMMENT ON FUNCTION snowflake_id_router.flip(bigint) IS
+  'Flips the map of a sealed move''s shards to its target and records it (run through the loopback connection).';
+
+-- The flip rehearsed in a subtransaction rolled back: the map's rows can be locked (within
+-- the loopback session's lock_timeout) and every cache the flip needs is loaded, so the
+-- real flip, under the fence, is quick. Run through the loopback connection.
+CREATE OR REPLACE FUNCTION snowflake_id_router.rehearse_flip(move_id bigint) RETURNS text
+LANGUAGE plpgsql VOLATILE STRICT PARALLEL UNSAFE
+SET search_path = pg_catalog, pg_temp
+AS $$
+#variable_conflict use_variable
+DECLARE
+    m snowflake_id_router.move;
+BEGIN
+    SELECT * INTO m FROM snowflake_id_router.move r WHERE r.id = move_id;
+    BEGIN
+        UPDATE snowflake_id_router.shard s SET node = m.target WHERE s.shard = ANY (m.shards) AND s.node = m.source;
+        IF (SELECT count(*) FROM snowflake_id_router.shard s WHERE s.shard = ANY (m.shards) AND s.node = m.target)
+           <> cardinality(m.shards) THEN
+            RAISE EXCEPTION 'the map of shards % changed during move %', m.shards, move_id USING ERRCODE = 'serialization_failure';
+        END IF;
+        RAISE EXCEPTION 'rehearsal' USING ERRCODE = 'SFRH0';
+    EXCEPTION WHEN SQLSTATE 'SFRH0' THEN
+        NULL;
+    END;
+    RETURN 'rehearsed';
+END
+$$;
+COMMENT ON FUNCTION snowflake_id_router.rehearse_flip(bigint) IS
+  'Rehearses a move''s flip and rolls it back: checks the map can be locked and warms the loopback session.';
+
+-- A router transaction that began before the flip may still send a write to the source,
+-- where the sealed fence refuses it (40001); let such transactions end (bounded by
+-- lock_timeout) before the source's copy goes and the refusal becomes "not on this node".
+CREATE OR REPLACE FUNCTION snowflake_id_router.wait_for_older_transactions(since timestamptz) RETURNS void
+LANGUAGE plpgsql VOLATILE STRICT PARALLEL UNSAFE
+SET search_path = pg_catalog, pg_temp
+AS $$
+#variable_conflict use_variable
+DECLARE
+    deadline timestamptz := clock_timestamp() + snowflake_id_router.timeout('lock_timeout');
+BEGIN
+    WHILE clock_timestamp() < deadline LOOP
+        PERFORM pg_stat_clear_snapshot();
+        EXIT WHEN NOT EXISTS (SELECT FROM pg_stat_activity a
+                               WHERE a.datname = current_database() AND a.pid <> pg_backend_pid()
+                                 AND a.backend_type = 'client backend' AND a.xact_start < since
+                                 -- (movers and their loopback sessions send no routed writes)
+                                 AND a.application_name NOT LIKE 'snowflake\_id\_router %'
+                                 AND a.pid NOT IN (SELECT l.pid FROM pg_locks l
+                                                    WHERE l.locktype = 'advisory' AND l.granted
+                                                      AND l.classid = snowflake_id_node.lock_class()::oid));
+        PERFORM pg_sleep(0.01);
+    END LOOP;
+END
+$$;
+COMMENT ON FUNCTION snowflake_id_router.wait_for_older_transactions(timestamptz) IS
+  'Waits (at most lock_timeout) until no router transaction that began before since is running.';
+
+-- ==== router/sql/33_repair.sql ====
+-- == Repair: moves whose mover is gone ==
+--
+-- A move's mover holds the router's locks of its shards for its transaction and its shard
+-- locks on both nodes through its node sessions. A move record that is neither done nor
+-- undone and whose router locks can be taken belongs to a mover that is gone: a move
+-- sealed on its source is completed, any other undone. repair_moves() does this for every
+-- such move, and removes what this router's moves left on the nodes without a record on the
+-- router (a restored dump, say); every move does it first for the moves of its own shards.
+
+-- Repairs one move whose mover is gone; the caller holds its router locks.
+CREATE OR REPLACE FUNCTION snowflake_id_router.repair_move(move_id bigint) RETURNS text
+LANGUAGE plpgsql VOLATILE STRICT PARALLEL UNSAFE
+SET search_path = pg_catalog, pg_temp
+AS $$
+#variable_conflict use_variable
+DECLARE
+    m snowflake_id_router.move;
+    left_over text;
+BEGIN
+    SELECT * INTO m FROM snowflake_id_router.move r WHERE r.id = move_id;
+    IF m.state NOT IN ('sealed', 'flipping', 'flipped', 'cleaning') THEN
+        left_over := snowflake_id_router.undo_move(move_id, coalesce(m.error, format('interrupted while %s', m.state)));
+        IF left_over IS NULL THEN
+            RETURN 'undone';
+        ELSIF left_over <> 'sealed' THEN
+            RETURN 'not undone yet: left ' || left_over;
+        END IF;
+    END IF;
+    PERFORM snowflake_id_router.complete_move(move_id);
+    SELECT * INTO m FROM snowflake_id_router.move r WHERE r.id = move_id;
+    RETURN CASE WHEN m.state = 'done' THEN 'completed' ELSE 'completed, clean-up not done: ' || coalesce(m.error, m.state) END;
+END
+$$;
+COMMENT ON FUNCTION snowflake_id_router.repair_move(bigint) IS
+  'Completes (if sealed) or undoes a move whose mover is gone; the caller holds its router locks.';
+
+-- Repairs the interrupted moves of these shards (at the start of a move of them).
+CREATE OR REPLACE FUNCTION snowflake_id_router.repair_shards(shards integer[]) RETURNS void
+LANGUAGE plpgsql VOLATILE STRICT PARALLEL UNSAFE
+SET search_path = pg_catalog, pg_temp
+AS $$
+#variable_conflict use_variable
+DECLARE
+    m snowflake_id_router.move;
+    outcome text;
+    repaired boolean := false;
+BEGIN
+    FOR m IN SELECT * FROM snowflake_id_router.move r
+              WHERE r.shards && repair_shards.shards AND r.state NOT IN ('done', 'undone') ORDER BY r.id LOOP
+        PERFORM snowflake_id_router.lock_router(m.shards);
+        outcome := snowflake_id_router.repair_move(m.id);
+        RAISE NOTICE 'interrupted move % of shards % (node % to node %): %', m.id, m.shards, quote_literal(m.source),
+            quote_literal(m.target), outcome;
+        repaired := true;
+    END LOOP;
+    IF repaired THEN
+        -- The node sessions also hold the repaired moves' shard locks: start afresh.
+        PERFORM snowflake_id_router.disconnect_all();
+    END IF;
+END
+$$;
+COMMENT ON FUNCTION snowflake_id_router.repair_shards(integer[]) IS
+  'Completes or undoes the interrupted moves of shards (their movers gone).';
+
+CREATE OR REPLACE FUNCTION repair_moves() RETURNS TABLE (move bigint, shards integer[], outcome text)
+LANGUAGE plpgsql VOLATILE PARALLEL UNSAFE SECURITY DEFINER
+SET search_path = pg_catalog, pg_temp SET DateStyle = 'ISO, MDY' SET IntervalStyle = 'postgres'
+AS $$
+#variable_conflict use_variable
+DECLARE
+    m snowflake_id_router.move;
+    n record;
+    r record;
+    router text := snowflake_id_node.identity();
+    router8 text := left(md5(snowflake_id_node.identity()), 8);
+    wait text := snowflake_id_router.timeout('cleanup_timeout')::text;
+    bound interval := snowflake_id_router.timeout('cleanup_timeout') + interval '5 s';
+    conn text;
+BEGIN
+    IF current_setting('transaction_isolation') <> 'read committed' THEN
+        RAISE EXCEPTION 'repair_moves runs only in a READ COMMITTED transaction, not %', current_setting('transaction_isolation')
+            USING ERRCODE = 'invalid_transaction_state';
+    END IF;
+    FOR m IN SELECT * FROM snowflake_id_router.move x WHERE x.state NOT IN ('done', 'undone') ORDER BY x.id LOOP
+        move := m.id;
+        shards := m.shards;
+        BEGIN
+            PERFORM snowflake_id_router.lock_router(m.shards);
+            BEGIN
+                outcome := snowflake_id_router.repair_move(m.id);
+            EXCEPTION WHEN query_canceled OR OTHERS THEN
+                outcome := format('not repaired: %s (%s)', SQLERRM, SQLSTATE);
+            END;
+        EXCEPTION WHEN lock_not_available THEN
+            outcome := 'running: ' || m.state;
+        END;
+        PERFORM snowflake_id_router.disconnect_all();
+        RETURN NEXT;
+    END LOOP;
+    -- What this router's moves left on the nodes without a record to follow.
+    FOR n IN SELECT x.name FROM snowflake_id_router.node x ORDER BY x.name LOOP
+        BEGIN
+            conn := snowflake_id_router.node_conn(n.name);
+            FOR r IN SELECT * FROM json_to_recordset(snowflake_id_router.call(conn, 'SELECT snowflake_id_node.moves()',
+                                                                                bound, 'reading the move records')::json)
+                         AS x(key text, router text, role text, state text, shards integer[], alive boolean)
+                      WHERE x.router = router AND NOT x.alive
+                        AND NOT EXISTS (SELECT FROM snowflake_id_router.move y
+                                         WHERE y.id::text = split_part(x.key, '/', 2) AND y.state NOT IN ('done', 'undone'))
+            LOOP
+                move := NULLIF(split_part(r.key, '/', 2), '')::bigint;
+                shards := r.shards;
+                IF r.state IN ('sealed', 'serving') THEN
+                    outcome := format('left on node %L: a record of move %s, %s, which this router does not know', n.name, r.key, r.state);
+                    RAISE WARNING '%', outcome USING HINT = 'Look at the node''s snowflake_id_node.move; see docs/cluster.md.';
+                ELSE
+                    BEGIN
+                        PERFORM snowflake_id_router.lock_router(r.shards);
+                        PERFORM snowflake_id_router.call(conn, format('SELECT snowflake_id_node.lock_shards(%L)', r.shards),
+                                                         bound, 'locking the shards');
+                        PERFORM snowflake_id_router.call(conn, format('SELECT snowflake_id_node.undo(%L, %L, 0)', r.key, wait),
+                                                         bound, 'undoing a move without a record');
+                        PERFORM snowflake_id_router.call(conn, format('SELECT snowflake_id_node.unlock_shards(%L)', r.shards),
+                                                         bound, 'unlocking the shards');
+                        outcome := format('undone on node %L (a record without a move on this router)', n.name);
+                    EXCEPTION WHEN query_canceled OR OTHERS THEN
+                        outcome := format('not undone on node %L: %s (%s)', n.name, SQLERRM, SQLSTATE);
+                    END;
+                END IF;
+                RETURN NEXT;
+            END LOOP;
+            FOR r IN SELECT x FROM unnest(snowflake_id_router.call(conn,
+                         format('SELECT snowflake_id_node.drop_orphans(%L, %L)', router8, wait), bound,
+                         'removing what moves left without a record')::text[]) x LOOP
+                move := NULL;
+                shards := NULL;
+                outcome := format('removed on node %L: %s', n.name, r.x);
+                RETURN NEXT;
+            END LOOP;
+        EXCEPTION WHEN query_canceled OR OTHERS THEN
+            move := NULL;
+            shards := NULL;
+            outcome := format('node %L not checked: %s (%s)', n.name, SQLERRM, SQLSTATE);
+            RAISE WARNING '%', outcome;
+            RETURN NEXT;
+        END;
+        PERFORM snowflake_id_router.disconnect_all();
+    END LOOP;
+    PERFORM snowflake_id_router.disconnect_all();
+END
+$$;
+COMMENT ON FUNCTION repair_moves() IS
+  'Completes (if sealed) or undoes every move whose mover is gone, and removes what this router''s moves left on the nodes without a record; one row per move or leftover.';
+
+CREATE OR REPLACE VIEW move_history AS
+    SELECT m.id AS move, m.shards, m.source, m.target, m.started, m.ended, m.rows,
+           coalesce(m.flipped, m.ended) - m.fenced AS write_pause,
+           CASE WHEN m.state IN ('done', 'undone') THEN m.state
+                WHEN EXISTS (SELECT FROM pg_catalog.pg_locks l
+                              WHERE l.locktype = 'advisory' AND l.granted AND l.objsubid = 2
+                                AND l.database = (SELECT d.oid FROM pg_catalog.pg_database d WHERE d.datname = pg_catalog.current_database())
+                                AND l.classid = snowflake_id_node.lock_class()::oid AND l.objid::bigint = m.shards[1])
+                THEN 'running: ' || m.state
+                ELSE 'interrupted: ' || m.state END AS outcome,
+           m.error
+      FROM snowflake_id_router.move m
+     ORDER BY m.id;
+COMMENT ON VIEW move_history IS
+  'Each move: shards, nodes, start, end, rows, write pause (fence to flip), outcome (done, undone, running or interrupted at a step) and error.';
+
+-- ==== router/sql/40_nodes.sql ====
+-- == Seeing the nodes: one query per node, sent to all at once ==
+
+-- Runs sql (a query returning one jsonb value) on every node, in parallel: each node is
+-- reached (identity checked against the registry), sent its query, and only then are the
+-- answers collected, so the nodes work at the same time and the total is about the
+-- slowest node's time, not the sum. A node that cannot be reached, refuses, times out
+-- (status_timeout) or turns out to be another database gives a row with its error and no
+-- result, never an error of the whole call: a status view must work best when a node is down.
+CREATE OR REPLACE FUNCTION snowflake_id_router.on_nodes(sql text)
+RETURNS TABLE (node text, error text, result jsonb)
+LANGUAGE plpgsql VOLATILE STRICT PARALLEL UNSAFE
+SET search_path = pg_catalog, pg_temp
+AS $$
+DECLARE
+    d text := snowflake_id_router.dblink_schema();
+    nodes snowflake_id_router.node[];
+    conns text[] := '{}';
+    errors text[] := '{}';
+    found_identity text;
+    answer jsonb;
+    remote_error text;
+BEGIN
+    SELECT coalesce(array_agg(n ORDER BY n.name), '{}') INTO nodes FROM snowflake_id_router.node n;
+    FOR i IN 1 .. cardinality(nodes) LOOP
+        conns[i] := 'snowflake_id_router_node_' || i;
+        BEGIN
+            PERFORM snowflake_id_router.connect(conns[i], snowflake_id_router.connect_options() || ' ' || nodes[i].connstr);
+            PERFORM snowflake_id_router.exec(conns[i], format('SET statement_timeout = %L',
+                extract(epoch FROM snowflake_id_router.setting('status_timeout')::interval) * 1000));
+            EXECUTE format('SELECT %s.dblink_send_query($1, $2)', d) USING conns[i],
+                format('SELECT snowflake_id_node.identity(), (%s)', sql);
+        EXCEPTION WHEN OTHERS THEN
+            errors[i] := SQLERRM;
+        END;
+    END LOOP;
+    FOR i IN 1 .. cardinality(nodes) LOOP
+        answer := NULL;
+        IF errors[i] IS NULL THEN
+            -- fail => false: a remote error comes back as dblink_error_message, not raised.
+            EXECUTE format('SELECT r.i, r.a FROM %s.dblink_get_result($1, false) AS r(i text, a jsonb)', d)
+               INTO found_identity, answer USING conns[i];
+            EXECUTE format('SELECT %s.dblink_error_message($1)', d) INTO remote_error USING conns[i];
+            IF remote_error IS DISTINCT FROM 'OK' THEN
+                errors[i] := CASE WHEN remote_error LIKE '%snowflake_id_node.%does not exist%'
+                                  THEN 'the node runs snowflake_id older than 0.3.0 (there: ALTER EXTENSION snowflake_id UPDATE)'
+                                  ELSE coalesce(remote_error, 'no answer') END;
+                answer := NULL;
+            ELSIF found_identity IS DISTINCT FROM coalesce(nodes[i].identity, found_identity) THEN
+                errors[i] := format('the connect string reaches another database (identity %s, registered as %s)',
+                                    found_identity, nodes[i].identity);
+                answer := NULL;
+            END IF;
+        END IF;
+        PERFORM snowflake_id_router.disconnect(conns[i]);
+        node := nodes[i].name;
+        error := errors[i];
+        result := answer;
+        RETURN NEXT;
+    END LOOP;
+END
+$$;
+COMMENT ON FUNCTION snowflake_id_router.on_nodes(text) IS
+  'Runs a query returning one jsonb on every node at once (identities checked): per node the answer, or the error that kept it.';
+
+-- The router's own resources on a node, and whether a live move owns them: names made by
+-- this router (sfid_<router8>_<move>) whose move is not running now are leftovers.
+CREATE OR REPLACE FUNCTION snowflake_id_router.leftovers(names text[]) RETURNS text[]
+LANGUAGE sql STABLE STRICT PARALLEL SAFE
+SET search_path = pg_catalog, pg_temp
+RETURN ARRAY(SELECT x FROM unnest(names) x ORDER BY x);
+COMMENT ON FUNCTION snowflake_id_router.leftovers(text[]) IS
+  'Of the names of move resources found on a node, those no live move owns.';
+
+CREATE OR REPLACE FUNCTION snowflake_id_router.node_status()
+RETURNS TABLE (node text, reachable boolean, error text, wal_level text, in_recovery boolean,
+               shards_mapped integer, shards_served integer, rows bigint, bytes bigint,
+               leftover_slots text[], leftover_publications text[], leftover_subscriptions text[],
+               slot_wal_bytes bigint, free_slots integer, free_wal_senders integer,
+               standbys integer, sync_standbys integer, standby_lag_bytes bigint)
+LANGUAGE sql VOLATILE PARALLEL UNSAFE SECURITY DEFINER
+SET search_path = pg_catalog, pg_temp
+BEGIN ATOMIC
+    SELECT o.node, o.error IS NULL, o.error, s.wal_level, s.in_recovery,
+           (SELECT count(*) FROM snowflake_id_router.shard m WHERE m.node = o.node)::integer,
+           s.shards, s.rows, s.bytes,
+           snowflake_id_router.leftovers(s.slots), snowflake_id_router.leftovers(s.publications),
+           snowflake_id_router.leftovers(s.subscriptions),
+           s.slot_wal_bytes, s.free_slots, s.free_wal_senders, s.standbys, s.sync_standbys, s.standby_lag_bytes
+      FROM snowflake_id_router.on_nodes('SELECT to_jsonb(s) FROM snowflake_id_node.node_stats() s') o
+      LEFT JOIN LATERAL jsonb_to_record(o.result) AS s(
+           wal_level text, in_recovery boolean, shards integer, tables integer, rows bigint, bytes bigint,
+           slots text[], publications text[], subscriptions text[], slot_wal_bytes bigint,
+           free_slots integer, free_wal_senders integer, standbys integer, sync_standbys integer,
+           standby_lag_bytes bigint) ON true
+     ORDER BY o.node;
+END;
+COMMENT ON FUNCTION snowflake_id_router.node_status() IS 'The rows of the view node_status.';
+
+CREATE OR REPLACE VIEW node_status AS SELECT * FROM snowflake_id_router.node_status();
+COMMENT ON VIEW node_status IS
+  'Each node, asked now (one query per node, all at once): reachable, wal_level, shards mapped and served, rows (estimated) and bytes, leftovers of moves, WAL held by slots, free slots and WAL senders, standbys and their lag.';
+
+-- One row per shard a node serves (with data: a schema made by create_shard), from every
+-- node that answers; mapped is false for a copy the map does not send calls to (a shard
+-- made on the wrong node, a copy left behind). A node that does not answer is named in a
+-- WARNING: its shards are missing from the result.
+CREATE OR REPLACE FUNCTION snowflake_id_router.shard_status()
+RETURNS TABLE (shard integer, node text, mapped boolean, schema_name text, tables integer, rows bigint,
+               bytes bigint, newest_id bigint, newest_at timestamptz, ahead_of_clock interval,
+               ids_last_minute bigint)
+LANGUAGE plpgsql VOLATILE PARALLEL UNSAFE SECURITY DEFINER
+SET search_path = pg_catalog, pg_temp
+AS $$
+DECLARE
+    o record;
+BEGIN
+    FOR o IN SELECT * FROM snowflake_id_router.on_nodes(
+                 $q$SELECT coalesce(jsonb_agg(to_jsonb(s)), '[]') FROM snowflake_id_node.shard_stats(true) s$q$) LOOP
+        IF o.error IS NOT NULL THEN
+            RAISE WARNING 'node %: %', quote_literal(o.node), o.error
+                USING DETAIL = 'The shards of this node are not listed.';
+            CONTINUE;
+        END IF;
+        RETURN QUERY
+        SELECT x.shard, o.node, m.node IS NOT DISTINCT FROM o.node, x.schema_name, x.tables, x.rows, x.bytes,
+               x.newest_id, x.newest_at, x.ahead_of_clock, x.ids_last_minute
+          FROM jsonb_to_recordset(o.result) AS x(
+                   shard integer, schema_name text, tables integer, rows bigint, bytes bigint, newest_id bigint,
+                   newest_at timestamptz, ahead_of_clock interval, ids_last_minute bigint)
+          LEFT JOIN snowflake_id_router.shard m ON m.shard = x.shard;
+    END LOOP;
+END
+$$;
+COMMENT ON FUNCTION snowflake_id_router.shard_status() IS 'The rows of the view shard_status.';
+
+CREATE OR REPLACE VIEW shard_status AS SELECT * FROM snowflake_id_router.shard_status() ORDER BY shard, node;
+COMMENT ON VIEW shard_status IS
+  'Each shard a node serves, asked now (one query per node, all at once): node, whether the map sends its calls there, schema, tables, rows (estimated), bytes, newest ID, its time and lead over the node''s clock, rows with an ID of the last minute.';
+
+-- == Repointing and removing nodes ==
+
+-- A node reached through another connect string: its promoted standby after a failover, a
+-- new address. The new string must reach the same database (identity: system identifier
+-- and database OID, which a promoted physical standby keeps), one that is not in recovery
+-- (a standby not yet promoted would refuse every write). The connect string of every shard
+-- of the node changes in this one transaction (the map's trigger), so every router session
+-- routes there from its next transaction on, all at once.
+CREATE OR REPLACE FUNCTION alter_node(node text, connstr text) RETURNS void
 LANGUAGE plpgsql VOLATILE CALLED ON NULL INPUT PARALLEL UNSAFE SECURITY DEFINER
 SET search_path = pg_catalog, pg_temp
 AS $$
 DECLARE
-    src text;
-    src_connstr text;
-    dst_connstr text;
-    schema_name text;
-    s text;                -- schema_name, quoted
-    sfs text;              -- snowflake_id's schema on the source, quoted
-    sfd text;              -- ... on the target
-    src_seq text;
-    dst_seq text;
-    src_tables text[];     -- the shard's tables, names quoted (an array: a quoted name may hold ', ')
-    dst_tables text[];
-    lock_list text;
-    fence_sql text;
-    sub text := 'snowflake_id_move_' || shard;
-    step text := 'connecting';
-    flipped boolean := false;
-    src_last bigint;
-    copied bigint;
-    t_start timestamptz := clock_timestamp();
-    t_fence timestamptz;
-    t_flip timestamptz;
-    copy_timeout interval;
-    cutover_timeout interval;
-    st text;
-    msg text;
-    det text;
+    n snowflake_id_router.node;
+    normal text;
+    found_identity text;
+    recovering boolean;
 BEGIN
-    IF shard IS NULL OR node IS NULL OR template IS NULL THEN
-        RAISE EXCEPTION 'move_shard: shard, node and template must not be NULL' USING ERRCODE = 'null_value_not_allowed';
+    IF node IS NULL OR connstr IS NULL THEN
+        RAISE EXCEPTION 'alter_node: node and connstr must not be NULL' USING ERRCODE = 'null_value_not_allowed';
     END IF;
-    PERFORM snowflake_id_router.require_primary('move_shard');
-    IF shard NOT BETWEEN 0 AND 8191 THEN
-        RAISE EXCEPTION 'shard % is out of range: valid shards are 0 to 8191', shard USING ERRCODE = 'numeric_value_out_of_range';
-    END IF;
-    SELECT n.connstr INTO dst_connstr FROM snowflake_id_router.node n WHERE n.name = move_shard.node;
+    normal := snowflake_id_router.normalize_connstr(connstr);
+    -- One map change at a time (as the map's trigger does), read after the lock.
+    LOCK TABLE snowflake_id_router.node IN SHARE ROW EXCLUSIVE MODE;
+    SELECT * INTO n FROM snowflake_id_router.node x WHERE x.name = alter_node.node;
     IF NOT FOUND THEN
         RAISE EXCEPTION 'node % does not exist', quote_literal(node) USING ERRCODE = 'undefined_object',
             HINT = 'Register it with add_node(name, connstr).';
     END IF;
-    -- One move of a shard at a time (across sessions); held to the end of the transaction.
-    IF NOT pg_try_advisory_xact_lock(hashtext('snowflake_id_router.move_shard'), shard) THEN
-        RAISE EXCEPTION 'shard % is being moved by another session', shard USING ERRCODE = 'lock_not_available';
-    END IF;
-    -- Not while alter_shards is half-way across the nodes (it waits for moves, they for it).
-    PERFORM snowflake_id_router.lock_schema_changes(false);
-    SELECT m.node, n.connstr INTO src, src_connstr
-      FROM snowflake_id_router.shard m JOIN snowflake_id_router.node n ON n.name = m.node
-     WHERE m.shard = move_shard.shard;
-    IF NOT FOUND THEN
-        RAISE EXCEPTION 'shard % is assigned to no node', shard USING ERRCODE = 'object_not_in_prerequisite_state',
-            HINT = 'A shard without data is placed with assign_shards(first_shard, count, node).';
-    END IF;
-    IF src = node THEN
-        RAISE NOTICE 'shard % is already on node %', shard, quote_literal(node);
-        RETURN;
-    END IF;
-    copy_timeout := snowflake_id_router.setting('copy_timeout')::interval;
-    cutover_timeout := snowflake_id_router.setting('cutover_timeout')::interval;
-
     BEGIN
-        PERFORM snowflake_id_router.connect_node('snowflake_id_router_src', src);
-        PERFORM snowflake_id_router.connect_node('snowflake_id_router_dst', node);
-        step := 'checking the nodes';
-        IF snowflake_id_router.fetch('snowflake_id_router_src', 'SHOW wal_level') <> 'logical' THEN
-            RAISE EXCEPTION 'node % (the source) runs with wal_level = %', quote_literal(src),
-                snowflake_id_router.fetch('snowflake_id_router_src', 'SHOW wal_level')
-                USING ERRCODE = 'object_not_in_prerequisite_state', HINT = 'Set wal_level = logical there and restart it.';
-        END IF;
-        sfs := snowflake_id_router.fetch('snowflake_id_router_src',
-            $q$SELECT quote_ident(n.nspname) FROM pg_catalog.pg_extension e
-                 JOIN pg_catalog.pg_namespace n ON n.oid = e.extnamespace WHERE e.extname = 'snowflake_id'$q$);
-        sfd := snowflake_id_router.fetch('snowflake_id_router_dst',
-            $q$SELECT quote_ident(n.nspname) FROM pg_catalog.pg_extension e
-                 JOIN pg_catalog.pg_namespace n ON n.oid = e.extnamespace WHERE e.extname = 'snowflake_id'$q$);
-        IF sfs IS NULL OR sfd IS NULL THEN
-            RAISE EXCEPTION 'node % has no snowflake_id extension', quote_literal(CASE WHEN sfs IS NULL THEN src ELSE node END)
-                USING ERRCODE = 'object_not_in_prerequisite_state';
-        END IF;
-        schema_name := snowflake_id_router.fetch('snowflake_id_router_src',
-            format('SELECT schema_name FROM %s.snowflake_id_shards WHERE shard = %s', sfs, shard));
-        IF schema_name IS NULL THEN
-            RAISE EXCEPTION 'node % has no schema for shard %', quote_literal(src), shard
-                USING ERRCODE = 'object_not_in_prerequisite_state',
-                      HINT = 'create_shard(schema_name, shard, template => ...) makes it there.';
-        END IF;
-        s := quote_ident(schema_name);
-        src_seq := snowflake_id_router.fetch('snowflake_id_router_src',
-            format('SELECT sequence::text FROM %s.snowflake_id_shards WHERE shard = %s', sfs, shard));
-        IF snowflake_id_router.fetch('snowflake_id_router_dst', format(
-               'SELECT count(*)::text FROM %s.snowflake_id_shards WHERE schema_name = %L AND shard <> %s',
-               sfd, schema_name, shard)) <> '0'
-           OR snowflake_id_router.fetch('snowflake_id_router_dst', format(
-               'SELECT count(*)::text FROM pg_catalog.pg_namespace WHERE nspname = %L
-                  AND nspname NOT IN (SELECT schema_name FROM %s.snowflake_id_shards WHERE shard = %s)',
-               schema_name, sfd, shard)) <> '0' THEN
-            RAISE EXCEPTION 'node % already has a schema % that is not a copy of shard %', quote_literal(node), s, shard
-                USING ERRCODE = 'duplicate_schema';
-        END IF;
-
-        step := 'removing what an earlier attempt left';
-        PERFORM snowflake_id_router.clean_move(shard, schema_name, src_connstr, dst_connstr, true);
-        -- A copy of this shard on the target under another name is stale too.
-        IF snowflake_id_router.fetch('snowflake_id_router_dst', format(
-               'SELECT count(*)::text FROM %s.snowflake_id_shards WHERE shard = %s', sfd, shard)) <> '0' THEN
-            RAISE EXCEPTION 'node % already has shard % (schema %)', quote_literal(node), shard,
-                snowflake_id_router.fetch('snowflake_id_router_dst', format(
-                    'SELECT quote_ident(schema_name) FROM %s.snowflake_id_shards WHERE shard = %s', sfd, shard))
-                USING ERRCODE = 'duplicate_object', HINT = 'Drop that copy (drop_shard) if it is stale.';
-        END IF;
-
-        step := 'checking the shard''s tables';
-        src_tables := snowflake_id_router.fetch('snowflake_id_router_src', format(
-            $q$SELECT coalesce(array_agg(quote_ident(c.relname) ORDER BY c.relname), '{}')::text
-                 FROM pg_catalog.pg_class c WHERE c.relnamespace = %L::regnamespace AND c.relkind IN ('r', 'p')
-                  AND c.relname <> 'snowflake_id_move_marker'$q$, s));
-        IF cardinality(src_tables) = 0 THEN
-            RAISE EXCEPTION 'shard % (schema % on node %) has no tables to move', shard, s, quote_literal(src)
-                USING ERRCODE = 'object_not_in_prerequisite_state';
-        END IF;
-        -- Logical replication needs a replica identity for UPDATE and DELETE; without one,
-        -- publishing would make the source refuse them.
-        det := snowflake_id_router.fetch('snowflake_id_router_src', format(
-            $q$SELECT string_agg(quote_ident(c.relname), ', ' ORDER BY c.relname)
-                 FROM pg_catalog.pg_class c WHERE c.relnamespace = %L::regnamespace AND c.relkind IN ('r', 'p')
-                  AND NOT (c.relreplident = 'f'
-                       OR (c.relreplident = 'd' AND EXISTS (SELECT FROM pg_catalog.pg_index i WHERE i.indrelid = c.oid AND i.indisprimary))
-                       OR (c.relreplident = 'i' AND EXISTS (SELECT FROM pg_catalog.pg_index i WHERE i.indrelid = c.oid AND i.indisreplident)))$q$, s));
-        IF det IS NOT NULL THEN
-            RAISE EXCEPTION 'shard % cannot move: table(s) % of schema % have no primary key or replica identity', shard, det, s
-                USING ERRCODE = 'object_not_in_prerequisite_state';
-        END IF;
-
-        step := 'making the shard on the target';
-        PERFORM snowflake_id_router.fetch('snowflake_id_router_dst',
-            format('SELECT %s.create_shard(%L, %s, template => %L)::text', sfd, schema_name, shard, template));
-        dst_tables := snowflake_id_router.fetch('snowflake_id_router_dst', format(
-            $q$SELECT coalesce(array_agg(quote_ident(c.relname) ORDER BY c.relname), '{}')::text
-                 FROM pg_catalog.pg_class c WHERE c.relnamespace = %L::regnamespace AND c.relkind IN ('r', 'p')$q$, s));
-        IF dst_tables <> src_tables THEN
-            RAISE EXCEPTION 'template % on node % makes tables (%), but shard % on node % has (%)',
-                quote_literal(template), quote_literal(node), array_to_string(dst_tables, ', '), shard, quote_literal(src), array_to_string(src_tables, ', ')
-                USING ERRCODE = 'object_not_in_prerequisite_state';
-        END IF;
-        dst_seq := snowflake_id_router.fetch('snowflake_id_router_dst',
-            format('SELECT sequence::text FROM %s.snowflake_id_shards WHERE shard = %s', sfd, shard));
-
-        step := 'copying the rows';
-        -- The marker: a row written after the fence; seen on the target, everything before it is there.
-        PERFORM snowflake_id_router.exec('snowflake_id_router_src',
-            format('CREATE TABLE %s.snowflake_id_move_marker (fenced boolean)', s));
-        PERFORM snowflake_id_router.exec('snowflake_id_router_dst',
-            format('CREATE TABLE %s.snowflake_id_move_marker (fenced boolean)', s));
-        PERFORM snowflake_id_router.exec('snowflake_id_router_src',
-            format('CREATE PUBLICATION %I FOR TABLES IN SCHEMA %s', sub, s));
-        PERFORM snowflake_id_router.exec('snowflake_id_router_dst',
-            format('CREATE SUBSCRIPTION %I CONNECTION %L PUBLICATION %I', sub, src_connstr, sub));
-        PERFORM snowflake_id_router.wait_until('snowflake_id_router_dst', format(
-            $q$SELECT (count(*) > 0 AND bool_and(r.srsubstate = 'r'))::text
-                 FROM pg_catalog.pg_subscription_rel r JOIN pg_catalog.pg_subscription u ON u.oid = r.srsubid
-                WHERE u.subname = %L$q$, sub), copy_timeout, format('the initial copy of shard %s', shard));
-
-        step := 'connecting to the router itself';
-        -- The loopback connection for the flip, opened now to keep it out of the pause.
-        -- Bounded: a caller whose own transaction holds the map locked would wait forever.
-        PERFORM snowflake_id_router.connect_self('snowflake_id_router_self');
-        PERFORM snowflake_id_router.exec('snowflake_id_router_self',
-            format('SET lock_timeout = %L', snowflake_id_router.setting('lock_timeout')));
-
-        step := 'fencing writes on the source';
-        -- EXCLUSIVE blocks every writer and lets readers through; the triggers commit before
-        -- the lock goes, so a writer that waited for it sees them (it takes its lock, then
-        -- reads the catalog). TRUNCATE is fenced too.
-        SELECT string_agg(format('%s.%s', s, t), ', '), string_agg(format(
-                   'CREATE TRIGGER snowflake_id_fence BEFORE INSERT OR UPDATE OR DELETE OR TRUNCATE ON %s.%s
-                      FOR EACH STATEMENT EXECUTE FUNCTION %s.snowflake_id_fence();', s, t, s), ' ')
-          INTO lock_list, fence_sql
-          FROM unnest(src_tables) t;
-        t_fence := clock_timestamp();
-        PERFORM snowflake_id_router.exec('snowflake_id_router_src', format(
-            $q$SELECT pg_catalog.set_config('lock_timeout', %L, true);
-               LOCK TABLE %s IN EXCLUSIVE MODE;
-               CREATE FUNCTION %s.snowflake_id_fence() RETURNS trigger LANGUAGE plpgsql
-               SET search_path = pg_catalog, pg_temp AS $f$
-               BEGIN
-                   RAISE EXCEPTION 'shard %s is moving to another node: write refused, retry it'
-                       USING ERRCODE = 'serialization_failure',
-                             HINT = 'Retry the transaction: once the move commits the router sends it to the new node.';
-               END
-               $f$;
-               %s$q$, snowflake_id_router.setting('lock_timeout'), lock_list, s, shard, fence_sql));
-        step := 'waiting for the target to catch up';
-        src_last := snowflake_id_router.fetch('snowflake_id_router_src', format(
-            'INSERT INTO %s.snowflake_id_move_marker VALUES (true); SELECT last_value::text FROM %s', s, src_seq));
-        PERFORM snowflake_id_router.wait_until('snowflake_id_router_dst',
-            format('SELECT EXISTS (SELECT FROM %s.snowflake_id_move_marker)::text', s),
-            cutover_timeout, format('catching up with shard %s after the fence', shard));
-
-        step := 'carrying the sequence';
-        -- Replication does not carry sequences: the target continues above every ID the
-        -- source issued, whatever its clock says.
-        PERFORM snowflake_id_router.fetch('snowflake_id_router_dst', format(
-            'SELECT pg_catalog.setval(%L::regclass, greatest(%s, (SELECT last_value FROM %s)), true)::text',
-            dst_seq, src_last, dst_seq));
-
-        step := 'flipping the map';
-        -- Through a loopback connection: committed now, for every router session, whatever
-        -- becomes of the caller's transaction.
+        PERFORM snowflake_id_router.connect('snowflake_id_router_alter', snowflake_id_router.connect_options() || ' ' || normal);
+        found_identity := snowflake_id_router.remote_identity('snowflake_id_router_alter', node);
+        recovering := snowflake_id_router.fetch('snowflake_id_router_alter', 'SELECT pg_catalog.pg_is_in_recovery()::text');
+        PERFORM snowflake_id_router.disconnect('snowflake_id_router_alter');
+    EXCEPTION WHEN OTHERS THEN
+        PERFORM snowflake_id_router.disconnect('snowflake_id_router_alter');
+        RAISE;
+    END;
+    IF n.identity IS NULL THEN
+        -- Registered by 0.2.0 and never reached since: the old connect string, if it still
+        -- reaches anything, says what the node is.
         BEGIN
-            IF snowflake_id_router.exec('snowflake_id_router_self', format(
-                   'UPDATE snowflake_id_router.shard SET node = %L WHERE shard = %s AND node = %L',
-                   node, shard, src)) <> 'UPDATE 1' THEN
-                RAISE EXCEPTION 'the map of shard % changed during the move', shard USING ERRCODE = 'serialization_failure';
-            END IF;
-            flipped := true;
-        EXCEPTION WHEN query_canceled OR OTHERS THEN
-            -- Did the commit happen after all (the connection broke on the reply)?
-            BEGIN
-                PERFORM snowflake_id_router.connect_self('snowflake_id_router_self');
-                flipped := snowflake_id_router.fetch('snowflake_id_router_self', format(
-                    'SELECT node FROM snowflake_id_router.shard WHERE shard = %s', shard)) = node;
-            EXCEPTION WHEN query_canceled OR OTHERS THEN
-                flipped := false;
-            END;
-            IF NOT flipped THEN
-                RAISE;
-            END IF;
+            PERFORM snowflake_id_router.connect('snowflake_id_router_alter', snowflake_id_router.connect_options() || ' ' || n.connstr);
+            n.identity := snowflake_id_router.remote_identity('snowflake_id_router_alter', node);
+        EXCEPTION WHEN OTHERS THEN
+            PERFORM snowflake_id_router.check_new_identity(node, found_identity);
+            RAISE WARNING 'node % had no recorded identity and its old connect string reaches nothing: it is now known as %',
+                quote_literal(node), found_identity
+                USING DETAIL = 'Whether the new connect string reaches the same database as the old one could not be checked.';
         END;
-        t_flip := clock_timestamp();
-        copied := snowflake_id_router.fetch('snowflake_id_router_dst', format(
-            'SELECT (%s)::text', (SELECT string_agg(format('(SELECT count(*) FROM %s.%s)', s, t), ' + ')
-                                    FROM unnest(src_tables) t)))::bigint;
-    EXCEPTION WHEN query_canceled OR OTHERS THEN
-        GET STACKED DIAGNOSTICS st = RETURNED_SQLSTATE, msg = MESSAGE_TEXT, det = PG_EXCEPTION_DETAIL;
-        IF NOT flipped THEN
-            PERFORM snowflake_id_router.disconnect('snowflake_id_router_src');
-            PERFORM snowflake_id_router.disconnect('snowflake_id_router_dst');
-            PERFORM snowflake_id_router.disconnect('snowflake_id_router_self');
-            PERFORM snowflake_id_router.clean_move(shard, schema_name, src_connstr, dst_connstr, true);
-            RAISE EXCEPTION 'moving shard % from node % to node % failed while %: %', shard, quote_literal(src),
-                quote_literal(node), step, msg
-                USING ERRCODE = st, DETAIL = coalesce(nullif(det, ''), 'The step raised no further detail.'),
-                      HINT = format('Shard %s is still served by node %s, which accepts writes again; the subscription, publication and slot are removed. Re-run move_shard when the cause is fixed.',
-                                    shard, quote_literal(src));
-        END IF;
-        RAISE WARNING 'shard % moved to node %, but: %', shard, quote_literal(node), msg;
-    END;
-
-    -- The map names the target from here on. A router transaction that began before the
-    -- flip may still send a write to the source (where the fence refuses it, 40001): let
-    -- such transactions end (bounded) before the source copy goes.
-    -- Nothing below may fail the call: the move is done.
-    BEGIN
-        FOR i IN 1 .. 200 LOOP
-            PERFORM pg_stat_clear_snapshot();
-            EXIT WHEN NOT EXISTS (SELECT FROM pg_catalog.pg_stat_activity a
-                                   WHERE a.datname = current_database() AND a.pid <> pg_backend_pid()
-                                     AND a.backend_type = 'client backend' AND a.xact_start < t_flip
-                                     -- (other moves in progress send no writes)
-                                     AND a.pid NOT IN (SELECT l.pid FROM pg_catalog.pg_locks l
-                                                        WHERE l.locktype = 'advisory' AND l.granted
-                                                          AND l.classid::integer = hashtext('snowflake_id_router.move_shard')));
-            PERFORM pg_sleep(0.01);
-        END LOOP;
-    EXCEPTION WHEN query_canceled OR OTHERS THEN
-        RAISE WARNING 'shard % moved to node %, but waiting for older router transactions failed: %', shard, quote_literal(node), SQLERRM;
-    END;
-    PERFORM snowflake_id_router.disconnect('snowflake_id_router_src');
-    PERFORM snowflake_id_router.disconnect('snowflake_id_router_dst');
-    PERFORM snowflake_id_router.disconnect('snowflake_id_router_self');
-    PERFORM snowflake_id_router.clean_move(shard, schema_name, src_connstr, dst_connstr, false);
-    -- The source copy is dropped: its fence goes with it.
-    BEGIN
-        PERFORM snowflake_id_router.connect_node('snowflake_id_router_src', src);
-        PERFORM snowflake_id_router.fetch('snowflake_id_router_src',
-            format('SELECT %s.drop_shard(%L, cascade => true)::text', sfs, schema_name));
-        PERFORM snowflake_id_router.exec('snowflake_id_router_src', format('DROP SCHEMA IF EXISTS %s CASCADE', s));
-        PERFORM snowflake_id_router.disconnect('snowflake_id_router_src');
-    EXCEPTION WHEN query_canceled OR OTHERS THEN
-        RAISE WARNING 'shard % moved to node %, but its old copy (schema % on node %) could not be dropped: %',
-            shard, quote_literal(node), s, quote_literal(src), SQLERRM;
-    END;
-    RAISE NOTICE 'shard % moved from node % to node %: % rows, % ms in all, writes fenced for % ms',
-        shard, quote_literal(src), quote_literal(node), copied,
-        round(extract(epoch FROM clock_timestamp() - t_start) * 1000),
-        round(extract(epoch FROM t_flip - t_fence) * 1000, 1);
+        PERFORM snowflake_id_router.disconnect('snowflake_id_router_alter');
+    END IF;
+    IF found_identity <> n.identity THEN
+        RAISE EXCEPTION 'the new connect string of node % reaches another database (identity %, node % is %)',
+            quote_literal(node), found_identity, quote_literal(node), n.identity
+            USING ERRCODE = 'object_not_in_prerequisite_state',
+                  HINT = 'alter_node repoints a node to the same database: another address of it, or its promoted physical standby (same system identifier and database OID).';
+    END IF;
+    IF recovering THEN
+        RAISE EXCEPTION 'the new connect string of node % reaches a server in recovery (a standby)', quote_literal(node)
+            USING ERRCODE = 'object_not_in_prerequisite_state',
+                  HINT = 'Promote it first (pg_ctl promote, or SELECT pg_promote() there), then run alter_node again.';
+    END IF;
+    UPDATE snowflake_id_router.node x SET connstr = normal, identity = found_identity WHERE x.name = alter_node.node;
 END
 $$;
-COMMENT ON FUNCTION move_shard(integer, text, text) IS
-  'Moves a logical shard to another node online: copy by logical replication, fenced cutover (writes get 40001), sequence carried, map flipped; a failure leaves the shard on its node.';
+COMMENT ON FUNCTION alter_node(text, text) IS
+  'Repoints a node to a new connect string reaching the same database (another address, its promoted standby), for every router session at once.';
 
--- Superuser only, unless granted: these run as the extension's owner (SECURITY DEFINER).
+-- Removes a node that holds no shard: drain_node moves its shards off first.
+CREATE OR REPLACE FUNCTION remove_node(node text) RETURNS void
+LANGUAGE plpgsql VOLATILE CALLED ON NULL INPUT PARALLEL UNSAFE SECURITY DEFINER
+SET search_path = pg_catalog, pg_temp
+AS $$
+DECLARE
+    held integer;
+    first_held integer;
+BEGIN
+    IF node IS NULL THEN
+        RAISE EXCEPTION 'remove_node: node must not be NULL' USING ERRCODE = 'null_value_not_allowed';
+    END IF;
+    -- Serialises with assign_shards and map flips: no shard can be assigned to it meanwhile.
+    LOCK TABLE snowflake_id_router.shard IN SHARE ROW EXCLUSIVE MODE;
+    IF NOT EXISTS (SELECT FROM snowflake_id_router.node n WHERE n.name = remove_node.node) THEN
+        RAISE EXCEPTION 'node % does not exist', quote_literal(node) USING ERRCODE = 'undefined_object';
+    END IF;
+    SELECT count(*), min(s.shard) INTO held, first_held FROM snowflake_id_router.shard s WHERE s.node = remove_node.node;
+    IF held > 0 THEN
+        RAISE EXCEPTION 'node % still holds % shard(s), the first shard %', quote_literal(node), held, first_held
+            USING ERRCODE = 'object_not_in_prerequisite_state',
+                  HINT = format('CALL drain_node(%L) moves them to the other nodes.', node);
+    END IF;
+    DELETE FROM snowflake_id_router.node n WHERE n.name = remove_node.node;
+END
+$$;
+COMMENT ON FUNCTION remove_node(text) IS
+  'Removes a node that holds no shard (55000 otherwise: drain_node first).';
+
+-- ==== router/sql/41_rebalance.sql ====
+-- == Rebalancing and draining ==
+--
+-- rebalance() spreads the shards that hold data (those a node serves: a schema made by
+-- create_shard, where the map sends their calls) evenly over the nodes; drain_node(node)
+-- moves every shard off one node. Both plan batches of shards, each moved by one
+-- move_shards() (one copy, one fence, one flip for the batch), and run them as a procedure
+-- in the caller's session, committing after every batch: the plan and its progress are rows
+-- of snowflake_id_router.rebalance and rebalance_batch, seen by every session
+-- (rebalance_status) and kept when the session dies. A later call repairs the dead move
+-- (repair_moves: completed if it was sealed, else undone), plans again from the map as it
+-- then is, and goes on under the same rebalance: shards already moved stay moved.
+--
+-- The planner (plan_moves) sees each shard's node and weight (1 by_shard_count, its bytes
+-- by_disk_size) and is pure: rebalance_plan() shows what it would do. It moves each shard
+-- at most once, in O(shards x nodes):
+--   drain: the node's shards, heaviest first, each to the node that then weighs least;
+--   rebalance: each node heavier than the mean by more than the tolerance (half a shard
+--   by_shard_count, so counts end within one of each other; a tenth of the mean
+--   by_disk_size, as Citus's default threshold) gives its shards, heaviest first, to the
+--   lightest node until it is down to the mean, skipping a shard that would take it below
+--   the mean, or the receiver above it, by more than the tolerance.
+
+-- The session-level advisory lock of a running rebalance or drain (one at a time per
+-- router): its proof of life, held across the procedure's commits, gone with its session.
+CREATE OR REPLACE FUNCTION snowflake_id_router.rebalance_lock() RETURNS integer
+LANGUAGE sql IMMUTABLE PARALLEL SAFE
+RETURN hashtext('snowflake_id_router.rebalance');
+COMMENT ON FUNCTION snowflake_id_router.rebalance_lock() IS
+  'Class of the session advisory lock (class, 0) a running rebalance or drain holds.';
+
+-- The session holding the rebalance lock of this database, if any.
+CREATE OR REPLACE FUNCTION snowflake_id_router.rebalance_holder() RETURNS integer
+LANGUAGE sql VOLATILE PARALLEL SAFE
+SET search_path = pg_catalog, pg_temp
+RETURN (SELECT l.pid FROM pg_locks l
+         WHERE l.locktype = 'advisory' AND l.granted AND l.objsubid = 2
+           AND l.classid = snowflake_id_router.rebalance_lock()::oid AND l.objid = 0
+           AND l.database = (SELECT d.oid FROM pg_database d WHERE d.datname = current_database())
+         LIMIT 1);
+COMMENT ON FUNCTION snowflake_id_router.rebalance_holder() IS
+  'PID of the session running a rebalance or drain on this router, or NULL.';
+
+CREATE OR REPLACE FUNCTION snowflake_id_router.plan_moves(strategy text, drain text, nodes text[],
+                                                          shards integer[], owners text[], weights bigint[])
+RETURNS TABLE (shard integer, source text, target text, weight bigint)
+LANGUAGE plpgsql IMMUTABLE CALLED ON NULL INPUT PARALLEL SAFE
+SET search_path = pg_catalog, pg_temp
+AS $$
+DECLARE
+    k integer := cardinality(nodes);
+    load bigint[];             -- per node (index in nodes): the weight it holds as planned
+    receiving boolean[];       -- per node: may be given shards (every node but the drained one)
+    mean numeric;
+    tolerance numeric;
+    g integer;
+    r integer;
+    s record;
+BEGIN
+    IF strategy IS NULL OR nodes IS NULL OR shards IS NULL OR owners IS NULL OR weights IS NULL THEN
+        RAISE EXCEPTION 'plan_moves: only drain may be NULL' USING ERRCODE = 'null_value_not_allowed';
+    END IF;
+    IF strategy NOT IN ('by_shard_count', 'by_disk_size') THEN
+        RAISE EXCEPTION 'strategy % is unknown: give by_shard_count or by_disk_size', quote_literal(strategy)
+            USING ERRCODE = 'invalid_parameter_value';
+    END IF;
+    IF cardinality(owners) <> cardinality(shards) OR cardinality(weights) <> cardinality(shards)
+       OR EXISTS (SELECT FROM unnest(owners) o WHERE o IS NULL OR NOT o = ANY (nodes))
+       OR (drain IS NOT NULL AND NOT drain = ANY (nodes)) THEN
+        RAISE EXCEPTION 'plan_moves: every shard needs one node of nodes, and a weight' USING ERRCODE = 'invalid_parameter_value';
+    END IF;
+    load := array_fill(0::bigint, ARRAY[k]);
+    receiving := array_fill(true, ARRAY[k]);
+    IF drain IS NOT NULL THEN
+        receiving[array_position(nodes, drain)] := false;
+    END IF;
+    IF NOT true = ANY (receiving) THEN
+        RAISE EXCEPTION 'node % is the only node: there is no node to move its shards to', quote_literal(drain)
+            USING ERRCODE = 'object_not_in_prerequisite_state', HINT = 'Add a node first (add_node).';
+    END IF;
+    FOR s IN SELECT u.owner, sum(CASE strategy WHEN 'by_shard_count' THEN 1 ELSE greatest(u.bytes, 1) END) AS w
+               FROM unnest(owners, weights) u(owner, bytes) GROUP BY u.owner LOOP
+        load[array_position(nodes, s.owner)] := s.w;
+    END LOOP;
+
+    -- The drained node's shards, heaviest first, each to the node that then weighs least.
+    IF drain IS NOT NULL THEN
+        FOR s IN SELECT u.shard, u.bytes, CASE strategy WHEN 'by_shard_count' THEN 1 ELSE greatest(u.bytes, 1) END AS w
+                   FROM unnest(shards, owners, weights) u(shard, owner, bytes)
+                  WHERE u.owner = drain ORDER BY 3 DESC, u.shard LOOP
+            SELECT i INTO r FROM generate_subscripts(nodes, 1) i WHERE receiving[i] ORDER BY load[i], i LIMIT 1;
+            load[r] := load[r] + s.w;
+            shard := s.shard; source := drain; target := nodes[r]; weight := s.bytes;
+            RETURN NEXT;
+        END LOOP;
+        RETURN;
+    END IF;
+
+    -- Rebalance: the nodes heavier than the mean, heaviest first, give to the lightest.
+    mean := (SELECT sum(l) FROM unnest(load) l)::numeric / k;
+    tolerance := CASE strategy WHEN 'by_shard_count' THEN 0.5 ELSE mean / 10 END;
+    FOR g IN SELECT i FROM generate_subscripts(nodes, 1) i WHERE load[i] > mean + tolerance ORDER BY load[i] DESC, i LOOP
+        FOR s IN SELECT u.shard, u.bytes, CASE strategy WHEN 'by_shard_count' THEN 1 ELSE greatest(u.bytes, 1) END AS w
+                   FROM unnest(shards, owners, weights) u(shard, owner, bytes)
+                  WHERE u.owner = nodes[g] ORDER BY 3 DESC, u.shard DESC LOOP
+            EXIT WHEN load[g] <= mean;
+            CONTINUE WHEN load[g] - s.w < mean - tolerance;
+            SELECT i INTO r FROM generate_subscripts(nodes, 1) i WHERE i <> g ORDER BY load[i], i LIMIT 1;
+            CONTINUE WHEN load[r] + s.w > mean + tolerance;
+            load[g] := load[g] - s.w;
+            load[r] := load[r] + s.w;
+            shard := s.shard; source := nodes[g]; target := nodes[r]; weight := s.bytes;
+            RETURN NEXT;
+        END LOOP;
+    END LOOP;
+END
+$$;
+COMMENT ON FUNCTION snowflake_id_router.plan_moves(text, text, text[], integer[], text[], bigint[]) IS
+  'The planner of rebalance and drain_node: given each shard''s node and bytes, the moves that balance the nodes (or empty one), each shard at most once.';
+
+-- The shards that hold data, where the map sends them: (shard, node, bytes), one query per
+-- node. Every node must answer (55000 naming the first that does not): a plan that missed
+-- one node's shards would pile shards onto it.
+CREATE OR REPLACE FUNCTION snowflake_id_router.data_shards()
+RETURNS TABLE (shard integer, node text, bytes bigint)
+LANGUAGE plpgsql VOLATILE PARALLEL UNSAFE
+SET search_path = pg_catalog, pg_temp
+AS $$
+DECLARE
+    o record;
+BEGIN
+    FOR o IN SELECT * FROM snowflake_id_router.on_nodes(
+                 $q$SELECT coalesce(jsonb_agg(jsonb_build_array(s.shard, s.bytes)), '[]') FROM snowflake_id_node.shard_stats(false) s$q$) LOOP
+        IF o.error IS NOT NULL THEN
+            RAISE EXCEPTION 'node % cannot be asked for its shards: %', quote_literal(o.node), o.error
+                USING ERRCODE = 'object_not_in_prerequisite_state',
+                      HINT = 'Planning needs every node: bring it back, repoint it (alter_node), or drain it and remove it (remove_node).';
+        END IF;
+        RETURN QUERY
+        SELECT (x->>0)::integer, o.node, (x->>1)::bigint
+          FROM jsonb_array_elements(o.result) x
+          JOIN snowflake_id_router.shard m ON m.shard = (x->>0)::integer AND m.node = o.node;
+    END LOOP;
+END
+$$;
+COMMENT ON FUNCTION snowflake_id_router.data_shards() IS
+  'Each shard a node serves where the map names that node, with its bytes (one query per node; 55000 if a node does not answer).';
+
+CREATE OR REPLACE FUNCTION snowflake_id_router.check_plan_args(strategy text, batch_size integer, drain text) RETURNS void
+LANGUAGE plpgsql STABLE CALLED ON NULL INPUT PARALLEL SAFE
+SET search_path = pg_catalog, pg_temp
+AS $$
+BEGIN
+    IF strategy IS NULL OR batch_size IS NULL THEN
+        RAISE EXCEPTION 'strategy and batch_size must not be NULL' USING ERRCODE = 'null_value_not_allowed';
+    END IF;
+    IF strategy NOT IN ('by_shard_count', 'by_disk_size') THEN
+        RAISE EXCEPTION 'strategy % is unknown: give by_shard_count or by_disk_size', quote_literal(strategy)
+            USING ERRCODE = 'invalid_parameter_value';
+    END IF;
+    IF batch_size NOT BETWEEN 1 AND 8192 THEN
+        RAISE EXCEPTION 'batch_size % is out of range: give 1 to 8192 shards per move', batch_size
+            USING ERRCODE = 'invalid_parameter_value';
+    END IF;
+    IF drain IS NOT NULL AND NOT EXISTS (SELECT FROM snowflake_id_router.node n WHERE n.name = drain) THEN
+        RAISE EXCEPTION 'node % does not exist', quote_literal(drain) USING ERRCODE = 'undefined_object';
+    END IF;
+END
+$$;
+COMMENT ON FUNCTION snowflake_id_router.check_plan_args(text, integer, text) IS
+  'Refuses NULL (22004), an unknown strategy or a batch size out of 1..8192 (22023), an unknown node (42704).';
+
+-- The batches that would balance the nodes (or empty node drain) now: each shard's move
+-- grouped by source and target, batch_size shards at most per batch, the pairs taking turns
+-- so that a rebalance stopped half-way has taken about as much from each node.
+CREATE OR REPLACE FUNCTION snowflake_id_router.plan(strategy text, batch_size integer, drain text)
+RETURNS TABLE (batch integer, source text, target text, shards integer[], bytes bigint)
+LANGUAGE plpgsql VOLATILE CALLED ON NULL INPUT PARALLEL UNSAFE
+SET search_path = pg_catalog, pg_temp
+AS $$
+DECLARE
+    nodes text[];
+    data_shards integer[];
+    owners text[];
+    sizes bigint[];
+BEGIN
+    PERFORM snowflake_id_router.check_plan_args(strategy, batch_size, drain);
+    SELECT coalesce(array_agg(n.name ORDER BY n.name), '{}') INTO nodes FROM snowflake_id_router.node n;
+    SELECT coalesce(array_agg(d.shard), '{}'), coalesce(array_agg(d.node), '{}'), coalesce(array_agg(d.bytes), '{}')
+      INTO data_shards, owners, sizes FROM snowflake_id_router.data_shards() d;
+    RETURN QUERY
+    WITH moves AS (
+        SELECT m.*, (row_number() OVER (PARTITION BY m.source, m.target ORDER BY m.shard) - 1) / batch_size AS turn
+          FROM snowflake_id_router.plan_moves(strategy, drain, nodes, data_shards, owners, sizes) m)
+    SELECT (row_number() OVER (ORDER BY m.turn, m.source, m.target))::integer, m.source, m.target,
+           array_agg(m.shard ORDER BY m.shard), sum(m.weight)::bigint
+      FROM moves m GROUP BY m.turn, m.source, m.target
+     ORDER BY 1;
+END
+$$;
+COMMENT ON FUNCTION snowflake_id_router.plan(text, integer, text) IS
+  'The batches of shards a rebalance (drain NULL) or drain would move now.';
+
+CREATE OR REPLACE FUNCTION rebalance_plan(strategy text DEFAULT 'by_shard_count', batch_size integer DEFAULT 32,
+                                          drain text DEFAULT NULL)
+RETURNS TABLE (batch integer, source text, target text, shards integer[], bytes bigint)
+LANGUAGE sql VOLATILE CALLED ON NULL INPUT PARALLEL UNSAFE SECURITY DEFINER
+SET search_path = pg_catalog, pg_temp
+BEGIN ATOMIC
+    SELECT * FROM snowflake_id_router.plan(strategy, batch_size, drain);
+END;
+COMMENT ON FUNCTION rebalance_plan(text, integer, text) IS
+  'The batches CALL rebalance(strategy, batch_size) (or, with drain, drain_node) would move now, without moving anything: batch, source, target, shards, bytes.';
+
+-- Ends this session's hold on the rebalance lock (however many times it took it).
+CREATE OR REPLACE FUNCTION snowflake_id_router.rebalance_release() RETURNS void
+LANGUAGE plpgsql VOLATILE PARALLEL UNSAFE
+SET search_path = pg_catalog, pg_temp
+AS $$
+BEGIN
+    WHILE snowflake_id_router.rebalance_holder() IS NOT DISTINCT FROM pg_backend_pid() LOOP
+        PERFORM pg_advisory_unlock(snowflake_id_router.rebalance_lock(), 0);
+    END LOOP;
+END
+$$;
+COMMENT ON FUNCTION snowflake_id_router.rebalance_release() IS 'Releases the rebalance lock this session holds.';
+
+-- The first step of rebalance() and drain_node(): the lock, dead moves repaired, then the
+-- unfinished rebalance resumed (same kind, and same node for a drain) or abandoned, and a
+-- plan of what is left to do. Returns the rebalance's id.
+CREATE OR REPLACE FUNCTION snowflake_id_router.rebalance_begin(drain text, strategy text, batch_size integer, template text)
+RETURNS integer
+LANGUAGE plpgsql VOLATILE CALLED ON NULL INPUT PARALLEL UNSAFE SECURITY DEFINER
+SET search_path = pg_catalog, pg_temp
+AS $$
+DECLARE
+    kind text := CASE WHEN drain IS NULL THEN 'rebalance' ELSE 'drain' END;
+    holder integer;
+    r snowflake_id_router.rebalance;
+    rid integer;
+    first_batch integer;
+    planned record;
+BEGIN
+    PERFORM snowflake_id_router.check_plan_args(strategy, batch_size, drain);
+    IF template IS NULL THEN
+        RAISE EXCEPTION 'template must not be NULL' USING ERRCODE = 'null_value_not_allowed';
+    END IF;
+    holder := snowflake_id_router.rebalance_holder();
+    IF holder IS DISTINCT FROM pg_backend_pid()
+       AND (holder IS NOT NULL OR NOT pg_try_advisory_lock(snowflake_id_router.rebalance_lock(), 0)) THEN
+        SELECT * INTO r FROM snowflake_id_router.rebalance x WHERE x.state = 'running';
+        RAISE EXCEPTION '% % is running in session %', coalesce(r.kind, 'a rebalance'), r.id,
+            coalesce(snowflake_id_router.rebalance_holder(), r.pid)
+            USING ERRCODE = 'lock_not_available',
+                  HINT = 'rebalance_status shows its progress; rebalance_stop() stops it after its current batch.';
+    END IF;
+    BEGIN
+        -- A move cut short with a session of an earlier run is completed (sealed) or undone
+        -- now, before the map is read.
+        PERFORM @extschema@.repair_moves();
+        SELECT * INTO r FROM snowflake_id_router.rebalance x WHERE x.state IN ('running', 'stopped', 'failed') FOR UPDATE;
+        IF FOUND AND r.kind = kind AND r.node IS NOT DISTINCT FROM drain THEN
+            rid := r.id;
+            UPDATE snowflake_id_router.rebalance x
+               SET strategy = rebalance_begin.strategy, batch_size = rebalance_begin.batch_size,
+                   template = rebalance_begin.template, state = 'running', pid = pg_backend_pid(),
+                   stop_requested = NULL, ended = NULL, error = NULL
+             WHERE x.id = rid;
+            -- A batch cut short: done if the move was completed (a repair completes a move
+            -- sealed before its session died), else planned again below with the rest.
+            UPDATE snowflake_id_router.rebalance_batch b SET state = 'done', ended = clock_timestamp(), error = NULL
+             WHERE b.rebalance = rid AND b.state IN ('moving', 'failed')
+               AND NOT EXISTS (SELECT FROM unnest(b.shards) s
+                                WHERE NOT EXISTS (SELECT FROM snowflake_id_router.shard m WHERE m.shard = s AND m.node = b.target));
+            DELETE FROM snowflake_id_router.rebalance_batch b WHERE b.rebalance = rid AND b.state <> 'done';
+            RAISE NOTICE '% % resumed: % batch(es) done before', kind, rid,
+                (SELECT count(*) FROM snowflake_id_router.rebalance_batch b WHERE b.rebalance = rid);
+        ELSE
+            IF FOUND THEN
+                UPDATE snowflake_id_router.rebalance x SET state = 'abandoned', ended = coalesce(x.ended, clock_timestamp())
+                 WHERE x.id = r.id;
+                RAISE NOTICE '% % (unfinished) is abandoned for this %: the shards it moved stay moved', r.kind, r.id, kind;
+            END IF;
+            LOCK TABLE snowflake_id_router.rebalance IN SHARE ROW EXCLUSIVE MODE;
+            rid := coalesce((SELECT max(x.id) FROM snowflake_id_router.rebalance x), 0) + 1;
+            INSERT INTO snowflake_id_router.rebalance (id, kind, node, strategy, batch_size, template, state, pid, started)
+            VALUES (rid, kind, drain, strategy, batch_size, template, 'running', pg_backend_pid(), clock_timestamp());
+        END IF;
+        first_batch := coalesce((SELECT max(b.batch) FROM snowflake_id_router.rebalance_batch b WHERE b.rebalance = rid), 0);
+        INSERT INTO snowflake_id_router.rebalance_batch (rebalance, batch, source, target, shards, bytes, state)
+        SELECT rid, first_batch + p.batch, p.source, p.target, p.shards, p.bytes, 'planned'
+          FROM snowflake_id_router.plan(strategy, batch_size, drain) p;
+        SELECT count(*) AS batches, coalesce(sum(cardinality(b.shards)), 0) AS shards,
+               coalesce(sum(b.bytes), 0) AS bytes INTO planned
+          FROM snowflake_id_router.rebalance_batch b WHERE b.rebalance = rid AND b.state = 'planned';
+        RAISE NOTICE '% %: % shard(s), % bytes, to move in % batch(es)', kind, rid, planned.shards, planned.bytes, planned.batches;
+    EXCEPTION WHEN query_canceled OR OTHERS THEN
+        PERFORM snowflake_id_router.rebalance_release();
+        RAISE;
+    END;
+    RETURN rid;
+END
+$$;
+COMMENT ON FUNCTION snowflake_id_router.rebalance_begin(text, text, integer, text) IS
+  'First step of rebalance and drain_node: takes the rebalance lock, resumes or starts a rebalance record, plans its batches.';
+
+-- Gives the shards of a drained node that hold no data (no schema there) to the other
+-- nodes, by the map alone: contiguous runs, one per node.
+CREATE OR REPLACE FUNCTION snowflake_id_router.remap_empty(drained text) RETURNS integer
+LANGUAGE plpgsql VOLATILE STRICT PARALLEL UNSAFE
+SET search_path = pg_catalog, pg_temp
+AS $$
+DECLARE
+    moved integer;
+BEGIN
+    WITH empty AS (
+        SELECT s.shard, ntile((SELECT count(*) FROM snowflake_id_router.node n WHERE n.name <> drained)::integer)
+                            OVER (ORDER BY s.shard) AS part
+          FROM snowflake_id_router.shard s WHERE s.node = drained),
+    receiver AS (
+        SELECT n.name, row_number() OVER (ORDER BY n.name) AS part
+          FROM snowflake_id_router.node n WHERE n.name <> drained)
+    UPDATE snowflake_id_router.shard s SET node = r.name
+      FROM empty e JOIN receiver r USING (part)
+     WHERE s.shard = e.shard AND s.node = drained;
+    GET DIAGNOSTICS moved = ROW_COUNT;
+    RETURN moved;
+END
+$$;
+COMMENT ON FUNCTION snowflake_id_router.remap_empty(text) IS
+  'Maps the shards of a drained node that hold no data to the other nodes (map only).';
+
+-- The next batch to move (its shards still where the plan found them), marked moving; NULL
+-- when the rebalance is over: stopped (rebalance_stop) or done. A drain with nothing left to
+-- move looks at its node again (a shard made there meanwhile is planned too), then hands the
+-- node's shards without data to the other nodes.
+CREATE OR REPLACE FUNCTION snowflake_id_router.rebalance_next(rid integer) RETURNS integer
+LANGUAGE plpgsql VOLATILE STRICT PARALLEL UNSAFE SECURITY DEFINER
+SET search_path = pg_catalog, pg_temp
+AS $$
+DECLARE
+    r snowflake_id_router.rebalance;
+    b snowflake_id_router.rebalance_batch;
+    still integer[];
+    looked_again integer := 0;
+    remapped integer;
+BEGIN
+    SELECT * INTO STRICT r FROM snowflake_id_router.rebalance x WHERE x.id = rid;
+    IF r.stop_requested IS NOT NULL THEN
+        UPDATE snowflake_id_router.rebalance x SET state = 'stopped', ended = clock_timestamp() WHERE x.id = rid;
+        PERFORM snowflake_id_router.rebalance_release();
+        RAISE NOTICE '% % stopped (rebalance_stop): % of % batch(es) done', r.kind, rid,
+            (SELECT count(*) FILTER (WHERE x.state = 'done') FROM snowflake_id_router.rebalance_batch x WHERE x.rebalance = rid),
+            (SELECT count(*) FROM snowflake_id_router.rebalance_batch x WHERE x.rebalance = rid)
+            USING HINT = CASE r.kind WHEN 'drain' THEN format('CALL drain_node(%L) resumes it.', r.node)
+                                     ELSE 'CALL rebalance() resumes it.' END;
+        RETURN NULL;
+    END IF;
+    LOOP
+        SELECT * INTO b FROM snowflake_id_router.rebalance_batch x
+         WHERE x.rebalance = rid AND x.state = 'planned' ORDER BY x.batch LIMIT 1;
+        IF NOT FOUND THEN
+            IF r.kind = 'drain' AND looked_again < 3 THEN
+                looked_again := looked_again + 1;
+                INSERT INTO snowflake_id_router.rebalance_batch (rebalance, batch, source, target, shards, bytes, state)
+                SELECT rid, (SELECT max(x.batch) FROM snowflake_id_router.rebalance_batch x WHERE x.rebalance = rid) + p.batch,
+                       p.source, p.target, p.shards, p.bytes, 'planned'
+                  FROM snowflake_id_router.plan(r.strategy, r.batch_size, r.node) p;
+                CONTINUE WHEN FOUND;
+                remapped := snowflake_id_router.remap_empty(r.node);
+                RAISE NOTICE 'drain %: % shard(s) of node % without data mapped to the other nodes', rid, remapped, quote_literal(r.node);
+            END IF;
+            UPDATE snowflake_id_router.rebalance x SET state = 'done', ended = clock_timestamp() WHERE x.id = rid;
+            PERFORM snowflake_id_router.rebalance_release();
+            RAISE NOTICE '% % done: % shard(s) moved in % batch(es)', r.kind, rid,
+                (SELECT coalesce(sum(cardinality(x.shards)), 0) FROM snowflake_id_router.rebalance_batch x WHERE x.rebalance = rid),
+                (SELECT count(*) FROM snowflake_id_router.rebalance_batch x WHERE x.rebalance = rid);
+            RETURN NULL;
+        END IF;
+        -- A shard moved meanwhile by someone else is no longer this batch's to move.
+        still := ARRAY(SELECT s FROM unnest(b.shards) s
+                        WHERE EXISTS (SELECT FROM snowflake_id_router.shard m WHERE m.shard = s AND m.node = b.source)
+                        ORDER BY s);
+        IF cardinality(still) = 0 THEN
+            DELETE FROM snowflake_id_router.rebalance_batch x WHERE x.rebalance = rid AND x.batch = b.batch;
+            CONTINUE;
+        END IF;
+        UPDATE snowflake_id_router.rebalance_batch x SET state = 'moving', started = clock_timestamp(), shards = still
+         WHERE x.rebalance = rid AND x.batch = b.batch;
+        RETURN b.batch;
+    END LOOP;
+END
+$$;
+COMMENT ON FUNCTION snowflake_id_router.rebalance_next(integer) IS
+  'Next batch of a rebalance or drain to move (marked moving), or NULL when it is stopped or done (lock released).';
+
+-- Moves one batch: one move_shards() of its shards. Lock conflicts (another move of one of
+-- the shards, the fence's lock_timeout under a long transaction) are tried again, twice,
+-- after a pause: one such moment should not stop a rebalance of thousands of shards.
+CREATE OR REPLACE FUNCTION snowflake_id_router.rebalance_move(rid integer, batch integer) RETURNS void
+LANGUAGE plpgsql VOLATILE STRICT PARALLEL UNSAFE SECURITY DEFINER
+SET search_path = pg_catalog, pg_temp
+AS $$
+DECLARE
+    b snowflake_id_router.rebalance_batch;
+    tpl text;
+    left_behind integer;
+BEGIN
+    SELECT * INTO STRICT b FROM snowflake_id_router.rebalance_batch x WHERE x.rebalance = rid AND x.batch = rebalance_move.batch;
+    SELECT x.template INTO STRICT tpl FROM snowflake_id_router.rebalance x WHERE x.id = rid;
+    FOR attempt IN 1 .. 3 LOOP
+        BEGIN
+            b.move := @extschema@.move_shards(b.shards, b.target, tpl);
+            EXIT;
+        EXCEPTION WHEN lock_not_available OR serialization_failure THEN
+            IF attempt = 3 THEN
+                RAISE;
+            END IF;
+            RAISE NOTICE 'batch % of rebalance %: %; trying again', batch, rid, SQLERRM;
+            PERFORM pg_sleep(attempt);
+        END;
+    END LOOP;
+    SELECT min(s) INTO left_behind FROM unnest(b.shards) s
+     WHERE NOT EXISTS (SELECT FROM snowflake_id_router.shard m WHERE m.shard = s AND m.node = b.target);
+    IF left_behind IS NOT NULL THEN
+        RAISE EXCEPTION 'shard % is not on node % after its move', left_behind, quote_literal(b.target)
+            USING ERRCODE = 'object_not_in_prerequisite_state';
+    END IF;
+    UPDATE snowflake_id_router.rebalance_batch x SET state = 'done', ended = clock_timestamp(), move = b.move
+     WHERE x.rebalance = rid AND x.batch = rebalance_move.batch;
+END
+$$;
+COMMENT ON FUNCTION snowflake_id_router.rebalance_move(integer, integer) IS
+  'Moves one batch of a rebalance or drain (move_shards), and records it done.';
+
+-- A step failed (or was cancelled: then the rebalance counts as stopped): recorded, the
+-- lock released. Returns the message and hint to raise.
+CREATE OR REPLACE FUNCTION snowflake_id_router.rebalance_failed(rid integer, batch integer, code text, why text,
+                                                                OUT message text, OUT hint text)
+LANGUAGE plpgsql VOLATILE CALLED ON NULL INPUT PARALLEL UNSAFE SECURITY DEFINER
+SET search_path = pg_catalog, pg_temp
+AS $$
+DECLARE
+    r snowflake_id_router.rebalance;
+    b snowflake_id_router.rebalance_batch;
+BEGIN
+    SELECT * INTO STRICT r FROM snowflake_id_router.rebalance x WHERE x.id = rid;
+    SELECT * INTO b FROM snowflake_id_router.rebalance_batch x WHERE x.rebalance = rid AND x.batch = rebalance_failed.batch;
+    UPDATE snowflake_id_router.rebalance_batch x SET state = 'failed', ended = clock_timestamp(), error = why
+     WHERE x.rebalance = rid AND x.batch = rebalance_failed.batch;
+    UPDATE snowflake_id_router.rebalance x
+       SET state = CASE WHEN code = '57014' THEN 'stopped' ELSE 'failed' END, ended = clock_timestamp(), error = why
+     WHERE x.id = rid;
+    PERFORM snowflake_id_router.rebalance_release();
+    message := CASE WHEN b.batch IS NULL THEN format('%s %s: %s', r.kind, rid, why)
+                    ELSE format('%s %s, batch %s (shard(s) %s from node %L to node %L): %s', r.kind, rid, b.batch,
+                                array_to_string(b.shards, ', '), b.source, b.target, why) END;
+    hint := CASE r.kind WHEN 'drain' THEN format('CALL drain_node(%L)', r.node) ELSE 'CALL rebalance()' END
+         || ' resumes it where it stopped, once the cause is fixed; rebalance_status shows what is done.';
+END
+$$;
+COMMENT ON FUNCTION snowflake_id_router.rebalance_failed(integer, integer, text, text) IS
+  'Records a failed step of a rebalance or drain and releases its lock; the message and hint to raise.';
+
+-- The loop of rebalance() and drain_node(), in the caller's session: a commit before the
+-- first step (so that a call inside a transaction block, where a procedure cannot commit,
+-- fails with 2D000 before it takes anything), after the plan, after marking each batch
+-- moving (seen by rebalance_status) and after each batch. Each step is a SECURITY DEFINER
+-- function: a procedure that commits cannot be one.
+CREATE OR REPLACE PROCEDURE snowflake_id_router.run_rebalance(drain text, strategy text, batch_size integer, template text)
+LANGUAGE plpgsql
+AS $$
+DECLARE
+    rid integer;
+    batch integer;
+    st text;
+    msg text;
+    det text;
+    failure record;
+BEGIN
+    COMMIT;
+    rid := snowflake_id_router.rebalance_begin(drain, strategy, batch_size, template);
+    COMMIT;
+    LOOP
+        batch := NULL;
+        BEGIN
+            batch := snowflake_id_router.rebalance_next(rid);
+        EXCEPTION WHEN query_canceled OR OTHERS THEN
+            GET STACKED DIAGNOSTICS st = RETURNED_SQLSTATE, msg = MESSAGE_TEXT, det = PG_EXCEPTION_DETAIL;
+        END;
+        IF st IS NULL THEN
+            COMMIT;
+            EXIT WHEN batch IS NULL;
+            BEGIN
+                PERFORM snowflake_id_router.rebalance_move(rid, batch);
+            EXCEPTION WHEN query_canceled OR OTHERS THEN
+                GET STACKED DIAGNOSTICS st = RETURNED_SQLSTATE, msg = MESSAGE_TEXT, det = PG_EXCEPTION_DETAIL;
+            END;
+        END IF;
+        IF st IS NOT NULL THEN
+            failure := snowflake_id_router.rebalance_failed(rid, batch, st, msg);
+            COMMIT;
+            RAISE EXCEPTION USING ERRCODE = st, MESSAGE = failure.message, HINT = failure.hint,
+                                  DETAIL = coalesce(nullif(det, ''), 'The step raised no further detail.');
+        END IF;
+        COMMIT;
+    END LOOP;
+END
+$$;
+COMMENT ON PROCEDURE snowflake_id_router.run_rebalance(text, text, integer, text) IS
+  'The loop of rebalance and drain_node: plan, then each batch moved and committed.';
+
+CREATE OR REPLACE PROCEDURE rebalance(strategy text DEFAULT 'by_shard_count', batch_size integer DEFAULT 32,
+                                      template text DEFAULT 'tpl')
+LANGUAGE plpgsql
+AS $$
+BEGIN
+    CALL snowflake_id_router.run_rebalance(NULL, strategy, batch_size, template);
+END
+$$;
+COMMENT ON PROCEDURE rebalance(text, integer, text) IS
+  'Spreads the shards that hold data evenly over the nodes (by_shard_count or by_disk_size), batch_size shards per move, committing after each batch; resumes an interrupted one; rebalance_stop() stops it.';
+
+CREATE OR REPLACE PROCEDURE drain_node(node text, strategy text DEFAULT 'by_shard_count', batch_size integer DEFAULT 32,
+                                       template text DEFAULT 'tpl')
+LANGUAGE plpgsql
+AS $$
+BEGIN
+    IF node IS NULL THEN
+        RAISE EXCEPTION 'drain_node: node must not be NULL' USING ERRCODE = 'null_value_not_allowed';
+    END IF;
+    CALL snowflake_id_router.run_rebalance(node, strategy, batch_size, template);
+END
+$$;
+COMMENT ON PROCEDURE drain_node(text, text, integer, text) IS
+  'Moves every shard off a node (those with data by move_shards, batch_size per move, committing after each batch; the others by the map); resumes an interrupted drain.';
+
+-- Asks the running rebalance or drain to stop after its current batch (it records itself
+-- stopped; CALL it again to resume). One whose session is gone is marked stopped at once.
+CREATE OR REPLACE FUNCTION rebalance_stop() RETURNS boolean
+LANGUAGE plpgsql VOLATILE PARALLEL UNSAFE SECURITY DEFINER
+SET search_path = pg_catalog, pg_temp
+AS $$
+DECLARE
+    r snowflake_id_router.rebalance;
+BEGIN
+    SELECT * INTO r FROM snowflake_id_router.rebalance x WHERE x.state = 'running' FOR UPDATE;
+    IF NOT FOUND THEN
+        RAISE NOTICE 'no rebalance or drain is running';
+        RETURN false;
+    END IF;
+    IF snowflake_id_router.rebalance_holder() IS DISTINCT FROM r.pid THEN
+        UPDATE snowflake_id_router.rebalance x SET state = 'stopped', ended = clock_timestamp(), stop_requested = clock_timestamp()
+         WHERE x.id = r.id;
+        RAISE NOTICE '% % was interrupted (its session % is gone): now stopped', r.kind, r.id, r.pid;
+    ELSE
+        UPDATE snowflake_id_router.rebalance x SET stop_requested = clock_timestamp() WHERE x.id = r.id;
+        RAISE NOTICE '% % (session %) stops after its current batch', r.kind, r.id, r.pid
+            USING HINT = 'rebalance_status shows when it has stopped.';
+    END IF;
+    RETURN true;
+END
+$$;
+COMMENT ON FUNCTION rebalance_stop() IS
+  'Asks the running rebalance or drain to stop after its current batch; false if none is running.';
+
+CREATE OR REPLACE VIEW rebalance_status AS
+SELECT r.id, r.kind, r.node, r.strategy,
+       CASE WHEN r.state <> 'running' THEN r.state
+            WHEN NOT EXISTS (SELECT FROM pg_catalog.pg_locks l
+                              WHERE l.locktype = 'advisory' AND l.granted AND l.objsubid = 2 AND l.pid = r.pid
+                                AND l.classid = pg_catalog.hashtext('snowflake_id_router.rebalance')::oid AND l.objid = 0
+                                AND l.database = (SELECT d.oid FROM pg_catalog.pg_database d WHERE d.datname = pg_catalog.current_database()))
+                 THEN 'interrupted'
+            WHEN r.stop_requested IS NOT NULL THEN 'stopping'
+            ELSE 'running' END AS state,
+       r.pid, r.started, r.ended, b.batches, b.batches_done, b.shards, b.shards_done, b.shards - b.shards_done AS shards_left,
+       c.batch AS current_batch, c.source AS current_source, c.target AS current_target, c.shards AS current_shards,
+       c.started AS current_since,
+       CASE WHEN r.state = 'running' AND b.shards_done > 0
+            THEN b.moving_time / b.shards_done * (b.shards - b.shards_done) END AS time_left,
+       r.error
+  FROM snowflake_id_router.rebalance r
+  CROSS JOIN LATERAL (
+       SELECT count(*)::integer AS batches, (count(*) FILTER (WHERE x.state = 'done'))::integer AS batches_done,
+              coalesce(sum(cardinality(x.shards)), 0)::integer AS shards,
+              coalesce(sum(cardinality(x.shards)) FILTER (WHERE x.state = 'done'), 0)::integer AS shards_done,
+              sum(x.ended - x.started) FILTER (WHERE x.state = 'done') AS moving_time
+         FROM snowflake_id_router.rebalance_batch x WHERE x.rebalance = r.id) b
+  LEFT JOIN snowflake_id_router.rebalance_batch c ON c.rebalance = r.id AND c.state = 'moving'
+ ORDER BY r.id DESC;
+COMMENT ON VIEW rebalance_status IS
+  'Each rebalance and drain, newest first: state (running, stopping, interrupted, stopped, failed, done, abandoned), batches and shards planned and done, the batch moving now, estimated time left, error.';
 
 -- ==== router/sql/50_routers.sql ====
 -- == Several routers: the primary and its followers ==
@@ -1707,10 +3352,16 @@ COMMENT ON FUNCTION template_status(text, boolean) IS
   'Per node: the template''s fingerprint, whether it is the one most nodes have and its first difference, schema changes not yet got; with shards, the shards that differ from it.';
 
 -- ==== router/sql/90_grants.sql ====
+-- Superuser only, unless granted: these run as the extension's owner (SECURITY DEFINER).
 REVOKE ALL ON FUNCTION add_node(text, text), assign_shards(integer, integer, text),
-    move_shard(integer, text, text) FROM PUBLIC;
+    move_shard(integer, text, text), move_shards(integer[], text, text), repair_moves() FROM PUBLIC;
 REVOKE ALL ON ALL FUNCTIONS IN SCHEMA snowflake_id_router FROM PUBLIC;
-REVOKE ALL ON shard_map FROM PUBLIC;
+REVOKE ALL ON shard_map, move_history FROM PUBLIC;
+REVOKE ALL ON FUNCTION rebalance_plan(text, integer, text), rebalance_stop(), alter_node(text, text),
+    remove_node(text) FROM PUBLIC;
+REVOKE ALL ON PROCEDURE rebalance(text, integer, text), drain_node(text, text, integer, text) FROM PUBLIC;
+REVOKE ALL ON ALL PROCEDURES IN SCHEMA snowflake_id_router FROM PUBLIC;
+REVOKE ALL ON node_status, shard_status, rebalance_status FROM PUBLIC;
 REVOKE ALL ON FUNCTION alter_shards(text, text, boolean), abandon_schema_change(bigint),
     template_status(text, boolean), add_router(text, text), remove_router(text) FROM PUBLIC;
 REVOKE ALL ON schema_change_status, router_status FROM PUBLIC;

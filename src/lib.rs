@@ -13,12 +13,14 @@ pub mod generator;
 pub mod layout;
 pub mod layouts;
 pub mod mask;
+pub mod mask_key_file;
 pub mod node_ddl;
 mod pg_mirror;
 mod sequence_cache;
 pub mod sequence_state;
 pub mod sql_apps;
 pub mod sql_layouts;
+pub mod text_arg;
 pub mod text_form;
 pub mod wide_ids;
 
@@ -30,7 +32,12 @@ use sequence_state::PG_EPOCH_UNIX_MS;
 #[pg_guard]
 pub extern "C-unwind" fn _PG_init() {
     generator::init();
-    sql_apps::init();
+    mask_key_file::init();
+    // Every snowflake_id.* setting is now defined: any other is a typo or a setting of an
+    // older release (0.2.0's snowflake_id.mask_key held the key itself). PostgreSQL warns
+    // about each and removes its placeholder, whose value any role could read.
+    // SAFETY: called from _PG_init, after the definitions, as the GUC API requires.
+    unsafe { pg_sys::MarkGUCPrefixReserved(c"snowflake_id".as_ptr()) };
 }
 
 /// A `regclass` argument taken as the bare OID: `next_id` locks and opens the sequence
@@ -171,16 +178,25 @@ RETURN (@extschema@.id_timestamp(id), @extschema@.id_shard(id), @extschema@.id_s
     requires = [id_timestamp, id_shard, id_sequence]
 );
 
+// The node side of snowflake_id_router's protocol (schema snowflake_id_node): identity,
+// connect strings, moves. Before the installer: snowflake_id_shards reads the moves.
+extension_sql_file!("../sql/node.sql", name = "node");
+
 // The per-schema shard installer (create_shard, create_shards, drop_shard, snowflake_id_shards).
 extension_sql_file!(
     "../sql/installer.sql",
     name = "installer",
-    requires = ["next_id", make_id]
+    requires = ["next_id", make_id, "node"]
 );
 
-// The node side of snowflake_id_router's protocol (schema snowflake_id_node), and
+// What the router's node_status, shard_status and rebalancer read on a node.
+extension_sql_file!(
+    "../sql/node_status.sql",
+    name = "node_status",
+    requires = ["node", "installer", id_timestamp, make_id]
+);
+
 // alter_shards' change of every shard on a node.
-extension_sql_file!("../sql/node.sql", name = "node", requires = ["installer"]);
 extension_sql_file!(
     "../sql/node_ddl.sql",
     name = "node_ddl",
