@@ -92,6 +92,7 @@ CREATE TABLE snowflake_id_router.move (
     fenced timestamptz,
     flipped timestamptz,
     ended timestamptz,
+    map_version bigint,         -- the map's version with the flip (snowflake_id_router.map_version())
     rows bigint,
     error text
 );
@@ -964,7 +965,7 @@ RETURN left(md5(snowflake_id_node.identity()), 8) || '/' || move_id;
 COMMENT ON FUNCTION snowflake_id_router.move_key(bigint) IS 'The key of a move on its nodes: <router8>/<move id>.';
 
 -- The router's shard locks for a move (transaction level): 55P03 when another session
--- moves or repairs one of the shards, or runs a schema change.
+-- moves or repairs one of the shards; a schema change running is waited for.
 CREATE OR REPLACE FUNCTION snowflake_id_router.lock_router(shards integer[]) RETURNS void
 LANGUAGE plpgsql VOLATILE STRICT PARALLEL UNSAFE
 SET search_path = pg_catalog, pg_temp
@@ -973,10 +974,8 @@ AS $$
 DECLARE
     s integer;
 BEGIN
-    IF NOT pg_try_advisory_xact_lock_shared(snowflake_id_node.lock_class(), -1) THEN
-        RAISE EXCEPTION 'a schema change (alter_shards) is running on this router: moves wait until it is done'
-            USING ERRCODE = 'lock_not_available';
-    END IF;
+    -- Not while alter_shards is half-way across the nodes: waits for it (bounded).
+    PERFORM snowflake_id_router.lock_schema_changes(false);
     FOREACH s IN ARRAY shards LOOP
         IF NOT pg_try_advisory_xact_lock(snowflake_id_node.lock_class(), s) THEN
             RAISE EXCEPTION 'shard % is being moved or repaired by another session (pid %)', s,
@@ -1021,6 +1020,7 @@ BEGIN
         RAISE EXCEPTION 'move_shards runs only in a READ COMMITTED transaction, not %', current_setting('transaction_isolation')
             USING ERRCODE = 'invalid_transaction_state';
     END IF;
+    PERFORM snowflake_id_router.require_primary('move_shards');
     todo := ARRAY(SELECT DISTINCT s FROM unnest(shards) s ORDER BY 1);
     PERFORM snowflake_id_router.lock_router(todo);
     SELECT min(x.s)::text INTO bad FROM unnest(todo) x(s)
@@ -1429,6 +1429,21 @@ BEGIN
         PERFORM snowflake_id_router.pause_at('flipped');
     END IF;
     SELECT * INTO m FROM snowflake_id_router.move r WHERE r.id = move_id;
+    -- The old copy goes only once every router routes by the flip: a follower behind would
+    -- still send the shards' calls there (writes refused with 40001 until it has the map).
+    IF NOT snowflake_id_router.routed_everywhere(m.map_version) THEN
+        PERFORM snowflake_id_router.note(move_id, format('error = %L', 'waiting for router(s) '
+            || (SELECT string_agg(quote_literal(x.name), ', ' ORDER BY x.name) FROM snowflake_id_router.router x
+                 WHERE x.map_version < coalesce(m.map_version, 0)) || ' to route by the flip'));
+        RAISE WARNING 'move % of % to node % is flipped, but router(s) % do not route by it yet: the old copy on node % stays, sealed, until they do',
+            move_id, CASE WHEN cardinality(m.shards) = 1 THEN 'shard ' || m.shards[1] ELSE 'shards ' || array_to_string(m.shards, ', ') END,
+            quote_literal(m.target),
+            (SELECT string_agg(quote_literal(x.name), ', ' ORDER BY x.name) FROM snowflake_id_router.router x
+              WHERE x.map_version < coalesce(m.map_version, 0)),
+            quote_literal(m.source)
+            USING HINT = 'repair_moves() pushes the map again and finishes the move once they route by it (router_status).';
+        RETURN;
+    END IF;
     PERFORM snowflake_id_router.enter(move_id, 'cleaning');
     PERFORM snowflake_id_router.wait_for_older_transactions(m.flipped);
     BEGIN
@@ -1496,7 +1511,8 @@ BEGIN
        <> cardinality(m.shards) THEN
         RAISE EXCEPTION 'the map of shards % changed during move %', m.shards, move_id USING ERRCODE = 'serialization_failure';
     END IF;
-    UPDATE snowflake_id_router.move r SET state = 'flipped', flipped = clock_timestamp() WHERE r.id = move_id;
+    UPDATE snowflake_id_router.move r SET state = 'flipped', flipped = clock_timestamp(), map_version = snowflake_id_router.map_version()
+     WHERE r.id = move_id;
     RETURN 'flipped';
 END
 $$;
@@ -1639,10 +1655,13 @@ DECLARE
     bound interval := snowflake_id_router.timeout('cleanup_timeout') + interval '5 s';
     conn text;
 BEGIN
+    PERFORM snowflake_id_router.require_primary('repair_moves');
     IF current_setting('transaction_isolation') <> 'read committed' THEN
         RAISE EXCEPTION 'repair_moves runs only in a READ COMMITTED transaction, not %', current_setting('transaction_isolation')
             USING ERRCODE = 'invalid_transaction_state';
     END IF;
+    -- Routers that are behind get the map first (the moves waiting for them then finish).
+    PERFORM snowflake_id_router.routed_everywhere(snowflake_id_router.map_version());
     FOR m IN SELECT * FROM snowflake_id_router.move x WHERE x.state NOT IN ('done', 'undone') ORDER BY x.id LOOP
         move := m.id;
         shards := m.shards;
@@ -1891,9 +1910,8 @@ BEGIN
     IF node IS NULL OR connstr IS NULL THEN
         RAISE EXCEPTION 'alter_node: node and connstr must not be NULL' USING ERRCODE = 'null_value_not_allowed';
     END IF;
+    PERFORM snowflake_id_router.require_primary('alter_node');
     normal := snowflake_id_router.normalize_connstr(connstr);
-    -- One map change at a time (as the map's trigger does), read after the lock.
-    LOCK TABLE snowflake_id_router.node IN SHARE ROW EXCLUSIVE MODE;
     SELECT * INTO n FROM snowflake_id_router.node x WHERE x.name = alter_node.node;
     IF NOT FOUND THEN
         RAISE EXCEPTION 'node % does not exist', quote_literal(node) USING ERRCODE = 'undefined_object',
@@ -1933,7 +1951,11 @@ BEGIN
             USING ERRCODE = 'object_not_in_prerequisite_state',
                   HINT = 'Promote it first (pg_ctl promote, or SELECT pg_promote() there), then run alter_node again.';
     END IF;
-    UPDATE snowflake_id_router.node x SET connstr = normal, identity = found_identity WHERE x.name = alter_node.node;
+    -- Committed at once, for every router session here, then pushed to the other routers.
+    IF NOT snowflake_id_router.repoint_node(node, n.connstr, normal, found_identity) THEN
+        RAISE WARNING 'node % is repointed on this router, but not yet on every other router', quote_literal(node)
+            USING HINT = 'See router_status; repair_moves() or snowflake_id_router.push_map() brings them up to date once they can be reached.';
+    END IF;
 END
 $$;
 COMMENT ON FUNCTION alter_node(text, text) IS
@@ -1951,6 +1973,7 @@ BEGIN
     IF node IS NULL THEN
         RAISE EXCEPTION 'remove_node: node must not be NULL' USING ERRCODE = 'null_value_not_allowed';
     END IF;
+    PERFORM snowflake_id_router.require_primary('remove_node');
     -- Serialises with assign_shards and map flips: no shard can be assigned to it meanwhile.
     LOCK TABLE snowflake_id_router.shard IN SHARE ROW EXCLUSIVE MODE;
     IF NOT EXISTS (SELECT FROM snowflake_id_router.node n WHERE n.name = remove_node.node) THEN
@@ -2485,6 +2508,7 @@ CREATE OR REPLACE PROCEDURE rebalance(strategy text DEFAULT 'by_shard_count', ba
 LANGUAGE plpgsql
 AS $$
 BEGIN
+    PERFORM snowflake_id_router.require_primary('rebalance');
     CALL snowflake_id_router.run_rebalance(NULL, strategy, batch_size, template);
 END
 $$;
@@ -2499,6 +2523,7 @@ BEGIN
     IF node IS NULL THEN
         RAISE EXCEPTION 'drain_node: node must not be NULL' USING ERRCODE = 'null_value_not_allowed';
     END IF;
+    PERFORM snowflake_id_router.require_primary('drain_node');
     CALL snowflake_id_router.run_rebalance(node, strategy, batch_size, template);
 END
 $$;
@@ -2858,6 +2883,68 @@ RETURN NOT EXISTS (SELECT FROM snowflake_id_router.router r WHERE r.map_version 
 COMMENT ON FUNCTION snowflake_id_router.routers_have(bigint) IS
   'Whether every follower router routes by map version v or later.';
 
+-- Whether every follower routes by map version v (the map's version with a move's flip, or
+-- any later one): if not, the map is pushed first, through the loopback connection (so the
+-- followers' rows are committed with the push), each follower bounded by its connect
+-- timeout and cleanup_timeout. NULL: the map as it is now.
+CREATE OR REPLACE FUNCTION snowflake_id_router.routed_everywhere(v bigint) RETURNS boolean
+LANGUAGE plpgsql VOLATILE CALLED ON NULL INPUT PARALLEL UNSAFE
+SET search_path = pg_catalog, pg_temp
+AS $$
+DECLARE
+    version bigint := coalesce(v, snowflake_id_router.map_version());
+BEGIN
+    IF snowflake_id_router.routers_have(version) THEN
+        RETURN true;
+    END IF;
+    PERFORM snowflake_id_router.call(snowflake_id_router.loopback(), 'SELECT snowflake_id_router.push_map()::text',
+        (SELECT count(*) FROM snowflake_id_router.router) * (snowflake_id_router.timeout('cleanup_timeout') + interval '15 s'),
+        'pushing the map to the other routers');
+    RETURN snowflake_id_router.routers_have(version);
+END
+$$;
+COMMENT ON FUNCTION snowflake_id_router.routed_everywhere(bigint) IS
+  'Whether every follower router routes by map version v or later, after pushing the map to those behind.';
+
+-- alter_node's change of the map: the node's connect string (and identity), committed
+-- through the loopback connection for every router session here at once, as long as the
+-- node is still as read (40001 otherwise), then pushed to the followers. Returns whether
+-- every router routes by it.
+CREATE OR REPLACE FUNCTION snowflake_id_router.repoint_node(node text, old_connstr text, new_connstr text, new_identity text)
+RETURNS boolean
+LANGUAGE plpgsql VOLATILE CALLED ON NULL INPUT PARALLEL UNSAFE
+SET search_path = pg_catalog, pg_temp
+AS $$
+DECLARE
+    v bigint;
+BEGIN
+    v := snowflake_id_router.call(snowflake_id_router.loopback(), format(
+        'SELECT snowflake_id_router.set_node(%L, %L, %L, %L)::text', node, old_connstr, new_connstr, new_identity),
+        snowflake_id_router.timeout('lock_timeout') + interval '5 s', 'repointing the node')::bigint;
+    RETURN snowflake_id_router.routed_everywhere(v);
+END
+$$;
+COMMENT ON FUNCTION snowflake_id_router.repoint_node(text, text, text, text) IS
+  'Commits a node''s new connect string through the loopback connection and pushes the map; whether every router routes by it.';
+
+-- (Run through the loopback connection by repoint_node.) The map's version after it.
+CREATE OR REPLACE FUNCTION snowflake_id_router.set_node(node text, old_connstr text, new_connstr text, new_identity text)
+RETURNS bigint
+LANGUAGE plpgsql VOLATILE CALLED ON NULL INPUT PARALLEL UNSAFE
+SET search_path = pg_catalog, pg_temp
+AS $$
+BEGIN
+    UPDATE snowflake_id_router.node x SET connstr = new_connstr, identity = new_identity
+     WHERE x.name = node AND x.connstr = old_connstr;
+    IF NOT FOUND THEN
+        RAISE EXCEPTION 'node % changed while it was being repointed', quote_literal(node) USING ERRCODE = 'serialization_failure';
+    END IF;
+    RETURN snowflake_id_router.map_version();
+END
+$$;
+COMMENT ON FUNCTION snowflake_id_router.set_node(text, text, text, text) IS
+  'Sets a node''s connect string and identity if its connect string is still old_connstr (40001 otherwise); the map''s version after it.';
+
 -- == The user-facing functions ==
 
 CREATE OR REPLACE FUNCTION add_router(name text, connstr text) RETURNS void
@@ -2991,9 +3078,10 @@ COMMENT ON VIEW router_status IS
 -- half-way across the nodes. A move between two nodes that differ anyway (a change that
 -- is incomplete, a node skipped) is refused by the move's own template check.
 
--- Takes the router-wide schema-change lock to the end of the transaction: exclusive for
--- alter_shards, shared for a move or rebalance. Waits at most schema_change_timeout for the
--- holders (55P03 after it).
+-- Takes the router-wide schema-change lock, (snowflake_id_node.lock_class(), -1) beside the
+-- moves' shard locks, to the end of the transaction: exclusive for alter_shards, shared
+-- for every move (snowflake_id_router.lock_router). Waits at most schema_change_timeout
+-- for the holders (55P03 after it).
 CREATE OR REPLACE FUNCTION snowflake_id_router.lock_schema_changes(exclusive boolean) RETURNS void
 LANGUAGE plpgsql VOLATILE STRICT PARALLEL UNSAFE
 SET search_path = pg_catalog, pg_temp
@@ -3002,19 +3090,19 @@ DECLARE
     timeout interval := snowflake_id_router.setting('schema_change_timeout')::interval;
 BEGIN
     IF exclusive THEN
-        IF pg_try_advisory_xact_lock(hashtext('snowflake_id_router.schema_change'), 0) THEN
+        IF pg_try_advisory_xact_lock(snowflake_id_node.lock_class(), -1) THEN
             RETURN;
         END IF;
-    ELSIF pg_try_advisory_xact_lock_shared(hashtext('snowflake_id_router.schema_change'), 0) THEN
+    ELSIF pg_try_advisory_xact_lock_shared(snowflake_id_node.lock_class(), -1) THEN
         RETURN;
     END IF;
     -- Queued behind the holders (a waiting alter_shards keeps new moves out meanwhile).
     BEGIN
         PERFORM set_config('lock_timeout', (extract(epoch FROM timeout) * 1000)::bigint::text, true);
         IF exclusive THEN
-            PERFORM pg_advisory_xact_lock(hashtext('snowflake_id_router.schema_change'), 0);
+            PERFORM pg_advisory_xact_lock(snowflake_id_node.lock_class(), -1);
         ELSE
-            PERFORM pg_advisory_xact_lock_shared(hashtext('snowflake_id_router.schema_change'), 0);
+            PERFORM pg_advisory_xact_lock_shared(snowflake_id_node.lock_class(), -1);
         END IF;
     EXCEPTION WHEN lock_not_available THEN
         RAISE EXCEPTION '%', CASE WHEN exclusive THEN format('moves still run after %s', timeout)
@@ -3264,7 +3352,8 @@ CREATE OR REPLACE VIEW schema_change_status AS
     SELECT c.id AS change, c.ddl, c.template,
            CASE WHEN c.state = 'running' AND NOT EXISTS (
                     SELECT FROM pg_locks l WHERE l.locktype = 'advisory' AND l.granted AND l.database = (SELECT d.oid FROM pg_database d WHERE d.datname = current_database())
-                       AND l.classid::integer = hashtext('snowflake_id_router.schema_change') AND l.objid = 0 AND l.mode = 'ExclusiveLock')
+                       AND l.classid = snowflake_id_node.lock_class()::oid AND l.objid = (-1)::oid AND l.objsubid = 2
+                       AND l.mode = 'ExclusiveLock')
                 THEN 'interrupted' ELSE c.state END AS state,
            cn.node, cn.state AS node_state, cn.schemas, cn.seconds, cn.error,
            c.started, c.finished, c.started_by

@@ -197,10 +197,8 @@ impl IdError {
             ),
             IdError::Named(e) => named_parts(e),
             IdError::Wide { error, character } => wide_parts(error, character),
-            IdError::BadText { text, character, error } => {
             IdError::Ddl(e) => ddl_parts(e),
-            IdError::Wide(e) => wide_parts(e),
-            IdError::BadText { text, error } => {
+            IdError::BadText { text, character, error } => {
                 let why = match error {
                     TextError::Length { chars } => format!("it has {chars} characters, the text form has 13"),
                     TextError::BadChar { position } => format!(
@@ -353,7 +351,6 @@ fn named_parts(e: &NamedLayoutError) -> Parts {
     }
 }
 
-fn wide_parts(e: &WideIdError, character: &str) -> Parts {
 fn ddl_parts(e: &DdlError) -> Parts {
     use PgSqlErrorCode::*;
     match e {
@@ -380,7 +377,7 @@ fn ddl_parts(e: &DdlError) -> Parts {
     }
 }
 
-fn wide_parts(e: &WideIdError) -> Parts {
+fn wide_parts(e: &WideIdError, character: &str) -> Parts {
     use PgSqlErrorCode::*;
     match e {
         WideIdError::UuidWithoutTime { version, rfc_variant: true } => (

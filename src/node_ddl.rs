@@ -33,13 +33,35 @@ fn schema_change(kind: NodeTag, concurrently: bool, tag: &str) -> Result<(), Ddl
         T_DropStmt if concurrently => Err(DdlError::OutsideTransaction {
             what: "DROP INDEX CONCURRENTLY",
         }),
-        T_AlterTableStmt | T_IndexStmt | T_CreateStmt | T_DropStmt | T_RenameStmt
-        | T_CommentStmt | T_GrantStmt | T_AlterDefaultPrivilegesStmt | T_CreateTrigStmt
-        | T_CreatePolicyStmt | T_AlterPolicyStmt | T_CreateStatsStmt | T_AlterStatsStmt
-        | T_CreateSeqStmt | T_AlterSeqStmt | T_AlterObjectSchemaStmt | T_AlterOwnerStmt
-        | T_ViewStmt | T_CreateTableAsStmt | T_CreateFunctionStmt | T_AlterFunctionStmt
-        | T_DefineStmt | T_CompositeTypeStmt | T_CreateEnumStmt | T_AlterEnumStmt
-        | T_CreateDomainStmt | T_AlterDomainStmt | T_RuleStmt | T_SecLabelStmt => Ok(()),
+        T_AlterTableStmt
+        | T_IndexStmt
+        | T_CreateStmt
+        | T_DropStmt
+        | T_RenameStmt
+        | T_CommentStmt
+        | T_GrantStmt
+        | T_AlterDefaultPrivilegesStmt
+        | T_CreateTrigStmt
+        | T_CreatePolicyStmt
+        | T_AlterPolicyStmt
+        | T_CreateStatsStmt
+        | T_AlterStatsStmt
+        | T_CreateSeqStmt
+        | T_AlterSeqStmt
+        | T_AlterObjectSchemaStmt
+        | T_AlterOwnerStmt
+        | T_ViewStmt
+        | T_CreateTableAsStmt
+        | T_CreateFunctionStmt
+        | T_AlterFunctionStmt
+        | T_DefineStmt
+        | T_CompositeTypeStmt
+        | T_CreateEnumStmt
+        | T_AlterEnumStmt
+        | T_CreateDomainStmt
+        | T_AlterDomainStmt
+        | T_RuleStmt
+        | T_SecLabelStmt => Ok(()),
         _ => Err(DdlError::NotASchemaChange { tag: tag.into() }),
     }
 }
@@ -71,7 +93,11 @@ fn ddl_statement(ddl: &str) -> String {
             _ => false,
         };
         let tag = CStr::from_ptr(pg_sys::GetCommandTagName(pg_sys::CreateCommandTag(stmt)));
-        ((*stmt).type_, concurrently, tag.to_string_lossy().into_owned())
+        (
+            (*stmt).type_,
+            concurrently,
+            tag.to_string_lossy().into_owned(),
+        )
     };
     schema_change(kind, concurrently, &tag).or_report();
     tag

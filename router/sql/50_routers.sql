@@ -293,6 +293,68 @@ RETURN NOT EXISTS (SELECT FROM snowflake_id_router.router r WHERE r.map_version 
 COMMENT ON FUNCTION snowflake_id_router.routers_have(bigint) IS
   'Whether every follower router routes by map version v or later.';
 
+-- Whether every follower routes by map version v (the map's version with a move's flip, or
+-- any later one): if not, the map is pushed first, through the loopback connection (so the
+-- followers' rows are committed with the push), each follower bounded by its connect
+-- timeout and cleanup_timeout. NULL: the map as it is now.
+CREATE OR REPLACE FUNCTION snowflake_id_router.routed_everywhere(v bigint) RETURNS boolean
+LANGUAGE plpgsql VOLATILE CALLED ON NULL INPUT PARALLEL UNSAFE
+SET search_path = pg_catalog, pg_temp
+AS $$
+DECLARE
+    version bigint := coalesce(v, snowflake_id_router.map_version());
+BEGIN
+    IF snowflake_id_router.routers_have(version) THEN
+        RETURN true;
+    END IF;
+    PERFORM snowflake_id_router.call(snowflake_id_router.loopback(), 'SELECT snowflake_id_router.push_map()::text',
+        (SELECT count(*) FROM snowflake_id_router.router) * (snowflake_id_router.timeout('cleanup_timeout') + interval '15 s'),
+        'pushing the map to the other routers');
+    RETURN snowflake_id_router.routers_have(version);
+END
+$$;
+COMMENT ON FUNCTION snowflake_id_router.routed_everywhere(bigint) IS
+  'Whether every follower router routes by map version v or later, after pushing the map to those behind.';
+
+-- alter_node's change of the map: the node's connect string (and identity), committed
+-- through the loopback connection for every router session here at once, as long as the
+-- node is still as read (40001 otherwise), then pushed to the followers. Returns whether
+-- every router routes by it.
+CREATE OR REPLACE FUNCTION snowflake_id_router.repoint_node(node text, old_connstr text, new_connstr text, new_identity text)
+RETURNS boolean
+LANGUAGE plpgsql VOLATILE CALLED ON NULL INPUT PARALLEL UNSAFE
+SET search_path = pg_catalog, pg_temp
+AS $$
+DECLARE
+    v bigint;
+BEGIN
+    v := snowflake_id_router.call(snowflake_id_router.loopback(), format(
+        'SELECT snowflake_id_router.set_node(%L, %L, %L, %L)::text', node, old_connstr, new_connstr, new_identity),
+        snowflake_id_router.timeout('lock_timeout') + interval '5 s', 'repointing the node')::bigint;
+    RETURN snowflake_id_router.routed_everywhere(v);
+END
+$$;
+COMMENT ON FUNCTION snowflake_id_router.repoint_node(text, text, text, text) IS
+  'Commits a node''s new connect string through the loopback connection and pushes the map; whether every router routes by it.';
+
+-- (Run through the loopback connection by repoint_node.) The map's version after it.
+CREATE OR REPLACE FUNCTION snowflake_id_router.set_node(node text, old_connstr text, new_connstr text, new_identity text)
+RETURNS bigint
+LANGUAGE plpgsql VOLATILE CALLED ON NULL INPUT PARALLEL UNSAFE
+SET search_path = pg_catalog, pg_temp
+AS $$
+BEGIN
+    UPDATE snowflake_id_router.node x SET connstr = new_connstr, identity = new_identity
+     WHERE x.name = node AND x.connstr = old_connstr;
+    IF NOT FOUND THEN
+        RAISE EXCEPTION 'node % changed while it was being repointed', quote_literal(node) USING ERRCODE = 'serialization_failure';
+    END IF;
+    RETURN snowflake_id_router.map_version();
+END
+$$;
+COMMENT ON FUNCTION snowflake_id_router.set_node(text, text, text, text) IS
+  'Sets a node''s connect string and identity if its connect string is still old_connstr (40001 otherwise); the map''s version after it.';
+
 -- == The user-facing functions ==
 
 CREATE OR REPLACE FUNCTION add_router(name text, connstr text) RETURNS void

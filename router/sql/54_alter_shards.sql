@@ -13,9 +13,10 @@
 -- half-way across the nodes. A move between two nodes that differ anyway (a change that
 -- is incomplete, a node skipped) is refused by the move's own template check.
 
--- Takes the router-wide schema-change lock to the end of the transaction: exclusive for
--- alter_shards, shared for a move or rebalance. Waits at most schema_change_timeout for the
--- holders (55P03 after it).
+-- Takes the router-wide schema-change lock, (snowflake_id_node.lock_class(), -1) beside the
+-- moves' shard locks, to the end of the transaction: exclusive for alter_shards, shared
+-- for every move (snowflake_id_router.lock_router). Waits at most schema_change_timeout
+-- for the holders (55P03 after it).
 CREATE OR REPLACE FUNCTION snowflake_id_router.lock_schema_changes(exclusive boolean) RETURNS void
 LANGUAGE plpgsql VOLATILE STRICT PARALLEL UNSAFE
 SET search_path = pg_catalog, pg_temp
@@ -24,19 +25,19 @@ DECLARE
     timeout interval := snowflake_id_router.setting('schema_change_timeout')::interval;
 BEGIN
     IF exclusive THEN
-        IF pg_try_advisory_xact_lock(hashtext('snowflake_id_router.schema_change'), 0) THEN
+        IF pg_try_advisory_xact_lock(snowflake_id_node.lock_class(), -1) THEN
             RETURN;
         END IF;
-    ELSIF pg_try_advisory_xact_lock_shared(hashtext('snowflake_id_router.schema_change'), 0) THEN
+    ELSIF pg_try_advisory_xact_lock_shared(snowflake_id_node.lock_class(), -1) THEN
         RETURN;
     END IF;
     -- Queued behind the holders (a waiting alter_shards keeps new moves out meanwhile).
     BEGIN
         PERFORM set_config('lock_timeout', (extract(epoch FROM timeout) * 1000)::bigint::text, true);
         IF exclusive THEN
-            PERFORM pg_advisory_xact_lock(hashtext('snowflake_id_router.schema_change'), 0);
+            PERFORM pg_advisory_xact_lock(snowflake_id_node.lock_class(), -1);
         ELSE
-            PERFORM pg_advisory_xact_lock_shared(hashtext('snowflake_id_router.schema_change'), 0);
+            PERFORM pg_advisory_xact_lock_shared(snowflake_id_node.lock_class(), -1);
         END IF;
     EXCEPTION WHEN lock_not_available THEN
         RAISE EXCEPTION '%', CASE WHEN exclusive THEN format('moves still run after %s', timeout)
@@ -286,7 +287,8 @@ CREATE OR REPLACE VIEW schema_change_status AS
     SELECT c.id AS change, c.ddl, c.template,
            CASE WHEN c.state = 'running' AND NOT EXISTS (
                     SELECT FROM pg_locks l WHERE l.locktype = 'advisory' AND l.granted AND l.database = (SELECT d.oid FROM pg_database d WHERE d.datname = current_database())
-                       AND l.classid::integer = hashtext('snowflake_id_router.schema_change') AND l.objid = 0 AND l.mode = 'ExclusiveLock')
+                       AND l.classid = snowflake_id_node.lock_class()::oid AND l.objid = (-1)::oid AND l.objsubid = 2
+                       AND l.mode = 'ExclusiveLock')
                 THEN 'interrupted' ELSE c.state END AS state,
            cn.node, cn.state AS node_state, cn.schemas, cn.seconds, cn.error,
            c.started, c.finished, c.started_by
