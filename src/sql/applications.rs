@@ -1,10 +1,10 @@
 //! IDs in applications, the SQL surface: the short text form, masked public IDs, the JSON
 //! string form and the `snowflake` type (sql/snowflake_type.sql), and `convert_column`
-//! (sql/convert.sql). The work is in the pure modules `text_form` and `mask`.
+//! (sql/convert.sql). The work is in the pure modules `id::text_form` and `id::mask`.
 
-use crate::error::{IdError, OrReport};
-use crate::layout::LayoutError;
-use crate::{mask, text_form};
+use crate::id::layouts::LayoutError;
+use crate::id::{mask, text_form};
+use crate::pg::error::{IdError, OrReport};
 use pgrx::prelude::*;
 use pgrx::{GucContext, GucFlags, GucRegistry, GucSetting};
 use std::ffi::{c_char, c_void, CStr, CString};
@@ -141,11 +141,11 @@ fn id_unmask(masked: i64) -> i64 {
     mask::unmask(non_negative(masked), &setting_key())
 }
 
-extension_sql_file!("../sql/snowflake_type.sql", name = "snowflake_type");
+extension_sql_file!("../../sql/snowflake_type.sql", name = "snowflake_type");
 
 // convert_column: a bigserial or identity key adopted in place.
 extension_sql_file!(
-    "../sql/convert.sql",
+    "../../sql/convert.sql",
     name = "convert",
     requires = ["installer"]
 );
@@ -176,20 +176,20 @@ COMMENT ON FUNCTION id_unmask(bigint) IS 'The ID a masked public ID stands for, 
 mod tests {
     #[test]
     fn upgrade_script_carries_the_sql_files() {
-        let upgrade = include_str!("../sql/snowflake_id--0.1.0--0.2.0.sql");
+        let upgrade = include_str!("../../sql/snowflake_id--0.1.0--0.2.0.sql");
         for (name, file) in [
             (
                 "snowflake_type.sql",
-                include_str!("../sql/snowflake_type.sql"),
+                include_str!("../../sql/snowflake_type.sql"),
             ),
-            ("convert.sql", include_str!("../sql/convert.sql")),
+            ("convert.sql", include_str!("../../sql/convert.sql")),
         ] {
             assert!(
                 upgrade.contains(file),
                 "the upgrade script lacks sql/{name} as it is"
             );
         }
-        let src = include_str!("sql_apps.rs");
+        let src = include_str!("applications.rs");
         let at = src.find("COMMENT ON FUNCTION id_to_text").unwrap();
         let comments = &src[at..at + src[at..].find("\"#,").unwrap()];
         assert!(

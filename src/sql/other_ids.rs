@@ -1,19 +1,20 @@
-//! The SQL surface of other people's IDs: decoders taking a layout name (`layouts.rs`),
-//! generation in a named layout (`generator.rs`), and the time inside UUIDs, ULIDs and
-//! ObjectIDs (`wide_ids.rs`). Each function converts types and maps errors, nothing more.
+//! The SQL surface of other people's IDs: decoders taking a layout name
+//! (`id::layouts`), generation in a named layout (`pg::generator`), and the time inside
+//! UUIDs, ULIDs and ObjectIDs (`id::wide_ids`). Each function converts types and maps errors,
+//! nothing more.
 //!
 //! `id_decode(id, layout)` returns `(ts timestamptz, fields jsonb)`: one row per ID whatever
 //! the layout, so it works in a SELECT list and in joins, and the fields keep the names their
 //! owners give them (`fields->>'worker'`), which no single composite type could do for seven
 //! layouts. The time is exact to the layout's unit; the JSON numbers are exact integers.
 
-use crate::error::{IdError, OrReport};
-use crate::generator::Node;
-use crate::layouts::{self, Layout, NamedLayoutError};
-use crate::sequence_state::PG_EPOCH_UNIX_MS;
-use crate::wide_ids;
-use crate::Regclass;
-use pgrx::callconv::{BoxRet, FcInfo};
+use crate::id::layouts::{Layout, LayoutError};
+use crate::id::{layouts, wide_ids};
+use crate::pg::error::{IdError, OrReport};
+use crate::pg::fmgr;
+use crate::pg::generator::{self, Node};
+use crate::pg::time::{clock_unix_ms, epoch_unix_ms, timestamp_of_unix_us};
+use pgrx::callconv::{ArgAbi, BoxRet, FcInfo};
 use pgrx::datum::Datum;
 use pgrx::pg_guard;
 use pgrx::prelude::*;
@@ -32,25 +33,39 @@ unsafe impl BoxRet for Jsonb {
 
 pgrx::impl_sql_translatable!(Jsonb, "jsonb");
 
-fn layout(name: &str) -> &'static Layout {
-    layouts::by_name(name).or_report()
+/// A `regclass` argument taken as the bare OID: `next_id` locks and opens the sequence
+/// itself, as `nextval()` does, rather than having it opened for every call.
+pub struct Regclass(pg_sys::Oid);
+
+impl FromDatum for Regclass {
+    unsafe fn from_polymorphic_datum(
+        datum: pg_sys::Datum,
+        is_null: bool,
+        _: pg_sys::Oid,
+    ) -> Option<Self> {
+        (!is_null).then(|| Regclass(pg_sys::Oid::from(datum.value() as u32)))
+    }
 }
 
-/// A timestamptz argument as an epoch in Unix ms: finite and on a whole millisecond.
-fn epoch_unix_ms(epoch: TimestampWithTimeZone) -> i64 {
-    let us = epoch.into_inner();
-    if us == i64::MIN || us == i64::MAX || us % 1000 != 0 {
-        IdError::from(NamedLayoutError::BadEpoch).report()
+// SAFETY: a regclass datum is an OID by value, exactly what FromDatum reads.
+unsafe impl<'fcx> ArgAbi<'fcx> for Regclass {
+    unsafe fn unbox_arg_unchecked(arg: pgrx::callconv::Arg<'_, 'fcx>) -> Self {
+        let index = arg.index();
+        unsafe { arg.unbox_arg_using_from_datum() }
+            .unwrap_or_else(|| panic!("argument {index} must not be null"))
     }
-    us / 1000 + PG_EPOCH_UNIX_MS
+}
+
+pgrx::impl_sql_translatable!(Regclass, arg_only = "regclass");
+
+fn layout(name: &str) -> &'static Layout {
+    layouts::by_name(name).or_report()
 }
 
 /// Unix microseconds as a timestamptz, or `err` when PostgreSQL's range cannot hold them.
 fn timestamp_us(unix_us: Option<i64>, err: impl FnOnce() -> IdError) -> TimestampWithTimeZone {
     unix_us
-        .and_then(|us| us.checked_sub(PG_EPOCH_UNIX_MS * 1000))
-        .filter(|&us| us != i64::MIN && us != i64::MAX)
-        .and_then(|us| TimestampWithTimeZone::try_from(us).ok())
+        .and_then(timestamp_of_unix_us)
         .unwrap_or_else(|| err().report())
 }
 
@@ -61,7 +76,7 @@ fn time_of(id: i64, layout: &Layout, epoch_unix_ms: i64) -> TimestampWithTimeZon
         .unix_ms(decoded.time, epoch_unix_ms)
         .and_then(|ms| ms.checked_mul(1000));
     timestamp_us(unix_us, || {
-        NamedLayoutError::TimeOutsideTimestamp {
+        LayoutError::TimeOutsideTimestamp {
             layout: layout.name,
         }
         .into()
@@ -118,12 +133,7 @@ impl Jsonb {
     }
 }
 
-/// `pg_finfo_id_decode_layout`: declares `id_decode_layout` a version-1 C function.
-#[no_mangle]
-pub extern "C" fn pg_finfo_id_decode_layout() -> &'static pg_sys::Pg_finfo_record {
-    const V1: pg_sys::Pg_finfo_record = pg_sys::Pg_finfo_record { api_version: 1 };
-    &V1
-}
+fmgr::pg_function_info_v1!(pg_finfo_id_decode_layout);
 
 /// `id_decode(id, layout [, epoch], OUT ts, OUT fields)`: the time and the fields as one
 /// record. Written by hand rather than as an SQL function over `id_timestamp` and `id_fields`
@@ -189,9 +199,9 @@ fn next_id_in(node: i32, seq: Regclass, layout: &str) -> i64 {
 #[pg_extern(volatile, parallel_unsafe, name = "next_id")]
 fn next_id_in_epoch(node: i32, seq: Regclass, layout: &str, epoch: TimestampWithTimeZone) -> i64 {
     let epoch_unix_ms = epoch_unix_ms(epoch);
-    let clock_unix_ms = crate::sequence_state::clock_unix_ms();
+    let clock_unix_ms = clock_unix_ms();
     if epoch_unix_ms > clock_unix_ms {
-        IdError::from(NamedLayoutError::FutureEpoch {
+        IdError::from(LayoutError::FutureEpoch {
             epoch_unix_ms,
             clock_unix_ms,
         })
@@ -202,16 +212,8 @@ fn next_id_in_epoch(node: i32, seq: Regclass, layout: &str, epoch: TimestampWith
 
 fn next_in(node: i32, seq: Regclass, layout: &Layout, epoch_unix_ms: i64) -> i64 {
     let shape = layout.generated().or_report();
-    if !(0..=shape.max_node()).contains(&node) {
-        IdError::from(NamedLayoutError::FieldOutOfRange {
-            layout: layout.name,
-            field: "node",
-            value: node as i64,
-            max: shape.max_node() as i64,
-        })
-        .report()
-    }
-    crate::generator::issue(&shape, epoch_unix_ms, Node::Given(node), seq.0).or_report()
+    let node = layout.check_node(&shape, node).or_report();
+    generator::issue(&shape, epoch_unix_ms, Node::Given(node), seq.0).or_report()
 }
 
 /// Time a UUID of version 1 or 6 (100 ns since 1582-10-15, shown to the microsecond) or 7 (milliseconds) was made; other versions raise an error.
@@ -310,7 +312,7 @@ mod tests {
 mod comment_tests {
     #[test]
     fn comments_are_the_doc_comments() {
-        let src = include_str!("sql_layouts.rs");
+        let src = include_str!("other_ids.rs");
         let mut checked = 0;
         for (i, line) in src.lines().enumerate() {
             let Some(rust_name) = line.strip_prefix("fn ").and_then(|l| l.split('(').next()) else {
