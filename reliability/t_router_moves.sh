@@ -85,7 +85,12 @@ sleep 1; move 2 node_c
 
 # A move that fails after the fence (the target may not take any time to catch up): the
 # fence is undone, the source takes writes again, and the re-run succeeds.
-err=$(on router -c "SET snowflake_id_router.cutover_timeout = 0" -c "SELECT move_shard(4, 'node_b')" 2>&1 || true)
+# (A catch-up timeout of 1 us: the deadline passes before the first look. A session's SET of
+# the old setting name is ignored: only the owner's table steers the router.)
+err=$(on router -c "SET snowflake_id_router.cutover_timeout = '1 h'" \
+        -c "INSERT INTO snowflake_id_router.setting VALUES ('cutover_timeout', '1 us')" \
+        -c "SELECT move_shard(4, 'node_b')" 2>&1 || true)
+on router -c "DELETE FROM snowflake_id_router.setting WHERE name = 'cutover_timeout'"
 [[ $err == *'failed while waiting for the target to catch up'* ]] || fail "the catch-up timeout did not fail the move: $err"
 [[ $(on router -c "SELECT node FROM shard_map WHERE shard = 4") == node_a ]] || fail "shard 4 left node_a in a failed move"
 [[ $(on node_a -c "SELECT (SELECT count(*) FROM pg_replication_slots) + (SELECT count(*) FROM pg_publication)

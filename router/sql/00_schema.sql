@@ -33,9 +33,11 @@ REVOKE ALL ON SCHEMA snowflake_id_router FROM PUBLIC;
 
 CREATE TABLE snowflake_id_router.node (
     name text PRIMARY KEY CHECK (name <> '' AND octet_length(name) <= 63),
-    connstr text NOT NULL
+    connstr text NOT NULL,
+    identity text UNIQUE
 );
-COMMENT ON TABLE snowflake_id_router.node IS 'Data nodes: name and libpq connect string (no password).';
+COMMENT ON TABLE snowflake_id_router.node IS
+  'Data nodes: name, libpq connect string (normalised, no secret) and identity (system identifier/database OID; NULL until first reached, for nodes added by 0.2.0).';
 CREATE TABLE snowflake_id_router.shard (
     shard integer PRIMARY KEY CHECK (shard BETWEEN 0 AND 8191),
     node text NOT NULL REFERENCES snowflake_id_router.node (name) ON UPDATE CASCADE

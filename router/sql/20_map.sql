@@ -44,6 +44,9 @@ CREATE OR REPLACE FUNCTION add_node(name text, connstr text) RETURNS void
 LANGUAGE plpgsql VOLATILE CALLED ON NULL INPUT PARALLEL UNSAFE SECURITY DEFINER
 SET search_path = pg_catalog, pg_temp
 AS $$
+DECLARE
+    normal text;
+    found_identity text;
 BEGIN
     IF name IS NULL OR connstr IS NULL THEN
         RAISE EXCEPTION 'add_node: name and connstr must not be NULL' USING ERRCODE = 'null_value_not_allowed';
@@ -52,23 +55,25 @@ BEGIN
         RAISE EXCEPTION 'node name % is invalid: give 1 to 63 bytes', quote_literal(name)
             USING ERRCODE = 'invalid_parameter_value';
     END IF;
-    IF connstr ~* '(^|\s)password\s*=' OR connstr ~* '^postgres(ql)?://[^/@]*:[^/@]*@' THEN
-        RAISE EXCEPTION 'the connect string of node % holds a password', quote_literal(name)
-            USING ERRCODE = 'invalid_parameter_value',
-                  DETAIL = 'Connect strings are readable by every role (pg_foreign_server.srvoptions).',
-                  HINT = 'Put the password in ~/.pgpass of the router''s server user, or in the user mapping: ALTER USER MAPPING FOR PUBLIC SERVER snowflake_id OPTIONS (ADD password ''...'').';
-    END IF;
-    IF connstr ~ '^\s*$' THEN
-        RAISE EXCEPTION 'the connect string of node % is empty', quote_literal(name) USING ERRCODE = 'invalid_parameter_value';
-    END IF;
+    normal := snowflake_id_router.normalize_connstr(connstr);
     IF EXISTS (SELECT FROM snowflake_id_router.node n WHERE n.name = add_node.name) THEN
         RAISE EXCEPTION 'node % already exists', quote_literal(name) USING ERRCODE = 'duplicate_object';
     END IF;
-    INSERT INTO snowflake_id_router.node VALUES (name, connstr);
+    -- Known by what it is: reach it once and read its identity.
+    PERFORM snowflake_id_router.connect('snowflake_id_router_add', snowflake_id_router.connect_options() || ' ' || normal);
+    found_identity := snowflake_id_router.remote_identity('snowflake_id_router_add', name);
+    PERFORM snowflake_id_router.disconnect('snowflake_id_router_add');
+    PERFORM snowflake_id_router.check_new_identity(name, found_identity);
+    IF EXISTS (SELECT FROM snowflake_id_node.conninfo(normal) c WHERE c.keyword = 'user') THEN
+        RAISE WARNING 'the connect string of node % names a user: every role''s routed calls will connect as %',
+            quote_literal(name), (SELECT c.value FROM snowflake_id_node.conninfo(normal) c WHERE c.keyword = 'user')
+            USING DETAIL = 'PL/Proxy connects as the calling role only when the connect string names no user.';
+    END IF;
+    INSERT INTO snowflake_id_router.node (name, connstr, identity) VALUES (name, normal, found_identity);
 END
 $$;
 COMMENT ON FUNCTION add_node(text, text) IS
-  'Registers a data node by name and libpq connect string (no password: use ~/.pgpass or the user mapping).';
+  'Registers a data node by name and libpq connect string (no password: use ~/.pgpass); it must be reachable, and is known by its identity.';
 
 CREATE OR REPLACE FUNCTION assign_shards(first_shard integer, count integer, node text) RETURNS void
 LANGUAGE plpgsql VOLATILE CALLED ON NULL INPUT PARALLEL UNSAFE SECURITY DEFINER

@@ -136,12 +136,12 @@ BEGIN
         RAISE NOTICE 'shard % is already on node %', shard, quote_literal(node);
         RETURN;
     END IF;
-    copy_timeout := snowflake_id_router.setting('copy_timeout', '60 s')::interval;
-    cutover_timeout := snowflake_id_router.setting('cutover_timeout', '5 s')::interval;
+    copy_timeout := snowflake_id_router.setting('copy_timeout')::interval;
+    cutover_timeout := snowflake_id_router.setting('cutover_timeout')::interval;
 
     BEGIN
-        PERFORM snowflake_id_router.connect('snowflake_id_router_src', src_connstr);
-        PERFORM snowflake_id_router.connect('snowflake_id_router_dst', dst_connstr);
+        PERFORM snowflake_id_router.connect_node('snowflake_id_router_src', src);
+        PERFORM snowflake_id_router.connect_node('snowflake_id_router_dst', node);
         step := 'checking the nodes';
         IF snowflake_id_router.fetch('snowflake_id_router_src', 'SHOW wal_level') <> 'logical' THEN
             RAISE EXCEPTION 'node % (the source) runs with wal_level = %', quote_literal(src),
@@ -244,9 +244,9 @@ BEGIN
         step := 'connecting to the router itself';
         -- The loopback connection for the flip, opened now to keep it out of the pause.
         -- Bounded: a caller whose own transaction holds the map locked would wait forever.
-        PERFORM snowflake_id_router.connect('snowflake_id_router_self', snowflake_id_router.self_connstr());
+        PERFORM snowflake_id_router.connect_self('snowflake_id_router_self');
         PERFORM snowflake_id_router.exec('snowflake_id_router_self',
-            format('SET lock_timeout = %L', snowflake_id_router.setting('lock_timeout', '2 s')));
+            format('SET lock_timeout = %L', snowflake_id_router.setting('lock_timeout')));
 
         step := 'fencing writes on the source';
         -- EXCLUSIVE blocks every writer and lets readers through; the triggers commit before
@@ -269,7 +269,7 @@ BEGIN
                              HINT = 'Retry the transaction: once the move commits the router sends it to the new node.';
                END
                $f$;
-               %s$q$, snowflake_id_router.setting('lock_timeout', '2 s'), lock_list, s, shard, fence_sql));
+               %s$q$, snowflake_id_router.setting('lock_timeout'), lock_list, s, shard, fence_sql));
         step := 'waiting for the target to catch up';
         src_last := snowflake_id_router.fetch('snowflake_id_router_src', format(
             'INSERT INTO %s.snowflake_id_move_marker VALUES (true); SELECT last_value::text FROM %s', s, src_seq));
@@ -297,7 +297,7 @@ BEGIN
         EXCEPTION WHEN query_canceled OR OTHERS THEN
             -- Did the commit happen after all (the connection broke on the reply)?
             BEGIN
-                PERFORM snowflake_id_router.connect('snowflake_id_router_self', snowflake_id_router.self_connstr());
+                PERFORM snowflake_id_router.connect_self('snowflake_id_router_self');
                 flipped := snowflake_id_router.fetch('snowflake_id_router_self', format(
                     'SELECT node FROM snowflake_id_router.shard WHERE shard = %s', shard)) = node;
             EXCEPTION WHEN query_canceled OR OTHERS THEN
@@ -352,7 +352,7 @@ BEGIN
     PERFORM snowflake_id_router.clean_move(shard, schema_name, src_connstr, dst_connstr, false);
     -- The source copy is dropped: its fence goes with it.
     BEGIN
-        PERFORM snowflake_id_router.connect('snowflake_id_router_src', src_connstr);
+        PERFORM snowflake_id_router.connect_node('snowflake_id_router_src', src);
         PERFORM snowflake_id_router.fetch('snowflake_id_router_src',
             format('SELECT %s.drop_shard(%L, cascade => true)::text', sfs, schema_name));
         PERFORM snowflake_id_router.exec('snowflake_id_router_src', format('DROP SCHEMA IF EXISTS %s CASCADE', s));
