@@ -23,7 +23,12 @@ mod sql;
 #[pgrx::pg_guard]
 pub extern "C-unwind" fn _PG_init() {
     pg::generator::init();
-    sql::applications::init();
+    pg::mask_key_file::init();
+    // Every snowflake_id.* setting is now defined: any other is a typo or a setting of an
+    // older release (0.2.0's snowflake_id.mask_key held the key itself). PostgreSQL warns
+    // about each and removes its placeholder, whose value any role could read.
+    // SAFETY: called from _PG_init, after the definitions, as the GUC API requires.
+    unsafe { pgrx::pg_sys::MarkGUCPrefixReserved(c"snowflake_id".as_ptr()) };
 }
 
 /// Required by `cargo pgrx test`.

@@ -5,7 +5,7 @@ use pgrx::prelude::*;
 
 /// IDs in applications (docs/applications.md): text form, masks, JSON, the `snowflake`
 /// type, `convert_column`.
-pub mod applications;
+mod applications;
 /// libpq's reading of a connect string, for the node side of the router.
 mod conninfo;
 /// Instagram's layout (README.md): `next_id`, the decoders, `make_id`; the shard installer.
@@ -13,8 +13,9 @@ mod instagram;
 /// Other people's IDs (docs/other-ids.md): named layouts, UUID/ULID/ObjectID times.
 mod other_ids;
 
-// The node side of snowflake_id_router's protocol (schema snowflake_id_node).
-extension_sql_file!("../sql/node.sql", name = "node", requires = ["installer"]);
+// The node side of snowflake_id_router's protocol (schema snowflake_id_node): identity,
+// connect strings, moves. Before the installer: snowflake_id_shards reads the moves.
+extension_sql_file!("../sql/node.sql", name = "node");
 // What the router's node_status, shard_status and rebalancer read on a node.
 extension_sql_file!(
     "../sql/node_status.sql",

@@ -54,6 +54,8 @@ pub const MAX_FIELDS: usize = 3;
 /// valid; `pg::error` gives each its SQLSTATE and message, one message per condition.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub enum LayoutError {
+    /// A name no layout has: `name` is the name as a message shows it (at most a name's
+    /// length of it, escaped: `text_arg::shown`).
     UnknownLayout {
         name: String,
     },
@@ -370,16 +372,14 @@ pub fn generated_names() -> String {
         .join(", ")
 }
 
-/// The layout called `name` (ASCII case-insensitive).
+/// The layout called `name` (ASCII case-insensitive), from its bytes in any
+/// ASCII-compatible encoding; `None` when no layout is called that (the caller names it).
 #[inline]
-pub fn by_name(name: &str) -> Result<&'static Layout, LayoutError> {
+pub fn by_name(name: &[u8]) -> Option<&'static Layout> {
     LAYOUTS
         .iter()
         .copied()
-        .find(|l| l.name.eq_ignore_ascii_case(name))
-        .ok_or_else(|| LayoutError::UnknownLayout {
-            name: name.to_owned(),
-        })
+        .find(|l| l.name.as_bytes().eq_ignore_ascii_case(name))
 }
 
 #[cfg(test)]

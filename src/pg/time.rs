@@ -40,10 +40,22 @@ pub fn epoch_unix_ms(epoch: TimestampWithTimeZone) -> i64 {
     us / 1000 + PG_EPOCH_UNIX_MS
 }
 
-/// Unix microseconds as a finite timestamptz, or `None` where PostgreSQL's range ends.
-pub fn timestamp_of_unix_us(unix_us: i64) -> Option<TimestampWithTimeZone> {
-    unix_us
-        .checked_sub(PG_EPOCH_UNIX_MS * 1000)
+/// Microseconds since PostgreSQL's epoch (2000-01-01) as a finite timestamptz, or `None`
+/// where its range (4714 BC to 294276 AD) ends.
+fn timestamp_of_pg_us(pg_us: i64) -> Option<TimestampWithTimeZone> {
+    Some(pg_us)
         .filter(|&us| us != i64::MIN && us != i64::MAX)
         .and_then(|us| TimestampWithTimeZone::try_from(us).ok())
+}
+
+/// Unix milliseconds as a timestamptz, or `None` where PostgreSQL's range ends. The epochs'
+/// difference is taken first: Unix microseconds of times late in PostgreSQL's range
+/// (294276 AD) are past i64, the same time counted from 2000 is not.
+pub fn timestamp_of_unix_ms(unix_ms: i64) -> Option<TimestampWithTimeZone> {
+    timestamp_of_pg_us(unix_ms.checked_sub(PG_EPOCH_UNIX_MS)?.checked_mul(1000)?)
+}
+
+/// Unix microseconds as a timestamptz, or `None` where PostgreSQL's range ends.
+pub fn timestamp_of_unix_us(unix_us: i64) -> Option<TimestampWithTimeZone> {
+    timestamp_of_pg_us(unix_us.checked_sub(PG_EPOCH_UNIX_MS * 1000)?)
 }

@@ -5,7 +5,7 @@
 use crate::id::layouts::Decoded;
 use crate::id::layouts::INSTAGRAM;
 use crate::pg::error::OrReport;
-use crate::pg::time::{timestamp_of_unix_us, unix_ms_of};
+use crate::pg::time::{timestamp_of_unix_ms, unix_ms_of};
 use crate::pg::{fmgr, generator};
 use pgrx::prelude::*;
 
@@ -71,7 +71,7 @@ LANGUAGE c AS 'MODULE_PATHNAME', 'next_id_continuing_wrapper';
 #[pg_extern(immutable, parallel_safe)]
 fn id_timestamp(id: i64) -> TimestampWithTimeZone {
     let unix_ms = parts(id).time + INSTAGRAM.epoch_unix_ms;
-    timestamp_of_unix_us(unix_ms * 1000)
+    timestamp_of_unix_ms(unix_ms)
         .unwrap_or_else(|| error!("ID time {unix_ms} ms is outside PostgreSQL's timestamp range"))
 }
 
@@ -110,7 +110,7 @@ RETURN (@extschema@.id_timestamp(id), @extschema@.id_shard(id), @extschema@.id_s
 extension_sql_file!(
     "../../sql/installer.sql",
     name = "installer",
-    requires = ["next_id", make_id]
+    requires = ["next_id", make_id, "node"]
 );
 
 extension_sql!(

@@ -8,12 +8,13 @@
 //! owners give them (`fields->>'worker'`), which no single composite type could do for seven
 //! layouts. The time is exact to the layout's unit; the JSON numbers are exact integers.
 
-use crate::id::layouts::{Layout, LayoutError};
-use crate::id::{layouts, wide_ids};
+use crate::id::layouts::{self, Layout, LayoutError};
+use crate::id::wide_ids::{self, WideIdError};
 use crate::pg::error::{IdError, OrReport};
 use crate::pg::fmgr;
 use crate::pg::generator::{self, Node};
-use crate::pg::time::{clock_unix_ms, epoch_unix_ms, timestamp_of_unix_us};
+use crate::pg::text_arg::{self, Text};
+use crate::pg::time::{clock_unix_ms, epoch_unix_ms, timestamp_of_unix_ms, timestamp_of_unix_us};
 use pgrx::callconv::{ArgAbi, BoxRet, FcInfo};
 use pgrx::datum::Datum;
 use pgrx::pg_guard;
@@ -58,34 +59,34 @@ unsafe impl<'fcx> ArgAbi<'fcx> for Regclass {
 
 pgrx::impl_sql_translatable!(Regclass, arg_only = "regclass");
 
-fn layout(name: &str) -> &'static Layout {
-    layouts::by_name(name).or_report()
-}
-
-/// Unix microseconds as a timestamptz, or `err` when PostgreSQL's range cannot hold them.
-fn timestamp_us(unix_us: Option<i64>, err: impl FnOnce() -> IdError) -> TimestampWithTimeZone {
-    unix_us
-        .and_then(timestamp_of_unix_us)
-        .unwrap_or_else(|| err().report())
+/// The layout a name argument names; an unknown one is named (shortened to a name's
+/// length) with the valid ones.
+fn layout(name: Text) -> &'static Layout {
+    layouts::by_name(name.bytes()).unwrap_or_else(|| {
+        IdError::from(LayoutError::UnknownLayout {
+            name: text_arg::shown(name.bytes(), 63),
+        })
+        .report()
+    })
 }
 
 #[inline]
 fn time_of(id: i64, layout: &Layout, epoch_unix_ms: i64) -> TimestampWithTimeZone {
     let decoded = layout.decode(id).or_report();
-    let unix_us = layout
+    layout
         .unix_ms(decoded.time, epoch_unix_ms)
-        .and_then(|ms| ms.checked_mul(1000));
-    timestamp_us(unix_us, || {
-        LayoutError::TimeOutsideTimestamp {
-            layout: layout.name,
-        }
-        .into()
-    })
+        .and_then(timestamp_of_unix_ms)
+        .unwrap_or_else(|| {
+            IdError::from(LayoutError::TimeOutsideTimestamp {
+                layout: layout.name,
+            })
+            .report()
+        })
 }
 
 /// Time an ID of a named layout (instagram, twitter, discord, sonyflake, pgedge, mastodon, tsid) was made, exact to the layout's unit.
 #[pg_extern(immutable, parallel_safe, name = "id_timestamp")]
-fn id_timestamp_in(id: i64, layout: &str) -> TimestampWithTimeZone {
+fn id_timestamp_in(id: i64, layout: Text) -> TimestampWithTimeZone {
     let layout = self::layout(layout);
     time_of(id, layout, layout.epoch_unix_ms)
 }
@@ -94,7 +95,7 @@ fn id_timestamp_in(id: i64, layout: &str) -> TimestampWithTimeZone {
 #[pg_extern(immutable, parallel_safe, name = "id_timestamp")]
 fn id_timestamp_in_epoch(
     id: i64,
-    layout: &str,
+    layout: Text,
     epoch: TimestampWithTimeZone,
 ) -> TimestampWithTimeZone {
     time_of(id, self::layout(layout), epoch_unix_ms(epoch))
@@ -102,7 +103,7 @@ fn id_timestamp_in_epoch(
 
 /// The fields below an ID's time in a named layout, as a JSON object keyed by their names in that layout (e.g. worker, process, increment).
 #[pg_extern(immutable, parallel_safe)]
-fn id_fields(id: i64, layout: &str) -> Jsonb {
+fn id_fields(id: i64, layout: Text) -> Jsonb {
     let layout = self::layout(layout);
     fields_json(layout, id)
 }
@@ -153,7 +154,7 @@ pub unsafe extern "C-unwind" fn id_decode_layout(
     let (id, name, epoch, flinfo) = unsafe {
         (
             pgrx::fcinfo::pg_getarg::<i64>(fcinfo, 0).expect("STRICT"),
-            pgrx::fcinfo::pg_getarg::<&str>(fcinfo, 1).expect("STRICT"),
+            pgrx::fcinfo::pg_getarg::<Text>(fcinfo, 1).expect("STRICT"),
             ((*fcinfo).nargs == 3)
                 .then(|| pgrx::fcinfo::pg_getarg::<TimestampWithTimeZone>(fcinfo, 2))
                 .flatten(),
@@ -190,14 +191,14 @@ pub unsafe extern "C-unwind" fn id_decode_layout(
 
 /// Next ID in a named layout (twitter, discord, pgedge or instagram) for a node from a sequence: the same state and guarantees as next_id(shard, seq).
 #[pg_extern(volatile, parallel_unsafe, name = "next_id")]
-fn next_id_in(node: i32, seq: Regclass, layout: &str) -> i64 {
+fn next_id_in(node: i32, seq: Regclass, layout: Text) -> i64 {
     let layout = self::layout(layout);
     next_in(node, seq, layout, layout.epoch_unix_ms)
 }
 
 /// Next ID in a named layout counting time from a deployment's own epoch (a whole millisecond), e.g. 2026-01-01 for Twitter's layout lasts to 2095.
 #[pg_extern(volatile, parallel_unsafe, name = "next_id")]
-fn next_id_in_epoch(node: i32, seq: Regclass, layout: &str, epoch: TimestampWithTimeZone) -> i64 {
+fn next_id_in_epoch(node: i32, seq: Regclass, layout: Text, epoch: TimestampWithTimeZone) -> i64 {
     let epoch_unix_ms = epoch_unix_ms(epoch);
     let clock_unix_ms = clock_unix_ms();
     if epoch_unix_ms > clock_unix_ms {
@@ -220,23 +221,40 @@ fn next_in(node: i32, seq: Regclass, layout: &Layout, epoch_unix_ms: i64) -> i64
 #[pg_extern(immutable, parallel_safe)]
 fn uuid_timestamp(id: pgrx::Uuid) -> TimestampWithTimeZone {
     let unix_us = wide_ids::uuid_unix_us(id.as_bytes()).or_report();
-    timestamp_us(Some(unix_us), || unreachable!("v1/v6/v7 times fit"))
+    timestamp_of_unix_us(unix_us).expect("v1/v6/v7 times fit")
 }
 
 /// Time a ULID (26 Crockford base32 characters, any case) was made, exact to the millisecond.
 #[pg_extern(immutable, parallel_safe)]
-fn ulid_timestamp(ulid: &str) -> TimestampWithTimeZone {
-    let unix_ms = wide_ids::ulid_unix_ms(ulid).or_report();
-    timestamp_us(Some(unix_ms * 1000), || unreachable!("48-bit ms fit"))
+fn ulid_timestamp(ulid: Text) -> TimestampWithTimeZone {
+    time_in_text(ulid, wide_ids::ulid_unix_ms, 1)
 }
 
 /// Time a MongoDB ObjectID (24 hexadecimal characters) was made, exact to the second.
 #[pg_extern(immutable, parallel_safe)]
-fn objectid_timestamp(objectid: &str) -> TimestampWithTimeZone {
-    let unix_s = wide_ids::objectid_unix_s(objectid).or_report();
-    timestamp_us(Some(unix_s * 1_000_000), || {
-        unreachable!("32-bit seconds fit")
-    })
+fn objectid_timestamp(objectid: Text) -> TimestampWithTimeZone {
+    time_in_text(objectid, wide_ids::objectid_unix_s, 1000)
+}
+
+/// The time a ULID's or ObjectID's text holds, read by `parse` in units of `unit_ms`.
+fn time_in_text(
+    text: Text,
+    parse: fn(&[u8]) -> Result<i64, WideIdError>,
+    unit_ms: i64,
+) -> TimestampWithTimeZone {
+    let units = parse(text.bytes())
+        .map_err(|e| wide_error(e, text))
+        .or_report();
+    timestamp_of_unix_ms(units * unit_ms).expect("48-bit ms and 32-bit seconds fit")
+}
+
+/// A ULID's or ObjectID's error, with the character it names as a message shows it.
+fn wide_error(error: WideIdError, text: Text) -> IdError {
+    let character = match error {
+        WideIdError::BadCharacter { position, .. } => text_arg::char_at(text.bytes(), position - 1),
+        _ => String::new(),
+    };
+    IdError::Wide { error, character }
 }
 
 extension_sql!(
