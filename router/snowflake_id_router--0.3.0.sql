@@ -70,6 +70,47 @@ COMMENT ON SERVER snowflake_id IS
   'PL/Proxy cluster of snowflake_id_router: partition n is logical shard n; options follow the shard map.';
 CREATE USER MAPPING FOR PUBLIC SERVER snowflake_id;
 
+-- ==== router/sql/01_moves.sql ====
+-- The records of moves (docs/cluster-design.md, "A move, step by step"): one row per move,
+-- written step by step through the loopback connection, so each step is committed before
+-- the next begins, whatever becomes of the mover's session or transaction. A move whose
+-- state is neither done nor undone is finished by repair_moves() (and by the next move of
+-- its shards) once its mover is gone.
+CREATE TABLE snowflake_id_router.move (
+    id bigint GENERATED ALWAYS AS IDENTITY PRIMARY KEY,
+    shards integer[] NOT NULL CHECK (cardinality(shards) > 0),
+    source text NOT NULL,
+    target text NOT NULL,
+    source_identity text NOT NULL,
+    target_identity text NOT NULL,
+    template text NOT NULL,
+    schemas text[],
+    state text NOT NULL DEFAULT 'planned' CHECK (state IN ('planned', 'checking', 'preparing', 'copying', 'fencing',
+        'catching up', 'sealing', 'sealed', 'flipping', 'flipped', 'cleaning', 'undoing', 'done', 'undone')),
+    suboid oid,
+    started timestamptz NOT NULL DEFAULT clock_timestamp(),
+    fenced timestamptz,
+    flipped timestamptz,
+    ended timestamptz,
+    rows bigint,
+    error text
+);
+COMMENT ON TABLE snowflake_id_router.move IS
+  'Moves of shards between nodes, one row each, recorded step by step (the view move_history shows them).';
+CREATE INDEX ON snowflake_id_router.move USING gin (shards) WHERE state NOT IN ('done', 'undone');
+SELECT pg_catalog.pg_extension_config_dump('snowflake_id_router.move', '');
+SELECT pg_catalog.pg_extension_config_dump('snowflake_id_router.move_id_seq', '');
+
+-- Test hook: a mover reaching a step named here waits until the row is gone (it notes
+-- when it arrived), so a test can interrupt it at exactly that step. Owner only.
+CREATE TABLE snowflake_id_router.breakpoint (
+    step text PRIMARY KEY,
+    reached timestamptz,
+    pid integer
+);
+COMMENT ON TABLE snowflake_id_router.breakpoint IS
+  'Test hook: a mover reaching a step named here notes it (reached, pid) and waits until the row is deleted.';
+
 -- ==== router/sql/01_settings.sql ====
 -- Settings of the router's own operations. Code that runs with the extension owner's rights
 -- reads no session setting: these are rows of a table only its owner may write (a
@@ -518,380 +559,1104 @@ CREATE OR REPLACE VIEW shard_map AS
 COMMENT ON VIEW shard_map IS 'The shard map: logical shard, its node and the node''s connect string (assigned shards only).';
 
 
--- ==== router/sql/30_move.sql ====
--- Removes what a failed or finished move leaves behind: the target's subscription, the
--- source's publication and slot, the fence and marker, and (undo) the target's copy.
--- Each step on its own: a node that is down is skipped with a WARNING.
-CREATE OR REPLACE FUNCTION snowflake_id_router.clean_move(shard integer, schema_name text, src_connstr text, dst_connstr text,
-                                               undo boolean) RETURNS void
-LANGUAGE plpgsql VOLATILE CALLED ON NULL INPUT PARALLEL UNSAFE
+-- ==== router/sql/31_remote.sql ====
+-- == Calls on nodes and on the router itself, every one bounded ==
+--
+-- A move talks to its nodes through dblink connections named 'sfid:<node>' (one per node
+-- per session, reused by the repairs the move runs) and to its own database through
+-- 'sfid:self', the loopback connection that commits each step's record and the flip.
+-- Every call is sent asynchronously and polled against a deadline, then cancelled: a
+-- blocking dblink call cannot be interrupted, while a poll (pg_sleep) can, so a mover
+-- waiting on a node can always be cancelled or terminated, and its node sessions, which
+-- hold its shard locks, end with it.
+
+-- Opens the connection to node (identity checked), or returns the one this session has.
+-- Its session watches the router: if the mover dies, it ends (and its locks go) within
+-- seconds, even while it runs a statement or the network is cut.
+CREATE OR REPLACE FUNCTION snowflake_id_router.node_conn(node text) RETURNS text
+LANGUAGE plpgsql VOLATILE STRICT PARALLEL UNSAFE
 SET search_path = pg_catalog, pg_temp
 AS $$
+#variable_conflict use_variable
 DECLARE
-    sub text := 'snowflake_id_move_' || shard;
-    s text := quote_ident(schema_name);
-    sf text;
-    deadline timestamptz;
+    conn text := 'sfid:' || node;
+    open text[];
 BEGIN
-    IF dst_connstr IS NOT NULL THEN
-        BEGIN
-            PERFORM snowflake_id_router.connect('snowflake_id_router_clean', dst_connstr);
-            IF snowflake_id_router.fetch('snowflake_id_router_clean',
-                   format('SELECT count(*)::text FROM pg_catalog.pg_subscription WHERE subname = %L', sub)) <> '0' THEN
-                -- Detach the slot first: the source may be unreachable; its slot is dropped below.
-                PERFORM snowflake_id_router.exec('snowflake_id_router_clean', format('ALTER SUBSCRIPTION %I DISABLE', sub));
-                PERFORM snowflake_id_router.exec('snowflake_id_router_clean', format('ALTER SUBSCRIPTION %I SET (slot_name = NONE)', sub));
-                PERFORM snowflake_id_router.exec('snowflake_id_router_clean', format('DROP SUBSCRIPTION %I', sub));
-            END IF;
-            IF schema_name IS NOT NULL THEN
-                IF undo THEN
-                    sf := snowflake_id_router.fetch('snowflake_id_router_clean',
-                        $q$SELECT quote_ident(n.nspname) FROM pg_catalog.pg_extension e
-                             JOIN pg_catalog.pg_namespace n ON n.oid = e.extnamespace WHERE e.extname = 'snowflake_id'$q$);
-                    IF snowflake_id_router.fetch('snowflake_id_router_clean', format(
-                           'SELECT count(*)::text FROM %s.snowflake_id_shards WHERE schema_name = %L AND shard = %s',
-                           sf, schema_name, shard)) <> '0' THEN
-                        PERFORM snowflake_id_router.fetch('snowflake_id_router_clean', format(
-                            'SELECT %s.drop_shard(%L, cascade => true)::text', sf, schema_name));
-                        PERFORM snowflake_id_router.exec('snowflake_id_router_clean',
-                            format('DROP SCHEMA IF EXISTS %s CASCADE', s));
-                    END IF;
-                ELSE
-                    PERFORM snowflake_id_router.exec('snowflake_id_router_clean',
-                        format('DROP TABLE IF EXISTS %s.snowflake_id_move_marker', s));
-                END IF;
-            END IF;
-        EXCEPTION WHEN query_canceled OR OTHERS THEN
-            RAISE WARNING 'shard %: could not clean up on the target: %', shard, SQLERRM;
-        END;
+    EXECUTE format('SELECT %s.dblink_get_connections()', snowflake_id_router.dblink_schema()) INTO open;
+    IF conn = ANY (open) THEN
+        RETURN conn;
     END IF;
-    IF src_connstr IS NOT NULL THEN
-        BEGIN
-            PERFORM snowflake_id_router.connect('snowflake_id_router_clean', src_connstr);
-            PERFORM snowflake_id_router.exec('snowflake_id_router_clean', format('DROP PUBLICATION IF EXISTS %I', sub));
-            -- A walsender may still hold the slot (its subscriber just died): end it, then drop.
-            deadline := clock_timestamp() + interval '10 s';
-            WHILE snowflake_id_router.fetch('snowflake_id_router_clean', format(
-                      'SELECT count(*)::text FROM pg_catalog.pg_replication_slots WHERE slot_name = %L', sub)) <> '0' LOOP
-                PERFORM snowflake_id_router.fetch('snowflake_id_router_clean', format(
-                    'SELECT pg_catalog.pg_terminate_backend(active_pid)::text FROM pg_catalog.pg_replication_slots
-                      WHERE slot_name = %L AND active_pid IS NOT NULL', sub));
-                BEGIN
-                    PERFORM snowflake_id_router.fetch('snowflake_id_router_clean', format(
-                        'SELECT pg_catalog.pg_drop_replication_slot(%L)::text', sub));
-                EXCEPTION WHEN query_canceled OR OTHERS THEN
-                    IF clock_timestamp() > deadline THEN RAISE; END IF;
-                    PERFORM pg_sleep(0.05);
-                END;
-            END LOOP;
-            IF schema_name IS NOT NULL AND undo THEN
-                -- The fence goes with its function; the source serves the shard again.
-                PERFORM snowflake_id_router.exec('snowflake_id_router_clean',
-                    format('DROP FUNCTION IF EXISTS %s.snowflake_id_fence() CASCADE; DROP TABLE IF EXISTS %s.snowflake_id_move_marker', s, s));
-            END IF;
-        EXCEPTION WHEN query_canceled OR OTHERS THEN
-            RAISE WARNING 'shard %: could not clean up on the source: %', shard, SQLERRM;
-        END;
-    END IF;
-    PERFORM snowflake_id_router.disconnect('snowflake_id_router_clean');
+    PERFORM snowflake_id_router.connect_node(conn, node);
+    PERFORM snowflake_id_router.call(conn, format(
+        $q$SELECT concat_ws(' ', set_config('application_name', %L, false), set_config('client_connection_check_interval', '1s', false),
+                  set_config('tcp_keepalives_idle', '5', false), set_config('tcp_keepalives_interval', '2', false),
+                  set_config('tcp_keepalives_count', '3', false), set_config('statement_timeout', '0', false),
+                  set_config('lock_timeout', '0', false), set_config('idle_in_transaction_session_timeout', '0', false))$q$,
+        'snowflake_id_router mover ' || pg_backend_pid()), interval '10 s', format('setting up the session on node %L', node));
+    RETURN conn;
 END
 $$;
-COMMENT ON FUNCTION snowflake_id_router.clean_move(integer, text, text, text, boolean) IS
-  'Removes a move''s subscription, publication, slot and marker; with undo, also the fence on the source and the copy on the target.';
+COMMENT ON FUNCTION snowflake_id_router.node_conn(text) IS
+  'The dblink connection sfid:<node> of this session to node (opened, identity checked, if not yet open).';
 
-CREATE OR REPLACE FUNCTION move_shard(shard integer, node text, template text DEFAULT 'tpl') RETURNS void
-LANGUAGE plpgsql VOLATILE CALLED ON NULL INPUT PARALLEL UNSAFE SECURITY DEFINER
+-- The loopback connection to this router database (connect_self checks it reaches it).
+CREATE OR REPLACE FUNCTION snowflake_id_router.loopback() RETURNS text
+LANGUAGE plpgsql VOLATILE STRICT PARALLEL UNSAFE
 SET search_path = pg_catalog, pg_temp
 AS $$
+#variable_conflict use_variable
 DECLARE
-    src text;
-    src_connstr text;
-    dst_connstr text;
-    schema_name text;
-    s text;                -- schema_name, quoted
-    sfs text;              -- snowflake_id's schema on the source, quoted
-    sfd text;              -- ... on the target
-    src_seq text;
-    dst_seq text;
-    src_tables text[];     -- the shard's tables, names quoted (an array: a quoted name may hold ', ')
-    dst_tables text[];
-    lock_list text;
-    fence_sql text;
-    sub text := 'snowflake_id_move_' || shard;
-    step text := 'connecting';
-    flipped boolean := false;
-    src_last bigint;
-    copied bigint;
-    t_start timestamptz := clock_timestamp();
-    t_fence timestamptz;
-    t_flip timestamptz;
-    copy_timeout interval;
-    cutover_timeout interval;
+    open text[];
+BEGIN
+    EXECUTE format('SELECT %s.dblink_get_connections()', snowflake_id_router.dblink_schema()) INTO open;
+    IF 'sfid:self' = ANY (open) THEN
+        RETURN 'sfid:self';
+    END IF;
+    PERFORM snowflake_id_router.connect_self('sfid:self');
+    PERFORM snowflake_id_router.call('sfid:self', format(
+        $q$SELECT concat_ws(' ', set_config('application_name', %L, false), set_config('lock_timeout', %L, false),
+                            set_config('statement_timeout', '0', false))$q$,
+        'snowflake_id_router loopback ' || pg_backend_pid(), snowflake_id_router.ms(snowflake_id_router.timeout('lock_timeout'))),
+        interval '10 s', 'setting up the loopback connection');
+    RETURN 'sfid:self';
+END
+$$;
+COMMENT ON FUNCTION snowflake_id_router.loopback() IS
+  'The loopback connection sfid:self of this session to this router database (opened and checked if not yet open).';
+
+-- Closes every connection of this session named sfid:*, releasing the node locks held
+-- through them. Never fails.
+CREATE OR REPLACE FUNCTION snowflake_id_router.disconnect_all() RETURNS void
+LANGUAGE plpgsql VOLATILE PARALLEL UNSAFE
+SET search_path = pg_catalog, pg_temp
+AS $$
+#variable_conflict use_variable
+DECLARE
+    d text := snowflake_id_router.dblink_schema();
+    open text[];
+    c text;
+BEGIN
+    EXECUTE format('SELECT %s.dblink_get_connections()', d) INTO open;
+    FOR c IN SELECT x FROM unnest(open) x WHERE x LIKE 'sfid:%' LOOP
+        BEGIN
+            EXECUTE format('SELECT %s.dblink_disconnect($1::text)', d) USING c;
+        EXCEPTION WHEN OTHERS THEN
+            NULL;  -- a broken connection is gone already
+        END;
+    END LOOP;
+END
+$$;
+COMMENT ON FUNCTION snowflake_id_router.disconnect_all() IS
+  'Closes this session''s sfid:* dblink connections (node locks held through them go with them).';
+
+-- Sends sql on conn without waiting.
+CREATE OR REPLACE FUNCTION snowflake_id_router.send(conn text, sql text) RETURNS void
+LANGUAGE plpgsql VOLATILE STRICT PARALLEL UNSAFE
+SET search_path = pg_catalog, pg_temp
+AS $$
+#variable_conflict use_variable
+DECLARE
+    sent integer;
+BEGIN
+    EXECUTE format('SELECT %s.dblink_send_query($1::text, $2::text)', snowflake_id_router.dblink_schema())
+        INTO sent USING conn, sql;
+    IF sent IS DISTINCT FROM 1 THEN
+        RAISE EXCEPTION 'could not send a query on connection %', conn USING ERRCODE = 'connection_failure';
+    END IF;
+END
+$$;
+COMMENT ON FUNCTION snowflake_id_router.send(text, text) IS 'Sends sql on dblink connection conn without waiting for it.';
+
+-- The result (first column of the first row, as text) of what was sent on conn, waited for
+-- until deadline; then the query is cancelled and 57014 raised. A remote error is raised
+-- again with its SQLSTATE, detail and hint, its message prefixed by what and where.
+CREATE OR REPLACE FUNCTION snowflake_id_router.receive(conn text, deadline timestamptz, what text) RETURNS text
+LANGUAGE plpgsql VOLATILE PARALLEL UNSAFE
+SET search_path = pg_catalog, pg_temp
+AS $$
+#variable_conflict use_variable
+DECLARE
+    d text := snowflake_id_router.dblink_schema();
+    busy integer;
+    nap double precision := 0.0002;
+    result text;
     st text;
     msg text;
     det text;
+    hnt text;
+    place text := CASE WHEN conn = 'sfid:self' THEN 'the router' ELSE format('node %L', substr(conn, 6)) END;
 BEGIN
-    IF shard IS NULL OR node IS NULL OR template IS NULL THEN
-        RAISE EXCEPTION 'move_shard: shard, node and template must not be NULL' USING ERRCODE = 'null_value_not_allowed';
+    LOOP
+        EXECUTE format('SELECT %s.dblink_is_busy($1::text)', d) INTO busy USING conn;
+        EXIT WHEN busy = 0;
+        IF clock_timestamp() >= deadline THEN
+            EXECUTE format('SELECT %s.dblink_cancel_query($1::text)', d) USING conn;
+            PERFORM snowflake_id_router.drain(conn, clock_timestamp() + interval '2 s');
+            RAISE EXCEPTION '% on % did not finish in time', what, place USING ERRCODE = 'query_canceled';
+        END IF;
+        PERFORM pg_sleep(nap);
+        nap := least(nap * 2, 0.01);
+    END LOOP;
+    BEGIN
+        EXECUTE format('SELECT v FROM %s.dblink_get_result($1::text) AS r(v text)', d) INTO result USING conn;
+    EXCEPTION WHEN OTHERS THEN
+        GET STACKED DIAGNOSTICS st = RETURNED_SQLSTATE, msg = MESSAGE_TEXT, det = PG_EXCEPTION_DETAIL, hnt = PG_EXCEPTION_HINT;
+        PERFORM snowflake_id_router.drain(conn, clock_timestamp() + interval '2 s');
+        msg := format('%s on %s: %s', what, place, msg);
+        PERFORM snowflake_id_router.raise_error(st, msg, det, hnt);
+    END;
+    PERFORM snowflake_id_router.drain(conn, clock_timestamp() + interval '2 s');
+    RETURN result;
+END
+$$;
+COMMENT ON FUNCTION snowflake_id_router.receive(text, timestamptz, text) IS
+  'Waits (until deadline, then cancels: 57014) for what was sent on dblink connection conn; returns the first column of its first row.';
+
+-- Raises an error with its SQLSTATE and message, and its detail and hint if not empty.
+CREATE OR REPLACE FUNCTION snowflake_id_router.raise_error(sqlstate text, message text, detail text, hint text) RETURNS void
+LANGUAGE plpgsql VOLATILE CALLED ON NULL INPUT PARALLEL SAFE
+SET search_path = pg_catalog, pg_temp
+AS $$
+#variable_conflict use_variable
+BEGIN
+    detail := nullif(detail, '');
+    hint := nullif(hint, '');
+    IF detail IS NULL AND hint IS NULL THEN
+        RAISE EXCEPTION USING ERRCODE = sqlstate, MESSAGE = message;
+    ELSIF detail IS NULL THEN
+        RAISE EXCEPTION USING ERRCODE = sqlstate, MESSAGE = message, HINT = hint;
+    ELSIF hint IS NULL THEN
+        RAISE EXCEPTION USING ERRCODE = sqlstate, MESSAGE = message, DETAIL = detail;
+    ELSE
+        RAISE EXCEPTION USING ERRCODE = sqlstate, MESSAGE = message, DETAIL = detail, HINT = hint;
     END IF;
-    IF shard NOT BETWEEN 0 AND 8191 THEN
-        RAISE EXCEPTION 'shard % is out of range: valid shards are 0 to 8191', shard USING ERRCODE = 'numeric_value_out_of_range';
+END
+$$;
+COMMENT ON FUNCTION snowflake_id_router.raise_error(text, text, text, text) IS
+  'Raises an error with its SQLSTATE and message, and its detail and hint where not empty.';
+
+-- Consumes what is left of the results on conn; a connection that stays busy past deadline
+-- (a cancel that does not take) is closed.
+CREATE OR REPLACE FUNCTION snowflake_id_router.drain(conn text, deadline timestamptz) RETURNS void
+LANGUAGE plpgsql VOLATILE STRICT PARALLEL UNSAFE
+SET search_path = pg_catalog, pg_temp
+AS $$
+#variable_conflict use_variable
+DECLARE
+    d text := snowflake_id_router.dblink_schema();
+    busy integer;
+    n integer;
+BEGIN
+    FOR i IN 1 .. 100 LOOP
+        BEGIN
+            EXECUTE format('SELECT %s.dblink_is_busy($1::text)', d) INTO busy USING conn;
+            IF busy = 1 THEN
+                IF clock_timestamp() >= deadline THEN
+                    PERFORM snowflake_id_router.disconnect(conn);
+                    RETURN;
+                END IF;
+                PERFORM pg_sleep(0.005);
+                CONTINUE;
+            END IF;
+            EXECUTE format('SELECT count(*) FROM %s.dblink_get_result($1::text, false) AS r(v text)', d) INTO n USING conn;
+            -- An empty result is the end (the queries sent here return one row or fail).
+            EXIT WHEN n = 0;
+        EXCEPTION WHEN OTHERS THEN
+            PERFORM snowflake_id_router.disconnect(conn);
+            RETURN;
+        END;
+    END LOOP;
+END
+$$;
+COMMENT ON FUNCTION snowflake_id_router.drain(text, timestamptz) IS
+  'Consumes the remaining results on dblink connection conn; closes it if it stays busy past deadline.';
+
+-- send, then receive within timeout.
+CREATE OR REPLACE FUNCTION snowflake_id_router.call(conn text, sql text, timeout interval, what text) RETURNS text
+LANGUAGE plpgsql VOLATILE STRICT PARALLEL UNSAFE
+SET search_path = pg_catalog, pg_temp
+AS $$
+#variable_conflict use_variable
+BEGIN
+    PERFORM snowflake_id_router.send(conn, sql);
+    RETURN snowflake_id_router.receive(conn, clock_timestamp() + timeout, what);
+END
+$$;
+COMMENT ON FUNCTION snowflake_id_router.call(text, text, interval, text) IS
+  'Runs sql on dblink connection conn, bounded by timeout (then cancelled: 57014); the first column of its first row.';
+
+-- Polls sql (a boolean) on conn until true; 57014 at the deadline.
+CREATE OR REPLACE FUNCTION snowflake_id_router.poll(conn text, sql text, deadline timestamptz, what text) RETURNS void
+LANGUAGE plpgsql VOLATILE STRICT PARALLEL UNSAFE
+SET search_path = pg_catalog, pg_temp
+AS $$
+#variable_conflict use_variable
+DECLARE
+    nap double precision := 0.001;
+BEGIN
+    LOOP
+        EXIT WHEN snowflake_id_router.call(conn, sql, greatest(deadline - clock_timestamp(), interval '0'), what)::boolean;
+        IF clock_timestamp() >= deadline THEN
+            RAISE EXCEPTION '% on % did not finish in time', what, format('node %L', substr(conn, 6))
+                USING ERRCODE = 'query_canceled';
+        END IF;
+        PERFORM pg_sleep(nap);
+        nap := least(nap * 2, 0.02);
+    END LOOP;
+END
+$$;
+COMMENT ON FUNCTION snowflake_id_router.poll(text, text, timestamptz, text) IS
+  'Polls a boolean query on dblink connection conn until it is true; 57014 at the deadline.';
+
+-- A step's record, committed through the loopback connection: UPDATE ... SET sets.
+CREATE OR REPLACE FUNCTION snowflake_id_router.note(move_id bigint, sets text) RETURNS void
+LANGUAGE plpgsql VOLATILE STRICT PARALLEL UNSAFE
+SET search_path = pg_catalog, pg_temp
+AS $$
+#variable_conflict use_variable
+BEGIN
+    PERFORM snowflake_id_router.call(snowflake_id_router.loopback(),
+        format('UPDATE snowflake_id_router.move SET %s WHERE id = %s RETURNING id', sets, move_id),
+        snowflake_id_router.timeout('lock_timeout') + interval '1 s', 'recording the move');
+END
+$$;
+COMMENT ON FUNCTION snowflake_id_router.note(bigint, text) IS
+  'Commits a change to a move''s record through the loopback connection.';
+
+-- Enters a step: recorded, then the test hook.
+CREATE OR REPLACE FUNCTION snowflake_id_router.enter(move_id bigint, state text) RETURNS void
+LANGUAGE plpgsql VOLATILE STRICT PARALLEL UNSAFE
+SET search_path = pg_catalog, pg_temp
+AS $$
+#variable_conflict use_variable
+BEGIN
+    PERFORM snowflake_id_router.note(move_id, format('state = %L', state));
+    PERFORM snowflake_id_router.pause_at(state);
+END
+$$;
+COMMENT ON FUNCTION snowflake_id_router.enter(bigint, text) IS 'Records that a move enters a step, then pauses there if a test asks.';
+
+-- The test hook: waits while snowflake_id_router.breakpoint has a row for step.
+CREATE OR REPLACE FUNCTION snowflake_id_router.pause_at(step text) RETURNS void
+LANGUAGE plpgsql VOLATILE STRICT PARALLEL UNSAFE
+SET search_path = pg_catalog, pg_temp
+AS $$
+#variable_conflict use_variable
+BEGIN
+    IF EXISTS (SELECT FROM snowflake_id_router.breakpoint b WHERE b.step = pause_at.step) THEN
+        PERFORM snowflake_id_router.call(snowflake_id_router.loopback(), format(
+            'UPDATE snowflake_id_router.breakpoint SET reached = clock_timestamp(), pid = %s WHERE step = %L RETURNING step',
+            pg_backend_pid(), step), interval '10 s', 'noting a breakpoint');
+        WHILE EXISTS (SELECT FROM snowflake_id_router.breakpoint b WHERE b.step = pause_at.step) LOOP
+            PERFORM pg_sleep(0.01);
+        END LOOP;
     END IF;
-    SELECT n.connstr INTO dst_connstr FROM snowflake_id_router.node n WHERE n.name = move_shard.node;
-    IF NOT FOUND THEN
+END
+$$;
+COMMENT ON FUNCTION snowflake_id_router.pause_at(text) IS
+  'Test hook: while snowflake_id_router.breakpoint has a row for step, waits (after noting it reached it).';
+
+-- ==== router/sql/32_move.sql ====
+-- == Moves (docs/cluster-design.md, "A move, step by step") ==
+--
+-- move_shards(shards, node) moves shards from the one node holding them to node: the
+-- target makes the shards' schemas from a template, logical replication copies their rows
+-- while writes go on, a short fenced cutover seals the source, the sequences are carried
+-- and the map flipped through the loopback connection. Each step is recorded on the router
+-- (snowflake_id_router.move, committed through the loopback connection before the step
+-- runs) and on the node it changes (snowflake_id_node.move, in the step's transaction). A
+-- failure before the seal undoes both sides; from the seal on the move is completed, by
+-- the mover or, if it died, by repair_moves() or the next move of its shards.
+
+-- A timeout of the router's settings (snowflake_id_router.setting), at least 1 ms.
+CREATE OR REPLACE FUNCTION snowflake_id_router.timeout(name text) RETURNS interval
+LANGUAGE sql STABLE STRICT PARALLEL SAFE
+SET search_path = pg_catalog, pg_temp
+RETURN greatest(snowflake_id_router.setting(name)::interval, interval '1 ms');
+COMMENT ON FUNCTION snowflake_id_router.timeout(text) IS
+  'A timeout of the router''s settings (lock_timeout, copy_timeout, cutover_timeout, cleanup_timeout), at least 1 ms.';
+
+-- An interval as a value for a node's lock_timeout (milliseconds, never 0: 0 is no limit).
+CREATE OR REPLACE FUNCTION snowflake_id_router.ms(i interval) RETURNS text
+LANGUAGE sql IMMUTABLE STRICT PARALLEL SAFE
+RETURN greatest(ceil(extract(epoch FROM i) * 1000), 1)::bigint::text;
+COMMENT ON FUNCTION snowflake_id_router.ms(interval) IS 'An interval in whole milliseconds (at least 1), for a node''s lock_timeout.';
+
+-- The key of a move on its nodes: the router's short identity and the move's id. The
+-- names of what it makes there (publication, slot, subscription, marker, fence triggers)
+-- are 'sfid_' and the key with '_' for '/': two router databases never share one.
+CREATE OR REPLACE FUNCTION snowflake_id_router.move_key(move_id bigint) RETURNS text
+LANGUAGE sql STABLE STRICT PARALLEL SAFE
+SET search_path = pg_catalog, pg_temp
+RETURN left(md5(snowflake_id_node.identity()), 8) || '/' || move_id;
+COMMENT ON FUNCTION snowflake_id_router.move_key(bigint) IS 'The key of a move on its nodes: <router8>/<move id>.';
+
+-- The router's shard locks for a move (transaction level): 55P03 when another session
+-- moves or repairs one of the shards, or runs a schema change.
+CREATE OR REPLACE FUNCTION snowflake_id_router.lock_router(shards integer[]) RETURNS void
+LANGUAGE plpgsql VOLATILE STRICT PARALLEL UNSAFE
+SET search_path = pg_catalog, pg_temp
+AS $$
+#variable_conflict use_variable
+DECLARE
+    s integer;
+BEGIN
+    IF NOT pg_try_advisory_xact_lock_shared(snowflake_id_node.lock_class(), -1) THEN
+        RAISE EXCEPTION 'a schema change (alter_shards) is running on this router: moves wait until it is done'
+            USING ERRCODE = 'lock_not_available';
+    END IF;
+    FOREACH s IN ARRAY shards LOOP
+        IF NOT pg_try_advisory_xact_lock(snowflake_id_node.lock_class(), s) THEN
+            RAISE EXCEPTION 'shard % is being moved or repaired by another session (pid %)', s,
+                (SELECT l.pid FROM pg_locks l WHERE l.locktype = 'advisory' AND l.granted
+                    AND l.database = (SELECT d.oid FROM pg_database d WHERE d.datname = current_database())
+                    AND l.classid = snowflake_id_node.lock_class()::oid AND l.objid::bigint = s AND l.objsubid = 2 LIMIT 1)
+                USING ERRCODE = 'lock_not_available';
+        END IF;
+    END LOOP;
+END
+$$;
+COMMENT ON FUNCTION snowflake_id_router.lock_router(integer[]) IS
+  'Takes the router''s locks for moving shards (to the end of the transaction); 55P03 when another session holds one.';
+
+CREATE OR REPLACE FUNCTION move_shards(shards integer[], node text, template text DEFAULT 'tpl') RETURNS bigint
+LANGUAGE plpgsql VOLATILE CALLED ON NULL INPUT PARALLEL UNSAFE SECURITY DEFINER
+SET search_path = pg_catalog, pg_temp SET DateStyle = 'ISO, MDY' SET IntervalStyle = 'postgres'
+AS $$
+#variable_conflict use_variable
+DECLARE
+    todo integer[];
+    here integer[];
+    src text;
+    bad text;
+BEGIN
+    IF shards IS NULL OR node IS NULL OR template IS NULL OR array_position(shards, NULL) IS NOT NULL THEN
+        RAISE EXCEPTION 'move_shards: shards, node and template must not be NULL' USING ERRCODE = 'null_value_not_allowed';
+    END IF;
+    IF cardinality(shards) = 0 THEN
+        RAISE EXCEPTION 'move_shards: no shard given' USING ERRCODE = 'invalid_parameter_value';
+    END IF;
+    SELECT min(s)::text INTO bad FROM unnest(shards) s WHERE s NOT BETWEEN 0 AND 8191;
+    IF bad IS NOT NULL THEN
+        RAISE EXCEPTION 'shard % is out of range: valid shards are 0 to 8191', bad USING ERRCODE = 'numeric_value_out_of_range';
+    END IF;
+    IF NOT EXISTS (SELECT FROM snowflake_id_router.node n WHERE n.name = move_shards.node) THEN
         RAISE EXCEPTION 'node % does not exist', quote_literal(node) USING ERRCODE = 'undefined_object',
             HINT = 'Register it with add_node(name, connstr).';
     END IF;
-    -- One move of a shard at a time (across sessions); held to the end of the transaction.
-    IF NOT pg_try_advisory_xact_lock(hashtext('snowflake_id_router.move_shard'), shard) THEN
-        RAISE EXCEPTION 'shard % is being moved by another session', shard USING ERRCODE = 'lock_not_available';
+    -- The map is read with fresh snapshots while the move runs.
+    IF current_setting('transaction_isolation') <> 'read committed' THEN
+        RAISE EXCEPTION 'move_shards runs only in a READ COMMITTED transaction, not %', current_setting('transaction_isolation')
+            USING ERRCODE = 'invalid_transaction_state';
     END IF;
-    SELECT m.node, n.connstr INTO src, src_connstr
-      FROM snowflake_id_router.shard m JOIN snowflake_id_router.node n ON n.name = m.node
-     WHERE m.shard = move_shard.shard;
-    IF NOT FOUND THEN
-        RAISE EXCEPTION 'shard % is assigned to no node', shard USING ERRCODE = 'object_not_in_prerequisite_state',
+    todo := ARRAY(SELECT DISTINCT s FROM unnest(shards) s ORDER BY 1);
+    PERFORM snowflake_id_router.lock_router(todo);
+    SELECT min(x.s)::text INTO bad FROM unnest(todo) x(s)
+     WHERE NOT EXISTS (SELECT FROM snowflake_id_router.shard m WHERE m.shard = x.s);
+    IF bad IS NOT NULL THEN
+        RAISE EXCEPTION 'shard % is assigned to no node', bad USING ERRCODE = 'object_not_in_prerequisite_state',
             HINT = 'A shard without data is placed with assign_shards(first_shard, count, node).';
     END IF;
-    IF src = node THEN
-        RAISE NOTICE 'shard % is already on node %', shard, quote_literal(node);
-        RETURN;
+    SELECT string_agg(format('shard %s is on node %s', f.shard, quote_literal(f.node)), ' and ' ORDER BY f.node)
+      INTO bad FROM (SELECT DISTINCT ON (m.node) m.shard, m.node FROM snowflake_id_router.shard m
+                      WHERE m.shard = ANY (todo) AND m.node <> move_shards.node ORDER BY m.node, m.shard) f
+    HAVING count(*) > 1;
+    IF bad IS NOT NULL THEN
+        RAISE EXCEPTION 'shards % are on different nodes: %', todo, bad USING ERRCODE = 'object_not_in_prerequisite_state',
+            HINT = 'One move takes shards from one node: move them in one call per node.';
     END IF;
-    copy_timeout := snowflake_id_router.setting('copy_timeout')::interval;
-    cutover_timeout := snowflake_id_router.setting('cutover_timeout')::interval;
-
+    -- An interrupted move of these shards is completed or undone first, even when they are
+    -- already where they are asked to go (a move interrupted after its flip).
     BEGIN
-        PERFORM snowflake_id_router.connect_node('snowflake_id_router_src', src);
-        PERFORM snowflake_id_router.connect_node('snowflake_id_router_dst', node);
-        step := 'checking the nodes';
-        IF snowflake_id_router.fetch('snowflake_id_router_src', 'SHOW wal_level') <> 'logical' THEN
-            RAISE EXCEPTION 'node % (the source) runs with wal_level = %', quote_literal(src),
-                snowflake_id_router.fetch('snowflake_id_router_src', 'SHOW wal_level')
-                USING ERRCODE = 'object_not_in_prerequisite_state', HINT = 'Set wal_level = logical there and restart it.';
-        END IF;
-        sfs := snowflake_id_router.fetch('snowflake_id_router_src',
-            $q$SELECT quote_ident(n.nspname) FROM pg_catalog.pg_extension e
-                 JOIN pg_catalog.pg_namespace n ON n.oid = e.extnamespace WHERE e.extname = 'snowflake_id'$q$);
-        sfd := snowflake_id_router.fetch('snowflake_id_router_dst',
-            $q$SELECT quote_ident(n.nspname) FROM pg_catalog.pg_extension e
-                 JOIN pg_catalog.pg_namespace n ON n.oid = e.extnamespace WHERE e.extname = 'snowflake_id'$q$);
-        IF sfs IS NULL OR sfd IS NULL THEN
-            RAISE EXCEPTION 'node % has no snowflake_id extension', quote_literal(CASE WHEN sfs IS NULL THEN src ELSE node END)
-                USING ERRCODE = 'object_not_in_prerequisite_state';
-        END IF;
-        schema_name := snowflake_id_router.fetch('snowflake_id_router_src',
-            format('SELECT schema_name FROM %s.snowflake_id_shards WHERE shard = %s', sfs, shard));
-        IF schema_name IS NULL THEN
-            RAISE EXCEPTION 'node % has no schema for shard %', quote_literal(src), shard
-                USING ERRCODE = 'object_not_in_prerequisite_state',
-                      HINT = 'create_shard(schema_name, shard, template => ...) makes it there.';
-        END IF;
-        s := quote_ident(schema_name);
-        src_seq := snowflake_id_router.fetch('snowflake_id_router_src',
-            format('SELECT sequence::text FROM %s.snowflake_id_shards WHERE shard = %s', sfs, shard));
-        IF snowflake_id_router.fetch('snowflake_id_router_dst', format(
-               'SELECT count(*)::text FROM %s.snowflake_id_shards WHERE schema_name = %L AND shard <> %s',
-               sfd, schema_name, shard)) <> '0'
-           OR snowflake_id_router.fetch('snowflake_id_router_dst', format(
-               'SELECT count(*)::text FROM pg_catalog.pg_namespace WHERE nspname = %L
-                  AND nspname NOT IN (SELECT schema_name FROM %s.snowflake_id_shards WHERE shard = %s)',
-               schema_name, sfd, shard)) <> '0' THEN
-            RAISE EXCEPTION 'node % already has a schema % that is not a copy of shard %', quote_literal(node), s, shard
-                USING ERRCODE = 'duplicate_schema';
-        END IF;
-
-        step := 'removing what an earlier attempt left';
-        PERFORM snowflake_id_router.clean_move(shard, schema_name, src_connstr, dst_connstr, true);
-        -- A copy of this shard on the target under another name is stale too.
-        IF snowflake_id_router.fetch('snowflake_id_router_dst', format(
-               'SELECT count(*)::text FROM %s.snowflake_id_shards WHERE shard = %s', sfd, shard)) <> '0' THEN
-            RAISE EXCEPTION 'node % already has shard % (schema %)', quote_literal(node), shard,
-                snowflake_id_router.fetch('snowflake_id_router_dst', format(
-                    'SELECT quote_ident(schema_name) FROM %s.snowflake_id_shards WHERE shard = %s', sfd, shard))
-                USING ERRCODE = 'duplicate_object', HINT = 'Drop that copy (drop_shard) if it is stale.';
-        END IF;
-
-        step := 'checking the shard''s tables';
-        src_tables := snowflake_id_router.fetch('snowflake_id_router_src', format(
-            $q$SELECT coalesce(array_agg(quote_ident(c.relname) ORDER BY c.relname), '{}')::text
-                 FROM pg_catalog.pg_class c WHERE c.relnamespace = %L::regnamespace AND c.relkind IN ('r', 'p')
-                  AND c.relname <> 'snowflake_id_move_marker'$q$, s));
-        IF cardinality(src_tables) = 0 THEN
-            RAISE EXCEPTION 'shard % (schema % on node %) has no tables to move', shard, s, quote_literal(src)
-                USING ERRCODE = 'object_not_in_prerequisite_state';
-        END IF;
-        -- Logical replication needs a replica identity for UPDATE and DELETE; without one,
-        -- publishing would make the source refuse them.
-        det := snowflake_id_router.fetch('snowflake_id_router_src', format(
-            $q$SELECT string_agg(quote_ident(c.relname), ', ' ORDER BY c.relname)
-                 FROM pg_catalog.pg_class c WHERE c.relnamespace = %L::regnamespace AND c.relkind IN ('r', 'p')
-                  AND NOT (c.relreplident = 'f'
-                       OR (c.relreplident = 'd' AND EXISTS (SELECT FROM pg_catalog.pg_index i WHERE i.indrelid = c.oid AND i.indisprimary))
-                       OR (c.relreplident = 'i' AND EXISTS (SELECT FROM pg_catalog.pg_index i WHERE i.indrelid = c.oid AND i.indisreplident)))$q$, s));
-        IF det IS NOT NULL THEN
-            RAISE EXCEPTION 'shard % cannot move: table(s) % of schema % have no primary key or replica identity', shard, det, s
-                USING ERRCODE = 'object_not_in_prerequisite_state';
-        END IF;
-
-        step := 'making the shard on the target';
-        PERFORM snowflake_id_router.fetch('snowflake_id_router_dst',
-            format('SELECT %s.create_shard(%L, %s, template => %L)::text', sfd, schema_name, shard, template));
-        dst_tables := snowflake_id_router.fetch('snowflake_id_router_dst', format(
-            $q$SELECT coalesce(array_agg(quote_ident(c.relname) ORDER BY c.relname), '{}')::text
-                 FROM pg_catalog.pg_class c WHERE c.relnamespace = %L::regnamespace AND c.relkind IN ('r', 'p')$q$, s));
-        IF dst_tables <> src_tables THEN
-            RAISE EXCEPTION 'template % on node % makes tables (%), but shard % on node % has (%)',
-                quote_literal(template), quote_literal(node), array_to_string(dst_tables, ', '), shard, quote_literal(src), array_to_string(src_tables, ', ')
-                USING ERRCODE = 'object_not_in_prerequisite_state';
-        END IF;
-        dst_seq := snowflake_id_router.fetch('snowflake_id_router_dst',
-            format('SELECT sequence::text FROM %s.snowflake_id_shards WHERE shard = %s', sfd, shard));
-
-        step := 'copying the rows';
-        -- The marker: a row written after the fence; seen on the target, everything before it is there.
-        PERFORM snowflake_id_router.exec('snowflake_id_router_src',
-            format('CREATE TABLE %s.snowflake_id_move_marker (fenced boolean)', s));
-        PERFORM snowflake_id_router.exec('snowflake_id_router_dst',
-            format('CREATE TABLE %s.snowflake_id_move_marker (fenced boolean)', s));
-        PERFORM snowflake_id_router.exec('snowflake_id_router_src',
-            format('CREATE PUBLICATION %I FOR TABLES IN SCHEMA %s', sub, s));
-        PERFORM snowflake_id_router.exec('snowflake_id_router_dst',
-            format('CREATE SUBSCRIPTION %I CONNECTION %L PUBLICATION %I', sub, src_connstr, sub));
-        PERFORM snowflake_id_router.wait_until('snowflake_id_router_dst', format(
-            $q$SELECT (count(*) > 0 AND bool_and(r.srsubstate = 'r'))::text
-                 FROM pg_catalog.pg_subscription_rel r JOIN pg_catalog.pg_subscription u ON u.oid = r.srsubid
-                WHERE u.subname = %L$q$, sub), copy_timeout, format('the initial copy of shard %s', shard));
-
-        step := 'connecting to the router itself';
-        -- The loopback connection for the flip, opened now to keep it out of the pause.
-        -- Bounded: a caller whose own transaction holds the map locked would wait forever.
-        PERFORM snowflake_id_router.connect_self('snowflake_id_router_self');
-        PERFORM snowflake_id_router.exec('snowflake_id_router_self',
-            format('SET lock_timeout = %L', snowflake_id_router.setting('lock_timeout')));
-
-        step := 'fencing writes on the source';
-        -- EXCLUSIVE blocks every writer and lets readers through; the triggers commit before
-        -- the lock goes, so a writer that waited for it sees them (it takes its lock, then
-        -- reads the catalog). TRUNCATE is fenced too.
-        SELECT string_agg(format('%s.%s', s, t), ', '), string_agg(format(
-                   'CREATE TRIGGER snowflake_id_fence BEFORE INSERT OR UPDATE OR DELETE OR TRUNCATE ON %s.%s
-                      FOR EACH STATEMENT EXECUTE FUNCTION %s.snowflake_id_fence();', s, t, s), ' ')
-          INTO lock_list, fence_sql
-          FROM unnest(src_tables) t;
-        t_fence := clock_timestamp();
-        PERFORM snowflake_id_router.exec('snowflake_id_router_src', format(
-            $q$SELECT pg_catalog.set_config('lock_timeout', %L, true);
-               LOCK TABLE %s IN EXCLUSIVE MODE;
-               CREATE FUNCTION %s.snowflake_id_fence() RETURNS trigger LANGUAGE plpgsql
-               SET search_path = pg_catalog, pg_temp AS $f$
-               BEGIN
-                   RAISE EXCEPTION 'shard %s is moving to another node: write refused, retry it'
-                       USING ERRCODE = 'serialization_failure',
-                             HINT = 'Retry the transaction: once the move commits the router sends it to the new node.';
-               END
-               $f$;
-               %s$q$, snowflake_id_router.setting('lock_timeout'), lock_list, s, shard, fence_sql));
-        step := 'waiting for the target to catch up';
-        src_last := snowflake_id_router.fetch('snowflake_id_router_src', format(
-            'INSERT INTO %s.snowflake_id_move_marker VALUES (true); SELECT last_value::text FROM %s', s, src_seq));
-        PERFORM snowflake_id_router.wait_until('snowflake_id_router_dst',
-            format('SELECT EXISTS (SELECT FROM %s.snowflake_id_move_marker)::text', s),
-            cutover_timeout, format('catching up with shard %s after the fence', shard));
-
-        step := 'carrying the sequence';
-        -- Replication does not carry sequences: the target continues above every ID the
-        -- source issued, whatever its clock says.
-        PERFORM snowflake_id_router.fetch('snowflake_id_router_dst', format(
-            'SELECT pg_catalog.setval(%L::regclass, greatest(%s, (SELECT last_value FROM %s)), true)::text',
-            dst_seq, src_last, dst_seq));
-
-        step := 'flipping the map';
-        -- Through a loopback connection: committed now, for every router session, whatever
-        -- becomes of the caller's transaction.
-        BEGIN
-            IF snowflake_id_router.exec('snowflake_id_router_self', format(
-                   'UPDATE snowflake_id_router.shard SET node = %L WHERE shard = %s AND node = %L',
-                   node, shard, src)) <> 'UPDATE 1' THEN
-                RAISE EXCEPTION 'the map of shard % changed during the move', shard USING ERRCODE = 'serialization_failure';
-            END IF;
-            flipped := true;
-        EXCEPTION WHEN query_canceled OR OTHERS THEN
-            -- Did the commit happen after all (the connection broke on the reply)?
-            BEGIN
-                PERFORM snowflake_id_router.connect_self('snowflake_id_router_self');
-                flipped := snowflake_id_router.fetch('snowflake_id_router_self', format(
-                    'SELECT node FROM snowflake_id_router.shard WHERE shard = %s', shard)) = node;
-            EXCEPTION WHEN query_canceled OR OTHERS THEN
-                flipped := false;
-            END;
-            IF NOT flipped THEN
-                RAISE;
-            END IF;
-        END;
-        t_flip := clock_timestamp();
-        copied := snowflake_id_router.fetch('snowflake_id_router_dst', format(
-            'SELECT (%s)::text', (SELECT string_agg(format('(SELECT count(*) FROM %s.%s)', s, t), ' + ')
-                                    FROM unnest(src_tables) t)))::bigint;
+        PERFORM snowflake_id_router.repair_shards(todo);
     EXCEPTION WHEN query_canceled OR OTHERS THEN
-        GET STACKED DIAGNOSTICS st = RETURNED_SQLSTATE, msg = MESSAGE_TEXT, det = PG_EXCEPTION_DETAIL;
-        IF NOT flipped THEN
-            PERFORM snowflake_id_router.disconnect('snowflake_id_router_src');
-            PERFORM snowflake_id_router.disconnect('snowflake_id_router_dst');
-            PERFORM snowflake_id_router.disconnect('snowflake_id_router_self');
-            PERFORM snowflake_id_router.clean_move(shard, schema_name, src_connstr, dst_connstr, true);
-            RAISE EXCEPTION 'moving shard % from node % to node % failed while %: %', shard, quote_literal(src),
-                quote_literal(node), step, msg
-                USING ERRCODE = st, DETAIL = coalesce(nullif(det, ''), 'The step raised no further detail.'),
-                      HINT = format('Shard %s is still served by node %s, which accepts writes again; the subscription, publication and slot are removed. Re-run move_shard when the cause is fixed.',
-                                    shard, quote_literal(src));
-        END IF;
-        RAISE WARNING 'shard % moved to node %, but: %', shard, quote_literal(node), msg;
+        PERFORM snowflake_id_router.disconnect_all();
+        RAISE;
     END;
-
-    -- The map names the target from here on. A router transaction that began before the
-    -- flip may still send a write to the source (where the fence refuses it, 40001): let
-    -- such transactions end (bounded) before the source copy goes.
-    -- Nothing below may fail the call: the move is done.
+    here := ARRAY(SELECT m.shard FROM snowflake_id_router.shard m WHERE m.shard = ANY (todo) AND m.node = move_shards.node ORDER BY 1);
+    IF cardinality(here) > 0 THEN
+        RAISE NOTICE '% already on node %', CASE WHEN cardinality(here) = 1 THEN format('shard %s is', here[1])
+                                                  ELSE format('shards %s are', array_to_string(here, ', ')) END,
+            quote_literal(node);
+    END IF;
+    todo := ARRAY(SELECT x FROM unnest(todo) x WHERE x <> ALL (here));
+    IF cardinality(todo) = 0 THEN
+        RETURN NULL;
+    END IF;
+    SELECT m.node INTO src FROM snowflake_id_router.shard m WHERE m.shard = todo[1];
     BEGIN
-        FOR i IN 1 .. 200 LOOP
-            PERFORM pg_stat_clear_snapshot();
-            EXIT WHEN NOT EXISTS (SELECT FROM pg_catalog.pg_stat_activity a
-                                   WHERE a.datname = current_database() AND a.pid <> pg_backend_pid()
-                                     AND a.backend_type = 'client backend' AND a.xact_start < t_flip
-                                     -- (other moves in progress send no writes)
-                                     AND a.pid NOT IN (SELECT l.pid FROM pg_catalog.pg_locks l
-                                                        WHERE l.locktype = 'advisory' AND l.granted
-                                                          AND l.classid::integer = hashtext('snowflake_id_router.move_shard')));
-            PERFORM pg_sleep(0.01);
-        END LOOP;
+        RETURN snowflake_id_router.run_move(todo, src, node, template);
     EXCEPTION WHEN query_canceled OR OTHERS THEN
-        RAISE WARNING 'shard % moved to node %, but waiting for older router transactions failed: %', shard, quote_literal(node), SQLERRM;
+        PERFORM snowflake_id_router.disconnect_all();
+        RAISE;
     END;
-    PERFORM snowflake_id_router.disconnect('snowflake_id_router_src');
-    PERFORM snowflake_id_router.disconnect('snowflake_id_router_dst');
-    PERFORM snowflake_id_router.disconnect('snowflake_id_router_self');
-    PERFORM snowflake_id_router.clean_move(shard, schema_name, src_connstr, dst_connstr, false);
-    -- The source copy is dropped: its fence goes with it.
-    BEGIN
-        PERFORM snowflake_id_router.connect_node('snowflake_id_router_src', src);
-        PERFORM snowflake_id_router.fetch('snowflake_id_router_src',
-            format('SELECT %s.drop_shard(%L, cascade => true)::text', sfs, schema_name));
-        PERFORM snowflake_id_router.exec('snowflake_id_router_src', format('DROP SCHEMA IF EXISTS %s CASCADE', s));
-        PERFORM snowflake_id_router.disconnect('snowflake_id_router_src');
-    EXCEPTION WHEN query_canceled OR OTHERS THEN
-        RAISE WARNING 'shard % moved to node %, but its old copy (schema % on node %) could not be dropped: %',
-            shard, quote_literal(node), s, quote_literal(src), SQLERRM;
-    END;
-    RAISE NOTICE 'shard % moved from node % to node %: % rows, % ms in all, writes fenced for % ms',
-        shard, quote_literal(src), quote_literal(node), copied,
-        round(extract(epoch FROM clock_timestamp() - t_start) * 1000),
-        round(extract(epoch FROM t_flip - t_fence) * 1000, 1);
+END
+$$;
+COMMENT ON FUNCTION move_shards(integer[], text, text) IS
+  'Moves shards (all on one node) to node online, in one copy, fence and flip; returns the move''s id (move_history), NULL if all are there already.';
+
+CREATE OR REPLACE FUNCTION move_shard(shard integer, node text, template text DEFAULT 'tpl') RETURNS void
+LANGUAGE plpgsql VOLATILE CALLED ON NULL INPUT PARALLEL UNSAFE SECURITY DEFINER
+SET search_path = pg_catalog, pg_temp SET DateStyle = 'ISO, MDY' SET IntervalStyle = 'postgres'
+AS $$
+#variable_conflict use_variable
+BEGIN
+    IF shard IS NULL THEN
+        RAISE EXCEPTION 'move_shard: shard, node and template must not be NULL' USING ERRCODE = 'null_value_not_allowed';
+    END IF;
+    PERFORM @extschema@.move_shards(ARRAY[shard], node, template);
 END
 $$;
 COMMENT ON FUNCTION move_shard(integer, text, text) IS
-  'Moves a logical shard to another node online: copy by logical replication, fenced cutover (writes get 40001), sequence carried, map flipped; a failure leaves the shard on its node.';
+  'Moves a logical shard to another node online: move_shards(ARRAY[shard], node, template).';
 
--- Superuser only, unless granted: these run as the extension's owner (SECURITY DEFINER).
+-- A move from its record to the seal; then complete_move. Before the seal, any failure
+-- (or cancel) undoes both sides; the error says what step failed and what is left.
+CREATE OR REPLACE FUNCTION snowflake_id_router.run_move(shards integer[], source text, target text, template text)
+RETURNS bigint
+LANGUAGE plpgsql VOLATILE STRICT PARALLEL UNSAFE
+SET search_path = pg_catalog, pg_temp
+AS $$
+#variable_conflict use_variable
+DECLARE
+    router text := snowflake_id_node.identity();
+    self text := snowflake_id_router.loopback();
+    src text;
+    dst text;
+    src_id text;
+    dst_id text;
+    move_id bigint;
+    k text;
+    schemas text[];
+    roles text[];
+    src_prints text;
+    dst_prints text;
+    src_rows text;
+    dst_rows text;
+    suboid oid;
+    sequences text;
+    step text := 'connecting to the nodes';
+    sealed boolean := false;
+    copy_deadline timestamptz;
+    fence_deadline timestamptz;
+    t_fence timestamptz;
+    what_left text;
+    st text;
+    msg text;
+    det text;
+    hnt text;
+    lock_ms text := snowflake_id_router.ms(snowflake_id_router.timeout('lock_timeout'));
+    long_step interval := snowflake_id_router.timeout('copy_timeout');
+BEGIN
+    src := snowflake_id_router.node_conn(source);
+    dst := snowflake_id_router.node_conn(target);
+    src_id := snowflake_id_router.call(src, 'SELECT snowflake_id_node.identity()', interval '10 s', 'reading the identity');
+    dst_id := snowflake_id_router.call(dst, 'SELECT snowflake_id_node.identity()', interval '10 s', 'reading the identity');
+    IF src_id = dst_id THEN
+        RAISE EXCEPTION 'nodes % and % are the same database (%): a shard cannot move onto the node it is on',
+            quote_literal(source), quote_literal(target), src_id USING ERRCODE = 'object_not_in_prerequisite_state';
+    END IF;
+    move_id := snowflake_id_router.call(self, format(
+        'INSERT INTO snowflake_id_router.move (shards, source, target, source_identity, target_identity, template)
+         VALUES (%L, %L, %L, %L, %L, %L) RETURNING id', shards, source, target, src_id, dst_id, template),
+        interval '10 s', 'recording the move')::bigint;
+    k := snowflake_id_router.move_key(move_id);
+    PERFORM snowflake_id_router.pause_at('planned');
+    BEGIN
+        step := 'locking the shards on the nodes';
+        PERFORM snowflake_id_router.call(src, format('SELECT snowflake_id_node.lock_shards(%L)', shards), interval '10 s', step);
+        PERFORM snowflake_id_router.call(dst, format('SELECT snowflake_id_node.lock_shards(%L)', shards), interval '10 s', step);
+
+        PERFORM snowflake_id_router.enter(move_id, 'checking');
+        step := 'checking';
+        schemas := snowflake_id_router.call(src, format('SELECT snowflake_id_node.source_check(%L, %L, %L)', router, dst_id, shards),
+                                            long_step, 'checking the source');
+        roles := snowflake_id_router.call(src, format('SELECT snowflake_id_node.roles(%L)', schemas), long_step, 'checking the source');
+        PERFORM snowflake_id_router.call(dst, format('SELECT snowflake_id_node.target_check(%L, %L, %L, %L, %L, %L)',
+                                                     router, src_id, shards, schemas, roles, template), long_step, 'checking the target');
+        PERFORM snowflake_id_router.note(move_id, format('schemas = %L', schemas));
+
+        PERFORM snowflake_id_router.enter(move_id, 'preparing');
+        step := 'preparing';
+        PERFORM snowflake_id_router.call(dst, format('SELECT snowflake_id_node.prepare_target(%L, %L, %L, %L, %L, %L)',
+                                                     k, router, src_id, shards, schemas, template), long_step, 'making the copies');
+        -- The copies must be what the shards are, before any row moves.
+        PERFORM snowflake_id_router.compare_fingerprints(src, dst, schemas, shards,
+            format('node %L', source), format('the copy made from template %L on node %L', template, target),
+            clock_timestamp() + long_step);
+        PERFORM snowflake_id_router.call(dst, format('SELECT snowflake_id_node.set_grants(%L, %L)', k,
+            snowflake_id_router.call(src, format('SELECT snowflake_id_node.grants(%L)', schemas), long_step, 'reading the privileges')),
+            long_step, 'giving the copies their owners and privileges');
+        PERFORM snowflake_id_router.call(src, format('SELECT snowflake_id_node.prepare_source(%L, %L, %L, %L, %L)',
+                                                     k, router, dst_id, shards, schemas), long_step, 'preparing the source');
+
+        PERFORM snowflake_id_router.enter(move_id, 'copying');
+        copy_deadline := clock_timestamp() + snowflake_id_router.timeout('copy_timeout');
+        step := 'publishing';
+        PERFORM snowflake_id_router.call(src, format('SELECT snowflake_id_node.publish(%L)', k), long_step, step);
+        step := 'making the replication slot';
+        PERFORM snowflake_id_router.call(src, format('SELECT snowflake_id_node.make_slot(%L)', k),
+                                         greatest(copy_deadline - clock_timestamp(), interval '0'), step);
+        step := 'subscribing';
+        suboid := snowflake_id_router.call(dst, format('SELECT snowflake_id_node.subscribe(%L, %L)', k,
+                                                       (SELECT n.connstr FROM snowflake_id_router.node n WHERE n.name = source)),
+                                           greatest(copy_deadline - clock_timestamp(), interval '0'), step)::oid;
+        PERFORM snowflake_id_router.note(move_id, format('suboid = %s', suboid));
+        PERFORM snowflake_id_router.call(src, format('SELECT snowflake_id_node.note_subscription(%L, %s)', k, suboid), long_step, step);
+        PERFORM snowflake_id_router.pause_at('subscribed');
+        step := 'copying the rows';
+        PERFORM snowflake_id_router.poll(dst, format('SELECT snowflake_id_node.copy_done(%L)', k), copy_deadline, 'the initial copy');
+        -- The flip must not meet the map locked (by the caller's own transaction, say): find
+        -- out now, and have the loopback session ready for it.
+        step := 'rehearsing the flip';
+        PERFORM snowflake_id_router.call(self, format('SELECT snowflake_id_router.rehearse_flip(%s)', move_id),
+                                         snowflake_id_router.timeout('lock_timeout') + interval '10 s', step);
+
+        -- The fenced part: writes to the shards wait or get 40001 until the flip. The fence's
+        -- lock is bounded by lock_timeout, what follows up to the seal by cutover_timeout;
+        -- recorded once, before the seal (a repair reads the nodes' records for the rest).
+        PERFORM snowflake_id_router.enter(move_id, 'fencing');
+        step := 'fencing writes on the source';
+        t_fence := clock_timestamp();
+        PERFORM snowflake_id_router.call(src, format('SELECT snowflake_id_node.set_fence(%L, %L)', k, lock_ms),
+                                         snowflake_id_router.timeout('lock_timeout') + interval '1 s', step);
+        fence_deadline := clock_timestamp() + snowflake_id_router.timeout('cutover_timeout');
+        PERFORM snowflake_id_router.pause_at('fenced');
+        step := 'waiting for the target to catch up';
+        PERFORM snowflake_id_router.call(src, format('SELECT snowflake_id_node.mark(%L)', k),
+                                         greatest(fence_deadline - clock_timestamp(), interval '0'), 'writing the marker');
+        PERFORM snowflake_id_router.pause_at('catching up');
+        PERFORM snowflake_id_router.poll(dst, format('SELECT snowflake_id_node.marked(%L)', k), fence_deadline,
+                                         'catching up after the fence');
+        -- The same rows on both sides; the copies' definitions for the seal to compare.
+        step := 'comparing the copies';
+        PERFORM snowflake_id_router.send(src, format('SELECT snowflake_id_node.row_counts(%L)', k));
+        PERFORM snowflake_id_router.send(dst, format(
+            'SELECT ARRAY[ARRAY(SELECT snowflake_id_node.fingerprint(s)::text FROM unnest(%L::text[]) WITH ORDINALITY u(s, o) ORDER BY o)::text,
+                          snowflake_id_node.row_counts(%L)]', schemas, k));
+        src_rows := snowflake_id_router.receive(src, fence_deadline, 'counting rows');
+        dst_rows := snowflake_id_router.receive(dst, fence_deadline, 'reading the copies');
+        dst_prints := (dst_rows::text[])[1];
+        dst_rows := (dst_rows::text[])[2];
+        IF src_rows IS DISTINCT FROM dst_rows THEN
+            RAISE EXCEPTION 'the copy on node % does not hold the rows of node %: %', quote_literal(target), quote_literal(source),
+                snowflake_id_node.fingerprint_difference(string_to_array(src_rows, E'\n'), string_to_array(dst_rows, E'\n'),
+                                                         format('node %L', source), format('node %L', target))
+                USING ERRCODE = 'object_not_in_prerequisite_state';
+        END IF;
+
+        PERFORM snowflake_id_router.note(move_id, format('state = %L, fenced = to_timestamp(%s), rows = %s', 'sealing',
+            extract(epoch FROM t_fence),
+            (SELECT coalesce(sum(substring(l FROM ': (\d+) rows$')::bigint), 0) FROM unnest(string_to_array(src_rows, E'\n')) l)));
+        PERFORM snowflake_id_router.pause_at('sealing');
+        step := 'sealing the source';
+        sequences := snowflake_id_router.call(src, format('SELECT snowflake_id_node.seal(%L, %L, %L)', k, dst_prints, lock_ms),
+                                              greatest(fence_deadline - clock_timestamp(), interval '0')
+                                              + snowflake_id_router.timeout('lock_timeout'), step);
+        sealed := true;
+        PERFORM snowflake_id_router.pause_at('sealed');
+    EXCEPTION WHEN query_canceled OR OTHERS THEN
+        GET STACKED DIAGNOSTICS st = RETURNED_SQLSTATE, msg = MESSAGE_TEXT, det = PG_EXCEPTION_DETAIL, hnt = PG_EXCEPTION_HINT;
+        IF NOT sealed THEN
+            what_left := snowflake_id_router.undo_move(move_id, format('%s while %s: %s', st, step, msg));
+            IF what_left IS DISTINCT FROM 'sealed' THEN
+                PERFORM snowflake_id_router.disconnect_all();
+                msg := format('moving %s from node %L to node %L failed while %s: %s',
+                              CASE WHEN cardinality(shards) = 1 THEN 'shard ' || shards[1] ELSE 'shards ' || array_to_string(shards, ', ') END,
+                              source, target, step, msg);
+                det := concat_ws(' ', nullif(det, ''), nullif(hnt, ''));
+                hnt := CASE WHEN what_left IS NULL
+                            THEN format('The shards stay on node %L, which takes their writes again; everything the move made is removed (move %s in move_history). Re-run the move once the cause is fixed.',
+                                        source, move_id)
+                            ELSE format('The shards stay on node %L, which takes their writes again. Left for SELECT repair_moves() to remove: %s (move %s).',
+                                        source, what_left, move_id) END;
+                PERFORM snowflake_id_router.raise_error(st, msg, det, hnt);
+            END IF;
+            -- The seal committed after all (its reply was lost): complete the move.
+        END IF;
+    END;
+    PERFORM snowflake_id_router.complete_move(move_id, sequences);
+    PERFORM snowflake_id_router.disconnect_all();
+    RETURN move_id;
+END
+$$;
+COMMENT ON FUNCTION snowflake_id_router.run_move(integer[], text, text, text) IS
+  'A move of shards from source to target, recorded step by step; undone on a failure before the seal, completed after it.';
+
+-- The schemas' fingerprints on both nodes (read at once), equal or 55000 naming the first
+-- difference; returns the target's, as an array literal.
+CREATE OR REPLACE FUNCTION snowflake_id_router.compare_fingerprints(src text, dst text, schemas text[], shards integer[],
+                                                                    src_name text, dst_name text, deadline timestamptz)
+RETURNS text
+LANGUAGE plpgsql VOLATILE STRICT PARALLEL UNSAFE
+SET search_path = pg_catalog, pg_temp
+AS $$
+#variable_conflict use_variable
+DECLARE
+    q text := format('SELECT ARRAY(SELECT snowflake_id_node.fingerprint(s)::text FROM unnest(%L::text[]) WITH ORDINALITY u(s, o) ORDER BY o)',
+                     schemas);
+    a text[];
+    b text[];
+BEGIN
+    PERFORM snowflake_id_router.send(src, q);
+    PERFORM snowflake_id_router.send(dst, q);
+    a := snowflake_id_router.receive(src, deadline, 'reading the shards'' definitions');
+    b := snowflake_id_router.receive(dst, deadline, 'reading the copies'' definitions');
+    FOR i IN 1 .. cardinality(schemas) LOOP
+        IF a[i] IS DISTINCT FROM b[i] THEN
+            RAISE EXCEPTION 'shard % (schema %) differs from its copy: %', shards[i], quote_ident(schemas[i]),
+                snowflake_id_node.fingerprint_difference(a[i]::text[], b[i]::text[], src_name, dst_name)
+                USING ERRCODE = 'object_not_in_prerequisite_state',
+                      HINT = 'A move carries rows, not definitions: give the target''s template (or the shard) the same tables, columns, types, constraints and indexes.';
+        END IF;
+    END LOOP;
+    RETURN b::text;
+END
+$$;
+COMMENT ON FUNCTION snowflake_id_router.compare_fingerprints(text, text, text[], integer[], text, text, timestamptz) IS
+  'Compares the fingerprints of schemas on two nodes; 55000 naming the first difference.';
+
+-- The state of a move's record on a node (NULL: none), through this session's connection,
+-- after taking the move's shard locks there.
+CREATE OR REPLACE FUNCTION snowflake_id_router.node_state(node text, move_id bigint, shards integer[]) RETURNS text
+LANGUAGE plpgsql VOLATILE STRICT PARALLEL UNSAFE
+SET search_path = pg_catalog, pg_temp
+AS $$
+#variable_conflict use_variable
+DECLARE
+    conn text := snowflake_id_router.node_conn(node);
+BEGIN
+    PERFORM snowflake_id_router.call(conn, format('SELECT snowflake_id_node.lock_shards(%L)', shards), interval '10 s',
+                                     'locking the shards');
+    RETURN snowflake_id_router.call(conn, format('SELECT state FROM snowflake_id_node.move WHERE key = %L',
+                                                 snowflake_id_router.move_key(move_id)), interval '10 s', 'reading the move''s record');
+END
+$$;
+COMMENT ON FUNCTION snowflake_id_router.node_state(text, bigint, integer[]) IS
+  'The state of a move''s record on node (NULL: none), read under the move''s shard locks there.';
+
+-- Undoes a move that has not been sealed, target first, each node on its own. Returns
+-- NULL when everything is removed (state undone), 'sealed' when the source turns out to be
+-- sealed (complete it instead), or what is left where (state undoing, for repair_moves()).
+CREATE OR REPLACE FUNCTION snowflake_id_router.undo_move(move_id bigint, reason text) RETURNS text
+LANGUAGE plpgsql VOLATILE STRICT PARALLEL UNSAFE
+SET search_path = pg_catalog, pg_temp
+AS $$
+#variable_conflict use_variable
+DECLARE
+    m snowflake_id_router.move;
+    k text := snowflake_id_router.move_key(move_id);
+    src_state text;
+    src_ok boolean := false;
+    left_over text[] := '{}';
+    wait text := snowflake_id_router.timeout('cleanup_timeout')::text;
+BEGIN
+    SELECT * INTO m FROM snowflake_id_router.move r WHERE r.id = move_id;
+    -- The source first, to learn whether it was sealed (a seal whose reply was lost).
+    BEGIN
+        src_state := snowflake_id_router.node_state(m.source, move_id, m.shards);
+        src_ok := true;
+    EXCEPTION WHEN query_canceled OR OTHERS THEN
+        left_over := left_over || format('on node %L (the source, %s): what the move made there', m.source, SQLERRM);
+    END;
+    IF src_state = 'sealed' THEN
+        PERFORM snowflake_id_router.note(move_id, format('state = %L', 'sealed'));
+        RETURN 'sealed';
+    END IF;
+    IF NOT src_ok AND m.state IN ('sealing', 'sealed', 'flipping') THEN
+        -- It may have been sealed: the target's copy may be the one to keep. Nothing undone.
+        PERFORM snowflake_id_router.note(move_id, format('error = %L', reason));
+        RETURN left_over[1] || '; the move may have sealed the source, so its copy on node '
+               || quote_literal(m.target) || ' is kept until the source can be reached';
+    END IF;
+    PERFORM snowflake_id_router.note(move_id, format('state = %L, error = %L', 'undoing', reason));
+    BEGIN
+        PERFORM snowflake_id_router.node_state(m.target, move_id, m.shards);
+        PERFORM snowflake_id_router.call(snowflake_id_router.node_conn(m.target), format(
+            'SELECT snowflake_id_node.undo(r.key, %L, %s) FROM snowflake_id_node.move r WHERE r.key = %L',
+            wait, coalesce(m.suboid, 0), k), snowflake_id_router.timeout('cleanup_timeout') + interval '5 s',
+            'undoing the move on the target');
+    EXCEPTION WHEN query_canceled OR OTHERS THEN
+        left_over := left_over || format('on node %L (the target): %s', m.target, SQLERRM);
+    END;
+    IF src_ok THEN
+        BEGIN
+            PERFORM snowflake_id_router.call(snowflake_id_router.node_conn(m.source), format(
+                'SELECT snowflake_id_node.undo(r.key, %L, %s) FROM snowflake_id_node.move r WHERE r.key = %L',
+                wait, coalesce(m.suboid, 0), k), snowflake_id_router.timeout('cleanup_timeout') + interval '5 s',
+                'undoing the move on the source');
+        EXCEPTION WHEN query_canceled OR OTHERS THEN
+            left_over := left_over || format('on node %L (the source): %s', m.source, SQLERRM);
+        END;
+    END IF;
+    IF cardinality(left_over) = 0 THEN
+        PERFORM snowflake_id_router.note(move_id, format('state = %L, ended = clock_timestamp()', 'undone'));
+        RETURN NULL;
+    END IF;
+    RETURN array_to_string(left_over, '; ');
+END
+$$;
+COMMENT ON FUNCTION snowflake_id_router.undo_move(bigint, text) IS
+  'Undoes a move not yet sealed on both nodes; NULL when all is removed, ''sealed'' if it was sealed after all, else what is left where.';
+
+-- Completes a sealed move: the target activated (sequences carried), the map flipped, then
+-- the clean-up. A failure before the flip raises (the shards' writes stay refused until a
+-- repair completes it); one in the clean-up is a WARNING, the move being done.
+CREATE OR REPLACE FUNCTION snowflake_id_router.complete_move(move_id bigint, sequences text DEFAULT NULL) RETURNS void
+LANGUAGE plpgsql VOLATILE CALLED ON NULL INPUT PARALLEL UNSAFE
+SET search_path = pg_catalog, pg_temp
+AS $$
+#variable_conflict use_variable
+DECLARE
+    m snowflake_id_router.move;
+    k text := snowflake_id_router.move_key(move_id);
+    src_state text;
+    dst_state text;
+    step text := 'activating the copies';
+    bound interval := snowflake_id_router.timeout('cleanup_timeout');
+    left_over text[] := '{}';
+BEGIN
+    SELECT * INTO m FROM snowflake_id_router.move r WHERE r.id = move_id;
+    IF m.state NOT IN ('flipped', 'cleaning') THEN
+        BEGIN
+            IF sequences IS NULL THEN
+                -- A repair: the nodes' records say where the move is.
+                src_state := snowflake_id_router.node_state(m.source, move_id, m.shards);
+                dst_state := snowflake_id_router.node_state(m.target, move_id, m.shards);
+                IF src_state IS DISTINCT FROM 'sealed' OR dst_state NOT IN ('incoming', 'serving') THEN
+                    RAISE EXCEPTION 'move % cannot be completed: its record is % on node % and % on node %', move_id,
+                        coalesce(src_state, 'absent'), quote_literal(m.source), coalesce(dst_state, 'absent'), quote_literal(m.target)
+                        USING ERRCODE = 'object_not_in_prerequisite_state';
+                END IF;
+                PERFORM snowflake_id_router.note(move_id, format('state = %L', 'sealed'));
+                IF dst_state = 'incoming' THEN
+                    sequences := snowflake_id_router.call(snowflake_id_router.node_conn(m.source),
+                        format('SELECT snowflake_id_node.sequences(%L)', k), bound, 'reading the sequences');
+                END IF;
+            ELSE
+                dst_state := 'incoming';  -- the mover's own call, right after the seal
+            END IF;
+            IF dst_state = 'incoming' THEN
+                PERFORM snowflake_id_router.call(snowflake_id_router.node_conn(m.target),
+                    format('SELECT snowflake_id_node.activate(%L, %L)', k, sequences), bound, 'carrying the sequences');
+            END IF;
+            PERFORM snowflake_id_router.pause_at('flipping');
+            step := 'flipping the map';
+            PERFORM snowflake_id_router.call(snowflake_id_router.loopback(), format('SELECT snowflake_id_router.flip(%s)', move_id),
+                                             snowflake_id_router.timeout('lock_timeout') + bound, step);
+        EXCEPTION WHEN query_canceled OR OTHERS THEN
+            PERFORM snowflake_id_router.note(move_id, format('error = %L', SQLSTATE || ' while ' || step || ': ' || SQLERRM));
+            PERFORM snowflake_id_router.disconnect_all();
+            RAISE EXCEPTION 'move % of % from node % to node % is sealed but failed while %: %', move_id,
+                CASE WHEN cardinality(m.shards) = 1 THEN 'shard ' || m.shards[1] ELSE 'shards ' || array_to_string(m.shards, ', ') END,
+                quote_literal(m.source), quote_literal(m.target), step, SQLERRM
+                USING ERRCODE = SQLSTATE,
+                      HINT = format('The copy on node %s is complete and node %s refuses the shards'' writes (40001) until the move is completed: SELECT repair_moves() completes it once the cause is fixed.',
+                                    quote_literal(m.target), quote_literal(m.source));
+        END;
+        PERFORM snowflake_id_router.pause_at('flipped');
+    END IF;
+    SELECT * INTO m FROM snowflake_id_router.move r WHERE r.id = move_id;
+    PERFORM snowflake_id_router.enter(move_id, 'cleaning');
+    PERFORM snowflake_id_router.wait_for_older_transactions(m.flipped);
+    BEGIN
+        dst_state := snowflake_id_router.node_state(m.target, move_id, m.shards);
+        IF dst_state IS NOT NULL THEN
+            PERFORM snowflake_id_router.call(snowflake_id_router.node_conn(m.target),
+                format('SELECT snowflake_id_node.finish(%L)', k), bound, 'removing the subscription and marker');
+        END IF;
+    EXCEPTION WHEN query_canceled OR OTHERS THEN
+        left_over := left_over || format('on node %L: %s', m.target, SQLERRM);
+    END;
+    PERFORM snowflake_id_router.pause_at('cleaning the source');
+    BEGIN
+        src_state := snowflake_id_router.node_state(m.source, move_id, m.shards);
+        IF src_state IS NOT NULL THEN
+            PERFORM snowflake_id_router.call(snowflake_id_router.node_conn(m.source),
+                format('SELECT snowflake_id_node.drop_copy(%L, %L, %L)', k,
+                       snowflake_id_router.ms(snowflake_id_router.timeout('lock_timeout')), bound),
+                bound + snowflake_id_router.timeout('lock_timeout') + interval '5 s', 'dropping the old copy');
+        END IF;
+    EXCEPTION WHEN query_canceled OR OTHERS THEN
+        left_over := left_over || format('on node %L: %s', m.source, SQLERRM);
+    END;
+    IF cardinality(left_over) > 0 THEN
+        PERFORM snowflake_id_router.note(move_id, format('error = %L', 'clean-up: ' || array_to_string(left_over, '; ')));
+        RAISE WARNING 'move % of % to node % is done, but its clean-up is not: %', move_id,
+            CASE WHEN cardinality(m.shards) = 1 THEN 'shard ' || m.shards[1] ELSE 'shards ' || array_to_string(m.shards, ', ') END,
+            quote_literal(m.target), array_to_string(left_over, '; ')
+            USING HINT = 'SELECT repair_moves() finishes it once the cause is fixed.';
+        RETURN;
+    END IF;
+    PERFORM snowflake_id_router.note(move_id, format('state = %L, ended = clock_timestamp()', 'done'));
+    SELECT * INTO m FROM snowflake_id_router.move r WHERE r.id = move_id;
+    RAISE NOTICE '% moved from node % to node %: % rows, % ms in all, writes fenced for % ms',
+        CASE WHEN cardinality(m.shards) = 1 THEN 'shard ' || m.shards[1] ELSE 'shards ' || array_to_string(m.shards, ', ') END,
+        quote_literal(m.source), quote_literal(m.target), m.rows,
+        round(extract(epoch FROM m.ended - m.started) * 1000),
+        round(extract(epoch FROM m.flipped - m.fenced) * 1000, 1);
+END
+$$;
+COMMENT ON FUNCTION snowflake_id_router.complete_move(bigint, text) IS
+  'Completes a sealed move: activates the copies, flips the map, removes the old copy and what the move made.';
+
+-- The flip, run through the loopback connection (committed at once for every router
+-- session): the map of the move's shards from its source to its target, and its record.
+-- The one place a move changes the map.
+CREATE OR REPLACE FUNCTION snowflake_id_router.flip(move_id bigint) RETURNS text
+LANGUAGE plpgsql VOLATILE STRICT PARALLEL UNSAFE
+SET search_path = pg_catalog, pg_temp
+AS $$
+#variable_conflict use_variable
+DECLARE
+    m snowflake_id_router.move;
+BEGIN
+    SELECT * INTO m FROM snowflake_id_router.move r WHERE r.id = move_id FOR UPDATE;
+    IF m.state IN ('flipped', 'cleaning', 'done') THEN
+        RETURN 'flipped already';
+    END IF;
+    IF m.state NOT IN ('sealing', 'sealed', 'flipping') THEN
+        RAISE EXCEPTION 'move % is %: only a sealed move flips the map', move_id, m.state
+            USING ERRCODE = 'object_not_in_prerequisite_state';
+    END IF;
+    UPDATE snowflake_id_router.shard s SET node = m.target WHERE s.shard = ANY (m.shards) AND s.node = m.source;
+    IF (SELECT count(*) FROM snowflake_id_router.shard s WHERE s.shard = ANY (m.shards) AND s.node = m.target)
+       <> cardinality(m.shards) THEN
+        RAISE EXCEPTION 'the map of shards % changed during move %', m.shards, move_id USING ERRCODE = 'serialization_failure';
+    END IF;
+    UPDATE snowflake_id_router.move r SET state = 'flipped', flipped = clock_timestamp() WHERE r.id = move_id;
+    RETURN 'flipped';
+END
+$$;
+COMMENT ON FUNCTION snowflake_id_router.flip(bigint) IS
+  'Flips the map of a sealed move''s shards to its target and records it (run through the loopback connection).';
+
+-- The flip rehearsed in a subtransaction rolled back: the map's rows can be locked (within
+-- the loopback session's lock_timeout) and every cache the flip needs is loaded, so the
+-- real flip, under the fence, is quick. Run through the loopback connection.
+CREATE OR REPLACE FUNCTION snowflake_id_router.rehearse_flip(move_id bigint) RETURNS text
+LANGUAGE plpgsql VOLATILE STRICT PARALLEL UNSAFE
+SET search_path = pg_catalog, pg_temp
+AS $$
+#variable_conflict use_variable
+DECLARE
+    m snowflake_id_router.move;
+BEGIN
+    SELECT * INTO m FROM snowflake_id_router.move r WHERE r.id = move_id;
+    BEGIN
+        UPDATE snowflake_id_router.shard s SET node = m.target WHERE s.shard = ANY (m.shards) AND s.node = m.source;
+        IF (SELECT count(*) FROM snowflake_id_router.shard s WHERE s.shard = ANY (m.shards) AND s.node = m.target)
+           <> cardinality(m.shards) THEN
+            RAISE EXCEPTION 'the map of shards % changed during move %', m.shards, move_id USING ERRCODE = 'serialization_failure';
+        END IF;
+        RAISE EXCEPTION 'rehearsal' USING ERRCODE = 'SFRH0';
+    EXCEPTION WHEN SQLSTATE 'SFRH0' THEN
+        NULL;
+    END;
+    RETURN 'rehearsed';
+END
+$$;
+COMMENT ON FUNCTION snowflake_id_router.rehearse_flip(bigint) IS
+  'Rehearses a move''s flip and rolls it back: checks the map can be locked and warms the loopback session.';
+
+-- A router transaction that began before the flip may still send a write to the source,
+-- where the sealed fence refuses it (40001); let such transactions end (bounded by
+-- lock_timeout) before the source's copy goes and the refusal becomes "not on this node".
+CREATE OR REPLACE FUNCTION snowflake_id_router.wait_for_older_transactions(since timestamptz) RETURNS void
+LANGUAGE plpgsql VOLATILE STRICT PARALLEL UNSAFE
+SET search_path = pg_catalog, pg_temp
+AS $$
+#variable_conflict use_variable
+DECLARE
+    deadline timestamptz := clock_timestamp() + snowflake_id_router.timeout('lock_timeout');
+BEGIN
+    WHILE clock_timestamp() < deadline LOOP
+        PERFORM pg_stat_clear_snapshot();
+        EXIT WHEN NOT EXISTS (SELECT FROM pg_stat_activity a
+                               WHERE a.datname = current_database() AND a.pid <> pg_backend_pid()
+                                 AND a.backend_type = 'client backend' AND a.xact_start < since
+                                 -- (movers and their loopback sessions send no routed writes)
+                                 AND a.application_name NOT LIKE 'snowflake\_id\_router %'
+                                 AND a.pid NOT IN (SELECT l.pid FROM pg_locks l
+                                                    WHERE l.locktype = 'advisory' AND l.granted
+                                                      AND l.classid = snowflake_id_node.lock_class()::oid));
+        PERFORM pg_sleep(0.01);
+    END LOOP;
+END
+$$;
+COMMENT ON FUNCTION snowflake_id_router.wait_for_older_transactions(timestamptz) IS
+  'Waits (at most lock_timeout) until no router transaction that began before since is running.';
+
+-- ==== router/sql/33_repair.sql ====
+-- == Repair: moves whose mover is gone ==
+--
+-- A move's mover holds the router's locks of its shards for its transaction and its shard
+-- locks on both nodes through its node sessions. A move record that is neither done nor
+-- undone and whose router locks can be taken belongs to a mover that is gone: a move
+-- sealed on its source is completed, any other undone. repair_moves() does this for every
+-- such move, and removes what this router's moves left on the nodes without a record on the
+-- router (a restored dump, say); every move does it first for the moves of its own shards.
+
+-- Repairs one move whose mover is gone; the caller holds its router locks.
+CREATE OR REPLACE FUNCTION snowflake_id_router.repair_move(move_id bigint) RETURNS text
+LANGUAGE plpgsql VOLATILE STRICT PARALLEL UNSAFE
+SET search_path = pg_catalog, pg_temp
+AS $$
+#variable_conflict use_variable
+DECLARE
+    m snowflake_id_router.move;
+    left_over text;
+BEGIN
+    SELECT * INTO m FROM snowflake_id_router.move r WHERE r.id = move_id;
+    IF m.state NOT IN ('sealed', 'flipping', 'flipped', 'cleaning') THEN
+        left_over := snowflake_id_router.undo_move(move_id, coalesce(m.error, format('interrupted while %s', m.state)));
+        IF left_over IS NULL THEN
+            RETURN 'undone';
+        ELSIF left_over <> 'sealed' THEN
+            RETURN 'not undone yet: left ' || left_over;
+        END IF;
+    END IF;
+    PERFORM snowflake_id_router.complete_move(move_id);
+    SELECT * INTO m FROM snowflake_id_router.move r WHERE r.id = move_id;
+    RETURN CASE WHEN m.state = 'done' THEN 'completed' ELSE 'completed, clean-up not done: ' || coalesce(m.error, m.state) END;
+END
+$$;
+COMMENT ON FUNCTION snowflake_id_router.repair_move(bigint) IS
+  'Completes (if sealed) or undoes a move whose mover is gone; the caller holds its router locks.';
+
+-- Repairs the interrupted moves of these shards (at the start of a move of them).
+CREATE OR REPLACE FUNCTION snowflake_id_router.repair_shards(shards integer[]) RETURNS void
+LANGUAGE plpgsql VOLATILE STRICT PARALLEL UNSAFE
+SET search_path = pg_catalog, pg_temp
+AS $$
+#variable_conflict use_variable
+DECLARE
+    m snowflake_id_router.move;
+    outcome text;
+    repaired boolean := false;
+BEGIN
+    FOR m IN SELECT * FROM snowflake_id_router.move r
+              WHERE r.shards && repair_shards.shards AND r.state NOT IN ('done', 'undone') ORDER BY r.id LOOP
+        PERFORM snowflake_id_router.lock_router(m.shards);
+        outcome := snowflake_id_router.repair_move(m.id);
+        RAISE NOTICE 'interrupted move % of shards % (node % to node %): %', m.id, m.shards, quote_literal(m.source),
+            quote_literal(m.target), outcome;
+        repaired := true;
+    END LOOP;
+    IF repaired THEN
+        -- The node sessions also hold the repaired moves' shard locks: start afresh.
+        PERFORM snowflake_id_router.disconnect_all();
+    END IF;
+END
+$$;
+COMMENT ON FUNCTION snowflake_id_router.repair_shards(integer[]) IS
+  'Completes or undoes the interrupted moves of shards (their movers gone).';
+
+CREATE OR REPLACE FUNCTION repair_moves() RETURNS TABLE (move bigint, shards integer[], outcome text)
+LANGUAGE plpgsql VOLATILE PARALLEL UNSAFE SECURITY DEFINER
+SET search_path = pg_catalog, pg_temp SET DateStyle = 'ISO, MDY' SET IntervalStyle = 'postgres'
+AS $$
+#variable_conflict use_variable
+DECLARE
+    m snowflake_id_router.move;
+    n record;
+    r record;
+    router text := snowflake_id_node.identity();
+    router8 text := left(md5(snowflake_id_node.identity()), 8);
+    wait text := snowflake_id_router.timeout('cleanup_timeout')::text;
+    bound interval := snowflake_id_router.timeout('cleanup_timeout') + interval '5 s';
+    conn text;
+BEGIN
+    IF current_setting('transaction_isolation') <> 'read committed' THEN
+        RAISE EXCEPTION 'repair_moves runs only in a READ COMMITTED transaction, not %', current_setting('transaction_isolation')
+            USING ERRCODE = 'invalid_transaction_state';
+    END IF;
+    FOR m IN SELECT * FROM snowflake_id_router.move x WHERE x.state NOT IN ('done', 'undone') ORDER BY x.id LOOP
+        move := m.id;
+        shards := m.shards;
+        BEGIN
+            PERFORM snowflake_id_router.lock_router(m.shards);
+            BEGIN
+                outcome := snowflake_id_router.repair_move(m.id);
+            EXCEPTION WHEN query_canceled OR OTHERS THEN
+                outcome := format('not repaired: %s (%s)', SQLERRM, SQLSTATE);
+            END;
+        EXCEPTION WHEN lock_not_available THEN
+            outcome := 'running: ' || m.state;
+        END;
+        PERFORM snowflake_id_router.disconnect_all();
+        RETURN NEXT;
+    END LOOP;
+    -- What this router's moves left on the nodes without a record to follow.
+    FOR n IN SELECT x.name FROM snowflake_id_router.node x ORDER BY x.name LOOP
+        BEGIN
+            conn := snowflake_id_router.node_conn(n.name);
+            FOR r IN SELECT * FROM json_to_recordset(snowflake_id_router.call(conn, 'SELECT snowflake_id_node.moves()',
+                                                                                bound, 'reading the move records')::json)
+                         AS x(key text, router text, role text, state text, shards integer[], alive boolean)
+                      WHERE x.router = router AND NOT x.alive
+                        AND NOT EXISTS (SELECT FROM snowflake_id_router.move y
+                                         WHERE y.id::text = split_part(x.key, '/', 2) AND y.state NOT IN ('done', 'undone'))
+            LOOP
+                move := NULLIF(split_part(r.key, '/', 2), '')::bigint;
+                shards := r.shards;
+                IF r.state IN ('sealed', 'serving') THEN
+                    outcome := format('left on node %L: a record of move %s, %s, which this router does not know', n.name, r.key, r.state);
+                    RAISE WARNING '%', outcome USING HINT = 'Look at the node''s snowflake_id_node.move; see docs/cluster.md.';
+                ELSE
+                    BEGIN
+                        PERFORM snowflake_id_router.lock_router(r.shards);
+                        PERFORM snowflake_id_router.call(conn, format('SELECT snowflake_id_node.lock_shards(%L)', r.shards),
+                                                         bound, 'locking the shards');
+                        PERFORM snowflake_id_router.call(conn, format('SELECT snowflake_id_node.undo(%L, %L, 0)', r.key, wait),
+                                                         bound, 'undoing a move without a record');
+                        PERFORM snowflake_id_router.call(conn, format('SELECT snowflake_id_node.unlock_shards(%L)', r.shards),
+                                                         bound, 'unlocking the shards');
+                        outcome := format('undone on node %L (a record without a move on this router)', n.name);
+                    EXCEPTION WHEN query_canceled OR OTHERS THEN
+                        outcome := format('not undone on node %L: %s (%s)', n.name, SQLERRM, SQLSTATE);
+                    END;
+                END IF;
+                RETURN NEXT;
+            END LOOP;
+            FOR r IN SELECT x FROM unnest(snowflake_id_router.call(conn,
+                         format('SELECT snowflake_id_node.drop_orphans(%L, %L)', router8, wait), bound,
+                         'removing what moves left without a record')::text[]) x LOOP
+                move := NULL;
+                shards := NULL;
+                outcome := format('removed on node %L: %s', n.name, r.x);
+                RETURN NEXT;
+            END LOOP;
+        EXCEPTION WHEN query_canceled OR OTHERS THEN
+            move := NULL;
+            shards := NULL;
+            outcome := format('node %L not checked: %s (%s)', n.name, SQLERRM, SQLSTATE);
+            RAISE WARNING '%', outcome;
+            RETURN NEXT;
+        END;
+        PERFORM snowflake_id_router.disconnect_all();
+    END LOOP;
+    PERFORM snowflake_id_router.disconnect_all();
+END
+$$;
+COMMENT ON FUNCTION repair_moves() IS
+  'Completes (if sealed) or undoes every move whose mover is gone, and removes what this router''s moves left on the nodes without a record; one row per move or leftover.';
+
+CREATE OR REPLACE VIEW move_history AS
+    SELECT m.id AS move, m.shards, m.source, m.target, m.started, m.ended, m.rows,
+           coalesce(m.flipped, m.ended) - m.fenced AS write_pause,
+           CASE WHEN m.state IN ('done', 'undone') THEN m.state
+                WHEN EXISTS (SELECT FROM pg_catalog.pg_locks l
+                              WHERE l.locktype = 'advisory' AND l.granted AND l.objsubid = 2
+                                AND l.database = (SELECT d.oid FROM pg_catalog.pg_database d WHERE d.datname = pg_catalog.current_database())
+                                AND l.classid = snowflake_id_node.lock_class()::oid AND l.objid::bigint = m.shards[1])
+                THEN 'running: ' || m.state
+                ELSE 'interrupted: ' || m.state END AS outcome,
+           m.error
+      FROM snowflake_id_router.move m
+     ORDER BY m.id;
+COMMENT ON VIEW move_history IS
+  'Each move: shards, nodes, start, end, rows, write pause (fence to flip), outcome (done, undone, running or interrupted at a step) and error.';
 
 -- ==== router/sql/40_nodes.sql ====
 -- == Seeing the nodes: one query per node, sent to all at once ==
@@ -1773,10 +2538,11 @@ COMMENT ON VIEW rebalance_status IS
   'Each rebalance and drain, newest first: state (running, stopping, interrupted, stopped, failed, done, abandoned), batches and shards planned and done, the batch moving now, estimated time left, error.';
 
 -- ==== router/sql/90_grants.sql ====
+-- Superuser only, unless granted: these run as the extension's owner (SECURITY DEFINER).
 REVOKE ALL ON FUNCTION add_node(text, text), assign_shards(integer, integer, text),
-    move_shard(integer, text, text) FROM PUBLIC;
+    move_shard(integer, text, text), move_shards(integer[], text, text), repair_moves() FROM PUBLIC;
 REVOKE ALL ON ALL FUNCTIONS IN SCHEMA snowflake_id_router FROM PUBLIC;
-REVOKE ALL ON shard_map FROM PUBLIC;
+REVOKE ALL ON shard_map, move_history FROM PUBLIC;
 REVOKE ALL ON FUNCTION rebalance_plan(text, integer, text), rebalance_stop(), alter_node(text, text),
     remove_node(text) FROM PUBLIC;
 REVOKE ALL ON PROCEDURE rebalance(text, integer, text), drain_node(text, text, integer, text) FROM PUBLIC;

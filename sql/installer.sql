@@ -23,9 +23,15 @@ COMMENT ON TABLE snowflake_id_shard IS 'Logical shards made by create_shard: one
 -- Dumped with the database (pg_dump), though it belongs to the extension.
 SELECT pg_catalog.pg_extension_config_dump('snowflake_id_shard', '');
 
+-- The shards this node serves: not a move's copy before it is activated, nor a copy a move
+-- has sealed (snowflake_id_node.move), so a fan-out never sees a shard twice.
 CREATE VIEW snowflake_id_shards AS
-    SELECT schema_name, shard, sequence FROM snowflake_id_shard ORDER BY shard;
-COMMENT ON VIEW snowflake_id_shards IS 'Logical shards made by create_shard: schema, shard number, sequence.';
+    SELECT c.schema_name, c.shard, c.sequence FROM snowflake_id_shard c
+     WHERE NOT EXISTS (SELECT FROM snowflake_id_node.move m
+                        WHERE c.schema_name = ANY (m.schemas) AND m.state IN ('incoming', 'sealed'))
+     ORDER BY c.shard;
+COMMENT ON VIEW snowflake_id_shards IS
+  'Logical shards made by create_shard and served here (not a move''s copy before or after it serves): schema, shard number, sequence.';
 -- Readable by every role, as pg_namespace is: an application's node-side functions look
 -- shards up here.
 GRANT SELECT ON snowflake_id_shards TO PUBLIC;

@@ -170,15 +170,17 @@ RETURN (@extschema@.id_timestamp(id), @extschema@.id_shard(id), @extschema@.id_s
     requires = [id_timestamp, id_shard, id_sequence]
 );
 
+// The node side of snowflake_id_router's protocol (schema snowflake_id_node): identity,
+// connect strings, moves. Before the installer: snowflake_id_shards reads the moves.
+extension_sql_file!("../sql/node.sql", name = "node");
+
 // The per-schema shard installer (create_shard, create_shards, drop_shard, snowflake_id_shards).
 extension_sql_file!(
     "../sql/installer.sql",
     name = "installer",
-    requires = ["next_id", make_id]
+    requires = ["next_id", make_id, "node"]
 );
 
-// The node side of snowflake_id_router's protocol (schema snowflake_id_node).
-extension_sql_file!("../sql/node.sql", name = "node", requires = ["installer"]);
 // What the router's node_status, shard_status and rebalancer read on a node.
 extension_sql_file!(
     "../sql/node_status.sql",
