@@ -13,7 +13,8 @@
 # Afterwards (reliability/router_check.py): every acknowledged write is present exactly
 # once, on the node the map names (node_a, removed, holds none); no ID twice; each moved
 # shard's IDs made after its move are above all its IDs from before; and no node holds a
-# replication slot, publication, subscription, fence, marker or move record.
+# replication slot, publication, subscription, fence, marker or move record
+# (router_invariants, scripts/router_cluster.sh).
 set -euo pipefail
 here=$(cd "$(dirname "$0")" && pwd)
 source "$here/../scripts/cluster.sh"; source "$here/lib.sh"
@@ -84,17 +85,9 @@ wait_until() {
   local _; for _ in $(seq 1200); do [[ $(on router -c "$1") == t ]] && return 0; sleep 0.1; done
   fail "waited 120 s for: $1"
 }
-# leftovers: what moves left on the nodes (slots, publications, subscriptions, fences, markers, records).
+# leftovers: what moves left on the nodes (snowflake_id_node.leftovers()), one node a line.
 leftovers() {
-  local n
-  for n in node_a node_b node_c; do
-    echo "$n $(on "$n" -c "SELECT (SELECT count(*) FROM pg_replication_slots) || ' slots, '
-                             || (SELECT count(*) FROM pg_publication) || ' publications, '
-                             || (SELECT count(*) FROM pg_subscription) || ' subscriptions, '
-                             || (SELECT count(*) FROM pg_trigger WHERE NOT tgisinternal AND tgname LIKE '%fence%') || ' fences, '
-                             || (SELECT count(*) FROM pg_class WHERE relname LIKE '%marker%') || ' markers, '
-                             || (SELECT count(*) FROM snowflake_id_node.move) || ' move records'")"
-  done | grep -v ' 0 slots, 0 publications, 0 subscriptions, 0 fences, 0 markers, 0 move records$' || true
+  local n; for n in node_a node_b node_c; do on "$n" -c "SELECT '$n: ' || string_agg(x, '; ') FROM snowflake_id_node.leftovers() x"; done
 }
 
 # The rebalance, stopped half-way from another session, then resumed.
@@ -107,6 +100,8 @@ read -r id state done planned <<<"$(status_of "id, state, shards_done, shards")"
 echo "rebalance $id: $state after $done of $planned shards"
 [[ $state == stopped && $done -gt 0 && $done -lt $planned ]] || fail "rebalance_stop did not stop it half-way: $state, $done of $planned"
 left=$(leftovers); [[ -z $left ]] || fail "the stopped rebalance left: $left"
+[[ $(on router -c "SELECT count(*) FROM snowflake_id_router.move WHERE state NOT IN ('done', 'undone')") == 0 ]] \
+  || fail "the stopped rebalance left a move unfinished"
 on router -c "SET client_min_messages = notice" -c "CALL rebalance()" >"$work/rebalance2.log" 2>&1 \
   || fail "the resumed rebalance failed: $(cat "$work/rebalance2.log")"
 grep -q "rebalance $id resumed" "$work/rebalance2.log" || fail "the second CALL rebalance() did not resume rebalance $id: $(cat "$work/rebalance2.log")"
@@ -138,16 +133,10 @@ echo "drain: $done shards moved in $(python3 -c "print(round($(date +%s.%N) - $t
 sleep 4
 touch "$work"/client{1,2,3,4}.log.stop
 for p in "${pids[@]}"; do wait "$p" || fail "a client failed"; done
-left=$(leftovers); [[ -z $left ]] || fail "moves left: $left"
 
-# Every write where the map says, once; new IDs of each moved shard above its old ones.
+# Nothing left by moves, every shard served once where the map says, every write there
+# once, and the new IDs of each moved shard above its old ones.
 on router -F ' ' -c "SELECT s, extract(epoch FROM b.started), extract(epoch FROM b.ended)
                        FROM snowflake_id_router.rebalance_batch b, unnest(b.shards) s
                       WHERE b.state = 'done' AND s = ANY ('{$shards}'::integer[])" >"$work/moves"
-for n in node_a node_b node_c; do
-  q=$(on "$n" -c "SELECT coalesce(string_agg(format('SELECT %L, %s, id, body FROM %I.posts', '$n', shard, schema_name), ' UNION ALL '), 'SELECT 1 WHERE false')
-                  FROM snowflake_id_shards")
-  on "$n" -F ' ' -c "$q" >>"$work/rows"
-done
-on router -F ' ' -c "SELECT shard, node FROM shard_map" >"$work/map"
-"$PYTHON" "$here/router_check.py" "$work/rows" "$work/map" "$work/moves" "$work"/client*.log
+router_invariants "$work" "$work"/client*.log

@@ -1744,19 +1744,10 @@ RETURN 128;
 COMMENT ON FUNCTION snowflake_id_router.status_chunk() IS
   'Shards a node answers for per query of shard_status and the rebalancer.';
 
--- The router's own resources on a node, and whether a live move owns them: names made by
--- this router (sfid_<router8>_<move>) whose move is not running now are leftovers.
-CREATE OR REPLACE FUNCTION snowflake_id_router.leftovers(names text[]) RETURNS text[]
-LANGUAGE sql STABLE STRICT PARALLEL SAFE
-SET search_path = pg_catalog, pg_temp
-RETURN ARRAY(SELECT x FROM unnest(names) x ORDER BY x);
-COMMENT ON FUNCTION snowflake_id_router.leftovers(text[]) IS
-  'Of the names of move resources found on a node, those no live move owns.';
-
 CREATE OR REPLACE FUNCTION snowflake_id_router.node_status()
 RETURNS TABLE (node text, reachable boolean, error text, wal_level text, in_recovery boolean,
                shards_mapped integer, shards_served integer, rows bigint, bytes bigint,
-               leftover_slots text[], leftover_publications text[], leftover_subscriptions text[],
+               moves_running integer, leftovers text[],
                slot_wal_bytes bigint, free_slots integer, free_wal_senders integer,
                standbys integer, sync_standbys integer, standby_lag_bytes bigint)
 LANGUAGE sql VOLATILE PARALLEL UNSAFE SECURITY DEFINER
@@ -1764,14 +1755,12 @@ SET search_path = pg_catalog, pg_temp
 BEGIN ATOMIC
     SELECT o.node, o.error IS NULL, o.error, s.wal_level, s.in_recovery,
            (SELECT count(*) FROM snowflake_id_router.shard m WHERE m.node = o.node)::integer,
-           s.shards, s.rows, s.bytes,
-           snowflake_id_router.leftovers(s.slots), snowflake_id_router.leftovers(s.publications),
-           snowflake_id_router.leftovers(s.subscriptions),
+           s.shards, s.rows, s.bytes, s.moves_running, s.leftovers,
            s.slot_wal_bytes, s.free_slots, s.free_wal_senders, s.standbys, s.sync_standbys, s.standby_lag_bytes
       FROM snowflake_id_router.on_nodes('SELECT to_jsonb(s) FROM snowflake_id_node.node_stats() s') o
       LEFT JOIN LATERAL jsonb_to_record(o.result) AS s(
            wal_level text, in_recovery boolean, shards integer, rows bigint, bytes bigint,
-           slots text[], publications text[], subscriptions text[], slot_wal_bytes bigint,
+           moves_running integer, leftovers text[], slot_wal_bytes bigint,
            free_slots integer, free_wal_senders integer, standbys integer, sync_standbys integer,
            standby_lag_bytes bigint) ON true
      ORDER BY o.node;
@@ -1780,7 +1769,7 @@ COMMENT ON FUNCTION snowflake_id_router.node_status() IS 'The rows of the view n
 
 CREATE OR REPLACE VIEW node_status AS SELECT * FROM snowflake_id_router.node_status();
 COMMENT ON VIEW node_status IS
-  'Each node, asked now (one query per node, all at once): reachable, wal_level, shards mapped and served, rows (estimated) and bytes, leftovers of moves, WAL held by slots, free slots and WAL senders, standbys and their lag.';
+  'Each node, asked now (one query per node, all at once): reachable, wal_level, shards mapped and served, rows (estimated), the database''s bytes, moves running and what moves left, WAL held by slots, free slots and WAL senders, standbys and their lag.';
 
 -- One row per shard a node serves (with data: a schema made by create_shard), from every
 -- node that answers; mapped is false for a copy the map does not send calls to (a shard
@@ -1889,7 +1878,8 @@ $$;
 COMMENT ON FUNCTION alter_node(text, text) IS
   'Repoints a node to a new connect string reaching the same database (another address, its promoted standby), for every router session at once.';
 
--- Removes a node that holds no shard: drain_node moves its shards off first.
+-- Removes a node that holds no shard (drain_node moves its shards off first) and takes part
+-- in no unfinished move.
 CREATE OR REPLACE FUNCTION remove_node(node text) RETURNS void
 LANGUAGE plpgsql VOLATILE CALLED ON NULL INPUT PARALLEL UNSAFE SECURITY DEFINER
 SET search_path = pg_catalog, pg_temp
@@ -1897,6 +1887,7 @@ AS $$
 DECLARE
     held integer;
     first_held integer;
+    unfinished text;
 BEGIN
     IF node IS NULL THEN
         RAISE EXCEPTION 'remove_node: node must not be NULL' USING ERRCODE = 'null_value_not_allowed';
@@ -1912,11 +1903,22 @@ BEGIN
             USING ERRCODE = 'object_not_in_prerequisite_state',
                   HINT = format('CALL drain_node(%L) moves them to the other nodes.', node);
     END IF;
+    -- An unfinished move from or to it still has something to complete or undo there.
+    SELECT format('move %s of shard(s) %s from node %L to node %L (%s)', m.id, array_to_string(m.shards, ', '),
+                  m.source, m.target, m.state)
+      INTO unfinished FROM snowflake_id_router.move m
+     WHERE m.state NOT IN ('done', 'undone') AND remove_node.node IN (m.source, m.target)
+     ORDER BY m.id LIMIT 1;
+    IF unfinished IS NOT NULL THEN
+        RAISE EXCEPTION 'node % is part of an unfinished move: %', quote_literal(node), unfinished
+            USING ERRCODE = 'object_not_in_prerequisite_state',
+                  HINT = 'SELECT * FROM repair_moves() completes or undoes it once its mover is gone.';
+    END IF;
     DELETE FROM snowflake_id_router.node n WHERE n.name = remove_node.node;
 END
 $$;
 COMMENT ON FUNCTION remove_node(text) IS
-  'Removes a node that holds no shard (55000 otherwise: drain_node first).';
+  'Removes a node that holds no shard and takes part in no unfinished move (55000 otherwise: drain_node, repair_moves first).';
 
 -- ==== router/sql/41_rebalance.sql ====
 -- == Rebalancing and draining ==

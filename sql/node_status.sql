@@ -13,14 +13,14 @@
 -- rest of snowflake_id_node.
 
 -- The node: its replication settings, the shards it serves and their rows, the database's
--- size, what moves make on it (replication slots, publications, subscriptions named by the
--- router, and the table-sync slots of subscriptions), with the WAL the slots hold and the
--- lag of its standbys. Slot and WAL figures read the WAL position of a primary, or the
+-- size, the moves running on it and what moves left (snowflake_id_node.leftovers(): move
+-- records, slots, publications, subscriptions, fences, markers), the WAL the slots hold
+-- and the lag of its standbys. Slot and WAL figures read the WAL position of a primary, or the
 -- replayed one on a standby. It takes no relation lock.
 CREATE OR REPLACE FUNCTION snowflake_id_node.node_stats(
     OUT wal_level text, OUT in_recovery boolean,
     OUT shards integer, OUT rows bigint, OUT bytes bigint,
-    OUT slots text[], OUT publications text[], OUT subscriptions text[],
+    OUT moves_running integer, OUT leftovers text[],
     OUT slot_wal_bytes bigint, OUT free_slots integer, OUT free_wal_senders integer,
     OUT standbys integer, OUT sync_standbys integer, OUT standby_lag_bytes bigint)
 LANGUAGE sql STABLE PARALLEL SAFE
@@ -35,11 +35,13 @@ BEGIN ATOMIC
          WHERE c.relkind IN ('r', 'p')
            AND c.relnamespace IN (SELECT n.oid FROM @extschema@.snowflake_id_shards s
                                    JOIN pg_namespace n ON n.nspname = s.schema_name)),
-    -- A router names what a move makes sfid_<router>_<move>; a subscription's table sync
-    -- makes slots pg_<subscription oid>_sync_<table oid>_<system identifier>.
-    move_slots AS (
-        SELECT r.slot_name, r.restart_lsn FROM pg_replication_slots r
-         WHERE r.slot_name LIKE 'sfid\_%' OR r.slot_name ~ '^pg_[0-9]+_sync_[0-9]+_[0-9]+$'),
+    -- A move's record here, and whether its mover lives (holds the shard locks); what a
+    -- running move uses is not left over: its record, and what is named for it
+    -- (sfid_<router>_<move>, its key being <router>/<move>), or, while any move runs, a
+    -- subscription's table-sync slot (pg_<subscription>_sync_<table>_<system>).
+    running AS (
+        SELECT m.key, 'sfid_' || replace(m.key, '/', '_') AS name
+          FROM snowflake_id_node.move m WHERE snowflake_id_node.alive(m.shards)),
     senders AS (
         SELECT r.sync_state, r.replay_lsn FROM pg_stat_replication r
           JOIN pg_stat_activity a ON a.pid = r.pid
@@ -47,11 +49,11 @@ BEGIN ATOMIC
     SELECT current_setting('wal_level'), pg_is_in_recovery(),
            (SELECT count(*) FROM @extschema@.snowflake_id_shards)::integer,
            coalesce((SELECT rows FROM shard_tables), 0)::bigint, pg_database_size(current_database()),
-           ARRAY(SELECT slot_name::text FROM move_slots ORDER BY 1),
-           ARRAY(SELECT p.pubname::text FROM pg_publication p WHERE p.pubname LIKE 'sfid\_%' ORDER BY 1),
-           ARRAY(SELECT s.subname::text FROM pg_subscription s
-                  WHERE s.subname LIKE 'sfid\_%'
-                    AND s.subdbid = (SELECT d.oid FROM pg_database d WHERE d.datname = current_database())
+           (SELECT count(*) FROM running)::integer,
+           ARRAY(SELECT x FROM snowflake_id_node.leftovers() x
+                  WHERE NOT EXISTS (SELECT FROM running r
+                                     WHERE x ~ (r.name || '(?![0-9])') OR x LIKE 'move record ' || r.key || ' %'
+                                        OR x ~ '^replication slot pg_[0-9]+_sync_')
                   ORDER BY 1),
            (SELECT max(pg_wal_lsn_diff((SELECT lsn FROM here), r.restart_lsn))::bigint FROM pg_replication_slots r),
            current_setting('max_replication_slots')::integer - (SELECT count(*) FROM pg_replication_slots)::integer,
@@ -62,7 +64,7 @@ BEGIN ATOMIC
            (SELECT max(pg_wal_lsn_diff((SELECT lsn FROM here), replay_lsn))::bigint FROM senders);
 END;
 COMMENT ON FUNCTION snowflake_id_node.node_stats() IS
-  'This node for snowflake_id_router''s node_status: replication settings, shards served and their rows (estimated), the database''s size, what moves made here, WAL held by slots, standby lag; no relation lock.';
+  'This node for snowflake_id_router''s node_status: replication settings, shards served and their rows (estimated), the database''s size, moves running and what moves left, WAL held by slots, standby lag; no relation lock.';
 
 -- The shards this node serves, in order: all a by_shard_count plan needs, without a lock.
 CREATE OR REPLACE FUNCTION snowflake_id_node.served_shards() RETURNS integer[]

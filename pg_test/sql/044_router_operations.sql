@@ -79,7 +79,7 @@ SELECT assign_shards(0, 4096, 'a'), assign_shards(4096, 4096, 'b');
 
 -- The views: one query per node.
 SELECT node, reachable, error, wal_level IS NOT NULL AS wal_level, in_recovery, shards_mapped, shards_served,
-       bytes > 0 AS bytes, leftover_slots, leftover_publications, leftover_subscriptions, standbys
+       bytes > 0 AS bytes, moves_running, leftovers, standbys
   FROM node_status;
 SELECT shard, node, mapped, schema_name, tables, newest_at <= clock_timestamp() AS newest_past,
        ahead_of_clock < interval '0' AS behind_clock, ids_last_minute
