@@ -22,7 +22,7 @@ source "$here/../scripts/router_cluster.sh"
 ROUTER_NODES=(node_a node_b node_c)
 work=$(mktemp -d); chmod 755 "$work"
 trap 'touch "$work"/client{1,2,3,4}.log.stop; router_cluster_down; rm -rf "$work"' EXIT
-N=${SHARDS_PER_NODE:-500}   # shards made on each of the first two nodes
+N=${REBALANCE_SHARDS:-500}   # shards made on each of the first two nodes
 extdir=$("$PG_CONFIG" --sharedir)/extension
 install -m 644 "$here/../pg_test/upgrade/snowflake_id--0.2.0.sql" "$extdir/"
 
