@@ -1522,3 +1522,12 @@ COMMENT ON FUNCTION snowflake_id_node.shard_stats(boolean) IS
   'Every shard this node serves for snowflake_id_router''s shard_status and rebalancer: tables, rows (estimated), bytes, newest ID, its time and lead over the clock, and (recent) rows with an ID made in the last minute.';
 
 REVOKE ALL ON FUNCTION snowflake_id_node.node_stats(), snowflake_id_node.shard_stats(boolean) FROM PUBLIC;
+-- == id_mask(id), id_unmask(masked): the server's key from a file (src/mask_key_file.rs) ==
+-- 0.2.0 read the key from the setting snowflake_id.mask_key, which pg_read_all_settings
+-- members could read; the key now lives in the file snowflake_id.mask_key_file names, read
+-- by each backend. PARALLEL RESTRICTED: a parallel worker would read the file afresh, and
+-- could get a newer key than its leader's.
+ALTER FUNCTION id_mask(bigint) PARALLEL RESTRICTED;
+ALTER FUNCTION id_unmask(bigint) PARALLEL RESTRICTED;
+COMMENT ON FUNCTION id_mask(bigint) IS 'The masked public form of an ID under the server''s key, read from the file snowflake_id.mask_key_file names.';
+COMMENT ON FUNCTION id_unmask(bigint) IS 'The ID a masked public ID stands for, under the server''s key, read from the file snowflake_id.mask_key_file names.';

@@ -6,6 +6,7 @@
 use crate::layout::{self, LayoutError, MAX_SEQ, MAX_SHARD};
 use crate::layouts::{self, NamedLayoutError};
 use crate::mask::KeyError;
+use crate::mask_key_file::KeyFileError;
 use crate::text_form::TextError;
 use crate::wide_ids::WideIdError;
 use pgrx::pg_sys::panic::ErrorReport;
@@ -43,16 +44,27 @@ pub enum IdError {
     },
     /// A named layout (`id_timestamp(id, 'discord')`, `next_id(node, seq, 'twitter')`).
     Named(NamedLayoutError),
-    /// A UUID, ULID or ObjectID.
-    Wide(WideIdError),
-    /// Text that is not an ID's 13-character text form.
+    /// A UUID, ULID or ObjectID; `character` is the offending one as a message shows it
+    /// (`text_arg::char_at`), when the error names one.
+    Wide {
+        error: WideIdError,
+        character: String,
+    },
+    /// Text that is not an ID's 13-character text form: `text` and the offending `character`
+    /// as a message shows them (`text_arg::shown`).
     BadText {
         text: String,
+        character: String,
         error: TextError,
     },
     BadMaskKey(KeyError),
-    /// `id_mask(id)` without a key while `snowflake_id.mask_key` is unset.
+    /// `id_mask(id)` without a key while `snowflake_id.mask_key_file` is unset.
     MaskKeyUnset,
+    /// The file `snowflake_id.mask_key_file` names (`path` as a message shows it) holds no key.
+    MaskKeyFile {
+        path: String,
+        error: KeyFileError,
+    },
 }
 
 impl From<LayoutError> for IdError {
@@ -68,8 +80,11 @@ impl From<NamedLayoutError> for IdError {
 }
 
 impl From<WideIdError> for IdError {
-    fn from(e: WideIdError) -> Self {
-        IdError::Wide(e)
+    fn from(error: WideIdError) -> Self {
+        IdError::Wide {
+            error,
+            character: String::new(),
+        }
     }
 }
 
@@ -103,6 +118,8 @@ pub fn utc(unix_ms: i64) -> String {
 }
 
 const MAKE_A_KEY: &str = "A random key: SELECT replace(gen_random_uuid()::text, '-', '')";
+const MAKE_A_KEY_FILE: &str =
+    "A random key, in a file only the server's user can read: umask 077; openssl rand -hex 16 > FILE";
 
 fn valid_times() -> String {
     format!(
@@ -170,22 +187,20 @@ impl IdError {
                 Some(format!("ALTER SEQUENCE {sequence} AS bigint MINVALUE 1 MAXVALUE 9223372036854775807")),
             ),
             IdError::Named(e) => named_parts(e),
-            IdError::Wide(e) => wide_parts(e),
-            IdError::BadText { text, error } => {
+            IdError::Wide { error, character } => wide_parts(error, character),
+            IdError::BadText { text, character, error } => {
                 let why = match error {
                     TextError::Length { chars } => format!("it has {chars} characters, the text form has 13"),
-                    TextError::BadChar { ch, position } => format!(
-                        "character \"{}\" at position {position} is not base32: valid are 0-9 and A-Z less U (I and L read as 1, O as 0)",
-                        ch.escape_default()
+                    TextError::BadChar { position } => format!(
+                        "character \"{character}\" at position {position} is not base32: valid are 0-9 and A-Z less U (I and L read as 1, O as 0)"
                     ),
                     TextError::TooLarge { ch } => format!(
-                        "first character \"{}\" is above 7: IDs 0 to 9223372036854775807 read 0000000000000 to 7ZZZZZZZZZZZZ",
-                        ch.escape_default()
+                        "first character \"{ch}\" is above 7: IDs 0 to 9223372036854775807 read 0000000000000 to 7ZZZZZZZZZZZZ"
                     ),
                 };
                 (
                     ERRCODE_INVALID_TEXT_REPRESENTATION,
-                    format!("invalid snowflake ID text \"{}\": {why}", text.escape_default()),
+                    format!("invalid snowflake ID text \"{text}\": {why}"),
                     None,
                     None,
                 )
@@ -209,17 +224,46 @@ impl IdError {
             ),
             IdError::MaskKeyUnset => (
                 ERRCODE_OBJECT_NOT_IN_PREREQUISITE_STATE,
-                "no mask key: snowflake_id.mask_key is not set".into(),
+                "no mask key: snowflake_id.mask_key_file is not set".into(),
                 None,
-                Some(format!("Pass the key as the second argument, or have a superuser set snowflake_id.mask_key. {MAKE_A_KEY}")),
+                Some(format!(
+                    "Pass the key as the second argument, or have a superuser write a key file and name it in snowflake_id.mask_key_file. {MAKE_A_KEY_FILE}"
+                )),
             ),
+            IdError::MaskKeyFile { path, error } => {
+                let (code, why) = match error {
+                    KeyFileError::Unreadable(e) => (
+                        if e.kind() == std::io::ErrorKind::NotFound { ERRCODE_UNDEFINED_FILE } else { ERRCODE_IO_ERROR },
+                        format!("could not read it: {e}"),
+                    ),
+                    KeyFileError::NotAFile => (ERRCODE_CONFIG_FILE_ERROR, "it is not a regular file".into()),
+                    KeyFileError::OpenToOthers { mode } => (
+                        ERRCODE_CONFIG_FILE_ERROR,
+                        format!("its permissions are {mode:04o}: users other than the server's may read or change it (chmod 600)"),
+                    ),
+                    KeyFileError::TooLong => (
+                        ERRCODE_CONFIG_FILE_ERROR,
+                        "it holds more than a key: 32 hexadecimal digits (16 bytes) and nothing else".into(),
+                    ),
+                    KeyFileError::Key(KeyError::Length { chars }) => (
+                        ERRCODE_CONFIG_FILE_ERROR,
+                        format!("it holds {chars} characters: a key is 32 hexadecimal digits (16 bytes)"),
+                    ),
+                    KeyFileError::Key(KeyError::NotHex { position }) => (
+                        ERRCODE_CONFIG_FILE_ERROR,
+                        format!("its character at position {position} is not a hexadecimal digit: a key is 32 hexadecimal digits (16 bytes)"),
+                    ),
+                };
+                (code, format!("mask key file \"{path}\": {why}"), None, Some(MAKE_A_KEY_FILE.into()))
+            }
         }
     }
 
-    /// The error's message and hint, for where PostgreSQL raises it (a GUC check hook).
-    pub fn message_and_hint(&self) -> (String, Option<String>) {
-        let (_, message, _, hint) = self.parts();
-        (message, hint)
+    /// The error's SQLSTATE, message and hint, for where PostgreSQL raises it (a GUC check
+    /// hook).
+    pub fn for_check_hook(&self) -> (PgSqlErrorCode, String, Option<String>) {
+        let (code, message, _, hint) = self.parts();
+        (code, message, hint)
     }
 
     /// Raises this error in PostgreSQL; does not return.
@@ -239,20 +283,12 @@ impl IdError {
 
 type Parts = (PgSqlErrorCode, String, Option<String>, Option<String>);
 
-/// A user's text for a message: at most 63 characters (a name's length), then "...".
-fn shortened(text: &str) -> String {
-    match text.char_indices().nth(63) {
-        Some((at, _)) => format!("{}...", &text[..at]),
-        None => text.to_owned(),
-    }
-}
-
 fn named_parts(e: &NamedLayoutError) -> Parts {
     use PgSqlErrorCode::*;
     match e {
         NamedLayoutError::UnknownLayout { name } => (
             ERRCODE_INVALID_PARAMETER_VALUE,
-            format!("unknown ID layout \"{}\": valid layouts are {}", shortened(name), layouts::names()),
+            format!("unknown ID layout \"{name}\": valid layouts are {}", layouts::names()),
             None,
             None,
         ),
@@ -305,7 +341,7 @@ fn named_parts(e: &NamedLayoutError) -> Parts {
     }
 }
 
-fn wide_parts(e: &WideIdError) -> Parts {
+fn wide_parts(e: &WideIdError, character: &str) -> Parts {
     use PgSqlErrorCode::*;
     match e {
         WideIdError::UuidWithoutTime { version, rfc_variant: true } => (
@@ -326,10 +362,10 @@ fn wide_parts(e: &WideIdError) -> Parts {
             None,
             None,
         ),
-        WideIdError::BadCharacter { kind, character, position } => (
+        WideIdError::BadCharacter { kind, position } => (
             ERRCODE_INVALID_TEXT_REPRESENTATION,
             format!(
-                "invalid {kind}: character {character:?} at position {position} is not {}",
+                "invalid {kind}: character '{character}' at position {position} is not {}",
                 if *kind == "ULID" { "Crockford base32 (0-9 and A-Z without I, L, O, U, in either case)" } else { "hexadecimal" }
             ),
             None,

@@ -147,6 +147,8 @@ pub const LAYOUTS: [&Layout; 7] = [
 /// and what is valid.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub enum NamedLayoutError {
+    /// A name no layout has: `name` is the name as a message shows it (at most a name's
+    /// length of it, escaped: `text_arg::shown`).
     UnknownLayout {
         name: String,
     },
@@ -186,16 +188,14 @@ pub fn names() -> String {
     LAYOUTS.map(|l| l.name).join(", ")
 }
 
-/// The layout called `name` (ASCII case-insensitive).
+/// The layout called `name` (ASCII case-insensitive), from its bytes in any
+/// ASCII-compatible encoding; `None` when no layout is called that (the caller names it).
 #[inline]
-pub fn by_name(name: &str) -> Result<&'static Layout, NamedLayoutError> {
+pub fn by_name(name: &[u8]) -> Option<&'static Layout> {
     LAYOUTS
         .iter()
         .copied()
-        .find(|l| l.name.eq_ignore_ascii_case(name))
-        .ok_or_else(|| NamedLayoutError::UnknownLayout {
-            name: name.to_owned(),
-        })
+        .find(|l| l.name.as_bytes().eq_ignore_ascii_case(name))
 }
 
 /// An ID taken apart: its time (in the layout's units since its epoch) and its fields.
@@ -492,13 +492,10 @@ mod tests {
 
     #[test]
     fn names_are_found_case_insensitively_and_unknown_ones_refused() {
-        assert_eq!(by_name("Discord"), Ok(&DISCORD));
-        assert_eq!(
-            by_name("snowflake"),
-            Err(NamedLayoutError::UnknownLayout {
-                name: "snowflake".into()
-            })
-        );
+        assert_eq!(by_name(b"Discord"), Some(&DISCORD));
+        assert_eq!(by_name(b"snowflake"), None);
+        assert_eq!(by_name(b"discord\xe9"), None);
+        assert_eq!(by_name(&vec![b'x'; 50 << 20]), None);
         assert_eq!(
             names(),
             "instagram, twitter, discord, sonyflake, pgedge, mastodon, tsid"

@@ -13,11 +13,13 @@ pub mod generator;
 pub mod layout;
 pub mod layouts;
 pub mod mask;
+pub mod mask_key_file;
 mod pg_mirror;
 mod sequence_cache;
 pub mod sequence_state;
 pub mod sql_apps;
 pub mod sql_layouts;
+pub mod text_arg;
 pub mod text_form;
 pub mod wide_ids;
 
@@ -29,7 +31,12 @@ use sequence_state::PG_EPOCH_UNIX_MS;
 #[pg_guard]
 pub extern "C-unwind" fn _PG_init() {
     generator::init();
-    sql_apps::init();
+    mask_key_file::init();
+    // Every snowflake_id.* setting is now defined: any other is a typo or a setting of an
+    // older release (0.2.0's snowflake_id.mask_key held the key itself). PostgreSQL warns
+    // about each and removes its placeholder, whose value any role could read.
+    // SAFETY: called from _PG_init, after the definitions, as the GUC API requires.
+    unsafe { pg_sys::MarkGUCPrefixReserved(c"snowflake_id".as_ptr()) };
 }
 
 /// A `regclass` argument taken as the bare OID: `next_id` locks and opens the sequence

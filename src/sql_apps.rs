@@ -4,63 +4,11 @@
 
 use crate::error::{IdError, OrReport};
 use crate::layout::LayoutError;
+use crate::mask_key_file;
+use crate::text_arg::{self, Text};
+use crate::text_form::TextError;
 use crate::{mask, text_form};
 use pgrx::prelude::*;
-use pgrx::{GucContext, GucFlags, GucRegistry, GucSetting};
-use std::ffi::{c_char, c_void, CStr, CString};
-
-/// The default mask key (32 hexadecimal digits); superuser-only: not shown to others by
-/// SHOW, current_setting or pg_settings once the library is loaded.
-pub static MASK_KEY: GucSetting<Option<CString>> = GucSetting::<Option<CString>>::new(None);
-
-pub fn init() {
-    // SAFETY: the check hook is guarded and only parses its argument.
-    unsafe {
-        GucRegistry::define_string_guc_with_hooks(
-            c"snowflake_id.mask_key",
-            c"Key (32 hexadecimal digits) id_mask(id) and id_unmask(masked) use when given no key.",
-            c"Only superusers can set or read it; other roles can use it through id_mask and \
-              id_unmask. Load the library at session start (session_preload_libraries) so that \
-              the setting is never an unprotected placeholder. An empty string means unset.",
-            &MASK_KEY,
-            GucContext::Suset,
-            GucFlags::SUPERUSER_ONLY | GucFlags::NO_SHOW_ALL | GucFlags::NO_RESET_ALL,
-            Some(check_mask_key),
-            None,
-            None,
-        );
-    }
-}
-
-/// Refuses a malformed key when it is set (22023, with the same message `id_mask` gives and
-/// without repeating the key), so that a typo fails at `SET`/reload rather than at the next
-/// `id_mask`. An empty string is accepted and means unset.
-#[pg_guard]
-unsafe extern "C-unwind" fn check_mask_key(
-    newval: *mut *mut c_char,
-    _extra: *mut *mut c_void,
-    _source: pg_sys::GucSource::Type,
-) -> bool {
-    // SAFETY: PostgreSQL passes a pointer to the proposed value, NULL or NUL-terminated.
-    let value = unsafe { (*newval).as_ref().map(|v| CStr::from_ptr(v)) };
-    let Some(Err(e)) = key_in_setting(value) else {
-        return true;
-    };
-    let (message, hint) = IdError::BadMaskKey(e).message_and_hint();
-    let hint = hint.unwrap_or_default();
-    // SAFETY: as GUC_check_errmsg()/GUC_check_errhint() do: strings in ErrorContext, read by
-    // the GUC machinery's ereport right after this returns (its SQLSTATE is 22023 already).
-    unsafe {
-        for (slot, text) in [
-            (&raw mut pg_sys::GUC_check_errmsg_string, message),
-            (&raw mut pg_sys::GUC_check_errhint_string, hint),
-        ] {
-            let text = CString::new(text).unwrap_or_default();
-            *slot = pg_sys::MemoryContextStrdup(pg_sys::ErrorContext, text.as_ptr());
-        }
-    }
-    false
-}
 
 fn non_negative(id: i64) -> i64 {
     if id < 0 {
@@ -69,24 +17,8 @@ fn non_negative(id: i64) -> i64 {
     id
 }
 
-fn key_of(hex: &str) -> mask::Key {
-    mask::Key::parse(hex).unwrap_or_else(|e| IdError::BadMaskKey(e).report())
-}
-
-/// What a value of `snowflake_id.mask_key` says: `None` when unset (NULL or empty), else
-/// the key it spells, or why it spells none. The one reading of the setting, for the check
-/// hook and for `id_mask(id)`.
-fn key_in_setting(value: Option<&CStr>) -> Option<Result<mask::Key, mask::KeyError>> {
-    let text = value.filter(|v| !v.is_empty())?;
-    Some(mask::Key::parse(text.to_str().unwrap_or("?")))
-}
-
-fn setting_key() -> mask::Key {
-    match key_in_setting(MASK_KEY.get().as_deref()) {
-        Some(Ok(key)) => key,
-        Some(Err(e)) => IdError::BadMaskKey(e).report(),
-        None => IdError::MaskKeyUnset.report(),
-    }
+fn key_of(hex: Text) -> mask::Key {
+    mask::Key::parse(hex.bytes()).unwrap_or_else(|e| IdError::BadMaskKey(e).report())
 }
 
 /// The 13-character Crockford base32 text form of an ID (TSID's alphabet); sorts like the ID.
@@ -99,10 +31,15 @@ fn id_to_text(id: i64) -> String {
 
 /// The ID of a 13-character base32 text form; case-insensitive, I and L read as 1, O as 0.
 #[pg_extern(immutable, parallel_safe)]
-fn id_from_text(id_text: &str) -> i64 {
-    text_form::decode(id_text)
+fn id_from_text(id_text: Text) -> i64 {
+    let bytes = id_text.bytes();
+    text_form::decode(bytes)
         .map_err(|error| IdError::BadText {
-            text: id_text.chars().take(40).collect(),
+            text: text_arg::shown(bytes, 40),
+            character: match error {
+                TextError::BadChar { position } => text_arg::char_at(bytes, position - 1),
+                _ => String::new(),
+            },
             error,
         })
         .or_report()
@@ -119,26 +56,26 @@ fn id_to_json(id: i64) -> String {
 
 /// The masked public form of an ID under a key (32 hex digits): a keyed permutation of 0 to 2^63-1.
 #[pg_extern(immutable, parallel_safe, name = "id_mask")]
-fn id_mask_key(id: i64, key: &str) -> i64 {
+fn id_mask_key(id: i64, key: Text) -> i64 {
     mask::mask(non_negative(id), &key_of(key))
 }
 
 /// The ID a masked public ID stands for, under the key that masked it.
 #[pg_extern(immutable, parallel_safe, name = "id_unmask")]
-fn id_unmask_key(masked: i64, key: &str) -> i64 {
+fn id_unmask_key(masked: i64, key: Text) -> i64 {
     mask::unmask(non_negative(masked), &key_of(key))
 }
 
-/// The masked public form of an ID under the key in snowflake_id.mask_key.
-#[pg_extern(stable, parallel_safe)]
+/// The masked public form of an ID under the server's key, read from the file snowflake_id.mask_key_file names.
+#[pg_extern(stable, parallel_restricted)]
 fn id_mask(id: i64) -> i64 {
-    mask::mask(non_negative(id), &setting_key())
+    mask::mask(non_negative(id), &mask_key_file::key())
 }
 
-/// The ID a masked public ID stands for, under the key in snowflake_id.mask_key.
-#[pg_extern(stable, parallel_safe)]
+/// The ID a masked public ID stands for, under the server's key, read from the file snowflake_id.mask_key_file names.
+#[pg_extern(stable, parallel_restricted)]
 fn id_unmask(masked: i64) -> i64 {
-    mask::unmask(non_negative(masked), &setting_key())
+    mask::unmask(non_negative(masked), &mask_key_file::key())
 }
 
 extension_sql_file!("../sql/snowflake_type.sql", name = "snowflake_type");
@@ -156,8 +93,8 @@ COMMENT ON FUNCTION id_to_text(bigint) IS 'The 13-character Crockford base32 tex
 COMMENT ON FUNCTION id_from_text(text) IS 'The ID of a 13-character base32 text form; case-insensitive, I and L read as 1, O as 0.';
 COMMENT ON FUNCTION id_mask(bigint, text) IS 'The masked public form of an ID under a key (32 hex digits): a keyed permutation of 0 to 2^63-1.';
 COMMENT ON FUNCTION id_unmask(bigint, text) IS 'The ID a masked public ID stands for, under the key that masked it.';
-COMMENT ON FUNCTION id_mask(bigint) IS 'The masked public form of an ID under the key in snowflake_id.mask_key.';
-COMMENT ON FUNCTION id_unmask(bigint) IS 'The ID a masked public ID stands for, under the key in snowflake_id.mask_key.';
+COMMENT ON FUNCTION id_mask(bigint) IS 'The masked public form of an ID under the server''s key, read from the file snowflake_id.mask_key_file names.';
+COMMENT ON FUNCTION id_unmask(bigint) IS 'The ID a masked public ID stands for, under the server''s key, read from the file snowflake_id.mask_key_file names.';
 "#,
     name = "apps_comments",
     requires = [
@@ -169,32 +106,3 @@ COMMENT ON FUNCTION id_unmask(bigint) IS 'The ID a masked public ID stands for, 
         id_unmask
     ]
 );
-
-/// The upgrade script carries sql/snowflake_type.sql and sql/convert.sql word for word (the
-/// upgrade test compares functions and tables, not operators, casts or operator classes).
-#[cfg(test)]
-mod tests {
-    #[test]
-    fn upgrade_script_carries_the_sql_files() {
-        let upgrade = include_str!("../sql/snowflake_id--0.1.0--0.2.0.sql");
-        for (name, file) in [
-            (
-                "snowflake_type.sql",
-                include_str!("../sql/snowflake_type.sql"),
-            ),
-            ("convert.sql", include_str!("../sql/convert.sql")),
-        ] {
-            assert!(
-                upgrade.contains(file),
-                "the upgrade script lacks sql/{name} as it is"
-            );
-        }
-        let src = include_str!("sql_apps.rs");
-        let at = src.find("COMMENT ON FUNCTION id_to_text").unwrap();
-        let comments = &src[at..at + src[at..].find("\"#,").unwrap()];
-        assert!(
-            upgrade.contains(comments),
-            "the upgrade script lacks sql_apps.rs's comments"
-        );
-    }
-}

@@ -11,7 +11,8 @@ use crate::error::{IdError, OrReport};
 use crate::generator::Node;
 use crate::layouts::{self, Layout, NamedLayoutError};
 use crate::sequence_state::PG_EPOCH_UNIX_MS;
-use crate::wide_ids;
+use crate::text_arg::{self, Text};
+use crate::wide_ids::{self, WideIdError};
 use crate::Regclass;
 use pgrx::callconv::{BoxRet, FcInfo};
 use pgrx::datum::Datum;
@@ -32,8 +33,15 @@ unsafe impl BoxRet for Jsonb {
 
 pgrx::impl_sql_translatable!(Jsonb, "jsonb");
 
-fn layout(name: &str) -> &'static Layout {
-    layouts::by_name(name).or_report()
+/// The layout a name argument names; an unknown one is named (shortened to a name's
+/// length) with the valid ones.
+fn layout(name: Text) -> &'static Layout {
+    layouts::by_name(name.bytes()).unwrap_or_else(|| {
+        IdError::from(NamedLayoutError::UnknownLayout {
+            name: text_arg::shown(name.bytes(), 63),
+        })
+        .report()
+    })
 }
 
 /// A timestamptz argument as an epoch in Unix ms: finite and on a whole millisecond.
@@ -45,22 +53,29 @@ fn epoch_unix_ms(epoch: TimestampWithTimeZone) -> i64 {
     us / 1000 + PG_EPOCH_UNIX_MS
 }
 
-/// Unix microseconds as a timestamptz, or `err` when PostgreSQL's range cannot hold them.
-fn timestamp_us(unix_us: Option<i64>, err: impl FnOnce() -> IdError) -> TimestampWithTimeZone {
-    unix_us
-        .and_then(|us| us.checked_sub(PG_EPOCH_UNIX_MS * 1000))
+/// Microseconds since PostgreSQL's epoch (2000-01-01) as a timestamptz, or `err` when its
+/// range (4714 BC to 294276 AD) cannot hold them.
+fn timestamp_at(pg_us: Option<i64>, err: impl FnOnce() -> IdError) -> TimestampWithTimeZone {
+    pg_us
         .filter(|&us| us != i64::MIN && us != i64::MAX)
         .and_then(|us| TimestampWithTimeZone::try_from(us).ok())
         .unwrap_or_else(|| err().report())
 }
 
+/// Unix milliseconds as microseconds since PostgreSQL's epoch. The epochs' difference is
+/// taken first: Unix microseconds of times late in PostgreSQL's range (294276 AD) are past
+/// i64, the same time counted from 2000 is not.
+fn pg_us_of_unix_ms(unix_ms: i64) -> Option<i64> {
+    unix_ms.checked_sub(PG_EPOCH_UNIX_MS)?.checked_mul(1000)
+}
+
 #[inline]
 fn time_of(id: i64, layout: &Layout, epoch_unix_ms: i64) -> TimestampWithTimeZone {
     let decoded = layout.decode(id).or_report();
-    let unix_us = layout
+    let pg_us = layout
         .unix_ms(decoded.time, epoch_unix_ms)
-        .and_then(|ms| ms.checked_mul(1000));
-    timestamp_us(unix_us, || {
+        .and_then(pg_us_of_unix_ms);
+    timestamp_at(pg_us, || {
         NamedLayoutError::TimeOutsideTimestamp {
             layout: layout.name,
         }
@@ -70,7 +85,7 @@ fn time_of(id: i64, layout: &Layout, epoch_unix_ms: i64) -> TimestampWithTimeZon
 
 /// Time an ID of a named layout (instagram, twitter, discord, sonyflake, pgedge, mastodon, tsid) was made, exact to the layout's unit.
 #[pg_extern(immutable, parallel_safe, name = "id_timestamp")]
-fn id_timestamp_in(id: i64, layout: &str) -> TimestampWithTimeZone {
+fn id_timestamp_in(id: i64, layout: Text) -> TimestampWithTimeZone {
     let layout = self::layout(layout);
     time_of(id, layout, layout.epoch_unix_ms)
 }
@@ -79,7 +94,7 @@ fn id_timestamp_in(id: i64, layout: &str) -> TimestampWithTimeZone {
 #[pg_extern(immutable, parallel_safe, name = "id_timestamp")]
 fn id_timestamp_in_epoch(
     id: i64,
-    layout: &str,
+    layout: Text,
     epoch: TimestampWithTimeZone,
 ) -> TimestampWithTimeZone {
     time_of(id, self::layout(layout), epoch_unix_ms(epoch))
@@ -87,7 +102,7 @@ fn id_timestamp_in_epoch(
 
 /// The fields below an ID's time in a named layout, as a JSON object keyed by their names in that layout (e.g. worker, process, increment).
 #[pg_extern(immutable, parallel_safe)]
-fn id_fields(id: i64, layout: &str) -> Jsonb {
+fn id_fields(id: i64, layout: Text) -> Jsonb {
     let layout = self::layout(layout);
     fields_json(layout, id)
 }
@@ -143,7 +158,7 @@ pub unsafe extern "C-unwind" fn id_decode_layout(
     let (id, name, epoch, flinfo) = unsafe {
         (
             pgrx::fcinfo::pg_getarg::<i64>(fcinfo, 0).expect("STRICT"),
-            pgrx::fcinfo::pg_getarg::<&str>(fcinfo, 1).expect("STRICT"),
+            pgrx::fcinfo::pg_getarg::<Text>(fcinfo, 1).expect("STRICT"),
             ((*fcinfo).nargs == 3)
                 .then(|| pgrx::fcinfo::pg_getarg::<TimestampWithTimeZone>(fcinfo, 2))
                 .flatten(),
@@ -180,14 +195,14 @@ pub unsafe extern "C-unwind" fn id_decode_layout(
 
 /// Next ID in a named layout (twitter, discord, pgedge or instagram) for a node from a sequence: the same state and guarantees as next_id(shard, seq).
 #[pg_extern(volatile, parallel_unsafe, name = "next_id")]
-fn next_id_in(node: i32, seq: Regclass, layout: &str) -> i64 {
+fn next_id_in(node: i32, seq: Regclass, layout: Text) -> i64 {
     let layout = self::layout(layout);
     next_in(node, seq, layout, layout.epoch_unix_ms)
 }
 
 /// Next ID in a named layout counting time from a deployment's own epoch (a whole millisecond), e.g. 2026-01-01 for Twitter's layout lasts to 2095.
 #[pg_extern(volatile, parallel_unsafe, name = "next_id")]
-fn next_id_in_epoch(node: i32, seq: Regclass, layout: &str, epoch: TimestampWithTimeZone) -> i64 {
+fn next_id_in_epoch(node: i32, seq: Regclass, layout: Text, epoch: TimestampWithTimeZone) -> i64 {
     let epoch_unix_ms = epoch_unix_ms(epoch);
     let clock_unix_ms = crate::sequence_state::clock_unix_ms();
     if epoch_unix_ms > clock_unix_ms {
@@ -218,23 +233,38 @@ fn next_in(node: i32, seq: Regclass, layout: &Layout, epoch_unix_ms: i64) -> i64
 #[pg_extern(immutable, parallel_safe)]
 fn uuid_timestamp(id: pgrx::Uuid) -> TimestampWithTimeZone {
     let unix_us = wide_ids::uuid_unix_us(id.as_bytes()).or_report();
-    timestamp_us(Some(unix_us), || unreachable!("v1/v6/v7 times fit"))
+    timestamp_at(unix_us.checked_sub(PG_EPOCH_UNIX_MS * 1000), || {
+        unreachable!("v1/v6/v7 times fit")
+    })
 }
 
 /// Time a ULID (26 Crockford base32 characters, any case) was made, exact to the millisecond.
 #[pg_extern(immutable, parallel_safe)]
-fn ulid_timestamp(ulid: &str) -> TimestampWithTimeZone {
-    let unix_ms = wide_ids::ulid_unix_ms(ulid).or_report();
-    timestamp_us(Some(unix_ms * 1000), || unreachable!("48-bit ms fit"))
+fn ulid_timestamp(ulid: Text) -> TimestampWithTimeZone {
+    let unix_ms = wide_ids::ulid_unix_ms(ulid.bytes())
+        .map_err(|e| wide_error(e, ulid))
+        .or_report();
+    timestamp_at(pg_us_of_unix_ms(unix_ms), || unreachable!("48-bit ms fit"))
 }
 
 /// Time a MongoDB ObjectID (24 hexadecimal characters) was made, exact to the second.
 #[pg_extern(immutable, parallel_safe)]
-fn objectid_timestamp(objectid: &str) -> TimestampWithTimeZone {
-    let unix_s = wide_ids::objectid_unix_s(objectid).or_report();
-    timestamp_us(Some(unix_s * 1_000_000), || {
+fn objectid_timestamp(objectid: Text) -> TimestampWithTimeZone {
+    let unix_s = wide_ids::objectid_unix_s(objectid.bytes())
+        .map_err(|e| wide_error(e, objectid))
+        .or_report();
+    timestamp_at(pg_us_of_unix_ms(unix_s * 1000), || {
         unreachable!("32-bit seconds fit")
     })
+}
+
+/// A ULID's or ObjectID's error, with the character it names as a message shows it.
+fn wide_error(error: WideIdError, text: Text) -> IdError {
+    let character = match error {
+        WideIdError::BadCharacter { position, .. } => text_arg::char_at(text.bytes(), position - 1),
+        _ => String::new(),
+    };
+    IdError::Wide { error, character }
 }
 
 extension_sql!(
