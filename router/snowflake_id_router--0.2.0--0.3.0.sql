@@ -147,7 +147,7 @@ CREATE TABLE snowflake_id_router.rebalance_batch (
     source text NOT NULL,
     target text NOT NULL,
     shards integer[] NOT NULL,
-    bytes bigint NOT NULL,                       -- at planning time
+    bytes bigint,                                -- at planning time (by_disk_size only)
     move bigint,                                 -- its move (move_history), once made
     state text NOT NULL CHECK (state IN ('planned', 'moving', 'done', 'failed')),
     started timestamptz,
@@ -696,7 +696,7 @@ BEGIN
     FOR c IN SELECT x FROM unnest(open) x WHERE x LIKE 'sfid:%' LOOP
         BEGIN
             EXECUTE format('SELECT %s.dblink_disconnect($1::text)', d) USING c;
-        EXCEPTION WHEN OTHERS THEN
+        EXCEPTION WHEN query_canceled OR OTHERS THEN
             NULL;  -- a broken connection is gone already
         END;
     END LOOP;
@@ -704,6 +704,37 @@ END
 $$;
 COMMENT ON FUNCTION snowflake_id_router.disconnect_all() IS
   'Closes this session''s sfid:* dblink connections (node locks held through them go with them).';
+
+-- After an interruption (a cancel, a timeout) a call may still run on a node: cancels every
+-- call in flight on this session's sfid:* connections and consumes what is left (a
+-- connection that will not settle is closed), so the undo that follows can use them.
+CREATE OR REPLACE FUNCTION snowflake_id_router.settle_all() RETURNS void
+LANGUAGE plpgsql VOLATILE PARALLEL UNSAFE
+SET search_path = pg_catalog, pg_temp
+AS $$
+#variable_conflict use_variable
+DECLARE
+    d text := snowflake_id_router.dblink_schema();
+    open text[];
+    c text;
+    busy integer;
+BEGIN
+    EXECUTE format('SELECT %s.dblink_get_connections()', d) INTO open;
+    FOR c IN SELECT x FROM unnest(open) x WHERE x LIKE 'sfid:%' LOOP
+        BEGIN
+            EXECUTE format('SELECT %s.dblink_is_busy($1::text)', d) INTO busy USING c;
+            IF busy = 1 THEN
+                EXECUTE format('SELECT %s.dblink_cancel_query($1::text)', d) USING c;
+            END IF;
+            PERFORM snowflake_id_router.drain(c, clock_timestamp() + interval '2 s');
+        EXCEPTION WHEN query_canceled OR OTHERS THEN
+            PERFORM snowflake_id_router.disconnect(c);
+        END;
+    END LOOP;
+END
+$$;
+COMMENT ON FUNCTION snowflake_id_router.settle_all() IS
+  'Cancels the calls in flight on this session''s sfid:* connections and consumes their results (closing a connection that will not settle).';
 
 -- Sends sql on conn without waiting.
 CREATE OR REPLACE FUNCTION snowflake_id_router.send(conn text, sql text) RETURNS void
@@ -755,7 +786,7 @@ BEGIN
     END LOOP;
     BEGIN
         EXECUTE format('SELECT v FROM %s.dblink_get_result($1::text) AS r(v text)', d) INTO result USING conn;
-    EXCEPTION WHEN OTHERS THEN
+    EXCEPTION WHEN query_canceled OR OTHERS THEN
         GET STACKED DIAGNOSTICS st = RETURNED_SQLSTATE, msg = MESSAGE_TEXT, det = PG_EXCEPTION_DETAIL, hnt = PG_EXCEPTION_HINT;
         PERFORM snowflake_id_router.drain(conn, clock_timestamp() + interval '2 s');
         msg := format('%s on %s: %s', what, place, msg);
@@ -791,8 +822,9 @@ $$;
 COMMENT ON FUNCTION snowflake_id_router.raise_error(text, text, text, text) IS
   'Raises an error with its SQLSTATE and message, and its detail and hint where not empty.';
 
--- Consumes what is left of the results on conn; a connection that stays busy past deadline
--- (a cancel that does not take) is closed.
+-- Consumes what is left of the results on conn, up to the empty one that ends them; a
+-- connection that stays busy past deadline (a cancel that does not take), or is broken, is
+-- closed.
 CREATE OR REPLACE FUNCTION snowflake_id_router.drain(conn text, deadline timestamptz) RETURNS void
 LANGUAGE plpgsql VOLATILE STRICT PARALLEL UNSAFE
 SET search_path = pg_catalog, pg_temp
@@ -803,7 +835,7 @@ DECLARE
     busy integer;
     n integer;
 BEGIN
-    FOR i IN 1 .. 100 LOOP
+    LOOP
         BEGIN
             EXECUTE format('SELECT %s.dblink_is_busy($1::text)', d) INTO busy USING conn;
             IF busy = 1 THEN
@@ -814,18 +846,21 @@ BEGIN
                 PERFORM pg_sleep(0.005);
                 CONTINUE;
             END IF;
-            EXECUTE format('SELECT count(*) FROM %s.dblink_get_result($1::text, false) AS r(v text)', d) INTO n USING conn;
-            -- An empty result is the end (the queries sent here return one row or fail).
+            -- An empty result is the end: the queries sent here return one row or fail.
+            EXECUTE format('SELECT count(*) FROM %s.dblink_get_result($1::text) AS r(v text)', d) INTO n USING conn;
             EXIT WHEN n = 0;
-        EXCEPTION WHEN OTHERS THEN
-            PERFORM snowflake_id_router.disconnect(conn);
-            RETURN;
+        EXCEPTION WHEN query_canceled OR OTHERS THEN
+            -- An error result (a cancelled query's) is consumed too; a broken connection goes.
+            IF SQLSTATE LIKE '08%' OR clock_timestamp() >= deadline THEN
+                PERFORM snowflake_id_router.disconnect(conn);
+                RETURN;
+            END IF;
         END;
     END LOOP;
 END
 $$;
 COMMENT ON FUNCTION snowflake_id_router.drain(text, timestamptz) IS
-  'Consumes the remaining results on dblink connection conn; closes it if it stays busy past deadline.';
+  'Consumes the remaining results on dblink connection conn; closes it if it stays busy past deadline or is broken.';
 
 -- send, then receive within timeout.
 CREATE OR REPLACE FUNCTION snowflake_id_router.call(conn text, sql text, timeout interval, what text) RETURNS text
@@ -1092,6 +1127,7 @@ DECLARE
     sequences text;
     step text := 'connecting to the nodes';
     sealed boolean := false;
+    made boolean := false;       -- something made on a node (its records say what)
     copy_deadline timestamptz;
     fence_deadline timestamptz;
     t_fence timestamptz;
@@ -1101,6 +1137,7 @@ DECLARE
     det text;
     hnt text;
     lock_ms text := snowflake_id_router.ms(snowflake_id_router.timeout('lock_timeout'));
+    lock_wait interval := snowflake_id_router.timeout('lock_timeout');
     long_step interval := snowflake_id_router.timeout('copy_timeout');
 BEGIN
     src := snowflake_id_router.node_conn(source);
@@ -1119,8 +1156,10 @@ BEGIN
     PERFORM snowflake_id_router.pause_at('planned');
     BEGIN
         step := 'locking the shards on the nodes';
-        PERFORM snowflake_id_router.call(src, format('SELECT snowflake_id_node.lock_shards(%L)', shards), interval '10 s', step);
-        PERFORM snowflake_id_router.call(dst, format('SELECT snowflake_id_node.lock_shards(%L)', shards), interval '10 s', step);
+        PERFORM snowflake_id_router.call(src, format('SELECT snowflake_id_node.lock_shards(%L, %L)', shards, lock_wait),
+                                         lock_wait + interval '10 s', step);
+        PERFORM snowflake_id_router.call(dst, format('SELECT snowflake_id_node.lock_shards(%L, %L)', shards, lock_wait),
+                                         lock_wait + interval '10 s', step);
 
         PERFORM snowflake_id_router.enter(move_id, 'checking');
         step := 'checking';
@@ -1133,6 +1172,7 @@ BEGIN
 
         PERFORM snowflake_id_router.enter(move_id, 'preparing');
         step := 'preparing';
+        made := true;
         PERFORM snowflake_id_router.call(dst, format('SELECT snowflake_id_node.prepare_target(%L, %L, %L, %L, %L, %L)',
                                                      k, router, src_id, shards, schemas, template), long_step, 'making the copies');
         -- The copies must be what the shards are, before any row moves.
@@ -1150,8 +1190,20 @@ BEGIN
         step := 'publishing';
         PERFORM snowflake_id_router.call(src, format('SELECT snowflake_id_node.publish(%L)', k), long_step, step);
         step := 'making the replication slot';
-        PERFORM snowflake_id_router.call(src, format('SELECT snowflake_id_node.make_slot(%L)', k),
-                                         greatest(copy_deadline - clock_timestamp(), interval '0'), step);
+        BEGIN
+            PERFORM snowflake_id_router.call(src, format('SELECT snowflake_id_node.make_slot(%L)', k),
+                                             greatest(copy_deadline - clock_timestamp(), interval '0'), step);
+        EXCEPTION WHEN query_canceled THEN
+            IF clock_timestamp() < copy_deadline THEN
+                RAISE;  -- the mover was cancelled
+            END IF;
+            -- It waits for every transaction running on the source: name the ones it waited for.
+            PERFORM snowflake_id_router.settle_all();
+            det := snowflake_id_router.call(src, 'SELECT snowflake_id_node.blockers()', interval '10 s', 'looking for long transactions');
+            RAISE EXCEPTION 'the replication slot was not made within copy_timeout (%): it waits for every transaction running on node % to end',
+                snowflake_id_router.timeout('copy_timeout'), quote_literal(source)
+                USING ERRCODE = 'query_canceled', DETAIL = coalesce('Running there: ' || det || '.', 'None is running there now.');
+        END;
         step := 'subscribing';
         suboid := snowflake_id_router.call(dst, format('SELECT snowflake_id_node.subscribe(%L, %L)', k,
                                                        (SELECT n.connstr FROM snowflake_id_router.node n WHERE n.name = source)),
@@ -1212,8 +1264,15 @@ BEGIN
         PERFORM snowflake_id_router.pause_at('sealed');
     EXCEPTION WHEN query_canceled OR OTHERS THEN
         GET STACKED DIAGNOSTICS st = RETURNED_SQLSTATE, msg = MESSAGE_TEXT, det = PG_EXCEPTION_DETAIL, hnt = PG_EXCEPTION_HINT;
+        PERFORM snowflake_id_router.settle_all();
         IF NOT sealed THEN
-            what_left := snowflake_id_router.undo_move(move_id, format('%s while %s: %s', st, step, msg));
+            IF made THEN
+                what_left := snowflake_id_router.undo_move(move_id, format('%s while %s: %s', st, step, msg));
+            ELSE
+                -- Nothing was made on a node yet: nothing to undo.
+                PERFORM snowflake_id_router.note(move_id, format('state = %L, ended = clock_timestamp(), error = %L', 'undone',
+                                                                 format('%s while %s: %s', st, step, msg)));
+            END IF;
             IF what_left IS DISTINCT FROM 'sealed' THEN
                 PERFORM snowflake_id_router.disconnect_all();
                 msg := format('moving %s from node %L to node %L failed while %s: %s',
@@ -1279,12 +1338,18 @@ SET search_path = pg_catalog, pg_temp
 AS $$
 #variable_conflict use_variable
 DECLARE
-    conn text := snowflake_id_router.node_conn(node);
+    conn text;
+    wait interval := snowflake_id_router.timeout('lock_timeout');
+    q text := format('SELECT concat(snowflake_id_node.lock_shards(%L, %L), (SELECT state FROM snowflake_id_node.move WHERE key = %L))',
+                     shards, wait, snowflake_id_router.move_key(move_id));
 BEGIN
-    PERFORM snowflake_id_router.call(conn, format('SELECT snowflake_id_node.lock_shards(%L)', shards), interval '10 s',
-                                     'locking the shards');
-    RETURN snowflake_id_router.call(conn, format('SELECT state FROM snowflake_id_node.move WHERE key = %L',
-                                                 snowflake_id_router.move_key(move_id)), interval '10 s', 'reading the move''s record');
+    -- This session's connection may be broken (the node restarted): then once more afresh.
+    BEGIN
+        RETURN nullif(snowflake_id_router.call(snowflake_id_router.node_conn(node), q, wait + interval '10 s', 'reading the move''s record'), '');
+    EXCEPTION WHEN connection_exception OR sqlclient_unable_to_establish_sqlconnection OR query_canceled THEN
+        PERFORM snowflake_id_router.disconnect('sfid:' || node);
+    END;
+    RETURN nullif(snowflake_id_router.call(snowflake_id_router.node_conn(node), q, wait + interval '10 s', 'reading the move''s record'), '');
 END
 $$;
 COMMENT ON FUNCTION snowflake_id_router.node_state(text, bigint, integer[]) IS
@@ -1400,6 +1465,7 @@ BEGIN
             PERFORM snowflake_id_router.call(snowflake_id_router.loopback(), format('SELECT snowflake_id_router.flip(%s)', move_id),
                                              snowflake_id_router.timeout('lock_timeout') + bound, step);
         EXCEPTION WHEN query_canceled OR OTHERS THEN
+            PERFORM snowflake_id_router.settle_all();
             PERFORM snowflake_id_router.note(move_id, format('error = %L', SQLSTATE || ' while ' || step || ': ' || SQLERRM));
             PERFORM snowflake_id_router.disconnect_all();
             RAISE EXCEPTION 'move % of % from node % to node % is sealed but failed while %: %', move_id,
@@ -1680,7 +1746,8 @@ BEGIN
                 ELSE
                     BEGIN
                         PERFORM snowflake_id_router.lock_router(r.shards);
-                        PERFORM snowflake_id_router.call(conn, format('SELECT snowflake_id_node.lock_shards(%L)', r.shards),
+                        PERFORM snowflake_id_router.call(conn, format('SELECT snowflake_id_node.lock_shards(%L, %L)', r.shards,
+                                                                      snowflake_id_router.timeout('lock_timeout')),
                                                          bound, 'locking the shards');
                         PERFORM snowflake_id_router.call(conn, format('SELECT snowflake_id_node.undo(%L, %L, 0)', r.key, wait),
                                                          bound, 'undoing a move without a record');
@@ -1736,14 +1803,19 @@ COMMENT ON VIEW move_history IS
 -- == Seeing the nodes: one query per node, sent to all at once ==
 
 -- Runs sql (a query returning one jsonb value) on every node, in parallel: each node is
--- reached (identity checked against the registry), sent its query, and only then are the
--- answers collected, so the nodes work at the same time and the total is about the
--- slowest node's time, not the sum. A node that cannot be reached, refuses, times out
--- (status_timeout) or turns out to be another database gives a row with its error and no
--- result, never an error of the whole call: a status view must work best when a node is down.
-CREATE OR REPLACE FUNCTION snowflake_id_router.on_nodes(sql text)
+-- reached, sent its query, and only then are the answers collected, so the nodes work at
+-- the same time and the total is about the slowest node's time, not the sum. A node that
+-- cannot be reached, refuses, times out (setting status_timeout) or turns out to be another
+-- database (identity) gives a row with its error and no result, never an error of the whole
+-- call: a status view must work best when a node is down.
+-- With chunk, sql is a format() string asking for the next chunk of rows: %1$s is the shard
+-- after which to start (-1 at first), %2$s the chunk; it returns a jsonb array of objects
+-- with a "shard" key, and is sent again from the last shard while a full chunk came back.
+-- The result is then the whole array. (Each chunk is its own transaction on the node: see
+-- sql/node_status.sql on locks.)
+CREATE OR REPLACE FUNCTION snowflake_id_router.on_nodes(sql text, chunk integer DEFAULT NULL)
 RETURNS TABLE (node text, error text, result jsonb)
-LANGUAGE plpgsql VOLATILE STRICT PARALLEL UNSAFE
+LANGUAGE plpgsql VOLATILE CALLED ON NULL INPUT PARALLEL UNSAFE
 SET search_path = pg_catalog, pg_temp
 AS $$
 DECLARE
@@ -1751,6 +1823,10 @@ DECLARE
     nodes snowflake_id_router.node[];
     conns text[] := '{}';
     errors text[] := '{}';
+    results jsonb[] := '{}';
+    after integer[] := '{}';
+    waiting boolean[] := '{}';          -- a query was sent and is not collected yet
+    pending boolean := true;
     found_identity text;
     answer jsonb;
     remote_error text;
@@ -1758,58 +1834,78 @@ BEGIN
     SELECT coalesce(array_agg(n ORDER BY n.name), '{}') INTO nodes FROM snowflake_id_router.node n;
     FOR i IN 1 .. cardinality(nodes) LOOP
         conns[i] := 'snowflake_id_router_node_' || i;
+        after[i] := -1;
+        results[i] := CASE WHEN chunk IS NULL THEN NULL ELSE '[]'::jsonb END;
         BEGIN
             PERFORM snowflake_id_router.connect(conns[i], snowflake_id_router.connect_options() || ' ' || nodes[i].connstr);
             PERFORM snowflake_id_router.exec(conns[i], format('SET statement_timeout = %L',
                 extract(epoch FROM snowflake_id_router.setting('status_timeout')::interval) * 1000));
-            EXECUTE format('SELECT %s.dblink_send_query($1, $2)', d) USING conns[i],
-                format('SELECT snowflake_id_node.identity(), (%s)', sql);
         EXCEPTION WHEN OTHERS THEN
             errors[i] := SQLERRM;
         END;
     END LOOP;
-    FOR i IN 1 .. cardinality(nodes) LOOP
-        answer := NULL;
-        IF errors[i] IS NULL THEN
+    WHILE pending LOOP
+        pending := false;
+        FOR i IN 1 .. cardinality(nodes) LOOP
+            waiting[i] := errors[i] IS NULL AND (chunk IS NULL OR after[i] IS NOT NULL);
+            CONTINUE WHEN NOT waiting[i];
+            BEGIN
+                EXECUTE format('SELECT %s.dblink_send_query($1, $2)', d) USING conns[i],
+                    format('SELECT snowflake_id_node.identity(), (%s)',
+                           CASE WHEN chunk IS NULL THEN sql ELSE format(sql, after[i], chunk) END);
+            EXCEPTION WHEN OTHERS THEN
+                errors[i] := SQLERRM;
+                waiting[i] := false;
+            END;
+        END LOOP;
+        FOR i IN 1 .. cardinality(nodes) LOOP
+            CONTINUE WHEN NOT waiting[i];
             -- fail => false: a remote error comes back as dblink_error_message, not raised.
             EXECUTE format('SELECT r.i, r.a FROM %s.dblink_get_result($1, false) AS r(i text, a jsonb)', d)
                INTO found_identity, answer USING conns[i];
             EXECUTE format('SELECT %s.dblink_error_message($1)', d) INTO remote_error USING conns[i];
+            -- The end of the query's results, so that the connection takes the next one.
+            EXECUTE format('SELECT count(*) FROM %s.dblink_get_result($1, false) AS r(i text, a jsonb)', d) USING conns[i];
             IF remote_error IS DISTINCT FROM 'OK' THEN
                 errors[i] := CASE WHEN remote_error LIKE '%snowflake_id_node.%does not exist%'
                                   THEN 'the node runs snowflake_id older than 0.3.0 (there: ALTER EXTENSION snowflake_id UPDATE)'
                                   ELSE coalesce(remote_error, 'no answer') END;
-                answer := NULL;
             ELSIF found_identity IS DISTINCT FROM coalesce(nodes[i].identity, found_identity) THEN
                 errors[i] := format('the connect string reaches another database (identity %s, registered as %s)',
                                     found_identity, nodes[i].identity);
-                answer := NULL;
+            ELSIF chunk IS NULL THEN
+                results[i] := answer;
+            ELSE
+                results[i] := results[i] || answer;
+                after[i] := CASE WHEN jsonb_array_length(answer) = chunk THEN (answer->(chunk - 1)->>'shard')::integer END;
+                pending := pending OR after[i] IS NOT NULL;
             END IF;
-        END IF;
+        END LOOP;
+    END LOOP;
+    FOR i IN 1 .. cardinality(nodes) LOOP
         PERFORM snowflake_id_router.disconnect(conns[i]);
         node := nodes[i].name;
         error := errors[i];
-        result := answer;
+        result := CASE WHEN errors[i] IS NULL THEN results[i] END;
         RETURN NEXT;
     END LOOP;
 END
 $$;
-COMMENT ON FUNCTION snowflake_id_router.on_nodes(text) IS
-  'Runs a query returning one jsonb on every node at once (identities checked): per node the answer, or the error that kept it.';
+COMMENT ON FUNCTION snowflake_id_router.on_nodes(text, integer) IS
+  'Runs a query returning one jsonb on every node at once (identities checked), or chunk by chunk: per node the answer, or the error that kept it.';
 
--- The router's own resources on a node, and whether a live move owns them: names made by
--- this router (sfid_<router8>_<move>) whose move is not running now are leftovers.
-CREATE OR REPLACE FUNCTION snowflake_id_router.leftovers(names text[]) RETURNS text[]
-LANGUAGE sql STABLE STRICT PARALLEL SAFE
-SET search_path = pg_catalog, pg_temp
-RETURN ARRAY(SELECT x FROM unnest(names) x ORDER BY x);
-COMMENT ON FUNCTION snowflake_id_router.leftovers(text[]) IS
-  'Of the names of move resources found on a node, those no live move owns.';
+-- Shards a node is asked about per query (sql/node_status.sql: each takes about six
+-- relation locks a shard on the node until its transaction ends).
+CREATE OR REPLACE FUNCTION snowflake_id_router.status_chunk() RETURNS integer
+LANGUAGE sql IMMUTABLE PARALLEL SAFE
+RETURN 128;
+COMMENT ON FUNCTION snowflake_id_router.status_chunk() IS
+  'Shards a node answers for per query of shard_status and the rebalancer.';
 
 CREATE OR REPLACE FUNCTION snowflake_id_router.node_status()
 RETURNS TABLE (node text, reachable boolean, error text, wal_level text, in_recovery boolean,
                shards_mapped integer, shards_served integer, rows bigint, bytes bigint,
-               leftover_slots text[], leftover_publications text[], leftover_subscriptions text[],
+               moves_running integer, leftovers text[],
                slot_wal_bytes bigint, free_slots integer, free_wal_senders integer,
                standbys integer, sync_standbys integer, standby_lag_bytes bigint)
 LANGUAGE sql VOLATILE PARALLEL UNSAFE SECURITY DEFINER
@@ -1817,14 +1913,12 @@ SET search_path = pg_catalog, pg_temp
 BEGIN ATOMIC
     SELECT o.node, o.error IS NULL, o.error, s.wal_level, s.in_recovery,
            (SELECT count(*) FROM snowflake_id_router.shard m WHERE m.node = o.node)::integer,
-           s.shards, s.rows, s.bytes,
-           snowflake_id_router.leftovers(s.slots), snowflake_id_router.leftovers(s.publications),
-           snowflake_id_router.leftovers(s.subscriptions),
+           s.shards, s.rows, s.bytes, s.moves_running, s.leftovers,
            s.slot_wal_bytes, s.free_slots, s.free_wal_senders, s.standbys, s.sync_standbys, s.standby_lag_bytes
       FROM snowflake_id_router.on_nodes('SELECT to_jsonb(s) FROM snowflake_id_node.node_stats() s') o
       LEFT JOIN LATERAL jsonb_to_record(o.result) AS s(
-           wal_level text, in_recovery boolean, shards integer, tables integer, rows bigint, bytes bigint,
-           slots text[], publications text[], subscriptions text[], slot_wal_bytes bigint,
+           wal_level text, in_recovery boolean, shards integer, rows bigint, bytes bigint,
+           moves_running integer, leftovers text[], slot_wal_bytes bigint,
            free_slots integer, free_wal_senders integer, standbys integer, sync_standbys integer,
            standby_lag_bytes bigint) ON true
      ORDER BY o.node;
@@ -1833,7 +1927,7 @@ COMMENT ON FUNCTION snowflake_id_router.node_status() IS 'The rows of the view n
 
 CREATE OR REPLACE VIEW node_status AS SELECT * FROM snowflake_id_router.node_status();
 COMMENT ON VIEW node_status IS
-  'Each node, asked now (one query per node, all at once): reachable, wal_level, shards mapped and served, rows (estimated) and bytes, leftovers of moves, WAL held by slots, free slots and WAL senders, standbys and their lag.';
+  'Each node, asked now (one query per node, all at once): reachable, wal_level, shards mapped and served, rows (estimated), the database''s bytes, moves running and what moves left, WAL held by slots, free slots and WAL senders, standbys and their lag.';
 
 -- One row per shard a node serves (with data: a schema made by create_shard), from every
 -- node that answers; mapped is false for a copy the map does not send calls to (a shard
@@ -1850,7 +1944,8 @@ DECLARE
     o record;
 BEGIN
     FOR o IN SELECT * FROM snowflake_id_router.on_nodes(
-                 $q$SELECT coalesce(jsonb_agg(to_jsonb(s)), '[]') FROM snowflake_id_node.shard_stats(true) s$q$) LOOP
+                 $q$SELECT coalesce(jsonb_agg(to_jsonb(s)), '[]') FROM snowflake_id_node.shard_stats(true, %s, %s) s$q$,
+                 snowflake_id_router.status_chunk()) LOOP
         IF o.error IS NOT NULL THEN
             RAISE WARNING 'node %: %', quote_literal(o.node), o.error
                 USING DETAIL = 'The shards of this node are not listed.';
@@ -1944,7 +2039,8 @@ $$;
 COMMENT ON FUNCTION alter_node(text, text) IS
   'Repoints a node to a new connect string reaching the same database (another address, its promoted standby), for every router session at once.';
 
--- Removes a node that holds no shard: drain_node moves its shards off first.
+-- Removes a node that holds no shard (drain_node moves its shards off first) and takes part
+-- in no unfinished move.
 CREATE OR REPLACE FUNCTION remove_node(node text) RETURNS void
 LANGUAGE plpgsql VOLATILE CALLED ON NULL INPUT PARALLEL UNSAFE SECURITY DEFINER
 SET search_path = pg_catalog, pg_temp
@@ -1952,6 +2048,7 @@ AS $$
 DECLARE
     held integer;
     first_held integer;
+    unfinished text;
 BEGIN
     IF node IS NULL THEN
         RAISE EXCEPTION 'remove_node: node must not be NULL' USING ERRCODE = 'null_value_not_allowed';
@@ -1968,11 +2065,22 @@ BEGIN
             USING ERRCODE = 'object_not_in_prerequisite_state',
                   HINT = format('CALL drain_node(%L) moves them to the other nodes.', node);
     END IF;
+    -- An unfinished move from or to it still has something to complete or undo there.
+    SELECT format('move %s of shard(s) %s from node %L to node %L (%s)', m.id, array_to_string(m.shards, ', '),
+                  m.source, m.target, m.state)
+      INTO unfinished FROM snowflake_id_router.move m
+     WHERE m.state NOT IN ('done', 'undone') AND remove_node.node IN (m.source, m.target)
+     ORDER BY m.id LIMIT 1;
+    IF unfinished IS NOT NULL THEN
+        RAISE EXCEPTION 'node % is part of an unfinished move: %', quote_literal(node), unfinished
+            USING ERRCODE = 'object_not_in_prerequisite_state',
+                  HINT = 'SELECT * FROM repair_moves() completes or undoes it once its mover is gone.';
+    END IF;
     DELETE FROM snowflake_id_router.node n WHERE n.name = remove_node.node;
 END
 $$;
 COMMENT ON FUNCTION remove_node(text) IS
-  'Removes a node that holds no shard (55000 otherwise: drain_node first).';
+  'Removes a node that holds no shard and takes part in no unfinished move (55000 otherwise: drain_node, repair_moves first).';
 
 -- ==== router/sql/41_rebalance.sql ====
 -- == Rebalancing and draining ==
@@ -2094,33 +2202,40 @@ $$;
 COMMENT ON FUNCTION snowflake_id_router.plan_moves(text, text, text[], integer[], text[], bigint[]) IS
   'The planner of rebalance and drain_node: given each shard''s node and bytes, the moves that balance the nodes (or empty one), each shard at most once.';
 
--- The shards that hold data, where the map sends them: (shard, node, bytes), one query per
--- node. Every node must answer (55000 naming the first that does not): a plan that missed
--- one node's shards would pile shards onto it.
-CREATE OR REPLACE FUNCTION snowflake_id_router.data_shards()
+-- The shards that hold data, where the map sends them: (shard, node, bytes), with bytes only
+-- when sizes are asked for (by_disk_size: a query per node per status_chunk() shards, as
+-- sizes lock the relations; without, one query per node and no lock). Every node must
+-- answer (55000 naming the first that does not): a plan that missed one node's shards would
+-- pile shards onto it.
+CREATE OR REPLACE FUNCTION snowflake_id_router.data_shards(sizes boolean)
 RETURNS TABLE (shard integer, node text, bytes bigint)
-LANGUAGE plpgsql VOLATILE PARALLEL UNSAFE
+LANGUAGE plpgsql VOLATILE STRICT PARALLEL UNSAFE
 SET search_path = pg_catalog, pg_temp
 AS $$
 DECLARE
     o record;
 BEGIN
     FOR o IN SELECT * FROM snowflake_id_router.on_nodes(
-                 $q$SELECT coalesce(jsonb_agg(jsonb_build_array(s.shard, s.bytes)), '[]') FROM snowflake_id_node.shard_stats(false) s$q$) LOOP
+                 CASE WHEN sizes
+                      THEN $q$SELECT coalesce(jsonb_agg(jsonb_build_object('shard', s.shard, 'bytes', s.bytes)), '[]')
+                                FROM snowflake_id_node.shard_stats(false, %s, %s) s$q$
+                      ELSE $q$SELECT coalesce(jsonb_agg(jsonb_build_object('shard', s)), '[]')
+                                FROM unnest(snowflake_id_node.served_shards()) s$q$ END,
+                 CASE WHEN sizes THEN snowflake_id_router.status_chunk() END) LOOP
         IF o.error IS NOT NULL THEN
             RAISE EXCEPTION 'node % cannot be asked for its shards: %', quote_literal(o.node), o.error
                 USING ERRCODE = 'object_not_in_prerequisite_state',
                       HINT = 'Planning needs every node: bring it back, repoint it (alter_node), or drain it and remove it (remove_node).';
         END IF;
         RETURN QUERY
-        SELECT (x->>0)::integer, o.node, (x->>1)::bigint
+        SELECT (x->>'shard')::integer, o.node, (x->>'bytes')::bigint
           FROM jsonb_array_elements(o.result) x
-          JOIN snowflake_id_router.shard m ON m.shard = (x->>0)::integer AND m.node = o.node;
+          JOIN snowflake_id_router.shard m ON m.shard = (x->>'shard')::integer AND m.node = o.node;
     END LOOP;
 END
 $$;
-COMMENT ON FUNCTION snowflake_id_router.data_shards() IS
-  'Each shard a node serves where the map names that node, with its bytes (one query per node; 55000 if a node does not answer).';
+COMMENT ON FUNCTION snowflake_id_router.data_shards(boolean) IS
+  'Each shard a node serves where the map names that node, with its bytes if asked (55000 if a node does not answer).';
 
 CREATE OR REPLACE FUNCTION snowflake_id_router.check_plan_args(strategy text, batch_size integer, drain text) RETURNS void
 LANGUAGE plpgsql STABLE CALLED ON NULL INPUT PARALLEL SAFE
@@ -2163,7 +2278,7 @@ BEGIN
     PERFORM snowflake_id_router.check_plan_args(strategy, batch_size, drain);
     SELECT coalesce(array_agg(n.name ORDER BY n.name), '{}') INTO nodes FROM snowflake_id_router.node n;
     SELECT coalesce(array_agg(d.shard), '{}'), coalesce(array_agg(d.node), '{}'), coalesce(array_agg(d.bytes), '{}')
-      INTO data_shards, owners, sizes FROM snowflake_id_router.data_shards() d;
+      INTO data_shards, owners, sizes FROM snowflake_id_router.data_shards(strategy = 'by_disk_size') d;
     RETURN QUERY
     WITH moves AS (
         SELECT m.*, (row_number() OVER (PARTITION BY m.source, m.target ORDER BY m.shard) - 1) / batch_size AS turn
@@ -2267,9 +2382,10 @@ BEGIN
         SELECT rid, first_batch + p.batch, p.source, p.target, p.shards, p.bytes, 'planned'
           FROM snowflake_id_router.plan(strategy, batch_size, drain) p;
         SELECT count(*) AS batches, coalesce(sum(cardinality(b.shards)), 0) AS shards,
-               coalesce(sum(b.bytes), 0) AS bytes INTO planned
+               sum(b.bytes) AS bytes INTO planned
           FROM snowflake_id_router.rebalance_batch b WHERE b.rebalance = rid AND b.state = 'planned';
-        RAISE NOTICE '% %: % shard(s), % bytes, to move in % batch(es)', kind, rid, planned.shards, planned.bytes, planned.batches;
+        RAISE NOTICE '% %: % shard(s)% to move in % batch(es)', kind, rid, planned.shards,
+            coalesce(format(' (%s)', pg_size_pretty(planned.bytes)), ''), planned.batches;
     EXCEPTION WHEN query_canceled OR OTHERS THEN
         PERFORM snowflake_id_router.rebalance_release();
         RAISE;

@@ -32,7 +32,7 @@ CREATE TABLE snowflake_id_router.rebalance_batch (
     source text NOT NULL,
     target text NOT NULL,
     shards integer[] NOT NULL,
-    bytes bigint NOT NULL,                       -- at planning time
+    bytes bigint,                                -- at planning time (by_disk_size only)
     move bigint,                                 -- its move (move_history), once made
     state text NOT NULL CHECK (state IN ('planned', 'moving', 'done', 'failed')),
     started timestamptz,

@@ -1,16 +1,17 @@
 //! Which statements `alter_shards` runs on every shard's schema (sql/node_ddl.sql).
 //!
-//! The statement is parsed by PostgreSQL's own parser, never matched by pattern: it must be
-//! exactly one statement, a change of schema objects, that can run inside a transaction
-//! block (each node applies it to its template and every shard in one transaction).
+//! The statement is parsed by PostgreSQL's own parser (`raw_parser`), never matched by
+//! pattern: it must be exactly one statement, a change of schema objects, that can run
+//! inside a transaction block (each node applies it to its template and every shard in one
+//! transaction). Its text is handed to the parser as PostgreSQL's own NUL-terminated copy
+//! (`pnstrdup`, in the call's memory context): nothing is allocated in Rust in proportion to
+//! it, and a syntax error is the parser's own (42601, with its position).
 
-use crate::error::OrReport;
 use pgrx::pg_sys::{self, NodeTag};
-use pgrx::prelude::*;
 use pgrx::PgList;
-use std::ffi::{CStr, CString};
+use std::ffi::CStr;
 
-/// Why `alter_shards` refuses a statement (error.rs gives each its SQLSTATE).
+/// Why `alter_shards` refuses a statement (`error` gives each its SQLSTATE).
 #[derive(Debug, PartialEq, Eq)]
 pub enum DdlError {
     /// The text holds no statement, or more than one.
@@ -66,22 +67,22 @@ fn schema_change(kind: NodeTag, concurrently: bool, tag: &str) -> Result<(), Ddl
     }
 }
 
-/// The command tag of `ddl`'s one statement (`ALTER TABLE`, `CREATE INDEX`, ...) when
-/// alter_shards may run it on every shard's schema; an error naming what is wrong otherwise.
-/// `ddl` is the statement for one schema (its placeholder replaced); it is parsed, not run.
-#[pg_extern(sql = false)]
-fn ddl_statement(ddl: &str) -> String {
-    let text = CString::new(ddl).unwrap_or_else(|_| unreachable!("text holds no NUL byte"));
-    // SAFETY: raw_parser reads a NUL-terminated string and returns a List of RawStmt (or
-    // NIL) in the current memory context, raising its own syntax errors.
+/// The command tag of the one statement `ddl` holds (`ALTER TABLE`, `CREATE INDEX`, ...)
+/// when alter_shards may run it on every shard's schema. `ddl` is the statement for one
+/// schema (its placeholder replaced); it is parsed, not run.
+pub fn command_tag(ddl: &[u8]) -> Result<String, DdlError> {
+    // SAFETY: pnstrdup copies len bytes into a palloc'd NUL-terminated string (ereport on
+    // out-of-memory); a text datum holds no NUL byte. raw_parser reads it and returns a List
+    // of RawStmt (or NIL) in the current memory context, raising its own syntax errors.
     let stmts = unsafe {
+        let text = pg_sys::pnstrdup(ddl.as_ptr().cast(), ddl.len());
         PgList::<pg_sys::RawStmt>::from_pg(pg_sys::raw_parser(
-            text.as_ptr(),
+            text,
             pg_sys::RawParseMode::RAW_PARSE_DEFAULT,
         ))
     };
     if stmts.len() != 1 {
-        Err::<(), _>(DdlError::NotOneStatement { count: stmts.len() }).or_report();
+        return Err(DdlError::NotOneStatement { count: stmts.len() });
     }
     // SAFETY: the one RawStmt of the list; its stmt is a raw parse tree, which
     // CreateCommandTag reads as exec_simple_query does, and whose node tag names its struct.
@@ -99,6 +100,6 @@ fn ddl_statement(ddl: &str) -> String {
             tag.to_string_lossy().into_owned(),
         )
     };
-    schema_change(kind, concurrently, &tag).or_report();
-    tag
+    schema_change(kind, concurrently, &tag)?;
+    Ok(tag)
 }
