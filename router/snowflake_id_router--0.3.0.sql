@@ -640,7 +640,7 @@ BEGIN
     FOR c IN SELECT x FROM unnest(open) x WHERE x LIKE 'sfid:%' LOOP
         BEGIN
             EXECUTE format('SELECT %s.dblink_disconnect($1::text)', d) USING c;
-        EXCEPTION WHEN OTHERS THEN
+        EXCEPTION WHEN query_canceled OR OTHERS THEN
             NULL;  -- a broken connection is gone already
         END;
     END LOOP;
@@ -648,6 +648,37 @@ END
 $$;
 COMMENT ON FUNCTION snowflake_id_router.disconnect_all() IS
   'Closes this session''s sfid:* dblink connections (node locks held through them go with them).';
+
+-- After an interruption (a cancel, a timeout) a call may still run on a node: cancels every
+-- call in flight on this session's sfid:* connections and consumes what is left (a
+-- connection that will not settle is closed), so the undo that follows can use them.
+CREATE OR REPLACE FUNCTION snowflake_id_router.settle_all() RETURNS void
+LANGUAGE plpgsql VOLATILE PARALLEL UNSAFE
+SET search_path = pg_catalog, pg_temp
+AS $$
+#variable_conflict use_variable
+DECLARE
+    d text := snowflake_id_router.dblink_schema();
+    open text[];
+    c text;
+    busy integer;
+BEGIN
+    EXECUTE format('SELECT %s.dblink_get_connections()', d) INTO open;
+    FOR c IN SELECT x FROM unnest(open) x WHERE x LIKE 'sfid:%' LOOP
+        BEGIN
+            EXECUTE format('SELECT %s.dblink_is_busy($1::text)', d) INTO busy USING c;
+            IF busy = 1 THEN
+                EXECUTE format('SELECT %s.dblink_cancel_query($1::text)', d) USING c;
+            END IF;
+            PERFORM snowflake_id_router.drain(c, clock_timestamp() + interval '2 s');
+        EXCEPTION WHEN query_canceled OR OTHERS THEN
+            PERFORM snowflake_id_router.disconnect(c);
+        END;
+    END LOOP;
+END
+$$;
+COMMENT ON FUNCTION snowflake_id_router.settle_all() IS
+  'Cancels the calls in flight on this session''s sfid:* connections and consumes their results (closing a connection that will not settle).';
 
 -- Sends sql on conn without waiting.
 CREATE OR REPLACE FUNCTION snowflake_id_router.send(conn text, sql text) RETURNS void
@@ -699,7 +730,7 @@ BEGIN
     END LOOP;
     BEGIN
         EXECUTE format('SELECT v FROM %s.dblink_get_result($1::text) AS r(v text)', d) INTO result USING conn;
-    EXCEPTION WHEN OTHERS THEN
+    EXCEPTION WHEN query_canceled OR OTHERS THEN
         GET STACKED DIAGNOSTICS st = RETURNED_SQLSTATE, msg = MESSAGE_TEXT, det = PG_EXCEPTION_DETAIL, hnt = PG_EXCEPTION_HINT;
         PERFORM snowflake_id_router.drain(conn, clock_timestamp() + interval '2 s');
         msg := format('%s on %s: %s', what, place, msg);
@@ -735,8 +766,9 @@ $$;
 COMMENT ON FUNCTION snowflake_id_router.raise_error(text, text, text, text) IS
   'Raises an error with its SQLSTATE and message, and its detail and hint where not empty.';
 
--- Consumes what is left of the results on conn; a connection that stays busy past deadline
--- (a cancel that does not take) is closed.
+-- Consumes what is left of the results on conn, up to the empty one that ends them; a
+-- connection that stays busy past deadline (a cancel that does not take), or is broken, is
+-- closed.
 CREATE OR REPLACE FUNCTION snowflake_id_router.drain(conn text, deadline timestamptz) RETURNS void
 LANGUAGE plpgsql VOLATILE STRICT PARALLEL UNSAFE
 SET search_path = pg_catalog, pg_temp
@@ -747,7 +779,7 @@ DECLARE
     busy integer;
     n integer;
 BEGIN
-    FOR i IN 1 .. 100 LOOP
+    LOOP
         BEGIN
             EXECUTE format('SELECT %s.dblink_is_busy($1::text)', d) INTO busy USING conn;
             IF busy = 1 THEN
@@ -758,18 +790,21 @@ BEGIN
                 PERFORM pg_sleep(0.005);
                 CONTINUE;
             END IF;
-            EXECUTE format('SELECT count(*) FROM %s.dblink_get_result($1::text, false) AS r(v text)', d) INTO n USING conn;
-            -- An empty result is the end (the queries sent here return one row or fail).
+            -- An empty result is the end: the queries sent here return one row or fail.
+            EXECUTE format('SELECT count(*) FROM %s.dblink_get_result($1::text) AS r(v text)', d) INTO n USING conn;
             EXIT WHEN n = 0;
-        EXCEPTION WHEN OTHERS THEN
-            PERFORM snowflake_id_router.disconnect(conn);
-            RETURN;
+        EXCEPTION WHEN query_canceled OR OTHERS THEN
+            -- An error result (a cancelled query's) is consumed too; a broken connection goes.
+            IF SQLSTATE LIKE '08%' OR clock_timestamp() >= deadline THEN
+                PERFORM snowflake_id_router.disconnect(conn);
+                RETURN;
+            END IF;
         END;
     END LOOP;
 END
 $$;
 COMMENT ON FUNCTION snowflake_id_router.drain(text, timestamptz) IS
-  'Consumes the remaining results on dblink connection conn; closes it if it stays busy past deadline.';
+  'Consumes the remaining results on dblink connection conn; closes it if it stays busy past deadline or is broken.';
 
 -- send, then receive within timeout.
 CREATE OR REPLACE FUNCTION snowflake_id_router.call(conn text, sql text, timeout interval, what text) RETURNS text
@@ -1037,6 +1072,7 @@ DECLARE
     sequences text;
     step text := 'connecting to the nodes';
     sealed boolean := false;
+    made boolean := false;       -- something made on a node (its records say what)
     copy_deadline timestamptz;
     fence_deadline timestamptz;
     t_fence timestamptz;
@@ -1046,6 +1082,7 @@ DECLARE
     det text;
     hnt text;
     lock_ms text := snowflake_id_router.ms(snowflake_id_router.timeout('lock_timeout'));
+    lock_wait interval := snowflake_id_router.timeout('lock_timeout');
     long_step interval := snowflake_id_router.timeout('copy_timeout');
 BEGIN
     src := snowflake_id_router.node_conn(source);
@@ -1064,8 +1101,10 @@ BEGIN
     PERFORM snowflake_id_router.pause_at('planned');
     BEGIN
         step := 'locking the shards on the nodes';
-        PERFORM snowflake_id_router.call(src, format('SELECT snowflake_id_node.lock_shards(%L)', shards), interval '10 s', step);
-        PERFORM snowflake_id_router.call(dst, format('SELECT snowflake_id_node.lock_shards(%L)', shards), interval '10 s', step);
+        PERFORM snowflake_id_router.call(src, format('SELECT snowflake_id_node.lock_shards(%L, %L)', shards, lock_wait),
+                                         lock_wait + interval '10 s', step);
+        PERFORM snowflake_id_router.call(dst, format('SELECT snowflake_id_node.lock_shards(%L, %L)', shards, lock_wait),
+                                         lock_wait + interval '10 s', step);
 
         PERFORM snowflake_id_router.enter(move_id, 'checking');
         step := 'checking';
@@ -1078,6 +1117,7 @@ BEGIN
 
         PERFORM snowflake_id_router.enter(move_id, 'preparing');
         step := 'preparing';
+        made := true;
         PERFORM snowflake_id_router.call(dst, format('SELECT snowflake_id_node.prepare_target(%L, %L, %L, %L, %L, %L)',
                                                      k, router, src_id, shards, schemas, template), long_step, 'making the copies');
         -- The copies must be what the shards are, before any row moves.
@@ -1095,8 +1135,20 @@ BEGIN
         step := 'publishing';
         PERFORM snowflake_id_router.call(src, format('SELECT snowflake_id_node.publish(%L)', k), long_step, step);
         step := 'making the replication slot';
-        PERFORM snowflake_id_router.call(src, format('SELECT snowflake_id_node.make_slot(%L)', k),
-                                         greatest(copy_deadline - clock_timestamp(), interval '0'), step);
+        BEGIN
+            PERFORM snowflake_id_router.call(src, format('SELECT snowflake_id_node.make_slot(%L)', k),
+                                             greatest(copy_deadline - clock_timestamp(), interval '0'), step);
+        EXCEPTION WHEN query_canceled THEN
+            IF clock_timestamp() < copy_deadline THEN
+                RAISE;  -- the mover was cancelled
+            END IF;
+            -- It waits for every transaction running on the source: name the ones it waited for.
+            PERFORM snowflake_id_router.settle_all();
+            det := snowflake_id_router.call(src, 'SELECT snowflake_id_node.blockers()', interval '10 s', 'looking for long transactions');
+            RAISE EXCEPTION 'the replication slot was not made within copy_timeout (%): it waits for every transaction running on node % to end',
+                snowflake_id_router.timeout('copy_timeout'), quote_literal(source)
+                USING ERRCODE = 'query_canceled', DETAIL = coalesce('Running there: ' || det || '.', 'None is running there now.');
+        END;
         step := 'subscribing';
         suboid := snowflake_id_router.call(dst, format('SELECT snowflake_id_node.subscribe(%L, %L)', k,
                                                        (SELECT n.connstr FROM snowflake_id_router.node n WHERE n.name = source)),
@@ -1157,8 +1209,15 @@ BEGIN
         PERFORM snowflake_id_router.pause_at('sealed');
     EXCEPTION WHEN query_canceled OR OTHERS THEN
         GET STACKED DIAGNOSTICS st = RETURNED_SQLSTATE, msg = MESSAGE_TEXT, det = PG_EXCEPTION_DETAIL, hnt = PG_EXCEPTION_HINT;
+        PERFORM snowflake_id_router.settle_all();
         IF NOT sealed THEN
-            what_left := snowflake_id_router.undo_move(move_id, format('%s while %s: %s', st, step, msg));
+            IF made THEN
+                what_left := snowflake_id_router.undo_move(move_id, format('%s while %s: %s', st, step, msg));
+            ELSE
+                -- Nothing was made on a node yet: nothing to undo.
+                PERFORM snowflake_id_router.note(move_id, format('state = %L, ended = clock_timestamp(), error = %L', 'undone',
+                                                                 format('%s while %s: %s', st, step, msg)));
+            END IF;
             IF what_left IS DISTINCT FROM 'sealed' THEN
                 PERFORM snowflake_id_router.disconnect_all();
                 msg := format('moving %s from node %L to node %L failed while %s: %s',
@@ -1224,12 +1283,18 @@ SET search_path = pg_catalog, pg_temp
 AS $$
 #variable_conflict use_variable
 DECLARE
-    conn text := snowflake_id_router.node_conn(node);
+    conn text;
+    wait interval := snowflake_id_router.timeout('lock_timeout');
+    q text := format('SELECT concat(snowflake_id_node.lock_shards(%L, %L), (SELECT state FROM snowflake_id_node.move WHERE key = %L))',
+                     shards, wait, snowflake_id_router.move_key(move_id));
 BEGIN
-    PERFORM snowflake_id_router.call(conn, format('SELECT snowflake_id_node.lock_shards(%L)', shards), interval '10 s',
-                                     'locking the shards');
-    RETURN snowflake_id_router.call(conn, format('SELECT state FROM snowflake_id_node.move WHERE key = %L',
-                                                 snowflake_id_router.move_key(move_id)), interval '10 s', 'reading the move''s record');
+    -- This session's connection may be broken (the node restarted): then once more afresh.
+    BEGIN
+        RETURN nullif(snowflake_id_router.call(snowflake_id_router.node_conn(node), q, wait + interval '10 s', 'reading the move''s record'), '');
+    EXCEPTION WHEN connection_exception OR sqlclient_unable_to_establish_sqlconnection OR query_canceled THEN
+        PERFORM snowflake_id_router.disconnect('sfid:' || node);
+    END;
+    RETURN nullif(snowflake_id_router.call(snowflake_id_router.node_conn(node), q, wait + interval '10 s', 'reading the move''s record'), '');
 END
 $$;
 COMMENT ON FUNCTION snowflake_id_router.node_state(text, bigint, integer[]) IS
@@ -1345,6 +1410,7 @@ BEGIN
             PERFORM snowflake_id_router.call(snowflake_id_router.loopback(), format('SELECT snowflake_id_router.flip(%s)', move_id),
                                              snowflake_id_router.timeout('lock_timeout') + bound, step);
         EXCEPTION WHEN query_canceled OR OTHERS THEN
+            PERFORM snowflake_id_router.settle_all();
             PERFORM snowflake_id_router.note(move_id, format('error = %L', SQLSTATE || ' while ' || step || ': ' || SQLERRM));
             PERFORM snowflake_id_router.disconnect_all();
             RAISE EXCEPTION 'move % of % from node % to node % is sealed but failed while %: %', move_id,
@@ -1606,7 +1672,8 @@ BEGIN
                 ELSE
                     BEGIN
                         PERFORM snowflake_id_router.lock_router(r.shards);
-                        PERFORM snowflake_id_router.call(conn, format('SELECT snowflake_id_node.lock_shards(%L)', r.shards),
+                        PERFORM snowflake_id_router.call(conn, format('SELECT snowflake_id_node.lock_shards(%L, %L)', r.shards,
+                                                                      snowflake_id_router.timeout('lock_timeout')),
                                                          bound, 'locking the shards');
                         PERFORM snowflake_id_router.call(conn, format('SELECT snowflake_id_node.undo(%L, %L, 0)', r.key, wait),
                                                          bound, 'undoing a move without a record');

@@ -178,6 +178,7 @@ DECLARE
     sequences text;
     step text := 'connecting to the nodes';
     sealed boolean := false;
+    made boolean := false;       -- something made on a node (its records say what)
     copy_deadline timestamptz;
     fence_deadline timestamptz;
     t_fence timestamptz;
@@ -187,6 +188,7 @@ DECLARE
     det text;
     hnt text;
     lock_ms text := snowflake_id_router.ms(snowflake_id_router.timeout('lock_timeout'));
+    lock_wait interval := snowflake_id_router.timeout('lock_timeout');
     long_step interval := snowflake_id_router.timeout('copy_timeout');
 BEGIN
     src := snowflake_id_router.node_conn(source);
@@ -205,8 +207,10 @@ BEGIN
     PERFORM snowflake_id_router.pause_at('planned');
     BEGIN
         step := 'locking the shards on the nodes';
-        PERFORM snowflake_id_router.call(src, format('SELECT snowflake_id_node.lock_shards(%L)', shards), interval '10 s', step);
-        PERFORM snowflake_id_router.call(dst, format('SELECT snowflake_id_node.lock_shards(%L)', shards), interval '10 s', step);
+        PERFORM snowflake_id_router.call(src, format('SELECT snowflake_id_node.lock_shards(%L, %L)', shards, lock_wait),
+                                         lock_wait + interval '10 s', step);
+        PERFORM snowflake_id_router.call(dst, format('SELECT snowflake_id_node.lock_shards(%L, %L)', shards, lock_wait),
+                                         lock_wait + interval '10 s', step);
 
         PERFORM snowflake_id_router.enter(move_id, 'checking');
         step := 'checking';
@@ -219,6 +223,7 @@ BEGIN
 
         PERFORM snowflake_id_router.enter(move_id, 'preparing');
         step := 'preparing';
+        made := true;
         PERFORM snowflake_id_router.call(dst, format('SELECT snowflake_id_node.prepare_target(%L, %L, %L, %L, %L, %L)',
                                                      k, router, src_id, shards, schemas, template), long_step, 'making the copies');
         -- The copies must be what the shards are, before any row moves.
@@ -236,8 +241,20 @@ BEGIN
         step := 'publishing';
         PERFORM snowflake_id_router.call(src, format('SELECT snowflake_id_node.publish(%L)', k), long_step, step);
         step := 'making the replication slot';
-        PERFORM snowflake_id_router.call(src, format('SELECT snowflake_id_node.make_slot(%L)', k),
-                                         greatest(copy_deadline - clock_timestamp(), interval '0'), step);
+        BEGIN
+            PERFORM snowflake_id_router.call(src, format('SELECT snowflake_id_node.make_slot(%L)', k),
+                                             greatest(copy_deadline - clock_timestamp(), interval '0'), step);
+        EXCEPTION WHEN query_canceled THEN
+            IF clock_timestamp() < copy_deadline THEN
+                RAISE;  -- the mover was cancelled
+            END IF;
+            -- It waits for every transaction running on the source: name the ones it waited for.
+            PERFORM snowflake_id_router.settle_all();
+            det := snowflake_id_router.call(src, 'SELECT snowflake_id_node.blockers()', interval '10 s', 'looking for long transactions');
+            RAISE EXCEPTION 'the replication slot was not made within copy_timeout (%): it waits for every transaction running on node % to end',
+                snowflake_id_router.timeout('copy_timeout'), quote_literal(source)
+                USING ERRCODE = 'query_canceled', DETAIL = coalesce('Running there: ' || det || '.', 'None is running there now.');
+        END;
         step := 'subscribing';
         suboid := snowflake_id_router.call(dst, format('SELECT snowflake_id_node.subscribe(%L, %L)', k,
                                                        (SELECT n.connstr FROM snowflake_id_router.node n WHERE n.name = source)),
@@ -298,8 +315,15 @@ BEGIN
         PERFORM snowflake_id_router.pause_at('sealed');
     EXCEPTION WHEN query_canceled OR OTHERS THEN
         GET STACKED DIAGNOSTICS st = RETURNED_SQLSTATE, msg = MESSAGE_TEXT, det = PG_EXCEPTION_DETAIL, hnt = PG_EXCEPTION_HINT;
+        PERFORM snowflake_id_router.settle_all();
         IF NOT sealed THEN
-            what_left := snowflake_id_router.undo_move(move_id, format('%s while %s: %s', st, step, msg));
+            IF made THEN
+                what_left := snowflake_id_router.undo_move(move_id, format('%s while %s: %s', st, step, msg));
+            ELSE
+                -- Nothing was made on a node yet: nothing to undo.
+                PERFORM snowflake_id_router.note(move_id, format('state = %L, ended = clock_timestamp(), error = %L', 'undone',
+                                                                 format('%s while %s: %s', st, step, msg)));
+            END IF;
             IF what_left IS DISTINCT FROM 'sealed' THEN
                 PERFORM snowflake_id_router.disconnect_all();
                 msg := format('moving %s from node %L to node %L failed while %s: %s',
@@ -365,12 +389,18 @@ SET search_path = pg_catalog, pg_temp
 AS $$
 #variable_conflict use_variable
 DECLARE
-    conn text := snowflake_id_router.node_conn(node);
+    conn text;
+    wait interval := snowflake_id_router.timeout('lock_timeout');
+    q text := format('SELECT concat(snowflake_id_node.lock_shards(%L, %L), (SELECT state FROM snowflake_id_node.move WHERE key = %L))',
+                     shards, wait, snowflake_id_router.move_key(move_id));
 BEGIN
-    PERFORM snowflake_id_router.call(conn, format('SELECT snowflake_id_node.lock_shards(%L)', shards), interval '10 s',
-                                     'locking the shards');
-    RETURN snowflake_id_router.call(conn, format('SELECT state FROM snowflake_id_node.move WHERE key = %L',
-                                                 snowflake_id_router.move_key(move_id)), interval '10 s', 'reading the move''s record');
+    -- This session's connection may be broken (the node restarted): then once more afresh.
+    BEGIN
+        RETURN nullif(snowflake_id_router.call(snowflake_id_router.node_conn(node), q, wait + interval '10 s', 'reading the move''s record'), '');
+    EXCEPTION WHEN connection_exception OR sqlclient_unable_to_establish_sqlconnection OR query_canceled THEN
+        PERFORM snowflake_id_router.disconnect('sfid:' || node);
+    END;
+    RETURN nullif(snowflake_id_router.call(snowflake_id_router.node_conn(node), q, wait + interval '10 s', 'reading the move''s record'), '');
 END
 $$;
 COMMENT ON FUNCTION snowflake_id_router.node_state(text, bigint, integer[]) IS
@@ -486,6 +516,7 @@ BEGIN
             PERFORM snowflake_id_router.call(snowflake_id_router.loopback(), format('SELECT snowflake_id_router.flip(%s)', move_id),
                                              snowflake_id_router.timeout('lock_timeout') + bound, step);
         EXCEPTION WHEN query_canceled OR OTHERS THEN
+            PERFORM snowflake_id_router.settle_all();
             PERFORM snowflake_id_router.note(move_id, format('error = %L', SQLSTATE || ' while ' || step || ': ' || SQLERRM));
             PERFORM snowflake_id_router.disconnect_all();
             RAISE EXCEPTION 'move % of % from node % to node % is sealed but failed while %: %', move_id,

@@ -116,7 +116,8 @@ BEGIN
                 ELSE
                     BEGIN
                         PERFORM snowflake_id_router.lock_router(r.shards);
-                        PERFORM snowflake_id_router.call(conn, format('SELECT snowflake_id_node.lock_shards(%L)', r.shards),
+                        PERFORM snowflake_id_router.call(conn, format('SELECT snowflake_id_node.lock_shards(%L, %L)', r.shards,
+                                                                      snowflake_id_router.timeout('lock_timeout')),
                                                          bound, 'locking the shards');
                         PERFORM snowflake_id_router.call(conn, format('SELECT snowflake_id_node.undo(%L, %L, 0)', r.key, wait),
                                                          bound, 'undoing a move without a record');

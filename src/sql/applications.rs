@@ -1,13 +1,13 @@
 //! IDs in applications, the SQL surface: the short text form, masked public IDs, the JSON
 //! string form and the `snowflake` type (sql/snowflake_type.sql), and `convert_column`
-//! (sql/convert.sql). The work is in the pure modules `text_form` and `mask`.
+//! (sql/convert.sql). The work is in the pure modules `id::text_form` and `id::mask`.
 
-use crate::error::{IdError, OrReport};
-use crate::layout::LayoutError;
-use crate::mask_key_file;
-use crate::text_arg::{self, Text};
-use crate::text_form::TextError;
-use crate::{mask, text_form};
+use crate::id::layouts::LayoutError;
+use crate::id::text_form::TextError;
+use crate::id::{mask, text_form};
+use crate::pg::error::{IdError, OrReport};
+use crate::pg::mask_key_file;
+use crate::pg::text_arg::{self, Text};
 use pgrx::prelude::*;
 
 fn non_negative(id: i64) -> i64 {
@@ -78,11 +78,11 @@ fn id_unmask(masked: i64) -> i64 {
     mask::unmask(non_negative(masked), &mask_key_file::key())
 }
 
-extension_sql_file!("../sql/snowflake_type.sql", name = "snowflake_type");
+extension_sql_file!("../../sql/snowflake_type.sql", name = "snowflake_type");
 
 // convert_column: a bigserial or identity key adopted in place.
 extension_sql_file!(
-    "../sql/convert.sql",
+    "../../sql/convert.sql",
     name = "convert",
     requires = ["installer"]
 );
