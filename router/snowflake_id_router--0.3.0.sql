@@ -2307,7 +2307,7 @@ BEGIN
                sum(b.bytes) AS bytes INTO planned
           FROM snowflake_id_router.rebalance_batch b WHERE b.rebalance = rid AND b.state = 'planned';
         RAISE NOTICE '% %: % shard(s)% to move in % batch(es)', kind, rid, planned.shards,
-            coalesce(format(' (%s)', pg_size_pretty(planned.bytes)), ''), planned.batches;
+            CASE WHEN planned.bytes IS NOT NULL THEN format(' (%s)', pg_size_pretty(planned.bytes)) ELSE '' END, planned.batches;
     EXCEPTION WHEN query_canceled OR OTHERS THEN
         PERFORM snowflake_id_router.rebalance_release();
         RAISE;
