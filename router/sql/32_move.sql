@@ -75,9 +75,9 @@ BEGIN
     IF cardinality(shards) = 0 THEN
         RAISE EXCEPTION 'move_shards: no shard given' USING ERRCODE = 'invalid_parameter_value';
     END IF;
-    SELECT min(s)::text INTO bad FROM unnest(shards) s WHERE s NOT BETWEEN 0 AND 8191;
+    SELECT min(s)::text INTO bad FROM unnest(shards) s WHERE s NOT BETWEEN 0 AND @MAX_SHARD@;
     IF bad IS NOT NULL THEN
-        RAISE EXCEPTION 'shard % is out of range: valid shards are 0 to 8191', bad USING ERRCODE = 'numeric_value_out_of_range';
+        RAISE EXCEPTION 'shard % is out of range: valid shards are 0 to @MAX_SHARD@', bad USING ERRCODE = 'numeric_value_out_of_range';
     END IF;
     IF NOT EXISTS (SELECT FROM snowflake_id_router.node n WHERE n.name = move_shards.node) THEN
         RAISE EXCEPTION 'node % does not exist', quote_literal(node) USING ERRCODE = 'undefined_object',
