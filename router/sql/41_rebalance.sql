@@ -522,6 +522,7 @@ CREATE OR REPLACE PROCEDURE rebalance(strategy text DEFAULT 'by_shard_count', ba
 LANGUAGE plpgsql
 AS $$
 BEGIN
+    PERFORM snowflake_id_router.require_primary('rebalance');
     CALL snowflake_id_router.run_rebalance(NULL, strategy, batch_size, template);
 END
 $$;
@@ -536,6 +537,7 @@ BEGIN
     IF node IS NULL THEN
         RAISE EXCEPTION 'drain_node: node must not be NULL' USING ERRCODE = 'null_value_not_allowed';
     END IF;
+    PERFORM snowflake_id_router.require_primary('drain_node');
     CALL snowflake_id_router.run_rebalance(node, strategy, batch_size, template);
 END
 $$;

@@ -35,3 +35,6 @@ ALTER FUNCTION id_unmask(bigint) PARALLEL RESTRICTED;
 --#include sql/instagram.sql
 --#include sql/other_ids.sql
 --#include sql/applications.sql
+
+-- == alter_shards on the node (new in 0.3.0) ==
+--#include sql/node_ddl.sql
