@@ -96,38 +96,44 @@ RETURN EXISTS (SELECT FROM pg_locks l
 COMMENT ON FUNCTION snowflake_id_node.alive(integer[]) IS
   'True when some session holds the shard lock of one of the shards (its mover or a repair is alive).';
 
--- Takes the shard locks (session level) for this session; 55P03 naming the shard and the
--- session holding it. All or none: on refusal the locks taken by this call are released.
-CREATE OR REPLACE FUNCTION snowflake_id_node.lock_shards(shards integer[]) RETURNS void
+-- Takes the shard locks (session level) for this session, waiting up to wait for a session
+-- that holds one (a mover whose router just died ends within seconds); then 55P03 naming
+-- the shard and the session holding it. All or none: on refusal the locks taken by this
+-- call are released.
+CREATE OR REPLACE FUNCTION snowflake_id_node.lock_shards(shards integer[], wait interval DEFAULT interval '0')
+RETURNS void
 LANGUAGE plpgsql VOLATILE CALLED ON NULL INPUT
 SET search_path = pg_catalog, pg_temp
 AS $$
 #variable_conflict use_variable
 DECLARE
+    deadline timestamptz := clock_timestamp() + wait;
     s integer;
     taken integer[] := '{}';
     holder text;
 BEGIN
     FOREACH s IN ARRAY shards LOOP
         CONTINUE WHEN s = ANY (taken) OR snowflake_id_node.holds(ARRAY[s]);
-        IF pg_try_advisory_lock(snowflake_id_node.lock_class(), s) THEN
-            taken := taken || s;
-        ELSE
-            PERFORM pg_advisory_unlock(snowflake_id_node.lock_class(), t) FROM unnest(taken) t;
-            SELECT format('pid %s, %s', a.pid, coalesce(nullif(a.application_name, ''), a.usename::text)) INTO holder
-              FROM pg_locks l JOIN pg_stat_activity a ON a.pid = l.pid
-             WHERE l.locktype = 'advisory' AND l.granted AND l.classid = snowflake_id_node.lock_class()::oid
-               AND l.objsubid = 2 AND l.objid::bigint = s
-               AND l.database = (SELECT d.oid FROM pg_database d WHERE d.datname = current_database())
-             LIMIT 1;
-            RAISE EXCEPTION 'shard % is being moved or repaired by another session on this node (%)', s,
-                coalesce(holder, 'gone since') USING ERRCODE = 'lock_not_available';
-        END IF;
+        WHILE NOT pg_try_advisory_lock(snowflake_id_node.lock_class(), s) LOOP
+            IF clock_timestamp() >= deadline THEN
+                PERFORM pg_advisory_unlock(snowflake_id_node.lock_class(), t) FROM unnest(taken) t;
+                SELECT format('pid %s, %s', a.pid, coalesce(nullif(a.application_name, ''), a.usename::text)) INTO holder
+                  FROM pg_locks l JOIN pg_stat_activity a ON a.pid = l.pid
+                 WHERE l.locktype = 'advisory' AND l.granted AND l.classid = snowflake_id_node.lock_class()::oid
+                   AND l.objsubid = 2 AND l.objid::bigint = s
+                   AND l.database = (SELECT d.oid FROM pg_database d WHERE d.datname = current_database())
+                 LIMIT 1;
+                RAISE EXCEPTION 'shard % is being moved or repaired by another session on this node (%)', s,
+                    coalesce(holder, 'gone since') USING ERRCODE = 'lock_not_available';
+            END IF;
+            PERFORM pg_sleep(0.01);
+        END LOOP;
+        taken := taken || s;
     END LOOP;
 END
 $$;
-COMMENT ON FUNCTION snowflake_id_node.lock_shards(integer[]) IS
-  'Takes the shard locks of shards for this session (all or none); 55P03 when another session holds one.';
+COMMENT ON FUNCTION snowflake_id_node.lock_shards(integer[], interval) IS
+  'Takes the shard locks of shards for this session (all or none), waiting up to wait; 55P03 when another session holds one.';
 
 CREATE OR REPLACE FUNCTION snowflake_id_node.unlock_shards(shards integer[]) RETURNS void
 LANGUAGE plpgsql VOLATILE STRICT
@@ -138,10 +144,10 @@ DECLARE
     s integer;
 BEGIN
     FOREACH s IN ARRAY shards LOOP
-        WHILE pg_advisory_unlock(snowflake_id_node.lock_class(), s) LOOP END LOOP;
+        WHILE snowflake_id_node.holds(ARRAY[s]) LOOP
+            PERFORM pg_advisory_unlock(snowflake_id_node.lock_class(), s);
+        END LOOP;
     END LOOP;
-EXCEPTION WHEN OTHERS THEN
-    NULL;  -- pg_advisory_unlock warns, never fails; nothing to undo
 END
 $$;
 COMMENT ON FUNCTION snowflake_id_node.unlock_shards(integer[]) IS 'Releases this session''s shard locks of shards.';
@@ -486,9 +492,9 @@ BEGIN ATOMIC
     SELECT coalesce(array_agg(DISTINCT r ORDER BY r), '{}') FROM (
         SELECT g.owner FROM g WHERE g.owner IS NOT NULL
         UNION ALL
-        SELECT e.grantor::regrole::text FROM g, aclexplode(g.acl::aclitem[]) e
+        SELECT e.grantor::regrole::text FROM g, aclexplode(nullif(g.acl, '{}')::aclitem[]) e
         UNION ALL
-        SELECT e.grantee::regrole::text FROM g, aclexplode(g.acl::aclitem[]) e WHERE e.grantee <> 0
+        SELECT e.grantee::regrole::text FROM g, aclexplode(nullif(g.acl, '{}')::aclitem[]) e WHERE e.grantee <> 0
         UNION ALL
         SELECT r::regrole::text FROM unnest(schemas) s
           JOIN pg_namespace n ON n.nspname = s, snowflake_id_node.tables(n.oid) t
@@ -551,12 +557,14 @@ BEGIN
                     ELSE acldefault((CASE g.kind WHEN 'schema' THEN 'n' WHEN 'sequence' THEN 's' WHEN 'function' THEN 'f' ELSE 'r' END)::"char", owner_oid) END);
         CONTINUE WHEN (SELECT array_agg(x::text ORDER BY x::text) FROM unnest(cur) x)
                       IS NOT DISTINCT FROM (SELECT array_agg(x::text ORDER BY x::text) FROM unnest(want) x);
-        FOR e IN SELECT DISTINCT x.grantee FROM aclexplode(cur) x LOOP
+        -- (An empty aclitem[] is not one acl functions take: none of its items to explode.)
+        FOR e IN SELECT DISTINCT x.grantee FROM aclexplode(CASE WHEN cardinality(cur) > 0 THEN cur END) x LOOP
             EXECUTE format('REVOKE ALL %s ON %s FROM %s CASCADE', coalesce('(' || g.col || ')', ''), target_sql,
                            CASE WHEN e.grantee = 0 THEN 'PUBLIC' ELSE quote_ident(e.grantee::regrole::text) END);
         END LOOP;
         FOR e IN SELECT x.grantor, x.grantee, x.is_grantable, string_agg(x.privilege_type, ', ') AS privs
-                   FROM aclexplode(want) x GROUP BY 1, 2, 3 ORDER BY x.grantor <> owner_oid, 1, 2, 3 LOOP
+                   FROM aclexplode(CASE WHEN cardinality(want) > 0 THEN want END) x
+                  GROUP BY 1, 2, 3 ORDER BY x.grantor <> owner_oid, 1, 2, 3 LOOP
             IF e.grantor <> owner_oid THEN
                 EXECUTE format('SET LOCAL ROLE %I', e.grantor::regrole::text);
             END IF;
@@ -767,7 +775,7 @@ LANGUAGE sql STABLE STRICT PARALLEL SAFE ROWS 5
 SET search_path = pg_catalog, pg_temp
 BEGIN ATOMIC
     SELECT x.oid::regclass FROM unnest(schemas) s JOIN pg_namespace n ON n.nspname = s, snowflake_id_node.tables(n.oid) x
-     ORDER BY 1;
+     ORDER BY n.nspname COLLATE "C", x.name COLLATE "C";   -- by name: OIDs differ from node to node
 END;
 COMMENT ON FUNCTION snowflake_id_node.move_tables(text[]) IS 'The tables of the schemas, moves'' markers left out.';
 
@@ -1044,8 +1052,36 @@ $$;
 COMMENT ON FUNCTION snowflake_id_node.subscribe(text, text) IS
   'Move step on the target: subscribes to move key''s publication and slot on the source; returns the subscription''s OID.';
 
--- How far the copy is: true when every table is synchronised; 55000 at once when a worker
--- failed (the subscription disabled itself, or errors were counted).
+-- 55000 at once when the move's subscription has failed: a worker's error disabled it
+-- (disable_on_error) or errors were counted. The error itself is in this node's log.
+CREATE OR REPLACE FUNCTION snowflake_id_node.check_subscription(m snowflake_id_node.move) RETURNS void
+LANGUAGE plpgsql STABLE CALLED ON NULL INPUT
+SET search_path = pg_catalog, pg_temp
+AS $$
+#variable_conflict use_variable
+DECLARE
+    enabled boolean;
+    errors bigint;
+BEGIN
+    IF m.suboid IS NULL THEN
+        RAISE EXCEPTION 'move % has no subscription on this node', m.key USING ERRCODE = 'object_not_in_prerequisite_state';
+    END IF;
+    SELECT s.subenabled INTO enabled FROM pg_subscription s WHERE s.oid = m.suboid;
+    SELECT st.apply_error_count + st.sync_error_count INTO errors FROM pg_stat_subscription_stats st WHERE st.subid = m.suboid;
+    IF enabled IS NOT TRUE OR errors > 0 THEN
+        RAISE EXCEPTION 'replicating into this node failed: the subscription''s workers reported % error(s)%',
+            coalesce(errors, 0), CASE WHEN enabled IS NOT TRUE THEN ' and it disabled itself' ELSE '' END
+            USING ERRCODE = 'object_not_in_prerequisite_state',
+                  HINT = 'This node''s server log says why (subscription ' || quote_ident(m.subscription)
+                         || '): a table or column missing here, a type that does not fit, a permission.';
+    END IF;
+END
+$$;
+COMMENT ON FUNCTION snowflake_id_node.check_subscription(snowflake_id_node.move) IS
+  '55000 when a move''s subscription here disabled itself or its workers counted errors.';
+
+-- How far the copy is: true when every table is synchronised; 55000 at once when the
+-- subscription failed.
 CREATE OR REPLACE FUNCTION snowflake_id_node.copy_done(key text) RETURNS boolean
 LANGUAGE plpgsql STABLE STRICT
 SET search_path = pg_catalog, pg_temp
@@ -1053,33 +1089,21 @@ AS $$
 #variable_conflict use_variable
 DECLARE
     m snowflake_id_node.move;
-    enabled boolean;
-    errors bigint;
     pending bigint;
     total bigint;
 BEGIN
     SELECT * INTO m FROM snowflake_id_node.move r WHERE r.key = copy_done.key AND r.role = 'target';
-    IF NOT FOUND OR m.suboid IS NULL THEN
-        RAISE EXCEPTION 'move % has no subscription on this node', key USING ERRCODE = 'object_not_in_prerequisite_state';
-    END IF;
-    SELECT s.subenabled INTO enabled FROM pg_subscription s WHERE s.oid = m.suboid;
-    SELECT coalesce(st.apply_error_count + st.sync_error_count, 0) INTO errors
-      FROM pg_stat_subscription_stats st WHERE st.subid = m.suboid;
-    IF enabled IS NOT TRUE OR errors > 0 THEN
-        RAISE EXCEPTION 'copying into this node failed: the subscription''s workers reported % error(s)%', coalesce(errors, 0),
-            CASE WHEN enabled IS NOT TRUE THEN ' and it disabled itself' ELSE '' END
-            USING ERRCODE = 'object_not_in_prerequisite_state',
-                  HINT = 'This node''s server log says why (look for subscription ' || quote_ident(m.subscription) || ').';
-    END IF;
+    PERFORM snowflake_id_node.check_subscription(m);
     SELECT count(*) FILTER (WHERE r.srsubstate <> 'r'), count(*) INTO pending, total
       FROM pg_subscription_rel r WHERE r.srsubid = m.suboid;
     RETURN total > 0 AND pending = 0;
 END
 $$;
 COMMENT ON FUNCTION snowflake_id_node.copy_done(text) IS
-  'True when the copy of move key has synchronised every table; 55000 when its workers failed.';
+  'True when the copy of move key has synchronised every table; 55000 when its subscription failed.';
 
--- True when the source's marker row, written after the fence, has arrived.
+-- True when the source's marker row, written after the fence, has arrived; 55000 at once
+-- when the subscription failed.
 CREATE OR REPLACE FUNCTION snowflake_id_node.marked(key text) RETURNS boolean
 LANGUAGE plpgsql STABLE STRICT
 SET search_path = pg_catalog, pg_temp
@@ -1089,12 +1113,32 @@ DECLARE
     m snowflake_id_node.move;
     seen boolean;
 BEGIN
-    SELECT * INTO m FROM snowflake_id_node.move r WHERE r.key = marked.key;
+    SELECT * INTO m FROM snowflake_id_node.move r WHERE r.key = marked.key AND r.role = 'target';
     EXECUTE format('SELECT EXISTS (SELECT FROM %I.%I)', m.schemas[1], m.marker) INTO seen;
+    IF NOT seen THEN
+        PERFORM snowflake_id_node.check_subscription(m);
+    END IF;
     RETURN seen;
 END
 $$;
-COMMENT ON FUNCTION snowflake_id_node.marked(text) IS 'True when the marker row of move key has arrived here.';
+COMMENT ON FUNCTION snowflake_id_node.marked(text) IS
+  'True when the marker row of move key has arrived here; 55000 when its subscription failed.';
+
+-- The transactions running here that hold a transaction ID or snapshot, oldest first: what
+-- a new replication slot waits for (to name them when it waits too long).
+CREATE OR REPLACE FUNCTION snowflake_id_node.blockers() RETURNS text
+LANGUAGE sql STABLE
+SET search_path = pg_catalog, pg_temp
+BEGIN ATOMIC
+    SELECT string_agg(format('pid %s (%s, %s, in a transaction since %s)', a.pid, a.usename,
+                             coalesce(nullif(a.application_name, ''), a.backend_type), a.xact_start), '; ' ORDER BY a.xact_start)
+      FROM pg_stat_activity a
+     WHERE a.pid <> pg_backend_pid() AND a.xact_start IS NOT NULL
+       AND (a.backend_xid IS NOT NULL OR a.backend_xmin IS NOT NULL)
+       AND a.backend_type = 'client backend';
+END;
+COMMENT ON FUNCTION snowflake_id_node.blockers() IS
+  'The client transactions here holding a transaction ID or snapshot, oldest first (what slot creation waits for).';
 
 -- Activation (serving): every sequence carried (set to the further of its value here and
 -- the source's, so IDs continue above every ID the source gave whatever the clocks say),
@@ -1302,13 +1346,13 @@ BEGIN
         EXECUTE format('DROP SUBSCRIPTION %I', x.subname);
         dropped := dropped || format('subscription %s', x.subname);
     END LOOP;
-    FOR x IN SELECT g.tgname, g.tgrelid::regclass AS rel FROM pg_trigger g
+    FOR x IN SELECT g.tgname, g.tgrelid::regclass::text AS rel FROM pg_trigger g
               WHERE g.tgfoid = 'snowflake_id_node.fence()'::regprocedure AND starts_with(g.tgname, prefix)
                 AND NOT EXISTS (SELECT FROM snowflake_id_node.move r WHERE r.marker = g.tgname) LOOP
         EXECUTE format('DROP TRIGGER %I ON %s', x.tgname, x.rel);
         dropped := dropped || format('fence trigger %s on %s', x.tgname, x.rel);
     END LOOP;
-    FOR x IN SELECT c.oid::regclass AS rel FROM pg_class c
+    FOR x IN SELECT c.oid::regclass::text AS rel FROM pg_class c
               WHERE c.relkind = 'r' AND starts_with(c.relname, prefix)
                 AND NOT EXISTS (SELECT FROM snowflake_id_node.move r WHERE r.marker = c.relname) LOOP
         EXECUTE format('DROP TABLE %s', x.rel);

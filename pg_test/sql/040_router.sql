@@ -156,6 +156,21 @@ SELECT count(*) AS functions_without_comment
    AND d.refobjid = (SELECT oid FROM pg_extension WHERE extname = 'snowflake_id_router')
    AND obj_description(p.oid, 'pg_proc') IS NULL;
 DROP ROLE router_reg_user;
+-- Routing needs no credentials in the user mapping (PL/Proxy connects as the calling role:
+-- trust here, ~/.pgpass or certificates elsewhere), and an application role that may use
+-- the server cannot log in anywhere through it with dblink: it has no password to give.
+SELECT current_user AS regress_user \gset
+CREATE ROLE router_reg_app LOGIN;
+GRANT USAGE ON FOREIGN SERVER snowflake_id TO router_reg_app;
+SELECT srvname, umoptions FROM pg_user_mappings WHERE srvname = 'snowflake_id';
+\c - router_reg_app
+\set VERBOSITY sqlstate
+SELECT routed(7);
+SELECT dblink_connect('x', 'snowflake_id');                      -- 2F003: no password, no connection
+\c - :regress_user
+\set VERBOSITY sqlstate
+REVOKE USAGE ON FOREIGN SERVER snowflake_id FROM router_reg_app;
+DROP ROLE router_reg_app;
 DROP FUNCTION routed(integer), routed_by_id(bigint);
 SET client_min_messages = warning;
 DROP EXTENSION snowflake_id_router CASCADE;

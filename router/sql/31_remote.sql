@@ -78,7 +78,7 @@ BEGIN
     FOR c IN SELECT x FROM unnest(open) x WHERE x LIKE 'sfid:%' LOOP
         BEGIN
             EXECUTE format('SELECT %s.dblink_disconnect($1::text)', d) USING c;
-        EXCEPTION WHEN OTHERS THEN
+        EXCEPTION WHEN query_canceled OR OTHERS THEN
             NULL;  -- a broken connection is gone already
         END;
     END LOOP;
@@ -86,6 +86,37 @@ END
 $$;
 COMMENT ON FUNCTION snowflake_id_router.disconnect_all() IS
   'Closes this session''s sfid:* dblink connections (node locks held through them go with them).';
+
+-- After an interruption (a cancel, a timeout) a call may still run on a node: cancels every
+-- call in flight on this session's sfid:* connections and consumes what is left (a
+-- connection that will not settle is closed), so the undo that follows can use them.
+CREATE OR REPLACE FUNCTION snowflake_id_router.settle_all() RETURNS void
+LANGUAGE plpgsql VOLATILE PARALLEL UNSAFE
+SET search_path = pg_catalog, pg_temp
+AS $$
+#variable_conflict use_variable
+DECLARE
+    d text := snowflake_id_router.dblink_schema();
+    open text[];
+    c text;
+    busy integer;
+BEGIN
+    EXECUTE format('SELECT %s.dblink_get_connections()', d) INTO open;
+    FOR c IN SELECT x FROM unnest(open) x WHERE x LIKE 'sfid:%' LOOP
+        BEGIN
+            EXECUTE format('SELECT %s.dblink_is_busy($1::text)', d) INTO busy USING c;
+            IF busy = 1 THEN
+                EXECUTE format('SELECT %s.dblink_cancel_query($1::text)', d) USING c;
+            END IF;
+            PERFORM snowflake_id_router.drain(c, clock_timestamp() + interval '2 s');
+        EXCEPTION WHEN query_canceled OR OTHERS THEN
+            PERFORM snowflake_id_router.disconnect(c);
+        END;
+    END LOOP;
+END
+$$;
+COMMENT ON FUNCTION snowflake_id_router.settle_all() IS
+  'Cancels the calls in flight on this session''s sfid:* connections and consumes their results (closing a connection that will not settle).';
 
 -- Sends sql on conn without waiting.
 CREATE OR REPLACE FUNCTION snowflake_id_router.send(conn text, sql text) RETURNS void
@@ -137,7 +168,7 @@ BEGIN
     END LOOP;
     BEGIN
         EXECUTE format('SELECT v FROM %s.dblink_get_result($1::text) AS r(v text)', d) INTO result USING conn;
-    EXCEPTION WHEN OTHERS THEN
+    EXCEPTION WHEN query_canceled OR OTHERS THEN
         GET STACKED DIAGNOSTICS st = RETURNED_SQLSTATE, msg = MESSAGE_TEXT, det = PG_EXCEPTION_DETAIL, hnt = PG_EXCEPTION_HINT;
         PERFORM snowflake_id_router.drain(conn, clock_timestamp() + interval '2 s');
         msg := format('%s on %s: %s', what, place, msg);
@@ -173,8 +204,9 @@ $$;
 COMMENT ON FUNCTION snowflake_id_router.raise_error(text, text, text, text) IS
   'Raises an error with its SQLSTATE and message, and its detail and hint where not empty.';
 
--- Consumes what is left of the results on conn; a connection that stays busy past deadline
--- (a cancel that does not take) is closed.
+-- Consumes what is left of the results on conn, up to the empty one that ends them; a
+-- connection that stays busy past deadline (a cancel that does not take), or is broken, is
+-- closed.
 CREATE OR REPLACE FUNCTION snowflake_id_router.drain(conn text, deadline timestamptz) RETURNS void
 LANGUAGE plpgsql VOLATILE STRICT PARALLEL UNSAFE
 SET search_path = pg_catalog, pg_temp
@@ -185,7 +217,7 @@ DECLARE
     busy integer;
     n integer;
 BEGIN
-    FOR i IN 1 .. 100 LOOP
+    LOOP
         BEGIN
             EXECUTE format('SELECT %s.dblink_is_busy($1::text)', d) INTO busy USING conn;
             IF busy = 1 THEN
@@ -196,18 +228,21 @@ BEGIN
                 PERFORM pg_sleep(0.005);
                 CONTINUE;
             END IF;
-            EXECUTE format('SELECT count(*) FROM %s.dblink_get_result($1::text, false) AS r(v text)', d) INTO n USING conn;
-            -- An empty result is the end (the queries sent here return one row or fail).
+            -- An empty result is the end: the queries sent here return one row or fail.
+            EXECUTE format('SELECT count(*) FROM %s.dblink_get_result($1::text) AS r(v text)', d) INTO n USING conn;
             EXIT WHEN n = 0;
-        EXCEPTION WHEN OTHERS THEN
-            PERFORM snowflake_id_router.disconnect(conn);
-            RETURN;
+        EXCEPTION WHEN query_canceled OR OTHERS THEN
+            -- An error result (a cancelled query's) is consumed too; a broken connection goes.
+            IF SQLSTATE LIKE '08%' OR clock_timestamp() >= deadline THEN
+                PERFORM snowflake_id_router.disconnect(conn);
+                RETURN;
+            END IF;
         END;
     END LOOP;
 END
 $$;
 COMMENT ON FUNCTION snowflake_id_router.drain(text, timestamptz) IS
-  'Consumes the remaining results on dblink connection conn; closes it if it stays busy past deadline.';
+  'Consumes the remaining results on dblink connection conn; closes it if it stays busy past deadline or is broken.';
 
 -- send, then receive within timeout.
 CREATE OR REPLACE FUNCTION snowflake_id_router.call(conn text, sql text, timeout interval, what text) RETURNS text

@@ -33,7 +33,7 @@ RETURN left(md5(snowflake_id_node.identity()), 8) || '/' || move_id;
 COMMENT ON FUNCTION snowflake_id_router.move_key(bigint) IS 'The key of a move on its nodes: <router8>/<move id>.';
 
 -- The router's shard locks for a move (transaction level): 55P03 when another session
--- moves or repairs one of the shards, or runs a schema change.
+-- moves or repairs one of the shards; a schema change running is waited for.
 CREATE OR REPLACE FUNCTION snowflake_id_router.lock_router(shards integer[]) RETURNS void
 LANGUAGE plpgsql VOLATILE STRICT PARALLEL UNSAFE
 SET search_path = pg_catalog, pg_temp
@@ -42,10 +42,8 @@ AS $$
 DECLARE
     s integer;
 BEGIN
-    IF NOT pg_try_advisory_xact_lock_shared(snowflake_id_node.lock_class(), -1) THEN
-        RAISE EXCEPTION 'a schema change (alter_shards) is running on this router: moves wait until it is done'
-            USING ERRCODE = 'lock_not_available';
-    END IF;
+    -- Not while alter_shards is half-way across the nodes: waits for it (bounded).
+    PERFORM snowflake_id_router.lock_schema_changes(false);
     FOREACH s IN ARRAY shards LOOP
         IF NOT pg_try_advisory_xact_lock(snowflake_id_node.lock_class(), s) THEN
             RAISE EXCEPTION 'shard % is being moved or repaired by another session (pid %)', s,
@@ -77,9 +75,9 @@ BEGIN
     IF cardinality(shards) = 0 THEN
         RAISE EXCEPTION 'move_shards: no shard given' USING ERRCODE = 'invalid_parameter_value';
     END IF;
-    SELECT min(s)::text INTO bad FROM unnest(shards) s WHERE s NOT BETWEEN 0 AND 8191;
+    SELECT min(s)::text INTO bad FROM unnest(shards) s WHERE s NOT BETWEEN 0 AND @MAX_SHARD@;
     IF bad IS NOT NULL THEN
-        RAISE EXCEPTION 'shard % is out of range: valid shards are 0 to 8191', bad USING ERRCODE = 'numeric_value_out_of_range';
+        RAISE EXCEPTION 'shard % is out of range: valid shards are 0 to @MAX_SHARD@', bad USING ERRCODE = 'numeric_value_out_of_range';
     END IF;
     IF NOT EXISTS (SELECT FROM snowflake_id_router.node n WHERE n.name = move_shards.node) THEN
         RAISE EXCEPTION 'node % does not exist', quote_literal(node) USING ERRCODE = 'undefined_object',
@@ -90,6 +88,7 @@ BEGIN
         RAISE EXCEPTION 'move_shards runs only in a READ COMMITTED transaction, not %', current_setting('transaction_isolation')
             USING ERRCODE = 'invalid_transaction_state';
     END IF;
+    PERFORM snowflake_id_router.require_primary('move_shards');
     todo := ARRAY(SELECT DISTINCT s FROM unnest(shards) s ORDER BY 1);
     PERFORM snowflake_id_router.lock_router(todo);
     SELECT min(x.s)::text INTO bad FROM unnest(todo) x(s)
@@ -178,6 +177,7 @@ DECLARE
     sequences text;
     step text := 'connecting to the nodes';
     sealed boolean := false;
+    made boolean := false;       -- something made on a node (its records say what)
     copy_deadline timestamptz;
     fence_deadline timestamptz;
     t_fence timestamptz;
@@ -187,6 +187,7 @@ DECLARE
     det text;
     hnt text;
     lock_ms text := snowflake_id_router.ms(snowflake_id_router.timeout('lock_timeout'));
+    lock_wait interval := snowflake_id_router.timeout('lock_timeout');
     long_step interval := snowflake_id_router.timeout('copy_timeout');
 BEGIN
     src := snowflake_id_router.node_conn(source);
@@ -205,8 +206,10 @@ BEGIN
     PERFORM snowflake_id_router.pause_at('planned');
     BEGIN
         step := 'locking the shards on the nodes';
-        PERFORM snowflake_id_router.call(src, format('SELECT snowflake_id_node.lock_shards(%L)', shards), interval '10 s', step);
-        PERFORM snowflake_id_router.call(dst, format('SELECT snowflake_id_node.lock_shards(%L)', shards), interval '10 s', step);
+        PERFORM snowflake_id_router.call(src, format('SELECT snowflake_id_node.lock_shards(%L, %L)', shards, lock_wait),
+                                         lock_wait + interval '10 s', step);
+        PERFORM snowflake_id_router.call(dst, format('SELECT snowflake_id_node.lock_shards(%L, %L)', shards, lock_wait),
+                                         lock_wait + interval '10 s', step);
 
         PERFORM snowflake_id_router.enter(move_id, 'checking');
         step := 'checking';
@@ -219,6 +222,7 @@ BEGIN
 
         PERFORM snowflake_id_router.enter(move_id, 'preparing');
         step := 'preparing';
+        made := true;
         PERFORM snowflake_id_router.call(dst, format('SELECT snowflake_id_node.prepare_target(%L, %L, %L, %L, %L, %L)',
                                                      k, router, src_id, shards, schemas, template), long_step, 'making the copies');
         -- The copies must be what the shards are, before any row moves.
@@ -236,8 +240,20 @@ BEGIN
         step := 'publishing';
         PERFORM snowflake_id_router.call(src, format('SELECT snowflake_id_node.publish(%L)', k), long_step, step);
         step := 'making the replication slot';
-        PERFORM snowflake_id_router.call(src, format('SELECT snowflake_id_node.make_slot(%L)', k),
-                                         greatest(copy_deadline - clock_timestamp(), interval '0'), step);
+        BEGIN
+            PERFORM snowflake_id_router.call(src, format('SELECT snowflake_id_node.make_slot(%L)', k),
+                                             greatest(copy_deadline - clock_timestamp(), interval '0'), step);
+        EXCEPTION WHEN query_canceled THEN
+            IF clock_timestamp() < copy_deadline THEN
+                RAISE;  -- the mover was cancelled
+            END IF;
+            -- It waits for every transaction running on the source: name the ones it waited for.
+            PERFORM snowflake_id_router.settle_all();
+            det := snowflake_id_router.call(src, 'SELECT snowflake_id_node.blockers()', interval '10 s', 'looking for long transactions');
+            RAISE EXCEPTION 'the replication slot was not made within copy_timeout (%): it waits for every transaction running on node % to end',
+                snowflake_id_router.timeout('copy_timeout'), quote_literal(source)
+                USING ERRCODE = 'query_canceled', DETAIL = coalesce('Running there: ' || det || '.', 'None is running there now.');
+        END;
         step := 'subscribing';
         suboid := snowflake_id_router.call(dst, format('SELECT snowflake_id_node.subscribe(%L, %L)', k,
                                                        (SELECT n.connstr FROM snowflake_id_router.node n WHERE n.name = source)),
@@ -298,8 +314,15 @@ BEGIN
         PERFORM snowflake_id_router.pause_at('sealed');
     EXCEPTION WHEN query_canceled OR OTHERS THEN
         GET STACKED DIAGNOSTICS st = RETURNED_SQLSTATE, msg = MESSAGE_TEXT, det = PG_EXCEPTION_DETAIL, hnt = PG_EXCEPTION_HINT;
+        PERFORM snowflake_id_router.settle_all();
         IF NOT sealed THEN
-            what_left := snowflake_id_router.undo_move(move_id, format('%s while %s: %s', st, step, msg));
+            IF made THEN
+                what_left := snowflake_id_router.undo_move(move_id, format('%s while %s: %s', st, step, msg));
+            ELSE
+                -- Nothing was made on a node yet: nothing to undo.
+                PERFORM snowflake_id_router.note(move_id, format('state = %L, ended = clock_timestamp(), error = %L', 'undone',
+                                                                 format('%s while %s: %s', st, step, msg)));
+            END IF;
             IF what_left IS DISTINCT FROM 'sealed' THEN
                 PERFORM snowflake_id_router.disconnect_all();
                 msg := format('moving %s from node %L to node %L failed while %s: %s',
@@ -365,12 +388,18 @@ SET search_path = pg_catalog, pg_temp
 AS $$
 #variable_conflict use_variable
 DECLARE
-    conn text := snowflake_id_router.node_conn(node);
+    conn text;
+    wait interval := snowflake_id_router.timeout('lock_timeout');
+    q text := format('SELECT concat(snowflake_id_node.lock_shards(%L, %L), (SELECT state FROM snowflake_id_node.move WHERE key = %L))',
+                     shards, wait, snowflake_id_router.move_key(move_id));
 BEGIN
-    PERFORM snowflake_id_router.call(conn, format('SELECT snowflake_id_node.lock_shards(%L)', shards), interval '10 s',
-                                     'locking the shards');
-    RETURN snowflake_id_router.call(conn, format('SELECT state FROM snowflake_id_node.move WHERE key = %L',
-                                                 snowflake_id_router.move_key(move_id)), interval '10 s', 'reading the move''s record');
+    -- This session's connection may be broken (the node restarted): then once more afresh.
+    BEGIN
+        RETURN nullif(snowflake_id_router.call(snowflake_id_router.node_conn(node), q, wait + interval '10 s', 'reading the move''s record'), '');
+    EXCEPTION WHEN connection_exception OR sqlclient_unable_to_establish_sqlconnection OR query_canceled THEN
+        PERFORM snowflake_id_router.disconnect('sfid:' || node);
+    END;
+    RETURN nullif(snowflake_id_router.call(snowflake_id_router.node_conn(node), q, wait + interval '10 s', 'reading the move''s record'), '');
 END
 $$;
 COMMENT ON FUNCTION snowflake_id_router.node_state(text, bigint, integer[]) IS
@@ -486,6 +515,7 @@ BEGIN
             PERFORM snowflake_id_router.call(snowflake_id_router.loopback(), format('SELECT snowflake_id_router.flip(%s)', move_id),
                                              snowflake_id_router.timeout('lock_timeout') + bound, step);
         EXCEPTION WHEN query_canceled OR OTHERS THEN
+            PERFORM snowflake_id_router.settle_all();
             PERFORM snowflake_id_router.note(move_id, format('error = %L', SQLSTATE || ' while ' || step || ': ' || SQLERRM));
             PERFORM snowflake_id_router.disconnect_all();
             RAISE EXCEPTION 'move % of % from node % to node % is sealed but failed while %: %', move_id,
@@ -498,6 +528,21 @@ BEGIN
         PERFORM snowflake_id_router.pause_at('flipped');
     END IF;
     SELECT * INTO m FROM snowflake_id_router.move r WHERE r.id = move_id;
+    -- The old copy goes only once every router routes by the flip: a follower behind would
+    -- still send the shards' calls there (writes refused with 40001 until it has the map).
+    IF NOT snowflake_id_router.routed_everywhere(m.map_version) THEN
+        PERFORM snowflake_id_router.note(move_id, format('error = %L', 'waiting for router(s) '
+            || (SELECT string_agg(quote_literal(x.name), ', ' ORDER BY x.name) FROM snowflake_id_router.router x
+                 WHERE x.map_version < coalesce(m.map_version, 0)) || ' to route by the flip'));
+        RAISE WARNING 'move % of % to node % is flipped, but router(s) % do not route by it yet: the old copy on node % stays, sealed, until they do',
+            move_id, CASE WHEN cardinality(m.shards) = 1 THEN 'shard ' || m.shards[1] ELSE 'shards ' || array_to_string(m.shards, ', ') END,
+            quote_literal(m.target),
+            (SELECT string_agg(quote_literal(x.name), ', ' ORDER BY x.name) FROM snowflake_id_router.router x
+              WHERE x.map_version < coalesce(m.map_version, 0)),
+            quote_literal(m.source)
+            USING HINT = 'repair_moves() pushes the map again and finishes the move once they route by it (router_status).';
+        RETURN;
+    END IF;
     PERFORM snowflake_id_router.enter(move_id, 'cleaning');
     PERFORM snowflake_id_router.wait_for_older_transactions(m.flipped);
     BEGIN
@@ -565,7 +610,8 @@ BEGIN
        <> cardinality(m.shards) THEN
         RAISE EXCEPTION 'the map of shards % changed during move %', m.shards, move_id USING ERRCODE = 'serialization_failure';
     END IF;
-    UPDATE snowflake_id_router.move r SET state = 'flipped', flipped = clock_timestamp() WHERE r.id = move_id;
+    UPDATE snowflake_id_router.move r SET state = 'flipped', flipped = clock_timestamp(), map_version = snowflake_id_router.map_version()
+     WHERE r.id = move_id;
     RETURN 'flipped';
 END
 $$;

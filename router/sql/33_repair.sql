@@ -77,10 +77,13 @@ DECLARE
     bound interval := snowflake_id_router.timeout('cleanup_timeout') + interval '5 s';
     conn text;
 BEGIN
+    PERFORM snowflake_id_router.require_primary('repair_moves');
     IF current_setting('transaction_isolation') <> 'read committed' THEN
         RAISE EXCEPTION 'repair_moves runs only in a READ COMMITTED transaction, not %', current_setting('transaction_isolation')
             USING ERRCODE = 'invalid_transaction_state';
     END IF;
+    -- Routers that are behind get the map first (the moves waiting for them then finish).
+    PERFORM snowflake_id_router.routed_everywhere(snowflake_id_router.map_version());
     FOR m IN SELECT * FROM snowflake_id_router.move x WHERE x.state NOT IN ('done', 'undone') ORDER BY x.id LOOP
         move := m.id;
         shards := m.shards;
@@ -116,7 +119,8 @@ BEGIN
                 ELSE
                     BEGIN
                         PERFORM snowflake_id_router.lock_router(r.shards);
-                        PERFORM snowflake_id_router.call(conn, format('SELECT snowflake_id_node.lock_shards(%L)', r.shards),
+                        PERFORM snowflake_id_router.call(conn, format('SELECT snowflake_id_node.lock_shards(%L, %L)', r.shards,
+                                                                      snowflake_id_router.timeout('lock_timeout')),
                                                          bound, 'locking the shards');
                         PERFORM snowflake_id_router.call(conn, format('SELECT snowflake_id_node.undo(%L, %L, 0)', r.key, wait),
                                                          bound, 'undoing a move without a record');
