@@ -2,6 +2,8 @@
 //! surface. Each unsafe module states at its top the invariants it keeps and the PostgreSQL
 //! source it mirrors.
 
+/// Which statements alter_shards runs: one schema change, read by PostgreSQL's parser.
+pub mod ddl_statement;
 /// Everything that can go wrong, and the one place it becomes a PostgreSQL error.
 pub mod error;
 /// The version-1 calling convention, for functions written as C writes them.

@@ -10,6 +10,8 @@ mod applications;
 mod conninfo;
 /// Instagram's layout (README.md): `next_id`, the decoders, `make_id`; the shard installer.
 mod instagram;
+/// alter_shards on a node: the statement parsed and judged.
+mod node_ddl;
 /// Other people's IDs (docs/other-ids.md): named layouts, UUID/ULID/ObjectID times.
 mod other_ids;
 
@@ -21,4 +23,10 @@ extension_sql_file!(
     "../sql/node_status.sql",
     name = "node_status",
     requires = ["node", "installer", id_timestamp, make_id]
+);
+// alter_shards' change of every shard on a node.
+extension_sql_file!(
+    "../sql/node_ddl.sql",
+    name = "node_ddl",
+    requires = ["node", "installer"]
 );

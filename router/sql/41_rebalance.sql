@@ -164,8 +164,8 @@ BEGIN
         RAISE EXCEPTION 'strategy % is unknown: give by_shard_count or by_disk_size', quote_literal(strategy)
             USING ERRCODE = 'invalid_parameter_value';
     END IF;
-    IF batch_size NOT BETWEEN 1 AND 8192 THEN
-        RAISE EXCEPTION 'batch_size % is out of range: give 1 to 8192 shards per move', batch_size
+    IF batch_size NOT BETWEEN 1 AND @SHARDS@ THEN
+        RAISE EXCEPTION 'batch_size % is out of range: give 1 to @SHARDS@ shards per move', batch_size
             USING ERRCODE = 'invalid_parameter_value';
     END IF;
     IF drain IS NOT NULL AND NOT EXISTS (SELECT FROM snowflake_id_router.node n WHERE n.name = drain) THEN
@@ -174,7 +174,7 @@ BEGIN
 END
 $$;
 COMMENT ON FUNCTION snowflake_id_router.check_plan_args(text, integer, text) IS
-  'Refuses NULL (22004), an unknown strategy or a batch size out of 1..8192 (22023), an unknown node (42704).';
+  'Refuses NULL (22004), an unknown strategy or a batch size out of 1..@SHARDS@ (22023), an unknown node (42704).';
 
 -- The batches that would balance the nodes (or empty node drain) now: each shard's move
 -- grouped by source and target, batch_size shards at most per batch, the pairs taking turns
@@ -522,6 +522,7 @@ CREATE OR REPLACE PROCEDURE rebalance(strategy text DEFAULT 'by_shard_count', ba
 LANGUAGE plpgsql
 AS $$
 BEGIN
+    PERFORM snowflake_id_router.require_primary('rebalance');
     CALL snowflake_id_router.run_rebalance(NULL, strategy, batch_size, template);
 END
 $$;
@@ -536,6 +537,7 @@ BEGIN
     IF node IS NULL THEN
         RAISE EXCEPTION 'drain_node: node must not be NULL' USING ERRCODE = 'null_value_not_allowed';
     END IF;
+    PERFORM snowflake_id_router.require_primary('drain_node');
     CALL snowflake_id_router.run_rebalance(node, strategy, batch_size, template);
 END
 $$;

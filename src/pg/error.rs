@@ -8,6 +8,7 @@ use crate::id::layouts::LayoutError;
 use crate::id::mask::KeyError;
 use crate::id::text_form::TextError;
 use crate::id::wide_ids::WideIdError;
+use crate::pg::ddl_statement::DdlError;
 use crate::pg::mask_key_file::KeyFileError;
 use pgrx::pg_sys::panic::ErrorReport;
 use pgrx::{PgLogLevel, PgSqlErrorCode};
@@ -63,11 +64,19 @@ pub enum IdError {
         path: String,
         error: KeyFileError,
     },
+    /// A statement alter_shards will not run on every shard's schema.
+    Ddl(DdlError),
 }
 
 impl From<LayoutError> for IdError {
     fn from(e: LayoutError) -> Self {
         IdError::Layout(e)
+    }
+}
+
+impl From<DdlError> for IdError {
+    fn from(e: DdlError) -> Self {
+        IdError::Ddl(e)
     }
 }
 
@@ -152,6 +161,7 @@ impl IdError {
                 Some(format!("ALTER SEQUENCE {sequence} AS bigint MINVALUE 1 MAXVALUE 9223372036854775807")),
             ),
             IdError::Wide { error, character } => wide_parts(error, character),
+            IdError::Ddl(e) => ddl_parts(e),
             IdError::BadText { text, character, error } => {
                 let why = match error {
                     TextError::Length { chars } => format!("it has {chars} characters, the text form has 13"),
@@ -307,6 +317,32 @@ fn layout_parts(e: &LayoutError) -> Parts {
             format!("the time of this {layout} ID from the given epoch is outside PostgreSQL's timestamp range"),
             None,
             None,
+        ),
+    }
+}
+
+fn ddl_parts(e: &DdlError) -> Parts {
+    use PgSqlErrorCode::*;
+    match e {
+        DdlError::NotOneStatement { count } => (
+            ERRCODE_INVALID_PARAMETER_VALUE,
+            format!("alter_shards runs exactly one statement, and this text holds {count}"),
+            None,
+            Some("Call alter_shards once for each statement: each call is a change of its own, recorded and resumed on its own.".into()),
+        ),
+        DdlError::OutsideTransaction { what } => (
+            ERRCODE_ACTIVE_SQL_TRANSACTION,
+            format!("alter_shards cannot run {what}: each node applies a change in one transaction"),
+            None,
+            Some(format!(
+                "Without CONCURRENTLY each node builds it in its one transaction (writes to the tables wait meanwhile); or run {what} on each shard by hand."
+            )),
+        ),
+        DdlError::NotASchemaChange { tag } => (
+            ERRCODE_INVALID_PARAMETER_VALUE,
+            format!("alter_shards runs schema changes, and {tag} is not one"),
+            None,
+            Some("It runs CREATE, ALTER, DROP, COMMENT, GRANT and the like on the objects of every shard's schema; queries, row changes, maintenance and server commands are each node's own.".into()),
         ),
     }
 }

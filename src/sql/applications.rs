@@ -1,6 +1,7 @@
 //! IDs in applications, the SQL surface: the short text form, masked public IDs, the JSON
 //! string form and the `snowflake` type (sql/snowflake_type.sql), and `convert_column`
-//! (sql/convert.sql). The work is in the pure modules `id::text_form` and `id::mask`.
+//! (sql/convert.sql). The work is in the pure modules `id::text_form` and `id::mask`. What
+//! each function does for its caller is its `COMMENT` in sql/applications.sql.
 
 use crate::id::layouts::LayoutError;
 use crate::id::text_form::TextError;
@@ -21,7 +22,6 @@ fn key_of(hex: Text) -> mask::Key {
     mask::Key::parse(hex.bytes()).unwrap_or_else(|e| IdError::BadMaskKey(e).report())
 }
 
-/// The 13-character Crockford base32 text form of an ID (TSID's alphabet); sorts like the ID.
 #[pg_extern(immutable, parallel_safe)]
 fn id_to_text(id: i64) -> String {
     let t = text_form::encode(non_negative(id));
@@ -29,7 +29,6 @@ fn id_to_text(id: i64) -> String {
     String::from_utf8_lossy(&t).into_owned()
 }
 
-/// The ID of a 13-character base32 text form; case-insensitive, I and L read as 1, O as 0.
 #[pg_extern(immutable, parallel_safe)]
 fn id_from_text(id_text: Text) -> i64 {
     let bytes = id_text.bytes();
@@ -45,34 +44,29 @@ fn id_from_text(id_text: Text) -> i64 {
         .or_report()
 }
 
-/// An ID as a JSON string ("4000000000000000000"), exact in JavaScript; the cast from snowflake to json.
-///
-/// Declared in sql/snowflake_type.sql as RETURNS json: json's datum is text's, and pgrx
-/// 0.18 has no plain json return type without serde.
+/// `id_to_json(id)`, the cast from snowflake to json: declared in sql/snowflake_type.sql as
+/// RETURNS json, since json's datum is text's and pgrx 0.18 has no plain json return type
+/// without serde.
 #[pg_extern(sql = false)]
 fn id_to_json(id: i64) -> String {
     format!("\"{id}\"")
 }
 
-/// The masked public form of an ID under a key (32 hex digits): a keyed permutation of 0 to 2^63-1.
 #[pg_extern(immutable, parallel_safe, name = "id_mask")]
 fn id_mask_key(id: i64, key: Text) -> i64 {
     mask::mask(non_negative(id), &key_of(key))
 }
 
-/// The ID a masked public ID stands for, under the key that masked it.
 #[pg_extern(immutable, parallel_safe, name = "id_unmask")]
 fn id_unmask_key(masked: i64, key: Text) -> i64 {
     mask::unmask(non_negative(masked), &key_of(key))
 }
 
-/// The masked public form of an ID under the server's key, read from the file snowflake_id.mask_key_file names.
 #[pg_extern(stable, parallel_restricted)]
 fn id_mask(id: i64) -> i64 {
     mask::mask(non_negative(id), &mask_key_file::key())
 }
 
-/// The ID a masked public ID stands for, under the server's key, read from the file snowflake_id.mask_key_file names.
 #[pg_extern(stable, parallel_restricted)]
 fn id_unmask(masked: i64) -> i64 {
     mask::unmask(non_negative(masked), &mask_key_file::key())
@@ -87,17 +81,12 @@ extension_sql_file!(
     requires = ["installer"]
 );
 
-extension_sql!(
-    r#"
-COMMENT ON FUNCTION id_to_text(bigint) IS 'The 13-character Crockford base32 text form of an ID (TSID''s alphabet); sorts like the ID.';
-COMMENT ON FUNCTION id_from_text(text) IS 'The ID of a 13-character base32 text form; case-insensitive, I and L read as 1, O as 0.';
-COMMENT ON FUNCTION id_mask(bigint, text) IS 'The masked public form of an ID under a key (32 hex digits): a keyed permutation of 0 to 2^63-1.';
-COMMENT ON FUNCTION id_unmask(bigint, text) IS 'The ID a masked public ID stands for, under the key that masked it.';
-COMMENT ON FUNCTION id_mask(bigint) IS 'The masked public form of an ID under the server''s key, read from the file snowflake_id.mask_key_file names.';
-COMMENT ON FUNCTION id_unmask(bigint) IS 'The ID a masked public ID stands for, under the server''s key, read from the file snowflake_id.mask_key_file names.';
-"#,
-    name = "apps_comments",
+// Their descriptions, and the snowflake type's casts' and operators'.
+extension_sql_file!(
+    "../../sql/applications.sql",
+    name = "applications",
     requires = [
+        "snowflake_type",
         id_to_text,
         id_from_text,
         id_mask_key,

@@ -1,6 +1,7 @@
 //! The core SQL surface, Instagram's layout: `next_id`, the decoders and `make_id`. Each
 //! function converts types and hands the work to the generator (`pg::generator`) or the
-//! layout (`id::layouts`); errors carry their SQLSTATE (`pg::error`).
+//! layout (`id::layouts`); errors carry their SQLSTATE (`pg::error`). What each does for its
+//! caller is its `COMMENT` in sql/instagram.sql, which also declares the two fmgr functions.
 
 use crate::id::layouts::Decoded;
 use crate::id::layouts::INSTAGRAM;
@@ -17,12 +18,12 @@ fn parts(id: i64) -> Decoded {
 // rather than `#[pg_extern]`s: called once per INSERT, after the rest of the INSERT has
 // evicted their code from the CPU's caches, their cost there is mostly the code they touch,
 // and pgrx's generic wrapper (argument iterator, memory-context switch, return boxing, each
-// a function of its own elsewhere in the library) touches more code than the work itself. `#[pg_guard]` still turns a
-// panic into an ERROR. Their SQL declarations (the `next_id` blocks below) are what
-// `#[pg_extern]` wrote for them.
+// a function of its own elsewhere in the library) touches more code than the work itself.
+// `#[pg_guard]` still turns a panic into an ERROR. Their SQL declarations (sql/instagram.sql)
+// are what `#[pg_extern]` wrote for them.
 
 fmgr::pg_function_info_v1!(pg_finfo_next_id_wrapper);
-/// Next ID for a logical shard (0-8191) from a sequence: ms since 2011-08-24 21:07:01.721 UTC << 23 | shard << 10 | counter; never repeats, strictly increases per sequence.
+/// `next_id(shard integer, seq regclass)`.
 ///
 /// # Safety
 /// Called by PostgreSQL's fmgr, as `next_id(shard integer, seq regclass)`, STRICT.
@@ -35,7 +36,7 @@ pub unsafe extern "C-unwind" fn next_id_wrapper(fcinfo: pg_sys::FunctionCallInfo
 }
 
 fmgr::pg_function_info_v1!(pg_finfo_next_id_continuing_wrapper);
-/// Next ID from a shard's sequence, for the shard of the newest ID it holds (create_shard sets it; or setval(seq, make_id(now(), shard))): next_id(shard, seq) without restating the shard.
+/// `next_id(seq regclass)`: the shard is that of the newest ID the sequence holds.
 ///
 /// # Safety
 /// Called by PostgreSQL's fmgr, as `next_id(seq regclass)`, STRICT.
@@ -49,25 +50,6 @@ pub unsafe extern "C-unwind" fn next_id_continuing_wrapper(
     generator::issue_continuing(seq).or_report().into()
 }
 
-extension_sql!(
-    r#"
-CREATE FUNCTION next_id(shard integer, seq regclass) RETURNS bigint
-STRICT VOLATILE PARALLEL UNSAFE
-LANGUAGE c AS 'MODULE_PATHNAME', 'next_id_wrapper';
-"#,
-    name = "next_id"
-);
-
-extension_sql!(
-    r#"
-CREATE FUNCTION next_id(seq regclass) RETURNS bigint
-STRICT VOLATILE PARALLEL UNSAFE
-LANGUAGE c AS 'MODULE_PATHNAME', 'next_id_continuing_wrapper';
-"#,
-    name = "next_id_continuing"
-);
-
-/// Time an ID was made, exact to the millisecond.
 #[pg_extern(immutable, parallel_safe)]
 fn id_timestamp(id: i64) -> TimestampWithTimeZone {
     let unix_ms = parts(id).time + INSTAGRAM.epoch_unix_ms;
@@ -75,19 +57,16 @@ fn id_timestamp(id: i64) -> TimestampWithTimeZone {
         .unwrap_or_else(|| error!("ID time {unix_ms} ms is outside PostgreSQL's timestamp range"))
 }
 
-/// Logical shard (0-8191) an ID was made for.
 #[pg_extern(immutable, parallel_safe)]
 fn id_shard(id: i64) -> i32 {
     parts(id).values[0] as i32
 }
 
-/// Per-shard counter (0-1023) of an ID within its millisecond.
 #[pg_extern(immutable, parallel_safe)]
 fn id_sequence(id: i64) -> i32 {
     parts(id).values[1] as i32
 }
 
-/// The ID for a time (truncated to its millisecond), shard and counter; make_id(ts) is the smallest ID of that millisecond, for ranges and partition bounds.
 #[pg_extern(immutable, parallel_safe)]
 fn make_id(ts: TimestampWithTimeZone, shard: default!(i32, 0), seq: default!(i32, 0)) -> i64 {
     let ms = INSTAGRAM.time_of(unix_ms_of(ts)).or_report();
@@ -96,38 +75,24 @@ fn make_id(ts: TimestampWithTimeZone, shard: default!(i32, 0), seq: default!(i32
         .or_report()
 }
 
-extension_sql!(
-    r#"
-CREATE FUNCTION id_decode(id bigint, OUT ts timestamptz, OUT shard integer, OUT seq integer)
-LANGUAGE sql IMMUTABLE STRICT PARALLEL SAFE
-RETURN (@extschema@.id_timestamp(id), @extschema@.id_shard(id), @extschema@.id_sequence(id));
-"#,
-    name = "id_decode",
-    requires = [id_timestamp, id_shard, id_sequence]
+// Their declarations (the fmgr ones) and descriptions.
+extension_sql_file!(
+    "../../sql/instagram.sql",
+    name = "instagram",
+    requires = [id_timestamp, id_shard, id_sequence, make_id]
 );
 
-// The per-schema shard installer (create_shard, create_shards, drop_shard, snowflake_id_shards).
+// The per-schema shard installer: its catalog table, then create_shard, create_shards,
+// drop_shard and the view snowflake_id_shards.
+extension_sql_file!(
+    "../../sql/shard_catalog.sql",
+    name = "shard_catalog",
+    requires = [id_shard]
+);
 extension_sql_file!(
     "../../sql/installer.sql",
     name = "installer",
-    requires = ["next_id", make_id, "node"]
-);
-
-extension_sql!(
-    r#"
-COMMENT ON FUNCTION next_id(integer, regclass) IS
-  'Next ID for a logical shard (0-8191) from a sequence: ms since 2011-08-24 21:07:01.721 UTC << 23 | shard << 10 | counter; never repeats, strictly increases per sequence.';
-COMMENT ON FUNCTION next_id(regclass) IS
-  'Next ID from a shard''s sequence, for the shard of the newest ID it holds (create_shard sets it; or setval(seq, make_id(now(), shard))): next_id(shard, seq) without restating the shard.';
-COMMENT ON FUNCTION id_timestamp(bigint) IS 'Time an ID was made, exact to the millisecond.';
-COMMENT ON FUNCTION id_shard(bigint) IS 'Logical shard (0-8191) an ID was made for.';
-COMMENT ON FUNCTION id_sequence(bigint) IS 'Per-shard counter (0-1023) of an ID within its millisecond.';
-COMMENT ON FUNCTION id_decode(bigint) IS 'An ID taken apart: its time (exact to the millisecond), shard and counter.';
-COMMENT ON FUNCTION make_id(timestamptz, integer, integer) IS
-  'The ID for a time (truncated to its millisecond), shard and counter; make_id(ts) is the smallest ID of that millisecond, for ranges and partition bounds.';
-"#,
-    name = "comments",
-    finalize
+    requires = ["shard_catalog", "instagram", "node"]
 );
 
 #[cfg(any(test, feature = "pg_test"))]
@@ -216,64 +181,5 @@ mod tests {
                 AND count(DISTINCT id_timestamp(id)) >= 10 FROM ids",
         );
         assert_eq!(behind, Ok(Some(true)));
-    }
-}
-
-/// Every `COMMENT ON FUNCTION` is its function's doc comment, word for word.
-#[cfg(test)]
-mod comment_tests {
-    #[test]
-    fn comments_are_the_doc_comments() {
-        let src = include_str!("instagram.rs");
-        let lines: Vec<&str> = src.lines().collect();
-        let mut checked = 0;
-        for (i, line) in lines.iter().enumerate() {
-            // A #[pg_extern] `fn name(`, or a function written out for fmgr,
-            // `pub unsafe extern "C-unwind" fn symbol(`, whose SQL name is that of the
-            // CREATE FUNCTION naming its symbol.
-            let (name, attr) = if let Some(symbol) = line
-                .strip_prefix("pub unsafe extern \"C-unwind\" fn ")
-                .and_then(|l| l.split('(').next())
-            {
-                let declared = &src[..src.find(&format!("'MODULE_PATHNAME', '{symbol}'")).unwrap()];
-                let create = &declared[declared.rfind("CREATE FUNCTION ").unwrap() + 16..];
-                (&create[..create.find('(').unwrap()], "")
-            } else if let Some(name) = line.strip_prefix("fn ").and_then(|l| l.split('(').next()) {
-                let attr = lines[i - 1];
-                if !attr.starts_with("#[pg_extern") {
-                    continue;
-                }
-                (name, attr)
-            } else {
-                continue;
-            };
-            // The SQL name: `name = "..."` in the attribute, else the one found above.
-            let name = attr
-                .split("name = \"")
-                .nth(1)
-                .and_then(|n| n.split('"').next())
-                .unwrap_or(name);
-            // The first line of the doc comment above the attributes.
-            let mut above = i - 1;
-            while lines[above].starts_with("#[") {
-                above -= 1;
-            }
-            while lines[above - 1].starts_with("///") {
-                above -= 1;
-            }
-            let doc = lines[above].trim_start_matches("/// ");
-            let comment = format!("COMMENT ON FUNCTION {name}(");
-            let found = src.match_indices(&comment).any(|(at, _)| {
-                let text = &src[at..];
-                let quoted = &text[text.find('\'').unwrap() + 1..];
-                quoted[..quoted.find("';").unwrap()].replace("''", "'") == doc
-            });
-            assert!(found, "no COMMENT of {name} says: {doc}");
-            checked += 1;
-        }
-        assert_eq!(
-            checked, 6,
-            "each of the 6 SQL functions written in Rust here has its doc comment right above it"
-        );
     }
 }

@@ -7,6 +7,7 @@
 //! the layout, so it works in a SELECT list and in joins, and the fields keep the names their
 //! owners give them (`fields->>'worker'`), which no single composite type could do for seven
 //! layouts. The time is exact to the layout's unit; the JSON numbers are exact integers.
+//! What each function does for its caller is its `COMMENT` in sql/other_ids.sql.
 
 use crate::id::layouts::{self, Layout, LayoutError};
 use crate::id::wide_ids::{self, WideIdError};
@@ -84,14 +85,12 @@ fn time_of(id: i64, layout: &Layout, epoch_unix_ms: i64) -> TimestampWithTimeZon
         })
 }
 
-/// Time an ID of a named layout (instagram, twitter, discord, sonyflake, pgedge, mastodon, tsid) was made, exact to the layout's unit.
 #[pg_extern(immutable, parallel_safe, name = "id_timestamp")]
 fn id_timestamp_in(id: i64, layout: Text) -> TimestampWithTimeZone {
     let layout = self::layout(layout);
     time_of(id, layout, layout.epoch_unix_ms)
 }
 
-/// Time an ID of a named layout was made, counting from a deployment's own epoch (a whole millisecond) instead of the layout's.
 #[pg_extern(immutable, parallel_safe, name = "id_timestamp")]
 fn id_timestamp_in_epoch(
     id: i64,
@@ -101,7 +100,6 @@ fn id_timestamp_in_epoch(
     time_of(id, self::layout(layout), epoch_unix_ms(epoch))
 }
 
-/// The fields below an ID's time in a named layout, as a JSON object keyed by their names in that layout (e.g. worker, process, increment).
 #[pg_extern(immutable, parallel_safe)]
 fn id_fields(id: i64, layout: Text) -> Jsonb {
     let layout = self::layout(layout);
@@ -143,8 +141,8 @@ fmgr::pg_function_info_v1!(pg_finfo_id_decode_layout);
 /// return type for a record of OUT parameters.
 ///
 /// # Safety
-/// Called by PostgreSQL's fmgr with the arguments the `CREATE FUNCTION` below declares
-/// (STRICT, so none is NULL).
+/// Called by PostgreSQL's fmgr with the arguments its declarations in sql/other_ids.sql
+/// give (STRICT, so none is NULL).
 #[no_mangle]
 #[pg_guard]
 pub unsafe extern "C-unwind" fn id_decode_layout(
@@ -189,14 +187,12 @@ pub unsafe extern "C-unwind" fn id_decode_layout(
     }
 }
 
-/// Next ID in a named layout (twitter, discord, pgedge or instagram) for a node from a sequence: the same state and guarantees as next_id(shard, seq).
 #[pg_extern(volatile, parallel_unsafe, name = "next_id")]
 fn next_id_in(node: i32, seq: Regclass, layout: Text) -> i64 {
     let layout = self::layout(layout);
     next_in(node, seq, layout, layout.epoch_unix_ms)
 }
 
-/// Next ID in a named layout counting time from a deployment's own epoch (a whole millisecond), e.g. 2026-01-01 for Twitter's layout lasts to 2095.
 #[pg_extern(volatile, parallel_unsafe, name = "next_id")]
 fn next_id_in_epoch(node: i32, seq: Regclass, layout: Text, epoch: TimestampWithTimeZone) -> i64 {
     let epoch_unix_ms = epoch_unix_ms(epoch);
@@ -217,20 +213,17 @@ fn next_in(node: i32, seq: Regclass, layout: &Layout, epoch_unix_ms: i64) -> i64
     generator::issue(&shape, epoch_unix_ms, Node::Given(node), seq.0).or_report()
 }
 
-/// Time a UUID of version 1 or 6 (100 ns since 1582-10-15, shown to the microsecond) or 7 (milliseconds) was made; other versions raise an error.
 #[pg_extern(immutable, parallel_safe)]
 fn uuid_timestamp(id: pgrx::Uuid) -> TimestampWithTimeZone {
     let unix_us = wide_ids::uuid_unix_us(id.as_bytes()).or_report();
     timestamp_of_unix_us(unix_us).expect("v1/v6/v7 times fit")
 }
 
-/// Time a ULID (26 Crockford base32 characters, any case) was made, exact to the millisecond.
 #[pg_extern(immutable, parallel_safe)]
 fn ulid_timestamp(ulid: Text) -> TimestampWithTimeZone {
     time_in_text(ulid, wide_ids::ulid_unix_ms, 1)
 }
 
-/// Time a MongoDB ObjectID (24 hexadecimal characters) was made, exact to the second.
 #[pg_extern(immutable, parallel_safe)]
 fn objectid_timestamp(objectid: Text) -> TimestampWithTimeZone {
     time_in_text(objectid, wide_ids::objectid_unix_s, 1000)
@@ -257,24 +250,10 @@ fn wide_error(error: WideIdError, text: Text) -> IdError {
     IdError::Wide { error, character }
 }
 
-extension_sql!(
-    r#"
-CREATE FUNCTION id_decode(id bigint, layout text, OUT ts timestamptz, OUT fields jsonb)
-IMMUTABLE STRICT PARALLEL SAFE LANGUAGE c AS 'MODULE_PATHNAME', 'id_decode_layout';
-CREATE FUNCTION id_decode(id bigint, layout text, epoch timestamptz, OUT ts timestamptz, OUT fields jsonb)
-IMMUTABLE STRICT PARALLEL SAFE LANGUAGE c AS 'MODULE_PATHNAME', 'id_decode_layout';
-COMMENT ON FUNCTION id_timestamp(bigint, text) IS 'Time an ID of a named layout (instagram, twitter, discord, sonyflake, pgedge, mastodon, tsid) was made, exact to the layout''s unit.';
-COMMENT ON FUNCTION id_timestamp(bigint, text, timestamptz) IS 'Time an ID of a named layout was made, counting from a deployment''s own epoch (a whole millisecond) instead of the layout''s.';
-COMMENT ON FUNCTION id_fields(bigint, text) IS 'The fields below an ID''s time in a named layout, as a JSON object keyed by their names in that layout (e.g. worker, process, increment).';
-COMMENT ON FUNCTION id_decode(bigint, text) IS 'An ID of a named layout taken apart: its time (exact to the layout''s unit) and its fields by their names in that layout.';
-COMMENT ON FUNCTION id_decode(bigint, text, timestamptz) IS 'An ID of a named layout taken apart, its time counted from a deployment''s own epoch: its time and its fields by name.';
-COMMENT ON FUNCTION next_id(integer, regclass, text) IS 'Next ID in a named layout (twitter, discord, pgedge or instagram) for a node from a sequence: the same state and guarantees as next_id(shard, seq).';
-COMMENT ON FUNCTION next_id(integer, regclass, text, timestamptz) IS 'Next ID in a named layout counting time from a deployment''s own epoch (a whole millisecond), e.g. 2026-01-01 for Twitter''s layout lasts to 2095.';
-COMMENT ON FUNCTION uuid_timestamp(uuid) IS 'Time a UUID of version 1 or 6 (100 ns since 1582-10-15, shown to the microsecond) or 7 (milliseconds) was made; other versions raise an error.';
-COMMENT ON FUNCTION ulid_timestamp(text) IS 'Time a ULID (26 Crockford base32 characters, any case) was made, exact to the millisecond.';
-COMMENT ON FUNCTION objectid_timestamp(text) IS 'Time a MongoDB ObjectID (24 hexadecimal characters) was made, exact to the second.';
-"#,
-    name = "layouts",
+// Their declarations (id_decode's) and descriptions.
+extension_sql_file!(
+    "../../sql/other_ids.sql",
+    name = "other_ids",
     requires = [
         id_timestamp_in,
         id_timestamp_in_epoch,
@@ -322,41 +301,5 @@ mod tests {
                FROM ids",
         );
         assert_eq!(ok, Ok(Some(true)));
-    }
-}
-
-/// Every `COMMENT ON FUNCTION` here is its function's doc comment, word for word.
-#[cfg(test)]
-mod comment_tests {
-    #[test]
-    fn comments_are_the_doc_comments() {
-        let src = include_str!("other_ids.rs");
-        let mut checked = 0;
-        for (i, line) in src.lines().enumerate() {
-            let Some(rust_name) = line.strip_prefix("fn ").and_then(|l| l.split('(').next()) else {
-                continue;
-            };
-            let attr = src.lines().nth(i - 1).unwrap_or_default();
-            if !attr.starts_with("#[pg_extern") {
-                continue;
-            }
-            let sql_name = attr
-                .split("name = \"")
-                .nth(1)
-                .map(|n| n.split('"').next().unwrap())
-                .unwrap_or(rust_name);
-            let doc = src.lines().nth(i - 2).unwrap().trim_start_matches("/// ");
-            let quoted = doc.replace('\'', "''");
-            let found = src.lines().any(|l| {
-                l.starts_with(&format!("COMMENT ON FUNCTION {sql_name}("))
-                    && l.ends_with(&format!("IS '{quoted}';"))
-            });
-            assert!(found, "no COMMENT for {rust_name} saying its doc comment");
-            checked += 1;
-        }
-        assert_eq!(
-            checked, 8,
-            "each #[pg_extern] has its doc comment right above it"
-        );
     }
 }
