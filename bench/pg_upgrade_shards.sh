@@ -3,18 +3,19 @@
 # create_shard from a template schema of two tables (so 8192 schemas, 16384 tables with their
 # indexes, 8192 sequences and next_id() functions): the schema dump and restore, which
 # dominates pg_upgrade and grows with the number of objects, not rows. Not part of CI.
-#   bash bench/pg_upgrade_shards.sh            15 -> 17 (in the trixie chroot, as reliability/pg_upgrade.sh runs it)
-#   bash bench/pg_upgrade_shards.sh 15 18      another pair (18: see docs/versions.md on this machine's 15)
-# SHARDS=1024 for a shorter run. Prints the time create_shards took and each pg_upgrade phase.
+#   bash bench/pg_upgrade_shards.sh               15 -> 17 (in the trixie chroot, as reliability/pg_upgrade.sh runs it)
+#   bash bench/pg_upgrade_shards.sh 15 18         another pair (18: see docs/versions.md on this machine's 15)
+#   bash bench/pg_upgrade_shards.sh 15 17 1024    fewer shards, for a shorter run
+# Prints the time the shards took to make and pg_upgrade's.
 set -euo pipefail
 here=$(cd "$(dirname "$0")" && pwd)
-old=${1:-15} new=${2:-17} shards=${SHARDS:-8192}
+old=${1:-15} new=${2:-17} shards=${3:-8192}
 source "$here/../scripts/pg.sh"
 if [[ $old == 17 || $new == 17 ]] && ! in_trixie; then
   # Run inside the chroot, as reliability/pg_upgrade.sh does (15's libraries, 18 bind-mounted).
   bash "$here/../reliability/pg_upgrade.sh" prepare
   exec env TRIXIE_BINDS="$(cat "${SF_TMP:-/tmp/snowflake_id}/pg_upgrade_binds")" PG15_CONFIG=$PG15_CONFIG \
-    PG18_CONFIG=${PG18_CONFIG:-} SHARDS=$shards bash "$here/../scripts/trixie.sh" bash bench/pg_upgrade_shards.sh "$old" "$new"
+    PG18_CONFIG=${PG18_CONFIG:-} bash "$here/../scripts/trixie.sh" bash bench/pg_upgrade_shards.sh "$old" "$new" "$shards"
 fi
 source "$here/../reliability/lib.sh"
 SF_TMP=${SF_TMP:-/tmp/snowflake_id}
