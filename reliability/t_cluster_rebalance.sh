@@ -26,23 +26,25 @@ N=${REBALANCE_SHARDS:-500}   # shards made on each of the first two nodes
 extdir=$("$PG_CONFIG" --sharedir)/extension
 install -m 644 "$here/../pg_test/upgrade/snowflake_id--0.2.0.sql" "$extdir/"
 
-# A node with snowflake_id 0.2.0 as released and N shards from FIRST on, each with 3 rows.
+# A node with snowflake_id 0.2.0 as released and N shards from FIRST on, each with 3 rows,
+# made in the ORDER given (asc or desc: shards made over time, not in their numbers' order).
 # The tables are made by the DDL create_shard(..., template => 'tpl') runs (LIKE ... INCLUDING
 # ALL, the key defaulting to the shard's next_id()), in a loop: 0.2.0's installer takes
 # 40-90 ms a shard with a template.
 node_020() {
+  local range="$2 .. $2 + $N - 1"; [[ $3 == desc ]] && range="REVERSE $2 + $N - 1 .. $2"
   node_start "$1"
   on "$1" -c "CREATE EXTENSION snowflake_id VERSION '0.2.0'" -f "$here/../router/examples/node.sql" \
     -c "SELECT count(create_shard('shard_' || s, s)) FROM generate_series($2, $2 + $N - 1) s" \
-    -c "DO \$\$ BEGIN FOR s IN $2 .. $2 + $N - 1 LOOP
+    -c "DO \$\$ BEGIN FOR s IN $range LOOP
           EXECUTE format('CREATE TABLE shard_%s.posts (LIKE tpl.posts INCLUDING ALL)', s);
           EXECUTE format('ALTER TABLE shard_%s.posts ALTER COLUMN id SET DEFAULT shard_%s.next_id()', s, s);
           EXECUTE format('INSERT INTO shard_%s.posts (user_id, body) SELECT g, ''preload'' FROM generate_series(1, 3) g', s);
         END LOOP; END \$\$" >/dev/null
 }
 t0=$SECONDS
-node_020 node_a 0 & a=$!
-node_020 node_b 4096 & b=$!
+node_020 node_a 0 asc & a=$!
+node_020 node_b 4096 desc & b=$!
 wait "$a" && wait "$b"
 cluster_start sfrouter "$ROUTER_PORT"
 on router -c "CREATE EXTENSION snowflake_id VERSION '0.2.0'" -c "CREATE EXTENSION snowflake_id_router VERSION '0.2.0' CASCADE" \
@@ -80,10 +82,15 @@ sleep 4
 
 # status_of COLUMNS: columns of the newest rebalance_status row, space-separated.
 status_of() { on router -F ' ' -c "SELECT $1 FROM rebalance_status ORDER BY id DESC LIMIT 1"; }
-# wait_until SQL: polls SQL on the router (a boolean) for up to 120 s.
-wait_until() {
-  local _; for _ in $(seq 1200); do [[ $(on router -c "$1") == t ]] && return 0; sleep 0.1; done
-  fail "waited 120 s for: $1"
+# wait_for PID LOG SQL: polls SQL on the router (a boolean) for up to 120 s while PID (a
+# CALL writing LOG) runs.
+wait_for() {
+  local _; for _ in $(seq 1200); do
+    [[ $(on router -c "$3") == t ]] && return 0
+    kill -0 "$1" 2>/dev/null || fail "it ended before: $(cat "$2")"
+    sleep 0.1
+  done
+  fail "waited 120 s for: $3"
 }
 # leftovers: what moves left on the nodes (snowflake_id_node.leftovers()), one node a line.
 leftovers() {
@@ -93,7 +100,7 @@ leftovers() {
 # The rebalance, stopped half-way from another session, then resumed.
 t_rebalance=$(date +%s.%N)
 on router -c "SET client_min_messages = notice" -c "CALL rebalance()" >"$work/rebalance1.log" 2>&1 & mover=$!
-wait_until "SELECT shards_done * 2 >= shards AND shards > 0 FROM rebalance_status WHERE state = 'running'"
+wait_for "$mover" "$work/rebalance1.log" "SELECT shards_done * 2 >= shards AND shards > 0 FROM rebalance_status WHERE state = 'running'"
 on router -c "SELECT rebalance_stop()" >/dev/null
 wait "$mover" || fail "the stopped rebalance failed: $(cat "$work/rebalance1.log")"
 read -r id state done planned <<<"$(status_of "id, state, shards_done, shards")"
@@ -116,7 +123,7 @@ echo "rebalance: $planned shards moved in $rebalance_secs s (with the stop and t
 # The drain, its session terminated mid-batch, then resumed; then the node removed.
 t_drain=$(date +%s.%N)
 on router -c "SET client_min_messages = notice" -c "CALL drain_node('node_a')" >"$work/drain1.log" 2>&1 & mover=$!
-wait_until "SELECT shards_done > 0 AND current_batch IS NOT NULL FROM rebalance_status WHERE kind = 'drain' AND state = 'running'"
+wait_for "$mover" "$work/drain1.log" "SELECT shards_done > 0 AND current_batch IS NOT NULL FROM rebalance_status WHERE kind = 'drain' AND state = 'running'"
 on router -c "SELECT pg_terminate_backend(pid) FROM rebalance_status WHERE kind = 'drain' AND state = 'running'" >/dev/null
 if wait "$mover"; then fail "drain_node survived the termination of its session"; fi
 read -r id state <<<"$(status_of "id, state")"

@@ -75,6 +75,7 @@ CREATE TABLE snowflake_id_router.move (
     fenced timestamptz,
     flipped timestamptz,
     ended timestamptz,
+    map_version bigint,         -- the map's version with the flip (snowflake_id_router.map_version())
     rows bigint,
     error text
 );
@@ -101,7 +102,8 @@ COMMENT ON TABLE snowflake_id_router.breakpoint IS
 -- defaults are in snowflake_id_router.setting(name).
 CREATE TABLE snowflake_id_router.setting (
     name text PRIMARY KEY
-        CHECK (name IN ('lock_timeout', 'copy_timeout', 'cutover_timeout', 'cleanup_timeout', 'status_timeout', 'self_connstr')),
+        CHECK (name IN ('lock_timeout', 'copy_timeout', 'cutover_timeout', 'cleanup_timeout', 'status_timeout',
+                        'schema_change_timeout', 'self_connstr')),
     value text NOT NULL,
     -- A timeout of 0 would mean no timeout at all.
     CHECK (name = 'self_connstr' OR (value::interval > interval '0' AND value::interval <= interval '1 day'))
@@ -157,6 +159,74 @@ COMMENT ON TABLE snowflake_id_router.rebalance_batch IS
   'The batches of each rebalance or drain: shards moved together (one move_shards) from source to target, and how that went.';
 SELECT pg_catalog.pg_extension_config_dump('snowflake_id_router.rebalance', '');
 SELECT pg_catalog.pg_extension_config_dump('snowflake_id_router.rebalance_batch', '');
+
+-- ==== router/sql/03_routers_ddl.sql ====
+-- Several routers, and schema changes on every shard (new in 0.3.0).
+
+-- The map's version: one more at every statement that changes the map (the shard or node
+-- table), in the transaction that changes it. Absent: version 0.
+CREATE TABLE snowflake_id_router.map_state (
+    one boolean PRIMARY KEY DEFAULT true CHECK (one),
+    version bigint NOT NULL
+);
+COMMENT ON TABLE snowflake_id_router.map_state IS
+  'The version of this router''s map: counts the statements that changed the shard or node table.';
+SELECT pg_catalog.pg_extension_config_dump('snowflake_id_router.map_state', '');
+
+-- On the primary: the routers that follow its map, and how far each has applied it.
+CREATE TABLE snowflake_id_router.router (
+    name text PRIMARY KEY CHECK (name <> '' AND octet_length(name) <= 63),
+    connstr text NOT NULL,
+    identity text NOT NULL UNIQUE,
+    map_version bigint NOT NULL DEFAULT 0,
+    behind_since timestamptz,
+    error text
+);
+COMMENT ON TABLE snowflake_id_router.router IS
+  'Routers following this one''s map: name, connect string, identity, the map version each routes by, since when it is behind and why.';
+SELECT pg_catalog.pg_extension_config_dump('snowflake_id_router.router', '');
+
+-- On a follower: the primary whose map it routes by (one row at most), and the version of
+-- that map it applied.
+CREATE TABLE snowflake_id_router.follows (
+    one boolean PRIMARY KEY DEFAULT true CHECK (one),
+    identity text NOT NULL,
+    description text NOT NULL,
+    map_version bigint NOT NULL DEFAULT 0,
+    since timestamptz NOT NULL
+);
+COMMENT ON TABLE snowflake_id_router.follows IS
+  'On a follower router: the primary router it follows (identity, how it describes itself) and the version of its map applied here.';
+SELECT pg_catalog.pg_extension_config_dump('snowflake_id_router.follows', '');
+
+-- alter_shards: each change, and where it stands on each node. Written through the
+-- loopback connection as the change goes, so they outlive the caller's session.
+CREATE TABLE snowflake_id_router.schema_change (
+    id bigint PRIMARY KEY,
+    ddl text NOT NULL,
+    template text NOT NULL,
+    state text NOT NULL CHECK (state IN ('running', 'done', 'incomplete', 'abandoned')),
+    started timestamptz NOT NULL,
+    finished timestamptz,
+    started_by text NOT NULL,
+    error text
+);
+COMMENT ON TABLE snowflake_id_router.schema_change IS
+  'Changes made by alter_shards: the statement, the template, and whether every node has it.';
+CREATE TABLE snowflake_id_router.schema_change_node (
+    change bigint NOT NULL REFERENCES snowflake_id_router.schema_change (id) ON DELETE CASCADE,
+    node text NOT NULL,
+    state text NOT NULL CHECK (state IN ('pending', 'done', 'failed', 'skipped')),
+    schemas integer,
+    seconds numeric,
+    at timestamptz,
+    error text,
+    PRIMARY KEY (change, node)
+);
+COMMENT ON TABLE snowflake_id_router.schema_change_node IS
+  'Where each alter_shards change stands on each node: pending, done (with the schemas changed), failed or skipped (behind).';
+SELECT pg_catalog.pg_extension_config_dump('snowflake_id_router.schema_change', '');
+SELECT pg_catalog.pg_extension_config_dump('snowflake_id_router.schema_change_node', '');
 
 -- ==== router/sql/10_dblink.sql ====
 -- == dblink, wherever it is installed ==
@@ -300,6 +370,7 @@ RETURN coalesce((SELECT s.value FROM snowflake_id_router.setting s WHERE s.name 
                     WHEN 'copy_timeout' THEN '60 s'
                     WHEN 'cutover_timeout' THEN '5 s'
                     WHEN 'cleanup_timeout' THEN '10 s'
+                    WHEN 'schema_change_timeout' THEN '10 min'
                     -- A node's answer to node_status, shard_status and a rebalance's plan.
                     WHEN 'status_timeout' THEN '10 s'
                     -- The loopback connection: the first unix socket (else localhost), port,
@@ -474,6 +545,7 @@ BEGIN
     IF name IS NULL OR connstr IS NULL THEN
         RAISE EXCEPTION 'add_node: name and connstr must not be NULL' USING ERRCODE = 'null_value_not_allowed';
     END IF;
+    PERFORM snowflake_id_router.require_primary('add_node');
     IF name = '' OR octet_length(name) > 63 THEN
         RAISE EXCEPTION 'node name % is invalid: give 1 to 63 bytes', quote_literal(name)
             USING ERRCODE = 'invalid_parameter_value';
@@ -508,6 +580,7 @@ BEGIN
     IF first_shard IS NULL OR count IS NULL OR node IS NULL THEN
         RAISE EXCEPTION 'assign_shards: first_shard, count and node must not be NULL' USING ERRCODE = 'null_value_not_allowed';
     END IF;
+    PERFORM snowflake_id_router.require_primary('assign_shards');
     IF count < 1 OR first_shard NOT BETWEEN 0 AND 8191 OR first_shard::bigint + count - 1 > 8191 THEN
         RAISE EXCEPTION 'shards % to % are out of range: valid shards are 0 to 8191, count at least 1',
             first_shard, first_shard::bigint + count - 1 USING ERRCODE = 'numeric_value_out_of_range';
@@ -910,7 +983,7 @@ RETURN left(md5(snowflake_id_node.identity()), 8) || '/' || move_id;
 COMMENT ON FUNCTION snowflake_id_router.move_key(bigint) IS 'The key of a move on its nodes: <router8>/<move id>.';
 
 -- The router's shard locks for a move (transaction level): 55P03 when another session
--- moves or repairs one of the shards, or runs a schema change.
+-- moves or repairs one of the shards; a schema change running is waited for.
 CREATE OR REPLACE FUNCTION snowflake_id_router.lock_router(shards integer[]) RETURNS void
 LANGUAGE plpgsql VOLATILE STRICT PARALLEL UNSAFE
 SET search_path = pg_catalog, pg_temp
@@ -919,10 +992,8 @@ AS $$
 DECLARE
     s integer;
 BEGIN
-    IF NOT pg_try_advisory_xact_lock_shared(snowflake_id_node.lock_class(), -1) THEN
-        RAISE EXCEPTION 'a schema change (alter_shards) is running on this router: moves wait until it is done'
-            USING ERRCODE = 'lock_not_available';
-    END IF;
+    -- Not while alter_shards is half-way across the nodes: waits for it (bounded).
+    PERFORM snowflake_id_router.lock_schema_changes(false);
     FOREACH s IN ARRAY shards LOOP
         IF NOT pg_try_advisory_xact_lock(snowflake_id_node.lock_class(), s) THEN
             RAISE EXCEPTION 'shard % is being moved or repaired by another session (pid %)', s,
@@ -967,6 +1038,7 @@ BEGIN
         RAISE EXCEPTION 'move_shards runs only in a READ COMMITTED transaction, not %', current_setting('transaction_isolation')
             USING ERRCODE = 'invalid_transaction_state';
     END IF;
+    PERFORM snowflake_id_router.require_primary('move_shards');
     todo := ARRAY(SELECT DISTINCT s FROM unnest(shards) s ORDER BY 1);
     PERFORM snowflake_id_router.lock_router(todo);
     SELECT min(x.s)::text INTO bad FROM unnest(todo) x(s)
@@ -1406,6 +1478,21 @@ BEGIN
         PERFORM snowflake_id_router.pause_at('flipped');
     END IF;
     SELECT * INTO m FROM snowflake_id_router.move r WHERE r.id = move_id;
+    -- The old copy goes only once every router routes by the flip: a follower behind would
+    -- still send the shards' calls there (writes refused with 40001 until it has the map).
+    IF NOT snowflake_id_router.routed_everywhere(m.map_version) THEN
+        PERFORM snowflake_id_router.note(move_id, format('error = %L', 'waiting for router(s) '
+            || (SELECT string_agg(quote_literal(x.name), ', ' ORDER BY x.name) FROM snowflake_id_router.router x
+                 WHERE x.map_version < coalesce(m.map_version, 0)) || ' to route by the flip'));
+        RAISE WARNING 'move % of % to node % is flipped, but router(s) % do not route by it yet: the old copy on node % stays, sealed, until they do',
+            move_id, CASE WHEN cardinality(m.shards) = 1 THEN 'shard ' || m.shards[1] ELSE 'shards ' || array_to_string(m.shards, ', ') END,
+            quote_literal(m.target),
+            (SELECT string_agg(quote_literal(x.name), ', ' ORDER BY x.name) FROM snowflake_id_router.router x
+              WHERE x.map_version < coalesce(m.map_version, 0)),
+            quote_literal(m.source)
+            USING HINT = 'repair_moves() pushes the map again and finishes the move once they route by it (router_status).';
+        RETURN;
+    END IF;
     PERFORM snowflake_id_router.enter(move_id, 'cleaning');
     PERFORM snowflake_id_router.wait_for_older_transactions(m.flipped);
     BEGIN
@@ -1473,7 +1560,8 @@ BEGIN
        <> cardinality(m.shards) THEN
         RAISE EXCEPTION 'the map of shards % changed during move %', m.shards, move_id USING ERRCODE = 'serialization_failure';
     END IF;
-    UPDATE snowflake_id_router.move r SET state = 'flipped', flipped = clock_timestamp() WHERE r.id = move_id;
+    UPDATE snowflake_id_router.move r SET state = 'flipped', flipped = clock_timestamp(), map_version = snowflake_id_router.map_version()
+     WHERE r.id = move_id;
     RETURN 'flipped';
 END
 $$;
@@ -1616,10 +1704,13 @@ DECLARE
     bound interval := snowflake_id_router.timeout('cleanup_timeout') + interval '5 s';
     conn text;
 BEGIN
+    PERFORM snowflake_id_router.require_primary('repair_moves');
     IF current_setting('transaction_isolation') <> 'read committed' THEN
         RAISE EXCEPTION 'repair_moves runs only in a READ COMMITTED transaction, not %', current_setting('transaction_isolation')
             USING ERRCODE = 'invalid_transaction_state';
     END IF;
+    -- Routers that are behind get the map first (the moves waiting for them then finish).
+    PERFORM snowflake_id_router.routed_everywhere(snowflake_id_router.map_version());
     FOR m IN SELECT * FROM snowflake_id_router.move x WHERE x.state NOT IN ('done', 'undone') ORDER BY x.id LOOP
         move := m.id;
         shards := m.shards;
@@ -1897,9 +1988,8 @@ BEGIN
     IF node IS NULL OR connstr IS NULL THEN
         RAISE EXCEPTION 'alter_node: node and connstr must not be NULL' USING ERRCODE = 'null_value_not_allowed';
     END IF;
+    PERFORM snowflake_id_router.require_primary('alter_node');
     normal := snowflake_id_router.normalize_connstr(connstr);
-    -- One map change at a time (as the map's trigger does), read after the lock.
-    LOCK TABLE snowflake_id_router.node IN SHARE ROW EXCLUSIVE MODE;
     SELECT * INTO n FROM snowflake_id_router.node x WHERE x.name = alter_node.node;
     IF NOT FOUND THEN
         RAISE EXCEPTION 'node % does not exist', quote_literal(node) USING ERRCODE = 'undefined_object',
@@ -1939,7 +2029,11 @@ BEGIN
             USING ERRCODE = 'object_not_in_prerequisite_state',
                   HINT = 'Promote it first (pg_ctl promote, or SELECT pg_promote() there), then run alter_node again.';
     END IF;
-    UPDATE snowflake_id_router.node x SET connstr = normal, identity = found_identity WHERE x.name = alter_node.node;
+    -- Committed at once, for every router session here, then pushed to the other routers.
+    IF NOT snowflake_id_router.repoint_node(node, n.connstr, normal, found_identity) THEN
+        RAISE WARNING 'node % is repointed on this router, but not yet on every other router', quote_literal(node)
+            USING HINT = 'See router_status; repair_moves() or snowflake_id_router.push_map() brings them up to date once they can be reached.';
+    END IF;
 END
 $$;
 COMMENT ON FUNCTION alter_node(text, text) IS
@@ -1959,6 +2053,7 @@ BEGIN
     IF node IS NULL THEN
         RAISE EXCEPTION 'remove_node: node must not be NULL' USING ERRCODE = 'null_value_not_allowed';
     END IF;
+    PERFORM snowflake_id_router.require_primary('remove_node');
     -- Serialises with assign_shards and map flips: no shard can be assigned to it meanwhile.
     LOCK TABLE snowflake_id_router.shard IN SHARE ROW EXCLUSIVE MODE;
     IF NOT EXISTS (SELECT FROM snowflake_id_router.node n WHERE n.name = remove_node.node) THEN
@@ -2290,7 +2385,7 @@ BEGIN
                sum(b.bytes) AS bytes INTO planned
           FROM snowflake_id_router.rebalance_batch b WHERE b.rebalance = rid AND b.state = 'planned';
         RAISE NOTICE '% %: % shard(s)% to move in % batch(es)', kind, rid, planned.shards,
-            coalesce(format(' (%s)', pg_size_pretty(planned.bytes)), ''), planned.batches;
+            CASE WHEN planned.bytes IS NOT NULL THEN format(' (%s)', pg_size_pretty(planned.bytes)) ELSE '' END, planned.batches;
     EXCEPTION WHEN query_canceled OR OTHERS THEN
         PERFORM snowflake_id_router.rebalance_release();
         RAISE;
@@ -2364,8 +2459,17 @@ BEGIN
                        p.source, p.target, p.shards, p.bytes, 'planned'
                   FROM snowflake_id_router.plan(r.strategy, r.batch_size, r.node) p;
                 CONTINUE WHEN FOUND;
-                remapped := snowflake_id_router.remap_empty(r.node);
+                -- Committed at once through the loopback connection, then pushed to the
+                -- other routers, as a move's flip is.
+                remapped := snowflake_id_router.call(snowflake_id_router.loopback(),
+                    format('SELECT snowflake_id_router.remap_empty(%L)::text', r.node),
+                    snowflake_id_router.timeout('lock_timeout') + interval '5 s',
+                    'mapping the drained node''s shards without data')::integer;
                 RAISE NOTICE 'drain %: % shard(s) of node % without data mapped to the other nodes', rid, remapped, quote_literal(r.node);
+                IF remapped > 0 AND NOT snowflake_id_router.routed_everywhere(NULL) THEN
+                    RAISE WARNING 'drain %: not every other router routes by the new map yet', rid
+                        USING HINT = 'See router_status; repair_moves() or snowflake_id_router.push_map() brings them up to date once they can be reached.';
+                END IF;
             END IF;
             UPDATE snowflake_id_router.rebalance x SET state = 'done', ended = clock_timestamp() WHERE x.id = rid;
             PERFORM snowflake_id_router.rebalance_release();
@@ -2512,6 +2616,7 @@ CREATE OR REPLACE PROCEDURE rebalance(strategy text DEFAULT 'by_shard_count', ba
 LANGUAGE plpgsql
 AS $$
 BEGIN
+    PERFORM snowflake_id_router.require_primary('rebalance');
     CALL snowflake_id_router.run_rebalance(NULL, strategy, batch_size, template);
 END
 $$;
@@ -2526,6 +2631,7 @@ BEGIN
     IF node IS NULL THEN
         RAISE EXCEPTION 'drain_node: node must not be NULL' USING ERRCODE = 'null_value_not_allowed';
     END IF;
+    PERFORM snowflake_id_router.require_primary('drain_node');
     CALL snowflake_id_router.run_rebalance(node, strategy, batch_size, template);
 END
 $$;
@@ -2589,6 +2695,859 @@ SELECT r.id, r.kind, r.node, r.strategy,
 COMMENT ON VIEW rebalance_status IS
   'Each rebalance and drain, newest first: state (running, stopping, interrupted, stopped, failed, done, abandoned), batches and shards planned and done, the batch moving now, estimated time left, error.';
 
+-- ==== router/sql/50_routers.sql ====
+-- == Several routers: the primary and its followers ==
+--
+-- Cluster functions (add_node, assign_shards, moves, rebalance, alter_node, alter_shards,
+-- add_router, remove_router, repair_moves) run on one router database, the primary. Other
+-- router databases follow its map (add_router): the primary pushes the whole map to each
+-- at every change, in the follower's own transaction, and records the version each has
+-- applied. Any router routes every call. A follower refuses cluster functions (55000,
+-- naming its primary). A follower that cannot be reached is marked behind; it gets the map
+-- at the next push (the next map change, repair_moves(), or push_map()), and until every
+-- router has applied a move's flip the move's source copy stays (sealed: a write routed
+-- there by a stale follower gets 40001 and is retried, never lost).
+
+-- The map's version goes up with every statement that changes the map.
+CREATE OR REPLACE FUNCTION snowflake_id_router.count_map_change() RETURNS trigger
+LANGUAGE plpgsql VOLATILE
+SET search_path = pg_catalog, pg_temp
+AS $$
+BEGIN
+    INSERT INTO snowflake_id_router.map_state AS m (version) VALUES (1)
+    ON CONFLICT (one) DO UPDATE SET version = m.version + 1;
+    RETURN NULL;
+END
+$$;
+COMMENT ON FUNCTION snowflake_id_router.count_map_change() IS
+  'Trigger: one more map version for each statement that changes the shard or node table.';
+CREATE OR REPLACE TRIGGER count_map_change AFTER INSERT OR UPDATE OR DELETE OR TRUNCATE ON snowflake_id_router.shard
+    FOR EACH STATEMENT EXECUTE FUNCTION snowflake_id_router.count_map_change();
+CREATE OR REPLACE TRIGGER count_map_change AFTER INSERT OR UPDATE OR DELETE OR TRUNCATE ON snowflake_id_router.node
+    FOR EACH STATEMENT EXECUTE FUNCTION snowflake_id_router.count_map_change();
+
+CREATE OR REPLACE FUNCTION snowflake_id_router.map_version() RETURNS bigint
+LANGUAGE sql STABLE PARALLEL SAFE
+SET search_path = pg_catalog, pg_temp
+RETURN coalesce((SELECT m.version FROM snowflake_id_router.map_state m), 0);
+COMMENT ON FUNCTION snowflake_id_router.map_version() IS 'The version of this router''s map (0 before any change).';
+
+-- How this router describes itself to its followers (their refusals name it).
+CREATE OR REPLACE FUNCTION snowflake_id_router.self_description() RETURNS text
+LANGUAGE sql STABLE PARALLEL SAFE
+SET search_path = pg_catalog, pg_temp
+RETURN format('router database %s at %s port %s (identity %s)', quote_ident(current_database()),
+    coalesce(host(inet_server_addr()), trim(split_part(current_setting('unix_socket_directories'), ',', 1))),
+    current_setting('port'), snowflake_id_node.identity());
+COMMENT ON FUNCTION snowflake_id_router.self_description() IS
+  'This router database as its followers name it: database, server, port, identity.';
+
+-- 55000 on a follower: cluster functions run on the primary.
+CREATE OR REPLACE FUNCTION snowflake_id_router.require_primary(what text) RETURNS void
+LANGUAGE plpgsql STABLE STRICT PARALLEL SAFE
+SET search_path = pg_catalog, pg_temp
+AS $$
+DECLARE
+    primary_router text;
+BEGIN
+    SELECT f.description INTO primary_router FROM snowflake_id_router.follows f;
+    IF FOUND THEN
+        RAISE EXCEPTION '% runs on the primary router, and this router follows %', what, primary_router
+            USING ERRCODE = 'object_not_in_prerequisite_state',
+                  HINT = 'Call it on the primary; it pushes every map change to this router.';
+    END IF;
+END
+$$;
+COMMENT ON FUNCTION snowflake_id_router.require_primary(text) IS
+  'Raises 55000 naming the primary when this router follows another: cluster functions run on the primary only.';
+
+-- == Follower side (called by the primary over dblink) ==
+
+-- Makes this router database follow the primary with identity primary_identity. It must
+-- have no map of its own (a primary's map would be lost) and no followers.
+CREATE OR REPLACE FUNCTION snowflake_id_router.follow(primary_identity text, description text) RETURNS void
+LANGUAGE plpgsql VOLATILE STRICT PARALLEL UNSAFE
+SET search_path = pg_catalog, pg_temp
+AS $$
+DECLARE
+    f snowflake_id_router.follows;
+BEGIN
+    LOCK TABLE snowflake_id_router.follows IN EXCLUSIVE MODE;
+    SELECT * INTO f FROM snowflake_id_router.follows;
+    IF FOUND THEN
+        IF f.identity = primary_identity THEN
+            RETURN;
+        END IF;
+        RAISE EXCEPTION 'router % already follows %', snowflake_id_router.self_description(), f.description
+            USING ERRCODE = 'object_not_in_prerequisite_state',
+                  HINT = 'remove_router it there first.';
+    END IF;
+    IF primary_identity = snowflake_id_node.identity() THEN
+        RAISE EXCEPTION 'a router cannot follow itself' USING ERRCODE = 'object_not_in_prerequisite_state';
+    END IF;
+    IF EXISTS (SELECT FROM snowflake_id_router.node) OR EXISTS (SELECT FROM snowflake_id_router.shard) THEN
+        RAISE EXCEPTION 'router % has a map of its own (% nodes, % shards assigned)', snowflake_id_router.self_description(),
+            (SELECT count(*) FROM snowflake_id_router.node), (SELECT count(*) FROM snowflake_id_router.shard)
+            USING ERRCODE = 'object_not_in_prerequisite_state',
+                  HINT = 'A follower starts empty: CREATE EXTENSION snowflake_id_router CASCADE in a database of its own.';
+    END IF;
+    IF EXISTS (SELECT FROM snowflake_id_router.router) THEN
+        RAISE EXCEPTION 'router % has followers of its own', snowflake_id_router.self_description()
+            USING ERRCODE = 'object_not_in_prerequisite_state';
+    END IF;
+    INSERT INTO snowflake_id_router.follows (identity, description, since) VALUES (primary_identity, description, now());
+END
+$$;
+COMMENT ON FUNCTION snowflake_id_router.follow(text, text) IS
+  'On a follower (called by add_router): follow the primary with this identity; refused with a map or followers of its own.';
+
+-- Stops following: the map goes with it, so that nothing is routed by a map no one updates.
+CREATE OR REPLACE FUNCTION snowflake_id_router.unfollow(primary_identity text) RETURNS void
+LANGUAGE plpgsql VOLATILE STRICT PARALLEL UNSAFE
+SET search_path = pg_catalog, pg_temp
+AS $$
+BEGIN
+    LOCK TABLE snowflake_id_router.follows IN EXCLUSIVE MODE;
+    IF NOT EXISTS (SELECT FROM snowflake_id_router.follows f WHERE f.identity = primary_identity) THEN
+        RETURN;
+    END IF;
+    DELETE FROM snowflake_id_router.shard;
+    DELETE FROM snowflake_id_router.node;
+    DELETE FROM snowflake_id_router.follows;
+END
+$$;
+COMMENT ON FUNCTION snowflake_id_router.unfollow(text) IS
+  'On a follower (called by remove_router): stop following that primary; its map is emptied (every call then fails by name).';
+
+-- Applies the primary's map, in this router's transaction: the nodes (upserted, then those
+-- absent deleted), the shards (only rows that differ: the PL/Proxy cluster follows by the
+-- map's triggers). A push older than the map applied here is ignored (two pushes may
+-- arrive out of order); one of the same version is applied again, undoing hand edits.
+-- Returns the version applied here.
+CREATE OR REPLACE FUNCTION snowflake_id_router.apply_map(primary_identity text, version bigint, nodes jsonb,
+                                                         shards integer[], owners text[]) RETURNS bigint
+LANGUAGE plpgsql VOLATILE STRICT PARALLEL UNSAFE
+SET search_path = pg_catalog, pg_temp
+AS $$
+DECLARE
+    f snowflake_id_router.follows;
+BEGIN
+    SELECT * INTO f FROM snowflake_id_router.follows FOR UPDATE;
+    IF NOT FOUND OR f.identity <> primary_identity THEN
+        RAISE EXCEPTION 'router % does not follow router %', snowflake_id_router.self_description(), primary_identity
+            USING ERRCODE = 'object_not_in_prerequisite_state';
+    END IF;
+    IF version < f.map_version THEN
+        RETURN f.map_version;
+    END IF;
+    INSERT INTO snowflake_id_router.node AS n
+    SELECT * FROM jsonb_populate_recordset(NULL::snowflake_id_router.node, nodes)
+    ON CONFLICT (name) DO UPDATE SET connstr = excluded.connstr, identity = excluded.identity
+     WHERE (n.connstr, n.identity) IS DISTINCT FROM (excluded.connstr, excluded.identity);
+    DELETE FROM snowflake_id_router.shard s WHERE s.shard <> ALL (shards);
+    UPDATE snowflake_id_router.shard s SET node = m.node
+      FROM unnest(shards, owners) m(shard, node) WHERE s.shard = m.shard AND s.node <> m.node;
+    INSERT INTO snowflake_id_router.shard
+    SELECT m.shard, m.node FROM unnest(shards, owners) m(shard, node)
+     WHERE NOT EXISTS (SELECT FROM snowflake_id_router.shard s WHERE s.shard = m.shard);
+    DELETE FROM snowflake_id_router.node n
+     WHERE n.name NOT IN (SELECT x.name FROM jsonb_populate_recordset(NULL::snowflake_id_router.node, nodes) x);
+    UPDATE snowflake_id_router.follows SET map_version = version;
+    RETURN version;
+END
+$$;
+COMMENT ON FUNCTION snowflake_id_router.apply_map(text, bigint, jsonb, integer[], text[]) IS
+  'On a follower (called by the primary): applies the primary''s map of this version, unless a newer one is applied already.';
+
+-- Waits (bounded) until every transaction of this database older than the call has ended,
+-- but for the primary's own sessions: afterwards every routed call here follows the map
+-- applied before the call. true when they ended in time.
+CREATE OR REPLACE FUNCTION snowflake_id_router.await_map(timeout interval) RETURNS boolean
+LANGUAGE plpgsql VOLATILE STRICT PARALLEL UNSAFE
+SET search_path = pg_catalog, pg_temp
+AS $$
+DECLARE
+    deadline timestamptz := clock_timestamp() + timeout;
+BEGIN
+    LOOP
+        PERFORM pg_stat_clear_snapshot();
+        IF NOT EXISTS (SELECT FROM pg_stat_activity a
+                        WHERE a.datname = current_database() AND a.pid <> pg_backend_pid()
+                          AND a.backend_type = 'client backend' AND a.xact_start < now()
+                          AND a.application_name IS DISTINCT FROM 'snowflake_id_router') THEN
+            RETURN true;
+        END IF;
+        IF clock_timestamp() > deadline THEN
+            RETURN false;
+        END IF;
+        PERFORM pg_sleep(0.01);
+    END LOOP;
+END
+$$;
+COMMENT ON FUNCTION snowflake_id_router.await_map(interval) IS
+  'Waits until every transaction of this database older than the call has ended (the router''s own sessions aside); false after the timeout.';
+
+-- == Primary side ==
+
+-- Opens dblink connection conn to a follower and checks that it reaches the router
+-- registered under that name.
+CREATE OR REPLACE FUNCTION snowflake_id_router.connect_router(conn text, router_name text) RETURNS void
+LANGUAGE plpgsql VOLATILE STRICT PARALLEL UNSAFE
+SET search_path = pg_catalog, pg_temp
+AS $$
+DECLARE
+    r snowflake_id_router.router;
+    found_identity text;
+BEGIN
+    SELECT * INTO r FROM snowflake_id_router.router x WHERE x.name = router_name;
+    IF NOT FOUND THEN
+        RAISE EXCEPTION 'router % does not exist', quote_literal(router_name) USING ERRCODE = 'undefined_object';
+    END IF;
+    PERFORM snowflake_id_router.connect(conn, snowflake_id_router.connect_options() || ' ' || r.connstr);
+    found_identity := snowflake_id_router.remote_identity(conn, router_name);
+    IF found_identity <> r.identity THEN
+        PERFORM snowflake_id_router.disconnect(conn);
+        RAISE EXCEPTION 'router % now reaches another database (identity %, registered as %)',
+            quote_literal(router_name), found_identity, r.identity
+            USING ERRCODE = 'object_not_in_prerequisite_state',
+                  HINT = 'remove_router it and add_router the database it should reach.';
+    END IF;
+END
+$$;
+COMMENT ON FUNCTION snowflake_id_router.connect_router(text, text) IS
+  'Opens dblink connection conn to a follower router and checks that it reaches the database registered; 55000 otherwise.';
+
+-- Pushes the committed map to every follower (or only to one, by name): each applies it
+-- in its own transaction and then waits (cleanup_timeout) for its transactions older than
+-- that to end; a follower that fails either is marked behind, with the reason. Returns
+-- true when every follower routes by the map pushed. Call it once the map change is
+-- committed (a flip is, through the loopback connection); the followers' rows are written
+-- in the caller's transaction: call it through the loopback connection to record at once.
+CREATE OR REPLACE FUNCTION snowflake_id_router.push_map(only_router text DEFAULT NULL) RETURNS boolean
+LANGUAGE plpgsql VOLATILE CALLED ON NULL INPUT PARALLEL UNSAFE
+SET search_path = pg_catalog, pg_temp
+AS $$
+DECLARE
+    r snowflake_id_router.router;
+    v bigint;
+    nodes jsonb;
+    shards integer[];
+    owners text[];
+    applied bigint;
+    map jsonb;
+    all_current boolean := true;
+BEGIN
+    -- The map as committed, read through the loopback connection in one statement (one
+    -- snapshot: the version and the map it counts): a follower never gets a map change
+    -- that the caller's transaction may yet roll back.
+    PERFORM snowflake_id_router.connect_self('snowflake_id_router_push_self');
+    map := snowflake_id_router.fetch('snowflake_id_router_push_self', $q$
+        SELECT jsonb_build_object(
+            'version', snowflake_id_router.map_version(),
+            'nodes', (SELECT coalesce(jsonb_agg(to_jsonb(n) ORDER BY n.name), '[]') FROM snowflake_id_router.node n),
+            'shards', (SELECT coalesce(array_agg(s.shard ORDER BY s.shard), '{}') FROM snowflake_id_router.shard s)::text,
+            'owners', (SELECT coalesce(array_agg(s.node ORDER BY s.shard), '{}') FROM snowflake_id_router.shard s)::text)::text$q$)::jsonb;
+    PERFORM snowflake_id_router.disconnect('snowflake_id_router_push_self');
+    v := (map->>'version')::bigint;
+    nodes := map->'nodes';
+    shards := (map->>'shards')::integer[];
+    owners := (map->>'owners')::text[];
+    FOR r IN SELECT * FROM snowflake_id_router.router x WHERE only_router IS NULL OR x.name = only_router ORDER BY x.name LOOP
+        BEGIN
+            PERFORM snowflake_id_router.connect_router('snowflake_id_router_push', r.name);
+            applied := snowflake_id_router.fetch('snowflake_id_router_push', format(
+                'SELECT snowflake_id_router.apply_map(%L, %s, %L, %L, %L)::text',
+                snowflake_id_node.identity(), v, nodes, shards, owners))::bigint;
+            IF NOT snowflake_id_router.fetch('snowflake_id_router_push', format(
+                   'SELECT snowflake_id_router.await_map(%L)::text',
+                   snowflake_id_router.setting('cleanup_timeout')))::boolean THEN
+                RAISE EXCEPTION 'transactions older than map version % are still open there after %', applied,
+                    snowflake_id_router.setting('cleanup_timeout');
+            END IF;
+            PERFORM snowflake_id_router.disconnect('snowflake_id_router_push');
+            UPDATE snowflake_id_router.router x SET map_version = greatest(x.map_version, applied), behind_since = NULL, error = NULL
+             WHERE x.name = r.name;
+            all_current := all_current AND applied >= v;
+        EXCEPTION WHEN OTHERS THEN
+            PERFORM snowflake_id_router.disconnect('snowflake_id_router_push');
+            UPDATE snowflake_id_router.router x SET behind_since = coalesce(x.behind_since, now()), error = SQLERRM
+             WHERE x.name = r.name;
+            all_current := false;
+            RAISE WARNING 'router % is behind (map version %, current %): %', quote_literal(r.name), r.map_version, v, SQLERRM
+                USING HINT = 'It gets the map at the next map change, repair_moves() or push_map().';
+        END;
+    END LOOP;
+    RETURN all_current;
+END
+$$;
+COMMENT ON FUNCTION snowflake_id_router.push_map(text) IS
+  'Pushes this router''s map to every follower (or the one named); marks those that fail behind; true when all route by the current map.';
+
+-- true when every follower has applied map version v (and its older transactions ended).
+CREATE OR REPLACE FUNCTION snowflake_id_router.routers_have(v bigint) RETURNS boolean
+LANGUAGE sql STABLE STRICT PARALLEL SAFE
+SET search_path = pg_catalog, pg_temp
+RETURN NOT EXISTS (SELECT FROM snowflake_id_router.router r WHERE r.map_version < v);
+COMMENT ON FUNCTION snowflake_id_router.routers_have(bigint) IS
+  'Whether every follower router routes by map version v or later.';
+
+-- Whether every follower routes by map version v (the map's version with a move's flip, or
+-- any later one): if not, the map is pushed first, through the loopback connection (so the
+-- followers' rows are committed with the push), each follower bounded by its connect
+-- timeout and cleanup_timeout. NULL: the map as it is now.
+CREATE OR REPLACE FUNCTION snowflake_id_router.routed_everywhere(v bigint) RETURNS boolean
+LANGUAGE plpgsql VOLATILE CALLED ON NULL INPUT PARALLEL UNSAFE
+SET search_path = pg_catalog, pg_temp
+AS $$
+DECLARE
+    version bigint := coalesce(v, snowflake_id_router.map_version());
+BEGIN
+    IF snowflake_id_router.routers_have(version) THEN
+        RETURN true;
+    END IF;
+    PERFORM snowflake_id_router.call(snowflake_id_router.loopback(), 'SELECT snowflake_id_router.push_map()::text',
+        (SELECT count(*) FROM snowflake_id_router.router) * (snowflake_id_router.timeout('cleanup_timeout') + interval '15 s'),
+        'pushing the map to the other routers');
+    RETURN snowflake_id_router.routers_have(version);
+END
+$$;
+COMMENT ON FUNCTION snowflake_id_router.routed_everywhere(bigint) IS
+  'Whether every follower router routes by map version v or later, after pushing the map to those behind.';
+
+-- alter_node's change of the map: the node's connect string (and identity), committed
+-- through the loopback connection for every router session here at once, as long as the
+-- node is still as read (40001 otherwise), then pushed to the followers. Returns whether
+-- every router routes by it.
+CREATE OR REPLACE FUNCTION snowflake_id_router.repoint_node(node text, old_connstr text, new_connstr text, new_identity text)
+RETURNS boolean
+LANGUAGE plpgsql VOLATILE CALLED ON NULL INPUT PARALLEL UNSAFE
+SET search_path = pg_catalog, pg_temp
+AS $$
+DECLARE
+    v bigint;
+BEGIN
+    v := snowflake_id_router.call(snowflake_id_router.loopback(), format(
+        'SELECT snowflake_id_router.set_node(%L, %L, %L, %L)::text', node, old_connstr, new_connstr, new_identity),
+        snowflake_id_router.timeout('lock_timeout') + interval '5 s', 'repointing the node')::bigint;
+    RETURN snowflake_id_router.routed_everywhere(v);
+END
+$$;
+COMMENT ON FUNCTION snowflake_id_router.repoint_node(text, text, text, text) IS
+  'Commits a node''s new connect string through the loopback connection and pushes the map; whether every router routes by it.';
+
+-- (Run through the loopback connection by repoint_node.) The map's version after it.
+CREATE OR REPLACE FUNCTION snowflake_id_router.set_node(node text, old_connstr text, new_connstr text, new_identity text)
+RETURNS bigint
+LANGUAGE plpgsql VOLATILE CALLED ON NULL INPUT PARALLEL UNSAFE
+SET search_path = pg_catalog, pg_temp
+AS $$
+BEGIN
+    UPDATE snowflake_id_router.node x SET connstr = new_connstr, identity = new_identity
+     WHERE x.name = node AND x.connstr = old_connstr;
+    IF NOT FOUND THEN
+        RAISE EXCEPTION 'node % changed while it was being repointed', quote_literal(node) USING ERRCODE = 'serialization_failure';
+    END IF;
+    RETURN snowflake_id_router.map_version();
+END
+$$;
+COMMENT ON FUNCTION snowflake_id_router.set_node(text, text, text, text) IS
+  'Sets a node''s connect string and identity if its connect string is still old_connstr (40001 otherwise); the map''s version after it.';
+
+-- == The user-facing functions ==
+
+CREATE OR REPLACE FUNCTION add_router(name text, connstr text) RETURNS void
+LANGUAGE plpgsql VOLATILE CALLED ON NULL INPUT PARALLEL UNSAFE SECURITY DEFINER
+SET search_path = pg_catalog, pg_temp
+AS $$
+DECLARE
+    normal text;
+    found_identity text;
+    other text;
+    theirs text;
+BEGIN
+    IF name IS NULL OR connstr IS NULL THEN
+        RAISE EXCEPTION 'add_router: name and connstr must not be NULL' USING ERRCODE = 'null_value_not_allowed';
+    END IF;
+    PERFORM snowflake_id_router.require_primary('add_router');
+    IF name = '' OR octet_length(name) > 63 THEN
+        RAISE EXCEPTION 'router name % is invalid: give 1 to 63 bytes', quote_literal(name)
+            USING ERRCODE = 'invalid_parameter_value';
+    END IF;
+    normal := snowflake_id_router.normalize_connstr(connstr);
+    IF EXISTS (SELECT FROM snowflake_id_router.router r WHERE r.name = add_router.name) THEN
+        RAISE EXCEPTION 'router % already exists', quote_literal(name) USING ERRCODE = 'duplicate_object';
+    END IF;
+    PERFORM snowflake_id_router.connect('snowflake_id_router_add', snowflake_id_router.connect_options() || ' ' || normal);
+    found_identity := snowflake_id_router.remote_identity('snowflake_id_router_add', name);
+    IF found_identity = snowflake_id_node.identity() THEN
+        RAISE EXCEPTION 'router % is this router database itself (identity %)', quote_literal(name), found_identity
+            USING ERRCODE = 'object_not_in_prerequisite_state';
+    END IF;
+    SELECT format('node %s', quote_literal(n.name)) INTO other FROM snowflake_id_router.node n WHERE n.identity = found_identity;
+    IF other IS NULL THEN
+        SELECT format('router %s', quote_literal(r.name)) INTO other FROM snowflake_id_router.router r WHERE r.identity = found_identity;
+    END IF;
+    IF other IS NOT NULL THEN
+        RAISE EXCEPTION 'router % is the same database as % (identity %)', quote_literal(name), other, found_identity
+            USING ERRCODE = 'duplicate_object';
+    END IF;
+    theirs := snowflake_id_router.fetch('snowflake_id_router_add',
+        $q$SELECT extversion FROM pg_catalog.pg_extension WHERE extname = 'snowflake_id_router'$q$);
+    IF theirs IS DISTINCT FROM (SELECT e.extversion FROM pg_extension e WHERE e.extname = 'snowflake_id_router') THEN
+        RAISE EXCEPTION 'router % runs snowflake_id_router %, this router %', quote_literal(name), coalesce(theirs, '(none)'),
+            (SELECT e.extversion FROM pg_extension e WHERE e.extname = 'snowflake_id_router')
+            USING ERRCODE = 'object_not_in_prerequisite_state',
+                  HINT = 'There: CREATE EXTENSION snowflake_id_router CASCADE, or ALTER EXTENSION snowflake_id_router UPDATE.';
+    END IF;
+    -- Recorded at once, before the follower follows: a follower that follows this router
+    -- while the router does not know it would route by a map no one updates.
+    PERFORM snowflake_id_router.connect_self('snowflake_id_router_self');
+    PERFORM snowflake_id_router.exec('snowflake_id_router_self', format(
+        'INSERT INTO snowflake_id_router.router (name, connstr, identity) VALUES (%L, %L, %L)', name, normal, found_identity));
+    BEGIN
+        PERFORM snowflake_id_router.fetch('snowflake_id_router_add', format('SELECT snowflake_id_router.follow(%L, %L)::text',
+            snowflake_id_node.identity(), snowflake_id_router.self_description()));
+    EXCEPTION WHEN OTHERS THEN
+        PERFORM snowflake_id_router.exec('snowflake_id_router_self', format(
+            'DELETE FROM snowflake_id_router.router WHERE name = %L', name));
+        RAISE;
+    END;
+    PERFORM snowflake_id_router.disconnect('snowflake_id_router_add');
+    IF NOT snowflake_id_router.fetch('snowflake_id_router_self', format(
+           'SELECT snowflake_id_router.push_map(%L)::text', name))::boolean THEN
+        RAISE WARNING 'router % follows this router, but the first push of the map failed: it routes nothing until the next one succeeds',
+            quote_literal(name) USING HINT = 'SELECT snowflake_id_router.push_map() once it can be reached.';
+    END IF;
+    PERFORM snowflake_id_router.disconnect('snowflake_id_router_self');
+END
+$$;
+COMMENT ON FUNCTION add_router(text, text) IS
+  'Makes the router database at connstr (empty, same snowflake_id_router version) follow this router''s map: it routes every call; cluster functions stay here.';
+
+CREATE OR REPLACE FUNCTION remove_router(name text) RETURNS void
+LANGUAGE plpgsql VOLATILE CALLED ON NULL INPUT PARALLEL UNSAFE SECURITY DEFINER
+SET search_path = pg_catalog, pg_temp
+AS $$
+DECLARE
+    r snowflake_id_router.router;
+BEGIN
+    IF name IS NULL THEN
+        RAISE EXCEPTION 'remove_router: name must not be NULL' USING ERRCODE = 'null_value_not_allowed';
+    END IF;
+    PERFORM snowflake_id_router.require_primary('remove_router');
+    SELECT * INTO r FROM snowflake_id_router.router x WHERE x.name = remove_router.name;
+    IF NOT FOUND THEN
+        RAISE EXCEPTION 'router % does not exist', quote_literal(name) USING ERRCODE = 'undefined_object';
+    END IF;
+    BEGIN
+        PERFORM snowflake_id_router.connect_router('snowflake_id_router_remove', name);
+        PERFORM snowflake_id_router.fetch('snowflake_id_router_remove', format(
+            'SELECT snowflake_id_router.unfollow(%L)::text', snowflake_id_node.identity()));
+        PERFORM snowflake_id_router.disconnect('snowflake_id_router_remove');
+    EXCEPTION WHEN OTHERS THEN
+        RAISE WARNING 'router % could not be told to stop following: %', quote_literal(name), SQLERRM
+            USING DETAIL = 'It keeps routing by the map it has, which this router no longer updates.',
+                  HINT = format('There, once it can be reached: SELECT snowflake_id_router.unfollow(%L); or DROP EXTENSION snowflake_id_router.',
+                                snowflake_id_node.identity());
+    END;
+    -- At once: moves no longer wait for it.
+    PERFORM snowflake_id_router.connect_self('snowflake_id_router_self');
+    PERFORM snowflake_id_router.exec('snowflake_id_router_self', format(
+        'DELETE FROM snowflake_id_router.router WHERE name = %L', name));
+    PERFORM snowflake_id_router.disconnect('snowflake_id_router_self');
+END
+$$;
+COMMENT ON FUNCTION remove_router(text) IS
+  'Stops a follower router following this one''s map (its map is emptied there); moves no longer wait for it.';
+
+CREATE OR REPLACE VIEW router_status AS
+    SELECT r.name, 'follower'::text AS role, r.connstr, r.map_version,
+           r.map_version >= snowflake_id_router.map_version() AS current, r.behind_since, r.error
+      FROM snowflake_id_router.router r
+    UNION ALL
+    SELECT f.description, 'primary', NULL, f.map_version, NULL, NULL, NULL
+      FROM snowflake_id_router.follows f;
+COMMENT ON VIEW router_status IS
+  'On the primary: each follower router, the map version it routes by, whether that is current, since when it is behind and why. On a follower: its primary.';
+
+-- ==== router/sql/54_alter_shards.sql ====
+-- == Schema changes on every shard of every node ==
+--
+-- alter_shards(ddl) runs one statement on the template schema and every shard's schema of
+-- every node, %I standing for the schema. Each node applies it in one transaction
+-- (snowflake_id_node.schema_change_apply), so a node is all-old or all-new, and records it
+-- there under the change's key in the same transaction. The router records the change and
+-- each node's state through the loopback connection as it goes: a run that is interrupted
+-- (its session ended) or fails on a node resumes where it stopped when alter_shards is
+-- called again with the same statement.
+--
+-- The router-wide schema-change lock: alter_shards holds it alone, moves and rebalances
+-- share it (snowflake_id_router.lock_schema_changes), so no move runs while a change is
+-- half-way across the nodes. A move between two nodes that differ anyway (a change that
+-- is incomplete, a node skipped) is refused by the move's own template check.
+
+-- Takes the router-wide schema-change lock, (snowflake_id_node.lock_class(), -1) beside the
+-- moves' shard locks, to the end of the transaction: exclusive for alter_shards, shared
+-- for every move (snowflake_id_router.lock_router). Waits at most schema_change_timeout
+-- for the holders (55P03 after it).
+CREATE OR REPLACE FUNCTION snowflake_id_router.lock_schema_changes(exclusive boolean) RETURNS void
+LANGUAGE plpgsql VOLATILE STRICT PARALLEL UNSAFE
+SET search_path = pg_catalog, pg_temp
+AS $$
+DECLARE
+    timeout interval := snowflake_id_router.setting('schema_change_timeout')::interval;
+BEGIN
+    IF exclusive THEN
+        IF pg_try_advisory_xact_lock(snowflake_id_node.lock_class(), -1) THEN
+            RETURN;
+        END IF;
+    ELSIF pg_try_advisory_xact_lock_shared(snowflake_id_node.lock_class(), -1) THEN
+        RETURN;
+    END IF;
+    -- Queued behind the holders (a waiting alter_shards keeps new moves out meanwhile).
+    BEGIN
+        PERFORM set_config('lock_timeout', (extract(epoch FROM timeout) * 1000)::bigint::text, true);
+        IF exclusive THEN
+            PERFORM pg_advisory_xact_lock(snowflake_id_node.lock_class(), -1);
+        ELSE
+            PERFORM pg_advisory_xact_lock_shared(snowflake_id_node.lock_class(), -1);
+        END IF;
+    EXCEPTION WHEN lock_not_available THEN
+        RAISE EXCEPTION '%', CASE WHEN exclusive THEN format('moves still run after %s', timeout)
+                                  ELSE format('a schema change (alter_shards) still runs after %s', timeout) END
+            USING ERRCODE = 'lock_not_available',
+                  HINT = 'See move_status and schema_change_status; schema_change_timeout (snowflake_id_router.setting) bounds the wait.';
+    END;
+    -- (The block's lock_timeout went with it; the lock stays with the transaction.)
+END
+$$;
+COMMENT ON FUNCTION snowflake_id_router.lock_schema_changes(boolean) IS
+  'The router-wide schema-change lock, to the end of the transaction: exclusive (alter_shards) or shared (moves); 55P03 after schema_change_timeout.';
+
+-- The key under which a node records a change: this router's short identity and the change.
+CREATE OR REPLACE FUNCTION snowflake_id_router.schema_change_key(change bigint) RETURNS text
+LANGUAGE sql STABLE STRICT PARALLEL SAFE
+SET search_path = pg_catalog, pg_temp
+RETURN left(md5(snowflake_id_node.identity()), 8) || '/' || change;
+COMMENT ON FUNCTION snowflake_id_router.schema_change_key(bigint) IS
+  'The key a node records a change of this router under: <first 8 hex digits of md5(identity)>/<change>.';
+
+CREATE OR REPLACE FUNCTION alter_shards(ddl text, template text DEFAULT 'tpl', skip_unreachable boolean DEFAULT false)
+RETURNS TABLE (node text, state text, schemas integer, seconds numeric)
+LANGUAGE plpgsql VOLATILE CALLED ON NULL INPUT PARALLEL UNSAFE SECURITY DEFINER
+SET search_path = pg_catalog, pg_temp
+AS $$
+DECLARE
+    cid bigint;            -- the change: its id in snowflake_id_router.schema_change
+    key text;
+    tag text;
+    lock_timeout text;
+    todo text[];           -- nodes this call applies the change to, in name order
+    skipped text[] := '{}';
+    n text;
+    conn text;
+    resumed boolean;
+    earlier record;
+    t0 timestamptz;
+    took numeric;
+    done_count integer;
+    attempt integer;
+    st text;
+    msg text;
+    hnt text;
+    had text[] := '{}';     -- nodes that had the change before this call
+    rows_node text[] := '{}';
+    rows_state text[] := '{}';
+    rows_schemas integer[] := '{}';
+    rows_seconds numeric[] := '{}';
+BEGIN
+    IF ddl IS NULL OR template IS NULL OR skip_unreachable IS NULL THEN
+        RAISE EXCEPTION 'alter_shards: ddl, template and skip_unreachable must not be NULL' USING ERRCODE = 'null_value_not_allowed';
+    END IF;
+    PERFORM snowflake_id_router.require_primary('alter_shards');
+    -- The statement runs as a superuser on every node: granting EXECUTE would hand that out.
+    IF NOT (SELECT r.rolsuper FROM pg_roles r WHERE r.rolname = session_user) THEN
+        RAISE EXCEPTION 'alter_shards runs its statement as a superuser on every node: only a superuser may call it'
+            USING ERRCODE = 'insufficient_privilege';
+    END IF;
+    IF template = '' OR octet_length(template) > 63 THEN
+        RAISE EXCEPTION 'template schema name % is invalid', quote_literal(template) USING ERRCODE = 'invalid_parameter_value';
+    END IF;
+    -- Refused here, before any node is reached: placeholders, one statement, its kind.
+    tag := snowflake_id_node.ddl_statement(snowflake_id_node.ddl_for(ddl, template));
+    lock_timeout := snowflake_id_router.setting('lock_timeout');
+
+    PERFORM snowflake_id_router.lock_schema_changes(true);
+    PERFORM snowflake_id_router.connect_self('snowflake_id_router_self');
+    -- The same statement, unfinished: this call resumes it.
+    SELECT c.id INTO cid FROM snowflake_id_router.schema_change c
+     WHERE c.state IN ('running', 'incomplete') AND c.ddl = alter_shards.ddl AND c.template = alter_shards.template
+     ORDER BY c.id DESC LIMIT 1;
+    IF cid IS NULL THEN
+        SELECT array_agg(x.name ORDER BY x.name) INTO todo FROM snowflake_id_router.node x;
+    ELSE
+        SELECT array_agg(cn.node ORDER BY cn.node) INTO todo FROM snowflake_id_router.schema_change_node cn
+         WHERE cn.change = cid AND cn.state <> 'done'
+           AND cn.node IN (SELECT x.name FROM snowflake_id_router.node x);
+        SELECT coalesce(array_agg(cn.node ORDER BY cn.node), '{}') INTO had FROM snowflake_id_router.schema_change_node cn
+         WHERE cn.change = cid AND cn.state = 'done';
+    END IF;
+    todo := coalesce(todo, '{}');
+
+    -- Every node reached first: one that cannot be is refused before anything changes,
+    -- unless skipped.
+    FOREACH n IN ARRAY todo LOOP
+        conn := 'snowflake_id_router_ddl_' || n;
+        BEGIN
+            PERFORM snowflake_id_router.connect_node(conn, n);
+            -- A node session whose router session is gone stops within a second (its
+            -- change rolled back), rather than holding the node's locks to the end.
+            PERFORM snowflake_id_router.exec(conn, 'SET client_connection_check_interval = ''1s''');
+        EXCEPTION WHEN connection_exception THEN
+            skipped := skipped || n;
+        END;
+    END LOOP;
+    IF cardinality(skipped) > 0 AND NOT skip_unreachable THEN
+        RAISE EXCEPTION 'alter_shards: node(s) % cannot be reached; no node was changed', array_to_string(skipped, ', ')
+            USING ERRCODE = 'object_not_in_prerequisite_state',
+                  HINT = 'Bring them back, or call alter_shards(..., skip_unreachable => true): the nodes skipped are listed as behind (schema_change_status) and get the change when alter_shards is called again with the same statement.';
+    END IF;
+    todo := ARRAY(SELECT x FROM unnest(todo) x WHERE x <> ALL (skipped) ORDER BY x);
+
+    -- Changes run in order on each node: an earlier one it has not got comes first.
+    SELECT c.id, c.ddl, cn.node INTO earlier
+      FROM snowflake_id_router.schema_change c JOIN snowflake_id_router.schema_change_node cn ON cn.change = c.id
+     WHERE c.state IN ('running', 'incomplete') AND (cid IS NULL OR c.id < cid) AND cn.state <> 'done'
+       AND cn.node = ANY (todo)
+     ORDER BY c.id, cn.node LIMIT 1;
+    IF FOUND THEN
+        RAISE EXCEPTION 'node % has not got schema change % yet: it comes first', quote_literal(earlier.node), earlier.id
+            USING ERRCODE = 'object_not_in_prerequisite_state',
+                  DETAIL = format('Change %s: %s', earlier.id, earlier.ddl),
+                  HINT = format('Finish it by calling alter_shards with that statement again, or give it up: SELECT abandon_schema_change(%s).', earlier.id);
+    END IF;
+
+    -- Checked on every node before any changes: the statement on each template (tried and
+    -- undone), the room in each lock table. A new change is recorded only once they pass.
+    IF cid IS NULL THEN
+        -- (Numbered through the loopback: the caller's snapshot may be older.)
+        cid := snowflake_id_router.fetch('snowflake_id_router_self',
+            'SELECT (coalesce(max(id), 0) + 1)::text FROM snowflake_id_router.schema_change')::bigint;
+        resumed := false;
+    ELSE
+        RAISE NOTICE 'alter_shards resumes schema change %', cid;
+        resumed := true;
+    END IF;
+    key := snowflake_id_router.schema_change_key(cid);
+    FOREACH n IN ARRAY todo LOOP
+        attempt := 1;
+        LOOP
+            BEGIN
+                PERFORM snowflake_id_router.fetch('snowflake_id_router_ddl_' || n, format(
+                    'SELECT snowflake_id_node.schema_change_check(%L, %L, %L, %L)', key, ddl, template, lock_timeout));
+                EXIT;
+            EXCEPTION WHEN OTHERS THEN
+                GET STACKED DIAGNOSTICS st = RETURNED_SQLSTATE, msg = MESSAGE_TEXT, hnt = PG_EXCEPTION_HINT;
+                -- A lock not had in time (the node session of an interrupted call may still
+                -- be rolling back): again, a few times.
+                IF st IN ('55P03', '40P01') AND attempt < 5 THEN
+                    attempt := attempt + 1;
+                    PERFORM pg_sleep(0.5 * attempt);
+                    CONTINUE;
+                END IF;
+                IF resumed THEN
+                    PERFORM snowflake_id_router.exec('snowflake_id_router_self', format(
+                        $q$UPDATE snowflake_id_router.schema_change SET error = %L WHERE id = %s$q$,
+                        format('refused on node %s: %s', n, msg), cid));
+                END IF;
+                RAISE EXCEPTION 'alter_shards: node % refuses the change: %; no node was changed by this call', quote_literal(n), msg
+                    USING ERRCODE = st, HINT = coalesce(nullif(hnt, ''), 'Each node tries it on its template, and undoes it, before any node applies it.');
+            END;
+        END LOOP;
+    END LOOP;
+    IF NOT resumed THEN
+        PERFORM snowflake_id_router.exec('snowflake_id_router_self', format(
+            $q$INSERT INTO snowflake_id_router.schema_change (id, ddl, template, state, started, started_by)
+               VALUES (%s, %L, %L, 'running', now(), %L);
+               INSERT INTO snowflake_id_router.schema_change_node (change, node, state)
+               SELECT %s, x, CASE WHEN x = ANY (%L::text[]) THEN 'skipped' ELSE 'pending' END FROM unnest(%L::text[]) x$q$,
+            cid, ddl, template, session_user, cid, skipped, todo || skipped));
+    ELSE
+        PERFORM snowflake_id_router.exec('snowflake_id_router_self', format(
+            $q$UPDATE snowflake_id_router.schema_change SET state = 'running', finished = NULL, error = NULL WHERE id = %s;
+               UPDATE snowflake_id_router.schema_change_node SET state = 'skipped' WHERE change = %s AND node = ANY (%L::text[])$q$,
+            cid, cid, skipped));
+    END IF;
+
+    -- Node by node, each in one transaction, each recorded as it ends.
+    FOREACH n IN ARRAY todo LOOP
+        t0 := clock_timestamp();
+        attempt := 1;
+        LOOP
+            BEGIN
+                done_count := snowflake_id_router.fetch('snowflake_id_router_ddl_' || n, format(
+                    'SELECT snowflake_id_node.schema_change_apply(%L, %L, %L, %L)::text', key, ddl, template, lock_timeout))::integer;
+                EXIT;
+            EXCEPTION WHEN OTHERS THEN
+                GET STACKED DIAGNOSTICS st = RETURNED_SQLSTATE, msg = MESSAGE_TEXT, hnt = PG_EXCEPTION_HINT;
+                -- A lock not had in time, or a deadlock with the node's own sessions: the
+                -- node rolled back; again, a few times.
+                IF st IN ('55P03', '40P01') AND attempt < 5 THEN
+                    attempt := attempt + 1;
+                    PERFORM pg_sleep(0.5 * attempt);
+                    CONTINUE;
+                END IF;
+                PERFORM snowflake_id_router.exec('snowflake_id_router_self', format(
+                    $q$UPDATE snowflake_id_router.schema_change_node SET state = 'failed', at = now(), error = %L WHERE change = %s AND node = %L;
+                       UPDATE snowflake_id_router.schema_change SET state = 'incomplete', finished = now(), error = %L WHERE id = %s$q$,
+                    msg, cid, n, format('failed on node %s: %s', n, msg), cid));
+                RAISE EXCEPTION 'schema change % failed on node %: %', cid, quote_literal(n), msg
+                    USING ERRCODE = st,
+                          DETAIL = format('Each node has all of the change or none. With it: %s. Without it: %s.',
+                              coalesce((SELECT string_agg(quote_literal(x), ', ' ORDER BY x) FROM unnest(had || rows_node) x), 'none'),
+                              (SELECT string_agg(quote_literal(x), ', ' ORDER BY x) FROM unnest(todo || skipped) x WHERE x <> ALL (rows_node))),
+                          HINT = coalesce(nullif(hnt, '') || ' ', '') || 'Fix the cause and call alter_shards with the same statement again: it resumes there.';
+            END;
+        END LOOP;
+        took := round(extract(epoch FROM clock_timestamp() - t0)::numeric, 3);
+        PERFORM snowflake_id_router.exec('snowflake_id_router_self', format(
+            $q$UPDATE snowflake_id_router.schema_change_node SET state = 'done', schemas = %s, seconds = %s, at = now(), error = NULL
+                WHERE change = %s AND node = %L$q$,
+            done_count, took, cid, n));
+        rows_node := rows_node || n;
+        rows_state := rows_state || 'done'::text;
+        rows_schemas := rows_schemas || done_count;
+        rows_seconds := rows_seconds || took;
+        PERFORM snowflake_id_router.disconnect('snowflake_id_router_ddl_' || n);
+    END LOOP;
+    PERFORM snowflake_id_router.exec('snowflake_id_router_self', format(
+        $q$UPDATE snowflake_id_router.schema_change SET finished = now(),
+               state = CASE WHEN EXISTS (SELECT FROM snowflake_id_router.schema_change_node WHERE change = %s AND state <> 'done')
+                            THEN 'incomplete' ELSE 'done' END
+            WHERE id = %s$q$, cid, cid));
+    PERFORM snowflake_id_router.disconnect('snowflake_id_router_self');
+    IF cardinality(skipped) > 0 THEN
+        RAISE WARNING 'schema change %: node(s) % skipped: they are behind', cid, array_to_string(skipped, ', ')
+            USING HINT = 'Once they are back, call alter_shards with the same statement again.';
+    END IF;
+    RETURN QUERY SELECT x.node, x.state, x.schemas, x.seconds
+                   FROM unnest(rows_node || skipped, rows_state || array_fill('skipped'::text, ARRAY[cardinality(skipped)]),
+                               rows_schemas, rows_seconds) x(node, state, schemas, seconds)
+                  ORDER BY x.node;
+END
+$$;
+COMMENT ON FUNCTION alter_shards(text, text, boolean) IS
+  'Runs one DDL statement (%I for the schema) on the template and every shard of every node, each node in one transaction; resumes an unfinished run of the same statement. Superusers only.';
+
+CREATE OR REPLACE FUNCTION abandon_schema_change(change bigint) RETURNS void
+LANGUAGE plpgsql VOLATILE STRICT PARALLEL UNSAFE SECURITY DEFINER
+SET search_path = pg_catalog, pg_temp
+AS $$
+BEGIN
+    PERFORM snowflake_id_router.require_primary('abandon_schema_change');
+    PERFORM snowflake_id_router.lock_schema_changes(true);
+    UPDATE snowflake_id_router.schema_change c SET state = 'abandoned', finished = now()
+     WHERE c.id = change AND c.state IN ('running', 'incomplete');
+    IF NOT FOUND THEN
+        RAISE EXCEPTION 'schema change % is not unfinished', change USING ERRCODE = 'object_not_in_prerequisite_state';
+    END IF;
+END
+$$;
+COMMENT ON FUNCTION abandon_schema_change(bigint) IS
+  'Gives up an unfinished schema change: the nodes keep what they have (see schema_change_status), and later changes may run.';
+
+CREATE OR REPLACE VIEW schema_change_status AS
+    SELECT c.id AS change, c.ddl, c.template,
+           CASE WHEN c.state = 'running' AND NOT EXISTS (
+                    SELECT FROM pg_locks l WHERE l.locktype = 'advisory' AND l.granted AND l.database = (SELECT d.oid FROM pg_database d WHERE d.datname = current_database())
+                       AND l.classid = snowflake_id_node.lock_class()::oid AND l.objid = (-1)::oid AND l.objsubid = 2
+                       AND l.mode = 'ExclusiveLock')
+                THEN 'interrupted' ELSE c.state END AS state,
+           cn.node, cn.state AS node_state, cn.schemas, cn.seconds, cn.error,
+           c.started, c.finished, c.started_by
+      FROM snowflake_id_router.schema_change c JOIN snowflake_id_router.schema_change_node cn ON cn.change = c.id
+     ORDER BY c.id, cn.node;
+COMMENT ON VIEW schema_change_status IS
+  'Each alter_shards change on each node: running, interrupted (call alter_shards again), done, incomplete (nodes failed or skipped: behind) or abandoned.';
+
+-- ==== router/sql/56_template_status.sql ====
+-- == template_status: the template on every node ==
+
+-- Per node: the fingerprint of the template (snowflake_id_node.fingerprint: tables,
+-- columns and types, defaults, constraints, indexes) as a short hash, whether it is the
+-- one most nodes have, and if not its first difference from it; the schema changes the
+-- node has not got (schema_change_status); with shards => true, how many of its shards
+-- differ from its template, and the first difference (one fingerprint per shard: seconds
+-- for thousands of shards). A node that cannot be reached is listed with the error.
+CREATE OR REPLACE FUNCTION template_status(template text DEFAULT 'tpl', shards boolean DEFAULT false)
+RETURNS TABLE (node text, fingerprint text, matches boolean, difference text, changes_behind integer,
+               shards_checked integer, shards_differing integer, shard_difference text, error text)
+LANGUAGE plpgsql VOLATILE CALLED ON NULL INPUT PARALLEL UNSAFE SECURITY DEFINER
+SET search_path = pg_catalog, pg_temp
+AS $$
+DECLARE
+    n text;
+    fp text[];
+    got text[] := '{}';
+    fps text[] := '{}';          -- each node's fingerprint, as text (an array of arrays would need equal lengths)
+    errs text[] := '{}';
+    checked integer[] := '{}';
+    differing integer[] := '{}';
+    firsts text[] := '{}';
+    reference text;              -- the fingerprint most nodes have
+    reference_node text;
+    u text[];
+BEGIN
+    IF template IS NULL OR shards IS NULL THEN
+        RAISE EXCEPTION 'template_status: template and shards must not be NULL' USING ERRCODE = 'null_value_not_allowed';
+    END IF;
+    FOR n IN SELECT x.name FROM snowflake_id_router.node x ORDER BY x.name LOOP
+        got := got || n;
+        BEGIN
+            PERFORM snowflake_id_router.connect_node('snowflake_id_router_status', n);
+            fps := fps || snowflake_id_router.fetch('snowflake_id_router_status', format(
+                'SELECT snowflake_id_node.fingerprint(%L)::text', template));
+            errs := errs || NULL::text;
+            IF shards THEN
+                u := snowflake_id_router.fetch('snowflake_id_router_status', format(
+                    'SELECT ARRAY[checked::text, differing::text, first]::text FROM snowflake_id_node.shards_unlike(%L)', template));
+                checked := checked || u[1]::integer;
+                differing := differing || u[2]::integer;
+                firsts := firsts || u[3];
+            ELSE
+                checked := checked || NULL::integer;
+                differing := differing || NULL::integer;
+                firsts := firsts || NULL::text;
+            END IF;
+            PERFORM snowflake_id_router.disconnect('snowflake_id_router_status');
+        EXCEPTION WHEN OTHERS THEN
+            PERFORM snowflake_id_router.disconnect('snowflake_id_router_status');
+            fps := fps || NULL::text;
+            errs := errs || SQLERRM;
+            checked := checked || NULL::integer;
+            differing := differing || NULL::integer;
+            firsts := firsts || NULL::text;
+        END;
+    END LOOP;
+    -- (A tie goes to the fingerprint of the first node by name.)
+    SELECT x.f INTO reference FROM unnest(fps) WITH ORDINALITY x(f, i) WHERE x.f IS NOT NULL
+     GROUP BY x.f ORDER BY count(*) DESC, min(x.i) LIMIT 1;
+    reference_node := got[array_position(fps, reference)];
+    RETURN QUERY
+        SELECT g.n, left(encode(sha256(convert_to(array_to_string(g.fp::text[], E'\n'), 'UTF8')), 'hex'), 16),
+               g.fp = reference,
+               CASE WHEN g.fp <> reference THEN snowflake_id_node.fingerprint_difference(g.fp::text[], reference::text[],
+                   format('node %s', quote_literal(g.n)), format('node %s', quote_literal(reference_node))) END,
+               (SELECT count(*)::integer FROM snowflake_id_router.schema_change c JOIN snowflake_id_router.schema_change_node cn ON cn.change = c.id
+                 WHERE cn.node = g.n AND cn.state <> 'done' AND c.state IN ('running', 'incomplete') AND c.template = template_status.template),
+               g.checked, g.differing, g.first, g.err
+          FROM unnest(got, fps, errs, checked, differing, firsts) g(n, fp, err, checked, differing, first)
+         ORDER BY g.n;
+END
+$$;
+COMMENT ON FUNCTION template_status(text, boolean) IS
+  'Per node: the template''s fingerprint, whether it is the one most nodes have and its first difference, schema changes not yet got; with shards, the shards that differ from it.';
+
 -- ==== router/sql/90_grants.sql ====
 -- Superuser only, unless granted: these run as the extension's owner (SECURITY DEFINER).
 REVOKE ALL ON FUNCTION add_node(text, text), assign_shards(integer, integer, text),
@@ -2600,3 +3559,6 @@ REVOKE ALL ON FUNCTION rebalance_plan(text, integer, text), rebalance_stop(), al
 REVOKE ALL ON PROCEDURE rebalance(text, integer, text), drain_node(text, text, integer, text) FROM PUBLIC;
 REVOKE ALL ON ALL PROCEDURES IN SCHEMA snowflake_id_router FROM PUBLIC;
 REVOKE ALL ON node_status, shard_status, rebalance_status FROM PUBLIC;
+REVOKE ALL ON FUNCTION alter_shards(text, text, boolean), abandon_schema_change(bigint),
+    template_status(text, boolean), add_router(text, text), remove_router(text) FROM PUBLIC;
+REVOKE ALL ON schema_change_status, router_status FROM PUBLIC;

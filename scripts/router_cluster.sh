@@ -32,10 +32,11 @@ on() {
   fi
 }
 
-# node_start NAME: (re)starts a data node's cluster (fresh), with wal_level = logical.
+# node_start NAME [OPTION=VALUE...]: (re)starts a data node's cluster (fresh), with
+# wal_level = logical and the options given.
 node_start() {
   local var="NODE_ENV_$1"
-  CLUSTER_ENV=${!var:-} cluster_start "sf$1" "$(node_port "$1")" wal_level=logical fsync=off max_wal_senders=20 max_replication_slots=20 wal_retrieve_retry_interval=100ms
+  CLUSTER_ENV=${!var:-} cluster_start "sf$1" "$(node_port "$1")" wal_level=logical fsync=off max_wal_senders=20 max_replication_slots=20 wal_retrieve_retry_interval=100ms "${@:2}"
 }
 # node_restart NAME: restarts a node's existing cluster (after a crash), same options.
 node_restart() {
@@ -54,13 +55,15 @@ node_restart() {
 }
 
 router_cluster_up() {
-  local n
+  local n p pids=()
+  for n in "${ROUTER_NODES[@]}"; do node_start "$n"; done
+  # The nodes' shards are made side by side.
   for n in "${ROUTER_NODES[@]}"; do
-    node_start "$n"
     on "$n" -c "CREATE EXTENSION snowflake_id" -f "$_router_here/router/examples/node.sql" \
       -c "SELECT count(create_shard('shard_' || s, s, template => 'tpl'))
-            FROM generate_series(${NODE_FIRST[$n]}, ${NODE_FIRST[$n]} + $SHARDS_PER_NODE - 1) s" >/dev/null
+            FROM generate_series(${NODE_FIRST[$n]}, ${NODE_FIRST[$n]} + $SHARDS_PER_NODE - 1) s" >/dev/null & pids+=($!)
   done
+  for p in "${pids[@]}"; do wait "$p"; done
   cluster_start sfrouter "$ROUTER_PORT"
   on router -c "CREATE EXTENSION snowflake_id_router CASCADE" >/dev/null
   for n in "${ROUTER_NODES[@]}"; do

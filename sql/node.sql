@@ -786,7 +786,7 @@ LANGUAGE sql STABLE STRICT PARALLEL SAFE ROWS 5
 SET search_path = pg_catalog, pg_temp
 BEGIN ATOMIC
     SELECT x.oid::regclass FROM unnest(schemas) s JOIN pg_namespace n ON n.nspname = s, snowflake_id_node.tables(n.oid) x
-     ORDER BY 1;
+     ORDER BY n.nspname COLLATE "C", x.name COLLATE "C";   -- by name: OIDs differ from node to node
 END;
 COMMENT ON FUNCTION snowflake_id_node.move_tables(text[]) IS 'The tables of the schemas, moves'' markers left out.';
 

@@ -1,11 +1,18 @@
--- snowflake_id 0.2.0 -> 0.3.0, in place: ALTER EXTENSION snowflake_id UPDATE TO '0.3.0'.
---
--- Each section carries one part of 0.3.0 to a 0.2.0 installation, in the same words as the
--- fresh install. reliability/t_upgrade.sh installs 0.2.0 (and 0.1.0) as released, runs the
--- chain and requires the result to equal a fresh 0.3.0 install (reliability/surface.sql).
+-- Assembled by scripts/assemble-sql from sql/upgrade/from-0.2.0.sql and the files it includes: edit the sources, not this file.
 \echo Use "ALTER EXTENSION snowflake_id UPDATE TO '0.3.0'" to load this file. \quit
 
--- == The node side of snowflake_id_router (sql/node.sql) ==
+-- ==== sql/upgrade/from-0.2.0.sql ====
+-- snowflake_id 0.2.0 -> 0.3.0: what ALTER EXTENSION snowflake_id UPDATE runs on a 0.2.0
+-- installation, in order. scripts/assemble-sql makes sql/snowflake_id--0.2.0--0.3.0.sql of
+-- this file, each `--#include FILE` line replaced by that file: the SQL sources the fresh
+-- install loads, written so that they can run again (CREATE OR REPLACE, COMMENT), are
+-- included as they are; what cannot be written so (new schemas and tables, changes to
+-- tables, types and operators, drops, properties of functions cargo pgrx declares) is
+-- written here, once. reliability/t_upgrade.sh installs 0.2.0 (and 0.1.0) as released, runs
+-- the chain and requires the result to equal a fresh 0.3.0 install (reliability/surface.sql).
+
+-- == The node side of snowflake_id_router ==
+-- ==== sql/node.sql ====
 -- The node side of snowflake_id_router's protocol, in the internal schema snowflake_id_node
 -- (docs/cluster-design.md). Nothing here is for applications: the schema is on no one's
 -- search_path, and only its owner (the superuser who created the extension) may use it; the
@@ -794,7 +801,7 @@ LANGUAGE sql STABLE STRICT PARALLEL SAFE ROWS 5
 SET search_path = pg_catalog, pg_temp
 BEGIN ATOMIC
     SELECT x.oid::regclass FROM unnest(schemas) s JOIN pg_namespace n ON n.nspname = s, snowflake_id_node.tables(n.oid) x
-     ORDER BY 1;
+     ORDER BY n.nspname COLLATE "C", x.name COLLATE "C";   -- by name: OIDs differ from node to node
 END;
 COMMENT ON FUNCTION snowflake_id_node.move_tables(text[]) IS 'The tables of the schemas, moves'' markers left out.';
 
@@ -1410,7 +1417,37 @@ COMMENT ON FUNCTION snowflake_id_node.drop_orphans(text, interval) IS
 
 REVOKE ALL ON ALL FUNCTIONS IN SCHEMA snowflake_id_node FROM PUBLIC;
 
--- == snowflake_id_shards lists the shards served here (sql/installer.sql) ==
+-- == The shard catalog's bound is the layout's largest shard (sql/shard_catalog.sql) ==
+ALTER TABLE snowflake_id_shard DROP CONSTRAINT snowflake_id_shard_shard_check,
+    ADD CONSTRAINT snowflake_id_shard_shard_check
+        CHECK (shard BETWEEN 0 AND @extschema@.id_shard(9223372036854775807));
+
+-- == The installer, and convert_column: shard numbers checked by make_id; snowflake_id_shards
+-- lists the shards served here (it reads snowflake_id_node.move) ==
+-- ==== sql/installer.sql ====
+-- The per-schema shard installer: Instagram's one-schema-per-logical-shard scheme.
+--
+-- create_shard('insta5', 5) makes schema insta5 (if missing), its sequence
+-- insta5.table_id_seq and a function insta5.next_id() returning next_id(5, that sequence),
+-- and records the shard in snowflake_id_shard. The generated function has an SQL-standard
+-- body: it is parsed once, at creation, so it calls this extension's next_id and names the
+-- sequence by OID (both recorded as dependencies); search_path at call time cannot
+-- redirect it, and it pins its own search_path besides. It runs with the caller's rights.
+--
+-- Adopting a schema that already runs Instagram's PL/pgSQL insta5.next_id(): the sequence
+-- is kept, and the function is replaced in place (same OID), so every column default that
+-- calls it switches to the native generator. The old function's IDs are (time <= now,
+-- shard, any counter); the sequence is first advanced to (now, shard, the largest counter),
+-- so every new ID is greater than every old one.
+--
+-- The layout's limits (the largest shard, the largest counter) are not written here: they
+-- are the fields of the largest ID, id_shard(9223372036854775807) and
+-- id_sequence(9223372036854775807), as the layout in Rust (src/id/layouts.rs) decodes it,
+-- and a shard number is checked by make_id, with its own error.
+--
+-- The catalog table is sql/shard_catalog.sql's; everything here can run again (CREATE OR
+-- REPLACE), so an upgrade script includes this file as it is (scripts/assemble-sql).
+
 -- The shards this node serves: not a move's copy before it is activated, nor a copy a move
 -- has sealed (snowflake_id_node.move), so a fan-out never sees a shard twice.
 CREATE OR REPLACE VIEW snowflake_id_shards AS
@@ -1420,8 +1457,461 @@ CREATE OR REPLACE VIEW snowflake_id_shards AS
      ORDER BY c.shard;
 COMMENT ON VIEW snowflake_id_shards IS
   'Logical shards made by create_shard and served here (not a move''s copy before or after it serves): schema, shard number, sequence.';
+-- Readable by every role, as pg_namespace is: an application's node-side functions look
+-- shards up here.
+GRANT SELECT ON snowflake_id_shards TO PUBLIC;
 
--- == What the router's views and rebalancer read on a node (sql/node_status.sql) ==
+CREATE OR REPLACE FUNCTION create_shard(schema_name text, shard integer) RETURNS void
+LANGUAGE plpgsql VOLATILE STRICT PARALLEL UNSAFE
+SET search_path = pg_catalog, pg_temp
+AS $$
+DECLARE
+    existing @extschema@.snowflake_id_shard;
+    other text;
+    nsp oid;
+    made_schema boolean;
+    seq oid;
+    seq_kind "char";
+    seq_owner regrole;
+    old_fn oid;
+    counter bigint;
+    seq_min bigint;
+    seq_max bigint;
+    dependent regclass;
+BEGIN
+    -- A shard outside the layout: make_id's own error (22003, naming the valid range).
+    PERFORM @extschema@.make_id(clock_timestamp(), shard);
+    -- PostgreSQL truncates longer names to 63 bytes: two such names would be one schema.
+    IF octet_length(schema_name) > 63 THEN
+        RAISE EXCEPTION 'schema name "%" is too long: % bytes, at most 63', schema_name, octet_length(schema_name)
+            USING ERRCODE = 'name_too_long';
+    END IF;
+    IF schema_name = '' THEN
+        RAISE EXCEPTION 'schema name must not be empty' USING ERRCODE = 'invalid_name';
+    END IF;
+    -- System schemas, and temporary ones (pg_temp_N), whose objects vanish with a session
+    -- while the catalog row would stay.
+    IF schema_name LIKE 'pg\_%' OR schema_name = 'information_schema' THEN
+        RAISE EXCEPTION 'schema name "%" is reserved: a shard cannot be a system or temporary schema', schema_name
+            USING ERRCODE = 'reserved_name';
+    END IF;
+
+    -- One create_shard/drop_shard at a time, so the checks below cannot be overtaken by
+    -- another session's (READ COMMITTED: each statement after the lock sees its commits).
+    LOCK TABLE @extschema@.snowflake_id_shard IN SHARE ROW EXCLUSIVE MODE;
+    SELECT c.schema_name INTO other FROM @extschema@.snowflake_id_shard c
+     WHERE c.shard = create_shard.shard AND c.schema_name <> create_shard.schema_name;
+    IF FOUND THEN
+        RAISE EXCEPTION 'shard % is already given to schema %', shard, quote_ident(other)
+            USING ERRCODE = 'unique_violation';
+    END IF;
+    SELECT * INTO existing FROM @extschema@.snowflake_id_shard c
+     WHERE c.schema_name = create_shard.schema_name;
+    IF FOUND AND existing.shard <> shard THEN
+        RAISE EXCEPTION 'schema % is already shard %', quote_ident(schema_name), existing.shard
+            USING ERRCODE = 'unique_violation';
+    END IF;
+
+    nsp := to_regnamespace(quote_ident(schema_name));
+    made_schema := nsp IS NULL;
+    IF made_schema THEN
+        EXECUTE format('CREATE SCHEMA %I', schema_name);
+        nsp := to_regnamespace(quote_ident(schema_name));
+    ELSIF (SELECT n.nspowner <> current_user::regrole FROM pg_namespace n WHERE n.oid = nsp) THEN
+        RAISE WARNING 'schema % is owned by role %, who can replace what create_shard makes in it',
+            quote_ident(schema_name), (SELECT n.nspowner::regrole FROM pg_namespace n WHERE n.oid = nsp);
+    END IF;
+
+    -- Adopting a schema in use (Instagram's PL/pgSQL next_id() and its sequence; not when
+    -- this is already a shard, made native before): wait until
+    -- no transaction that wrote with the old function, or used the sequence, is still open,
+    -- and keep new ones out until we commit, so that no ID from the old function can follow
+    -- the native generator's. First the tables whose column defaults call the function being
+    -- replaced: SHARE waits for their open writers and blocks new ones, which then see the
+    -- new body.
+    old_fn := to_regprocedure(format('%I.next_id()', schema_name));
+    IF old_fn IS NOT NULL AND (SELECT p.proowner <> current_user::regrole FROM pg_proc p WHERE p.oid = old_fn) THEN
+        RAISE WARNING 'function %.next_id() is owned by role %, who keeps it when create_shard replaces its body',
+            quote_ident(schema_name), (SELECT p.proowner::regrole FROM pg_proc p WHERE p.oid = old_fn);
+    END IF;
+    IF old_fn IS NOT NULL AND existing.schema_name IS NULL THEN
+        FOR dependent IN
+            SELECT DISTINCT ad.adrelid::regclass FROM pg_depend d
+              JOIN pg_attrdef ad ON d.classid = 'pg_attrdef'::regclass AND ad.oid = d.objid
+              JOIN pg_class c ON c.oid = ad.adrelid AND c.relkind IN ('r', 'p')
+             WHERE d.refclassid = 'pg_proc'::regclass AND d.refobjid = old_fn
+        LOOP
+            EXECUTE format('LOCK TABLE %s IN SHARE MODE', dependent);
+        END LOOP;
+    END IF;
+
+    -- Only a real sequence is adopted, and nothing in the schema is run: its state is read
+    -- with pg_sequence_last_value(), never with a query on whatever bears the name.
+    SELECT c.oid, c.relkind, c.relowner INTO seq, seq_kind, seq_owner FROM pg_class c
+     WHERE c.relnamespace = nsp AND c.relname = 'table_id_seq';
+    IF seq IS NULL THEN
+        EXECUTE format('CREATE SEQUENCE %I.table_id_seq AS bigint', schema_name);
+        seq := format('%I.table_id_seq', schema_name)::regclass;
+    ELSIF seq_kind <> 'S' THEN
+        RAISE EXCEPTION '"%" is not a sequence', format('%I.table_id_seq', schema_name)
+            USING ERRCODE = 'wrong_object_type',
+                  HINT = 'create_shard adopts only a sequence named table_id_seq.';
+    ELSIF existing.schema_name IS NULL THEN
+        IF seq_owner <> current_user::regrole THEN
+            RAISE WARNING 'sequence %.table_id_seq is owned by role %, who can reset it (setval) and so make next_id() repeat IDs',
+                quote_ident(schema_name), seq_owner;
+        END IF;
+        -- ALTER ... OWNER TO its own owner changes nothing, but takes ACCESS EXCLUSIVE: it
+        -- waits for every transaction holding the sequence's lock (every nextval() caller).
+        -- It needs the caller to own the sequence (or be superuser): 42501 otherwise.
+        EXECUTE format('ALTER SEQUENCE %s OWNER TO %s', seq::regclass, seq_owner);
+    END IF;
+
+    -- A sequence whose range cannot hold IDs (AS integer, descending): next_id's own error.
+    SELECT q.seqmin, q.seqmax INTO seq_min, seq_max FROM pg_sequence q WHERE q.seqrelid = seq;
+    IF NOT @extschema@.make_id(clock_timestamp(), shard, @extschema@.id_sequence(9223372036854775807))
+           BETWEEN seq_min AND seq_max THEN
+        RAISE EXCEPTION 'sequence "%" cannot hold snowflake IDs: its range is % to %', seq::regclass, seq_min, seq_max
+            USING ERRCODE = 'sequence_generator_limit_exceeded',
+                  HINT = format('ALTER SEQUENCE %s AS bigint MINVALUE 1 MAXVALUE 9223372036854775807', seq::regclass);
+    END IF;
+    -- A sequence still holding a plain counter (new, or Instagram's PL/pgSQL's) is moved
+    -- above every ID the old function can have made; one holding IDs already is left alone.
+    counter := coalesce(pg_sequence_last_value(seq), 0);
+    IF counter < (1::bigint << 42) THEN
+        PERFORM setval(seq, @extschema@.make_id(clock_timestamp(), shard, @extschema@.id_sequence(9223372036854775807)), true);
+    END IF;
+    EXECUTE format(
+        'CREATE OR REPLACE FUNCTION %I.next_id(OUT result bigint) '
+        'LANGUAGE sql VOLATILE PARALLEL UNSAFE SECURITY INVOKER '
+        'SET search_path = pg_catalog, pg_temp '
+        'RETURN %I.next_id(%s, %L::regclass)',
+        schema_name, '@extschema@', shard, seq::regclass);
+    EXECUTE format('COMMENT ON FUNCTION %I.next_id() IS %L', schema_name,
+        format('Next snowflake ID of logical shard %s, from sequence %s (made by create_shard).', shard, seq::regclass));
+    IF existing.schema_name IS NOT NULL THEN
+        UPDATE @extschema@.snowflake_id_shard c SET sequence = seq
+         WHERE c.schema_name = create_shard.schema_name AND c.sequence <> seq;
+    ELSE
+        BEGIN
+            INSERT INTO @extschema@.snowflake_id_shard VALUES (schema_name, shard, seq, made_schema);
+        EXCEPTION WHEN unique_violation THEN
+            -- Only under REPEATABLE READ or SERIALIZABLE, whose snapshot predates the lock:
+            -- another session's create_shard committed a conflicting row meanwhile.
+            RAISE EXCEPTION 'shard % or schema % was taken by a concurrent create_shard', shard, quote_ident(schema_name)
+                USING ERRCODE = 'serialization_failure', HINT = 'Retry the transaction.';
+        END;
+    END IF;
+END
+$$;
+COMMENT ON FUNCTION create_shard(text, integer) IS
+  'Makes (or adopts) schema_name as logical shard: its sequence table_id_seq and its next_id() function. Idempotent.';
+
+CREATE OR REPLACE FUNCTION create_shards(prefix text, first_shard integer, count integer) RETURNS void
+LANGUAGE plpgsql VOLATILE STRICT PARALLEL UNSAFE
+SET search_path = pg_catalog, pg_temp
+AS $$
+BEGIN
+    IF count < 0 THEN
+        RAISE EXCEPTION 'count % is negative: create_shards makes count shards from first_shard on', count
+            USING ERRCODE = 'numeric_value_out_of_range';
+    END IF;
+    -- The first and the last shard are checked as make_id checks a shard (22003).
+    PERFORM @extschema@.make_id(clock_timestamp(), first_shard);
+    IF count > 0 THEN
+        PERFORM @extschema@.make_id(clock_timestamp(), least(first_shard::bigint + count - 1, 2147483647)::integer);
+    END IF;
+    FOR n IN first_shard .. first_shard + count - 1 LOOP
+        PERFORM @extschema@.create_shard(prefix || n, n);
+    END LOOP;
+END
+$$;
+COMMENT ON FUNCTION create_shards(text, integer, integer) IS
+  'create_shard(prefix || n, n) for n = first_shard .. first_shard + count - 1, in one transaction.';
+
+CREATE OR REPLACE FUNCTION drop_shard(schema_name text, cascade boolean DEFAULT false) RETURNS void
+LANGUAGE plpgsql VOLATILE STRICT PARALLEL UNSAFE
+SET search_path = pg_catalog, pg_temp
+AS $$
+DECLARE
+    s @extschema@.snowflake_id_shard;
+    behaviour text := CASE WHEN cascade THEN 'CASCADE' ELSE 'RESTRICT' END;
+BEGIN
+    LOCK TABLE @extschema@.snowflake_id_shard IN SHARE ROW EXCLUSIVE MODE;
+    SELECT * INTO s FROM @extschema@.snowflake_id_shard c WHERE c.schema_name = drop_shard.schema_name;
+    IF NOT FOUND THEN
+        RAISE EXCEPTION 'schema % is not a snowflake_id shard', quote_ident(schema_name)
+            USING ERRCODE = 'undefined_object';
+    END IF;
+    -- Whatever of the shard is already gone (dropped by hand) is skipped; the row goes.
+    -- RESTRICT: a table whose default calls next_id() refuses the drop (2BP01), by name.
+    IF to_regprocedure(format('%I.next_id()', schema_name)) IS NOT NULL THEN
+        EXECUTE format('DROP FUNCTION %I.next_id() %s', schema_name, behaviour);
+    END IF;
+    IF EXISTS (SELECT FROM pg_class c WHERE c.oid = s.sequence AND c.relkind = 'S') THEN
+        EXECUTE format('DROP SEQUENCE %s %s', s.sequence, behaviour);
+    END IF;
+    IF s.created_schema AND to_regnamespace(quote_ident(schema_name)) IS NOT NULL THEN
+        EXECUTE format('DROP SCHEMA %I %s', schema_name, behaviour);
+    END IF;
+    DELETE FROM @extschema@.snowflake_id_shard c WHERE c.schema_name = drop_shard.schema_name;
+END
+$$;
+COMMENT ON FUNCTION drop_shard(text, boolean) IS
+  'Drops what create_shard made (function, sequence, and the schema if it made it); refuses while tables depend on them, unless cascade.';
+
+-- create_shard(schema_name, shard, template => 'tpl'): the shard layout declared once.
+-- After create_shard(schema_name, shard), every table of schema tpl is made in the shard's
+-- schema with CREATE TABLE ... (LIKE tpl.t INCLUDING ALL): columns, defaults, NOT NULL,
+-- CHECK and primary key/unique constraints, indexes, comments (not foreign keys, not
+-- triggers). Each bigint primary key column then defaults to the shard's own next_id().
+-- The template must be a plain schema of tables: anything else in it (views, sequences
+-- other than identity ones, functions, types) is refused, and so is a table whose
+-- defaults, constraints, indexes or column types use a function or type the caller cannot
+-- trust (owned by another role that is not a superuser), whose code would then run in
+-- every shard. Nothing of the template is executed here. A table the shard already has is
+-- left as it is, so the call is idempotent.
+CREATE OR REPLACE FUNCTION create_shard(schema_name text, shard integer, template text) RETURNS void
+LANGUAGE plpgsql VOLATILE CALLED ON NULL INPUT PARALLEL UNSAFE
+SET search_path = pg_catalog, pg_temp
+AS $$
+DECLARE
+    tpl oid;
+    nsp oid;
+    bad text;
+    t record;
+    col record;
+BEGIN
+    -- template => NULL is the two-argument form, not a silent no-op.
+    IF template IS NULL THEN
+        PERFORM @extschema@.create_shard(schema_name, shard);
+        RETURN;
+    END IF;
+    IF schema_name IS NULL OR shard IS NULL THEN
+        RAISE EXCEPTION 'create_shard: schema_name and shard must not be NULL' USING ERRCODE = 'null_value_not_allowed';
+    END IF;
+    IF octet_length(template) > 63 THEN
+        RAISE EXCEPTION 'template schema name "%" is too long: % bytes, at most 63', template, octet_length(template)
+            USING ERRCODE = 'name_too_long';
+    END IF;
+    tpl := to_regnamespace(quote_ident(template));
+    IF tpl IS NULL THEN
+        RAISE EXCEPTION 'template schema "%" does not exist', template USING ERRCODE = 'invalid_schema_name';
+    END IF;
+    IF template = schema_name THEN
+        RAISE EXCEPTION 'schema % cannot be its own template', quote_ident(schema_name)
+            USING ERRCODE = 'invalid_parameter_value';
+    END IF;
+    -- A plain schema of tables (and their indexes, row types and identity sequences).
+    SELECT string_agg(what, ', ') INTO bad FROM (
+        SELECT format('%s %I', CASE c.relkind WHEN 'v' THEN 'view' WHEN 'm' THEN 'materialized view'
+                    WHEN 'S' THEN 'sequence' WHEN 'p' THEN 'partitioned table' WHEN 'f' THEN 'foreign table'
+                    WHEN 'c' THEN 'type' ELSE 'relation' END, c.relname) AS what
+          FROM pg_class c
+         WHERE c.relnamespace = tpl AND c.relkind NOT IN ('r', 'i')
+           AND NOT (c.relkind = 'S' AND EXISTS (SELECT FROM pg_depend d WHERE d.classid = 'pg_class'::regclass
+                        AND d.objid = c.oid AND d.deptype = 'i'))
+        UNION ALL
+        SELECT format('function %s', p.oid::regprocedure) FROM pg_proc p WHERE p.pronamespace = tpl
+        UNION ALL
+        SELECT format('type %s', y.oid::regtype) FROM pg_type y
+         WHERE y.typnamespace = tpl AND y.typrelid = 0 AND NOT EXISTS (
+               SELECT FROM pg_type e JOIN pg_class c ON c.oid = e.typrelid WHERE e.typarray = y.oid)
+        ORDER BY 1) x;
+    IF bad IS NOT NULL THEN
+        RAISE EXCEPTION 'template schema % is not a plain schema of tables: it holds %', quote_ident(template), bad
+            USING ERRCODE = 'wrong_object_type';
+    END IF;
+    -- Code the copies would run: functions, operators (and the functions behind them) and
+    -- types used by the template's tables (defaults, generated columns, constraints, index
+    -- expressions, column types), owned by a role that is neither the caller nor a
+    -- superuser, who could redefine them.
+    WITH deps AS (
+        SELECT d.refclassid, d.refobjid
+          FROM pg_class c JOIN pg_depend d ON d.refobjsubid >= 0
+               AND ((d.classid = 'pg_attrdef'::regclass AND d.objid IN (SELECT a.oid FROM pg_attrdef a WHERE a.adrelid = c.oid))
+                 OR (d.classid = 'pg_constraint'::regclass AND d.objid IN (SELECT k.oid FROM pg_constraint k WHERE k.conrelid = c.oid))
+                 OR (d.classid = 'pg_class'::regclass AND d.objid IN (SELECT i.indexrelid FROM pg_index i WHERE i.indrelid = c.oid)))
+         WHERE c.relnamespace = tpl AND c.relkind = 'r'),
+    untrusted AS (
+        SELECT r.oid FROM pg_roles r WHERE r.oid <> current_user::regrole AND NOT r.rolsuper)
+    SELECT string_agg(DISTINCT what, ', ') INTO bad FROM (
+        SELECT format('function %s (owner %s)', p.oid::regprocedure, p.proowner::regrole) AS what
+          FROM deps JOIN pg_proc p ON deps.refclassid = 'pg_proc'::regclass AND p.oid = deps.refobjid
+         WHERE p.proowner IN (SELECT oid FROM untrusted)
+        UNION ALL
+        SELECT format('operator %s (owner %s)', o.oid::regoperator, o.oprowner::regrole)
+          FROM deps JOIN pg_operator o ON deps.refclassid = 'pg_operator'::regclass AND o.oid = deps.refobjid
+         WHERE o.oprowner IN (SELECT oid FROM untrusted)
+            OR EXISTS (SELECT FROM pg_proc p WHERE p.oid IN (o.oprcode::oid, o.oprrest::oid, o.oprjoin::oid)
+                          AND p.proowner IN (SELECT oid FROM untrusted))
+        UNION ALL
+        SELECT format('type %s (owner %s)', y.oid::regtype, y.typowner::regrole)
+          FROM pg_class c JOIN pg_attribute a ON a.attrelid = c.oid AND a.attnum > 0 AND NOT a.attisdropped
+          JOIN pg_type y ON y.oid = a.atttypid
+         WHERE c.relnamespace = tpl AND c.relkind = 'r'
+           AND y.typowner IN (SELECT oid FROM untrusted)) x;
+    IF bad IS NOT NULL THEN
+        RAISE EXCEPTION 'template schema % uses code its shards would run that the caller does not trust: %',
+            quote_ident(template), bad
+            USING ERRCODE = 'insufficient_privilege',
+                  HINT = 'Use functions, operators and types owned by you or by a superuser in the template''s tables.';
+    END IF;
+
+    PERFORM @extschema@.create_shard(schema_name, shard);
+    nsp := to_regnamespace(quote_ident(schema_name));
+    FOR t IN SELECT c.oid, c.relname FROM pg_class c WHERE c.relnamespace = tpl AND c.relkind = 'r' ORDER BY c.relname LOOP
+        CONTINUE WHEN EXISTS (SELECT FROM pg_class c WHERE c.relnamespace = nsp AND c.relname = t.relname);
+        EXECUTE format('CREATE TABLE %I.%I (LIKE %I.%I INCLUDING ALL)', schema_name, t.relname, template, t.relname);
+        FOR col IN
+            SELECT a.attname, a.attidentity FROM pg_index i
+              JOIN pg_attribute a ON a.attrelid = i.indrelid AND a.attnum = ANY (i.indkey)
+             WHERE i.indrelid = format('%I.%I', schema_name, t.relname)::regclass AND i.indisprimary
+               AND a.atttypid = 'bigint'::regtype
+        LOOP
+            IF col.attidentity <> '' THEN
+                EXECUTE format('ALTER TABLE %I.%I ALTER COLUMN %I DROP IDENTITY', schema_name, t.relname, col.attname);
+            END IF;
+            EXECUTE format('ALTER TABLE %I.%I ALTER COLUMN %I SET DEFAULT %I.next_id()',
+                schema_name, t.relname, col.attname, schema_name);
+        END LOOP;
+    END LOOP;
+END
+$$;
+COMMENT ON FUNCTION create_shard(text, integer, text) IS
+  'create_shard(schema_name, shard), then every table of schema template made in it (LIKE ... INCLUDING ALL), bigint primary keys defaulting to its next_id(). Idempotent.';
+-- ==== sql/convert.sql ====
+-- convert_column: adopting a table whose bigint key comes from bigserial or an identity.
+--
+-- In place and in one transaction: the table is locked ACCESS EXCLUSIVE (as ALTER TABLE
+-- would), the sequence is moved up to the largest value the column holds (rows inserted
+-- with explicit IDs can be above the sequence's last_value), and the column's default
+-- becomes next_id(shard, <sequence>), whose IDs are all above the sequence's newest value.
+-- The column keeps its type, values, constraints and the foreign keys pointing at it.
+--
+-- A bigserial column keeps its sequence (still OWNED BY the column). An identity column's
+-- sequence is part of the identity and goes with it (DROP IDENTITY), so a new sequence of
+-- the same name takes its place, OWNED BY the column; roles that may INSERT into the table
+-- get USAGE on it, as next_id needs (an identity needed no grant). ALWAYS becomes an
+-- ordinary default: an explicit ID is then accepted.
+--
+-- Runs with the caller's rights (SECURITY INVOKER): only the table's owner can convert it.
+-- search_path is pinned; every name is quoted.
+CREATE OR REPLACE FUNCTION convert_column(tbl regclass, col name, shard integer) RETURNS regclass
+LANGUAGE plpgsql VOLATILE STRICT PARALLEL UNSAFE
+SET search_path = pg_catalog, pg_temp
+AS $$
+DECLARE
+    rel record;
+    att record;
+    seq regclass;
+    seq_schema name;
+    seq_name name;
+    dep "char";
+    others text;
+    newest bigint;
+    highest bigint;
+    grantee text;
+BEGIN
+    -- A shard outside the layout: make_id's own error (22003, naming the valid range).
+    PERFORM @extschema@.make_id(clock_timestamp(), shard);
+    SELECT c.relkind, c.relowner, c.relacl INTO rel FROM pg_class c WHERE c.oid = tbl;
+    IF rel.relkind IS DISTINCT FROM 'r' THEN
+        RAISE EXCEPTION '% is not an ordinary table', tbl
+            USING ERRCODE = 'wrong_object_type',
+                  HINT = 'convert_column converts a column of a table (not a view, sequence, partitioned table or foreign table).';
+    END IF;
+    IF NOT pg_has_role(current_user, rel.relowner, 'USAGE') THEN
+        RAISE EXCEPTION 'must be owner of table %', tbl USING ERRCODE = 'insufficient_privilege';
+    END IF;
+    -- No insert may slip in between reading the largest ID and the new default.
+    EXECUTE format('LOCK TABLE %s IN ACCESS EXCLUSIVE MODE', tbl);
+
+    SELECT a.attnum, a.atttypid, a.attidentity INTO att
+      FROM pg_attribute a WHERE a.attrelid = tbl AND a.attname = col AND a.attnum > 0 AND NOT a.attisdropped;
+    IF NOT FOUND THEN
+        RAISE EXCEPTION 'column % of table % does not exist', quote_ident(col), tbl
+            USING ERRCODE = 'undefined_column';
+    END IF;
+    IF att.atttypid <> 'bigint'::regtype THEN
+        RAISE EXCEPTION 'column % of table % is %, not bigint: IDs need 64 bits',
+                quote_ident(col), tbl, format_type(att.atttypid, NULL)
+            USING ERRCODE = 'datatype_mismatch',
+                  HINT = format('ALTER TABLE %s ALTER COLUMN %I TYPE bigint first (it rewrites the table and the columns of foreign keys pointing at it must follow).', tbl, col);
+    END IF;
+    -- The sequence the column owns: 'a' for serial/bigserial (OWNED BY), 'i' for an identity.
+    SELECT d.objid::regclass, d.deptype INTO seq, dep
+      FROM pg_depend d JOIN pg_class s ON s.oid = d.objid AND s.relkind = 'S'
+     WHERE d.classid = 'pg_class'::regclass AND d.refclassid = 'pg_class'::regclass
+       AND d.refobjid = tbl AND d.refobjsubid = att.attnum AND d.deptype IN ('a', 'i');
+    IF seq IS NULL THEN
+        RAISE EXCEPTION 'column % of table % has no sequence of its own', quote_ident(col), tbl
+            USING ERRCODE = 'object_not_in_prerequisite_state',
+                  HINT = 'convert_column converts a bigserial or identity column (one whose sequence is OWNED BY it).';
+    END IF;
+    -- Another column's default drawing from the same sequence would keep drawing small
+    -- numbers from a sequence that now holds IDs, or collide with them.
+    SELECT string_agg(format('%s.%I', ad.adrelid::regclass, a.attname), ', ' ORDER BY 1) INTO others
+      FROM pg_depend d
+      JOIN pg_attrdef ad ON d.classid = 'pg_attrdef'::regclass AND ad.oid = d.objid
+      JOIN pg_attribute a ON a.attrelid = ad.adrelid AND a.attnum = ad.adnum
+     WHERE d.refclassid = 'pg_class'::regclass AND d.refobjid = seq
+       AND (ad.adrelid, ad.adnum) <> (tbl, att.attnum);
+    IF others IS NOT NULL THEN
+        RAISE EXCEPTION 'sequence % is shared: the default of % also uses it', seq, others
+            USING ERRCODE = 'object_not_in_prerequisite_state',
+                  HINT = 'Give the other columns their own sequence first.';
+    END IF;
+
+    EXECUTE format('SELECT CASE WHEN is_called THEN last_value ELSE last_value - 1 END FROM %s', seq) INTO newest;
+    EXECUTE format('SELECT max(%I) FROM %s', col, tbl) INTO highest;
+    highest := greatest(newest, highest, 0);
+    -- Refuse a table that could take no insert afterwards: no ID of this shard above it (the
+    -- last ID of the shard: the horizon's time and the largest counter, those of the largest ID).
+    IF highest >= @extschema@.make_id(@extschema@.id_timestamp(9223372036854775807), shard,
+                                      @extschema@.id_sequence(9223372036854775807)) THEN
+        RAISE EXCEPTION 'column % of table % holds %: no snowflake ID of shard % is above it', quote_ident(col), tbl, highest, shard
+            USING ERRCODE = 'numeric_value_out_of_range';
+    END IF;
+
+    IF dep = 'i' THEN
+        SELECT n.nspname, c.relname INTO seq_schema, seq_name
+          FROM pg_class c JOIN pg_namespace n ON n.oid = c.relnamespace WHERE c.oid = seq;
+        EXECUTE format('ALTER TABLE %s ALTER COLUMN %I DROP IDENTITY', tbl, col);
+        -- Owned by the table's owner (OWNED BY requires it), whoever converts.
+        EXECUTE format('CREATE SEQUENCE %I.%I AS bigint', seq_schema, seq_name);
+        seq := format('%I.%I', seq_schema, seq_name)::regclass;
+        EXECUTE format('ALTER SEQUENCE %s OWNER TO %s', seq, rel.relowner::regrole);
+        EXECUTE format('ALTER SEQUENCE %s OWNED BY %s.%I', seq, tbl, col);
+        -- Whoever may INSERT: on the table, or on some of its columns.
+        FOR grantee IN
+            SELECT DISTINCT CASE WHEN x.grantee = 0 THEN 'PUBLIC' ELSE quote_ident(r.rolname) END
+              FROM (SELECT (aclexplode(rel.relacl)).*
+                    UNION ALL
+                    SELECT (aclexplode(a.attacl)).* FROM pg_attribute a
+                     WHERE a.attrelid = tbl AND a.attnum > 0 AND NOT a.attisdropped AND a.attacl IS NOT NULL) x
+              LEFT JOIN pg_roles r ON r.oid = x.grantee
+             WHERE x.privilege_type = 'INSERT' AND x.grantee <> rel.relowner
+        LOOP
+            EXECUTE format('GRANT USAGE ON SEQUENCE %s TO %s', seq, grantee);
+        END LOOP;
+    ELSE
+        -- A serial's sequence may be AS integer (serial widened to bigint): IDs need bigint.
+        EXECUTE format('ALTER SEQUENCE %s AS bigint MAXVALUE 9223372036854775807 NO CYCLE', seq);
+    END IF;
+    IF highest > 0 THEN
+        PERFORM setval(seq, highest, true);
+    END IF;
+    EXECUTE format('ALTER TABLE %s ALTER COLUMN %I SET DEFAULT %I.next_id(%s, %L::regclass)',
+                   tbl, col, '@extschema@', shard, seq);
+    RETURN seq;
+END
+$$;
+COMMENT ON FUNCTION convert_column(regclass, name, integer) IS
+  'Turns a bigserial or identity bigint column into DEFAULT next_id(shard, its sequence), in place; every new ID is above every existing one. Returns the sequence.';
+
+-- == What the router's views and rebalancer read on a node ==
+-- ==== sql/node_status.sql ====
 -- What snowflake_id_router's views node_status and shard_status, and its rebalancer, read on
 -- a data node, in few queries however many shards it holds. Two limits shape it:
 --   * cost: each shard is reached by index lookups (its schema by name, the schema's
@@ -1503,9 +1993,10 @@ COMMENT ON FUNCTION snowflake_id_node.served_shards() IS
 -- issued (next_id keeps the newest ID in it), the time in it and how far that is ahead of
 -- this node's clock (after a failover to a standby whose clock is behind, or a move to such
 -- a node, next_id issues IDs above the newest until the clock catches up), and, when recent,
--- how many rows hold an ID made in the last minute: those of the bigint columns defaulting
--- to the shard's next_id() (or to its sequence), counted by the index of each such column,
--- so the work grows with the rows written in that minute, not with the table.
+-- how many rows hold an ID made in the last minute: those of the bigint columns of its plain
+-- tables (partitions included) defaulting to the shard's next_id() (or to its sequence),
+-- counted by the index of each such column, so the work grows with the rows written in that
+-- minute, not with the table.
 CREATE OR REPLACE FUNCTION snowflake_id_node.shard_stats(recent boolean, after integer, count integer)
 RETURNS TABLE (shard integer, schema_name text, tables integer, rows bigint, bytes bigint,
                newest_id bigint, newest_at timestamptz, ahead_of_clock interval, ids_last_minute bigint)
@@ -1547,11 +2038,13 @@ BEGIN
                          WHERE d.refclassid = 'pg_class'::regclass AND d.classid = 'pg_attrdef'::regclass
                            AND d.refobjid = s.sequence) dep
                   JOIN pg_attrdef ad ON ad.oid = dep.objid
-                  JOIN pg_class c ON c.oid = ad.adrelid AND c.relkind IN ('r', 'p') AND NOT c.relispartition
+                  JOIN pg_class c ON c.oid = ad.adrelid AND c.relkind = 'r'
                   JOIN pg_attribute a ON a.attrelid = ad.adrelid AND a.attnum = ad.adnum AND a.atttypid = 'bigint'::regtype
             LOOP
-                -- A bigint column compared with a bigint: pg_catalog's operator, whoever owns the table.
-                EXECUTE format('SELECT count(*) FROM %s WHERE %I >= $1', col.rel, col.attname)
+                -- Each plain table on its own (ONLY: an inheritance child may be a foreign
+                -- table), a bigint column against a bigint: pg_catalog's operator and the
+                -- column's index, whoever owns the table; nothing of its owner's runs.
+                EXECUTE format('SELECT count(*) FROM ONLY %s WHERE %I >= $1', col.rel, col.attname)
                    INTO n USING @extschema@.make_id(clock_timestamp() - interval '1 minute', s.shard);
                 ids_last_minute := ids_last_minute + n;
             END LOOP;
@@ -1566,12 +2059,316 @@ COMMENT ON FUNCTION snowflake_id_node.shard_stats(boolean, integer, integer) IS
 REVOKE ALL ON FUNCTION snowflake_id_node.node_stats(), snowflake_id_node.served_shards(),
     snowflake_id_node.shard_stats(boolean, integer, integer) FROM PUBLIC;
 
--- == id_mask(id), id_unmask(masked): the server's key from a file (src/mask_key_file.rs) ==
+-- == id_mask(id), id_unmask(masked): the server's key from a file (src/pg/mask_key_file.rs) ==
 -- 0.2.0 read the key from the setting snowflake_id.mask_key, which pg_read_all_settings
 -- members could read; the key now lives in the file snowflake_id.mask_key_file names, read
 -- by each backend. PARALLEL RESTRICTED: a parallel worker would read the file afresh, and
--- could get a newer key than its leader's.
+-- could get a newer key than its leader's. (Their descriptions: sql/applications.sql.)
 ALTER FUNCTION id_mask(bigint) PARALLEL RESTRICTED;
 ALTER FUNCTION id_unmask(bigint) PARALLEL RESTRICTED;
+
+-- == Every function's declaration written by hand, and every description ==
+-- ==== sql/instagram.sql ====
+-- Instagram's layout, the core of snowflake_id: next_id, the decoders and make_id. The
+-- functions written in Rust (src/sql/instagram.rs) are declared by cargo pgrx, save next_id's
+-- two column-default forms, plain fmgr functions declared here; each function's description
+-- is its COMMENT here, and nowhere else. Every statement can run again (CREATE OR REPLACE,
+-- COMMENT), so an upgrade script includes this file as it is (scripts/assemble-sql).
+
+CREATE OR REPLACE FUNCTION next_id(shard integer, seq regclass) RETURNS bigint
+STRICT VOLATILE PARALLEL UNSAFE
+LANGUAGE c AS 'MODULE_PATHNAME', 'next_id_wrapper';
+COMMENT ON FUNCTION next_id(integer, regclass) IS
+  'Next ID for a logical shard (0-8191) from a sequence: ms since 2011-08-24 21:07:01.721 UTC << 23 | shard << 10 | counter; never repeats, strictly increases per sequence.';
+
+CREATE OR REPLACE FUNCTION next_id(seq regclass) RETURNS bigint
+STRICT VOLATILE PARALLEL UNSAFE
+LANGUAGE c AS 'MODULE_PATHNAME', 'next_id_continuing_wrapper';
+COMMENT ON FUNCTION next_id(regclass) IS
+  'Next ID from a shard''s sequence, for the shard of the newest ID it holds (create_shard sets it; or setval(seq, make_id(now(), shard))): next_id(shard, seq) without restating the shard.';
+
+COMMENT ON FUNCTION id_timestamp(bigint) IS 'Time an ID was made, exact to the millisecond.';
+COMMENT ON FUNCTION id_shard(bigint) IS 'Logical shard (0-8191) an ID was made for.';
+COMMENT ON FUNCTION id_sequence(bigint) IS 'Per-shard counter (0-1023) of an ID within its millisecond.';
+COMMENT ON FUNCTION make_id(timestamptz, integer, integer) IS
+  'The ID for a time (truncated to its millisecond), shard and counter; make_id(ts) is the smallest ID of that millisecond, for ranges and partition bounds.';
+
+CREATE OR REPLACE FUNCTION id_decode(id bigint, OUT ts timestamptz, OUT shard integer, OUT seq integer)
+LANGUAGE sql IMMUTABLE STRICT PARALLEL SAFE
+RETURN (@extschema@.id_timestamp(id), @extschema@.id_shard(id), @extschema@.id_sequence(id));
+COMMENT ON FUNCTION id_decode(bigint) IS 'An ID taken apart: its time (exact to the millisecond), shard and counter.';
+-- ==== sql/other_ids.sql ====
+-- Other people's IDs: decoders and generation by layout name, the time inside UUIDs, ULIDs
+-- and ObjectIDs. The functions written in Rust (src/sql/other_ids.rs) are declared by cargo
+-- pgrx, save id_decode by layout, a plain fmgr function (it builds its record itself)
+-- declared here; each function's description is its COMMENT here, and nowhere else. Every
+-- statement can run again, so an upgrade script includes this file as it is.
+
+CREATE OR REPLACE FUNCTION id_decode(id bigint, layout text, OUT ts timestamptz, OUT fields jsonb)
+IMMUTABLE STRICT PARALLEL SAFE LANGUAGE c AS 'MODULE_PATHNAME', 'id_decode_layout';
+COMMENT ON FUNCTION id_decode(bigint, text) IS 'An ID of a named layout taken apart: its time (exact to the layout''s unit) and its fields by their names in that layout.';
+CREATE OR REPLACE FUNCTION id_decode(id bigint, layout text, epoch timestamptz, OUT ts timestamptz, OUT fields jsonb)
+IMMUTABLE STRICT PARALLEL SAFE LANGUAGE c AS 'MODULE_PATHNAME', 'id_decode_layout';
+COMMENT ON FUNCTION id_decode(bigint, text, timestamptz) IS 'An ID of a named layout taken apart, its time counted from a deployment''s own epoch: its time and its fields by name.';
+
+COMMENT ON FUNCTION id_timestamp(bigint, text) IS 'Time an ID of a named layout (instagram, twitter, discord, sonyflake, pgedge, mastodon, tsid) was made, exact to the layout''s unit.';
+COMMENT ON FUNCTION id_timestamp(bigint, text, timestamptz) IS 'Time an ID of a named layout was made, counting from a deployment''s own epoch (a whole millisecond) instead of the layout''s.';
+COMMENT ON FUNCTION id_fields(bigint, text) IS 'The fields below an ID''s time in a named layout, as a JSON object keyed by their names in that layout (e.g. worker, process, increment).';
+COMMENT ON FUNCTION next_id(integer, regclass, text) IS 'Next ID in a named layout (twitter, discord, pgedge or instagram) for a node from a sequence: the same state and guarantees as next_id(shard, seq).';
+COMMENT ON FUNCTION next_id(integer, regclass, text, timestamptz) IS 'Next ID in a named layout counting time from a deployment''s own epoch (a whole millisecond), e.g. 2026-01-01 for Twitter''s layout lasts to 2095.';
+COMMENT ON FUNCTION uuid_timestamp(uuid) IS 'Time a UUID of version 1 or 6 (100 ns since 1582-10-15, shown to the microsecond) or 7 (milliseconds) was made; other versions raise an error.';
+COMMENT ON FUNCTION ulid_timestamp(text) IS 'Time a ULID (26 Crockford base32 characters, any case) was made, exact to the millisecond.';
+COMMENT ON FUNCTION objectid_timestamp(text) IS 'Time a MongoDB ObjectID (24 hexadecimal characters) was made, exact to the second.';
+-- ==== sql/applications.sql ====
+-- IDs in applications: the text form and masks, the snowflake type's casts and operators.
+-- The functions are written in Rust (src/sql/applications.rs) and declared by cargo pgrx;
+-- each one's description is its COMMENT here, and nowhere else. (The snowflake type:
+-- sql/snowflake_type.sql; convert_column: sql/convert.sql.) Every statement can run again,
+-- so an upgrade script includes this file as it is.
+
+COMMENT ON FUNCTION id_to_text(bigint) IS 'The 13-character Crockford base32 text form of an ID (TSID''s alphabet); sorts like the ID.';
+COMMENT ON FUNCTION id_from_text(text) IS 'The ID of a 13-character base32 text form; case-insensitive, I and L read as 1, O as 0.';
+COMMENT ON FUNCTION id_mask(bigint, text) IS 'The masked public form of an ID under a key (32 hex digits): a keyed permutation of 0 to 2^63-1.';
+COMMENT ON FUNCTION id_unmask(bigint, text) IS 'The ID a masked public ID stands for, under the key that masked it.';
 COMMENT ON FUNCTION id_mask(bigint) IS 'The masked public form of an ID under the server''s key, read from the file snowflake_id.mask_key_file names.';
 COMMENT ON FUNCTION id_unmask(bigint) IS 'The ID a masked public ID stands for, under the server''s key, read from the file snowflake_id.mask_key_file names.';
+
+-- The snowflake type's casts and operators (sql/snowflake_type.sql makes them).
+COMMENT ON CAST (snowflake AS bigint) IS 'A snowflake as a bigint, the same 8 bytes (implicit).';
+COMMENT ON CAST (bigint AS snowflake) IS 'A bigint as a snowflake, the same 8 bytes (on assignment: INSERT, UPDATE, DEFAULT next_id(...)).';
+COMMENT ON CAST (integer AS snowflake) IS 'An integer as a snowflake (implicit, so that COALESCE(id, 0) stays snowflake).';
+COMMENT ON CAST (snowflake AS integer) IS 'A snowflake as an integer, by bigint''s own conversion (explicit).';
+COMMENT ON CAST (snowflake AS numeric) IS 'A snowflake as a numeric, by bigint''s own conversion (explicit).';
+COMMENT ON CAST (snowflake AS json) IS 'A snowflake as a JSON string, exact in JavaScript: what the json and jsonb builders write for it.';
+-- Each operator says what its function says ("snowflake equal to bigint (bigint's
+-- comparison)"): the description is written once, on the function.
+DO $$
+DECLARE
+    op oid;
+BEGIN
+    FOR op IN SELECT d.objid FROM pg_catalog.pg_depend d
+               WHERE d.classid = 'pg_catalog.pg_operator'::regclass
+                 AND d.refclassid = 'pg_catalog.pg_extension'::regclass AND d.deptype = 'e'
+                 AND d.refobjid = (SELECT e.oid FROM pg_catalog.pg_extension e WHERE e.extname = 'snowflake_id')
+    LOOP
+        EXECUTE format('COMMENT ON OPERATOR %s IS %L', op::regoperator,
+                       obj_description((SELECT o.oprcode FROM pg_catalog.pg_operator o WHERE o.oid = op), 'pg_proc'));
+    END LOOP;
+END
+$$;
+
+-- == alter_shards on the node (new in 0.3.0) ==
+-- ==== sql/node_ddl.sql ====
+-- The node side of alter_shards (snowflake_id_router): one statement applied to the
+-- template schema and to every shard's schema of this node in one transaction, so the node
+-- is all-old or all-new, and recorded in that transaction under the router's key for the
+-- change, so that a run resumed after an interruption knows this node is done.
+--
+-- The statement is the router's text with %I standing for the schema (quoted, as format()
+-- quotes it) and %% for a percent sign; no other % is accepted. It runs with search_path =
+-- pg_catalog, pg_temp: names outside pg_catalog are written qualified (%I.posts).
+
+-- The statement for one schema, parsed (not run) by PostgreSQL's parser: its command tag,
+-- or an error when it is not exactly one schema change that can run in a transaction block.
+CREATE OR REPLACE FUNCTION snowflake_id_node.ddl_statement(ddl text) RETURNS text
+LANGUAGE c STABLE STRICT PARALLEL SAFE
+AS 'MODULE_PATHNAME', 'ddl_statement_wrapper';
+COMMENT ON FUNCTION snowflake_id_node.ddl_statement(text) IS
+  'Command tag of a statement alter_shards may run on every shard (one schema change that can run in a transaction block); an error otherwise.';
+
+-- The statement for one schema: %I replaced by the schema's name, quoted.
+CREATE OR REPLACE FUNCTION snowflake_id_node.ddl_for(ddl text, schema_name text) RETURNS text
+LANGUAGE plpgsql IMMUTABLE STRICT PARALLEL SAFE
+SET search_path = pg_catalog, pg_temp
+AS $$
+DECLARE
+    n integer;
+BEGIN
+    -- format()'s reading, left to right: %% is a percent sign, %I the schema.
+    IF strpos(regexp_replace(ddl, '%[%I]', '', 'g'), '%') > 0 THEN
+        RAISE EXCEPTION 'alter_shards: the statement holds a %% other than %%I (the schema) and %%%% (a percent sign)'
+            USING ERRCODE = 'invalid_parameter_value',
+                  HINT = 'Write a percent sign in a literal as %%, e.g. DEFAULT ''100%%''.';
+    END IF;
+    SELECT count(*) INTO n FROM regexp_matches(ddl, '%[%I]', 'g') m WHERE m[1] = '%I';
+    IF n = 0 THEN
+        RAISE EXCEPTION 'alter_shards: the statement does not name the schema: write %%I where it goes, e.g. ALTER TABLE %%I.posts ...'
+            USING ERRCODE = 'invalid_parameter_value';
+    END IF;
+    RETURN format(ddl, VARIADIC array_fill(schema_name, ARRAY[n]));
+END
+$$;
+COMMENT ON FUNCTION snowflake_id_node.ddl_for(text, text) IS
+  'An alter_shards statement for one schema: %I becomes the schema''s name, quoted; %% a percent sign.';
+
+-- What each change did here, keyed by the router's name for it ('<router8>/<change id>').
+-- Dumped with the database: a restored node still knows the changes it has.
+CREATE TABLE snowflake_id_node.schema_change (
+    key text PRIMARY KEY,
+    ddl text NOT NULL,
+    template text NOT NULL,
+    schemas integer NOT NULL,
+    applied timestamptz NOT NULL
+);
+COMMENT ON TABLE snowflake_id_node.schema_change IS
+  'Changes alter_shards applied on this node, each in the transaction that applied it.';
+SELECT pg_catalog.pg_extension_config_dump('snowflake_id_node.schema_change', '');
+
+-- The room a change needs in the lock table: every schema's objects stay locked until the
+-- node's one transaction commits. per_schema locks were counted on the template; NULL
+-- when they fit, else the error to raise (53400) with the max_locks_per_transaction
+-- that would fit them.
+CREATE OR REPLACE FUNCTION snowflake_id_node.lock_room(per_schema integer, schemas integer) RETURNS text
+LANGUAGE plpgsql VOLATILE STRICT PARALLEL SAFE
+SET search_path = pg_catalog, pg_temp
+AS $$
+DECLARE
+    -- The lock table holds max_locks_per_transaction for each process that can take locks.
+    slots bigint := current_setting('max_connections')::bigint
+        + coalesce(current_setting('autovacuum_worker_slots', true), current_setting('autovacuum_max_workers'))::bigint
+        + current_setting('max_worker_processes')::bigint + current_setting('max_wal_senders')::bigint
+        + current_setting('max_prepared_transactions')::bigint + 1;
+    capacity bigint := current_setting('max_locks_per_transaction')::bigint * slots;
+    in_use bigint := (SELECT count(*) FROM pg_locks WHERE NOT fastpath);
+    needed bigint := per_schema::bigint * schemas;
+BEGIN
+    IF needed <= capacity - in_use THEN
+        RETURN NULL;
+    END IF;
+    RETURN format('the change takes about %s locks here (%s per schema, %s schemas) in one transaction, and the lock table has room for %s more (max_locks_per_transaction = %s, for %s processes; %s in use)',
+        needed, per_schema, schemas, capacity - in_use, current_setting('max_locks_per_transaction'), slots, in_use)
+        || format(E'\nHINT: Set max_locks_per_transaction to at least %s on this node and restart it.',
+                  ceil((needed + in_use) * 1.2 / slots));
+END
+$$;
+COMMENT ON FUNCTION snowflake_id_node.lock_room(integer, integer) IS
+  'NULL when a change taking per_schema locks on each of schemas fits in the lock table; otherwise why not.';
+
+-- Up front, on every node before any applies: the change is tried on the template and
+-- undone, which checks it here (it parses, its objects exist, it is allowed) and counts
+-- the locks it takes per schema. 'applied' when this node has the change already, 'ready'
+-- when it can take it; an error (the change's own, or 53400) otherwise.
+CREATE OR REPLACE FUNCTION snowflake_id_node.schema_change_check(key text, ddl text, template text, lock_timeout text) RETURNS text
+LANGUAGE plpgsql VOLATILE STRICT PARALLEL UNSAFE
+SET search_path = pg_catalog, pg_temp
+AS $$
+DECLARE
+    per_schema integer;
+    too_many text;
+BEGIN
+    PERFORM set_config('lock_timeout', lock_timeout, true);
+    -- One change at a time on a node: a session of an interrupted run may still be applying.
+    PERFORM pg_advisory_xact_lock(hashtext('snowflake_id_node.schema_change'), 0);
+    IF EXISTS (SELECT FROM snowflake_id_node.schema_change c WHERE c.key = schema_change_check.key) THEN
+        RETURN 'applied';
+    END IF;
+    PERFORM snowflake_id_node.ddl_statement(snowflake_id_node.ddl_for(ddl, template));
+    IF to_regnamespace(quote_ident(template)) IS NULL THEN
+        RAISE EXCEPTION 'template schema % does not exist', quote_ident(template) USING ERRCODE = 'invalid_schema_name';
+    END IF;
+    BEGIN
+        per_schema := (SELECT count(*) FROM pg_locks WHERE pid = pg_backend_pid());
+        EXECUTE snowflake_id_node.ddl_for(ddl, template);
+        per_schema := (SELECT count(*) FROM pg_locks WHERE pid = pg_backend_pid()) - per_schema;
+        RAISE EXCEPTION USING ERRCODE = 'SFDRY';  -- undoes the try
+    EXCEPTION WHEN SQLSTATE 'SFDRY' THEN
+    END;
+    too_many := snowflake_id_node.lock_room(greatest(per_schema, 1), (SELECT count(*) FROM @extschema@.snowflake_id_shard)::integer + 1);
+    IF too_many IS NOT NULL THEN
+        RAISE EXCEPTION '%', split_part(too_many, E'\nHINT: ', 1)
+            USING ERRCODE = 'configuration_limit_exceeded', HINT = split_part(too_many, E'\nHINT: ', 2);
+    END IF;
+    RETURN 'ready';
+END
+$$;
+COMMENT ON FUNCTION snowflake_id_node.schema_change_check(text, text, text, text) IS
+  'alter_shards'' check before any node changes: tries the change on the template and undoes it, checks the lock table''s room; applied, ready, or an error.';
+
+-- The change itself: template, then every shard's schema (in shard order), one
+-- transaction, recorded in it. Returns the number of schemas changed (that of the record,
+-- when this node had the change already). Each statement waits at most lock_timeout for
+-- its locks; writers to a shard wait until the node's transaction commits.
+CREATE OR REPLACE FUNCTION snowflake_id_node.schema_change_apply(key text, ddl text, template text, lock_timeout text) RETURNS integer
+LANGUAGE plpgsql VOLATILE STRICT PARALLEL UNSAFE
+SET search_path = pg_catalog, pg_temp
+AS $$
+DECLARE
+    done integer;
+    per_schema integer;
+    too_many text;
+    schemas integer := 1;
+    at text := template;  -- the schema being changed
+    st text;
+    msg text;
+    det text;
+    hnt text;
+BEGIN
+    PERFORM set_config('lock_timeout', lock_timeout, true);
+    PERFORM pg_advisory_xact_lock(hashtext('snowflake_id_node.schema_change'), 0);
+    SELECT c.schemas INTO done FROM snowflake_id_node.schema_change c WHERE c.key = schema_change_apply.key;
+    IF FOUND THEN
+        RETURN done;
+    END IF;
+    PERFORM snowflake_id_node.ddl_statement(snowflake_id_node.ddl_for(ddl, template));
+    IF to_regnamespace(quote_ident(template)) IS NULL THEN
+        RAISE EXCEPTION 'template schema % does not exist', quote_ident(template) USING ERRCODE = 'invalid_schema_name';
+    END IF;
+    -- One block for the whole change (a block per schema would be a subtransaction per
+    -- schema, thousands of them): an error names the schema it stopped at.
+    BEGIN
+        per_schema := (SELECT count(*) FROM pg_locks WHERE pid = pg_backend_pid());
+        EXECUTE snowflake_id_node.ddl_for(ddl, template);
+        per_schema := (SELECT count(*) FROM pg_locks WHERE pid = pg_backend_pid()) - per_schema;
+        too_many := snowflake_id_node.lock_room(greatest(per_schema, 1), (SELECT count(*) FROM @extschema@.snowflake_id_shard)::integer);
+        IF too_many IS NOT NULL THEN
+            RAISE EXCEPTION '%', split_part(too_many, E'\nHINT: ', 1)
+                USING ERRCODE = 'configuration_limit_exceeded', HINT = split_part(too_many, E'\nHINT: ', 2);
+        END IF;
+        FOR at IN SELECT s.schema_name FROM @extschema@.snowflake_id_shard s ORDER BY s.shard LOOP
+            EXECUTE snowflake_id_node.ddl_for(ddl, at);
+            schemas := schemas + 1;
+        END LOOP;
+    EXCEPTION WHEN OTHERS THEN
+        GET STACKED DIAGNOSTICS st = RETURNED_SQLSTATE, msg = MESSAGE_TEXT, det = PG_EXCEPTION_DETAIL, hnt = PG_EXCEPTION_HINT;
+        msg := format('schema %s: %s', quote_ident(at), msg);
+        CASE WHEN det = '' AND hnt = '' THEN RAISE EXCEPTION USING ERRCODE = st, MESSAGE = msg;
+             WHEN det = '' THEN RAISE EXCEPTION USING ERRCODE = st, MESSAGE = msg, HINT = hnt;
+             WHEN hnt = '' THEN RAISE EXCEPTION USING ERRCODE = st, MESSAGE = msg, DETAIL = det;
+             ELSE RAISE EXCEPTION USING ERRCODE = st, MESSAGE = msg, DETAIL = det, HINT = hnt;
+        END CASE;
+    END;
+    INSERT INTO snowflake_id_node.schema_change VALUES (key, ddl, template, schemas, clock_timestamp());
+    RETURN schemas;
+END
+$$;
+COMMENT ON FUNCTION snowflake_id_node.schema_change_apply(text, text, text, text) IS
+  'alter_shards on this node: the statement on the template and every shard''s schema, in one transaction, recorded under key; idempotent.';
+
+-- The shards of this node whose tables differ from the template's (template_status with
+-- shards => true): how many there are, and the first one's first difference.
+CREATE OR REPLACE FUNCTION snowflake_id_node.shards_unlike(template text, OUT checked integer, OUT differing integer, OUT first text)
+LANGUAGE plpgsql STABLE STRICT PARALLEL SAFE
+SET search_path = pg_catalog, pg_temp
+AS $$
+DECLARE
+    tpl text[] := snowflake_id_node.fingerprint(template);
+    s record;
+    fp text[];
+BEGIN
+    checked := 0;
+    differing := 0;
+    FOR s IN SELECT x.schema_name FROM @extschema@.snowflake_id_shard x ORDER BY x.shard LOOP
+        checked := checked + 1;
+        fp := snowflake_id_node.fingerprint(s.schema_name);
+        IF fp <> tpl THEN
+            differing := differing + 1;
+            first := coalesce(first, snowflake_id_node.fingerprint_difference(fp, tpl,
+                format('shard schema %s', quote_ident(s.schema_name)), format('template %s', quote_ident(template))));
+        END IF;
+    END LOOP;
+END
+$$;
+COMMENT ON FUNCTION snowflake_id_node.shards_unlike(text) IS
+  'How many shard schemas of this node were checked against the template, how many differ, and the first difference.';
+
+REVOKE ALL ON ALL FUNCTIONS IN SCHEMA snowflake_id_node FROM PUBLIC;

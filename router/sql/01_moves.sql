@@ -19,6 +19,7 @@ CREATE TABLE snowflake_id_router.move (
     fenced timestamptz,
     flipped timestamptz,
     ended timestamptz,
+    map_version bigint,         -- the map's version with the flip (snowflake_id_router.map_version())
     rows bigint,
     error text
 );

@@ -33,7 +33,7 @@ RETURN left(md5(snowflake_id_node.identity()), 8) || '/' || move_id;
 COMMENT ON FUNCTION snowflake_id_router.move_key(bigint) IS 'The key of a move on its nodes: <router8>/<move id>.';
 
 -- The router's shard locks for a move (transaction level): 55P03 when another session
--- moves or repairs one of the shards, or runs a schema change.
+-- moves or repairs one of the shards; a schema change running is waited for.
 CREATE OR REPLACE FUNCTION snowflake_id_router.lock_router(shards integer[]) RETURNS void
 LANGUAGE plpgsql VOLATILE STRICT PARALLEL UNSAFE
 SET search_path = pg_catalog, pg_temp
@@ -42,10 +42,8 @@ AS $$
 DECLARE
     s integer;
 BEGIN
-    IF NOT pg_try_advisory_xact_lock_shared(snowflake_id_node.lock_class(), -1) THEN
-        RAISE EXCEPTION 'a schema change (alter_shards) is running on this router: moves wait until it is done'
-            USING ERRCODE = 'lock_not_available';
-    END IF;
+    -- Not while alter_shards is half-way across the nodes: waits for it (bounded).
+    PERFORM snowflake_id_router.lock_schema_changes(false);
     FOREACH s IN ARRAY shards LOOP
         IF NOT pg_try_advisory_xact_lock(snowflake_id_node.lock_class(), s) THEN
             RAISE EXCEPTION 'shard % is being moved or repaired by another session (pid %)', s,
@@ -77,9 +75,9 @@ BEGIN
     IF cardinality(shards) = 0 THEN
         RAISE EXCEPTION 'move_shards: no shard given' USING ERRCODE = 'invalid_parameter_value';
     END IF;
-    SELECT min(s)::text INTO bad FROM unnest(shards) s WHERE s NOT BETWEEN 0 AND 8191;
+    SELECT min(s)::text INTO bad FROM unnest(shards) s WHERE s NOT BETWEEN 0 AND @MAX_SHARD@;
     IF bad IS NOT NULL THEN
-        RAISE EXCEPTION 'shard % is out of range: valid shards are 0 to 8191', bad USING ERRCODE = 'numeric_value_out_of_range';
+        RAISE EXCEPTION 'shard % is out of range: valid shards are 0 to @MAX_SHARD@', bad USING ERRCODE = 'numeric_value_out_of_range';
     END IF;
     IF NOT EXISTS (SELECT FROM snowflake_id_router.node n WHERE n.name = move_shards.node) THEN
         RAISE EXCEPTION 'node % does not exist', quote_literal(node) USING ERRCODE = 'undefined_object',
@@ -90,6 +88,7 @@ BEGIN
         RAISE EXCEPTION 'move_shards runs only in a READ COMMITTED transaction, not %', current_setting('transaction_isolation')
             USING ERRCODE = 'invalid_transaction_state';
     END IF;
+    PERFORM snowflake_id_router.require_primary('move_shards');
     todo := ARRAY(SELECT DISTINCT s FROM unnest(shards) s ORDER BY 1);
     PERFORM snowflake_id_router.lock_router(todo);
     SELECT min(x.s)::text INTO bad FROM unnest(todo) x(s)
@@ -529,6 +528,21 @@ BEGIN
         PERFORM snowflake_id_router.pause_at('flipped');
     END IF;
     SELECT * INTO m FROM snowflake_id_router.move r WHERE r.id = move_id;
+    -- The old copy goes only once every router routes by the flip: a follower behind would
+    -- still send the shards' calls there (writes refused with 40001 until it has the map).
+    IF NOT snowflake_id_router.routed_everywhere(m.map_version) THEN
+        PERFORM snowflake_id_router.note(move_id, format('error = %L', 'waiting for router(s) '
+            || (SELECT string_agg(quote_literal(x.name), ', ' ORDER BY x.name) FROM snowflake_id_router.router x
+                 WHERE x.map_version < coalesce(m.map_version, 0)) || ' to route by the flip'));
+        RAISE WARNING 'move % of % to node % is flipped, but router(s) % do not route by it yet: the old copy on node % stays, sealed, until they do',
+            move_id, CASE WHEN cardinality(m.shards) = 1 THEN 'shard ' || m.shards[1] ELSE 'shards ' || array_to_string(m.shards, ', ') END,
+            quote_literal(m.target),
+            (SELECT string_agg(quote_literal(x.name), ', ' ORDER BY x.name) FROM snowflake_id_router.router x
+              WHERE x.map_version < coalesce(m.map_version, 0)),
+            quote_literal(m.source)
+            USING HINT = 'repair_moves() pushes the map again and finishes the move once they route by it (router_status).';
+        RETURN;
+    END IF;
     PERFORM snowflake_id_router.enter(move_id, 'cleaning');
     PERFORM snowflake_id_router.wait_for_older_transactions(m.flipped);
     BEGIN
@@ -596,7 +610,8 @@ BEGIN
        <> cardinality(m.shards) THEN
         RAISE EXCEPTION 'the map of shards % changed during move %', m.shards, move_id USING ERRCODE = 'serialization_failure';
     END IF;
-    UPDATE snowflake_id_router.move r SET state = 'flipped', flipped = clock_timestamp() WHERE r.id = move_id;
+    UPDATE snowflake_id_router.move r SET state = 'flipped', flipped = clock_timestamp(), map_version = snowflake_id_router.map_version()
+     WHERE r.id = move_id;
     RETURN 'flipped';
 END
 $$;

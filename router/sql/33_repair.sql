@@ -77,10 +77,13 @@ DECLARE
     bound interval := snowflake_id_router.timeout('cleanup_timeout') + interval '5 s';
     conn text;
 BEGIN
+    PERFORM snowflake_id_router.require_primary('repair_moves');
     IF current_setting('transaction_isolation') <> 'read committed' THEN
         RAISE EXCEPTION 'repair_moves runs only in a READ COMMITTED transaction, not %', current_setting('transaction_isolation')
             USING ERRCODE = 'invalid_transaction_state';
     END IF;
+    -- Routers that are behind get the map first (the moves waiting for them then finish).
+    PERFORM snowflake_id_router.routed_everywhere(snowflake_id_router.map_version());
     FOR m IN SELECT * FROM snowflake_id_router.move x WHERE x.state NOT IN ('done', 'undone') ORDER BY x.id LOOP
         move := m.id;
         shards := m.shards;

@@ -186,9 +186,8 @@ BEGIN
     IF node IS NULL OR connstr IS NULL THEN
         RAISE EXCEPTION 'alter_node: node and connstr must not be NULL' USING ERRCODE = 'null_value_not_allowed';
     END IF;
+    PERFORM snowflake_id_router.require_primary('alter_node');
     normal := snowflake_id_router.normalize_connstr(connstr);
-    -- One map change at a time (as the map's trigger does), read after the lock.
-    LOCK TABLE snowflake_id_router.node IN SHARE ROW EXCLUSIVE MODE;
     SELECT * INTO n FROM snowflake_id_router.node x WHERE x.name = alter_node.node;
     IF NOT FOUND THEN
         RAISE EXCEPTION 'node % does not exist', quote_literal(node) USING ERRCODE = 'undefined_object',
@@ -228,7 +227,11 @@ BEGIN
             USING ERRCODE = 'object_not_in_prerequisite_state',
                   HINT = 'Promote it first (pg_ctl promote, or SELECT pg_promote() there), then run alter_node again.';
     END IF;
-    UPDATE snowflake_id_router.node x SET connstr = normal, identity = found_identity WHERE x.name = alter_node.node;
+    -- Committed at once, for every router session here, then pushed to the other routers.
+    IF NOT snowflake_id_router.repoint_node(node, n.connstr, normal, found_identity) THEN
+        RAISE WARNING 'node % is repointed on this router, but not yet on every other router', quote_literal(node)
+            USING HINT = 'See router_status; repair_moves() or snowflake_id_router.push_map() brings them up to date once they can be reached.';
+    END IF;
 END
 $$;
 COMMENT ON FUNCTION alter_node(text, text) IS
@@ -248,6 +251,7 @@ BEGIN
     IF node IS NULL THEN
         RAISE EXCEPTION 'remove_node: node must not be NULL' USING ERRCODE = 'null_value_not_allowed';
     END IF;
+    PERFORM snowflake_id_router.require_primary('remove_node');
     -- Serialises with assign_shards and map flips: no shard can be assigned to it meanwhile.
     LOCK TABLE snowflake_id_router.shard IN SHARE ROW EXCLUSIVE MODE;
     IF NOT EXISTS (SELECT FROM snowflake_id_router.node n WHERE n.name = remove_node.node) THEN

@@ -164,8 +164,8 @@ BEGIN
         RAISE EXCEPTION 'strategy % is unknown: give by_shard_count or by_disk_size', quote_literal(strategy)
             USING ERRCODE = 'invalid_parameter_value';
     END IF;
-    IF batch_size NOT BETWEEN 1 AND 8192 THEN
-        RAISE EXCEPTION 'batch_size % is out of range: give 1 to 8192 shards per move', batch_size
+    IF batch_size NOT BETWEEN 1 AND @SHARDS@ THEN
+        RAISE EXCEPTION 'batch_size % is out of range: give 1 to @SHARDS@ shards per move', batch_size
             USING ERRCODE = 'invalid_parameter_value';
     END IF;
     IF drain IS NOT NULL AND NOT EXISTS (SELECT FROM snowflake_id_router.node n WHERE n.name = drain) THEN
@@ -174,7 +174,7 @@ BEGIN
 END
 $$;
 COMMENT ON FUNCTION snowflake_id_router.check_plan_args(text, integer, text) IS
-  'Refuses NULL (22004), an unknown strategy or a batch size out of 1..8192 (22023), an unknown node (42704).';
+  'Refuses NULL (22004), an unknown strategy or a batch size out of 1..@SHARDS@ (22023), an unknown node (42704).';
 
 -- The batches that would balance the nodes (or empty node drain) now: each shard's move
 -- grouped by source and target, batch_size shards at most per batch, the pairs taking turns
@@ -300,7 +300,7 @@ BEGIN
                sum(b.bytes) AS bytes INTO planned
           FROM snowflake_id_router.rebalance_batch b WHERE b.rebalance = rid AND b.state = 'planned';
         RAISE NOTICE '% %: % shard(s)% to move in % batch(es)', kind, rid, planned.shards,
-            coalesce(format(' (%s)', pg_size_pretty(planned.bytes)), ''), planned.batches;
+            CASE WHEN planned.bytes IS NOT NULL THEN format(' (%s)', pg_size_pretty(planned.bytes)) ELSE '' END, planned.batches;
     EXCEPTION WHEN query_canceled OR OTHERS THEN
         PERFORM snowflake_id_router.rebalance_release();
         RAISE;
@@ -374,8 +374,17 @@ BEGIN
                        p.source, p.target, p.shards, p.bytes, 'planned'
                   FROM snowflake_id_router.plan(r.strategy, r.batch_size, r.node) p;
                 CONTINUE WHEN FOUND;
-                remapped := snowflake_id_router.remap_empty(r.node);
+                -- Committed at once through the loopback connection, then pushed to the
+                -- other routers, as a move's flip is.
+                remapped := snowflake_id_router.call(snowflake_id_router.loopback(),
+                    format('SELECT snowflake_id_router.remap_empty(%L)::text', r.node),
+                    snowflake_id_router.timeout('lock_timeout') + interval '5 s',
+                    'mapping the drained node''s shards without data')::integer;
                 RAISE NOTICE 'drain %: % shard(s) of node % without data mapped to the other nodes', rid, remapped, quote_literal(r.node);
+                IF remapped > 0 AND NOT snowflake_id_router.routed_everywhere(NULL) THEN
+                    RAISE WARNING 'drain %: not every other router routes by the new map yet', rid
+                        USING HINT = 'See router_status; repair_moves() or snowflake_id_router.push_map() brings them up to date once they can be reached.';
+                END IF;
             END IF;
             UPDATE snowflake_id_router.rebalance x SET state = 'done', ended = clock_timestamp() WHERE x.id = rid;
             PERFORM snowflake_id_router.rebalance_release();
@@ -522,6 +531,7 @@ CREATE OR REPLACE PROCEDURE rebalance(strategy text DEFAULT 'by_shard_count', ba
 LANGUAGE plpgsql
 AS $$
 BEGIN
+    PERFORM snowflake_id_router.require_primary('rebalance');
     CALL snowflake_id_router.run_rebalance(NULL, strategy, batch_size, template);
 END
 $$;
@@ -536,6 +546,7 @@ BEGIN
     IF node IS NULL THEN
         RAISE EXCEPTION 'drain_node: node must not be NULL' USING ERRCODE = 'null_value_not_allowed';
     END IF;
+    PERFORM snowflake_id_router.require_primary('drain_node');
     CALL snowflake_id_router.run_rebalance(node, strategy, batch_size, template);
 END
 $$;

@@ -8,3 +8,6 @@ REVOKE ALL ON FUNCTION rebalance_plan(text, integer, text), rebalance_stop(), al
 REVOKE ALL ON PROCEDURE rebalance(text, integer, text), drain_node(text, text, integer, text) FROM PUBLIC;
 REVOKE ALL ON ALL PROCEDURES IN SCHEMA snowflake_id_router FROM PUBLIC;
 REVOKE ALL ON node_status, shard_status, rebalance_status FROM PUBLIC;
+REVOKE ALL ON FUNCTION alter_shards(text, text, boolean), abandon_schema_change(bigint),
+    template_status(text, boolean), add_router(text, text), remove_router(text) FROM PUBLIC;
+REVOKE ALL ON schema_change_status, router_status FROM PUBLIC;

@@ -44,7 +44,7 @@ pub struct Checked {
     /// exactly as long as the check does; the fast path needs no relcache lookup.
     pub local_temp: bool,
     pub needs_wal: bool,
-    pub locator: crate::pg_mirror::RelFileLocator,
+    pub locator: super::mirror::RelFileLocator,
     pub min: i64,
     pub max: i64,
 }

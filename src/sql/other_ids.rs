@@ -1,20 +1,22 @@
-//! The SQL surface of other people's IDs: decoders taking a layout name (`layouts.rs`),
-//! generation in a named layout (`generator.rs`), and the time inside UUIDs, ULIDs and
-//! ObjectIDs (`wide_ids.rs`). Each function converts types and maps errors, nothing more.
+//! The SQL surface of other people's IDs: decoders taking a layout name
+//! (`id::layouts`), generation in a named layout (`pg::generator`), and the time inside
+//! UUIDs, ULIDs and ObjectIDs (`id::wide_ids`). Each function converts types and maps errors,
+//! nothing more.
 //!
 //! `id_decode(id, layout)` returns `(ts timestamptz, fields jsonb)`: one row per ID whatever
 //! the layout, so it works in a SELECT list and in joins, and the fields keep the names their
 //! owners give them (`fields->>'worker'`), which no single composite type could do for seven
 //! layouts. The time is exact to the layout's unit; the JSON numbers are exact integers.
+//! What each function does for its caller is its `COMMENT` in sql/other_ids.sql.
 
-use crate::error::{IdError, OrReport};
-use crate::generator::Node;
-use crate::layouts::{self, Layout, NamedLayoutError};
-use crate::sequence_state::PG_EPOCH_UNIX_MS;
-use crate::text_arg::{self, Text};
-use crate::wide_ids::{self, WideIdError};
-use crate::Regclass;
-use pgrx::callconv::{BoxRet, FcInfo};
+use crate::id::layouts::{self, Layout, LayoutError};
+use crate::id::wide_ids::{self, WideIdError};
+use crate::pg::error::{IdError, OrReport};
+use crate::pg::fmgr;
+use crate::pg::generator::{self, Node};
+use crate::pg::text_arg::{self, Text};
+use crate::pg::time::{clock_unix_ms, epoch_unix_ms, timestamp_of_unix_ms, timestamp_of_unix_us};
+use pgrx::callconv::{ArgAbi, BoxRet, FcInfo};
 use pgrx::datum::Datum;
 use pgrx::pg_guard;
 use pgrx::prelude::*;
@@ -33,64 +35,62 @@ unsafe impl BoxRet for Jsonb {
 
 pgrx::impl_sql_translatable!(Jsonb, "jsonb");
 
+/// A `regclass` argument taken as the bare OID: `next_id` locks and opens the sequence
+/// itself, as `nextval()` does, rather than having it opened for every call.
+pub struct Regclass(pg_sys::Oid);
+
+impl FromDatum for Regclass {
+    unsafe fn from_polymorphic_datum(
+        datum: pg_sys::Datum,
+        is_null: bool,
+        _: pg_sys::Oid,
+    ) -> Option<Self> {
+        (!is_null).then(|| Regclass(pg_sys::Oid::from(datum.value() as u32)))
+    }
+}
+
+// SAFETY: a regclass datum is an OID by value, exactly what FromDatum reads.
+unsafe impl<'fcx> ArgAbi<'fcx> for Regclass {
+    unsafe fn unbox_arg_unchecked(arg: pgrx::callconv::Arg<'_, 'fcx>) -> Self {
+        let index = arg.index();
+        unsafe { arg.unbox_arg_using_from_datum() }
+            .unwrap_or_else(|| panic!("argument {index} must not be null"))
+    }
+}
+
+pgrx::impl_sql_translatable!(Regclass, arg_only = "regclass");
+
 /// The layout a name argument names; an unknown one is named (shortened to a name's
 /// length) with the valid ones.
 fn layout(name: Text) -> &'static Layout {
     layouts::by_name(name.bytes()).unwrap_or_else(|| {
-        IdError::from(NamedLayoutError::UnknownLayout {
+        IdError::from(LayoutError::UnknownLayout {
             name: text_arg::shown(name.bytes(), 63),
         })
         .report()
     })
 }
 
-/// A timestamptz argument as an epoch in Unix ms: finite and on a whole millisecond.
-fn epoch_unix_ms(epoch: TimestampWithTimeZone) -> i64 {
-    let us = epoch.into_inner();
-    if us == i64::MIN || us == i64::MAX || us % 1000 != 0 {
-        IdError::from(NamedLayoutError::BadEpoch).report()
-    }
-    us / 1000 + PG_EPOCH_UNIX_MS
-}
-
-/// Microseconds since PostgreSQL's epoch (2000-01-01) as a timestamptz, or `err` when its
-/// range (4714 BC to 294276 AD) cannot hold them.
-fn timestamp_at(pg_us: Option<i64>, err: impl FnOnce() -> IdError) -> TimestampWithTimeZone {
-    pg_us
-        .filter(|&us| us != i64::MIN && us != i64::MAX)
-        .and_then(|us| TimestampWithTimeZone::try_from(us).ok())
-        .unwrap_or_else(|| err().report())
-}
-
-/// Unix milliseconds as microseconds since PostgreSQL's epoch. The epochs' difference is
-/// taken first: Unix microseconds of times late in PostgreSQL's range (294276 AD) are past
-/// i64, the same time counted from 2000 is not.
-fn pg_us_of_unix_ms(unix_ms: i64) -> Option<i64> {
-    unix_ms.checked_sub(PG_EPOCH_UNIX_MS)?.checked_mul(1000)
-}
-
 #[inline]
 fn time_of(id: i64, layout: &Layout, epoch_unix_ms: i64) -> TimestampWithTimeZone {
     let decoded = layout.decode(id).or_report();
-    let pg_us = layout
+    layout
         .unix_ms(decoded.time, epoch_unix_ms)
-        .and_then(pg_us_of_unix_ms);
-    timestamp_at(pg_us, || {
-        NamedLayoutError::TimeOutsideTimestamp {
-            layout: layout.name,
-        }
-        .into()
-    })
+        .and_then(timestamp_of_unix_ms)
+        .unwrap_or_else(|| {
+            IdError::from(LayoutError::TimeOutsideTimestamp {
+                layout: layout.name,
+            })
+            .report()
+        })
 }
 
-/// Time an ID of a named layout (instagram, twitter, discord, sonyflake, pgedge, mastodon, tsid) was made, exact to the layout's unit.
 #[pg_extern(immutable, parallel_safe, name = "id_timestamp")]
 fn id_timestamp_in(id: i64, layout: Text) -> TimestampWithTimeZone {
     let layout = self::layout(layout);
     time_of(id, layout, layout.epoch_unix_ms)
 }
 
-/// Time an ID of a named layout was made, counting from a deployment's own epoch (a whole millisecond) instead of the layout's.
 #[pg_extern(immutable, parallel_safe, name = "id_timestamp")]
 fn id_timestamp_in_epoch(
     id: i64,
@@ -100,7 +100,6 @@ fn id_timestamp_in_epoch(
     time_of(id, self::layout(layout), epoch_unix_ms(epoch))
 }
 
-/// The fields below an ID's time in a named layout, as a JSON object keyed by their names in that layout (e.g. worker, process, increment).
 #[pg_extern(immutable, parallel_safe)]
 fn id_fields(id: i64, layout: Text) -> Jsonb {
     let layout = self::layout(layout);
@@ -133,12 +132,7 @@ impl Jsonb {
     }
 }
 
-/// `pg_finfo_id_decode_layout`: declares `id_decode_layout` a version-1 C function.
-#[no_mangle]
-pub extern "C" fn pg_finfo_id_decode_layout() -> &'static pg_sys::Pg_finfo_record {
-    const V1: pg_sys::Pg_finfo_record = pg_sys::Pg_finfo_record { api_version: 1 };
-    &V1
-}
+fmgr::pg_function_info_v1!(pg_finfo_id_decode_layout);
 
 /// `id_decode(id, layout [, epoch], OUT ts, OUT fields)`: the time and the fields as one
 /// record. Written by hand rather than as an SQL function over `id_timestamp` and `id_fields`
@@ -147,8 +141,8 @@ pub extern "C" fn pg_finfo_id_decode_layout() -> &'static pg_sys::Pg_finfo_recor
 /// return type for a record of OUT parameters.
 ///
 /// # Safety
-/// Called by PostgreSQL's fmgr with the arguments the `CREATE FUNCTION` below declares
-/// (STRICT, so none is NULL).
+/// Called by PostgreSQL's fmgr with the arguments its declarations in sql/other_ids.sql
+/// give (STRICT, so none is NULL).
 #[no_mangle]
 #[pg_guard]
 pub unsafe extern "C-unwind" fn id_decode_layout(
@@ -193,20 +187,18 @@ pub unsafe extern "C-unwind" fn id_decode_layout(
     }
 }
 
-/// Next ID in a named layout (twitter, discord, pgedge or instagram) for a node from a sequence: the same state and guarantees as next_id(shard, seq).
 #[pg_extern(volatile, parallel_unsafe, name = "next_id")]
 fn next_id_in(node: i32, seq: Regclass, layout: Text) -> i64 {
     let layout = self::layout(layout);
     next_in(node, seq, layout, layout.epoch_unix_ms)
 }
 
-/// Next ID in a named layout counting time from a deployment's own epoch (a whole millisecond), e.g. 2026-01-01 for Twitter's layout lasts to 2095.
 #[pg_extern(volatile, parallel_unsafe, name = "next_id")]
 fn next_id_in_epoch(node: i32, seq: Regclass, layout: Text, epoch: TimestampWithTimeZone) -> i64 {
     let epoch_unix_ms = epoch_unix_ms(epoch);
-    let clock_unix_ms = crate::sequence_state::clock_unix_ms();
+    let clock_unix_ms = clock_unix_ms();
     if epoch_unix_ms > clock_unix_ms {
-        IdError::from(NamedLayoutError::FutureEpoch {
+        IdError::from(LayoutError::FutureEpoch {
             epoch_unix_ms,
             clock_unix_ms,
         })
@@ -217,45 +209,36 @@ fn next_id_in_epoch(node: i32, seq: Regclass, layout: Text, epoch: TimestampWith
 
 fn next_in(node: i32, seq: Regclass, layout: &Layout, epoch_unix_ms: i64) -> i64 {
     let shape = layout.generated().or_report();
-    if !(0..=shape.max_node()).contains(&node) {
-        IdError::from(NamedLayoutError::FieldOutOfRange {
-            layout: layout.name,
-            field: "node",
-            value: node as i64,
-            max: shape.max_node() as i64,
-        })
-        .report()
-    }
-    crate::generator::issue(&shape, epoch_unix_ms, Node::Given(node), seq.0).or_report()
+    let node = layout.check_node(&shape, node).or_report();
+    generator::issue(&shape, epoch_unix_ms, Node::Given(node), seq.0).or_report()
 }
 
-/// Time a UUID of version 1 or 6 (100 ns since 1582-10-15, shown to the microsecond) or 7 (milliseconds) was made; other versions raise an error.
 #[pg_extern(immutable, parallel_safe)]
 fn uuid_timestamp(id: pgrx::Uuid) -> TimestampWithTimeZone {
     let unix_us = wide_ids::uuid_unix_us(id.as_bytes()).or_report();
-    timestamp_at(unix_us.checked_sub(PG_EPOCH_UNIX_MS * 1000), || {
-        unreachable!("v1/v6/v7 times fit")
-    })
+    timestamp_of_unix_us(unix_us).expect("v1/v6/v7 times fit")
 }
 
-/// Time a ULID (26 Crockford base32 characters, any case) was made, exact to the millisecond.
 #[pg_extern(immutable, parallel_safe)]
 fn ulid_timestamp(ulid: Text) -> TimestampWithTimeZone {
-    let unix_ms = wide_ids::ulid_unix_ms(ulid.bytes())
-        .map_err(|e| wide_error(e, ulid))
-        .or_report();
-    timestamp_at(pg_us_of_unix_ms(unix_ms), || unreachable!("48-bit ms fit"))
+    time_in_text(ulid, wide_ids::ulid_unix_ms, 1)
 }
 
-/// Time a MongoDB ObjectID (24 hexadecimal characters) was made, exact to the second.
 #[pg_extern(immutable, parallel_safe)]
 fn objectid_timestamp(objectid: Text) -> TimestampWithTimeZone {
-    let unix_s = wide_ids::objectid_unix_s(objectid.bytes())
-        .map_err(|e| wide_error(e, objectid))
+    time_in_text(objectid, wide_ids::objectid_unix_s, 1000)
+}
+
+/// The time a ULID's or ObjectID's text holds, read by `parse` in units of `unit_ms`.
+fn time_in_text(
+    text: Text,
+    parse: fn(&[u8]) -> Result<i64, WideIdError>,
+    unit_ms: i64,
+) -> TimestampWithTimeZone {
+    let units = parse(text.bytes())
+        .map_err(|e| wide_error(e, text))
         .or_report();
-    timestamp_at(pg_us_of_unix_ms(unix_s * 1000), || {
-        unreachable!("32-bit seconds fit")
-    })
+    timestamp_of_unix_ms(units * unit_ms).expect("48-bit ms and 32-bit seconds fit")
 }
 
 /// A ULID's or ObjectID's error, with the character it names as a message shows it.
@@ -267,24 +250,10 @@ fn wide_error(error: WideIdError, text: Text) -> IdError {
     IdError::Wide { error, character }
 }
 
-extension_sql!(
-    r#"
-CREATE FUNCTION id_decode(id bigint, layout text, OUT ts timestamptz, OUT fields jsonb)
-IMMUTABLE STRICT PARALLEL SAFE LANGUAGE c AS 'MODULE_PATHNAME', 'id_decode_layout';
-CREATE FUNCTION id_decode(id bigint, layout text, epoch timestamptz, OUT ts timestamptz, OUT fields jsonb)
-IMMUTABLE STRICT PARALLEL SAFE LANGUAGE c AS 'MODULE_PATHNAME', 'id_decode_layout';
-COMMENT ON FUNCTION id_timestamp(bigint, text) IS 'Time an ID of a named layout (instagram, twitter, discord, sonyflake, pgedge, mastodon, tsid) was made, exact to the layout''s unit.';
-COMMENT ON FUNCTION id_timestamp(bigint, text, timestamptz) IS 'Time an ID of a named layout was made, counting from a deployment''s own epoch (a whole millisecond) instead of the layout''s.';
-COMMENT ON FUNCTION id_fields(bigint, text) IS 'The fields below an ID''s time in a named layout, as a JSON object keyed by their names in that layout (e.g. worker, process, increment).';
-COMMENT ON FUNCTION id_decode(bigint, text) IS 'An ID of a named layout taken apart: its time (exact to the layout''s unit) and its fields by their names in that layout.';
-COMMENT ON FUNCTION id_decode(bigint, text, timestamptz) IS 'An ID of a named layout taken apart, its time counted from a deployment''s own epoch: its time and its fields by name.';
-COMMENT ON FUNCTION next_id(integer, regclass, text) IS 'Next ID in a named layout (twitter, discord, pgedge or instagram) for a node from a sequence: the same state and guarantees as next_id(shard, seq).';
-COMMENT ON FUNCTION next_id(integer, regclass, text, timestamptz) IS 'Next ID in a named layout counting time from a deployment''s own epoch (a whole millisecond), e.g. 2026-01-01 for Twitter''s layout lasts to 2095.';
-COMMENT ON FUNCTION uuid_timestamp(uuid) IS 'Time a UUID of version 1 or 6 (100 ns since 1582-10-15, shown to the microsecond) or 7 (milliseconds) was made; other versions raise an error.';
-COMMENT ON FUNCTION ulid_timestamp(text) IS 'Time a ULID (26 Crockford base32 characters, any case) was made, exact to the millisecond.';
-COMMENT ON FUNCTION objectid_timestamp(text) IS 'Time a MongoDB ObjectID (24 hexadecimal characters) was made, exact to the second.';
-"#,
-    name = "layouts",
+// Their declarations (id_decode's) and descriptions.
+extension_sql_file!(
+    "../../sql/other_ids.sql",
+    name = "other_ids",
     requires = [
         id_timestamp_in,
         id_timestamp_in_epoch,
@@ -332,41 +301,5 @@ mod tests {
                FROM ids",
         );
         assert_eq!(ok, Ok(Some(true)));
-    }
-}
-
-/// Every `COMMENT ON FUNCTION` here is its function's doc comment, word for word.
-#[cfg(test)]
-mod comment_tests {
-    #[test]
-    fn comments_are_the_doc_comments() {
-        let src = include_str!("sql_layouts.rs");
-        let mut checked = 0;
-        for (i, line) in src.lines().enumerate() {
-            let Some(rust_name) = line.strip_prefix("fn ").and_then(|l| l.split('(').next()) else {
-                continue;
-            };
-            let attr = src.lines().nth(i - 1).unwrap_or_default();
-            if !attr.starts_with("#[pg_extern") {
-                continue;
-            }
-            let sql_name = attr
-                .split("name = \"")
-                .nth(1)
-                .map(|n| n.split('"').next().unwrap())
-                .unwrap_or(rust_name);
-            let doc = src.lines().nth(i - 2).unwrap().trim_start_matches("/// ");
-            let quoted = doc.replace('\'', "''");
-            let found = src.lines().any(|l| {
-                l.starts_with(&format!("COMMENT ON FUNCTION {sql_name}("))
-                    && l.ends_with(&format!("IS '{quoted}';"))
-            });
-            assert!(found, "no COMMENT for {rust_name} saying its doc comment");
-            checked += 1;
-        }
-        assert_eq!(
-            checked, 8,
-            "each #[pg_extern] has its doc comment right above it"
-        );
     }
 }

@@ -20,9 +20,9 @@
 //! `id_mask(id)` and `id_unmask(masked)` are PARALLEL RESTRICTED (a worker reading the file
 //! afresh could get a newer key than its leader).
 
-use crate::error::IdError;
-use crate::mask::{Key, KeyError};
-use crate::text_arg;
+use super::error::IdError;
+use super::text_arg;
+use crate::id::mask::{Key, KeyError};
 use pgrx::prelude::*;
 use pgrx::{GucContext, GucFlags, GucRegistry, GucSetting};
 use std::ffi::{c_char, c_void, CStr, CString};

@@ -46,6 +46,7 @@ pub enum KeyError {
 }
 
 impl Key {
+    #[cfg(test)]
     pub const fn from_bytes(bytes: [u8; 16]) -> Key {
         Key(bytes)
     }

@@ -3,12 +3,13 @@
 //! Each variant maps to one SQLSTATE; each message says what was wrong and what is valid.
 //! `error!` (XX000) is left for what cannot happen.
 
-use crate::layout::{self, LayoutError, MAX_SEQ, MAX_SHARD};
-use crate::layouts::{self, NamedLayoutError};
-use crate::mask::KeyError;
-use crate::mask_key_file::KeyFileError;
-use crate::text_form::TextError;
-use crate::wide_ids::WideIdError;
+use crate::id::layouts;
+use crate::id::layouts::LayoutError;
+use crate::id::mask::KeyError;
+use crate::id::text_form::TextError;
+use crate::id::wide_ids::WideIdError;
+use crate::pg::ddl_statement::DdlError;
+use crate::pg::mask_key_file::KeyFileError;
 use pgrx::pg_sys::panic::ErrorReport;
 use pgrx::{PgLogLevel, PgSqlErrorCode};
 
@@ -42,8 +43,6 @@ pub enum IdError {
         min: i64,
         max: i64,
     },
-    /// A named layout (`id_timestamp(id, 'discord')`, `next_id(node, seq, 'twitter')`).
-    Named(NamedLayoutError),
     /// A UUID, ULID or ObjectID; `character` is the offending one as a message shows it
     /// (`text_arg::char_at`), when the error names one.
     Wide {
@@ -65,6 +64,8 @@ pub enum IdError {
         path: String,
         error: KeyFileError,
     },
+    /// A statement alter_shards will not run on every shard's schema.
+    Ddl(DdlError),
 }
 
 impl From<LayoutError> for IdError {
@@ -73,9 +74,9 @@ impl From<LayoutError> for IdError {
     }
 }
 
-impl From<NamedLayoutError> for IdError {
-    fn from(e: NamedLayoutError) -> Self {
-        IdError::Named(e)
+impl From<DdlError> for IdError {
+    fn from(e: DdlError) -> Self {
+        IdError::Ddl(e)
     }
 }
 
@@ -121,38 +122,11 @@ const MAKE_A_KEY: &str = "A random key: SELECT replace(gen_random_uuid()::text, 
 const MAKE_A_KEY_FILE: &str =
     "A random key, in a file only the server's user can read: umask 077; openssl rand -hex 16 > FILE";
 
-fn valid_times() -> String {
-    format!(
-        "IDs hold times from {} (the epoch) to {} (the horizon)",
-        utc(layout::EPOCH_UNIX_MS),
-        utc(layout::MAX_UNIX_MS)
-    )
-}
-
 impl IdError {
     fn parts(&self) -> (PgSqlErrorCode, String, Option<String>, Option<String>) {
         use PgSqlErrorCode::*;
         match self {
-            IdError::Layout(e) => {
-                let msg = match *e {
-                    LayoutError::NegativeId(id) => {
-                        format!("snowflake ID {id} is negative: valid IDs are 0 to 9223372036854775807")
-                    }
-                    LayoutError::ShardOutOfRange(s) => {
-                        format!("shard {s} is out of range: valid shards are 0 to {MAX_SHARD}")
-                    }
-                    LayoutError::SeqOutOfRange(s) => {
-                        format!("sequence number {s} is out of range: valid counters are 0 to {MAX_SEQ}")
-                    }
-                    LayoutError::BeforeEpoch(ms) => {
-                        format!("time {} is before the snowflake ID epoch: {}", utc(ms), valid_times())
-                    }
-                    LayoutError::PastHorizon(ms) => {
-                        format!("time {} is past the snowflake ID horizon: {}", utc(ms), valid_times())
-                    }
-                };
-                (ERRCODE_NUMERIC_VALUE_OUT_OF_RANGE, msg, None, None)
-            }
+            IdError::Layout(e) => layout_parts(e),
             IdError::Exhausted { sequence, horizon_unix_ms } => (
                 ERRCODE_NUMERIC_VALUE_OUT_OF_RANGE,
                 format!(
@@ -186,8 +160,8 @@ impl IdError {
                 Some(format!("The next ID would be {id}.")),
                 Some(format!("ALTER SEQUENCE {sequence} AS bigint MINVALUE 1 MAXVALUE 9223372036854775807")),
             ),
-            IdError::Named(e) => named_parts(e),
             IdError::Wide { error, character } => wide_parts(error, character),
+            IdError::Ddl(e) => ddl_parts(e),
             IdError::BadText { text, character, error } => {
                 let why = match error {
                     TextError::Length { chars } => format!("it has {chars} characters, the text form has 13"),
@@ -283,46 +257,52 @@ impl IdError {
 
 type Parts = (PgSqlErrorCode, String, Option<String>, Option<String>);
 
-fn named_parts(e: &NamedLayoutError) -> Parts {
+fn layout_parts(e: &LayoutError) -> Parts {
     use PgSqlErrorCode::*;
     match e {
-        NamedLayoutError::UnknownLayout { name } => (
+        LayoutError::UnknownLayout { name } => (
             ERRCODE_INVALID_PARAMETER_VALUE,
             format!("unknown ID layout \"{name}\": valid layouts are {}", layouts::names()),
             None,
             None,
         ),
-        NamedLayoutError::NegativeId { layout, id } => (
+        LayoutError::NegativeId(id) => (
             ERRCODE_NUMERIC_VALUE_OUT_OF_RANGE,
-            format!("ID {id} is negative: {layout} IDs are 0 to 9223372036854775807"),
-            Some(format!("The sign bit is not part of the {layout} layout.")),
+            format!("snowflake ID {id} is negative: valid IDs are 0 to 9223372036854775807"),
+            None,
             None,
         ),
-        NamedLayoutError::FieldOutOfRange { layout, field, value, max } => (
+        LayoutError::FieldOutOfRange { layout, field, value, max } => (
             ERRCODE_NUMERIC_VALUE_OUT_OF_RANGE,
             format!("{field} {value} is out of range for the {layout} layout: valid values are 0 to {max}"),
             None,
             None,
         ),
-        NamedLayoutError::TimeOutOfRange { layout, time, max } => (
+        LayoutError::TimeOutOfRange { unix_ms, epoch_unix_ms, horizon_unix_ms } => (
             ERRCODE_NUMERIC_VALUE_OUT_OF_RANGE,
-            format!("time {time} is out of range for the {layout} layout: valid times are 0 to {max} units since its epoch"),
+            format!(
+                "time {} is {}: IDs hold times from {} (the epoch) to {} (the horizon)",
+                utc(*unix_ms),
+                if unix_ms < epoch_unix_ms { "before the snowflake ID epoch" } else { "past the snowflake ID horizon" },
+                utc(*epoch_unix_ms),
+                utc(*horizon_unix_ms)
+            ),
             None,
             None,
         ),
-        NamedLayoutError::NotGenerated { layout } => (
+        LayoutError::NotGenerated { layout } => (
             ERRCODE_INVALID_PARAMETER_VALUE,
             format!("next_id does not generate the {layout} layout: it generates {}", layouts::generated_names()),
             Some("Layouts whose fields below the time are a node and a counter, in milliseconds, are generated.".into()),
             None,
         ),
-        NamedLayoutError::BadEpoch => (
+        LayoutError::BadEpoch => (
             ERRCODE_INVALID_PARAMETER_VALUE,
             "an ID epoch must be a finite timestamp on a whole millisecond".into(),
             None,
             None,
         ),
-        NamedLayoutError::FutureEpoch { epoch_unix_ms, clock_unix_ms } => (
+        LayoutError::FutureEpoch { epoch_unix_ms, clock_unix_ms } => (
             ERRCODE_INVALID_PARAMETER_VALUE,
             format!(
                 "epoch {} is later than the clock ({}): IDs made now would claim the epoch's time",
@@ -332,11 +312,37 @@ fn named_parts(e: &NamedLayoutError) -> Parts {
             Some("A new deployment's epoch is a time already past, e.g. the start of the current year.".into()),
             None,
         ),
-        NamedLayoutError::TimeOutsideTimestamp { layout } => (
+        LayoutError::TimeOutsideTimestamp { layout } => (
             ERRCODE_DATETIME_FIELD_OVERFLOW, // 22008, datetime_value_out_of_range
             format!("the time of this {layout} ID from the given epoch is outside PostgreSQL's timestamp range"),
             None,
             None,
+        ),
+    }
+}
+
+fn ddl_parts(e: &DdlError) -> Parts {
+    use PgSqlErrorCode::*;
+    match e {
+        DdlError::NotOneStatement { count } => (
+            ERRCODE_INVALID_PARAMETER_VALUE,
+            format!("alter_shards runs exactly one statement, and this text holds {count}"),
+            None,
+            Some("Call alter_shards once for each statement: each call is a change of its own, recorded and resumed on its own.".into()),
+        ),
+        DdlError::OutsideTransaction { what } => (
+            ERRCODE_ACTIVE_SQL_TRANSACTION,
+            format!("alter_shards cannot run {what}: each node applies a change in one transaction"),
+            None,
+            Some(format!(
+                "Without CONCURRENTLY each node builds it in its one transaction (writes to the tables wait meanwhile); or run {what} on each shard by hand."
+            )),
+        ),
+        DdlError::NotASchemaChange { tag } => (
+            ERRCODE_INVALID_PARAMETER_VALUE,
+            format!("alter_shards runs schema changes, and {tag} is not one"),
+            None,
+            Some("It runs CREATE, ALTER, DROP, COMMENT, GRANT and the like on the objects of every shard's schema; queries, row changes, maintenance and server commands are each node's own.".into()),
         ),
     }
 }
@@ -394,12 +400,16 @@ impl<T, E: Into<IdError>> OrReport<T> for Result<T, E> {
 #[cfg(test)]
 mod tests {
     use super::utc;
-    use crate::layout::{EPOCH_UNIX_MS, MAX_UNIX_MS};
+    use crate::id::layouts::INSTAGRAM;
 
     #[test]
     fn renders_the_epoch_and_the_horizon() {
-        assert_eq!(utc(EPOCH_UNIX_MS), "2011-08-24 21:07:01.721+00");
-        assert_eq!(utc(MAX_UNIX_MS), "2046-06-27 17:00:49.496+00");
+        let epoch = INSTAGRAM.epoch_unix_ms;
+        assert_eq!(utc(epoch), "2011-08-24 21:07:01.721+00");
+        assert_eq!(
+            utc(epoch + INSTAGRAM.max_time()),
+            "2046-06-27 17:00:49.496+00"
+        );
         assert_eq!(utc(0), "1970-01-01 00:00:00.000+00");
         assert_eq!(utc(-1), "1969-12-31 23:59:59.999+00");
         assert_eq!(utc(i64::MAX), "infinity");
