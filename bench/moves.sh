@@ -6,6 +6,8 @@
 # node_a holds 8,176 shards (16 .. 8191), node_b 16 (0 .. 15), node_c none. Each round, in
 # this order: one shard node_b -> node_c (small), one node_a -> node_c (from the full node),
 # both back (the second onto the full node); then the same with 8 shards per move_shards.
+# So each round also sets a move onto an empty node (node_b -> node_c, first) against one
+# onto the full node (node_c, holding one shard, -> node_a, fourth).
 # Every shard holds 3 rows. Per move: the caller's time and the write pause (fence to flip,
 # move_history); medians over ROUNDS rounds (default 5), per shard; ratios full / small.
 # Expects scripts/install to have run. Writes bench/moves.json.
@@ -79,9 +81,12 @@ ratio = lambda a, b: round(med[a]["move_s_per_shard"] / med[b]["move_s_per_shard
 result = {"rounds": int(sys.argv[3]), "medians": med,
           "per_shard_ratio_full_over_small": {
               "from_full_1": ratio("full_out", "small_out"), "onto_full_1": ratio("full_back", "small_back"),
-              "from_full_8": ratio("full_out_8", "small_out_8"), "onto_full_8": ratio("full_back_8", "small_back_8")}}
+              "from_full_8": ratio("full_out_8", "small_out_8"), "onto_full_8": ratio("full_back_8", "small_back_8")},
+          "per_shard_ratio_onto_full_over_onto_empty": {
+              "1": ratio("full_back", "small_out"), "8": ratio("full_back_8", "small_out_8")}}
 json.dump(result, open(sys.argv[2], "w"), indent=2)
 for k in ["small_out", "full_out", "small_back", "full_back", "small_out_8", "full_out_8", "small_back_8", "full_back_8"]:
     print(f"{k:14} {med[k]['move_s_per_shard'] * 1000:8.1f} ms per shard, write pause {med[k]['write_pause_s'] * 1000:6.1f} ms")
 print("per shard, full node / small node:", result["per_shard_ratio_full_over_small"])
+print("per shard, onto the full node / onto the empty node_c:", result["per_shard_ratio_onto_full_over_onto_empty"])
 EOF
