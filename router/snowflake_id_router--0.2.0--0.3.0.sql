@@ -1467,13 +1467,16 @@ BEGIN
         EXCEPTION WHEN query_canceled OR OTHERS THEN
             PERFORM snowflake_id_router.settle_all();
             PERFORM snowflake_id_router.note(move_id, format('error = %L', SQLSTATE || ' while ' || step || ': ' || SQLERRM));
-            PERFORM snowflake_id_router.disconnect_all();
-            RAISE EXCEPTION 'move % of % from node % to node % is sealed but failed while %: %', move_id,
-                CASE WHEN cardinality(m.shards) = 1 THEN 'shard ' || m.shards[1] ELSE 'shards ' || array_to_string(m.shards, ', ') END,
-                quote_literal(m.source), quote_literal(m.target), step, SQLERRM
-                USING ERRCODE = SQLSTATE,
-                      HINT = format('The copy on node %s is complete and node %s refuses the shards'' writes (40001) until the move is completed: SELECT repair_moves() completes it once the cause is fixed.',
-                                    quote_literal(m.target), quote_literal(m.source));
+            -- A flip whose reply was lost is a flip: go on with the clean-up.
+            IF (SELECT r.state FROM snowflake_id_router.move r WHERE r.id = move_id) IS DISTINCT FROM 'flipped' THEN
+                PERFORM snowflake_id_router.disconnect_all();
+                RAISE EXCEPTION 'move % of % from node % to node % is sealed but failed while %: %', move_id,
+                    CASE WHEN cardinality(m.shards) = 1 THEN 'shard ' || m.shards[1] ELSE 'shards ' || array_to_string(m.shards, ', ') END,
+                    quote_literal(m.source), quote_literal(m.target), step, SQLERRM
+                    USING ERRCODE = SQLSTATE,
+                          HINT = format('The copy on node %s is complete and node %s refuses the shards'' writes (40001) until the move is completed: SELECT repair_moves() completes it once the cause is fixed.',
+                                        quote_literal(m.target), quote_literal(m.source));
+            END IF;
         END;
         PERFORM snowflake_id_router.pause_at('flipped');
     END IF;
