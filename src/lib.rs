@@ -17,6 +17,7 @@ mod sequence_cache;
 pub mod sequence_state;
 pub mod sql_apps;
 pub mod sql_layouts;
+mod template_read;
 pub mod text_form;
 pub mod wide_ids;
 
@@ -173,7 +174,7 @@ RETURN (@extschema@.id_timestamp(id), @extschema@.id_shard(id), @extschema@.id_s
 extension_sql_file!(
     "../sql/installer.sql",
     name = "installer",
-    requires = ["next_id", make_id]
+    requires = ["next_id", make_id, "template_read"]
 );
 
 extension_sql!(
