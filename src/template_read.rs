@@ -43,18 +43,20 @@ COMMENT ON FUNCTION snowflake_id_internal.template_read(oid) IS
 );
 
 /// The template's tables locked, then what create_shard copies of them and what the copies
-/// would run (sql/template_read.sql), read at a snapshot taken after the locks.
+/// would run (sql/template_read.sql), read at a snapshot taken after the locks. The row:
+/// kind, rel, name, detail, deps (spelled out: pgrx reads it off the signature).
+#[allow(clippy::type_complexity)]
 #[pg_extern(sql = false)]
 fn template_read(
     template: pg_sys::Oid,
 ) -> TableIterator<
     'static,
     (
-        name!(kind, String),
-        name!(rel, Option<pg_sys::Oid>),
-        name!(name, Option<String>),
-        name!(detail, Option<String>),
-        name!(deps, Option<String>),
+        String,
+        Option<pg_sys::Oid>,
+        Option<String>,
+        Option<String>,
+        Option<String>,
     ),
 > {
     // OIDs as numbers, in order: tables are locked in OID order, as every create_shard does.
