@@ -7,7 +7,9 @@ other errors (a node down) are retried after a pause. Every write the router ack
 logged, one line each:  I <id> <shard> <body> <t_first_try> <t_ack> <tries>
                    or:  U <id> - <body> <t_first_try> <t_ack> <tries>
 Usage: router_client.py DSN CLIENT_NO SECONDS SHARDS(comma-separated) LOG
+It stops early when the file LOG.stop exists (for tests whose work takes as long as it takes).
 """
+import os
 import random
 import sys
 import time
@@ -48,7 +50,7 @@ def run(sql, args):
 mine = []
 n = 0
 with open(log_path, "w") as log:
-    while time.time() < deadline:
+    while time.time() < deadline and not os.path.exists(log_path + ".stop"):
         n += 1
         body = f"c{client}n{n}"
         if mine and rng.random() < 0.3:

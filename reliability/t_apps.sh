@@ -45,7 +45,7 @@ q -c "CREATE ROLE plain LOGIN" -c "ALTER DATABASE src SET snowflake_id.mask_key 
 want=$(q -d src -c "SELECT id_mask(4000000000000979520, '$key')")
 as_plain() { psql -X -q -At -U plain -d src -c "$1" 2>&1 || true; }
 # Without the library loaded at session start, the setting is an unprotected placeholder
-# until the first snowflake_id call: the README says so; this shows why.
+# until the first snowflake_id call: docs/applications.md says so; this shows why.
 before=$(as_plain "SHOW snowflake_id.mask_key")
 echo "without session_preload_libraries, a plain role's SHOW reads: $before"
 q -c "ALTER SYSTEM SET session_preload_libraries = 'snowflake_id'" -c "SELECT pg_reload_conf()" >/dev/null

@@ -15,7 +15,11 @@ _router_here=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
 # Debian's python3, which has python3-psycopg2 (scripts/setup), whatever else is on PATH.
 PYTHON=${PYTHON:-/usr/bin/python3}
 
-node_port() { case $1 in node_a) echo $((ROUTER_PORT + 1)) ;; node_b) echo $((ROUTER_PORT + 2)) ;; node_c) echo $((ROUTER_PORT + 3)) ;; esac; }
+# Ports: the router's, then node_a..node_d, then a standby (reliability/t_cluster_failover.sh).
+node_port() {
+  case $1 in node_a) echo $((ROUTER_PORT + 1)) ;; node_b) echo $((ROUTER_PORT + 2)) ;; node_c) echo $((ROUTER_PORT + 3)) ;;
+             node_d) echo $((ROUTER_PORT + 4)) ;; standby) echo $((ROUTER_PORT + 5)) ;; esac
+}
 node_dir() { echo "$SF_TMP/sf$1"; }
 node_connstr() { echo "host=$(node_dir "$1") port=$(node_port "$1") dbname=postgres user=postgres"; }
 # psql on a node or on the router (first argument: node name or "router").

@@ -98,8 +98,8 @@ pub fn next_id_continuing(relid: pg_sys::Oid) -> Result<i64, IdError> {
 
 /// Issues the next ID in `shape`, with time counted from `epoch_unix_ms`, for `node` (a given
 /// one already checked to be within `shape`) from the sequence `relid`. Always inlined: Instagram's
-/// `next_id` gets its own copy with the layout's numbers as constants (the hot path costs
-/// what it did before layouts were data); the named layouts share one copy.
+/// `next_id` gets its own copy with the layout's numbers as constants (so that layouts being
+/// data costs its hot path nothing); the named layouts share one copy.
 ///
 /// Callers hold nothing with a destructor across this call: its steady path calls PostgreSQL
 /// unguarded (see `pg_mirror::unguarded`), and builds an error's message only after

@@ -6,6 +6,7 @@
 
 use pgrx::prelude::*;
 
+mod conninfo;
 pub mod error;
 mod fmgr;
 pub mod generator;
@@ -85,7 +86,7 @@ fn parts(id: i64) -> layout::Parts {
 // rather than `#[pg_extern]`s: called once per INSERT, after the rest of the INSERT has
 // evicted their code from the CPU's caches, their cost there is mostly the code they touch,
 // and pgrx's generic wrapper (argument iterator, memory-context switch, return boxing, each
-// a function of its own elsewhere in the library) doubled it. `#[pg_guard]` still turns a
+// a function of its own elsewhere in the library) touches more code than the work itself. `#[pg_guard]` still turns a
 // panic into an ERROR. Their SQL declarations (the `next_id` blocks below) are what
 // `#[pg_extern]` wrote for them.
 
@@ -175,6 +176,15 @@ extension_sql_file!(
     "../sql/installer.sql",
     name = "installer",
     requires = ["next_id", make_id, "template_read"]
+);
+
+// The node side of snowflake_id_router's protocol (schema snowflake_id_node).
+extension_sql_file!("../sql/node.sql", name = "node", requires = ["installer"]);
+// What the router's node_status, shard_status and rebalancer read on a node.
+extension_sql_file!(
+    "../sql/node_status.sql",
+    name = "node_status",
+    requires = ["node", "installer", id_timestamp, make_id]
 );
 
 extension_sql!(

@@ -1,6 +1,6 @@
 -- Other people's IDs: named 64-bit layouts, Twitter-layout generation, UUID/ULID/ObjectID
 -- times. Each layout is checked against an example its owners published (cited below and
--- in the README's table); errors show their SQLSTATE.
+-- in docs/other-ids.md's table); errors show their SQLSTATE.
 SET timezone = 'UTC';
 \set VERBOSITY sqlstate
 -- Discord, discord.com/developers/docs/reference#snowflakes: 175928847299117063 is
