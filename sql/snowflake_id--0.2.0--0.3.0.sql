@@ -171,7 +171,11 @@ COMMENT ON SCHEMA snowflake_id_internal IS 'Internals of snowflake_id: helpers o
 GRANT USAGE ON SCHEMA snowflake_id_internal TO PUBLIC;
 CREATE FUNCTION snowflake_id_internal.template_read(template oid)
 RETURNS TABLE (kind text, rel oid, name text, detail text, deps text)
-STRICT VOLATILE PARALLEL UNSAFE LANGUAGE c AS 'MODULE_PATHNAME', 'template_read_wrapper';
+STRICT VOLATILE PARALLEL UNSAFE LANGUAGE c AS 'MODULE_PATHNAME', 'template_read_wrapper'
+-- Its plan's estimated cost is high (a recursive walk) and its real cost a millisecond:
+-- compiling it would cost more than running it. Policies are read back as text, and floats
+-- in them must come out exact.
+SET jit = off SET extra_float_digits = 3;
 COMMENT ON FUNCTION snowflake_id_internal.template_read(oid) IS
   'create_shard''s reading of a template schema: its tables locked, then what the shards would copy and run, at a snapshot taken after the locks.';
 
@@ -214,8 +218,8 @@ $$;
 -- schema with CREATE TABLE ... (LIKE tpl.t INCLUDING ALL): columns, defaults, generated
 -- columns, NOT NULL, CHECK, primary key, unique and exclusion constraints, indexes, extended
 -- statistics, comments, identity; then its row-level security settings and policies. A
--- single-column bigint primary key then defaults to the shard's own next_id() (identity
--- dropped); a key of several columns keeps its columns as they are. Foreign keys are not
+-- single-column bigint (or snowflake) primary key then defaults to the shard's own next_id()
+-- (identity dropped); a key of several columns keeps its columns as they are. Foreign keys are not
 -- copied; a table with triggers or rules, or with a policy that reads a table of the
 -- template (its copy would read the template's), is refused (0A000): make those in each shard.
 --
@@ -279,9 +283,6 @@ COMMENT ON FUNCTION create_shards(text, integer, integer, text) IS
 CREATE FUNCTION snowflake_id_internal.create_shards_from(schema_names text[], shards integer[], template text) RETURNS void
 LANGUAGE plpgsql VOLATILE STRICT PARALLEL UNSAFE
 SET search_path = pg_catalog, pg_temp
--- The reading's estimated cost is high (a recursive walk) and its real cost a millisecond:
--- compiling it would cost more than running it.
-SET jit = off
 AS $$
 DECLARE
     tpl oid;
@@ -351,10 +352,11 @@ BEGIN
             CONTINUE WHEN to_regclass(format('%I.%I', s, names[j])) IS NOT NULL;
             EXECUTE format('CREATE TABLE %I.%I (LIKE %I.%I INCLUDING ALL)', s, names[j], template, names[j]);
             made := format('%I.%I', s, names[j])::regclass;
-            -- A single-column bigint primary key is the shard's ID.
+            -- A single-column bigint (or snowflake) primary key is the shard's ID.
             SELECT a.attname, a.attidentity INTO key FROM pg_index i
               JOIN pg_attribute a ON a.attrelid = i.indrelid AND a.attnum = i.indkey[0]
-             WHERE i.indrelid = made AND i.indisprimary AND i.indnkeyatts = 1 AND a.atttypid = 'bigint'::regtype;
+             WHERE i.indrelid = made AND i.indisprimary AND i.indnkeyatts = 1
+               AND a.atttypid IN ('bigint'::regtype, '@extschema@.snowflake'::regtype);
             IF FOUND THEN
                 IF key.attidentity <> '' THEN
                     EXECUTE format('ALTER TABLE %I.%I ALTER COLUMN %I DROP IDENTITY', s, names[j], key.attname);

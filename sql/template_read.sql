@@ -13,6 +13,7 @@
 --   rls        row-level security of table rel (detail: ENABLE or FORCE)
 --   policy     policy `name` of table rel; detail: the rest of its CREATE POLICY after
 --              "ON table"; deps: what it refers to, besides its table ("classid:objid")
+--   watch      a relation the walk went through (src/template_read.rs watches it)
 --
 -- The trust walk. It starts from what CREATE TABLE ... (LIKE ... INCLUDING ALL) copies of each
 -- table: the column types and collations, defaults and generated expressions, constraints
@@ -74,6 +75,7 @@ reached(classid, objid) AS (
         UNION ALL
         SELECT 'pg_catalog.pg_constraint'::pg_catalog.regclass, k.oid FROM pg_catalog.pg_constraint k
          WHERE r.classid = 'pg_catalog.pg_type'::pg_catalog.regclass AND k.contypid = r.objid
+           AND k.contypid <> 0  -- (most constraints' contypid is 0: the estimate would be theirs)
         UNION ALL
         SELECT 'pg_catalog.pg_class'::pg_catalog.regclass, y.typrelid FROM pg_catalog.pg_type y
          WHERE r.classid = 'pg_catalog.pg_type'::pg_catalog.regclass AND y.oid = r.objid AND y.typrelid <> 0
@@ -109,22 +111,22 @@ reached(classid, objid) AS (
         SELECT 'pg_catalog.pg_statistic_ext'::pg_catalog.regclass, s.oid FROM pg_catalog.pg_statistic_ext s
          WHERE r.classid = 'pg_catalog.pg_class'::pg_catalog.regclass AND s.stxrelid = r.objid
     ) e(classid, objid)),
+-- Whose each object is: pg_shdepend records every owner, but the bootstrap superuser's
+-- (pinned) and those of a table's row type and of an array type (their table's, their
+-- element type's, which the walk reaches too). The template's tables and their parts are
+-- not judged.
 owned(classid, objid, owner) AS (
-    SELECT r.classid, r.objid, CASE r.classid
-        WHEN 'pg_catalog.pg_proc'::pg_catalog.regclass THEN (SELECT x.proowner FROM pg_catalog.pg_proc x WHERE x.oid = r.objid)
-        WHEN 'pg_catalog.pg_operator'::pg_catalog.regclass THEN (SELECT x.oprowner FROM pg_catalog.pg_operator x WHERE x.oid = r.objid)
-        WHEN 'pg_catalog.pg_type'::pg_catalog.regclass THEN (SELECT x.typowner FROM pg_catalog.pg_type x WHERE x.oid = r.objid)
-        WHEN 'pg_catalog.pg_class'::pg_catalog.regclass THEN (SELECT x.relowner FROM pg_catalog.pg_class x WHERE x.oid = r.objid)
-        WHEN 'pg_catalog.pg_collation'::pg_catalog.regclass THEN (SELECT x.collowner FROM pg_catalog.pg_collation x WHERE x.oid = r.objid)
-        WHEN 'pg_catalog.pg_opclass'::pg_catalog.regclass THEN (SELECT x.opcowner FROM pg_catalog.pg_opclass x WHERE x.oid = r.objid)
-        WHEN 'pg_catalog.pg_opfamily'::pg_catalog.regclass THEN (SELECT x.opfowner FROM pg_catalog.pg_opfamily x WHERE x.oid = r.objid)
-        WHEN 'pg_catalog.pg_conversion'::pg_catalog.regclass THEN (SELECT x.conowner FROM pg_catalog.pg_conversion x WHERE x.oid = r.objid)
-        WHEN 'pg_catalog.pg_ts_config'::pg_catalog.regclass THEN (SELECT x.cfgowner FROM pg_catalog.pg_ts_config x WHERE x.oid = r.objid)
-        WHEN 'pg_catalog.pg_ts_dict'::pg_catalog.regclass THEN (SELECT x.dictowner FROM pg_catalog.pg_ts_dict x WHERE x.oid = r.objid)
-        WHEN 'pg_catalog.pg_language'::pg_catalog.regclass THEN (SELECT x.lanowner FROM pg_catalog.pg_language x WHERE x.oid = r.objid)
-        END
-      FROM reached r
-     WHERE NOT (r.classid = 'pg_catalog.pg_class'::pg_catalog.regclass
+    SELECT r.classid, r.objid, s.refobjid
+      FROM reached r JOIN pg_catalog.pg_shdepend s
+        ON s.dbid = (SELECT d.oid FROM pg_catalog.pg_database d WHERE d.datname = pg_catalog.current_database())
+       AND s.classid = r.classid AND s.objid = r.objid AND s.objsubid = 0 AND s.deptype = 'o'
+     WHERE r.classid IN ('pg_catalog.pg_proc'::pg_catalog.regclass, 'pg_catalog.pg_operator'::pg_catalog.regclass,
+                         'pg_catalog.pg_type'::pg_catalog.regclass, 'pg_catalog.pg_class'::pg_catalog.regclass,
+                         'pg_catalog.pg_collation'::pg_catalog.regclass, 'pg_catalog.pg_opclass'::pg_catalog.regclass,
+                         'pg_catalog.pg_opfamily'::pg_catalog.regclass, 'pg_catalog.pg_conversion'::pg_catalog.regclass,
+                         'pg_catalog.pg_ts_config'::pg_catalog.regclass, 'pg_catalog.pg_ts_dict'::pg_catalog.regclass,
+                         'pg_catalog.pg_language'::pg_catalog.regclass)
+       AND NOT (r.classid = 'pg_catalog.pg_class'::pg_catalog.regclass
                 AND r.objid IN (SELECT p.objid FROM parts p WHERE p.classid = 'pg_catalog.pg_class'::pg_catalog.regclass)))
 SELECT 'table' AS kind, t.rel, t.relname::text AS name, NULL::text AS detail, NULL::text AS deps FROM tables t
 UNION ALL
@@ -141,14 +143,35 @@ UNION ALL
 SELECT 'untrusted', NULL, NULL,
        pg_catalog.format('%s (owner %s)', pg_catalog.pg_describe_object(o.classid, o.objid, 0), o.owner::pg_catalog.regrole), NULL
   FROM owned o
- WHERE o.owner IS NOT NULL AND o.owner <> current_user::pg_catalog.regrole
+ WHERE o.owner <> current_user::pg_catalog.regrole
    AND NOT (SELECT r.rolsuper FROM pg_catalog.pg_roles r WHERE r.oid = o.owner)
+UNION ALL
+-- Relations the walk went through, besides the tables (a composite type's, a sequence, a
+-- table an SQL function body writes): a change to one forgets a cached reading.
+SELECT 'watch', r.objid, NULL, NULL, NULL FROM reached r WHERE r.classid = 'pg_catalog.pg_class'::pg_catalog.regclass
 UNION ALL
 SELECT 'refused', g.tgrelid, g.tgname::text, pg_catalog.format('trigger %I on table %I', g.tgname, t.relname), NULL
   FROM tables t JOIN pg_catalog.pg_trigger g ON g.tgrelid = t.rel AND NOT g.tgisinternal
 UNION ALL
 SELECT 'refused', w.ev_class, w.rulename::text, pg_catalog.format('rule %I on table %I', w.rulename, t.relname), NULL
   FROM tables t JOIN pg_catalog.pg_rewrite w ON w.ev_class = t.rel
+UNION ALL
+-- A part that refers to another relation of the template, or to a table's row type (a
+-- column of another table's row type, a default taking another table's identity sequence):
+-- its copy would refer to the template's, not the shard's.
+SELECT 'refused', p.rel, NULL,
+       pg_catalog.format('%s, which refers to %s (so would its copy)', pg_catalog.pg_describe_object(p.classid, p.objid, d.objsubid),
+                         pg_catalog.pg_describe_object(d.refclassid, d.refobjid, 0)), NULL
+  FROM (SELECT t.rel, 'pg_catalog.pg_class'::pg_catalog.regclass::oid AS classid, t.rel AS objid FROM tables t
+        UNION ALL SELECT q.rel, q.classid, q.objid FROM parts q
+         WHERE q.classid <> 'pg_catalog.pg_policy'::pg_catalog.regclass) p  -- (policies: below)
+  JOIN pg_catalog.pg_depend d ON d.classid = p.classid AND d.objid = p.objid
+ WHERE (p.classid <> 'pg_catalog.pg_class'::pg_catalog.regclass OR p.objid <> p.rel OR d.objsubid > 0)
+   AND ((d.refclassid = 'pg_catalog.pg_class'::pg_catalog.regclass AND d.refobjid <> p.rel
+         AND d.refobjid IN (SELECT o.objid FROM in_schema o WHERE o.classid = 'pg_catalog.pg_class'::pg_catalog.regclass))
+     OR (d.refclassid = 'pg_catalog.pg_type'::pg_catalog.regclass
+         AND d.refobjid IN (SELECT c.reltype FROM in_schema o JOIN pg_catalog.pg_class c ON c.oid = o.objid
+                             WHERE o.classid = 'pg_catalog.pg_class'::pg_catalog.regclass)))
 UNION ALL
 -- A policy whose expression reads a table of the template would read the template's, not
 -- the shard's: the copy names the same relation. (Subqueries' relations are not in

@@ -13,6 +13,23 @@
 //! Locking takes what `LOCK TABLE ... IN SHARE ROW EXCLUSIVE MODE` takes: UPDATE, DELETE or
 //! TRUNCATE on each table (42501 otherwise). The reading is catalog queries any role may
 //! run, as the caller.
+//!
+//! A statement that makes many shards from one template (create_shard called for each row of
+//! a query) reads it once: what the first call read is used again by the same statement's
+//! later calls for the same template and role, and by nothing else. Why that reading cannot
+//! be outlived by a change to what it read:
+//! - the template's tables stay locked from that reading to the end of the transaction, so
+//!   no other session can change them; a subtransaction that rolls back may release those
+//!   locks, so any subtransaction abort forgets the reading;
+//! - the statement itself can change them only by DDL on them, which invalidates their
+//!   relation cache entries: any invalidation of a template table, of a relation the walk
+//!   reached, or of every relation, forgets the reading;
+//! - everything else the walk reached is owned by the caller or a superuser (or the reading
+//!   refused the template, and the statement failed): only they can change it;
+//! - tables created in the template after the reading are not copied by that statement,
+//!   which reads the template as it was when the statement first read it.
+//! Every cache key is the (transaction, statement) pair's start times, the template and the
+//! role; another statement, transaction or role reads the template afresh.
 
 use pgrx::prelude::*;
 use std::cell::Cell;
@@ -35,7 +52,11 @@ COMMENT ON SCHEMA snowflake_id_internal IS 'Internals of snowflake_id: helpers o
 GRANT USAGE ON SCHEMA snowflake_id_internal TO PUBLIC;
 CREATE FUNCTION snowflake_id_internal.template_read(template oid)
 RETURNS TABLE (kind text, rel oid, name text, detail text, deps text)
-STRICT VOLATILE PARALLEL UNSAFE LANGUAGE c AS 'MODULE_PATHNAME', 'template_read_wrapper';
+STRICT VOLATILE PARALLEL UNSAFE LANGUAGE c AS 'MODULE_PATHNAME', 'template_read_wrapper'
+-- Its plan's estimated cost is high (a recursive walk) and its real cost a millisecond:
+-- compiling it would cost more than running it. Policies are read back as text, and floats
+-- in them must come out exact.
+SET jit = off SET extra_float_digits = 3;
 COMMENT ON FUNCTION snowflake_id_internal.template_read(oid) IS
   'create_shard''s reading of a template schema: its tables locked, then what the shards would copy and run, at a snapshot taken after the locks.';
 "#,
@@ -59,6 +80,109 @@ fn template_read(
         Option<String>,
     ),
 > {
+    let key = Key::now(template);
+    if let Some(findings) = CACHE.with_borrow(|c| {
+        c.as_ref()
+            .filter(|c| c.key == key)
+            .map(|c| c.findings.clone())
+    }) {
+        return TableIterator::new(findings);
+    }
+    let findings = lock_and_read(template);
+    let watched = findings
+        .iter()
+        .filter(|f| f.0 == "table" || f.0 == "watch")
+        .filter_map(|f| f.1)
+        .collect();
+    register_callbacks();
+    CACHE.set(Some(Cached {
+        key,
+        watched,
+        findings: findings.clone(),
+    }));
+    TableIterator::new(findings)
+}
+
+/// One row of sql/template_read.sql: kind, rel, name, detail, deps.
+type Finding = (
+    String,
+    Option<pg_sys::Oid>,
+    Option<String>,
+    Option<String>,
+    Option<String>,
+);
+
+/// The statement, role and template a reading was made for.
+#[derive(Clone, Copy, PartialEq)]
+struct Key {
+    transaction_start: pg_sys::TimestampTz,
+    statement_start: pg_sys::TimestampTz,
+    user: pg_sys::Oid,
+    template: pg_sys::Oid,
+}
+
+impl Key {
+    fn now(template: pg_sys::Oid) -> Key {
+        // SAFETY: plain reads of the backend's transaction state, in a transaction.
+        unsafe {
+            Key {
+                transaction_start: pg_sys::GetCurrentTransactionStartTimestamp(),
+                statement_start: pg_sys::GetCurrentStatementStartTimestamp(),
+                user: pg_sys::GetUserId(),
+                template,
+            }
+        }
+    }
+}
+
+/// The last reading, and the relations whose invalidation forgets it.
+struct Cached {
+    key: Key,
+    watched: Vec<pg_sys::Oid>,
+    findings: Vec<Finding>,
+}
+
+thread_local! {
+    static CACHE: std::cell::RefCell<Option<Cached>> = const { std::cell::RefCell::new(None) };
+    static REGISTERED: Cell<bool> = const { Cell::new(false) };
+}
+
+fn register_callbacks() {
+    if REGISTERED.get() {
+        return;
+    }
+    // SAFETY: registered once per backend (PostgreSQL keeps a small fixed number of relcache
+    // callbacks); the callbacks only clear a thread-local, which cannot fail.
+    unsafe {
+        pg_sys::CacheRegisterRelcacheCallback(Some(forget_on_relcache), pg_sys::Datum::from(0));
+        pg_sys::RegisterSubXactCallback(Some(forget_on_subabort), std::ptr::null_mut());
+    }
+    REGISTERED.set(true);
+}
+
+unsafe extern "C-unwind" fn forget_on_relcache(_: pg_sys::Datum, relid: pg_sys::Oid) {
+    CACHE.with_borrow_mut(|c| {
+        if c.as_ref()
+            .is_some_and(|c| relid == pg_sys::InvalidOid || c.watched.contains(&relid))
+        {
+            *c = None;
+        }
+    });
+}
+
+unsafe extern "C-unwind" fn forget_on_subabort(
+    event: pg_sys::SubXactEvent::Type,
+    _: pg_sys::SubTransactionId,
+    _: pg_sys::SubTransactionId,
+    _: *mut std::ffi::c_void,
+) {
+    if event == pg_sys::SubXactEvent::SUBXACT_EVENT_ABORT_SUB {
+        CACHE.set(None);
+    }
+}
+
+/// Locks the template's tables, then reads it at a snapshot taken after the locks.
+fn lock_and_read(template: pg_sys::Oid) -> Vec<Finding> {
     // OIDs as numbers, in order: tables are locked in OID order, as every create_shard does.
     let mut locked = BTreeSet::new();
     let mut tables: BTreeSet<u32> = run_now(&TABLES_PLAN, TABLES, template, |column| {
@@ -92,7 +216,7 @@ fn template_read(
             .filter_map(|f| f.1.map(|oid| oid.to_u32()))
             .collect();
         if tables.is_subset(&locked) {
-            return TableIterator::new(findings);
+            return findings;
         }
     }
     ereport!(
@@ -168,8 +292,15 @@ fn run_now<T>(
         // values before.
         unsafe {
             if plan.get().is_null() {
+                // A generic plan: the queries are the same for every template, and planning
+                // them costs more than running them.
                 let mut types = [pg_sys::OIDOID];
-                let prepared = pg_sys::SPI_prepare(query.as_ptr(), 1, types.as_mut_ptr());
+                let prepared = pg_sys::SPI_prepare_cursor(
+                    query.as_ptr(),
+                    1,
+                    types.as_mut_ptr(),
+                    pg_sys::CURSOR_OPT_GENERIC_PLAN as i32,
+                );
                 if prepared.is_null() || pg_sys::SPI_keepplan(prepared) != 0 {
                     error!("template_read: could not prepare a query");
                 }

@@ -85,18 +85,22 @@ SELECT id_shard(id) AS shard, note FROM tshard12.t;
 SELECT create_shard('tshard13', 13, template => NULL);
 SELECT schema_name, shard FROM snowflake_id_shards WHERE shard = 13;
 SELECT create_shard(NULL, 14, template => 'tpl');
--- Only a single-column bigint primary key is the shard's ID: a key of two bigint columns
--- keeps its columns as they are (neither defaults to next_id()); an INCLUDE column is not
--- part of the key.
+-- Only a single-column bigint (or snowflake) primary key is the shard's ID: a key of two
+-- bigint columns keeps its columns as they are (neither defaults to next_id()); an INCLUDE
+-- column is not part of the key.
 CREATE SCHEMA tpl_keys;
 CREATE TABLE tpl_keys.pairs (a bigint, b bigint, PRIMARY KEY (a, b));
 CREATE TABLE tpl_keys.covered (id bigint, note text, PRIMARY KEY (id) INCLUDE (note));
 CREATE TABLE tpl_keys.ints (id integer PRIMARY KEY);
+CREATE TABLE tpl_keys.flakes (id snowflake PRIMARY KEY);
 SELECT create_shard('tshard16', 16, template => 'tpl_keys');
 SELECT a.attrelid::regclass AS "table", a.attname, pg_get_expr(d.adbin, d.adrelid) AS "default"
   FROM pg_attribute a LEFT JOIN pg_attrdef d ON d.adrelid = a.attrelid AND d.adnum = a.attnum
- WHERE a.attrelid IN ('tshard16.pairs'::regclass, 'tshard16.covered'::regclass, 'tshard16.ints'::regclass)
+ WHERE a.attrelid IN ('tshard16.pairs'::regclass, 'tshard16.covered'::regclass, 'tshard16.ints'::regclass,
+                      'tshard16.flakes'::regclass)
    AND a.attnum > 0 ORDER BY 1, a.attnum;
+INSERT INTO tshard16.flakes DEFAULT VALUES;
+SELECT id_shard(id) AS flake_shard FROM tshard16.flakes;
 -- Row-level security and policies are copied: enabled and forced as in the template, each
 -- policy with its command, roles, kind and expressions.
 CREATE ROLE snowflake_reg_reader;
@@ -155,6 +159,44 @@ SELECT count(*) AS tables_in_plain_shard FROM pg_class WHERE relnamespace = 'tnu
 SELECT create_shards('tmany', 30, 3, template => 'tmany31');
 SELECT create_shards('tx', 8190, 5, template => 'tpl');
 SELECT create_shards('tx', 50, 1, template => 'no_such_schema');
+-- One statement reads a template once for all its calls, until the template changes: the
+-- statement's own ALTER TABLE on it is read by the next call (here refused: another role's
+-- function, 42501), and nothing of the statement is left.
+SET ROLE mallory_tpl;
+CREATE FUNCTION mal.pick2() RETURNS text LANGUAGE sql RETURN 'mallory''s';
+RESET ROLE;
+DO $$
+BEGIN
+    PERFORM create_shard('tstmt1', 20, template => 'tpl_keys');
+    ALTER TABLE tpl_keys.ints ADD COLUMN note text DEFAULT mal.pick2();
+    PERFORM create_shard('tstmt2', 21, template => 'tpl_keys');
+END $$;
+SELECT count(*) AS shards_left FROM snowflake_id_shards WHERE shard IN (20, 21);
+-- A role granted the catalog may make shards from a template it can lock: the lock takes
+-- UPDATE, DELETE or TRUNCATE on the template's tables, as LOCK TABLE would (42501 with only
+-- SELECT); nothing is made until it can.
+CREATE ROLE snowflake_reg_maker;
+SELECT current_database() AS db \gset
+GRANT CREATE ON DATABASE :"db" TO snowflake_reg_maker;
+GRANT SELECT, INSERT, UPDATE, DELETE ON snowflake_id_shard TO snowflake_reg_maker;
+GRANT USAGE ON SCHEMA tpl_keys TO snowflake_reg_maker;
+GRANT SELECT ON ALL TABLES IN SCHEMA tpl_keys TO snowflake_reg_maker;
+SET ROLE snowflake_reg_maker;
+SELECT create_shard('tmaker', 19, template => 'tpl_keys');
+RESET ROLE;
+SELECT to_regnamespace('tmaker') IS NULL AS nothing_made;
+GRANT UPDATE ON ALL TABLES IN SCHEMA tpl_keys TO snowflake_reg_maker;
+SET ROLE snowflake_reg_maker;
+SELECT create_shard('tmaker', 19, template => 'tpl_keys');
+SELECT count(*) AS tables, min(relowner::regrole::text) AS owner FROM pg_class
+ WHERE relnamespace = 'tmaker'::regnamespace AND relkind = 'r';
+SELECT drop_shard('tmaker', cascade => true);
+RESET ROLE;
+REVOKE ALL ON SCHEMA tpl_keys FROM snowflake_reg_maker;
+REVOKE ALL ON ALL TABLES IN SCHEMA tpl_keys FROM snowflake_reg_maker;
+REVOKE ALL ON snowflake_id_shard FROM snowflake_reg_maker;
+REVOKE CREATE ON DATABASE :"db" FROM snowflake_reg_maker;
+DROP ROLE snowflake_reg_maker;
 -- The surface: the template forms called on NULL input, VOLATILE, PARALLEL UNSAFE, commented.
 SELECT p.oid::regprocedure, p.provolatile, p.proisstrict, p.proparallel, p.proconfig,
        obj_description(p.oid, 'pg_proc') IS NOT NULL AS commented
