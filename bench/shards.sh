@@ -15,9 +15,9 @@
 # (pg_dump -Fc) and restored (pg_restore) into a fresh database, timed, and the restored
 # shards checked (bench/shards_check.sql).
 #
-# Prints milliseconds per shard for each batch, each form's ratio to `hand` per batch and
-# overall, and each form's last batch over its first; writes them to OUT.json
-# (default bench/shards.json). SHARDS (default 8192) and BATCH (1024) make a shorter run.
+# Prints milliseconds per shard for each batch (wall clock, and the CPU time of the backend
+# doing the work), each form's ratio to `hand` per batch and overall, and each form's last
+# batch over its first; writes them to OUT.json (default bench/shards.json). SHARDS (default 8192) and BATCH (1024) make a shorter run.
 # Expects scripts/install to have run. docs/speed.md has the figures and how to read them.
 set -euo pipefail
 cd "$(dirname "$0")/.."
@@ -69,9 +69,11 @@ END $$;
 SQL
 done
 
-# run FORM PHASE BATCH: makes or drops that batch; prints its milliseconds per shard.
+# run FORM PHASE BATCH: makes or drops that batch; prints its wall-clock and its backend's
+# CPU milliseconds per shard (the CPU time, read from /proc, is what the machine's other load
+# disturbs least).
 run() {
-  local a=$(($3 * BATCH)) b=$(($3 * BATCH + BATCH - 1)) sql t0 t1
+  local a=$(($3 * BATCH)) b=$(($3 * BATCH + BATCH - 1)) sql
   case "$1/$2" in
     many/make) sql="SELECT create_shards('s', $a, $BATCH, 'tpl')" ;;
     one/make) sql="SELECT count(create_shard('s' || n, n, template => 'tpl')) FROM generate_series($a, $b) n" ;;
@@ -79,13 +81,19 @@ run() {
     many/drop | one/drop) sql="SELECT count(drop_shard('s' || n, cascade => true)) FROM generate_series($a, $b) n" ;;
     hand/drop) sql="DO \$\$ BEGIN FOR n IN $a .. $b LOOP EXECUTE format('DROP SCHEMA %I CASCADE', 's' || n); END LOOP; END \$\$" ;;
   esac
-  t0=$(now)
-  q -d "$1" -c "SET client_min_messages = warning" -c "$sql" >/dev/null
-  t1=$(now)
-  echo "($t1 - $t0) * 1000 / $BATCH" | bc -l
+  psql -X -q -At -v ON_ERROR_STOP=1 -d "$1" <<SQL | awk -v n="$BATCH" '
+      /^cpu0/ {c0 = $2} /^cpu1/ {c1 = $2} /^t0/ {t0 = $2} /^t1/ {t1 = $2}
+      END {printf "%.3f %.3f\n", (t1 - t0) / 1e6 / n, (c1 - c0) * 1000 / ticks / n}' ticks="$(getconf CLK_TCK)"
+SET client_min_messages = warning;
+SELECT pg_backend_pid() AS pid \gset
+\setenv BPID :pid
+\! awk '{print "cpu0", \$14 + \$15}' /proc/\$BPID/stat; date +"t0 %s%N"
+$sql;
+\! date +"t1 %s%N"; awk '{print "cpu1", \$14 + \$15}' /proc/\$BPID/stat
+SQL
 }
 
-declare -A ms
+declare -A ms cpu
 rotate() { local -a f=($forms); local k=$(($1 % 3)); echo "${f[@]:$k} ${f[@]:0:$k}"; }
 for phase in make dump drop; do
   if [[ $phase == dump ]]; then
@@ -100,10 +108,10 @@ for phase in make dump drop; do
     continue
   fi
   for k in $(seq 0 $((batches - 1))); do
-    line="$phase shards $((k * BATCH))-$((k * BATCH + BATCH - 1)):"
-    for f in $(rotate "$k"); do ms[$phase/$f/$k]=$(run "$f" "$phase" "$k"); done
-    for f in $forms; do line+=$(printf ' %s %.2f' "$f" "${ms[$phase/$f/$k]}"); done
-    echo "$line ms/shard"
+    line="$phase shards $((k * BATCH))-$((k * BATCH + BATCH - 1)), ms/shard wall (cpu):"
+    for f in $(rotate "$k"); do read -r "ms[$phase/$f/$k]" "cpu[$phase/$f/$k]" <<<"$(run "$f" "$phase" "$k")"; done
+    for f in $forms; do line+=$(printf ' %s %.2f (%.2f)' "$f" "${ms[$phase/$f/$k]}" "${cpu[$phase/$f/$k]}"); done
+    echo "$line"
   done
 done
 
@@ -111,23 +119,25 @@ done
 python3 - "$out" "$forms" "$batches" "$BATCH" "$dump_s" "$restore_s" "$dump_mb" "$check" <<PY
 import json, sys
 out, forms, batches, batch = sys.argv[1], sys.argv[2].split(), int(sys.argv[3]), int(sys.argv[4])
-ms = {}
-$(for key in "${!ms[@]}"; do echo "ms['$key'] = ${ms[$key]}"; done)
-report = {"shards": batches * batch, "batch": batch, "ms_per_shard": {}, "ratio_to_hand": {}, "last_over_first": {}}
-for phase in ("make", "drop"):
-    for f in forms:
-        series = [ms[f"{phase}/{f}/{k}"] for k in range(batches)]
-        report["ms_per_shard"][f"{phase}/{f}"] = [round(x, 3) for x in series]
-        report["last_over_first"][f"{phase}/{f}"] = round(series[-1] / series[0], 3)
-        if f != "hand":
-            hand = [ms[f"{phase}/hand/{k}"] for k in range(batches)]
-            report["ratio_to_hand"][f"{phase}/{f}"] = {
-                "per_batch": [round(a / b, 3) for a, b in zip(series, hand)],
-                "overall": round(sum(series) / sum(hand), 3)}
+ms, cpu = {}, {}
+$(for key in "${!ms[@]}"; do echo "ms['$key'] = ${ms[$key]}; cpu['$key'] = ${cpu[$key]}"; done)
+report = {"shards": batches * batch, "batch": batch}
+for name, m in (("wall", ms), ("cpu", cpu)):
+    r = report[name] = {"ms_per_shard": {}, "ratio_to_hand": {}, "last_over_first": {}}
+    for phase in ("make", "drop"):
+        hand = [m[f"{phase}/hand/{k}"] for k in range(batches)]
+        for f in forms:
+            series = [m[f"{phase}/{f}/{k}"] for k in range(batches)]
+            r["ms_per_shard"][f"{phase}/{f}"] = [round(x, 3) for x in series]
+            r["last_over_first"][f"{phase}/{f}"] = round(series[-1] / series[0], 3)
+            if f != "hand":
+                r["ratio_to_hand"][f"{phase}/{f}"] = {
+                    "per_batch": [round(a / b, 3) for a, b in zip(series, hand)],
+                    "overall": round(sum(series) / sum(hand), 3)}
+    print(name, "ratio to hand (overall):", {k: v["overall"] for k, v in r["ratio_to_hand"].items()})
+    print(name, "last batch over first:", r["last_over_first"])
 report["dump"] = {"pg_dump_s": round(float(sys.argv[5]), 1), "pg_restore_s": round(float(sys.argv[6]), 1),
                   "dump_mb": int(sys.argv[7]), "restored": sys.argv[8]}
 json.dump(report, open(out, "w"), indent=1)
-print("ratio to hand (overall):", {k: v["overall"] for k, v in report["ratio_to_hand"].items()})
-print("last batch over first:", report["last_over_first"])
 PY
 echo "written to $out"

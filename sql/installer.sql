@@ -317,6 +317,7 @@ DECLARE
     policy_def text[];
     policy_deps text[];
     s text;
+    kind "char";
     made oid;
     key record;
     deps text;
@@ -324,6 +325,12 @@ BEGIN
     IF octet_length(template) > 63 THEN
         RAISE EXCEPTION 'template schema name "%" is too long: % bytes, at most 63', template, octet_length(template)
             USING ERRCODE = 'name_too_long';
+    END IF;
+    -- System schemas hold no tables of ours (pg_catalog's are pinned, so the template would
+    -- look empty), and a temporary schema's would be another session's.
+    IF template LIKE 'pg\_%' OR template = 'information_schema' THEN
+        RAISE EXCEPTION 'schema "%" cannot be a template: it is a system or temporary schema', template
+            USING ERRCODE = 'reserved_name';
     END IF;
     tpl := to_regnamespace(quote_ident(template));
     IF tpl IS NULL THEN
@@ -335,7 +342,9 @@ BEGIN
     END IF;
     -- The shard catalog's lock first, as create_shard takes it, then the template's tables.
     LOCK TABLE @extschema@.snowflake_id_shard IN SHARE ROW EXCLUSIVE MODE;
-    SELECT string_agg(r.detail, ', ' ORDER BY r.detail) FILTER (WHERE r.kind = 'other'),
+    SELECT array_to_string((array_agg(r.detail ORDER BY r.detail) FILTER (WHERE r.kind = 'other'))[1:10], ', ')
+           || CASE WHEN count(*) FILTER (WHERE r.kind = 'other') > 10
+                   THEN format(' and %s more', count(*) FILTER (WHERE r.kind = 'other') - 10) ELSE '' END,
            string_agg(r.detail, '; ' ORDER BY r.detail) FILTER (WHERE r.kind = 'refused'),
            string_agg(DISTINCT r.detail, ', ') FILTER (WHERE r.kind = 'untrusted'),
            array_agg(r.rel ORDER BY r.name) FILTER (WHERE r.kind = 'table'),
@@ -368,7 +377,16 @@ BEGIN
         s := schema_names[i];
         PERFORM @extschema@.create_shard(s, shards[i]);
         FOR j IN 1 .. coalesce(cardinality(tables), 0) LOOP
-            CONTINUE WHEN to_regclass(format('%I.%I', s, names[j])) IS NOT NULL;
+            -- A table the shard has already is left as it is; anything else by that name (say,
+            -- an index LIKE named after an earlier table) is in the way.
+            SELECT c.relkind INTO kind FROM pg_class c
+             WHERE c.relnamespace = to_regnamespace(quote_ident(s)) AND c.relname = names[j];
+            CONTINUE WHEN kind IN ('r', 'p');
+            IF FOUND THEN
+                RAISE EXCEPTION 'relation %.% already exists and is not a table', quote_ident(s), quote_ident(names[j])
+                    USING ERRCODE = 'duplicate_table',
+                          HINT = 'An index of an earlier table may have taken the name (CREATE TABLE ... LIKE names indexes after their table): rename the template''s table.';
+            END IF;
             EXECUTE format('CREATE TABLE %I.%I (LIKE %I.%I INCLUDING ALL)', s, names[j], template, names[j]);
             made := format('%I.%I', s, names[j])::regclass;
             -- A single-column bigint (or snowflake) primary key is the shard's ID.

@@ -157,14 +157,13 @@ SELECT 'refused', w.ev_class, w.rulename::text, pg_catalog.format('rule %I on ta
   FROM tables t JOIN pg_catalog.pg_rewrite w ON w.ev_class = t.rel
 UNION ALL
 -- A part that refers to another relation of the template, or to a table's row type (a
--- column of another table's row type, a default taking another table's identity sequence):
--- its copy would refer to the template's, not the shard's.
+-- column of another table's row type, a default taking another table's identity sequence, a
+-- policy reading another table): its copy would refer to the template's, not the shard's.
 SELECT 'refused', p.rel, NULL,
        pg_catalog.format('%s, which refers to %s (so would its copy)', pg_catalog.pg_describe_object(p.classid, p.objid, d.objsubid),
                          pg_catalog.pg_describe_object(d.refclassid, d.refobjid, 0)), NULL
   FROM (SELECT t.rel, 'pg_catalog.pg_class'::pg_catalog.regclass::oid AS classid, t.rel AS objid FROM tables t
-        UNION ALL SELECT q.rel, q.classid, q.objid FROM parts q
-         WHERE q.classid <> 'pg_catalog.pg_policy'::pg_catalog.regclass) p  -- (policies: below)
+        UNION ALL SELECT q.rel, q.classid, q.objid FROM parts q) p
   JOIN pg_catalog.pg_depend d ON d.classid = p.classid AND d.objid = p.objid
  WHERE (p.classid <> 'pg_catalog.pg_class'::pg_catalog.regclass OR p.objid <> p.rel OR d.objsubid > 0)
    AND ((d.refclassid = 'pg_catalog.pg_class'::pg_catalog.regclass AND d.refobjid <> p.rel
@@ -173,15 +172,15 @@ SELECT 'refused', p.rel, NULL,
          AND d.refobjid IN (SELECT c.reltype FROM in_schema o JOIN pg_catalog.pg_class c ON c.oid = o.objid
                              WHERE o.classid = 'pg_catalog.pg_class'::pg_catalog.regclass)))
 UNION ALL
--- A policy whose expression reads a table of the template would read the template's, not
--- the shard's: the copy names the same relation. (Subqueries' relations are not in
--- pg_depend when they are the policy's own table: read them from the expression itself.)
+-- The same for a policy that reads its own table in a subquery: its copy would read the
+-- template's. pg_depend does not record that reference (the policy depends on its table
+-- anyway): it is read from the expression itself, whose subqueries name their relations.
 SELECT 'refused', p.polrelid, p.polname::text,
-       pg_catalog.format('policy %I on table %I, which reads a table of the template (so would its copies)', p.polname, t.relname), NULL
+       pg_catalog.format('policy %I on table %I, which reads that table in a subquery (so would its copy)', p.polname, t.relname), NULL
   FROM tables t JOIN pg_catalog.pg_policy p ON p.polrelid = t.rel
  WHERE EXISTS (SELECT FROM pg_catalog.regexp_matches(coalesce(p.polqual::text, '') || ' ' || coalesce(p.polwithcheck::text, ''),
                                                      ':relid (\d+)', 'g') m
-                WHERE m[1]::oid IN (SELECT u.rel FROM tables u))
+                WHERE m[1]::oid = p.polrelid)
 UNION ALL
 SELECT 'rls', t.rel, t.relname::text, x.x, NULL
   FROM tables t JOIN pg_catalog.pg_class c ON c.oid = t.rel,
