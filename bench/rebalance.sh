@@ -11,7 +11,7 @@
 #      an empty node, per shard.
 # Expects scripts/install to have run. Writes bench/rebalance.json. SMALL (2,000 shards made
 # on node_a, about half moved per pass), BATCHES (batch sizes, one rebalance or drain each),
-# BIG_ROWS (rows of the large shard) are settable.
+# BIG_ROWS (rows of the large shard), FEW (part 3's drained shards) are settable.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 here=$PWD
@@ -21,10 +21,19 @@ work=$(mktemp -d); chmod 755 "$work"
 ROUTER_NODES=(node_a node_b node_c)
 trap 'touch "$work"/client{1,2,3,4}.log.stop 2>/dev/null; router_cluster_down; rm -rf "$work"' EXIT
 SMALL=${SMALL:-2000} BATCHES=${BATCHES:-"8 32 64 128"} BIG_ROWS=${BIG_ROWS:-1000000}
+FEW=${FEW:-256}   # part 3: shards on y (drained twice); x holds 8192 - FEW
 
 # make_shards NODE FIRST COUNT: shards FIRST.. on NODE, each a posts table (the DDL
-# create_shard(..., template => 'tpl') runs, in a loop) with 3 rows.
+# create_shard(..., template => 'tpl') runs, in a loop) with 3 rows; 500 a transaction (each
+# table takes locks until its transaction ends).
 make_shards() {
+  local f=$2 n
+  while ((f < $2 + $3)); do
+    n=$(($2 + $3 - f)); ((n <= 500)) || n=500
+    make_some "$1" "$f" "$n"; f=$((f + n))
+  done
+}
+make_some() {
   on "$1" -c "SELECT count(create_shard('shard_' || s, s)) FROM generate_series($2, $2 + $3 - 1) s" \
     -c "DO \$\$ BEGIN FOR s IN $2 .. $2 + $3 - 1 LOOP
           EXECUTE format('CREATE TABLE shard_%s.posts (LIKE tpl.posts INCLUDING ALL)', s);
@@ -123,32 +132,33 @@ for n in node_a node_b node_c; do fresh_node "$n"; done
 cluster_start sfrouter "$ROUTER_PORT"
 on router -c "CREATE EXTENSION snowflake_id_router CASCADE" >/dev/null
 on router -c "SELECT add_node('x', '$(node_connstr node_a)'), add_node('y', '$(node_connstr node_b)'), add_node('z', '$(node_connstr node_c)')" \
-  -c "SELECT assign_shards(0, 7936, 'x'), assign_shards(7936, 256, 'y')" >/dev/null
+  -c "SELECT assign_shards(0, 8192 - $FEW, 'x'), assign_shards(8192 - $FEW, $FEW, 'y')" >/dev/null
 # timed SQL ROUNDS: median seconds of SQL on the router over ROUNDS runs.
 timed() {
   local r t0 t1 all=()
   for r in $(seq "$2"); do t0=$(now); on router -c "$1" >/dev/null; t1=$(now); all+=("$(secs "$t0" "$t1")"); done
   python3 -c "import statistics, sys; print(statistics.median(float(x) for x in sys.argv[1:]))" "${all[@]}"
 }
-make_shards node_a 0 256
-make_shards node_b 7936 256
+make_shards node_a 0 "$FEW"
+make_shards node_b $((8192 - FEW)) "$FEW"
 status_small=$(timed "SELECT count(*) FROM shard_status" 5)
-plan_small=$(timed "SELECT count(*) FROM rebalance_plan()" 5)
-make_shards node_a 256 7680
+plan_small=$(timed "SELECT count(*) FROM rebalance_plan('by_disk_size')" 5)
+make_shards node_a "$FEW" $((8192 - 2 * FEW))
 status_big=$(timed "SELECT count(*) FROM shard_status" 5)
-plan_big=$(timed "SELECT count(*) FROM rebalance_plan()" 5)
-echo "shard_status: $status_small s over 512 shards, $status_big s over 8,192; rebalance_plan: $plan_small s, $plan_big s"
-# 256 shards drained from y onto z (empty), then (y removed) from z onto x (7,936 shards).
+plan_big=$(timed "SELECT count(*) FROM rebalance_plan('by_disk_size')" 5)
+echo "shard_status: $status_small s over $((2 * FEW)) shards, $status_big s over 8,192; rebalance_plan('by_disk_size'): $plan_small s, $plan_big s"
+# FEW shards drained from y onto z (empty), then (y removed) from z onto x (8192 - FEW shards).
 t0=$(now); on router -c "CALL drain_node('y')" >/dev/null; t1=$(now)
 on router -c "SELECT remove_node('y')" >/dev/null
 t2=$(now); on router -c "CALL drain_node('z')" >/dev/null; t3=$(now)
-echo "drain of 256 shards onto an empty node: $(secs "$t0" "$t1") s; onto a node holding 7,936: $(secs "$t2" "$t3") s"
+echo "drain of $FEW shards onto an empty node: $(secs "$t0" "$t1") s; onto a node holding $((8192 - FEW)): $(secs "$t2" "$t3") s"
 
 python3 - "$out" "$work" "$(IFS=';'; echo "${singles[*]}")" "$(IFS=';'; echo "${passes[*]}")" "$(IFS=';'; echo "${bulk[*]}")" \
-  "$status_small" "$status_big" "$plan_small" "$plan_big" "$(secs "$t0" "$t1")" "$(secs "$t2" "$t3")" <<'PY'
+  "$status_small" "$status_big" "$plan_small" "$plan_big" "$(secs "$t0" "$t1")" "$(secs "$t2" "$t3")" "$FEW" <<'PY'
 import json, statistics, sys, glob
 out, work, singles, passes, bulk = sys.argv[1:6]
 status_small, status_big, plan_small, plan_big, drain_empty, drain_big = map(float, sys.argv[6:12])
+few = int(sys.argv[12])
 singles = [json.loads(x) for x in singles.split(";")]
 passes = [json.loads(x) for x in passes.split(";")]
 bulk = [json.loads(x) for x in bulk.split(";")]
@@ -185,12 +195,12 @@ doc = {
     "bulk": bulk,
     "bulk_move_over_pg_dump": round(statistics.median(b["pg_dump_psql_s"] / b["move_shards_s"] for b in bulk), 2),
     "scale": {
-        "shard_status_s": {"512_shards": status_small, "8192_shards": status_big,
-                           "per_shard_ratio_8192_over_512": round((status_big / 8192) / (status_small / 512), 2)},
-        "rebalance_plan_s": {"512_shards": plan_small, "8192_shards": plan_big,
-                             "per_shard_ratio_8192_over_512": round((plan_big / 8192) / (plan_small / 512), 2)},
-        "drain_256_shards_s": {"onto_empty_node": drain_empty, "onto_node_with_7936": drain_big,
-                               "ratio": round(drain_big / drain_empty, 2)},
+        "shard_status_s": {"few_shards": 2 * few, "over_few": status_small, "over_8192": status_big,
+                           "per_shard_ratio_8192_over_few": round((status_big / 8192) / (status_small / (2 * few)), 2)},
+        "rebalance_plan_by_disk_size_s": {"few_shards": 2 * few, "over_few": plan_small, "over_8192": plan_big,
+                                          "per_shard_ratio_8192_over_few": round((plan_big / 8192) / (plan_small / (2 * few)), 2)},
+        "drain_s": {"shards": few, "onto_empty_node": drain_empty, f"onto_node_with_{8192 - few}": drain_big,
+                    "ratio": round(drain_big / drain_empty, 2)},
     },
 }
 json.dump(doc, open(out, "w"), indent=2)

@@ -4,7 +4,8 @@
 # with shards and rows; ALTER EXTENSION snowflake_id UPDATE must keep every row and shard,
 # keep IDs increasing, and leave exactly the SQL surface of a fresh install
 # (reliability/surface.sql: signatures, volatility, bodies, comments, tables, views, types,
-# casts, operators). The same for snowflake_id_router from 0.2.0, with a map set up.
+# casts, operators). The same for snowflake_id_router from 0.2.0, with a map set up. And
+# every function, type, cast and operator of each extension has a comment.
 set -euo pipefail
 here=$(cd "$(dirname "$0")" && pwd)
 source "$here/../scripts/cluster.sh"; source "$here/lib.sh"
@@ -17,6 +18,16 @@ work=$SF_TMP/relupgrade
 
 # surface DB EXT: the extension's objects, one line each (reliability/surface.sql).
 surface() { q -d "$1" -v ext="$2" -f "$here/surface.sql"; }
+# commented DB EXT: every function, type, cast and operator of EXT has a comment, so that
+# \df+, \dT+, \dC+ and \do+ explain it (the comment is surface.sql's last column). Each
+# function's description exists once, as its COMMENT in the SQL sources.
+commented() {
+  local missing
+  missing=$(q -d "$1" -v ext="$2" -F $'\t' -f "$here/surface.sql" | awk -F'\t' '$3 == "" &&
+    ($1 ~ /^(function|type|cast) / || ($1 ~ /^operator / && $1 !~ /^operator (class|family) /)) { print "  " $1 }')
+  [[ -z $missing ]] || fail "$2: these have no comment:"$'\n'"$missing"
+  echo "$2: every function, type, cast and operator has a comment"
+}
 # same_as_fresh DB EXT WHAT: DB's surface of EXT equals that of a fresh install.
 same_as_fresh() {
   surface "$1" "$2" >"$work/$1.txt"
@@ -32,6 +43,7 @@ same_as_fresh() {
 q -c "CREATE DATABASE fresh_snowflake_id"
 q -d fresh_snowflake_id -c "CREATE EXTENSION snowflake_id"
 surface fresh_snowflake_id snowflake_id >"$work/fresh_snowflake_id.txt"
+commented fresh_snowflake_id snowflake_id
 
 for from in $(ls "$here"/../pg_test/upgrade/ | sed -nE 's/^snowflake_id--([0-9.]+)\.sql$/\1/p' | sort -V); do
   db=from_${from//./_}
@@ -66,6 +78,7 @@ router_versions=$(ls "$here"/../router/ | sed -nE 's/^snowflake_id_router--([0-9
 q -c "CREATE DATABASE fresh_snowflake_id_router"
 q -d fresh_snowflake_id_router -c "SET client_min_messages = warning" -c "CREATE EXTENSION snowflake_id_router CASCADE"
 surface fresh_snowflake_id_router snowflake_id_router >"$work/fresh_snowflake_id_router.txt"
+commented fresh_snowflake_id_router snowflake_id_router
 for from in $router_versions; do
   [[ $from != "$current" ]] || continue
   db=router_from_${from//./_}

@@ -159,6 +159,16 @@ SELECT count(*) AS tables_in_plain_shard FROM pg_class WHERE relnamespace = 'tnu
 SELECT create_shards('tmany', 30, 3, template => 'tmany31');
 SELECT create_shards('tx', 8190, 5, template => 'tpl');
 SELECT create_shards('tx', 50, 1, template => 'no_such_schema');
+-- A system schema is no template (42939): pg_catalog's tables are pinned, so it would read as
+-- empty. A template table named as a LIKE copy names an earlier table's index is in the way
+-- (42P07), not silently left out; nothing is made.
+SELECT create_shard('tx', 50, template => 'pg_catalog');
+SELECT create_shard('tx', 50, template => 'information_schema');
+CREATE SCHEMA tpl_clash;
+CREATE TABLE tpl_clash.a (id bigint, CONSTRAINT a_key PRIMARY KEY (id));
+CREATE TABLE tpl_clash.a_pkey (id bigint PRIMARY KEY);
+SELECT create_shard('tclash', 51, template => 'tpl_clash');
+SELECT to_regnamespace('tclash') IS NULL AS nothing_made;
 -- One statement reads a template once for all its calls, until the template changes: the
 -- statement's own ALTER TABLE on it is read by the next call (here refused: another role's
 -- function, 42501), and nothing of the statement is left.
@@ -203,7 +213,7 @@ SELECT p.oid::regprocedure, p.provolatile, p.proisstrict, p.proparallel, p.proco
   FROM pg_proc p WHERE p.proname IN ('create_shard', 'create_shards') ORDER BY 1;
 SET client_min_messages = warning;
 DROP SCHEMA tpl, tpl_view, tpl_fn, tpl_mal, tpl_op, mal, tpl_keys, tpl_rls, tpl_policy_reads, tpl_policy_self,
-    tpl_trigger CASCADE;
+    tpl_trigger, tpl_clash CASCADE;
 DROP FUNCTION public.snowflake_reg_touch();
 SELECT drop_shard(schema_name, cascade => true) FROM snowflake_id_shards WHERE shard IN (7, 8, 9, 12, 13, 16, 17, 30, 31, 32, 40);
 DROP ROLE mallory_tpl;

@@ -39,6 +39,17 @@ SELECT id_timestamp(175928847299117063, 'Discord') = id_timestamp(17592884729911
 SELECT id_timestamp(0, 'twitter', '2026-01-01+00') AS epoch,
        id_timestamp(9223372036854775807, 'twitter', '2026-01-01+00') AS horizon;
 SELECT * FROM id_decode((1000::bigint << 22) | (3 << 12) | 4, 'twitter', '2026-01-01+00');
+-- An epoch anywhere in PostgreSQL's range (4714 BC to 294276 AD): every time it and the ID
+-- give is exact up to the last microsecond PostgreSQL holds; one millisecond past it is 22008.
+SELECT id_timestamp(0, 'instagram', '294276-12-31 23:59:59+00') AS late_epoch,
+       id_timestamp(999::bigint << 23, 'instagram', '294276-12-31 23:59:59+00') AS last_millisecond,
+       (id_decode(0, 'discord', '294276-12-31 23:59:59.999+00')).ts AS decoded,
+       id_timestamp(0, 'twitter', '4714-11-24 00:00:00+00 BC') AS earliest,
+       id_timestamp(1000::bigint << 22, 'twitter', '4714-11-24 00:00:00+00 BC') AS a_second_later;
+SELECT id_timestamp(1000::bigint << 23, 'instagram', '294276-12-31 23:59:59+00');
+SELECT id_timestamp(1 << 22, 'discord', '294276-12-31 23:59:59.999+00');
+SELECT id_timestamp(1 << 24, 'sonyflake', '294276-12-31 23:59:59.999+00');
+SELECT id_timestamp(9223372036854775807, 'mastodon', '294276-12-31 23:59:59+00');
 -- Agrees with exact integer arithmetic (extract(epoch ...) is numeric) over a spread of IDs
 -- covering each layout's whole range, for every layout.
 SELECT count(*) AS checked, count(*) FILTER (WHERE extract(epoch FROM id_timestamp(id, layout)) * 1000

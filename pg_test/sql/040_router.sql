@@ -98,16 +98,46 @@ SELECT move_shard(5, 'nowhere');                                 -- 42704
 SELECT move_shard(100, 'other');                                 -- 55000 assigned to no node
 SELECT move_shard(NULL, 'other');                                -- 22004
 SELECT move_shard(5, 'n1');                                    -- already there: a notice
+-- move_shards: several shards of one node in one move; the same refusals, and its own.
+SELECT move_shards(NULL, 'other');                               -- 22004
+SELECT move_shards('{5,NULL}', 'other');                         -- 22004
+SELECT move_shards('{}', 'other');                               -- 22023
+SELECT move_shards('{5,8192}', 'other');                         -- 22003
+SELECT move_shards('{5,6}', 'nowhere');                          -- 42704
+SELECT move_shards('{5,100}', 'other');                          -- 55000 shard 100 assigned to no node
+SELECT move_shards('{5,5,6}', 'n1') IS NULL AS nothing_to_do;    -- already there: a notice, no move
+CREATE DATABASE router_reg_third;
+\c router_reg_third
+SET client_min_messages = warning;
+CREATE EXTENSION snowflake_id;
+\c :regress_db
+\set VERBOSITY sqlstate
+SELECT add_node('third', format('host=%s port=%s dbname=router_reg_third', current_setting('unix_socket_directories'), current_setting('port')));
+SELECT assign_shards(100, 1, 'third');
+SELECT move_shards('{5,100}', 'other');                          -- 55000 on two nodes
+\set VERBOSITY default
+SELECT move_shards('{5,100}', 'other');
+\set VERBOSITY sqlstate
+BEGIN ISOLATION LEVEL REPEATABLE READ;
+SELECT move_shards('{5}', 'other');                              -- 25000: the map is read afresh as the move goes
+ROLLBACK;
 -- A target that cannot be reached: 08001, and the shard stays where it was.
 UPDATE snowflake_id_router.node SET connstr = 'host=/nonexistent port=1 dbname=x' WHERE name = 'other';
 SELECT move_shard(5, 'other');
 SELECT node FROM shard_map WHERE shard = 5;
+SELECT count(*) AS moves_recorded FROM move_history;             -- none: it failed before its record
+-- repair_moves() finds nothing to repair, and says which nodes it could not look at.
+SELECT move, shards, regexp_replace(outcome, ': .*', '') AS outcome FROM repair_moves();
 -- Who may: superusers, or roles granted EXECUTE; the map (connect strings) is not public.
 CREATE ROLE router_reg_user;
 SET ROLE router_reg_user;
 SELECT add_node('evil', 'host=evil');                            -- 42501
 SELECT assign_shards(100, 1, 'n1');                            -- 42501
 SELECT move_shard(5, 'other');                                   -- 42501
+SELECT move_shards('{5}', 'other');                              -- 42501
+SELECT * FROM repair_moves();                                    -- 42501
+SELECT * FROM move_history;                                      -- 42501
+INSERT INTO snowflake_id_router.breakpoint VALUES ('copying');   -- 42501: the test hook is the owner's
 SELECT * FROM shard_map;                                         -- 42501
 SELECT * FROM snowflake_id_router.node;                          -- 42501
 INSERT INTO snowflake_id_router.setting VALUES ('copy_timeout', '1 h');  -- 42501
@@ -118,13 +148,29 @@ RESET ROLE;
 SELECT p.oid::regprocedure, p.prosecdef, p.proconfig, p.provolatile, p.proisstrict, p.proparallel,
        obj_description(p.oid, 'pg_proc') IS NOT NULL AS commented
   FROM pg_proc p WHERE p.oid IN ('add_node(text,text)'::regprocedure, 'assign_shards(integer,integer,text)'::regprocedure,
-                                 'move_shard(integer,text,text)'::regprocedure) ORDER BY 1;
+                                 'move_shard(integer,text,text)'::regprocedure, 'move_shards(integer[],text,text)'::regprocedure,
+                                 'repair_moves()'::regprocedure) ORDER BY 1;
 SELECT count(*) AS functions_without_comment
   FROM pg_depend d JOIN pg_proc p ON d.classid = 'pg_proc'::regclass AND d.objid = p.oid
  WHERE d.refclassid = 'pg_extension'::regclass
    AND d.refobjid = (SELECT oid FROM pg_extension WHERE extname = 'snowflake_id_router')
    AND obj_description(p.oid, 'pg_proc') IS NULL;
 DROP ROLE router_reg_user;
+-- Routing needs no credentials in the user mapping (PL/Proxy connects as the calling role:
+-- trust here, ~/.pgpass or certificates elsewhere), and an application role that may use
+-- the server cannot log in anywhere through it with dblink: it has no password to give.
+SELECT current_user AS regress_user \gset
+CREATE ROLE router_reg_app LOGIN;
+GRANT USAGE ON FOREIGN SERVER snowflake_id TO router_reg_app;
+SELECT srvname, umoptions FROM pg_user_mappings WHERE srvname = 'snowflake_id';
+\c - router_reg_app
+\set VERBOSITY sqlstate
+SELECT routed(7);
+SELECT dblink_connect('x', 'snowflake_id');                      -- 2F003: no password, no connection
+\c - :regress_user
+\set VERBOSITY sqlstate
+REVOKE USAGE ON FOREIGN SERVER snowflake_id FROM router_reg_app;
+DROP ROLE router_reg_app;
 DROP FUNCTION routed(integer), routed_by_id(bigint);
 SET client_min_messages = warning;
 DROP EXTENSION snowflake_id_router CASCADE;

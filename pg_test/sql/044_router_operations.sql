@@ -79,13 +79,15 @@ SELECT assign_shards(0, 4096, 'a'), assign_shards(4096, 4096, 'b');
 
 -- The views: one query per node.
 SELECT node, reachable, error, wal_level IS NOT NULL AS wal_level, in_recovery, shards_mapped, shards_served,
-       bytes > 0 AS bytes, leftover_slots, leftover_publications, leftover_subscriptions, standbys
+       bytes > 0 AS bytes, moves_running, leftovers, standbys
   FROM node_status;
 SELECT shard, node, mapped, schema_name, tables, newest_at <= clock_timestamp() AS newest_past,
        ahead_of_clock < interval '0' AS behind_clock, ids_last_minute
   FROM shard_status;
 -- rebalance_plan: the shards with data spread (6 on a, none mapped to b holds data).
-SELECT batch, source, target, shards, bytes > 0 AS bytes FROM rebalance_plan();
+SELECT batch, source, target, shards, bytes FROM rebalance_plan();          -- bytes: by_disk_size only
+SELECT count(*) AS batches, bool_and(source = 'a' AND target = 'b') AS a_to_b, bool_and(bytes > 0) AS bytes
+  FROM rebalance_plan('by_disk_size');
 SELECT batch, source, target, shards FROM rebalance_plan(batch_size => 2);
 SELECT batch, source, target, shards FROM rebalance_plan(drain => 'a');
 -- Refusals.
@@ -123,7 +125,7 @@ SELECT name FROM snowflake_id_router.node ORDER BY 1;
 -- Who may: superusers, or roles granted.
 CREATE ROLE router_ops_user;
 SET ROLE router_ops_user;
-SELECT batch, source, target, shards, bytes > 0 AS bytes FROM rebalance_plan();
+SELECT * FROM rebalance_plan();
 CALL rebalance();
 CALL drain_node('a');
 SELECT rebalance_stop();

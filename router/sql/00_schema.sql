@@ -39,7 +39,7 @@ CREATE TABLE snowflake_id_router.node (
 COMMENT ON TABLE snowflake_id_router.node IS
   'Data nodes: name, libpq connect string (normalised, no secret) and identity (system identifier/database OID; NULL until first reached, for nodes added by 0.2.0).';
 CREATE TABLE snowflake_id_router.shard (
-    shard integer PRIMARY KEY CHECK (shard BETWEEN 0 AND 8191),
+    shard integer PRIMARY KEY CHECK (shard BETWEEN 0 AND @MAX_SHARD@),
     node text NOT NULL REFERENCES snowflake_id_router.node (name) ON UPDATE CASCADE
 );
 COMMENT ON TABLE snowflake_id_router.shard IS 'The shard map: logical shard -> node. Shards absent are assigned to no node.';
@@ -58,7 +58,7 @@ DO $$
 BEGIN
     EXECUTE 'CREATE SERVER snowflake_id FOREIGN DATA WRAPPER plproxy OPTIONS ('
         || (SELECT string_agg(format('p%s %L', n, snowflake_id_router.unassigned(n)), ', ' ORDER BY n)
-              FROM generate_series(0, 8191) n)
+              FROM generate_series(0, @MAX_SHARD@) n)
         || ')';
 END
 $$;

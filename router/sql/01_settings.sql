@@ -4,7 +4,8 @@
 -- defaults are in snowflake_id_router.setting(name).
 CREATE TABLE snowflake_id_router.setting (
     name text PRIMARY KEY
-        CHECK (name IN ('lock_timeout', 'copy_timeout', 'cutover_timeout', 'cleanup_timeout', 'status_timeout', 'self_connstr')),
+        CHECK (name IN ('lock_timeout', 'copy_timeout', 'cutover_timeout', 'cleanup_timeout', 'status_timeout',
+                        'schema_change_timeout', 'self_connstr')),
     value text NOT NULL,
     -- A timeout of 0 would mean no timeout at all.
     CHECK (name = 'self_connstr' OR (value::interval > interval '0' AND value::interval <= interval '1 day'))

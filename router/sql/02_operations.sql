@@ -10,7 +10,7 @@ CREATE TABLE snowflake_id_router.rebalance (
     kind text NOT NULL CHECK (kind IN ('rebalance', 'drain')),
     node text,                                   -- the node drained (not a reference: history outlives it)
     strategy text NOT NULL CHECK (strategy IN ('by_shard_count', 'by_disk_size')),
-    batch_size integer NOT NULL CHECK (batch_size BETWEEN 1 AND 8192),
+    batch_size integer NOT NULL CHECK (batch_size BETWEEN 1 AND @SHARDS@),
     template text NOT NULL,
     state text NOT NULL CHECK (state IN ('running', 'stopped', 'failed', 'done', 'abandoned')),
     pid integer,                                 -- the session that runs (or last ran) it
@@ -32,7 +32,7 @@ CREATE TABLE snowflake_id_router.rebalance_batch (
     source text NOT NULL,
     target text NOT NULL,
     shards integer[] NOT NULL,
-    bytes bigint NOT NULL,                       -- at planning time
+    bytes bigint,                                -- at planning time (by_disk_size only)
     move bigint,                                 -- its move (move_history), once made
     state text NOT NULL CHECK (state IN ('planned', 'moving', 'done', 'failed')),
     started timestamptz,

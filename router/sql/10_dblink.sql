@@ -139,6 +139,7 @@ RETURN coalesce((SELECT s.value FROM snowflake_id_router.setting s WHERE s.name 
                     WHEN 'copy_timeout' THEN '60 s'
                     WHEN 'cutover_timeout' THEN '5 s'
                     WHEN 'cleanup_timeout' THEN '10 s'
+                    WHEN 'schema_change_timeout' THEN '10 min'
                     -- A node's answer to node_status, shard_status and a rebalance's plan.
                     WHEN 'status_timeout' THEN '10 s'
                     -- The loopback connection: the first unix socket (else localhost), port,

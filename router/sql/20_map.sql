@@ -51,6 +51,7 @@ BEGIN
     IF name IS NULL OR connstr IS NULL THEN
         RAISE EXCEPTION 'add_node: name and connstr must not be NULL' USING ERRCODE = 'null_value_not_allowed';
     END IF;
+    PERFORM snowflake_id_router.require_primary('add_node');
     IF name = '' OR octet_length(name) > 63 THEN
         RAISE EXCEPTION 'node name % is invalid: give 1 to 63 bytes', quote_literal(name)
             USING ERRCODE = 'invalid_parameter_value';
@@ -85,8 +86,9 @@ BEGIN
     IF first_shard IS NULL OR count IS NULL OR node IS NULL THEN
         RAISE EXCEPTION 'assign_shards: first_shard, count and node must not be NULL' USING ERRCODE = 'null_value_not_allowed';
     END IF;
-    IF count < 1 OR first_shard NOT BETWEEN 0 AND 8191 OR first_shard::bigint + count - 1 > 8191 THEN
-        RAISE EXCEPTION 'shards % to % are out of range: valid shards are 0 to 8191, count at least 1',
+    PERFORM snowflake_id_router.require_primary('assign_shards');
+    IF count < 1 OR first_shard NOT BETWEEN 0 AND @MAX_SHARD@ OR first_shard::bigint + count - 1 > @MAX_SHARD@ THEN
+        RAISE EXCEPTION 'shards % to % are out of range: valid shards are 0 to @MAX_SHARD@, count at least 1',
             first_shard, first_shard::bigint + count - 1 USING ERRCODE = 'numeric_value_out_of_range';
     END IF;
     IF NOT EXISTS (SELECT FROM snowflake_id_router.node n WHERE n.name = assign_shards.node) THEN

@@ -117,33 +117,40 @@ $$;
 COMMENT ON FUNCTION snowflake_id_router.plan_moves(text, text, text[], integer[], text[], bigint[]) IS
   'The planner of rebalance and drain_node: given each shard''s node and bytes, the moves that balance the nodes (or empty one), each shard at most once.';
 
--- The shards that hold data, where the map sends them: (shard, node, bytes), one query per
--- node. Every node must answer (55000 naming the first that does not): a plan that missed
--- one node's shards would pile shards onto it.
-CREATE OR REPLACE FUNCTION snowflake_id_router.data_shards()
+-- The shards that hold data, where the map sends them: (shard, node, bytes), with bytes only
+-- when sizes are asked for (by_disk_size: a query per node per status_chunk() shards, as
+-- sizes lock the relations; without, one query per node and no lock). Every node must
+-- answer (55000 naming the first that does not): a plan that missed one node's shards would
+-- pile shards onto it.
+CREATE OR REPLACE FUNCTION snowflake_id_router.data_shards(sizes boolean)
 RETURNS TABLE (shard integer, node text, bytes bigint)
-LANGUAGE plpgsql VOLATILE PARALLEL UNSAFE
+LANGUAGE plpgsql VOLATILE STRICT PARALLEL UNSAFE
 SET search_path = pg_catalog, pg_temp
 AS $$
 DECLARE
     o record;
 BEGIN
     FOR o IN SELECT * FROM snowflake_id_router.on_nodes(
-                 $q$SELECT coalesce(jsonb_agg(jsonb_build_array(s.shard, s.bytes)), '[]') FROM snowflake_id_node.shard_stats(false) s$q$) LOOP
+                 CASE WHEN sizes
+                      THEN $q$SELECT coalesce(jsonb_agg(jsonb_build_object('shard', s.shard, 'bytes', s.bytes)), '[]')
+                                FROM snowflake_id_node.shard_stats(false, %s, %s) s$q$
+                      ELSE $q$SELECT coalesce(jsonb_agg(jsonb_build_object('shard', s)), '[]')
+                                FROM unnest(snowflake_id_node.served_shards()) s$q$ END,
+                 CASE WHEN sizes THEN snowflake_id_router.status_chunk() END) LOOP
         IF o.error IS NOT NULL THEN
             RAISE EXCEPTION 'node % cannot be asked for its shards: %', quote_literal(o.node), o.error
                 USING ERRCODE = 'object_not_in_prerequisite_state',
                       HINT = 'Planning needs every node: bring it back, repoint it (alter_node), or drain it and remove it (remove_node).';
         END IF;
         RETURN QUERY
-        SELECT (x->>0)::integer, o.node, (x->>1)::bigint
+        SELECT (x->>'shard')::integer, o.node, (x->>'bytes')::bigint
           FROM jsonb_array_elements(o.result) x
-          JOIN snowflake_id_router.shard m ON m.shard = (x->>0)::integer AND m.node = o.node;
+          JOIN snowflake_id_router.shard m ON m.shard = (x->>'shard')::integer AND m.node = o.node;
     END LOOP;
 END
 $$;
-COMMENT ON FUNCTION snowflake_id_router.data_shards() IS
-  'Each shard a node serves where the map names that node, with its bytes (one query per node; 55000 if a node does not answer).';
+COMMENT ON FUNCTION snowflake_id_router.data_shards(boolean) IS
+  'Each shard a node serves where the map names that node, with its bytes if asked (55000 if a node does not answer).';
 
 CREATE OR REPLACE FUNCTION snowflake_id_router.check_plan_args(strategy text, batch_size integer, drain text) RETURNS void
 LANGUAGE plpgsql STABLE CALLED ON NULL INPUT PARALLEL SAFE
@@ -157,8 +164,8 @@ BEGIN
         RAISE EXCEPTION 'strategy % is unknown: give by_shard_count or by_disk_size', quote_literal(strategy)
             USING ERRCODE = 'invalid_parameter_value';
     END IF;
-    IF batch_size NOT BETWEEN 1 AND 8192 THEN
-        RAISE EXCEPTION 'batch_size % is out of range: give 1 to 8192 shards per move', batch_size
+    IF batch_size NOT BETWEEN 1 AND @SHARDS@ THEN
+        RAISE EXCEPTION 'batch_size % is out of range: give 1 to @SHARDS@ shards per move', batch_size
             USING ERRCODE = 'invalid_parameter_value';
     END IF;
     IF drain IS NOT NULL AND NOT EXISTS (SELECT FROM snowflake_id_router.node n WHERE n.name = drain) THEN
@@ -167,7 +174,7 @@ BEGIN
 END
 $$;
 COMMENT ON FUNCTION snowflake_id_router.check_plan_args(text, integer, text) IS
-  'Refuses NULL (22004), an unknown strategy or a batch size out of 1..8192 (22023), an unknown node (42704).';
+  'Refuses NULL (22004), an unknown strategy or a batch size out of 1..@SHARDS@ (22023), an unknown node (42704).';
 
 -- The batches that would balance the nodes (or empty node drain) now: each shard's move
 -- grouped by source and target, batch_size shards at most per batch, the pairs taking turns
@@ -186,7 +193,7 @@ BEGIN
     PERFORM snowflake_id_router.check_plan_args(strategy, batch_size, drain);
     SELECT coalesce(array_agg(n.name ORDER BY n.name), '{}') INTO nodes FROM snowflake_id_router.node n;
     SELECT coalesce(array_agg(d.shard), '{}'), coalesce(array_agg(d.node), '{}'), coalesce(array_agg(d.bytes), '{}')
-      INTO data_shards, owners, sizes FROM snowflake_id_router.data_shards() d;
+      INTO data_shards, owners, sizes FROM snowflake_id_router.data_shards(strategy = 'by_disk_size') d;
     RETURN QUERY
     WITH moves AS (
         SELECT m.*, (row_number() OVER (PARTITION BY m.source, m.target ORDER BY m.shard) - 1) / batch_size AS turn
@@ -290,9 +297,10 @@ BEGIN
         SELECT rid, first_batch + p.batch, p.source, p.target, p.shards, p.bytes, 'planned'
           FROM snowflake_id_router.plan(strategy, batch_size, drain) p;
         SELECT count(*) AS batches, coalesce(sum(cardinality(b.shards)), 0) AS shards,
-               coalesce(sum(b.bytes), 0) AS bytes INTO planned
+               sum(b.bytes) AS bytes INTO planned
           FROM snowflake_id_router.rebalance_batch b WHERE b.rebalance = rid AND b.state = 'planned';
-        RAISE NOTICE '% %: % shard(s), % bytes, to move in % batch(es)', kind, rid, planned.shards, planned.bytes, planned.batches;
+        RAISE NOTICE '% %: % shard(s)% to move in % batch(es)', kind, rid, planned.shards,
+            CASE WHEN planned.bytes IS NOT NULL THEN format(' (%s)', pg_size_pretty(planned.bytes)) ELSE '' END, planned.batches;
     EXCEPTION WHEN query_canceled OR OTHERS THEN
         PERFORM snowflake_id_router.rebalance_release();
         RAISE;
@@ -366,8 +374,17 @@ BEGIN
                        p.source, p.target, p.shards, p.bytes, 'planned'
                   FROM snowflake_id_router.plan(r.strategy, r.batch_size, r.node) p;
                 CONTINUE WHEN FOUND;
-                remapped := snowflake_id_router.remap_empty(r.node);
+                -- Committed at once through the loopback connection, then pushed to the
+                -- other routers, as a move's flip is.
+                remapped := snowflake_id_router.call(snowflake_id_router.loopback(),
+                    format('SELECT snowflake_id_router.remap_empty(%L)::text', r.node),
+                    snowflake_id_router.timeout('lock_timeout') + interval '5 s',
+                    'mapping the drained node''s shards without data')::integer;
                 RAISE NOTICE 'drain %: % shard(s) of node % without data mapped to the other nodes', rid, remapped, quote_literal(r.node);
+                IF remapped > 0 AND NOT snowflake_id_router.routed_everywhere(NULL) THEN
+                    RAISE WARNING 'drain %: not every other router routes by the new map yet', rid
+                        USING HINT = 'See router_status; repair_moves() or snowflake_id_router.push_map() brings them up to date once they can be reached.';
+                END IF;
             END IF;
             UPDATE snowflake_id_router.rebalance x SET state = 'done', ended = clock_timestamp() WHERE x.id = rid;
             PERFORM snowflake_id_router.rebalance_release();
@@ -514,6 +531,7 @@ CREATE OR REPLACE PROCEDURE rebalance(strategy text DEFAULT 'by_shard_count', ba
 LANGUAGE plpgsql
 AS $$
 BEGIN
+    PERFORM snowflake_id_router.require_primary('rebalance');
     CALL snowflake_id_router.run_rebalance(NULL, strategy, batch_size, template);
 END
 $$;
@@ -528,6 +546,7 @@ BEGIN
     IF node IS NULL THEN
         RAISE EXCEPTION 'drain_node: node must not be NULL' USING ERRCODE = 'null_value_not_allowed';
     END IF;
+    PERFORM snowflake_id_router.require_primary('drain_node');
     CALL snowflake_id_router.run_rebalance(node, strategy, batch_size, template);
 END
 $$;

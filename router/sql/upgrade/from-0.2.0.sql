@@ -45,3 +45,6 @@ BEGIN
     END LOOP;
 END
 $$;
+
+-- 0.2.0's move machinery, replaced by the recorded moves of router/sql/3x_*.sql.
+DROP FUNCTION snowflake_id_router.clean_move(integer, text, text, text, boolean);

@@ -50,7 +50,7 @@ fn refuse(message: String) -> ! {
     unreachable!("ereport(ERROR) returned")
 }
 
-crate::fmgr::pg_function_info_v1!(pg_finfo_conninfo_wrapper);
+crate::pg::fmgr::pg_function_info_v1!(pg_finfo_conninfo_wrapper);
 /// `snowflake_id_node.conninfo(connstr text) RETURNS TABLE (keyword text, value text,
 /// secret boolean)`, declared in `sql/node.sql`: the options libpq reads from `connstr`.
 ///

@@ -10,7 +10,7 @@
 //! long it holds (see `Sequence::open`).
 //!
 //! The table lives for the backend (each backend is one thread: pgrx enforces it) and, like
-//! `SeqTable`, only grows: an entry is ~80 bytes, boxed so that it never moves. Callers
+//! `SeqTable`, only grows: an entry is ~80 bytes, allocated once so that it never moves. Callers
 //! hold a [`Slot`], a pointer to their sequence's entry, and read or set one field at a
 //! time, so that no reference into the table is alive while PostgreSQL runs.
 
@@ -44,7 +44,7 @@ pub struct Checked {
     /// exactly as long as the check does; the fast path needs no relcache lookup.
     pub local_temp: bool,
     pub needs_wal: bool,
-    pub locator: crate::pg_mirror::RelFileLocator,
+    pub locator: super::mirror::RelFileLocator,
     pub min: i64,
     pub max: i64,
 }
@@ -67,8 +67,8 @@ impl Checked {
     };
 }
 
-/// One sequence's entry: boxed and never freed (the table, like `SeqTable`, only grows), so
-/// that a [`Slot`] pointing at it stays valid for the backend's life.
+/// One sequence's entry: allocated once and never freed (the table, like `SeqTable`, only
+/// grows), so that a [`Slot`] pointing at it stays valid for the backend's life.
 struct Entry {
     relid: pg_sys::Oid,
     /// The local transaction ID in which this backend took the sequence's lock (0: never).
@@ -137,20 +137,48 @@ pub fn slot(relid: pg_sys::Oid) -> Slot {
     }
 }
 
-/// `slot` for a sequence other than the latest one used.
+/// `slot` for a sequence other than the latest one used. The table grows with the number
+/// of sequences a session uses, which a caller chooses: both allocations are fallible and a
+/// failure is PostgreSQL's 53200 (a failed Rust allocation would abort the backend).
 #[inline(never)]
 fn slot_of_other(relid: pg_sys::Oid) -> Slot {
     let table = table();
-    let slot = *table.slots.entry(relid).or_insert_with(|| {
-        Slot(NonNull::from(Box::leak(Box::new(Entry {
+    if let Some(&slot) = table.slots.get(&relid) {
+        table.latest = Some(slot);
+        return slot;
+    }
+    if table.slots.try_reserve(1).is_err() {
+        out_of_memory();
+    }
+    let layout = std::alloc::Layout::new::<Entry>();
+    // SAFETY: Entry is not zero-sized; the pointer is checked, then written before use.
+    let entry = unsafe { std::alloc::alloc(layout) } as *mut Entry;
+    let Some(entry) = NonNull::new(entry) else {
+        out_of_memory()
+    };
+    // SAFETY: freshly allocated for an Entry, never freed (see `Entry`).
+    unsafe {
+        entry.as_ptr().write(Entry {
             relid,
             locked_in: 0,
             recent_buffer: 0,
             checked: Checked::NONE,
-        }))))
-    });
+        })
+    };
+    let slot = Slot(entry);
+    table.slots.insert(relid, slot);
     table.latest = Some(slot);
     slot
+}
+
+#[cold]
+fn out_of_memory() -> ! {
+    pgrx::ereport!(
+        ERROR,
+        pgrx::PgSqlErrorCode::ERRCODE_OUT_OF_MEMORY,
+        "out of memory",
+        "Failed to remember one more sequence in this session."
+    );
 }
 
 // SAFETY (every method): the entry is a leaked box, alive for the backend, and touched only

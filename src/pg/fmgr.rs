@@ -1,5 +1,6 @@
 //! The fmgr (version-1 calling convention) pieces for SQL functions written as C writes them,
-//! rather than through `#[pg_extern]`: `next_id`'s two column-default forms (see `lib.rs`).
+//! rather than through `#[pg_extern]`: `next_id`'s two column-default forms
+//! (`sql/instagram.rs`) and `id_decode` by layout (`sql/other_ids.rs`).
 
 use pgrx::pg_sys;
 

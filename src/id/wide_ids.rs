@@ -21,18 +21,15 @@ pub const GREGORIAN_EPOCH_UNIX_S: i64 = -12_219_292_800;
 pub enum WideIdError {
     /// A UUID whose version holds no time (or whose variant is not RFC 9562's).
     UuidWithoutTime { version: u8, rfc_variant: bool },
-    /// `kind` text of the wrong length (in characters).
+    /// `kind` text of the wrong length (in characters: all are in the alphabet, so ASCII).
     BadLength {
         kind: &'static str,
         length: usize,
         expected: usize,
     },
-    /// `kind` text with a character outside its alphabet, at `position` (1-based).
-    BadCharacter {
-        kind: &'static str,
-        character: char,
-        position: usize,
-    },
+    /// `kind` text with a character outside its alphabet, at `position` (1-based: the
+    /// characters before it are in the alphabet, so ASCII, and bytes count as characters).
+    BadCharacter { kind: &'static str, position: usize },
     /// A ULID whose first character exceeds '7': more than 128 bits.
     UlidOverflow { character: char },
 }
@@ -64,64 +61,65 @@ pub fn uuid_unix_us(uuid: &[u8; 16]) -> Result<i64, WideIdError> {
     }
 }
 
-/// Crockford's base32 value of an ASCII character, case-insensitive; I, L, O and U are not
-/// in the alphabet (the ULID spec and its reference implementation refuse them).
-fn crockford(c: char) -> Option<u64> {
+/// Crockford's base32 value of a byte, case-insensitive; I, L, O and U are not in the
+/// alphabet (the ULID spec and its reference implementation refuse them).
+fn crockford(c: u8) -> Option<u64> {
     const ALPHABET: &[u8; 32] = b"0123456789ABCDEFGHJKMNPQRSTVWXYZ";
     let upper = c.to_ascii_uppercase();
-    ALPHABET
-        .iter()
-        .position(|&a| c.is_ascii() && a == upper as u8)
-        .map(|v| v as u64)
+    ALPHABET.iter().position(|&a| a == upper).map(|v| v as u64)
 }
 
-/// Checks every character of `text` against `value_of`, and its length; returns the values.
-fn digits(
+fn hex(c: u8) -> Option<u64> {
+    (c as char).to_digit(16).map(u64::from)
+}
+
+/// The first `take` digits of `text` (`bits` each) as one number, once every byte of it is a
+/// digit (else the first that is not is named) and it is `expected` long. Reads the bytes
+/// in place: nothing grows with the input.
+fn leading_digits(
     kind: &'static str,
-    text: &str,
+    text: &[u8],
     expected: usize,
-    value_of: fn(char) -> Option<u64>,
-) -> Result<Vec<u64>, WideIdError> {
-    let mut values = Vec::with_capacity(expected);
-    for (i, c) in text.chars().enumerate() {
-        match value_of(c) {
-            Some(v) => values.push(v),
-            None => {
-                return Err(WideIdError::BadCharacter {
-                    kind,
-                    character: c,
-                    position: i + 1,
-                })
-            }
+    value_of: fn(u8) -> Option<u64>,
+    take: usize,
+    bits: u32,
+) -> Result<u64, WideIdError> {
+    let mut acc = 0;
+    for (i, &c) in text.iter().enumerate() {
+        let v = value_of(c).ok_or(WideIdError::BadCharacter {
+            kind,
+            position: i + 1,
+        })?;
+        if i < take {
+            acc = acc << bits | v;
         }
     }
-    if values.len() != expected {
+    if text.len() != expected {
         return Err(WideIdError::BadLength {
             kind,
-            length: values.len(),
+            length: text.len(),
             expected,
         });
     }
-    Ok(values)
+    Ok(acc)
 }
 
 /// The Unix millisecond in a ULID's text (26 Crockford base32 characters, any case).
-pub fn ulid_unix_ms(text: &str) -> Result<i64, WideIdError> {
-    let values = digits("ULID", text, 26, crockford)?;
+pub fn ulid_unix_ms(text: &[u8]) -> Result<i64, WideIdError> {
+    // The first 10 characters are the 48-bit time (50 bits, the top 2 being zero).
+    let ms = leading_digits("ULID", text, 26, crockford, 10, 5)?;
     // 26 characters carry 130 bits; a ULID is 128, so the first character is at most 7.
-    if values[0] > 7 {
+    if ms >> 48 != 0 {
         return Err(WideIdError::UlidOverflow {
-            character: text.chars().next().unwrap_or_default(),
+            character: text[0] as char,
         });
     }
-    // The first 10 characters are the 48-bit time (50 bits, the top 2 being zero).
-    Ok(values[..10].iter().fold(0, |acc, &v| acc << 5 | v) as i64)
+    Ok(ms as i64)
 }
 
 /// The Unix second in a MongoDB ObjectID's text (24 hexadecimal characters, any case).
-pub fn objectid_unix_s(text: &str) -> Result<i64, WideIdError> {
-    let values = digits("ObjectID", text, 24, |c| c.to_digit(16).map(u64::from))?;
-    Ok(values[..8].iter().fold(0, |acc, &v| acc << 4 | v) as i64)
+pub fn objectid_unix_s(text: &[u8]) -> Result<i64, WideIdError> {
+    Ok(leading_digits("ObjectID", text, 24, hex, 8, 4)? as i64)
 }
 
 #[cfg(test)]
@@ -197,46 +195,38 @@ mod tests {
     fn ulid_spec_example() {
         // ulid/javascript README, "Seed Time": ulid(1469918176385) // 01ARYZ6S41TSV4RRFFQ69G5FAV
         assert_eq!(
-            ulid_unix_ms("01ARYZ6S41TSV4RRFFQ69G5FAV"),
+            ulid_unix_ms(b"01ARYZ6S41TSV4RRFFQ69G5FAV"),
             Ok(1_469_918_176_385)
         );
         assert_eq!(
-            ulid_unix_ms("01aryz6s41tsv4rrffq69g5fav"),
+            ulid_unix_ms(b"01aryz6s41tsv4rrffq69g5fav"),
             Ok(1_469_918_176_385)
         );
         // The largest ULID the spec allows, and the smallest.
         assert_eq!(
-            ulid_unix_ms("7ZZZZZZZZZZZZZZZZZZZZZZZZZ"),
+            ulid_unix_ms(b"7ZZZZZZZZZZZZZZZZZZZZZZZZZ"),
             Ok((1 << 48) - 1)
         );
-        assert_eq!(ulid_unix_ms("00000000000000000000000000"), Ok(0));
+        assert_eq!(ulid_unix_ms(b"00000000000000000000000000"), Ok(0));
     }
 
     #[test]
     fn bad_ulids_are_refused_naming_the_character() {
-        assert_eq!(
-            ulid_unix_ms("01ARYZ6S41TSV4RRFFQ69G5FAU"),
+        let bad = |position| {
             Err(WideIdError::BadCharacter {
                 kind: "ULID",
-                character: 'U',
-                position: 26
+                position,
             })
-        );
-        for (c, at) in [('I', 3), ('l', 3), ('O', 3), ('-', 3), ('é', 3)] {
-            let mut text: Vec<char> = "01ARYZ6S41TSV4RRFFQ69G5FAV".chars().collect();
-            text[at - 1] = c;
-            let text: String = text.into_iter().collect();
-            assert_eq!(
-                ulid_unix_ms(&text),
-                Err(WideIdError::BadCharacter {
-                    kind: "ULID",
-                    character: c,
-                    position: at
-                })
-            );
+        };
+        assert_eq!(ulid_unix_ms(b"01ARYZ6S41TSV4RRFFQ69G5FAU"), bad(26));
+        for c in ["I", "l", "O", "-", "é", "\u{2713}"] {
+            let text = format!("01{c}RYZ6S41TSV4RRFFQ69G5FAV");
+            assert_eq!(ulid_unix_ms(text.as_bytes()), bad(3), "{c}");
         }
+        // A byte that is no character in UTF-8 (a SQL_ASCII or LATIN1 database's é).
+        assert_eq!(ulid_unix_ms(b"01\xe9RYZ6S41TSV4RRFFQ69G5FAV"), bad(3));
         assert_eq!(
-            ulid_unix_ms("01ARYZ6S41"),
+            ulid_unix_ms(b"01ARYZ6S41"),
             Err(WideIdError::BadLength {
                 kind: "ULID",
                 length: 10,
@@ -244,8 +234,22 @@ mod tests {
             })
         );
         assert_eq!(
-            ulid_unix_ms("8ZZZZZZZZZZZZZZZZZZZZZZZZZ"),
+            ulid_unix_ms(b"8ZZZZZZZZZZZZZZZZZZZZZZZZZ"),
             Err(WideIdError::UlidOverflow { character: '8' })
+        );
+        assert_eq!(
+            ulid_unix_ms(b"zZZZZZZZZZZZZZZZZZZZZZZZZZ"),
+            Err(WideIdError::UlidOverflow { character: 'z' })
+        );
+        // Huge text is read in place: the length, and no allocation that follows it.
+        let huge = vec![b'0'; 50 << 20];
+        assert_eq!(
+            ulid_unix_ms(&huge),
+            Err(WideIdError::BadLength {
+                kind: "ULID",
+                length: 50 << 20,
+                expected: 26
+            })
         );
     }
 
@@ -254,27 +258,26 @@ mod tests {
         // mongodb.com/docs/manual/reference/method/ObjectId.getTimestamp:
         // ObjectId("507c7f79bcf86cd7994f6c0e").getTimestamp() is ISODate("2012-10-15T21:26:17Z").
         assert_eq!(
-            objectid_unix_s("507c7f79bcf86cd7994f6c0e"),
+            objectid_unix_s(b"507c7f79bcf86cd7994f6c0e"),
             Ok(1_350_336_377)
         );
         assert_eq!(
-            objectid_unix_s("507C7F79BCF86CD7994F6C0E"),
+            objectid_unix_s(b"507C7F79BCF86CD7994F6C0E"),
             Ok(1_350_336_377)
         );
         assert_eq!(
-            objectid_unix_s("ffffffff0000000000000000"),
+            objectid_unix_s(b"ffffffff0000000000000000"),
             Ok(u32::MAX as i64)
         );
         assert_eq!(
-            objectid_unix_s("507c7f79bcf86cd7994f6c0g"),
+            objectid_unix_s(b"507c7f79bcf86cd7994f6c0g"),
             Err(WideIdError::BadCharacter {
                 kind: "ObjectID",
-                character: 'g',
                 position: 24
             })
         );
         assert_eq!(
-            objectid_unix_s(""),
+            objectid_unix_s(b""),
             Err(WideIdError::BadLength {
                 kind: "ObjectID",
                 length: 0,
@@ -291,7 +294,7 @@ mod tests {
             let value: u128 = (ms as u128) << 80 | (random & ((1 << 80) - 1));
             let text: String = (0..26).rev().map(|i| ALPHABET[((value >> (5 * i)) & 31) as usize] as char).collect();
             let text = if lower { text.to_lowercase() } else { text };
-            prop_assert_eq!(ulid_unix_ms(&text), Ok(ms as i64));
+            prop_assert_eq!(ulid_unix_ms(text.as_bytes()), Ok(ms as i64));
         }
 
         /// Any v7 and v1/v6 UUID with the RFC variant decodes its time; v1 and v6 holding the

@@ -8,8 +8,9 @@
 //! This module mirrors PostgreSQL's `src/backend/commands/sequence.c` (`init_sequence`,
 //! `lock_and_open_sequence`, `read_seq_tuple` and the WAL part of `nextval_internal`, the
 //! same in 15, 17 and 18); the C names are used below, and the C structs it reads are
-//! mirrored in `pg_mirror`. What it remembers between calls, per sequence, is in
-//! `sequence_cache`. pgEdge's `snowflake.c` does the same. Invariants it keeps:
+//! mirrored in `mirror`. What it remembers between calls, per sequence, is in
+//! `sequence_cache`; the checks it makes when that holds nothing, in `sequence_checks`.
+//! pgEdge's `snowflake.c` does the same. Invariants it keeps:
 //!
 //! - The tuple is read and written only under an exclusive lock on its buffer, so every
 //!   call, in every backend, sees the previous call's ID: IDs from one sequence are totally
@@ -28,25 +29,14 @@
 //! - `setval()`/`ALTER SEQUENCE RESTART` set `log_cnt` to 0 and `nextval()` counts it down
 //!   from small numbers; both only make the next call log sooner, never later.
 
-use crate::error::IdError;
-use crate::pg_mirror::{self, unguarded, SequenceData, SequenceOptions, XlSeqRec};
-use crate::sequence_cache::{self, Checked, Slot};
+use super::error::IdError;
+use super::mirror::{self, unguarded, SequenceData, XlSeqRec};
+use super::sequence_cache::{self, Checked, Slot};
+use super::sequence_checks::{self, refuse_read_only_or_parallel, Relation};
 use pgrx::pg_sys;
-use std::ffi::CStr;
 
 /// How far ahead of the issued ID a WAL record puts the sequence (ID time, in ms).
 pub const LOG_AHEAD_MS: i64 = 100;
-
-/// Milliseconds between 1970-01-01 and PostgreSQL's epoch, 2000-01-01 (both UTC).
-pub const PG_EPOCH_UNIX_MS: i64 =
-    (pg_sys::POSTGRES_EPOCH_JDATE as i64 - pg_sys::UNIX_EPOCH_JDATE as i64) * 86_400_000;
-
-/// PostgreSQL's clock (`gettimeofday`, the one `clock_timestamp()` reads) in Unix ms.
-pub fn clock_unix_ms() -> i64 {
-    // SAFETY: cannot fail (see `unguarded`).
-    let micros_since_2000 = unsafe { unguarded::GetCurrentTimestamp() };
-    micros_since_2000.div_euclid(1000) + PG_EPOCH_UNIX_MS
-}
 
 /// `lock_and_open_sequence`'s locking: RowExclusiveLock, owned by the top-level transaction
 /// so that a subtransaction's abort does not release it. Unguarded (see `unguarded`): it can
@@ -69,7 +59,7 @@ fn lock_for_transaction(relid: pg_sys::Oid) {
 /// checks it.
 ///
 /// `Sequence` and `LockedTuple` must stay plain data: the steady path calls PostgreSQL
-/// unguarded while they are alive (see `pg_mirror::unguarded`).
+/// unguarded while they are alive (see `mirror::unguarded`).
 pub struct Sequence {
     /// Its entry in the per-backend table: its OID and checks, read there when needed.
     slot: Slot,
@@ -93,7 +83,7 @@ impl Sequence {
     /// thus checks once (the INSERT takes its XID only after the first ID is made).
     #[inline(always)]
     pub fn open(relid: pg_sys::Oid) -> Result<Sequence, IdError> {
-        let lxid = pg_mirror::current_lxid();
+        let lxid = mirror::current_lxid();
         let slot = sequence_cache::slot(relid);
         if slot.locked_in() != lxid {
             lock_for_transaction(relid);
@@ -129,7 +119,7 @@ impl Sequence {
                 lxid,
                 subxid,
                 cid,
-                ..Self::check(relid, userid)?
+                ..sequence_checks::check(relid, userid)?
             });
         }
         let local_temp = slot.checked().local_temp;
@@ -138,65 +128,6 @@ impl Sequence {
             refuse_read_only_or_parallel(local_temp);
         }
         Ok(Sequence { slot })
-    }
-
-    /// The checks nextval() makes on every call, and what they read of the relation (the
-    /// caller fills in where they were made).
-    #[cold]
-    #[inline(never)]
-    fn check(relid: pg_sys::Oid, userid: pg_sys::Oid) -> Result<Checked, IdError> {
-        let rel = Relation::open(relid);
-        // SAFETY: rel is open, so rd_rel is valid.
-        let (relkind, persistence, local_temp) = unsafe {
-            let form = &*(*rel.0).rd_rel;
-            (form.relkind, form.relpersistence, (*rel.0).rd_islocaltemp)
-        };
-        if relkind as u8 != pg_sys::RELKIND_SEQUENCE {
-            return Err(IdError::NotASequence {
-                relation: rel.name(),
-            });
-        }
-        // RELATION_IS_OTHER_TEMP: its pages live in another backend's local buffers, and
-        // ReadBuffer would raise this same error.
-        if persistence as u8 == pg_sys::RELPERSISTENCE_TEMP && !local_temp {
-            return Err(IdError::OtherSessionsTemporary {
-                sequence: rel.name(),
-            });
-        }
-        // SAFETY: catalog lookups on an open relation.
-        let allowed = unsafe {
-            pg_sys::pg_class_aclcheck(
-                relid,
-                userid,
-                (pg_sys::ACL_USAGE | pg_sys::ACL_UPDATE) as pg_sys::AclMode,
-            ) == pg_sys::AclResult::ACLCHECK_OK
-        };
-        if !allowed {
-            return Err(IdError::PermissionDenied {
-                sequence: rel.name(),
-            });
-        }
-        let (min, max) = limits(relid);
-        // SAFETY: rel is open.
-        let (needs_wal, locator) = unsafe {
-            (
-                pg_mirror::relation_needs_wal(rel.0),
-                pg_mirror::rel_locator(rel.0),
-            )
-        };
-        Ok(Checked {
-            userid,
-            invalidations: 0,
-            own_changes: true,
-            lxid: 0,
-            subxid: 0,
-            cid: 0,
-            local_temp,
-            needs_wal,
-            locator,
-            min,
-            max,
-        })
     }
 
     /// The sequence's name, for messages.
@@ -241,11 +172,11 @@ impl Sequence {
             let buf = self.pin_page();
             unguarded::LockBuffer(buf, pg_sys::BUFFER_LOCK_EXCLUSIVE as i32);
             let page = pg_sys::BufferGetPage(buf);
-            let magic = pg_mirror::page_special_magic(page);
-            if magic != pg_mirror::SEQ_MAGIC {
+            let magic = mirror::page_special_magic(page);
+            if magic != mirror::SEQ_MAGIC {
                 self.bad_magic(magic);
             }
-            let header = pg_mirror::page_first_item(page) as pg_sys::HeapTupleHeader;
+            let header = mirror::page_first_item(page) as pg_sys::HeapTupleHeader;
             if (*header).t_choice.t_heap.t_xmax != pg_sys::InvalidTransactionId {
                 clear_xmax(header, buf);
             }
@@ -312,20 +243,6 @@ impl Sequence {
     }
 }
 
-/// Refuses a call in a read-only transaction (or on a standby), unless the sequence is
-/// this session's temporary one, or in parallel mode: PostgreSQL's own errors (25006).
-#[cold]
-#[inline(never)]
-fn refuse_read_only_or_parallel(local_temp: bool) {
-    // SAFETY: the Prevent* functions only run (through pgrx's guard) to raise their errors.
-    unsafe {
-        if pg_sys::XactReadOnly && !local_temp {
-            pg_sys::PreventCommandIfReadOnly(c"next_id()".as_ptr());
-        }
-        pg_sys::PreventCommandIfParallelMode(c"next_id()".as_ptr());
-    }
-}
-
 /// A SELECT FOR UPDATE by old releases can leave an xmax on the sequence's tuple; clear it
 /// like a hint bit, as read_seq_tuple() does.
 ///
@@ -340,58 +257,6 @@ unsafe fn clear_xmax(header: pg_sys::HeapTupleHeader, buf: pg_sys::Buffer) {
         (*header).t_infomask &= !(pg_sys::HEAP_XMAX_COMMITTED as u16);
         (*header).t_infomask |= pg_sys::HEAP_XMAX_INVALID as u16;
         pg_sys::MarkBufferDirtyHint(buf, true);
-    }
-}
-
-/// A relation opened through pgrx's guard (`try_relation_open` with NoLock: the caller
-/// holds a lock), closed when dropped.
-struct Relation(pg_sys::Relation);
-
-impl Relation {
-    #[inline(never)]
-    fn open(relid: pg_sys::Oid) -> Relation {
-        // SAFETY: the caller holds a lock on relid; a missing relation is an ERROR.
-        let rel = unsafe { pg_sys::try_relation_open(relid, pg_sys::NoLock as pg_sys::LOCKMODE) };
-        if rel.is_null() {
-            pgrx::ereport!(
-                ERROR,
-                pgrx::PgSqlErrorCode::ERRCODE_UNDEFINED_TABLE,
-                format!("sequence with OID {} does not exist", relid.to_u32())
-            );
-        }
-        Relation(rel)
-    }
-
-    fn name(&self) -> String {
-        // SAFETY: rd_rel->relname is a NUL-terminated NameData while the relation is open.
-        unsafe {
-            CStr::from_ptr((*(*self.0).rd_rel).relname.data.as_ptr())
-                .to_string_lossy()
-                .into_owned()
-        }
-    }
-}
-
-impl Drop for Relation {
-    fn drop(&mut self) {
-        // SAFETY: opened in `open` with NoLock; the lock stays with the transaction.
-        unsafe { pg_sys::relation_close(self.0, pg_sys::NoLock as pg_sys::LOCKMODE) }
-    }
-}
-
-/// The sequence's MINVALUE and MAXVALUE, from `pg_sequence` (the syscache, as nextval()).
-fn limits(relid: pg_sys::Oid) -> (i64, i64) {
-    // SAFETY: SEQRELID lookup of a locked sequence; the tuple is released right after use.
-    unsafe {
-        let tuple =
-            pg_sys::SearchSysCache1(pg_sys::SysCacheIdentifier::SEQRELID as _, relid.into());
-        if tuple.is_null() {
-            pgrx::error!("cache lookup failed for sequence {}", relid.to_u32());
-        }
-        let options = &*(pg_sys::GETSTRUCT(tuple) as *const SequenceOptions);
-        let limits = (options.seqmin, options.seqmax);
-        pg_sys::ReleaseSysCache(tuple);
-        limits
     }
 }
 
@@ -436,19 +301,18 @@ impl LockedTuple<'_> {
         unsafe {
             let data = &mut *self.data;
             let log = self.seq.slot.checked().needs_wal
-                && (id > data.log_cnt
-                    || pg_mirror::page_lsn(self.page) <= unguarded::GetRedoRecPtr());
+                && (id > data.log_cnt || mirror::page_lsn(self.page) <= unguarded::GetRedoRecPtr());
             if log {
                 take_transaction_id();
             }
-            pg_mirror::start_crit_section();
+            mirror::start_crit_section();
             unguarded::MarkBufferDirty(self.buf);
             if log {
                 self.log_ahead(logged_ahead);
             }
             data.last_value = id;
             data.is_called = true;
-            pg_mirror::end_crit_section();
+            mirror::end_crit_section();
             unguarded::UnlockReleaseBuffer(self.buf);
         }
         self.data = std::ptr::null_mut();
@@ -476,10 +340,10 @@ impl LockedTuple<'_> {
                 &mut record as *mut XlSeqRec as *mut _,
                 std::mem::size_of::<XlSeqRec>() as _,
             );
-            let len = pg_mirror::page_first_item_len(self.page);
+            let len = mirror::page_first_item_len(self.page);
             pg_sys::XLogRegisterData(self.header as *mut _, len as _);
-            let lsn = pg_sys::XLogInsert(pg_sys::RmgrIds::RM_SEQ_ID as u8, pg_mirror::XLOG_SEQ_LOG);
-            pg_mirror::set_page_lsn(self.page, lsn);
+            let lsn = pg_sys::XLogInsert(pg_sys::RmgrIds::RM_SEQ_ID as u8, mirror::XLOG_SEQ_LOG);
+            mirror::set_page_lsn(self.page, lsn);
         }
     }
 }

@@ -1,16 +1,18 @@
 //! `next_id`: the clock, the layout's rule and the sequence's tuple, put together.
 //!
-//! Each call locks the sequence's buffer, reads the newest ID issued, asks
-//! [`layout::next_id`] for the next one and stores it before unlocking. The layout is data
+//! Each call locks the sequence's buffer, reads the newest ID issued, asks the rule
+//! ([`rule::next_after`]) for the next one and stores it before unlocking. The layout is data
 //! (a [`Shape`] and an epoch): Instagram's `next_id(shard, seq)` and Twitter's
 //! `next_id(node, seq, 'twitter')` are this one code path with different numbers. When the rule says
 //! to wait (a saturated shard has borrowed `snowflake_id.max_lead` ms of future time), the
 //! call unlocks, sleeps until the clock's millisecond changes, and asks again.
 
-use crate::error::IdError;
-use crate::layout::{self, Next};
-use crate::layouts::Shape;
-use crate::sequence_state::{clock_unix_ms, Sequence, LOG_AHEAD_MS};
+use super::error::IdError;
+use super::sequence_state::{Sequence, LOG_AHEAD_MS};
+use super::time::clock_unix_ms;
+use crate::id::layouts::Shape;
+use crate::id::layouts::{INSTAGRAM, INSTAGRAM_SHAPE};
+use crate::id::rule::{self, Next};
 use pgrx::{pg_sys, GucContext, GucFlags, GucRegistry, GucSetting};
 
 /// How far (ms) IDs may run ahead of the clock when a shard issues more than 1,024 per ms.
@@ -74,23 +76,23 @@ pub enum Node {
 
 /// Issues the next ID in Instagram's layout for `shard` from the sequence `relid`.
 #[inline(always)]
-pub fn next_id(shard: i32, relid: pg_sys::Oid) -> Result<i64, IdError> {
-    let shard = layout::check_shard(shard as i64)?;
+pub fn issue_instagram(shard: i32, relid: pg_sys::Oid) -> Result<i64, IdError> {
+    let shard = INSTAGRAM.check_node(&INSTAGRAM_SHAPE, shard)?;
     issue(
-        &layout::INSTAGRAM,
-        layout::EPOCH_UNIX_MS,
+        &INSTAGRAM_SHAPE,
+        INSTAGRAM.epoch_unix_ms,
         Node::Given(shard),
         relid,
     )
 }
 
 /// Issues the next ID in Instagram's layout from the sequence `relid`, in the shard of the
-/// newest ID it holds ([`layout::shard_of_newest`]).
+/// newest ID it holds ([`rule::shard_of_newest`]).
 #[inline(always)]
-pub fn next_id_continuing(relid: pg_sys::Oid) -> Result<i64, IdError> {
+pub fn issue_continuing(relid: pg_sys::Oid) -> Result<i64, IdError> {
     issue(
-        &layout::INSTAGRAM,
-        layout::EPOCH_UNIX_MS,
+        &INSTAGRAM_SHAPE,
+        INSTAGRAM.epoch_unix_ms,
         Node::OfNewest,
         relid,
     )
@@ -102,7 +104,7 @@ pub fn next_id_continuing(relid: pg_sys::Oid) -> Result<i64, IdError> {
 /// data costs its hot path nothing); the named layouts share one copy.
 ///
 /// Callers hold nothing with a destructor across this call: its steady path calls PostgreSQL
-/// unguarded (see `pg_mirror::unguarded`), and builds an error's message only after
+/// unguarded (see `mirror::unguarded`), and builds an error's message only after
 /// releasing the buffer.
 #[inline(always)]
 pub fn issue(
@@ -119,7 +121,7 @@ pub fn issue(
         let newest = tuple.newest();
         let node = match node {
             Node::Given(node) => node,
-            Node::OfNewest => match layout::shard_of_newest(newest) {
+            Node::OfNewest => match rule::shard_of_newest(newest) {
                 Some(shard) => shard,
                 None => {
                     tuple.release();
@@ -131,7 +133,7 @@ pub fn issue(
         };
         debug_assert!((0..=shape.max_node()).contains(&node));
         let now = clock_ms(shape, epoch_unix_ms);
-        match layout::next_id(shape, Some(newest), now, node, max_lead, waited_on) {
+        match rule::next_after(shape, Some(newest), now, node, max_lead, waited_on) {
             Next::Issue(id) => {
                 if !seq.holds(id) {
                     tuple.release();

@@ -38,33 +38,31 @@ impl std::fmt::Debug for Key {
 
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub enum KeyError {
-    /// Not 32 characters long.
+    /// Not 32 characters long (all of them hexadecimal digits, so ASCII).
     Length { chars: usize },
-    /// A character that is not a hexadecimal digit, at a 1-based position.
+    /// A character that is not a hexadecimal digit, at a 1-based position (those before it
+    /// are digits, so ASCII: bytes count as characters).
     NotHex { position: usize },
 }
 
 impl Key {
+    #[cfg(test)]
     pub const fn from_bytes(bytes: [u8; 16]) -> Key {
         Key(bytes)
     }
 
-    /// Reads 32 hexadecimal digits (either case). Errors never repeat the key's characters.
-    pub fn parse(hex: &str) -> Result<Key, KeyError> {
-        let chars = hex.chars().count();
-        if chars != 32 || hex.len() != 32 {
-            return Err(KeyError::Length { chars });
+    /// Reads 32 hexadecimal digits (either case), from text in any ASCII-compatible
+    /// encoding, in place. Errors never repeat the key's characters.
+    pub fn parse(hex: &[u8]) -> Result<Key, KeyError> {
+        if let Some(at) = hex.iter().position(|&c| hex_digit(c).is_none()) {
+            return Err(KeyError::NotHex { position: at + 1 });
+        }
+        if hex.len() != 32 {
+            return Err(KeyError::Length { chars: hex.len() });
         }
         let mut bytes = [0u8; 16];
-        let digits = hex.as_bytes();
-        for (i, b) in bytes.iter_mut().enumerate() {
-            let hi = hex_digit(digits[2 * i]).ok_or(KeyError::NotHex {
-                position: 2 * i + 1,
-            })?;
-            let lo = hex_digit(digits[2 * i + 1]).ok_or(KeyError::NotHex {
-                position: 2 * i + 2,
-            })?;
-            *b = hi << 4 | lo;
+        for (b, pair) in bytes.iter_mut().zip(hex.chunks_exact(2)) {
+            *b = hex_digit(pair[0]).unwrap_or(0) << 4 | hex_digit(pair[1]).unwrap_or(0);
         }
         Ok(Key(bytes))
     }
@@ -136,22 +134,39 @@ mod tests {
 
     #[test]
     fn keys_are_32_hex_digits() {
-        let k = Key::parse("000102030405060708090a0B0c0D0e0F").unwrap();
+        let k = Key::parse(b"000102030405060708090a0B0c0D0e0F").unwrap();
         assert_eq!(
             k,
             Key::from_bytes([0, 1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12, 13, 14, 15])
         );
-        assert_eq!(Key::parse(""), Err(KeyError::Length { chars: 0 }));
+        assert_eq!(Key::parse(b""), Err(KeyError::Length { chars: 0 }));
         assert_eq!(
-            Key::parse(&"a".repeat(31)),
+            Key::parse("a".repeat(31).as_bytes()),
             Err(KeyError::Length { chars: 31 })
         );
         assert_eq!(
-            Key::parse(&"é".repeat(16)),
-            Err(KeyError::Length { chars: 16 })
+            Key::parse("a".repeat(50 << 20).as_bytes()),
+            Err(KeyError::Length { chars: 50 << 20 })
+        );
+        // Any other character is named by its position, never by itself.
+        assert_eq!(
+            Key::parse("é".repeat(16).as_bytes()),
+            Err(KeyError::NotHex { position: 1 })
+        );
+        assert_eq!(
+            Key::parse(b"0123\xe9"),
+            Err(KeyError::NotHex { position: 5 })
         );
         let bad = format!("{}g{}", "0".repeat(7), "0".repeat(24));
-        assert_eq!(Key::parse(&bad), Err(KeyError::NotHex { position: 8 }));
+        assert_eq!(
+            Key::parse(bad.as_bytes()),
+            Err(KeyError::NotHex { position: 8 })
+        );
+        // A UUID's text: the dash is named before the length.
+        assert_eq!(
+            Key::parse(b"00010203-0405-0607-0809-0a0b0c0d0e0f"),
+            Err(KeyError::NotHex { position: 9 })
+        );
         assert_eq!(format!("{k:?}"), "Key(..)");
     }
 

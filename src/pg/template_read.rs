@@ -45,48 +45,17 @@ const TABLES: &CStr = c"SELECT c.oid FROM pg_catalog.pg_depend d JOIN pg_catalog
 /// tables keep being created in the template while create_shard reads it.
 const ROUNDS: usize = 5;
 
-extension_sql!(
-    r#"
-CREATE SCHEMA snowflake_id_internal;
-COMMENT ON SCHEMA snowflake_id_internal IS 'Internals of snowflake_id: helpers of its SQL functions, with no rights of their own.';
-GRANT USAGE ON SCHEMA snowflake_id_internal TO PUBLIC;
-CREATE FUNCTION snowflake_id_internal.template_read(template oid)
-RETURNS TABLE (kind text, rel oid, name text, detail text, deps text)
-STRICT VOLATILE PARALLEL UNSAFE LANGUAGE c AS 'MODULE_PATHNAME', 'template_read_wrapper'
--- Its plan's estimated cost is high (a recursive walk) and its real cost a millisecond:
--- compiling it would cost more than running it. Policies are read back as text, and floats
--- in them must come out exact.
-SET jit = off SET extra_float_digits = 3;
-COMMENT ON FUNCTION snowflake_id_internal.template_read(oid) IS
-  'create_shard''s reading of a template schema: its tables locked, then what the shards would copy and run, at a snapshot taken after the locks.';
-"#,
-    name = "template_read"
-);
-
-/// The template's tables locked, then what create_shard copies of them and what the copies
-/// would run (sql/template_read.sql), read at a snapshot taken after the locks. The row:
-/// kind, rel, name, detail, deps (spelled out: pgrx reads it off the signature).
-#[allow(clippy::type_complexity)]
-#[pg_extern(sql = false)]
-fn template_read(
-    template: pg_sys::Oid,
-) -> TableIterator<
-    'static,
-    (
-        String,
-        Option<pg_sys::Oid>,
-        Option<String>,
-        Option<String>,
-        Option<String>,
-    ),
-> {
+/// Locks the template's tables, then reads what create_shard copies of them and what the
+/// copies would run (sql/template_read.sql), at a snapshot taken after the locks; the
+/// statement's earlier reading of the same template, if it still holds (see above).
+pub fn read(template: pg_sys::Oid) -> Vec<Finding> {
     let key = Key::now(template);
     if let Some(findings) = CACHE.with_borrow(|c| {
         c.as_ref()
             .filter(|c| c.key == key)
             .map(|c| c.findings.clone())
     }) {
-        return TableIterator::new(findings);
+        return findings;
     }
     let findings = lock_and_read(template);
     let watched = findings
@@ -100,11 +69,11 @@ fn template_read(
         watched,
         findings: findings.clone(),
     }));
-    TableIterator::new(findings)
+    findings
 }
 
 /// One row of sql/template_read.sql: kind, rel, name, detail, deps.
-type Finding = (
+pub type Finding = (
     String,
     Option<pg_sys::Oid>,
     Option<String>,
@@ -229,7 +198,7 @@ fn lock_and_read(template: pg_sys::Oid) -> Vec<Finding> {
 
 /// sql/template_read.sql, NUL-terminated for SPI.
 fn read_query() -> &'static CStr {
-    const TEXT: &str = concat!(include_str!("../sql/template_read.sql"), "\0");
+    const TEXT: &str = concat!(include_str!("../../sql/template_read.sql"), "\0");
     CStr::from_bytes_with_nul(TEXT.as_bytes()).expect("the query holds no NUL")
 }
 

@@ -3,11 +3,13 @@
 //! Each variant maps to one SQLSTATE; each message says what was wrong and what is valid.
 //! `error!` (XX000) is left for what cannot happen.
 
-use crate::layout::{self, LayoutError, MAX_SEQ, MAX_SHARD};
-use crate::layouts::{self, NamedLayoutError};
-use crate::mask::KeyError;
-use crate::text_form::TextError;
-use crate::wide_ids::WideIdError;
+use crate::id::layouts;
+use crate::id::layouts::LayoutError;
+use crate::id::mask::KeyError;
+use crate::id::text_form::TextError;
+use crate::id::wide_ids::WideIdError;
+use crate::pg::ddl_statement::DdlError;
+use crate::pg::mask_key_file::KeyFileError;
 use pgrx::pg_sys::panic::ErrorReport;
 use pgrx::{PgLogLevel, PgSqlErrorCode};
 
@@ -41,18 +43,29 @@ pub enum IdError {
         min: i64,
         max: i64,
     },
-    /// A named layout (`id_timestamp(id, 'discord')`, `next_id(node, seq, 'twitter')`).
-    Named(NamedLayoutError),
-    /// A UUID, ULID or ObjectID.
-    Wide(WideIdError),
-    /// Text that is not an ID's 13-character text form.
+    /// A UUID, ULID or ObjectID; `character` is the offending one as a message shows it
+    /// (`text_arg::char_at`), when the error names one.
+    Wide {
+        error: WideIdError,
+        character: String,
+    },
+    /// Text that is not an ID's 13-character text form: `text` and the offending `character`
+    /// as a message shows them (`text_arg::shown`).
     BadText {
         text: String,
+        character: String,
         error: TextError,
     },
     BadMaskKey(KeyError),
-    /// `id_mask(id)` without a key while `snowflake_id.mask_key` is unset.
+    /// `id_mask(id)` without a key while `snowflake_id.mask_key_file` is unset.
     MaskKeyUnset,
+    /// The file `snowflake_id.mask_key_file` names (`path` as a message shows it) holds no key.
+    MaskKeyFile {
+        path: String,
+        error: KeyFileError,
+    },
+    /// A statement alter_shards will not run on every shard's schema.
+    Ddl(DdlError),
 }
 
 impl From<LayoutError> for IdError {
@@ -61,15 +74,18 @@ impl From<LayoutError> for IdError {
     }
 }
 
-impl From<NamedLayoutError> for IdError {
-    fn from(e: NamedLayoutError) -> Self {
-        IdError::Named(e)
+impl From<DdlError> for IdError {
+    fn from(e: DdlError) -> Self {
+        IdError::Ddl(e)
     }
 }
 
 impl From<WideIdError> for IdError {
-    fn from(e: WideIdError) -> Self {
-        IdError::Wide(e)
+    fn from(error: WideIdError) -> Self {
+        IdError::Wide {
+            error,
+            character: String::new(),
+        }
     }
 }
 
@@ -103,39 +119,14 @@ pub fn utc(unix_ms: i64) -> String {
 }
 
 const MAKE_A_KEY: &str = "A random key: SELECT replace(gen_random_uuid()::text, '-', '')";
-
-fn valid_times() -> String {
-    format!(
-        "IDs hold times from {} (the epoch) to {} (the horizon)",
-        utc(layout::EPOCH_UNIX_MS),
-        utc(layout::MAX_UNIX_MS)
-    )
-}
+const MAKE_A_KEY_FILE: &str =
+    "A random key, in a file only the server's user can read: umask 077; openssl rand -hex 16 > FILE";
 
 impl IdError {
     fn parts(&self) -> (PgSqlErrorCode, String, Option<String>, Option<String>) {
         use PgSqlErrorCode::*;
         match self {
-            IdError::Layout(e) => {
-                let msg = match *e {
-                    LayoutError::NegativeId(id) => {
-                        format!("snowflake ID {id} is negative: valid IDs are 0 to 9223372036854775807")
-                    }
-                    LayoutError::ShardOutOfRange(s) => {
-                        format!("shard {s} is out of range: valid shards are 0 to {MAX_SHARD}")
-                    }
-                    LayoutError::SeqOutOfRange(s) => {
-                        format!("sequence number {s} is out of range: valid counters are 0 to {MAX_SEQ}")
-                    }
-                    LayoutError::BeforeEpoch(ms) => {
-                        format!("time {} is before the snowflake ID epoch: {}", utc(ms), valid_times())
-                    }
-                    LayoutError::PastHorizon(ms) => {
-                        format!("time {} is past the snowflake ID horizon: {}", utc(ms), valid_times())
-                    }
-                };
-                (ERRCODE_NUMERIC_VALUE_OUT_OF_RANGE, msg, None, None)
-            }
+            IdError::Layout(e) => layout_parts(e),
             IdError::Exhausted { sequence, horizon_unix_ms } => (
                 ERRCODE_NUMERIC_VALUE_OUT_OF_RANGE,
                 format!(
@@ -169,23 +160,21 @@ impl IdError {
                 Some(format!("The next ID would be {id}.")),
                 Some(format!("ALTER SEQUENCE {sequence} AS bigint MINVALUE 1 MAXVALUE 9223372036854775807")),
             ),
-            IdError::Named(e) => named_parts(e),
-            IdError::Wide(e) => wide_parts(e),
-            IdError::BadText { text, error } => {
+            IdError::Wide { error, character } => wide_parts(error, character),
+            IdError::Ddl(e) => ddl_parts(e),
+            IdError::BadText { text, character, error } => {
                 let why = match error {
                     TextError::Length { chars } => format!("it has {chars} characters, the text form has 13"),
-                    TextError::BadChar { ch, position } => format!(
-                        "character \"{}\" at position {position} is not base32: valid are 0-9 and A-Z less U (I and L read as 1, O as 0)",
-                        ch.escape_default()
+                    TextError::BadChar { position } => format!(
+                        "character \"{character}\" at position {position} is not base32: valid are 0-9 and A-Z less U (I and L read as 1, O as 0)"
                     ),
                     TextError::TooLarge { ch } => format!(
-                        "first character \"{}\" is above 7: IDs 0 to 9223372036854775807 read 0000000000000 to 7ZZZZZZZZZZZZ",
-                        ch.escape_default()
+                        "first character \"{ch}\" is above 7: IDs 0 to 9223372036854775807 read 0000000000000 to 7ZZZZZZZZZZZZ"
                     ),
                 };
                 (
                     ERRCODE_INVALID_TEXT_REPRESENTATION,
-                    format!("invalid snowflake ID text \"{}\": {why}", text.escape_default()),
+                    format!("invalid snowflake ID text \"{text}\": {why}"),
                     None,
                     None,
                 )
@@ -209,17 +198,46 @@ impl IdError {
             ),
             IdError::MaskKeyUnset => (
                 ERRCODE_OBJECT_NOT_IN_PREREQUISITE_STATE,
-                "no mask key: snowflake_id.mask_key is not set".into(),
+                "no mask key: snowflake_id.mask_key_file is not set".into(),
                 None,
-                Some(format!("Pass the key as the second argument, or have a superuser set snowflake_id.mask_key. {MAKE_A_KEY}")),
+                Some(format!(
+                    "Pass the key as the second argument, or have a superuser write a key file and name it in snowflake_id.mask_key_file. {MAKE_A_KEY_FILE}"
+                )),
             ),
+            IdError::MaskKeyFile { path, error } => {
+                let (code, why) = match error {
+                    KeyFileError::Unreadable(e) => (
+                        if e.kind() == std::io::ErrorKind::NotFound { ERRCODE_UNDEFINED_FILE } else { ERRCODE_IO_ERROR },
+                        format!("could not read it: {e}"),
+                    ),
+                    KeyFileError::NotAFile => (ERRCODE_CONFIG_FILE_ERROR, "it is not a regular file".into()),
+                    KeyFileError::OpenToOthers { mode } => (
+                        ERRCODE_CONFIG_FILE_ERROR,
+                        format!("its permissions are {mode:04o}: users other than the server's may read or change it (chmod 600)"),
+                    ),
+                    KeyFileError::TooLong => (
+                        ERRCODE_CONFIG_FILE_ERROR,
+                        "it holds more than a key: 32 hexadecimal digits (16 bytes) and nothing else".into(),
+                    ),
+                    KeyFileError::Key(KeyError::Length { chars }) => (
+                        ERRCODE_CONFIG_FILE_ERROR,
+                        format!("it holds {chars} characters: a key is 32 hexadecimal digits (16 bytes)"),
+                    ),
+                    KeyFileError::Key(KeyError::NotHex { position }) => (
+                        ERRCODE_CONFIG_FILE_ERROR,
+                        format!("its character at position {position} is not a hexadecimal digit: a key is 32 hexadecimal digits (16 bytes)"),
+                    ),
+                };
+                (code, format!("mask key file \"{path}\": {why}"), None, Some(MAKE_A_KEY_FILE.into()))
+            }
         }
     }
 
-    /// The error's message and hint, for where PostgreSQL raises it (a GUC check hook).
-    pub fn message_and_hint(&self) -> (String, Option<String>) {
-        let (_, message, _, hint) = self.parts();
-        (message, hint)
+    /// The error's SQLSTATE, message and hint, for where PostgreSQL raises it (a GUC check
+    /// hook).
+    pub fn for_check_hook(&self) -> (PgSqlErrorCode, String, Option<String>) {
+        let (code, message, _, hint) = self.parts();
+        (code, message, hint)
     }
 
     /// Raises this error in PostgreSQL; does not return.
@@ -239,54 +257,52 @@ impl IdError {
 
 type Parts = (PgSqlErrorCode, String, Option<String>, Option<String>);
 
-/// A user's text for a message: at most 63 characters (a name's length), then "...".
-fn shortened(text: &str) -> String {
-    match text.char_indices().nth(63) {
-        Some((at, _)) => format!("{}...", &text[..at]),
-        None => text.to_owned(),
-    }
-}
-
-fn named_parts(e: &NamedLayoutError) -> Parts {
+fn layout_parts(e: &LayoutError) -> Parts {
     use PgSqlErrorCode::*;
     match e {
-        NamedLayoutError::UnknownLayout { name } => (
+        LayoutError::UnknownLayout { name } => (
             ERRCODE_INVALID_PARAMETER_VALUE,
-            format!("unknown ID layout \"{}\": valid layouts are {}", shortened(name), layouts::names()),
+            format!("unknown ID layout \"{name}\": valid layouts are {}", layouts::names()),
             None,
             None,
         ),
-        NamedLayoutError::NegativeId { layout, id } => (
+        LayoutError::NegativeId(id) => (
             ERRCODE_NUMERIC_VALUE_OUT_OF_RANGE,
-            format!("ID {id} is negative: {layout} IDs are 0 to 9223372036854775807"),
-            Some(format!("The sign bit is not part of the {layout} layout.")),
+            format!("snowflake ID {id} is negative: valid IDs are 0 to 9223372036854775807"),
+            None,
             None,
         ),
-        NamedLayoutError::FieldOutOfRange { layout, field, value, max } => (
+        LayoutError::FieldOutOfRange { layout, field, value, max } => (
             ERRCODE_NUMERIC_VALUE_OUT_OF_RANGE,
             format!("{field} {value} is out of range for the {layout} layout: valid values are 0 to {max}"),
             None,
             None,
         ),
-        NamedLayoutError::TimeOutOfRange { layout, time, max } => (
+        LayoutError::TimeOutOfRange { unix_ms, epoch_unix_ms, horizon_unix_ms } => (
             ERRCODE_NUMERIC_VALUE_OUT_OF_RANGE,
-            format!("time {time} is out of range for the {layout} layout: valid times are 0 to {max} units since its epoch"),
+            format!(
+                "time {} is {}: IDs hold times from {} (the epoch) to {} (the horizon)",
+                utc(*unix_ms),
+                if unix_ms < epoch_unix_ms { "before the snowflake ID epoch" } else { "past the snowflake ID horizon" },
+                utc(*epoch_unix_ms),
+                utc(*horizon_unix_ms)
+            ),
             None,
             None,
         ),
-        NamedLayoutError::NotGenerated { layout } => (
+        LayoutError::NotGenerated { layout } => (
             ERRCODE_INVALID_PARAMETER_VALUE,
             format!("next_id does not generate the {layout} layout: it generates {}", layouts::generated_names()),
             Some("Layouts whose fields below the time are a node and a counter, in milliseconds, are generated.".into()),
             None,
         ),
-        NamedLayoutError::BadEpoch => (
+        LayoutError::BadEpoch => (
             ERRCODE_INVALID_PARAMETER_VALUE,
             "an ID epoch must be a finite timestamp on a whole millisecond".into(),
             None,
             None,
         ),
-        NamedLayoutError::FutureEpoch { epoch_unix_ms, clock_unix_ms } => (
+        LayoutError::FutureEpoch { epoch_unix_ms, clock_unix_ms } => (
             ERRCODE_INVALID_PARAMETER_VALUE,
             format!(
                 "epoch {} is later than the clock ({}): IDs made now would claim the epoch's time",
@@ -296,7 +312,7 @@ fn named_parts(e: &NamedLayoutError) -> Parts {
             Some("A new deployment's epoch is a time already past, e.g. the start of the current year.".into()),
             None,
         ),
-        NamedLayoutError::TimeOutsideTimestamp { layout } => (
+        LayoutError::TimeOutsideTimestamp { layout } => (
             ERRCODE_DATETIME_FIELD_OVERFLOW, // 22008, datetime_value_out_of_range
             format!("the time of this {layout} ID from the given epoch is outside PostgreSQL's timestamp range"),
             None,
@@ -305,7 +321,33 @@ fn named_parts(e: &NamedLayoutError) -> Parts {
     }
 }
 
-fn wide_parts(e: &WideIdError) -> Parts {
+fn ddl_parts(e: &DdlError) -> Parts {
+    use PgSqlErrorCode::*;
+    match e {
+        DdlError::NotOneStatement { count } => (
+            ERRCODE_INVALID_PARAMETER_VALUE,
+            format!("alter_shards runs exactly one statement, and this text holds {count}"),
+            None,
+            Some("Call alter_shards once for each statement: each call is a change of its own, recorded and resumed on its own.".into()),
+        ),
+        DdlError::OutsideTransaction { what } => (
+            ERRCODE_ACTIVE_SQL_TRANSACTION,
+            format!("alter_shards cannot run {what}: each node applies a change in one transaction"),
+            None,
+            Some(format!(
+                "Without CONCURRENTLY each node builds it in its one transaction (writes to the tables wait meanwhile); or run {what} on each shard by hand."
+            )),
+        ),
+        DdlError::NotASchemaChange { tag } => (
+            ERRCODE_INVALID_PARAMETER_VALUE,
+            format!("alter_shards runs schema changes, and {tag} is not one"),
+            None,
+            Some("It runs CREATE, ALTER, DROP, COMMENT, GRANT and the like on the objects of every shard's schema; queries, row changes, maintenance and server commands are each node's own.".into()),
+        ),
+    }
+}
+
+fn wide_parts(e: &WideIdError, character: &str) -> Parts {
     use PgSqlErrorCode::*;
     match e {
         WideIdError::UuidWithoutTime { version, rfc_variant: true } => (
@@ -326,10 +368,10 @@ fn wide_parts(e: &WideIdError) -> Parts {
             None,
             None,
         ),
-        WideIdError::BadCharacter { kind, character, position } => (
+        WideIdError::BadCharacter { kind, position } => (
             ERRCODE_INVALID_TEXT_REPRESENTATION,
             format!(
-                "invalid {kind}: character {character:?} at position {position} is not {}",
+                "invalid {kind}: character '{character}' at position {position} is not {}",
                 if *kind == "ULID" { "Crockford base32 (0-9 and A-Z without I, L, O, U, in either case)" } else { "hexadecimal" }
             ),
             None,
@@ -358,12 +400,16 @@ impl<T, E: Into<IdError>> OrReport<T> for Result<T, E> {
 #[cfg(test)]
 mod tests {
     use super::utc;
-    use crate::layout::{EPOCH_UNIX_MS, MAX_UNIX_MS};
+    use crate::id::layouts::INSTAGRAM;
 
     #[test]
     fn renders_the_epoch_and_the_horizon() {
-        assert_eq!(utc(EPOCH_UNIX_MS), "2011-08-24 21:07:01.721+00");
-        assert_eq!(utc(MAX_UNIX_MS), "2046-06-27 17:00:49.496+00");
+        let epoch = INSTAGRAM.epoch_unix_ms;
+        assert_eq!(utc(epoch), "2011-08-24 21:07:01.721+00");
+        assert_eq!(
+            utc(epoch + INSTAGRAM.max_time()),
+            "2046-06-27 17:00:49.496+00"
+        );
         assert_eq!(utc(0), "1970-01-01 00:00:00.000+00");
         assert_eq!(utc(-1), "1969-12-31 23:59:59.999+00");
         assert_eq!(utc(i64::MAX), "infinity");
