@@ -112,9 +112,10 @@ reached(classid, objid) AS (
          WHERE r.classid = 'pg_catalog.pg_class'::pg_catalog.regclass AND s.stxrelid = r.objid
     ) e(classid, objid)),
 -- Whose each object is: pg_shdepend records every owner, but the bootstrap superuser's
--- (pinned) and those of a table's row type and of an array type (their table's, their
--- element type's, which the walk reaches too). The template's tables and their parts are
--- not judged.
+-- (pinned) and those of a table's row type, an array type and, from PostgreSQL 18, a
+-- multirange type (their table's, their element type's, their range's, which the walk
+-- reaches too). A multirange is left out on every version, so that a refusal names the
+-- same objects everywhere. The template's tables and their parts are not judged.
 owned(classid, objid, owner) AS (
     SELECT r.classid, r.objid, s.refobjid
       FROM reached r JOIN pg_catalog.pg_shdepend s
@@ -127,7 +128,9 @@ owned(classid, objid, owner) AS (
                          'pg_catalog.pg_ts_config'::pg_catalog.regclass, 'pg_catalog.pg_ts_dict'::pg_catalog.regclass,
                          'pg_catalog.pg_language'::pg_catalog.regclass)
        AND NOT (r.classid = 'pg_catalog.pg_class'::pg_catalog.regclass
-                AND r.objid IN (SELECT p.objid FROM parts p WHERE p.classid = 'pg_catalog.pg_class'::pg_catalog.regclass)))
+                AND r.objid IN (SELECT p.objid FROM parts p WHERE p.classid = 'pg_catalog.pg_class'::pg_catalog.regclass))
+       AND NOT (r.classid = 'pg_catalog.pg_type'::pg_catalog.regclass
+                AND r.objid IN (SELECT m.rngmultitypid FROM pg_catalog.pg_range m)))
 SELECT 'table' AS kind, t.rel, t.relname::text AS name, NULL::text AS detail, NULL::text AS deps FROM tables t
 UNION ALL
 SELECT 'other', NULL, NULL, pg_catalog.pg_describe_object(o.classid, o.objid, 0), NULL
