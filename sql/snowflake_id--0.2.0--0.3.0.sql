@@ -1666,7 +1666,7 @@ COMMENT ON FUNCTION drop_shard(text, boolean) IS
 -- functions, text search configurations, sequences, found transitively from the tables'
 -- columns, defaults, constraints, indexes, statistics and policies (sql/template_read.sql).
 -- The template's tables stay locked from that check to the end of the transaction, and the
--- check reads the catalog as the copy does (src/template_read.rs). Nothing of the template
+-- check reads the catalog as the copy does (src/pg/template_read.rs). Nothing of the template
 -- is executed here. A table the shard already has is left as it is: the call is idempotent.
 CREATE OR REPLACE FUNCTION create_shard(schema_name text, shard integer, template text) RETURNS void
 LANGUAGE plpgsql VOLATILE CALLED ON NULL INPUT PARALLEL UNSAFE

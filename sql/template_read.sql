@@ -1,7 +1,7 @@
 -- create_shard's reading of a template schema ($1, its OID): what the shards would copy, and
 -- everything the copies would use or run. snowflake_id_internal.template_read() runs it after
 -- it has locked the template's tables, at a snapshot taken after the locks were granted
--- (src/template_read.rs), as the caller. Every catalog is reached through an index, from the
+-- (src/pg/template_read.rs), as the caller. Every catalog is reached through an index, from the
 -- template's own objects: the cost does not grow with the number of shards already made.
 --
 -- One row per finding, (kind, rel, name, detail):
@@ -13,7 +13,7 @@
 --   rls        row-level security of table rel (detail: ENABLE or FORCE)
 --   policy     policy `name` of table rel; detail: the rest of its CREATE POLICY after
 --              "ON table"; deps: what it refers to, besides its table ("classid:objid")
---   watch      a relation the walk went through (src/template_read.rs watches it)
+--   watch      a relation the walk went through (src/pg/template_read.rs watches it)
 --
 -- The trust walk. It starts from what CREATE TABLE ... (LIKE ... INCLUDING ALL) copies of each
 -- table: the column types and collations, defaults and generated expressions, constraints
@@ -130,7 +130,7 @@ owned(classid, objid, owner) AS (
        AND NOT (r.classid = 'pg_catalog.pg_class'::pg_catalog.regclass
                 AND r.objid IN (SELECT p.objid FROM parts p WHERE p.classid = 'pg_catalog.pg_class'::pg_catalog.regclass))
        AND NOT (r.classid = 'pg_catalog.pg_type'::pg_catalog.regclass
-                AND r.objid IN (SELECT m.rngmultitypid FROM pg_catalog.pg_range m)))
+                AND EXISTS (SELECT FROM pg_catalog.pg_type y WHERE y.oid = r.objid AND y.typtype = 'm')))
 SELECT 'table' AS kind, t.rel, t.relname::text AS name, NULL::text AS detail, NULL::text AS deps FROM tables t
 UNION ALL
 SELECT 'other', NULL, NULL, pg_catalog.pg_describe_object(o.classid, o.objid, 0), NULL
