@@ -6,7 +6,8 @@
 #   bash bench/pg_upgrade_shards.sh               15 -> 17 (in the trixie chroot, as reliability/pg_upgrade.sh runs it)
 #   bash bench/pg_upgrade_shards.sh 15 18         another pair (18: see docs/versions.md on this machine's 15)
 #   bash bench/pg_upgrade_shards.sh 15 17 1024    fewer shards, for a shorter run
-# Prints the time the shards took to make and pg_upgrade's.
+# Prints the time the shards took to make and pg_upgrade's, then checks the upgraded node: every
+# shard listed, and a new post in each gets an ID of its own shard above its old post's.
 set -euo pipefail
 here=$(cd "$(dirname "$0")" && pwd)
 old=${1:-15} new=${2:-17} shards=${3:-8192}
@@ -43,6 +44,9 @@ for ((first = 0; first < shards; first += 256)); do
     -c "SELECT create_shard('s' || n, n, template => 'tpl') FROM generate_series($first, least($first + 255, $shards - 1)) n" >/dev/null
 done
 made=$((SECONDS - start))
+# One post in every shard, through the template's DEFAULT: the IDs the new server must exceed.
+q -c "DO \$\$ BEGIN FOR n IN 0 .. $shards - 1 LOOP
+        EXECUTE format('INSERT INTO %I.posts (author, body) VALUES (1, %L)', 's' || n, 'old'); END LOOP; END \$\$" >/dev/null
 objects=$(q -c "SELECT count(*) FROM pg_class WHERE relnamespace IN (SELECT oid FROM pg_namespace WHERE nspname ~ '^s[0-9]+$')")
 echo "create_shard x $shards with a two-table template ($old): $made s; $objects relations"
 as_pg "$old_bin/pg_ctl" -D "$work/old" -m fast -w stop >/dev/null
@@ -55,3 +59,20 @@ as_pg "$new_bin/pg_upgrade" -b "$old_bin" -B "$new_bin" -d "$work/old" -D "$work
   || { tail -20 "$work/pg_upgrade.log"; exit 1; }
 echo "pg_upgrade --link $old -> $new of $shards shards: $((SECONDS - start)) s"
 grep -E "^(Creating dump|Restoring database schemas|Copying|Linking|Adding)" "$work/pg_upgrade.log" || true
+# The upgraded node works: every shard is there and its next post gets an ID of its own shard,
+# above the old one.
+as_pg "$new_bin/pg_ctl" -D "$work/new" -l "$work/new.log" -w start \
+  -o "-p 55498 -k $work -c listen_addresses='' -c max_locks_per_transaction=1024" >/dev/null
+trap 'as_pg "$new_bin/pg_ctl" -D "$work/new" -m immediate stop >/dev/null 2>&1 || true' EXIT
+q -c "DO \$\$ BEGIN FOR n IN 0 .. $shards - 1 LOOP
+        EXECUTE format('INSERT INTO %I.posts (author, body) VALUES (1, %L)', 's' || n, 'new'); END LOOP; END \$\$" >/dev/null
+listed=$(q -c "SELECT count(*) FROM snowflake_id_shards")
+[[ $listed == "$shards" ]] || { echo "after pg_upgrade: $listed shards listed, not $shards"; exit 1; }
+q -c "DO \$\$ DECLARE o bigint; nw bigint; BEGIN FOR n IN 0 .. $shards - 1 LOOP
+        EXECUTE format('SELECT max(id) FILTER (WHERE body = %L), max(id) FILTER (WHERE body = %L) FROM %I.posts',
+                       'old', 'new', 's' || n) INTO o, nw;
+        IF NOT (nw > o AND id_shard(o) = n AND id_shard(nw) = n) THEN
+          RAISE EXCEPTION 'shard %: old post %, new post %', n, o, nw; END IF; END LOOP; END \$\$" >/dev/null
+echo "after pg_upgrade: all $shards shards listed; a new post in each has an ID of its shard, above its old post's"
+as_pg "$new_bin/pg_ctl" -D "$work/new" -m fast -w stop >/dev/null
+trap - EXIT
