@@ -31,6 +31,12 @@ pg_config_of() {
 # in_trixie: true inside the chroot of 17 (scripts/trixie.sh).
 in_trixie() { [[ -f /.snowflake_id-trixie ]]; }
 
+# The toolchain: Rust from rust-toolchain.toml (Debian's, scripts/setup says why), and
+# cargo-pgrx of the version Cargo.toml pins, from $SF_OPT/cargo-pgrx-VERSION (scripts/setup),
+# first on PATH: a cargo-pgrx of another version (in ~/.cargo/bin) can stay beside it.
+PGRX_VERSION=$(sed -nE 's/^pgrx = "=([^"]+)"/\1/p' "$(dirname "${BASH_SOURCE[0]}")/../Cargo.toml")
+PATH="$SF_OPT/cargo-pgrx-$PGRX_VERSION/bin:$HOME/.cargo/bin:$PATH"
+
 PG_CONFIG=${PG_CONFIG:-$PG15_CONFIG}
 # The major version, from the path when pg_config is not installed yet (a fresh machine).
 if [[ -x $PG_CONFIG ]]; then
@@ -41,4 +47,4 @@ else
   PGBIN=$(dirname "$PG_CONFIG")
 fi
 PG_FEATURE=pg$PG_MAJOR
-export PG_CONFIG PG_MAJOR PGBIN PG_FEATURE PG_VERSIONS SF_OPT DEBIAN_MIRROR PG15_CONFIG
+export PG_CONFIG PG_MAJOR PGBIN PG_FEATURE PG_VERSIONS SF_OPT DEBIAN_MIRROR PG15_CONFIG PGRX_VERSION PATH

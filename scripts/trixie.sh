@@ -2,9 +2,11 @@
 # Runs a command inside the Debian 13 (trixie) chroot where PostgreSQL 17 lives
 # ($SF_OPT/trixie, made by `scripts/setup pg17`), with PG_CONFIG pointing at its 17:
 #   bash scripts/trixie.sh bash scripts/test-one
-# The host's Rust toolchain (~/.cargo, ~/.rustup) and this checkout are bind-mounted at the
-# same paths, so the command sees the same files; builds go to target/trixie (another libc,
-# another PostgreSQL). The mounts are made private copies and removed on exit.
+# The host's ~/.cargo and ~/.rustup (rustup's proxies and the crate cache; the compiler is
+# trixie's own Debian Rust, rust-toolchain.toml), cargo-pgrx ($SF_OPT/cargo-pgrx-*) and this
+# checkout are bind-mounted at the same paths, so the command sees the same files; builds go
+# to target/trixie (another libc, another PostgreSQL). The mounts are made private copies and
+# removed on exit.
 set -euo pipefail
 repo=$(cd "$(dirname "$0")/.." && pwd)
 source "$repo/scripts/pg.sh"
@@ -26,12 +28,13 @@ if ! mountpoint -q "$root/proc"; then mount -t proc proc "$root/proc"; mounted=(
 bind /dev
 bind "$HOME/.cargo"
 bind "$HOME/.rustup"
+[[ ! -d $SF_OPT/cargo-pgrx-$PGRX_VERSION ]] || bind "$SF_OPT/cargo-pgrx-$PGRX_VERSION"
 bind "$repo"
 cp -f /etc/resolv.conf /etc/hosts "$root/etc/" 2>/dev/null || true   # sudo resolves the host name
 
 # The environment inside: what the scripts read, nothing else of the host's.
 pass=()
-for v in SF_TMP RUST_BACKTRACE GEN GEN_SETUP_SQL RELIABILITY_LOAD_SECONDS UNIT_TESTS CARGO_BUILD_JOBS BENCH_STARTED; do
+for v in SF_TMP SF_OPT RUST_BACKTRACE GEN GEN_SETUP_SQL RELIABILITY_LOAD_SECONDS UNIT_TESTS CARGO_BUILD_JOBS BENCH_STARTED; do
   [[ -n ${!v:-} ]] && pass+=("$v=${!v}")
 done
 chroot "$root" env -i HOME="$HOME" PATH="$HOME/.cargo/bin:/usr/local/bin:/usr/bin:/bin:/usr/sbin:/sbin" \
