@@ -1,4 +1,4 @@
-"""README recipe: Django 5.2, the ID made by the database (db_default), also from bulk_create."""
+"""Recipe of docs/applications.md: Django 5.2, the ID made by the database (db_default), also from bulk_create."""
 from django.db import models
 
 

@@ -1,4 +1,4 @@
-"""README recipe: psycopg 3 + SQLAlchemy 2, the ID made by the database (server_default)."""
+"""Recipe of docs/applications.md: psycopg 3 + SQLAlchemy 2, the ID made by the database (server_default)."""
 from sqlalchemy import DDL, BigInteger, create_engine, event, text
 from sqlalchemy.orm import DeclarativeBase, Mapped, Session, mapped_column
 

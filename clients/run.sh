@@ -1,12 +1,16 @@
 #!/usr/bin/env bash
-# The client recipes of the README, run through real clients against a throwaway server:
-# psycopg 3 + SQLAlchemy 2 and Django 5.2 (Python), node-postgres (Node). Expects the
-# extension installed (scripts/install). Installs the clients itself, idempotently: Python
-# packages from PyPI into clients/.venv (reused while requirements.txt is unchanged), Node
-# packages from npm into clients/node/node_modules (npm ci, from the committed lock file).
+# The client recipes of docs/applications.md, run through real clients against a throwaway server:
+# psycopg 3 + SQLAlchemy 2 and Django 5.2 (Python), node-postgres (Node), pgjdbc and
+# EclipseLink 2.7 (Java), tokio-postgres (Rust); then checks that the docs show the recipes'
+# code as it is. Expects the extension installed (scripts/install). Installs the clients
+# itself, idempotently: Python packages from PyPI into clients/.venv (reused while
+# requirements.txt is unchanged), Node packages from npm into clients/node/node_modules (npm
+# ci, from the committed lock file), the JDK and jars from Debian (scripts/setup clients),
+# the Rust client's crates from crates.io by clients/rust/Cargo.lock.
 set -euo pipefail
 here=$(cd "$(dirname "$0")" && pwd)
 source "$here/../scripts/cluster.sh"
+bash "$here/../scripts/setup" clients
 
 venv=$here/.venv
 if ! cmp -s "$here/requirements.txt" "$venv/requirements.txt" 2>/dev/null; then
@@ -22,11 +26,28 @@ if ! cmp -s "$here/node/package-lock.json" "$here/node/node_modules/.installed-f
   cp "$here/node/package-lock.json" "$here/node/node_modules/.installed-from-lock"
 fi
 
-cluster_start clients 55480
+# The Rust client, built before the server starts (its first build takes about 30 s), with
+# the cargo on PATH (rustup's when none is).
+command -v cargo >/dev/null || export PATH="$HOME/.cargo/bin:$PATH"
+rust_target=$here/rust/target
+cargo fmt --check --manifest-path "$here/rust/Cargo.toml"
+cargo build --quiet --locked --manifest-path "$here/rust/Cargo.toml" --target-dir "$rust_target"
+# The Java recipes, compiled against Debian's jars.
+jars=/usr/share/java/postgresql.jar:/usr/share/java/eclipselink.jar:/usr/share/java/eclipselink-jpa-2.1-spec.jar
+classes=$SF_TMP/clients-java
+rm -rf "$classes" && mkdir -p "$classes"
+javac -nowarn -d "$classes" -cp "$jars" "$here"/java/example/*.java "$here"/java/caught/*.java "$here/java/ClientTests.java"
+
+# pgjdbc connects over TCP only: the server listens on loopback too, on a port that is free.
+port=$(python3 -c 'import socket; s = socket.socket(); s.bind(("127.0.0.1", 0)); print(s.getsockname()[1])')
+cluster_start clients "$port" "listen_addresses=127.0.0.1"
 trap 'cluster_stop clients' EXIT
-for db in py js; do
+for db in py js java rs; do
   psql -X -q -v ON_ERROR_STOP=1 -c "CREATE DATABASE $db" -d postgres
   psql -X -q -v ON_ERROR_STOP=1 -c "CREATE EXTENSION snowflake_id" -d $db
 done
 (cd "$here" && PGDATABASE=py "$venv/bin/python" test_python.py)
 (cd "$here/node" && PGDATABASE=js node test.js)
+JDBC_URL="jdbc:postgresql://127.0.0.1:$port/java?user=$PGUSER" java -cp "$classes:$here/java:$jars" ClientTests
+PGDATABASE=rs "$rust_target/debug/snowflake_id_client_recipe"
+python3 "$here/check_docs.py"

@@ -3,11 +3,13 @@
 Inserts posts on random shards (insert_post, routed RUN ON shard) and updates its own earlier
 posts (update_post, routed RUN ON id_shard(id)) until the deadline. A write refused with
 40001 (a shard being moved, or a router session that had not yet seen the move) is retried;
-other errors (a node down) are retried after a pause. Every write the router acknowledged is
-logged, one line each:  I <id> <shard> <body> <t_first_try> <t_ack> <tries>
+other errors (a node down) are retried after a pause, or with STRICT end the client (exit 1)
+naming the error. Every write the router acknowledged is logged, one line each:  I <id> <shard> <body> <t_first_try> <t_ack> <tries>
                    or:  U <id> - <body> <t_first_try> <t_ack> <tries>
-Usage: router_client.py DSN CLIENT_NO SECONDS SHARDS(comma-separated) LOG
+Usage: router_client.py DSN CLIENT_NO SECONDS SHARDS(comma-separated) LOG [strict]
+It stops early when the file LOG.stop exists (for tests whose work takes as long as it takes).
 """
+import os
 import random
 import sys
 import time
@@ -15,6 +17,7 @@ import time
 import psycopg2
 
 dsn, client, seconds, shards, log_path = sys.argv[1], int(sys.argv[2]), float(sys.argv[3]), sys.argv[4], sys.argv[5]
+strict = sys.argv[6:7] == ["strict"]
 shards = [int(s) for s in shards.split(",")]
 rng = random.Random(client)
 deadline = time.time() + seconds
@@ -39,6 +42,9 @@ def run(sql, args):
                 conn = None
             if e.pgcode == "40001":
                 time.sleep(0.002)
+            elif strict:
+                print(f"client {client}: {sql} failed with {e.pgcode}: {e}", file=sys.stderr)
+                sys.exit(1)
             else:
                 time.sleep(0.05)
             if time.time() > deadline + 30:
@@ -48,7 +54,7 @@ def run(sql, args):
 mine = []
 n = 0
 with open(log_path, "w") as log:
-    while time.time() < deadline:
+    while time.time() < deadline and not os.path.exists(log_path + ".stop"):
         n += 1
         body = f"c{client}n{n}"
         if mine and rng.random() < 0.3:

@@ -15,7 +15,11 @@ _router_here=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
 # Debian's python3, which has python3-psycopg2 (scripts/setup), whatever else is on PATH.
 PYTHON=${PYTHON:-/usr/bin/python3}
 
-node_port() { case $1 in node_a) echo $((ROUTER_PORT + 1)) ;; node_b) echo $((ROUTER_PORT + 2)) ;; node_c) echo $((ROUTER_PORT + 3)) ;; esac; }
+# Ports: the router's, then node_a..node_d, then a standby (reliability/t_cluster_failover.sh).
+node_port() {
+  case $1 in node_a) echo $((ROUTER_PORT + 1)) ;; node_b) echo $((ROUTER_PORT + 2)) ;; node_c) echo $((ROUTER_PORT + 3)) ;;
+             node_d) echo $((ROUTER_PORT + 4)) ;; standby) echo $((ROUTER_PORT + 5)) ;; esac
+}
 node_dir() { echo "$SF_TMP/sf$1"; }
 node_connstr() { echo "host=$(node_dir "$1") port=$(node_port "$1") dbname=postgres user=postgres"; }
 # psql on a node or on the router (first argument: node name or "router").
@@ -28,10 +32,11 @@ on() {
   fi
 }
 
-# node_start NAME: (re)starts a data node's cluster (fresh), with wal_level = logical.
+# node_start NAME [OPTION=VALUE...]: (re)starts a data node's cluster (fresh), with
+# wal_level = logical and the options given.
 node_start() {
   local var="NODE_ENV_$1"
-  CLUSTER_ENV=${!var:-} cluster_start "sf$1" "$(node_port "$1")" wal_level=logical fsync=off max_wal_senders=20 max_replication_slots=20 wal_retrieve_retry_interval=100ms
+  CLUSTER_ENV=${!var:-} cluster_start "sf$1" "$(node_port "$1")" wal_level=logical fsync=off max_wal_senders=20 max_replication_slots=20 wal_retrieve_retry_interval=100ms "${@:2}"
 }
 # node_restart NAME: restarts a node's existing cluster (after a crash), same options.
 node_restart() {
@@ -50,13 +55,15 @@ node_restart() {
 }
 
 router_cluster_up() {
-  local n
+  local n p pids=()
+  for n in "${ROUTER_NODES[@]}"; do node_start "$n"; done
+  # The nodes' shards are made side by side.
   for n in "${ROUTER_NODES[@]}"; do
-    node_start "$n"
     on "$n" -c "CREATE EXTENSION snowflake_id" -f "$_router_here/router/examples/node.sql" \
       -c "SELECT count(create_shard('shard_' || s, s, template => 'tpl'))
-            FROM generate_series(${NODE_FIRST[$n]}, ${NODE_FIRST[$n]} + $SHARDS_PER_NODE - 1) s" >/dev/null
+            FROM generate_series(${NODE_FIRST[$n]}, ${NODE_FIRST[$n]} + $SHARDS_PER_NODE - 1) s" >/dev/null & pids+=($!)
   done
+  for p in "${pids[@]}"; do wait "$p"; done
   cluster_start sfrouter "$ROUTER_PORT"
   on router -c "CREATE EXTENSION snowflake_id_router CASCADE" >/dev/null
   for n in "${ROUTER_NODES[@]}"; do
@@ -70,4 +77,47 @@ router_cluster_down() {
   local n
   cluster_stop sfrouter
   for n in "${ROUTER_NODES[@]}"; do cluster_stop "sf$n"; done
+}
+
+# router_invariants WORK [CLIENT_LOG...]: what must hold after any move, finished, failed or
+# interrupted and repaired (docs/cluster-design.md; reliability tests call it after they
+# move, and `fail` comes from reliability/lib.sh):
+#   - nothing a move makes is left on any node (snowflake_id_node.leftovers(): move records,
+#     slots, publications, subscriptions, fence triggers, marker tables);
+#   - every move on the router is done or undone;
+#   - each shard a node serves (its snowflake_id_shards) is served there only, and the map
+#     names that node;
+#   - with client logs (reliability/router_client.py): every write the router acknowledged
+#     is present exactly once, on the node the map names, with its last acknowledged body,
+#     and no ID appears twice over all nodes (reliability/router_check.py). WORK/moves, if
+#     present, lists moves whose new IDs must lie above the old ones (router_check.py).
+router_invariants() {
+  local work=$1 n left; shift
+  for n in "${ROUTER_NODES[@]}"; do
+    left=$(on "$n" -c "SELECT string_agg(x, '; ') FROM snowflake_id_node.leftovers() x")
+    [[ -z $left ]] || fail "left on $n by a move: $left"
+  done
+  left=$(on router -c "SELECT string_agg(format('move %s (shards %s) %s', id, shards, state), '; ')
+                         FROM snowflake_id_router.move WHERE state NOT IN ('done', 'undone')")
+  [[ -z $left ]] || fail "moves neither done nor undone: $left"
+  on router -F ' ' -c "SELECT shard, node FROM shard_map" >"$work/map"
+  : >"$work/served"; : >"$work/rows"
+  for n in "${ROUTER_NODES[@]}"; do
+    on "$n" -F ' ' -c "SELECT shard, '$n' FROM snowflake_id_shards" >>"$work/served"
+  done
+  left=$(sort "$work/served" | awk 'NR == FNR { map[$1] = $2; next }
+           { if (seen[$1]++) print "shard " $1 " served twice"; if (map[$1] != $2) print "shard " $1 " served by " $2 ", the map names " map[$1] }' \
+           "$work/map" - | head -5)
+  [[ -z $left ]] || fail "shards served where the map does not name: $left"
+  if (($#)); then
+    for n in "${ROUTER_NODES[@]}"; do
+      q=$(on "$n" -c "SELECT string_agg(format('SELECT %L, %s, id, body FROM %I.posts', '$n', shard, schema_name), ' UNION ALL ')
+                      FROM snowflake_id_shards")
+      [[ -z $q ]] || on "$n" -F ' ' -c "$q" >>"$work/rows"
+    done
+    [[ -f $work/moves ]] || : >"$work/moves"
+    "$PYTHON" "$_router_here/reliability/router_check.py" "$work/rows" "$work/map" "$work/moves" "$@" \
+      || fail "acknowledged writes and what the nodes hold disagree (above)"
+  fi
+  echo "router invariants: nothing left by moves on $(IFS=,; echo "${ROUTER_NODES[*]}"), every shard served once where the map names it"
 }

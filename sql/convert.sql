@@ -14,7 +14,7 @@
 --
 -- Runs with the caller's rights (SECURITY INVOKER): only the table's owner can convert it.
 -- search_path is pinned; every name is quoted.
-CREATE FUNCTION convert_column(tbl regclass, col name, shard integer) RETURNS regclass
+CREATE OR REPLACE FUNCTION convert_column(tbl regclass, col name, shard integer) RETURNS regclass
 LANGUAGE plpgsql VOLATILE STRICT PARALLEL UNSAFE
 SET search_path = pg_catalog, pg_temp
 AS $$
@@ -30,10 +30,8 @@ DECLARE
     highest bigint;
     grantee text;
 BEGIN
-    IF shard NOT BETWEEN 0 AND 8191 THEN
-        RAISE EXCEPTION 'shard % is out of range: valid shards are 0 to 8191', shard
-            USING ERRCODE = 'numeric_value_out_of_range';
-    END IF;
+    -- A shard outside the layout: make_id's own error (22003, naming the valid range).
+    PERFORM @extschema@.make_id(clock_timestamp(), shard);
     SELECT c.relkind, c.relowner, c.relacl INTO rel FROM pg_class c WHERE c.oid = tbl;
     IF rel.relkind IS DISTINCT FROM 'r' THEN
         RAISE EXCEPTION '% is not an ordinary table', tbl
@@ -85,8 +83,10 @@ BEGIN
     EXECUTE format('SELECT CASE WHEN is_called THEN last_value ELSE last_value - 1 END FROM %s', seq) INTO newest;
     EXECUTE format('SELECT max(%I) FROM %s', col, tbl) INTO highest;
     highest := greatest(newest, highest, 0);
-    -- Refuse a table that could take no insert afterwards: no ID of this shard above it.
-    IF highest >= @extschema@.make_id(@extschema@.id_timestamp(9223372036854775807), shard, 1023) THEN
+    -- Refuse a table that could take no insert afterwards: no ID of this shard above it (the
+    -- last ID of the shard: the horizon's time and the largest counter, those of the largest ID).
+    IF highest >= @extschema@.make_id(@extschema@.id_timestamp(9223372036854775807), shard,
+                                      @extschema@.id_sequence(9223372036854775807)) THEN
         RAISE EXCEPTION 'column % of table % holds %: no snowflake ID of shard % is above it', quote_ident(col), tbl, highest, shard
             USING ERRCODE = 'numeric_value_out_of_range';
     END IF;

@@ -10,27 +10,31 @@
 -- Adopting a schema that already runs Instagram's PL/pgSQL insta5.next_id(): the sequence
 -- is kept, and the function is replaced in place (same OID), so every column default that
 -- calls it switches to the native generator. The old function's IDs are (time <= now,
--- shard, counter <= 1023); the sequence is first advanced to (now, shard, 1023), so every
--- new ID is greater than every old one.
+-- shard, any counter); the sequence is first advanced to (now, shard, the largest counter),
+-- so every new ID is greater than every old one.
+--
+-- The layout's limits (the largest shard, the largest counter) are not written here: they
+-- are the fields of the largest ID, id_shard(9223372036854775807) and
+-- id_sequence(9223372036854775807), as the layout in Rust (src/id/layouts.rs) decodes it,
+-- and a shard number is checked by make_id, with its own error.
+--
+-- The catalog table is sql/shard_catalog.sql's; everything here can run again (CREATE OR
+-- REPLACE), so an upgrade script includes this file as it is (scripts/assemble-sql).
 
-CREATE TABLE snowflake_id_shard (
-    schema_name text PRIMARY KEY,
-    shard integer NOT NULL UNIQUE CHECK (shard BETWEEN 0 AND 8191),
-    sequence regclass NOT NULL,
-    created_schema boolean NOT NULL
-);
-COMMENT ON TABLE snowflake_id_shard IS 'Logical shards made by create_shard: one schema each, with its sequence.';
--- Dumped with the database (pg_dump), though it belongs to the extension.
-SELECT pg_catalog.pg_extension_config_dump('snowflake_id_shard', '');
-
-CREATE VIEW snowflake_id_shards AS
-    SELECT schema_name, shard, sequence FROM snowflake_id_shard ORDER BY shard;
-COMMENT ON VIEW snowflake_id_shards IS 'Logical shards made by create_shard: schema, shard number, sequence.';
+-- The shards this node serves: not a move's copy before it is activated, nor a copy a move
+-- has sealed (snowflake_id_node.move), so a fan-out never sees a shard twice.
+CREATE OR REPLACE VIEW snowflake_id_shards AS
+    SELECT c.schema_name, c.shard, c.sequence FROM snowflake_id_shard c
+     WHERE NOT EXISTS (SELECT FROM snowflake_id_node.move m
+                        WHERE c.schema_name = ANY (m.schemas) AND m.state IN ('incoming', 'sealed'))
+     ORDER BY c.shard;
+COMMENT ON VIEW snowflake_id_shards IS
+  'Logical shards made by create_shard and served here (not a move''s copy before or after it serves): schema, shard number, sequence.';
 -- Readable by every role, as pg_namespace is: an application's node-side functions look
 -- shards up here.
 GRANT SELECT ON snowflake_id_shards TO PUBLIC;
 
-CREATE FUNCTION create_shard(schema_name text, shard integer) RETURNS void
+CREATE OR REPLACE FUNCTION create_shard(schema_name text, shard integer) RETURNS void
 LANGUAGE plpgsql VOLATILE STRICT PARALLEL UNSAFE
 SET search_path = pg_catalog, pg_temp
 AS $$
@@ -48,10 +52,8 @@ DECLARE
     seq_max bigint;
     dependent regclass;
 BEGIN
-    IF shard NOT BETWEEN 0 AND 8191 THEN
-        RAISE EXCEPTION 'shard % is out of range: valid shards are 0 to 8191', shard
-            USING ERRCODE = 'numeric_value_out_of_range';
-    END IF;
+    -- A shard outside the layout: make_id's own error (22003, naming the valid range).
+    PERFORM @extschema@.make_id(clock_timestamp(), shard);
     -- PostgreSQL truncates longer names to 63 bytes: two such names would be one schema.
     IF octet_length(schema_name) > 63 THEN
         RAISE EXCEPTION 'schema name "%" is too long: % bytes, at most 63', schema_name, octet_length(schema_name)
@@ -140,7 +142,8 @@ BEGIN
 
     -- A sequence whose range cannot hold IDs (AS integer, descending): next_id's own error.
     SELECT q.seqmin, q.seqmax INTO seq_min, seq_max FROM pg_sequence q WHERE q.seqrelid = seq;
-    IF NOT @extschema@.make_id(clock_timestamp(), shard, 1023) BETWEEN seq_min AND seq_max THEN
+    IF NOT @extschema@.make_id(clock_timestamp(), shard, @extschema@.id_sequence(9223372036854775807))
+           BETWEEN seq_min AND seq_max THEN
         RAISE EXCEPTION 'sequence "%" cannot hold snowflake IDs: its range is % to %', seq::regclass, seq_min, seq_max
             USING ERRCODE = 'sequence_generator_limit_exceeded',
                   HINT = format('ALTER SEQUENCE %s AS bigint MINVALUE 1 MAXVALUE 9223372036854775807', seq::regclass);
@@ -149,7 +152,7 @@ BEGIN
     -- above every ID the old function can have made; one holding IDs already is left alone.
     counter := coalesce(pg_sequence_last_value(seq), 0);
     IF counter < (1::bigint << 42) THEN
-        PERFORM setval(seq, @extschema@.make_id(clock_timestamp(), shard, 1023), true);
+        PERFORM setval(seq, @extschema@.make_id(clock_timestamp(), shard, @extschema@.id_sequence(9223372036854775807)), true);
     END IF;
     EXECUTE format(
         'CREATE OR REPLACE FUNCTION %I.next_id(OUT result bigint) '
@@ -177,16 +180,19 @@ $$;
 COMMENT ON FUNCTION create_shard(text, integer) IS
   'Makes (or adopts) schema_name as logical shard: its sequence table_id_seq and its next_id() function. Idempotent.';
 
-CREATE FUNCTION create_shards(prefix text, first_shard integer, count integer) RETURNS void
+CREATE OR REPLACE FUNCTION create_shards(prefix text, first_shard integer, count integer) RETURNS void
 LANGUAGE plpgsql VOLATILE STRICT PARALLEL UNSAFE
 SET search_path = pg_catalog, pg_temp
 AS $$
 BEGIN
-    IF count < 0 OR first_shard NOT BETWEEN 0 AND 8191
-       OR first_shard::bigint + count - 1 > 8191 THEN
-        RAISE EXCEPTION 'shards % to % are out of range: valid shards are 0 to 8191',
-            first_shard, first_shard::bigint + count - 1
+    IF count < 0 THEN
+        RAISE EXCEPTION 'count % is negative: create_shards makes count shards from first_shard on', count
             USING ERRCODE = 'numeric_value_out_of_range';
+    END IF;
+    -- The first and the last shard are checked as make_id checks a shard (22003).
+    PERFORM @extschema@.make_id(clock_timestamp(), first_shard);
+    IF count > 0 THEN
+        PERFORM @extschema@.make_id(clock_timestamp(), least(first_shard::bigint + count - 1, 2147483647)::integer);
     END IF;
     FOR n IN first_shard .. first_shard + count - 1 LOOP
         PERFORM @extschema@.create_shard(prefix || n, n);
@@ -196,7 +202,7 @@ $$;
 COMMENT ON FUNCTION create_shards(text, integer, integer) IS
   'create_shard(prefix || n, n) for n = first_shard .. first_shard + count - 1, in one transaction.';
 
-CREATE FUNCTION drop_shard(schema_name text, cascade boolean DEFAULT false) RETURNS void
+CREATE OR REPLACE FUNCTION drop_shard(schema_name text, cascade boolean DEFAULT false) RETURNS void
 LANGUAGE plpgsql VOLATILE STRICT PARALLEL UNSAFE
 SET search_path = pg_catalog, pg_temp
 AS $$
@@ -238,7 +244,7 @@ COMMENT ON FUNCTION drop_shard(text, boolean) IS
 -- trust (owned by another role that is not a superuser), whose code would then run in
 -- every shard. Nothing of the template is executed here. A table the shard already has is
 -- left as it is, so the call is idempotent.
-CREATE FUNCTION create_shard(schema_name text, shard integer, template text) RETURNS void
+CREATE OR REPLACE FUNCTION create_shard(schema_name text, shard integer, template text) RETURNS void
 LANGUAGE plpgsql VOLATILE CALLED ON NULL INPUT PARALLEL UNSAFE
 SET search_path = pg_catalog, pg_temp
 AS $$

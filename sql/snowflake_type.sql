@@ -257,7 +257,7 @@ CREATE AGGREGATE min(snowflake) (SFUNC = snowflake_smaller, STYPE = snowflake, C
 COMMENT ON AGGREGATE max(snowflake) IS 'Largest snowflake ID.';
 COMMENT ON AGGREGATE min(snowflake) IS 'Smallest snowflake ID.';
 
--- The JSON form: a string (src/sql_apps.rs). to_json, to_jsonb, row_to_json, json_agg, jsonb_agg and
+-- The JSON form: a string (src/sql/applications.rs). to_json, to_jsonb, row_to_json, json_agg, jsonb_agg and
 -- json_build_object all use this cast for snowflake values.
 CREATE FUNCTION id_to_json(id bigint) RETURNS json
     LANGUAGE c IMMUTABLE STRICT PARALLEL SAFE AS 'MODULE_PATHNAME', 'id_to_json_wrapper';

@@ -1,4 +1,4 @@
-// README recipe: node-postgres. A bigint or snowflake column arrives as a string (exact);
+// Recipe of docs/applications.md: node-postgres. A bigint or snowflake column arrives as a string (exact);
 // JSON built in SQL carries snowflake columns as strings, so JSON.parse keeps every digit.
 const { Client } = require('pg');
 

@@ -4,20 +4,32 @@
 SET client_min_messages = warning;
 CREATE EXTENSION snowflake_id_router CASCADE;
 RESET client_min_messages;
-SELECT extname, extversion FROM pg_extension WHERE extname IN ('plproxy', 'snowflake_id', 'dblink', 'snowflake_id_router') ORDER BY 1;
+SELECT extname, CASE WHEN extname LIKE 'snowflake%' THEN extversion END AS extversion  -- (PL/Proxy's and dblink's differ by version)
+  FROM pg_extension WHERE extname IN ('plproxy', 'snowflake_id', 'dblink', 'snowflake_id_router') ORDER BY 1;
 -- The cluster: 8192 partitions, all assigned to no node at first.
 SELECT srvname, array_length(srvoptions, 1) AS options, srvoptions[8] AS p7 FROM pg_foreign_server WHERE srvname = 'snowflake_id';
--- This database is the node 'self'; the map follows add_node and assign_shards.
-SELECT add_node('self', format('host=%s port=%s dbname=%s', current_setting('unix_socket_directories'),
-                               current_setting('port'), current_database()));
-SELECT assign_shards(0, 8, 'self');
-SELECT assign_shards(4, 8, 'self');       -- idempotent where already on this node
+-- A node: another database of this server, with snowflake_id and a function to route to.
+SELECT current_database() AS regress_db \gset
+CREATE DATABASE router_reg_node;
+\c router_reg_node
+SET client_min_messages = warning;
+CREATE EXTENSION snowflake_id;
+CREATE FUNCTION where_am_i(shard integer) RETURNS text LANGUAGE sql RETURN 'on ' || current_database();
+\c :regress_db
+\set VERBOSITY sqlstate
+-- The map follows add_node and assign_shards. The connect string is stored as libpq reads
+-- it (here a URI), each value quoted.
+SELECT add_node('n1', format('postgresql://%s@:%s/router_reg_node?host=%s',
+                             current_user, current_setting('port'), current_setting('unix_socket_directories')));
+SELECT replace(replace(connstr, current_setting('unix_socket_directories'), 'SOCKETS'), current_setting('port'), 'PORT') AS connstr,
+       identity ~ '^[0-9]+/[0-9]+$' AS identified FROM snowflake_id_router.node;
+SELECT assign_shards(0, 8, 'n1');
+SELECT assign_shards(4, 8, 'n1');       -- idempotent where already on this node
 SELECT count(*) AS assigned, min(shard), max(shard), min(node) FROM shard_map;
 SELECT srvoptions[8] = 'p7=' || (SELECT connstr FROM shard_map WHERE shard = 7) AS p7_follows_map,
        srvoptions[13] AS p12, srvoptions[8192] AS p8191
   FROM pg_foreign_server WHERE srvname = 'snowflake_id';
 -- Routing: RUN ON shard and RUN ON id_shard(id) reach the node; an unassigned shard fails by name.
-CREATE FUNCTION where_am_i(shard integer) RETURNS text LANGUAGE sql RETURN 'on ' || current_database();
 CREATE FUNCTION routed(shard integer) RETURNS text LANGUAGE plproxy AS $$
     CLUSTER 'snowflake_id'; RUN ON shard; SELECT where_am_i(shard);
 $$;
@@ -29,52 +41,138 @@ SELECT routed(7), routed_by_id(make_id('2024-01-01', 11, 5));
 SELECT routed(12);
 \set VERBOSITY sqlstate
 -- A map change is picked up at the next transaction, without a restart.
-SELECT assign_shards(12, 1, 'self');
+SELECT assign_shards(12, 1, 'n1');
 SELECT routed(12);
+-- A node is known by what it is: the same database under another name or spelling, and
+-- this router itself, are refused.
+SELECT add_node('n1_again', format('dbname=router_reg_node port=%s host=%s',
+                                   current_setting('port'), current_setting('unix_socket_directories')));  -- 42710
+SELECT add_node('me', format('host=%s port=%s dbname=%s', current_setting('unix_socket_directories'),
+                             current_setting('port'), current_database()));                               -- 55000
+-- Secrets in a connect string are refused in every syntax libpq reads (they would be
+-- readable by every role in pg_foreign_server), without being echoed.
+SELECT add_node('other', 'host=x password=secret');                        -- 22023
+SELECT add_node('other', $$dbname='postgres'password=S3cret1$$);           -- 22023
+SELECT add_node('other', 'postgresql://u@/db?host=/tmp/x&password=S3cret2'); -- 22023
+SELECT add_node('other', 'host=/tmp/x sslpassword=S3cret3');               -- 22023
+SELECT add_node('other', 'postgresql://u:secret@x/db');                    -- 22023
+SELECT add_node('other', 'host=x port');                                   -- 22023, libpq's own message
+\set VERBOSITY default
+SELECT add_node('other', $$dbname='postgres'password=S3cret1$$);
+\set VERBOSITY sqlstate
+-- Settings are not session settings: a session's SET steers nothing; only the owner writes them.
+SET snowflake_id_router.self_connstr = 'dbname=decoy';
+SET snowflake_id_router.lock_timeout = '0';
+SELECT snowflake_id_router.setting('self_connstr') = format('host=''%s'' port=''%s'' dbname=''%s'' user=''%s''', current_setting('unix_socket_directories'), current_setting('port'), current_database(), current_user) AS default_loopback,
+       snowflake_id_router.setting('lock_timeout') AS lock_timeout;
+RESET snowflake_id_router.self_connstr;
+RESET snowflake_id_router.lock_timeout;
+INSERT INTO snowflake_id_router.setting VALUES ('lock_timeout', '0');      -- 23514: no timeout is no bound
+INSERT INTO snowflake_id_router.setting VALUES ('self_connstr',
+    format('host=%s port=%s dbname=router_reg_node', current_setting('unix_socket_directories'), current_setting('port')));
+SELECT snowflake_id_router.connect_self('x');                             -- 55000: the loopback must reach this database
+DELETE FROM snowflake_id_router.setting;
+SELECT snowflake_id_router.connect_self('x'), snowflake_id_router.disconnect('x');
 -- Refusals, each with its SQLSTATE.
-SELECT add_node('self', 'host=elsewhere');                       -- 42710 duplicate
-SELECT add_node('other', 'host=x password=secret');              -- 22023 password in connstr
-SELECT add_node('other', 'postgresql://u:secret@x/db');          -- 22023
+SELECT add_node('n1', 'host=elsewhere');                         -- 42710 duplicate
+SELECT add_node('other', 'host=/nonexistent port=1 dbname=x');   -- 08001: a node must be reachable to be added
 SELECT add_node(NULL, 'host=x');                                 -- 22004
 SELECT add_node(repeat('n', 64), 'host=x');                      -- 22023
-SELECT assign_shards(8190, 3, 'self');                           -- 22003
-SELECT assign_shards(-1, 1, 'self');                             -- 22003
-SELECT assign_shards(20, 0, 'self');                             -- 22003
+SELECT assign_shards(8190, 3, 'n1');                           -- 22003
+SELECT assign_shards(-1, 1, 'n1');                             -- 22003
+SELECT assign_shards(20, 0, 'n1');                             -- 22003
 SELECT assign_shards(20, 1, 'nowhere');                          -- 42704
 SELECT assign_shards(20, 1, NULL);                               -- 22004
-SELECT add_node('other', 'host=/nonexistent port=1 dbname=x');
-SELECT assign_shards(5, 2, 'other');                             -- 55000 already on 'self'
+-- Another node, which then becomes unreachable (its connect string changed by hand).
+CREATE DATABASE router_reg_other;
+\c router_reg_other
+SET client_min_messages = warning;
+CREATE EXTENSION snowflake_id;
+\c :regress_db
+\set VERBOSITY sqlstate
+SELECT add_node('other', format('host=%s port=%s dbname=router_reg_other', current_setting('unix_socket_directories'), current_setting('port')));
+SELECT assign_shards(5, 2, 'other');                             -- 55000 already on 'n1'
 SELECT move_shard(8192, 'other');                                -- 22003
 SELECT move_shard(5, 'nowhere');                                 -- 42704
 SELECT move_shard(100, 'other');                                 -- 55000 assigned to no node
 SELECT move_shard(NULL, 'other');                                -- 22004
-SELECT move_shard(5, 'self');                                    -- already there: a notice
+SELECT move_shard(5, 'n1');                                    -- already there: a notice
+-- move_shards: several shards of one node in one move; the same refusals, and its own.
+SELECT move_shards(NULL, 'other');                               -- 22004
+SELECT move_shards('{5,NULL}', 'other');                         -- 22004
+SELECT move_shards('{}', 'other');                               -- 22023
+SELECT move_shards('{5,8192}', 'other');                         -- 22003
+SELECT move_shards('{5,6}', 'nowhere');                          -- 42704
+SELECT move_shards('{5,100}', 'other');                          -- 55000 shard 100 assigned to no node
+SELECT move_shards('{5,5,6}', 'n1') IS NULL AS nothing_to_do;    -- already there: a notice, no move
+CREATE DATABASE router_reg_third;
+\c router_reg_third
+SET client_min_messages = warning;
+CREATE EXTENSION snowflake_id;
+\c :regress_db
+\set VERBOSITY sqlstate
+SELECT add_node('third', format('host=%s port=%s dbname=router_reg_third', current_setting('unix_socket_directories'), current_setting('port')));
+SELECT assign_shards(100, 1, 'third');
+SELECT move_shards('{5,100}', 'other');                          -- 55000 on two nodes
+\set VERBOSITY default
+SELECT move_shards('{5,100}', 'other');
+\set VERBOSITY sqlstate
+BEGIN ISOLATION LEVEL REPEATABLE READ;
+SELECT move_shards('{5}', 'other');                              -- 25000: the map is read afresh as the move goes
+ROLLBACK;
 -- A target that cannot be reached: 08001, and the shard stays where it was.
+UPDATE snowflake_id_router.node SET connstr = 'host=/nonexistent port=1 dbname=x' WHERE name = 'other';
 SELECT move_shard(5, 'other');
 SELECT node FROM shard_map WHERE shard = 5;
+SELECT count(*) AS moves_recorded FROM move_history;             -- none: it failed before its record
+-- repair_moves() finds nothing to repair, and says which nodes it could not look at.
+SELECT move, shards, regexp_replace(outcome, ': .*', '') AS outcome FROM repair_moves();
 -- Who may: superusers, or roles granted EXECUTE; the map (connect strings) is not public.
 CREATE ROLE router_reg_user;
 SET ROLE router_reg_user;
 SELECT add_node('evil', 'host=evil');                            -- 42501
-SELECT assign_shards(100, 1, 'self');                            -- 42501
+SELECT assign_shards(100, 1, 'n1');                            -- 42501
 SELECT move_shard(5, 'other');                                   -- 42501
+SELECT move_shards('{5}', 'other');                              -- 42501
+SELECT * FROM repair_moves();                                    -- 42501
+SELECT * FROM move_history;                                      -- 42501
+INSERT INTO snowflake_id_router.breakpoint VALUES ('copying');   -- 42501: the test hook is the owner's
 SELECT * FROM shard_map;                                         -- 42501
 SELECT * FROM snowflake_id_router.node;                          -- 42501
+INSERT INTO snowflake_id_router.setting VALUES ('copy_timeout', '1 h');  -- 42501
+SELECT snowflake_id_node.conninfo('host=x');                     -- 42501: the node schema is internal
 SELECT routed(7);                                                -- 42501: no USAGE on the server
 RESET ROLE;
 -- The functions: SECURITY DEFINER with search_path pinned, each commented.
 SELECT p.oid::regprocedure, p.prosecdef, p.proconfig, p.provolatile, p.proisstrict, p.proparallel,
        obj_description(p.oid, 'pg_proc') IS NOT NULL AS commented
   FROM pg_proc p WHERE p.oid IN ('add_node(text,text)'::regprocedure, 'assign_shards(integer,integer,text)'::regprocedure,
-                                 'move_shard(integer,text,text)'::regprocedure) ORDER BY 1;
+                                 'move_shard(integer,text,text)'::regprocedure, 'move_shards(integer[],text,text)'::regprocedure,
+                                 'repair_moves()'::regprocedure) ORDER BY 1;
 SELECT count(*) AS functions_without_comment
   FROM pg_depend d JOIN pg_proc p ON d.classid = 'pg_proc'::regclass AND d.objid = p.oid
  WHERE d.refclassid = 'pg_extension'::regclass
    AND d.refobjid = (SELECT oid FROM pg_extension WHERE extname = 'snowflake_id_router')
    AND obj_description(p.oid, 'pg_proc') IS NULL;
 DROP ROLE router_reg_user;
-DROP FUNCTION routed(integer), routed_by_id(bigint), where_am_i(integer);
+-- Routing needs no credentials in the user mapping (PL/Proxy connects as the calling role:
+-- trust here, ~/.pgpass or certificates elsewhere), and an application role that may use
+-- the server cannot log in anywhere through it with dblink: it has no password to give.
+SELECT current_user AS regress_user \gset
+CREATE ROLE router_reg_app LOGIN;
+GRANT USAGE ON FOREIGN SERVER snowflake_id TO router_reg_app;
+SELECT srvname, umoptions FROM pg_user_mappings WHERE srvname = 'snowflake_id';
+\c - router_reg_app
+\set VERBOSITY sqlstate
+SELECT routed(7);
+SELECT dblink_connect('x', 'snowflake_id');                      -- 2F003: no password, no connection
+\c - :regress_user
+\set VERBOSITY sqlstate
+REVOKE USAGE ON FOREIGN SERVER snowflake_id FROM router_reg_app;
+DROP ROLE router_reg_app;
+DROP FUNCTION routed(integer), routed_by_id(bigint);
 SET client_min_messages = warning;
 DROP EXTENSION snowflake_id_router CASCADE;
 DROP EXTENSION plproxy, dblink;
+-- (The node databases stay: dropping them would wait for this session's routed connections.)
 RESET client_min_messages;

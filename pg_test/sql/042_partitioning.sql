@@ -1,4 +1,4 @@
--- Time partitioning by ID range (the README's recipe): month partitions bounded by
+-- Time partitioning by ID range (docs/applications.md's recipe): month partitions bounded by
 -- make_id(month start), so that a time filter on the key prunes partitions.
 CREATE EXTENSION IF NOT EXISTS snowflake_id;
 \set VERBOSITY sqlstate

@@ -1,0 +1,157 @@
+-- The node side of moves on one server (docs/cluster-design.md): what a move refuses to
+-- carry, the fence and its proof of life, the seal, what the node serves, and who may call
+-- what. (Moves between servers, interrupted and not: reliability/t_cluster_*.sh.)
+\set VERBOSITY sqlstate
+SET client_min_messages = warning;
+CREATE EXTENSION IF NOT EXISTS snowflake_id;
+CREATE EXTENSION IF NOT EXISTS dblink;
+RESET client_min_messages;
+SELECT current_database() AS db \gset
+CREATE SCHEMA mvtpl;
+CREATE TABLE mvtpl.posts (id bigint PRIMARY KEY, user_id bigint NOT NULL, body text NOT NULL, edits integer NOT NULL DEFAULT 0);
+CREATE INDEX ON mvtpl.posts (user_id, id);
+CREATE TABLE mvtpl.counters (id integer GENERATED ALWAYS AS IDENTITY PRIMARY KEY, v text);
+SELECT count(create_shard('mv_' || s, s, template => 'mvtpl')) FROM generate_series(7001, 7003) s;
+CREATE FUNCTION pg_temp.refused(q text) RETURNS text LANGUAGE plpgsql AS $$
+BEGIN
+    EXECUTE q;
+    RETURN 'no error';
+EXCEPTION WHEN OTHERS THEN
+    RETURN SQLSTATE || ': ' || SQLERRM;
+END
+$$;
+
+-- A shard and a fresh copy of it from the same template have the same fingerprint, whatever
+-- their names; a difference is named.
+SELECT snowflake_id_node.fingerprint('mv_7001') = snowflake_id_node.fingerprint('mv_7002') AS same_layout;
+SELECT unnest(snowflake_id_node.fingerprint('mv_7001'));
+ALTER TABLE mv_7002.posts ALTER COLUMN edits TYPE smallint;
+SELECT snowflake_id_node.fingerprint_difference(snowflake_id_node.fingerprint('mv_7001'), snowflake_id_node.fingerprint('mv_7002'),
+                                                'the shard', 'the copy') AS narrowed;
+ALTER TABLE mv_7002.posts ALTER COLUMN edits TYPE integer;
+ALTER TABLE mv_7002.posts DROP CONSTRAINT posts_pkey;
+SELECT snowflake_id_node.fingerprint_difference(snowflake_id_node.fingerprint('mv_7001'), snowflake_id_node.fingerprint('mv_7002'),
+                                                'the shard', 'the copy') AS no_primary_key;
+ALTER TABLE mv_7002.posts ADD PRIMARY KEY (id);
+ALTER TABLE mv_7002.posts ENABLE ROW LEVEL SECURITY;
+CREATE POLICY own ON mv_7002.posts USING (user_id = 1);
+SELECT l FROM unnest(snowflake_id_node.fingerprint('mv_7002')) l WHERE l ~ '^(policy|table posts)';
+DROP POLICY own ON mv_7002.posts;
+ALTER TABLE mv_7002.posts DISABLE ROW LEVEL SECURITY;
+SELECT snowflake_id_node.fingerprint('mv_7001') = snowflake_id_node.fingerprint('mv_7002') AS same_again;
+
+-- What a move would not carry, or would drop with the source's copy, is refused by name.
+SELECT snowflake_id_node.refusal('{mv_7001}') AS clean;
+CREATE UNLOGGED TABLE mv_7003.scratch (id bigint PRIMARY KEY);
+SELECT snowflake_id_node.refusal('{mv_7003}');
+DROP TABLE mv_7003.scratch;
+CREATE MATERIALIZED VIEW mv_7003.totals AS SELECT count(*) FROM mv_7003.posts;
+SELECT snowflake_id_node.refusal('{mv_7003}');
+DROP MATERIALIZED VIEW mv_7003.totals;
+CREATE VIEW mv_7003.recent AS SELECT * FROM mv_7003.posts;
+SELECT snowflake_id_node.refusal('{mv_7003}');
+DROP VIEW mv_7003.recent;
+CREATE FUNCTION mv_7003.touch() RETURNS trigger LANGUAGE plpgsql AS $$ BEGIN RETURN NEW; END $$;
+CREATE TRIGGER touch BEFORE UPDATE ON mv_7003.posts FOR EACH ROW EXECUTE FUNCTION mv_7003.touch();
+SELECT snowflake_id_node.refusal('{mv_7003}');
+DROP FUNCTION mv_7003.touch() CASCADE;
+CREATE TABLE mv_7003.nokey (v text);
+SELECT snowflake_id_node.refusal('{mv_7003}');
+DROP TABLE mv_7003.nokey;
+CREATE TABLE mv_7003.parted (id bigint PRIMARY KEY) PARTITION BY RANGE (id);
+SELECT snowflake_id_node.refusal('{mv_7003}');
+DROP TABLE mv_7003.parted;
+-- Outside the shard: a view over it, a foreign key to it, a function reading it, a column
+-- of its row type. DROP SCHEMA ... CASCADE would take each along.
+CREATE VIEW public.mv_feed AS SELECT id FROM mv_7003.posts UNION ALL SELECT id FROM mv_7001.posts;
+SELECT snowflake_id_node.refusal('{mv_7003}');
+DROP VIEW public.mv_feed;
+CREATE TABLE public.mv_likes (post bigint REFERENCES mv_7003.posts);
+SELECT snowflake_id_node.refusal('{mv_7003}');
+DROP TABLE public.mv_likes;
+CREATE FUNCTION public.mv_count() RETURNS bigint LANGUAGE sql BEGIN ATOMIC SELECT count(*) FROM mv_7003.posts; END;
+SELECT snowflake_id_node.refusal('{mv_7003}');
+DROP FUNCTION public.mv_count();
+CREATE TABLE public.mv_saved (p mv_7003.posts);
+SELECT snowflake_id_node.refusal('{mv_7003}');
+DROP TABLE public.mv_saved;
+SELECT snowflake_id_node.refusal('{mv_7003}') AS clean_again;
+
+-- The fence. The mover's session (here a dblink session of this server) holds the shard's
+-- lock: while it lives, a fenced shard refuses every write with 40001; once it is gone, the
+-- fence lets writes through (no one has to act); once sealed, it refuses them whatever
+-- becomes of the mover.
+SELECT dblink_connect('mover', format('host=%s port=%s dbname=%s', current_setting('unix_socket_directories'), current_setting('port'), :'db'));
+SELECT * FROM dblink('mover', $$SELECT snowflake_id_node.lock_shards('{7001}')::text$$) AS t(x text);
+SELECT regexp_replace(pg_temp.refused($$SELECT snowflake_id_node.lock_shards('{7001}')$$), 'pid [0-9]+', 'pid N');  -- 55P03
+SELECT * FROM dblink('mover', $$SELECT concat(
+    snowflake_id_node.prepare_source('test/1', 'a router', 'a target', '{7001}', '{mv_7001}'),
+    snowflake_id_node.publish('test/1'))$$) AS t(x text);
+SELECT pg_temp.refused($$SELECT snowflake_id_node.set_fence('test/1', '1000')$$);  -- 55000: only the locks' holder steps
+SELECT * FROM dblink('mover', $$SELECT snowflake_id_node.set_fence('test/1', '1000')::text$$) AS t(x text);
+CREATE ROLE mv_app;
+GRANT USAGE ON SCHEMA mv_7001 TO mv_app;
+GRANT INSERT ON mv_7001.posts TO mv_app;
+GRANT USAGE, UPDATE ON SEQUENCE mv_7001.table_id_seq TO mv_app;
+SET ROLE mv_app;
+SELECT pg_temp.refused($$INSERT INTO mv_7001.posts (user_id, body) VALUES (1, 'fenced')$$);   -- 40001
+RESET ROLE;
+SELECT pg_temp.refused($$TRUNCATE mv_7001.posts$$);                                      -- 40001
+SELECT dblink_disconnect('mover');
+DO $$ BEGIN   -- (the mover's backend ends a moment after its connection closes)
+    FOR i IN 1 .. 1000 LOOP EXIT WHEN NOT snowflake_id_node.alive('{7001}'); PERFORM pg_sleep(0.01); END LOOP;
+END $$;
+SET ROLE mv_app;
+SELECT pg_temp.refused($$INSERT INTO mv_7001.posts (user_id, body) VALUES (1, 'mover gone')$$);  -- passes
+RESET ROLE;
+-- A repair takes the locks and undoes it: fence, publication, marker and record go.
+SELECT dblink_connect('mover', format('host=%s port=%s dbname=%s', current_setting('unix_socket_directories'), current_setting('port'), :'db'));
+SELECT * FROM dblink('mover', $$SELECT concat(snowflake_id_node.lock_shards('{7001}'),
+                                              snowflake_id_node.undo('test/1', '1 s', 0))$$) AS t(x text);
+SELECT * FROM snowflake_id_node.leftovers();
+-- Sealed: the decision point. The copy leaves snowflake_id_shards; writes are refused with
+-- the mover gone; an undo is refused (the move must be completed).
+SELECT * FROM dblink('mover', $$SELECT concat(
+    snowflake_id_node.prepare_source('test/2', 'a router', 'a target', '{7001}', '{mv_7001}'),
+    snowflake_id_node.publish('test/2'), snowflake_id_node.set_fence('test/2', '1000'), snowflake_id_node.mark('test/2'),
+    left(snowflake_id_node.seal('test/2', ARRAY[snowflake_id_node.fingerprint('mv_7001')::text], '1000'), 1))$$) AS t(x text);
+SELECT * FROM dblink('mover', $$SELECT snowflake_id_node.undo('test/2', '1 s', 0)::text$$) AS t(x text);     -- 55000
+SELECT dblink_disconnect('mover');
+DO $$ BEGIN
+    FOR i IN 1 .. 1000 LOOP EXIT WHEN NOT snowflake_id_node.alive('{7001}'); PERFORM pg_sleep(0.01); END LOOP;
+END $$;
+SELECT pg_temp.refused($$INSERT INTO mv_7001.posts (user_id, body) VALUES (1, 'sealed')$$);      -- 40001
+SELECT shard FROM snowflake_id_shards WHERE shard BETWEEN 7001 AND 7003 ORDER BY 1;             -- 7001 is not served
+-- A seal checks the schema against the copy's under its locks: DDL since is refused.
+SELECT dblink_connect('mover', format('host=%s port=%s dbname=%s', current_setting('unix_socket_directories'), current_setting('port'), :'db'));
+SELECT * FROM dblink('mover', $$SELECT concat(snowflake_id_node.lock_shards('{7002}'),
+    snowflake_id_node.prepare_source('test/3', 'a router', 'a target', '{7002}', '{mv_7002}'),
+    snowflake_id_node.publish('test/3'), snowflake_id_node.set_fence('test/3', '1000'))$$) AS t(x text);
+ALTER TABLE mv_7002.posts ADD COLUMN visibility text NOT NULL DEFAULT 'private';
+\set VERBOSITY default
+SELECT * FROM dblink('mover', $$SELECT snowflake_id_node.seal('test/3', ARRAY[snowflake_id_node.fingerprint('mv_7001')::text], '1000')$$)
+    AS t(x text);
+\set VERBOSITY sqlstate
+SELECT * FROM dblink('mover', $$SELECT snowflake_id_node.undo('test/3', '1 s', 0)::text$$) AS t(x text);
+-- The sealed copy is dropped only as it was sealed, and never with something outside
+-- that depends on it: a view made since keeps it (and the view).
+SELECT * FROM dblink('mover', $$SELECT snowflake_id_node.lock_shards('{7001}')::text$$) AS t(x text);
+CREATE VIEW public.mv_late AS SELECT id FROM mv_7001.posts;
+SELECT * FROM dblink('mover', $$SELECT snowflake_id_node.drop_copy('test/2', '1000', '1 s')::text$$) AS t(x text);  -- 55000
+DROP VIEW public.mv_late;
+SELECT * FROM dblink('mover', $$SELECT snowflake_id_node.drop_copy('test/2', '1000', '1 s')::text$$) AS t(x text);
+SELECT dblink_disconnect('mover');
+SELECT to_regnamespace('mv_7001') IS NULL AS dropped, count(*) AS left_over FROM snowflake_id_node.leftovers();
+
+-- Internal: no one but the owner calls the node side.
+SET ROLE mv_app;
+SELECT pg_temp.refused($$SELECT snowflake_id_node.fingerprint('mv_7002')$$);   -- 42501
+SELECT pg_temp.refused($$SELECT * FROM snowflake_id_node.move$$);              -- 42501
+RESET ROLE;
+SELECT count(*) AS callable_by_others FROM pg_proc p
+ WHERE p.pronamespace = 'snowflake_id_node'::regnamespace AND has_function_privilege('mv_app', p.oid, 'EXECUTE');
+
+DROP OWNED BY mv_app;
+DROP ROLE mv_app;
+SELECT drop_shard('mv_' || s, cascade => true) FROM generate_series(7002, 7003) s;
+DROP SCHEMA mvtpl CASCADE;

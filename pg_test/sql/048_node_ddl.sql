@@ -1,0 +1,118 @@
+-- The node side of alter_shards and template_status (schema snowflake_id_node): the
+-- fingerprint of a schema's tables, the one-statement check, the per-node change.
+-- (Through routers and several nodes: reliability/t_alter_shards.sh.)
+-- A database of its own: the node's change covers every shard there is.
+SELECT current_database() AS regress_db \gset
+CREATE DATABASE node_ddl_reg;
+\c node_ddl_reg
+SET client_min_messages = warning;
+CREATE EXTENSION snowflake_id;
+RESET client_min_messages;
+-- Each refusal as SQLSTATE: message.
+CREATE FUNCTION pg_temp.refusal(q text) RETURNS text LANGUAGE plpgsql AS $$
+BEGIN
+    EXECUTE q;
+    RETURN 'no error';
+EXCEPTION WHEN OTHERS THEN
+    RETURN SQLSTATE || ': ' || SQLERRM;
+END
+$$;
+CREATE SCHEMA ftpl;
+CREATE TABLE ftpl.users (id bigint PRIMARY KEY, name text NOT NULL COLLATE "C");
+CREATE TABLE ftpl.posts (
+    id bigint GENERATED ALWAYS AS IDENTITY PRIMARY KEY,
+    user_id bigint NOT NULL CHECK (user_id > 0),
+    body text NOT NULL DEFAULT '',
+    score integer GENERATED ALWAYS AS (length(body)) STORED,
+    UNIQUE (user_id, body)
+);
+CREATE INDEX posts_by_user ON ftpl.posts (user_id, id) WHERE user_id > 1;
+SELECT count(create_shard('fshard' || s, s, template => 'ftpl')) FROM generate_series(1, 3) s;
+-- One line per table, column, constraint and index, the schema's own name as %I; the
+-- bigint primary key's default (the shard's next_id(), an identity in the template) is
+-- create_shard's, not the layout's.
+SELECT unnest(snowflake_id_node.fingerprint('ftpl'));
+SELECT s, snowflake_id_node.fingerprint('fshard' || s) = snowflake_id_node.fingerprint('ftpl') AS same_as_template
+  FROM generate_series(1, 3) s;
+-- The first difference, said for both sides.
+ALTER TABLE fshard2.posts ADD COLUMN note text DEFAULT 'n/a';
+CREATE INDEX ON fshard3.posts (body);
+SELECT snowflake_id_node.fingerprint_difference(snowflake_id_node.fingerprint('fshard2'), snowflake_id_node.fingerprint('ftpl'),
+                                                'shard 2', 'the template') AS shard2,
+       snowflake_id_node.fingerprint_difference(snowflake_id_node.fingerprint('ftpl'), snowflake_id_node.fingerprint('fshard3'),
+                                                'the template', 'shard 3') AS shard3;
+ALTER TABLE fshard2.posts ALTER COLUMN note SET DEFAULT 'none';
+ALTER TABLE ftpl.posts ADD COLUMN note text DEFAULT 'n/a';
+SELECT snowflake_id_node.fingerprint_difference(snowflake_id_node.fingerprint('fshard2'), snowflake_id_node.fingerprint('ftpl'),
+                                                'shard 2', 'the template') AS shard2;
+-- A reference to the schema's own objects reads alike in every shard; a name that merely
+-- ends in the schema's name does not.
+ALTER TABLE ftpl.posts ADD FOREIGN KEY (user_id) REFERENCES ftpl.users (id);
+ALTER TABLE fshard1.posts ADD COLUMN note text DEFAULT 'n/a', ADD FOREIGN KEY (user_id) REFERENCES fshard1.users (id);
+SELECT l FROM unnest(snowflake_id_node.fingerprint('fshard1')) l WHERE l LIKE 'constraint%FOREIGN%';
+SELECT snowflake_id_node.fingerprint('fshard1') = snowflake_id_node.fingerprint('ftpl') AS shard1_same;
+CREATE SCHEMA xftpl;
+CREATE TABLE xftpl.users (id bigint PRIMARY KEY);
+ALTER TABLE fshard1.posts DROP CONSTRAINT posts_user_id_fkey, ADD FOREIGN KEY (user_id) REFERENCES xftpl.users (id);
+SELECT l FROM unnest(snowflake_id_node.fingerprint('fshard1')) l WHERE l LIKE 'constraint%FOREIGN%';
+SELECT pg_temp.refusal($q$SELECT snowflake_id_node.fingerprint('nosuchschema')$q$);
+
+-- The statement alter_shards runs: exactly one schema change that runs in a transaction.
+SELECT snowflake_id_node.ddl_statement('ALTER TABLE s.posts ADD COLUMN note text');
+SELECT snowflake_id_node.ddl_statement('CREATE INDEX ON s.posts (note)');
+SELECT snowflake_id_node.ddl_statement('COMMENT ON TABLE s.posts IS ''x''');
+SELECT pg_temp.refusal($q$SELECT snowflake_id_node.ddl_statement('CREATE INDEX CONCURRENTLY ON s.posts (note)')$q$);
+SELECT pg_temp.refusal($q$SELECT snowflake_id_node.ddl_statement('DROP INDEX CONCURRENTLY s.posts_note_idx')$q$);
+SELECT pg_temp.refusal($q$SELECT snowflake_id_node.ddl_statement('VACUUM s.posts')$q$);
+SELECT pg_temp.refusal($q$SELECT snowflake_id_node.ddl_statement('UPDATE s.posts SET note = ''''')$q$);
+SELECT pg_temp.refusal($q$SELECT snowflake_id_node.ddl_statement('DO $$BEGIN DROP TABLE s.posts; END$$')$q$);
+SELECT pg_temp.refusal($q$SELECT snowflake_id_node.ddl_statement('COMMIT')$q$);
+SELECT pg_temp.refusal($q$SELECT snowflake_id_node.ddl_statement('ALTER TABLE s.a ADD b int; DROP TABLE s.c')$q$);
+SELECT pg_temp.refusal($q$SELECT snowflake_id_node.ddl_statement(' -- nothing')$q$);
+SELECT pg_temp.refusal($q$SELECT snowflake_id_node.ddl_statement('ALTER TABLE s.posts ADD')$q$);
+-- %I is the schema, quoted; %% a percent sign; nothing else.
+SELECT snowflake_id_node.ddl_for('ALTER TABLE %I.posts ADD note text DEFAULT ''100%%'' CHECK (note <> %I.f())', 'Odd "Name"');
+SELECT pg_temp.refusal($q$SELECT snowflake_id_node.ddl_for('ALTER TABLE %I.posts ADD note text DEFAULT ''100%''', 's')$q$);
+SELECT pg_temp.refusal($q$SELECT snowflake_id_node.ddl_for('ALTER TABLE %s.posts ADD note text', 's')$q$);
+SELECT pg_temp.refusal($q$SELECT snowflake_id_node.ddl_for('ALTER TABLE posts ADD note text', 's')$q$);
+
+-- The check before any node changes: tried on the template and undone.
+SELECT snowflake_id_node.schema_change_check('r/1', 'ALTER TABLE %I.posts ADD COLUMN likes integer NOT NULL DEFAULT 0', 'ftpl', '1s');
+SELECT count(*) AS tried_and_undone FROM pg_attribute WHERE attrelid = 'ftpl.posts'::regclass AND attname = 'likes';
+SELECT pg_temp.refusal($q$SELECT snowflake_id_node.schema_change_check('r/1', 'ALTER TABLE %I.posts ADD COLUMN note text', 'ftpl', '1s')$q$);         -- on the template
+SELECT pg_temp.refusal($q$SELECT snowflake_id_node.schema_change_check('r/1', 'ALTER TABLE %I.posts ADD COLUMN x int', 'notpl', '1s')$q$);
+-- The lock table's room: a change on thousands of shards holds all its locks to commit.
+SELECT snowflake_id_node.lock_room(3, 100) IS NULL AS fits,
+       snowflake_id_node.lock_room(3, 1000000) LIKE 'the change takes about 3000000 locks here (3 per schema, 1000000 schemas)%' AS refused;
+
+-- The change: the template and every shard in one transaction, recorded; again, nothing.
+SELECT snowflake_id_node.schema_change_apply('r/1', 'ALTER TABLE %I.posts ADD COLUMN likes integer NOT NULL DEFAULT 0', 'ftpl', '1s') AS schemas;
+SELECT snowflake_id_node.schema_change_apply('r/1', 'ALTER TABLE %I.posts ADD COLUMN likes integer NOT NULL DEFAULT 0', 'ftpl', '1s') AS again;
+SELECT snowflake_id_node.schema_change_check('r/1', 'ALTER TABLE %I.posts ADD COLUMN likes integer NOT NULL DEFAULT 0', 'ftpl', '1s');
+SELECT key, ddl, template, schemas FROM snowflake_id_node.schema_change;
+SELECT n.nspname, count(a.attname) AS has_likes FROM pg_namespace n
+  LEFT JOIN pg_attribute a ON a.attrelid = format('%I.posts', n.nspname)::regclass AND a.attname = 'likes'
+ WHERE n.nspname IN ('ftpl', 'fshard1', 'fshard2', 'fshard3') GROUP BY 1 ORDER BY 1;
+-- A shard it cannot change stops it, by name: the node is left as it was.
+ALTER TABLE fshard2.posts RENAME COLUMN body TO text;
+SELECT pg_temp.refusal($q$SELECT snowflake_id_node.schema_change_apply('r/2', 'CREATE INDEX ON %I.posts (body)', 'ftpl', '1s')$q$);
+SELECT count(*) AS indexes_on_body FROM pg_indexes WHERE indexdef LIKE '%(body)%' AND schemaname IN ('ftpl', 'fshard1');
+SELECT count(*) AS recorded FROM snowflake_id_node.schema_change WHERE key = 'r/2';
+-- A shard's writer waits for the change's locks, the change for a writer's: lock_timeout.
+BEGIN;
+SELECT snowflake_id_node.schema_change_apply('r/3', 'ALTER TABLE %I.users ADD COLUMN age integer', 'ftpl', '1s');
+SELECT count(*) AS locked_to_commit FROM pg_locks
+ WHERE pid = pg_backend_pid() AND mode = 'AccessExclusiveLock' AND relation IN ('ftpl.users'::regclass, 'fshard3.users'::regclass);
+ROLLBACK;
+
+-- Only the extension's owner (a superuser) may run any of it.
+CREATE ROLE node_ddl_user;
+SET ROLE node_ddl_user;
+SELECT pg_temp.refusal($q$SELECT snowflake_id_node.fingerprint('ftpl')$q$);
+SELECT pg_temp.refusal($q$SELECT snowflake_id_node.schema_change_apply('r/9', 'DROP TABLE %I.posts', 'ftpl', '1s')$q$);
+RESET ROLE;
+DROP ROLE node_ddl_user;
+SELECT count(*) AS functions_without_comment FROM pg_proc WHERE pronamespace = 'snowflake_id_node'::regnamespace
+   AND obj_description(oid, 'pg_proc') IS NULL;
+\c :regress_db
+DROP DATABASE node_ddl_reg;

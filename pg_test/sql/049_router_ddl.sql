@@ -1,0 +1,151 @@
+-- versions: 15 17
+-- alter_shards, template_status and a follower router, on one server: the nodes and the
+-- second router are other databases of it. (Under load, interrupted, with moves:
+-- reliability/t_alter_shards.sh.)
+SET client_min_messages = warning;
+CREATE EXTENSION IF NOT EXISTS snowflake_id_router CASCADE;
+RESET client_min_messages;
+CREATE FUNCTION public.ddl_reg_refusal(q text) RETURNS text LANGUAGE plpgsql AS $$
+BEGIN
+    EXECUTE q;
+    RETURN 'no error';
+EXCEPTION WHEN OTHERS THEN
+    RETURN SQLSTATE || ': ' || regexp_replace(SQLERRM, '[0-9]{6,}/[0-9]+', 'IDENTITY', 'g');
+END
+$$;
+SELECT current_database() AS regress_db \gset
+-- Two nodes, each a template and three shards.
+CREATE DATABASE ddl_reg_node_a;
+CREATE DATABASE ddl_reg_node_b;
+\c ddl_reg_node_a
+SET client_min_messages = warning;
+CREATE EXTENSION snowflake_id;
+CREATE SCHEMA tpl;
+CREATE TABLE tpl.posts (id bigint PRIMARY KEY, body text NOT NULL);
+SELECT count(create_shard('s' || g, g, template => 'tpl')) FROM generate_series(0, 2) g;
+\c ddl_reg_node_b
+SET client_min_messages = warning;
+CREATE EXTENSION snowflake_id;
+CREATE SCHEMA tpl;
+CREATE TABLE tpl.posts (id bigint PRIMARY KEY, body text NOT NULL);
+SELECT count(create_shard('s' || g, g, template => 'tpl')) FROM generate_series(100, 102) g;
+\c :regress_db
+SELECT add_node(n, format('host=%s port=%s dbname=ddl_reg_%s', current_setting('unix_socket_directories'), current_setting('port'), n))
+  FROM (VALUES ('node_a'), ('node_b')) v(n);
+SELECT assign_shards(0, 100, 'node_a'), assign_shards(100, 100, 'node_b');
+
+-- A change on every schema of every node, one transaction a node.
+SELECT node, state, schemas FROM alter_shards($$ALTER TABLE %I.posts ADD COLUMN note text NOT NULL DEFAULT ''$$);
+SELECT change, ddl, state, node, node_state, schemas, error FROM schema_change_status;
+SELECT node, matches, difference, changes_behind, shards_checked, shards_differing FROM template_status(shards => true);
+-- Refused before any node is reached, each with its SQLSTATE.
+SELECT ddl_reg_refusal($q$SELECT alter_shards('CREATE INDEX CONCURRENTLY ON %I.posts (note)')$q$);
+SELECT ddl_reg_refusal($q$SELECT alter_shards('VACUUM %I.posts')$q$);
+SELECT ddl_reg_refusal($q$SELECT alter_shards('ALTER TABLE %I.posts ADD a int; DROP TABLE %I.posts')$q$);
+SELECT ddl_reg_refusal($q$SELECT alter_shards('ALTER TABLE %I.posts ADD b text DEFAULT ''50%''')$q$);
+SELECT ddl_reg_refusal($q$SELECT alter_shards('ALTER TABLE posts ADD b text')$q$);
+SELECT ddl_reg_refusal($q$SELECT alter_shards(NULL)$q$);
+-- Refused by a node's template, before any node changes: nothing recorded.
+SELECT ddl_reg_refusal($q$SELECT alter_shards('ALTER TABLE %I.posts ADD COLUMN note text')$q$);
+SELECT count(*) AS changes FROM snowflake_id_router.schema_change;
+-- A node that cannot be reached: refused, or skipped and then behind.
+UPDATE snowflake_id_router.node SET connstr = 'host=/nonexistent port=1 dbname=x' WHERE name = 'node_b';
+SELECT ddl_reg_refusal($q$SELECT alter_shards('CREATE INDEX ON %I.posts (note)')$q$);
+SELECT node, state, schemas FROM alter_shards('CREATE INDEX ON %I.posts (note)', skip_unreachable => true);
+SELECT change, state, node, node_state FROM schema_change_status WHERE change = 2;
+SELECT node, fingerprint IS NULL AS unreachable, changes_behind FROM template_status();
+-- A later change waits until node_b has the earlier one; calling it again finishes it there.
+UPDATE snowflake_id_router.node SET connstr = format('host=%s port=%s dbname=ddl_reg_node_b',
+    current_setting('unix_socket_directories'), current_setting('port')) WHERE name = 'node_b';
+SELECT ddl_reg_refusal($q$SELECT alter_shards('COMMENT ON TABLE %I.posts IS ''posts''')$q$);
+SET client_min_messages = warning;
+SELECT node, state, schemas FROM alter_shards('CREATE INDEX ON %I.posts (note)');
+RESET client_min_messages;
+SELECT change, state, node, node_state, schemas FROM schema_change_status WHERE change = 2;
+SELECT node, matches, changes_behind, shards_differing FROM template_status(shards => true);
+-- A node whose template differs is named, with its first difference.
+\c ddl_reg_node_b
+ALTER TABLE tpl.posts ADD COLUMN extra integer;
+\c :regress_db
+SELECT node, matches, difference FROM template_status();
+\c ddl_reg_node_b
+ALTER TABLE tpl.posts DROP COLUMN extra;
+\c :regress_db
+-- Who may: superusers, or roles granted EXECUTE; alter_shards superusers only, even with
+-- EXECUTE granted (its statement runs as a superuser on every node).
+CREATE ROLE ddl_reg_user;
+GRANT EXECUTE ON FUNCTION alter_shards(text, text, boolean) TO ddl_reg_user;
+SET SESSION AUTHORIZATION ddl_reg_user;
+SELECT ddl_reg_refusal($q$SELECT alter_shards('COMMENT ON TABLE %I.posts IS ''x''')$q$);
+SELECT ddl_reg_refusal($q$SELECT template_status()$q$);
+SELECT ddl_reg_refusal($q$SELECT add_router('r', 'host=x')$q$);
+SELECT ddl_reg_refusal($q$SELECT remove_router('r')$q$);
+SELECT ddl_reg_refusal($q$SELECT abandon_schema_change(1)$q$);
+SELECT ddl_reg_refusal($q$SELECT * FROM schema_change_status$q$);
+SELECT ddl_reg_refusal($q$SELECT * FROM router_status$q$);
+RESET SESSION AUTHORIZATION;
+REVOKE EXECUTE ON FUNCTION alter_shards(text, text, boolean) FROM ddl_reg_user;
+DROP ROLE ddl_reg_user;
+
+-- A follower router: another database with the extension, empty.
+CREATE DATABASE ddl_reg_router_b;
+\c ddl_reg_router_b
+SET client_min_messages = warning;
+CREATE EXTENSION snowflake_id_router CASCADE;
+CREATE FUNCTION ddl_reg_refusal(q text) RETURNS text LANGUAGE plpgsql AS $$
+BEGIN
+    EXECUTE q;
+    RETURN 'no error';
+EXCEPTION WHEN OTHERS THEN
+    RETURN SQLSTATE || ': ' || SQLERRM;
+END
+$$;
+\c :regress_db
+SELECT add_router('router_b', format('host=%s port=%s dbname=ddl_reg_router_b', current_setting('unix_socket_directories'), current_setting('port')));
+SELECT name, role, map_version = snowflake_id_router.map_version() AS current, behind_since, error FROM router_status;
+SELECT ddl_reg_refusal(format($q$SELECT add_router('again', 'host=%s port=%s dbname=ddl_reg_router_b')$q$,
+                              current_setting('unix_socket_directories'), current_setting('port')));
+SELECT ddl_reg_refusal(format($q$SELECT add_router('myself', 'host=%s port=%s dbname=%s')$q$,
+                              current_setting('unix_socket_directories'), current_setting('port'), current_database()));
+SELECT ddl_reg_refusal(format($q$SELECT add_router('a_node', 'host=%s port=%s dbname=ddl_reg_node_a')$q$,
+                              current_setting('unix_socket_directories'), current_setting('port')));
+SELECT ddl_reg_refusal($q$SELECT add_router('router_c', 'host=x password=secret')$q$);
+\c ddl_reg_router_b
+-- The follower has the map, and refuses cluster functions, naming the primary.
+SELECT count(*) AS shards, count(DISTINCT node) AS nodes FROM shard_map;
+SELECT role FROM router_status;
+SELECT ddl_reg_refusal($q$SELECT alter_shards('COMMENT ON TABLE %I.posts IS ''x''')$q$) LIKE '55000: alter_shards runs on the primary router, and this router follows router database%' AS refused;
+SELECT ddl_reg_refusal($q$SELECT assign_shards(500, 1, 'node_a')$q$) LIKE '55000: assign_shards runs on the primary router%' AS refused;
+SELECT ddl_reg_refusal($q$SELECT add_router('x', 'host=x')$q$) LIKE '55000: add_router runs on the primary router%' AS refused;
+\c :regress_db
+-- A map change reaches the follower at the next push.
+SELECT assign_shards(500, 10, 'node_a');
+SELECT snowflake_id_router.push_map();
+\c ddl_reg_router_b
+SELECT count(*) AS shards FROM shard_map;
+\c :regress_db
+-- A follower that cannot be reached is marked behind; the next push catches it up.
+UPDATE snowflake_id_router.router SET connstr = 'host=/nonexistent port=1 dbname=x';
+SELECT assign_shards(600, 10, 'node_a');
+SET client_min_messages = error;
+SELECT snowflake_id_router.push_map() AS all_current;
+RESET client_min_messages;
+SELECT name, current, behind_since IS NOT NULL AS behind, error IS NOT NULL AS has_error FROM router_status;
+UPDATE snowflake_id_router.router SET connstr = format('host=%s port=%s dbname=ddl_reg_router_b',
+    current_setting('unix_socket_directories'), current_setting('port'));
+SELECT snowflake_id_router.push_map() AS all_current;
+SELECT name, current, behind_since FROM router_status;
+-- Removed, it stops following and its map is emptied.
+SELECT remove_router('router_b');
+SELECT count(*) AS routers FROM router_status;
+\c ddl_reg_router_b
+SELECT count(*) AS shards, (SELECT count(*) FROM router_status) AS routers FROM shard_map;
+\c :regress_db
+
+SET client_min_messages = warning;
+DROP EXTENSION snowflake_id_router CASCADE;
+DROP EXTENSION plproxy, dblink;
+DROP FUNCTION ddl_reg_refusal(text);
+DROP DATABASE ddl_reg_node_a;
+DROP DATABASE ddl_reg_node_b;
+DROP DATABASE ddl_reg_router_b;

@@ -1,0 +1,304 @@
+#!/usr/bin/env bash
+# versions: 15 17
+# What a move refuses, and what no mistake or fault turns into lost data (issue 25, issue 19
+# items 7 and 8; docs/cluster.md, "What a move refuses"). A router and three data nodes, no
+# load: each case is a mistake or fault, then what must hold. Each refusal comes before
+# anything is made (or is undone) with its SQLSTATE and a message naming the object, and
+# leaves nothing on any node; the data stays where it was.
+#   25.1  a schema of the shard's name already on the target; a node's registry entry
+#         pointed at another node's database
+#   25.5  a target template without the primary key, or with narrower types; a trigger, an
+#         extra index on the shard; owners and privileges carried (an app role works after
+#         the move), a role missing on the target refused
+#   19.8  identity sequences carried
+#   19.7  an unlogged table; a view outside depending on the shard; the row counts compared
+#   25.3  DDL during the copy: a table added with rows, a column added
+#   25.4  RUN ON ALL during the copy, and with a stale copy left by an interrupted move
+#   25.2  two router databases over the same nodes: a live move of the other router's
+#         refused (55P03), a dead one neither taken over nor in the way once repaired
+#   25.6  a long transaction on the source: bounded by copy_timeout, blockers named; the mover
+#         cancelled or terminated meanwhile: nothing left after the re-run
+#   25.7  the source restarted while fenced: undone once it is back, nothing left
+#   25.10 no free replication slot on the source, no sync worker on the target: refused at once
+#   25.11 a long reader on the source: the clean-up gives up within lock_timeout, the move is
+#         done, a repair finishes; a dump of a fenced source restores writable, and its
+#         leftovers are removed by name
+#   25.8  a subscription of the move's name in another database of the target: untouched
+# Every case ends with nothing left by a move on any node; the end, with router_invariants.
+set -euo pipefail
+shopt -s extglob
+here=$(cd "$(dirname "$0")" && pwd)
+source "$here/../scripts/cluster.sh"; source "$here/lib.sh"
+source "$here/../scripts/router_cluster.sh"
+work=$(mktemp -d); chmod 755 "$work"; mkdir "$work/dump"; chown postgres: "$work/dump"
+bg=()
+trap 'kill "${bg[@]}" 2>/dev/null || true; router_cluster_down; rm -rf "$work"' EXIT
+SHARDS_PER_NODE=8 router_cluster_up
+router8=$(on router -c "SELECT left(md5(snowflake_id_node.identity()), 8)")
+
+# refused SQLSTATE PATTERN SQL: the router refuses SQL with SQLSTATE, the message naming PATTERN.
+refused() {
+  local code=$1 pat=$2 err; shift 2
+  if err=$(on router -v VERBOSITY=verbose -c "$1" 2>&1 >/dev/null); then fail "accepted: $1"; fi
+  [[ $err == *"ERROR:  $code:"* ]] || fail "expected $code for $1, got: $err"
+  [[ $err == *$pat* ]] || fail "the refusal of $1 does not say '$pat': $err"
+  printf '  %s  %s\n' "$1" "$(grep -m1 -o 'ERROR:  .*' <<<"$err" | cut -c8- | cut -c1-160)"
+}
+# clean WHAT: nothing a move made is left on any node.
+clean() {
+  local n left
+  for n in "${ROUTER_NODES[@]}"; do
+    left=$(on "$n" -c "SELECT string_agg(x, '; ') FROM snowflake_id_node.leftovers() x")
+    [[ -z $left ]] || fail "$1: left on $n: $left"
+  done
+}
+rows() { on "$1" -c "SELECT count(*) FROM $2"; }
+served_by() { on router -c "SELECT node FROM shard_map WHERE shard = $1"; }
+# hold STEP SQL: runs SQL on the router in the background, held at STEP; sets $mover, $mover_pid.
+hold() {
+  on router -c "INSERT INTO snowflake_id_router.breakpoint (step) VALUES ('$1')"
+  on router -c "SET client_min_messages = notice" -v VERBOSITY=verbose -c "$2" >"$work/held.log" 2>&1 & mover=$!
+  for _ in $(seq 600); do
+    mover_pid=$(on router -c "SELECT pid FROM snowflake_id_router.breakpoint WHERE reached IS NOT NULL")
+    [[ -n $mover_pid ]] && return 0
+    kill -0 "$mover" 2>/dev/null || fail "'$2' ended before step '$1': $(cat "$work/held.log")"
+    sleep 0.05
+  done
+  fail "'$2' did not reach step '$1'"
+}
+release() { on router -c "DELETE FROM snowflake_id_router.breakpoint"; }
+on_all() { local n; for n in "${ROUTER_NODES[@]}"; do on "$n" "$@"; done; }
+for s in 0 1 2 3 4 5 6 7; do on node_a -c "INSERT INTO shard_$s.posts (user_id, body) SELECT 42, 'row' FROM generate_series(1, 100)"; done
+
+echo "25.1: a move never drops on the target what it did not make"
+on node_b -c "CREATE SCHEMA shard_0" -c "CREATE TABLE shard_0.mine AS SELECT generate_series(1, 500) AS n"
+refused 42P06 'already has a schema shard_0' "SELECT move_shard(0, 'node_b')"
+[[ $(rows node_b shard_0.mine) == 500 && $(served_by 0) == node_a && $(rows node_a shard_0.posts) == 100 ]] || fail "25.1: data moved or lost"
+on node_b -c "DROP SCHEMA shard_0 CASCADE"
+b_connstr=$(on router -c "SELECT connstr FROM snowflake_id_router.node WHERE name = 'node_b'")
+on router -c "UPDATE snowflake_id_router.node SET connstr = (SELECT connstr FROM snowflake_id_router.node WHERE name = 'node_a') WHERE name = 'node_b'"
+refused 55000 'now reaches another database' "SELECT move_shard(1, 'node_b')"
+on router -c "UPDATE snowflake_id_router.node SET connstr = \$\$$b_connstr\$\$ WHERE name = 'node_b'"
+[[ $(rows node_a shard_1.posts) == 100 ]] || fail "25.1: shard 1 lost rows"
+clean 25.1
+
+echo "25.5: the target's copy must be the shard, before any row moves"
+on node_c -c "CREATE SCHEMA tpl_nopk" -c "CREATE TABLE tpl_nopk.posts (id bigint, user_id bigint NOT NULL, body text NOT NULL, edits integer NOT NULL DEFAULT 0)" \
+  -c "CREATE INDEX ON tpl_nopk.posts (user_id, id)" \
+  -c "CREATE SCHEMA tpl_narrow" -c "CREATE TABLE tpl_narrow.posts (id bigint PRIMARY KEY, user_id bigint NOT NULL, body varchar(3) NOT NULL, edits smallint NOT NULL DEFAULT 0)" \
+  -c "CREATE INDEX ON tpl_narrow.posts (user_id, id)"
+refused 55000 'column posts.id: (bigint NOT NULL, position 1)' "SELECT move_shard(1, 'node_c', 'tpl_nopk')"
+refused 55000 'column posts.body' "SELECT move_shard(1, 'node_c', 'tpl_narrow')"
+on node_a -c "CREATE FUNCTION shard_2.audit() RETURNS trigger LANGUAGE plpgsql AS \$\$BEGIN RETURN NEW; END\$\$" \
+  -c "CREATE TRIGGER audit AFTER INSERT ON shard_2.posts FOR EACH ROW EXECUTE FUNCTION shard_2.audit()"
+refused 55000 'trigger audit on table shard_2.posts' "SELECT move_shard(2, 'node_b')"
+on node_a -c "DROP FUNCTION shard_2.audit() CASCADE" -c "CREATE INDEX posts_by_body ON shard_2.posts (body)"
+refused 55000 'index on posts: CREATE INDEX ON %I.posts USING btree (body)' "SELECT move_shard(2, 'node_b')"
+on node_a -c "DROP INDEX shard_2.posts_by_body"
+clean 25.5
+# Owners and privileges: an application role that connects as itself keeps its rights.
+on_all -c "CREATE ROLE app LOGIN" -c "CREATE ROLE shard_owner"
+on node_a -c "CREATE ROLE only_here" -c "ALTER TABLE shard_3.posts OWNER TO shard_owner" \
+  -c "GRANT USAGE ON SCHEMA shard_3 TO app" -c "GRANT SELECT, INSERT ON shard_3.posts TO app" \
+  -c "GRANT UPDATE (body) ON shard_3.posts TO app" -c "GRANT USAGE ON SEQUENCE shard_3.table_id_seq TO app" \
+  -c "GRANT SELECT ON shard_3.posts TO only_here"
+refused 55000 'role only_here does not exist on this node' "SELECT move_shard(3, 'node_b')"
+on node_a -c "REVOKE SELECT ON shard_3.posts FROM only_here"
+acl_query="SELECT c.relowner::regrole, array(SELECT x::text FROM unnest(c.relacl) x ORDER BY 1),
+                  (SELECT array_agg(a.attname || '=' || a.attacl::text) FROM pg_attribute a WHERE a.attrelid = c.oid AND a.attacl IS NOT NULL)
+             FROM pg_class c WHERE c.oid = 'shard_3.posts'::regclass"
+before=$(on node_a -c "$acl_query")
+on router -c "SELECT move_shard(3, 'node_b')" >/dev/null
+after=$(on node_b -c "$acl_query")
+[[ $after == "$before" ]] || fail "25.5: the owner and privileges of shard_3.posts were $before on node_a, are $after on node_b"
+psql -X -q -At -v ON_ERROR_STOP=1 -h "$(node_dir node_b)" -p "$(node_port node_b)" -U app -d postgres \
+  -c "INSERT INTO shard_3.posts (user_id, body) VALUES (1, 'as app')" -c "UPDATE shard_3.posts SET body = 'x' WHERE false" \
+  -c "SELECT count(*) FROM shard_3.posts" >/dev/null || fail "25.5: the app role lost its rights on the moved shard"
+echo "  owner and privileges carried ($after); the app role writes to the moved shard"
+clean 25.5
+
+echo "19.8: every sequence carried, identity ones too"
+on_all -c "CREATE SCHEMA tpl2" -c "CREATE TABLE tpl2.posts (LIKE tpl.posts INCLUDING ALL)" \
+  -c "CREATE TABLE tpl2.counters (id integer GENERATED ALWAYS AS IDENTITY PRIMARY KEY, v text)"
+on node_a -c "SELECT create_shard('ident_100', 100, template => 'tpl2')" -c "INSERT INTO ident_100.counters (v) SELECT 'old' FROM generate_series(1, 5)" >/dev/null
+on router -c "SELECT move_shard(100, 'node_b', 'tpl2')" >/dev/null
+next=$(on node_b -c "INSERT INTO ident_100.counters (v) VALUES ('new') RETURNING id") || fail "19.8: an insert after the move failed (identity not carried)"
+[[ $next == 6 ]] || fail "19.8: the identity continued at $next, not 6"
+echo "  counters' identity continues at $next on node_b"
+clean 19.8
+
+echo "19.7: what a move would not carry, or would drop, is refused; the rows are counted"
+on node_a -c "CREATE UNLOGGED TABLE shard_4.scratch (id bigint PRIMARY KEY)" -c "INSERT INTO shard_4.scratch SELECT generate_series(1, 10)"
+refused 55000 'unlogged table shard_4.scratch' "SELECT move_shard(4, 'node_b')"
+on node_a -c "DROP TABLE shard_4.scratch" -c "CREATE VIEW public.feed4 AS SELECT * FROM shard_4.posts"
+refused 55000 'view public.feed4 depends on table shard_4.posts' "SELECT move_shard(4, 'node_b')"
+[[ $(rows node_a public.feed4) == 100 ]] || fail "19.7: the view outside lost its rows"
+on node_a -c "DROP VIEW public.feed4"
+clean 19.7
+hold 'catching up' "SELECT move_shard(4, 'node_b')"
+on node_b -c "INSERT INTO shard_4.posts (id, user_id, body) VALUES (1, 0, 'not on the source')"
+release
+if wait "$mover"; then fail "19.7: a move whose copy holds other rows succeeded"; fi
+grep -q "55000: moving shard 4 from node 'node_a' to node 'node_b' failed while comparing the copies: the copy on node 'node_b' does not hold the rows" "$work/held.log" \
+  || fail "19.7: $(cat "$work/held.log")"
+echo "  the copy holding another row count: $(grep -o 'table shard_4.posts: [^)]*) in [^,]*, ([^)]*) in node .node_b.' "$work/held.log")"
+[[ $(served_by 4) == node_a && $(rows node_a shard_4.posts) == 100 ]] || fail "19.7: shard 4 is not whole on node_a"
+clean 19.7
+
+echo "25.3: DDL during the copy is refused and undone, nothing of it lost"
+hold subscribed "SELECT move_shard(5, 'node_c')"
+on node_a -c "CREATE TABLE shard_5.likes (id bigint PRIMARY KEY)" -c "INSERT INTO shard_5.likes SELECT generate_series(1, 50)"
+release
+if wait "$mover"; then fail "25.3: a move whose shard gained a table during the copy succeeded"; fi
+echo "  a table added with rows: $(grep -m1 -o 'ERROR:  .*' "$work/held.log" | cut -c8- | cut -c1-200)"
+[[ $(served_by 5) == node_a && $(rows node_a shard_5.likes) == 50 ]] || fail "25.3: the new table's rows are not on node_a"
+on node_a -c "DROP TABLE shard_5.likes"
+clean 25.3
+hold 'catching up' "SELECT move_shard(5, 'node_c')"
+on node_a -c "ALTER TABLE shard_5.posts ADD COLUMN visibility text NOT NULL DEFAULT 'private'"
+release
+if wait "$mover"; then fail "25.3: a move whose shard gained a column under the fence succeeded"; fi
+grep -q "changed during the move: column posts.visibility" "$work/held.log" || fail "25.3: $(cat "$work/held.log")"
+echo "  a column added: $(grep -m1 -o 'ERROR:  .*' "$work/held.log" | cut -c8- | cut -c1-200)"
+[[ $(served_by 5) == node_a ]] || fail "25.3: shard 5 left node_a"
+on node_a -c "ALTER TABLE shard_5.posts DROP COLUMN visibility"
+clean 25.3
+
+echo "25.4: a fan-out sees each shard once"
+feed() { on router -c "SELECT count(*) || ' ' || count(DISTINCT id) FROM user_feed(42, 100000)"; }
+full=$(feed)
+hold subscribed "SELECT move_shard(6, 'node_c')"
+sleep 1   # (the copy runs meanwhile)
+[[ $(feed) == "$full" ]] || fail "25.4: user_feed during the copy: $(feed), before: $full"
+on router -c "SELECT pg_terminate_backend($mover_pid)" >/dev/null
+wait "$mover" || true
+release
+[[ $(feed) == "$full" ]] || fail "25.4: user_feed with a stale copy left: $(feed), before: $full"
+on router -c "SELECT move_shard(6, 'node_c')" >/dev/null
+[[ $(feed) == "$full" ]] || fail "25.4: user_feed after the move: $(feed), before: $full"
+echo "  user_feed: $full rows (distinct) during the copy, with a stale copy left, and after"
+clean 25.4
+
+echo "25.2: two router databases over the same nodes"
+on router -c "CREATE DATABASE router2"
+r2() { PGOPTIONS="-c client_min_messages=warning" psql -X -q -At -v ON_ERROR_STOP=1 -h "$SF_TMP/sfrouter" -p "$ROUTER_PORT" -U postgres -d router2 "$@"; }
+r2 -c "CREATE EXTENSION snowflake_id_router CASCADE" >/dev/null
+for n in "${ROUTER_NODES[@]}"; do r2 -c "SELECT add_node('$n', '$(node_connstr "$n")')" 2>/dev/null >/dev/null; done
+on router -c "COPY snowflake_id_router.shard TO STDOUT" | r2 -c "COPY snowflake_id_router.shard FROM STDIN"
+hold fenced "SELECT move_shard(7, 'node_b')"
+err=$(r2 -v VERBOSITY=verbose -c "SELECT move_shard(7, 'node_c')" 2>&1 >/dev/null || true)
+[[ $err == *'ERROR:  55P03:'*'shard 7 is being moved or repaired by another session'* ]] || fail "25.2: the other router's live move was not refused: $err"
+echo "  the other router, while this one's move lives: $(grep -m1 -o 'ERROR:  .*' <<<"$err" | cut -c8- | cut -c1-160)"
+on router -c "SELECT pg_terminate_backend($mover_pid)" >/dev/null
+wait "$mover" || true
+release
+err=$(r2 -v VERBOSITY=verbose -c "SELECT move_shard(7, 'node_c')" 2>&1 >/dev/null || true)
+[[ $err == *'ERROR:  55000:'*"move $router8/"*'of another router'* ]] || fail "25.2: the other router took over a dead move: $err"
+echo "  the other router, this one's move dead: $(grep -m1 -o 'ERROR:  .*' <<<"$err" | cut -c8- | cut -c1-200)"
+on node_a -c "INSERT INTO shard_7.posts (user_id, body) VALUES (0, 'fence dissolved')" >/dev/null || fail "25.2: the dead fence refuses writes"
+on router -c "SELECT count(*) FROM repair_moves()" >/dev/null
+r2 -c "SELECT move_shard(7, 'node_c')" >/dev/null
+err=$(on router -v VERBOSITY=verbose -c "SELECT move_shard(7, 'node_b')" 2>&1 >/dev/null || true)
+[[ $err == *'ERROR:  55000:'*'no schema for shard 7'* ]] || fail "25.2: a router with a stale map moved a shard it does not have: $err"
+echo "  this router, its map now stale: $(grep -m1 -o 'ERROR:  .*' <<<"$err" | cut -c8- | cut -c1-160)"
+r2 -c "SELECT move_shard(7, 'node_a')" >/dev/null
+[[ $(rows node_a shard_7.posts) == 101 ]] || fail "25.2: shard 7 holds $(rows node_a shard_7.posts) rows, not 101"
+on router -c "DROP DATABASE router2"
+clean 25.2
+
+echo "25.6: a long transaction on the source holds the slot back; every wait is bounded"
+on node_a -c "BEGIN" -c "SELECT txid_current()" -c "SELECT pg_sleep(60)" >/dev/null 2>&1 & bg+=($!)
+sleep 0.5
+on router -c "INSERT INTO snowflake_id_router.setting VALUES ('copy_timeout', '2 s')"
+t0=$SECONDS
+refused 57014 'Running there: pid' "SELECT move_shard(2, 'node_b')"
+((SECONDS - t0 < 20)) || fail "25.6: the move took $((SECONDS - t0)) s with copy_timeout = 2 s"
+clean 25.6
+on router -c "DELETE FROM snowflake_id_router.setting"
+for how in cancel terminate; do
+  on router -c "SELECT move_shard(2, 'node_b')" >"$work/held.log" 2>&1 & mover=$!
+  for _ in $(seq 200); do
+    [[ $(on router -c "SELECT count(*) FROM move_history WHERE outcome = 'running: copying'") == 1 ]] && break
+    sleep 0.05
+  done
+  sleep 0.5
+  t0=$SECONDS
+  on router -c "SELECT pg_${how}_backend(pid) FROM pg_stat_activity WHERE query = 'SELECT move_shard(2, ''node_b'')'" >/dev/null
+  if wait "$mover"; then fail "25.6: the mover succeeded though its backend got pg_${how}_backend"; fi
+  ((SECONDS - t0 < 10)) || fail "25.6: pg_${how}_backend: the mover took $((SECONDS - t0)) s to stop"
+  echo "  pg_${how}_backend of the mover while the slot waited: $(grep -m1 -o 'ERROR:  .*\|FATAL:  .*' "$work/held.log" | cut -c1-180)"
+  [[ $how == terminate ]] || clean "25.6 ($how)"
+done
+kill "${bg[@]}" 2>/dev/null || true
+on node_a -c "SELECT pg_terminate_backend(pid) FROM pg_stat_activity WHERE query = 'SELECT pg_sleep(60)'" >/dev/null
+on router -c "SELECT move_shard(2, 'node_b')" >/dev/null   # the terminated move undone first
+[[ $(served_by 2) == node_b && $(rows node_b shard_2.posts) == 100 ]] || fail "25.6: shard 2 did not move whole after the re-run"
+clean 25.6
+
+echo "25.7: the source restarted while fenced"
+hold fenced "SELECT move_shard(2736, 'node_c')"
+cluster_stop sfnode_b immediate
+node_restart node_b
+release
+if wait "$mover"; then fail "25.7: the move succeeded across its source's restart"; fi
+grep -q "everything the move made is removed" "$work/held.log" || fail "25.7: the error does not say the move was undone: $(cat "$work/held.log")"
+echo "  $(grep -m1 -o 'ERROR:  .*' "$work/held.log" | cut -c8- | cut -c1-160)"
+on node_b -c "INSERT INTO shard_2736.posts (user_id, body) VALUES (0, 'after the restart')" >/dev/null || fail "25.7: shard 2736 refuses writes"
+clean 25.7
+
+echo "25.10: refused at once, not after copy_timeout"
+free=$(on node_a -c "SELECT current_setting('max_replication_slots')::int - count(*) FROM pg_replication_slots")
+on node_a -c "SELECT count(pg_create_physical_replication_slot('filler_' || i)) FROM generate_series(1, $free) i" >/dev/null
+refused 55000 'free replication slots' "SELECT move_shard(0, 'node_c')"
+on node_a -c "SELECT count(pg_drop_replication_slot(slot_name)) FROM pg_replication_slots WHERE slot_name LIKE 'filler%'" >/dev/null
+on node_c -c "ALTER SYSTEM SET max_sync_workers_per_subscription = 0" -c "SELECT pg_reload_conf()" >/dev/null
+refused 55000 'max_sync_workers_per_subscription = 0' "SELECT move_shard(0, 'node_c')"
+on node_c -c "ALTER SYSTEM RESET max_sync_workers_per_subscription" -c "SELECT pg_reload_conf()" >/dev/null
+clean 25.10
+
+echo "25.11: a long reader on the source does not hold the move; a dump of a fenced source"
+on node_a -c "BEGIN" -c "SELECT count(*) FROM shard_0.posts" -c "SELECT pg_sleep(30)" >/dev/null 2>&1 & reader=$!; bg+=($reader)
+sleep 0.5
+t0=$SECONDS
+on router -c "SET client_min_messages = warning" -c "SELECT move_shard(0, 'node_c')" >/dev/null 2>"$work/warn.log"
+((SECONDS - t0 < 15)) || fail "25.11: the move waited $((SECONDS - t0)) s behind a reader"
+grep -q "done, but its clean-up is not" "$work/warn.log" || fail "25.11: no warning about the clean-up: $(cat "$work/warn.log")"
+[[ $(served_by 0) == node_c ]] || fail "25.11: shard 0 is not on node_c"
+echo "  $(grep -m1 -o 'WARNING:  .*' "$work/warn.log" | cut -c10- | cut -c1-200)"
+kill "$reader" 2>/dev/null || true
+on node_a -c "SELECT pg_terminate_backend(pid) FROM pg_stat_activity WHERE query = 'SELECT pg_sleep(30)'" >/dev/null
+on router -c "SELECT outcome FROM repair_moves() WHERE move IS NOT NULL" | grep -q completed || fail "25.11: repair_moves did not finish the clean-up"
+clean 25.11
+hold fenced "SELECT move_shard(1, 'node_c')"
+sudo -u postgres "$PGBIN/pg_dump" -h "$(node_dir node_a)" -p "$(node_port node_a)" -U postgres -Fc -f "$work/dump/fenced" postgres
+on node_c -c "CREATE DATABASE restored"
+sudo -u postgres "$PGBIN/pg_restore" -h "$(node_dir node_c)" -p "$(node_port node_c)" -U postgres -d restored "$work/dump/fenced" 2>"$work/restore.log" || true
+rq() { PGOPTIONS="-c client_min_messages=warning" psql -X -q -At -v ON_ERROR_STOP=1 -h "$(node_dir node_c)" -p "$(node_port node_c)" -U postgres -d restored "$@"; }
+rq -c "INSERT INTO shard_1.posts (user_id, body) VALUES (0, 'restored')" >/dev/null || fail "25.11: the restored fenced shard refuses writes"
+dropped=$(rq -c "SELECT array_to_string(snowflake_id_node.drop_orphans('$router8', '1 s'), ', ')")
+[[ $dropped == *publication* && $dropped == *'fence trigger'* ]] || fail "25.11: drop_orphans in the restored database removed only: $dropped"
+[[ $(rq -c "SELECT count(*) FROM snowflake_id_node.leftovers()") == 0 ]] || fail "25.11: leftovers in the restored database"
+echo "  a dump of the fenced source restores writable; drop_orphans there removed: $dropped"
+on router -c "SELECT pg_terminate_backend($mover_pid)" >/dev/null
+wait "$mover" || true
+release
+on node_c -c "DROP DATABASE restored"
+on router -c "SELECT move_shard(1, 'node_c')" >/dev/null
+clean 25.11
+
+echo "25.8: the move's names are its router's and database's"
+next=$(on router -c "SELECT max(id) + 1 FROM snowflake_id_router.move")
+on node_c -c "CREATE DATABASE otherdb"
+PGOPTIONS="-c client_min_messages=error" psql -X -q -At -v ON_ERROR_STOP=1 -h "$(node_dir node_c)" -p "$(node_port node_c)" -U postgres -d otherdb \
+  -c "CREATE SUBSCRIPTION sfid_${router8}_$next CONNECTION 'dbname=nowhere' PUBLICATION p WITH (connect = false)"
+on router -c "SELECT move_shard(2, 'node_c')" >/dev/null
+[[ $(on router -c "SELECT max(id) FROM snowflake_id_router.move") == "$next" ]] || fail "25.8: the move did not get id $next"
+[[ $(on node_c -c "SELECT count(*) FROM pg_subscription WHERE subname = 'sfid_${router8}_$next'") == 1 ]] || fail "25.8: the other database's subscription is gone"
+echo "  move $next onto node_c, whose other database has a subscription sfid_${router8}_$next: done, that one untouched"
+PGOPTIONS="-c client_min_messages=warning" psql -X -q -At -h "$(node_dir node_c)" -p "$(node_port node_c)" -U postgres -d otherdb \
+  -c "ALTER SUBSCRIPTION sfid_${router8}_$next SET (slot_name = NONE)" -c "DROP SUBSCRIPTION sfid_${router8}_$next"
+on node_c -c "DROP DATABASE otherdb"
+clean 25.8
+
+on router -c "SELECT string_agg(format('%s %s->%s %s', move, source, target, outcome), '; ' ORDER BY move) FROM move_history"
+router_invariants "$work"

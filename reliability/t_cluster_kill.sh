@@ -1,0 +1,126 @@
+#!/usr/bin/env bash
+# versions: 15 17
+# Moves that survive their own interruption (issue 20; docs/cluster-design.md). A router and
+# three data nodes; four client sessions write through the router (inserts on random shards,
+# updates of their own rows, retrying 40001) the whole time, while moves are interrupted at
+# each step that matters, held there by the breakpoint hook (snowflake_id_router.breakpoint):
+#   copying      (before the copy)        terminated
+#   subscribed   (during the copy)        terminated
+#   fenced       (before the marker)      kill -9 of the router's postmaster
+#   catching up  (after the marker)       terminated
+#   sealed       (sealed, not flipped)    terminated
+#   flipped      (right after the flip)   kill -9 of the router's postmaster
+#   cleaning the source (clean-up half done)  terminated
+# Before the seal, the shard must take writes again on its source within 10 s with no one
+# acting (the fence dissolves with its mover); from the seal on, it takes none there (the
+# seal holds) until the move is completed. Then the same command is run again, which
+# completes or undoes the interrupted move (and, undone, moves the shard). At the end
+# (router_invariants): nothing any move made is left on any node, every move is done or
+# undone, every shard is served once, where the map names it, and every write the clients
+# saw acknowledged is there exactly once; no ID appears twice.
+set -euo pipefail
+shopt -s extglob
+here=$(cd "$(dirname "$0")" && pwd)
+source "$here/../scripts/cluster.sh"; source "$here/lib.sh"
+source "$here/../scripts/router_cluster.sh"
+work=$(mktemp -d); chmod 755 "$work"
+pids=()
+trap 'touch "$work"/client{1,2,3,4}.log.stop; kill "${pids[@]}" 2>/dev/null || true; router_cluster_down; rm -rf "$work"' EXIT
+
+SHARDS_PER_NODE=8 router_cluster_up
+on node_a -c "INSERT INTO shard_2.posts (user_id, body) SELECT 0, 'preload' FROM generate_series(1, 50000)"
+shards=$(on router -c "SELECT string_agg(s::text, ',') FROM (SELECT generate_series(0, 7) UNION ALL
+                        SELECT generate_series(2731, 2738) UNION ALL SELECT generate_series(5462, 5469)) g(s)")
+dsn="host=$SF_TMP/sfrouter port=$ROUTER_PORT user=postgres dbname=postgres"
+for c in 1 2 3 4; do
+  "$PYTHON" "$here/router_client.py" "$dsn" "$c" 600 "$shards" "$work/client$c.log" & pids+=($!)
+done
+sleep 2
+
+# router_start: starts the router again after a kill -9 of its postmaster (its children
+# take a moment to exit; until then the old shared memory is in use).
+router_start() {
+  local try
+  for try in $(seq 100); do
+    cluster_resume sfrouter 2>/dev/null && return 0
+    sleep 0.1
+  done
+  fail "the router did not start again after kill -9"
+}
+# direct_write NODE SHARD: one write straight to the node (no router): ok, or why not.
+direct_write() {
+  on "$1" -c "SELECT insert_post($2, 0, 'direct')" >/dev/null 2>"$work/direct.err" && { echo ok; return; }
+  grep -o 'write refused\|not on this node' "$work/direct.err" | head -1 || echo failed
+}
+
+# interrupt STEP SHARD FROM TO HOW: move SHARD from FROM to TO, held at STEP, interrupted by
+# HOW (terminate: the mover's backend; kill9: the router's postmaster, started again after
+# the checks that need no router); then what must hold, and the same command run again.
+interrupt() {
+  local step=$1 shard=$2 from=$3 to=$4 how=$5 pid t0 t1 state mover
+  on router -c "INSERT INTO snowflake_id_router.breakpoint (step) VALUES ('$step')"
+  on router -c "SELECT move_shard($shard, '$to')" >"$work/mover.log" 2>&1 & mover=$!
+  for _ in $(seq 600); do
+    pid=$(on router -c "SELECT pid FROM snowflake_id_router.breakpoint WHERE step = '$step' AND reached IS NOT NULL")
+    [[ -n $pid ]] && break
+    kill -0 "$mover" 2>/dev/null || fail "the move of shard $shard ended before step '$step': $(cat "$work/mover.log")"
+    sleep 0.05
+  done
+  [[ -n $pid ]] || fail "the move of shard $shard did not reach step '$step'"
+  t0=$(date +%s.%N)
+  if [[ $how == kill9 ]]; then
+    sudo -u postgres kill -9 "$(head -1 "$SF_TMP/sfrouter/data/postmaster.pid")"
+  else
+    on router -c "SELECT pg_terminate_backend($pid)" >/dev/null
+  fi
+  if wait "$mover"; then fail "the move of shard $shard held at '$step' returned success after its interruption"; fi
+  case $step in
+    copying|subscribed|fenced|'catching up')
+      # No one acts (with kill9, the router is down): the source takes the shard's writes again.
+      while [[ $(direct_write "$from" "$shard") != ok ]]; do
+        t1=$(date +%s.%N)
+        awk "BEGIN { exit !($t1 - $t0 > 10) }" && fail "shard $shard refused writes on $from 10 s after its mover died at '$step': $(cat "$work/direct.err")"
+        sleep 0.05
+      done
+      t1=$(date +%s.%N)
+      what=$(printf 'shard %s took writes on %s again after %.2f s, no one acting' "$shard" "$from" "$(awk "BEGIN { print $t1 - $t0 }")")
+      ;;
+    sealed)
+      sleep 1
+      [[ $(direct_write "$from" "$shard") == @(write refused|not on this node) ]] \
+        || fail "shard $shard sealed on $from took a write there after its mover died: $(cat "$work/direct.err")"
+      what="shard $shard still refuses writes on $from (sealed) until the move is completed"
+      ;;
+    *)
+      what="shard $shard served by $to (flipped)"
+      ;;
+  esac
+  [[ $how != kill9 ]] || router_start
+  on router -c "DELETE FROM snowflake_id_router.breakpoint"
+  state=$(on router -c "SELECT state FROM snowflake_id_router.move ORDER BY id DESC LIMIT 1")
+  if [[ $step == flipped || $step == 'cleaning the source' ]]; then
+    [[ $(on router -c "SELECT node FROM shard_map WHERE shard = $shard") == "$to" ]] || fail "the map of shard $shard does not name $to after the flip"
+  fi
+  printf 'interrupted at %-21s (%-9s record: %-11s): %s\n' "'$step'" "$how," "$state" "$what"
+  # The same command again: it completes or undoes the interrupted move, then moves.
+  on router -c "SET client_min_messages = notice" -c "SELECT move_shard($shard, '$to')" >"$work/rerun.log" 2>&1 \
+    || fail "re-running move_shard($shard, '$to') failed: $(cat "$work/rerun.log")"
+  [[ $(on router -c "SELECT node FROM shard_map WHERE shard = $shard") == "$to" ]] || fail "shard $shard is not on $to after the re-run"
+  echo "    the same command again: the interrupted move $(grep -o 'interrupted move [0-9]*[^:]*: [a-z ]*' "$work/rerun.log" | head -1 | sed 's/.*: //'), then the shard $(grep -q 'already on' "$work/rerun.log" && echo 'was there already' || echo 'moved')"
+  [[ $(direct_write "$to" "$shard") == ok ]] || fail "shard $shard takes no writes on $to after the re-run: $(cat "$work/direct.err")"
+}
+
+interrupt copying 1 node_a node_b terminate
+interrupt subscribed 2 node_a node_c terminate
+interrupt fenced 3 node_a node_b kill9
+interrupt 'catching up' 4 node_a node_c terminate
+interrupt sealed 2732 node_b node_c terminate
+interrupt flipped 2733 node_b node_a kill9
+interrupt 'cleaning the source' 5463 node_c node_a terminate
+# Several shards in one move, uninterrupted.
+on router -c "SELECT move_shards('{5,6,7}', 'node_b')" >/dev/null
+
+touch "$work"/client{1,2,3,4}.log.stop
+for p in "${pids[@]}"; do wait "$p" || fail "a client failed"; done
+on router -c "SELECT string_agg(format('%s %s %s', move, array_to_string(shards, ','), outcome), '; ' ORDER BY move) FROM move_history"
+router_invariants "$work" "$work"/client*.log

@@ -1,0 +1,3555 @@
+-- Assembled by scripts/assemble-sql from router/sql/: edit the sources, not this file.
+\echo Use "ALTER EXTENSION snowflake_id_router UPDATE TO '0.3.0'" to load this file. \quit
+
+-- ==== router/sql/upgrade/from-0.2.0.sql ====
+-- What 0.3.0 changes in the router's tables and drops of 0.2.0's objects, before the
+-- functions (router/sql/[1-9]*.sql, all CREATE OR REPLACE) are loaded again.
+
+-- The router now reads node identities and parses connect strings through snowflake_id
+-- 0.3.0's snowflake_id_node schema.
+DO $$
+BEGIN
+    IF to_regprocedure('snowflake_id_node.conninfo(text)') IS NULL THEN
+        RAISE EXCEPTION 'snowflake_id_router 0.3.0 needs snowflake_id 0.3.0'
+            USING ERRCODE = 'object_not_in_prerequisite_state',
+                  HINT = 'ALTER EXTENSION snowflake_id UPDATE first.';
+    END IF;
+END
+$$;
+
+-- Settings: session settings no longer steer the router (snowflake_id_router.setting).
+DROP FUNCTION snowflake_id_router.setting(text, text);
+DROP FUNCTION snowflake_id_router.self_connstr();
+
+-- Node identities, recorded when each node is next reached.
+ALTER TABLE snowflake_id_router.node ADD COLUMN identity text UNIQUE;
+COMMENT ON TABLE snowflake_id_router.node IS
+  'Data nodes: name, libpq connect string (normalised, no secret) and identity (system identifier/database OID; NULL until first reached, for nodes added by 0.2.0).';
+
+-- Connect strings as libpq reads them, each value quoted (0.2.0 stored them as given, and
+-- let secrets through in some syntaxes): none may keep a secret. (conn_value is 0.2.0's,
+-- the same as 0.3.0's.)
+DO $$
+DECLARE
+    n record;
+    secret text;
+    normal text;
+BEGIN
+    FOR n IN SELECT * FROM snowflake_id_router.node ORDER BY name LOOP
+        SELECT string_agg(c.keyword, ', ') FILTER (WHERE c.secret),
+               string_agg(c.keyword || '=' || snowflake_id_router.conn_value(c.value), ' ')
+          INTO secret, normal FROM snowflake_id_node.conninfo(n.connstr) c;
+        IF secret IS NOT NULL THEN
+            RAISE EXCEPTION 'the connect string of node % holds a secret (%)', quote_literal(n.name), secret
+                USING ERRCODE = 'invalid_parameter_value',
+                      DETAIL = 'Connect strings are readable by every role (pg_foreign_server.srvoptions).',
+                      HINT = 'Remove it (UPDATE snowflake_id_router.node SET connstr = ...) and put the password in ~/.pgpass of the router''s server user, then update again.';
+        END IF;
+        UPDATE snowflake_id_router.node SET connstr = normal WHERE name = n.name AND connstr <> normal;
+    END LOOP;
+END
+$$;
+
+-- 0.2.0's move machinery, replaced by the recorded moves of router/sql/3x_*.sql.
+DROP FUNCTION snowflake_id_router.clean_move(integer, text, text, text, boolean);
+
+-- ==== router/sql/01_moves.sql ====
+-- The records of moves (docs/cluster-design.md, "A move, step by step"): one row per move,
+-- written step by step through the loopback connection, so each step is committed before
+-- the next begins, whatever becomes of the mover's session or transaction. A move whose
+-- state is neither done nor undone is finished by repair_moves() (and by the next move of
+-- its shards) once its mover is gone.
+CREATE TABLE snowflake_id_router.move (
+    id bigint GENERATED ALWAYS AS IDENTITY PRIMARY KEY,
+    shards integer[] NOT NULL CHECK (cardinality(shards) > 0),
+    source text NOT NULL,
+    target text NOT NULL,
+    source_identity text NOT NULL,
+    target_identity text NOT NULL,
+    template text NOT NULL,
+    schemas text[],
+    state text NOT NULL DEFAULT 'planned' CHECK (state IN ('planned', 'checking', 'preparing', 'copying', 'fencing',
+        'catching up', 'sealing', 'sealed', 'flipping', 'flipped', 'cleaning', 'undoing', 'done', 'undone')),
+    suboid oid,
+    started timestamptz NOT NULL DEFAULT clock_timestamp(),
+    fenced timestamptz,
+    flipped timestamptz,
+    ended timestamptz,
+    map_version bigint,         -- the map's version with the flip (snowflake_id_router.map_version())
+    rows bigint,
+    error text
+);
+COMMENT ON TABLE snowflake_id_router.move IS
+  'Moves of shards between nodes, one row each, recorded step by step (the view move_history shows them).';
+CREATE INDEX ON snowflake_id_router.move USING gin (shards) WHERE state NOT IN ('done', 'undone');
+SELECT pg_catalog.pg_extension_config_dump('snowflake_id_router.move', '');
+SELECT pg_catalog.pg_extension_config_dump('snowflake_id_router.move_id_seq', '');
+
+-- Test hook: a mover reaching a step named here waits until the row is gone (it notes
+-- when it arrived), so a test can interrupt it at exactly that step. Owner only.
+CREATE TABLE snowflake_id_router.breakpoint (
+    step text PRIMARY KEY,
+    reached timestamptz,
+    pid integer
+);
+COMMENT ON TABLE snowflake_id_router.breakpoint IS
+  'Test hook: a mover reaching a step named here notes it (reached, pid) and waits until the row is deleted.';
+
+-- ==== router/sql/01_settings.sql ====
+-- Settings of the router's own operations. Code that runs with the extension owner's rights
+-- reads no session setting: these are rows of a table only its owner may write (a
+-- superuser: UPDATE/INSERT here), dumped with the router. Only overrides are stored; the
+-- defaults are in snowflake_id_router.setting(name).
+CREATE TABLE snowflake_id_router.setting (
+    name text PRIMARY KEY
+        CHECK (name IN ('lock_timeout', 'copy_timeout', 'cutover_timeout', 'cleanup_timeout', 'status_timeout',
+                        'schema_change_timeout', 'self_connstr')),
+    value text NOT NULL,
+    -- A timeout of 0 would mean no timeout at all.
+    CHECK (name = 'self_connstr' OR (value::interval > interval '0' AND value::interval <= interval '1 day'))
+);
+COMMENT ON TABLE snowflake_id_router.setting IS
+  'Overrides of the router''s settings (timeouts, the loopback connect string); writable by the extension''s owner only.';
+SELECT pg_catalog.pg_extension_config_dump('snowflake_id_router.setting', '');
+
+-- ==== router/sql/02_operations.sql ====
+-- Rebalances and drains (rebalance(), drain_node()): one row each, and the batches of its
+-- plan. Each runs in its caller's session as a procedure that commits after every batch, so
+-- these rows show its progress to every session, and outlive the session: a call after an
+-- interruption (the session terminated, the router restarted, rebalance_stop(), a failed
+-- batch) resumes the unfinished one. While it runs, its session holds the router's
+-- rebalance lock (snowflake_id_router.rebalance_lock()): a row in state running whose
+-- session no longer holds it was interrupted.
+CREATE TABLE snowflake_id_router.rebalance (
+    id integer PRIMARY KEY,
+    kind text NOT NULL CHECK (kind IN ('rebalance', 'drain')),
+    node text,                                   -- the node drained (not a reference: history outlives it)
+    strategy text NOT NULL CHECK (strategy IN ('by_shard_count', 'by_disk_size')),
+    batch_size integer NOT NULL CHECK (batch_size BETWEEN 1 AND 8192),
+    template text NOT NULL,
+    state text NOT NULL CHECK (state IN ('running', 'stopped', 'failed', 'done', 'abandoned')),
+    pid integer,                                 -- the session that runs (or last ran) it
+    stop_requested timestamptz,                  -- by rebalance_stop(): stop after the current batch
+    started timestamptz NOT NULL,
+    ended timestamptz,
+    error text,
+    CHECK ((kind = 'drain') = (node IS NOT NULL))
+);
+-- At most one unfinished: a new call resumes it, or abandons it for a different operation.
+CREATE UNIQUE INDEX rebalance_unfinished ON snowflake_id_router.rebalance ((true))
+    WHERE state IN ('running', 'stopped', 'failed');
+COMMENT ON TABLE snowflake_id_router.rebalance IS
+  'Rebalances and drains: kind, strategy, state, times, error; the view rebalance_status shows them.';
+
+CREATE TABLE snowflake_id_router.rebalance_batch (
+    rebalance integer REFERENCES snowflake_id_router.rebalance (id) ON DELETE CASCADE,
+    batch integer,
+    source text NOT NULL,
+    target text NOT NULL,
+    shards integer[] NOT NULL,
+    bytes bigint,                                -- at planning time (by_disk_size only)
+    move bigint,                                 -- its move (move_history), once made
+    state text NOT NULL CHECK (state IN ('planned', 'moving', 'done', 'failed')),
+    started timestamptz,
+    ended timestamptz,
+    error text,
+    PRIMARY KEY (rebalance, batch)
+);
+COMMENT ON TABLE snowflake_id_router.rebalance_batch IS
+  'The batches of each rebalance or drain: shards moved together (one move_shards) from source to target, and how that went.';
+SELECT pg_catalog.pg_extension_config_dump('snowflake_id_router.rebalance', '');
+SELECT pg_catalog.pg_extension_config_dump('snowflake_id_router.rebalance_batch', '');
+
+-- ==== router/sql/03_routers_ddl.sql ====
+-- Several routers, and schema changes on every shard (new in 0.3.0).
+
+-- The map's version: one more at every statement that changes the map (the shard or node
+-- table), in the transaction that changes it. Absent: version 0.
+CREATE TABLE snowflake_id_router.map_state (
+    one boolean PRIMARY KEY DEFAULT true CHECK (one),
+    version bigint NOT NULL
+);
+COMMENT ON TABLE snowflake_id_router.map_state IS
+  'The version of this router''s map: counts the statements that changed the shard or node table.';
+SELECT pg_catalog.pg_extension_config_dump('snowflake_id_router.map_state', '');
+
+-- On the primary: the routers that follow its map, and how far each has applied it.
+CREATE TABLE snowflake_id_router.router (
+    name text PRIMARY KEY CHECK (name <> '' AND octet_length(name) <= 63),
+    connstr text NOT NULL,
+    identity text NOT NULL UNIQUE,
+    map_version bigint NOT NULL DEFAULT 0,
+    behind_since timestamptz,
+    error text
+);
+COMMENT ON TABLE snowflake_id_router.router IS
+  'Routers following this one''s map: name, connect string, identity, the map version each routes by, since when it is behind and why.';
+SELECT pg_catalog.pg_extension_config_dump('snowflake_id_router.router', '');
+
+-- On a follower: the primary whose map it routes by (one row at most), and the version of
+-- that map it applied.
+CREATE TABLE snowflake_id_router.follows (
+    one boolean PRIMARY KEY DEFAULT true CHECK (one),
+    identity text NOT NULL,
+    description text NOT NULL,
+    map_version bigint NOT NULL DEFAULT 0,
+    since timestamptz NOT NULL
+);
+COMMENT ON TABLE snowflake_id_router.follows IS
+  'On a follower router: the primary router it follows (identity, how it describes itself) and the version of its map applied here.';
+SELECT pg_catalog.pg_extension_config_dump('snowflake_id_router.follows', '');
+
+-- alter_shards: each change, and where it stands on each node. Written through the
+-- loopback connection as the change goes, so they outlive the caller's session.
+CREATE TABLE snowflake_id_router.schema_change (
+    id bigint PRIMARY KEY,
+    ddl text NOT NULL,
+    template text NOT NULL,
+    state text NOT NULL CHECK (state IN ('running', 'done', 'incomplete', 'abandoned')),
+    started timestamptz NOT NULL,
+    finished timestamptz,
+    started_by text NOT NULL,
+    error text
+);
+COMMENT ON TABLE snowflake_id_router.schema_change IS
+  'Changes made by alter_shards: the statement, the template, and whether every node has it.';
+CREATE TABLE snowflake_id_router.schema_change_node (
+    change bigint NOT NULL REFERENCES snowflake_id_router.schema_change (id) ON DELETE CASCADE,
+    node text NOT NULL,
+    state text NOT NULL CHECK (state IN ('pending', 'done', 'failed', 'skipped')),
+    schemas integer,
+    seconds numeric,
+    at timestamptz,
+    error text,
+    PRIMARY KEY (change, node)
+);
+COMMENT ON TABLE snowflake_id_router.schema_change_node IS
+  'Where each alter_shards change stands on each node: pending, done (with the schemas changed), failed or skipped (behind).';
+SELECT pg_catalog.pg_extension_config_dump('snowflake_id_router.schema_change', '');
+SELECT pg_catalog.pg_extension_config_dump('snowflake_id_router.schema_change_node', '');
+
+-- ==== router/sql/10_dblink.sql ====
+-- == dblink, wherever it is installed ==
+
+CREATE OR REPLACE FUNCTION snowflake_id_router.dblink_schema() RETURNS text
+LANGUAGE sql STABLE STRICT PARALLEL SAFE
+SET search_path = pg_catalog, pg_temp
+RETURN (SELECT quote_ident(n.nspname) FROM pg_catalog.pg_extension e
+          JOIN pg_catalog.pg_namespace n ON n.oid = e.extnamespace WHERE e.extname = 'dblink');
+COMMENT ON FUNCTION snowflake_id_router.dblink_schema() IS 'Schema of the dblink extension, quoted.';
+
+CREATE OR REPLACE FUNCTION snowflake_id_router.connect(conn text, connstr text) RETURNS void
+LANGUAGE plpgsql VOLATILE STRICT PARALLEL UNSAFE
+SET search_path = pg_catalog, pg_temp
+AS $$
+DECLARE
+    d text := snowflake_id_router.dblink_schema();
+    open text[];
+BEGIN
+    EXECUTE format('SELECT %s.dblink_get_connections()', d) INTO open;
+    IF conn = ANY (open) THEN
+        EXECUTE format('SELECT %s.dblink_disconnect($1::text)', d) USING conn;
+    END IF;
+    EXECUTE format('SELECT %s.dblink_connect($1::text, $2::text)', d) USING conn, connstr;
+    -- Every name sent below is schema-qualified; the remote session trusts no schema.
+    EXECUTE format('SELECT %s.dblink_exec($1::text, $2::text)', d)
+        USING conn, 'SET search_path = pg_catalog, pg_temp';
+END
+$$;
+COMMENT ON FUNCTION snowflake_id_router.connect(text, text) IS
+  'Opens (or reopens) dblink connection conn with search_path = pg_catalog, pg_temp.';
+
+CREATE OR REPLACE FUNCTION snowflake_id_router.disconnect(conn text) RETURNS void
+LANGUAGE plpgsql VOLATILE STRICT PARALLEL UNSAFE
+SET search_path = pg_catalog, pg_temp
+AS $$
+DECLARE
+    d text := snowflake_id_router.dblink_schema();
+    open text[];
+BEGIN
+    EXECUTE format('SELECT %s.dblink_get_connections()', d) INTO open;
+    IF conn = ANY (open) THEN
+        EXECUTE format('SELECT %s.dblink_disconnect($1::text)', d) USING conn;
+    END IF;
+END
+$$;
+COMMENT ON FUNCTION snowflake_id_router.disconnect(text) IS 'Closes dblink connection conn if open.';
+
+CREATE OR REPLACE FUNCTION snowflake_id_router.exec(conn text, sql text) RETURNS text
+LANGUAGE plpgsql VOLATILE STRICT PARALLEL UNSAFE
+SET search_path = pg_catalog, pg_temp
+AS $$
+DECLARE
+    status text;
+BEGIN
+    EXECUTE format('SELECT %s.dblink_exec($1::text, $2::text)', snowflake_id_router.dblink_schema())
+        INTO status USING conn, sql;
+    RETURN status;
+END
+$$;
+COMMENT ON FUNCTION snowflake_id_router.exec(text, text) IS
+  'Runs sql on dblink connection conn (one implicit transaction; remote errors keep their SQLSTATE).';
+
+CREATE OR REPLACE FUNCTION snowflake_id_router.fetch(conn text, sql text) RETURNS text
+LANGUAGE plpgsql VOLATILE STRICT PARALLEL UNSAFE
+SET search_path = pg_catalog, pg_temp
+AS $$
+DECLARE
+    v text;
+BEGIN
+    EXECUTE format('SELECT v FROM %s.dblink($1::text, $2::text) AS r(v text)', snowflake_id_router.dblink_schema())
+        INTO v USING conn, sql;
+    RETURN v;
+END
+$$;
+COMMENT ON FUNCTION snowflake_id_router.fetch(text, text) IS
+  'First column of the first row of sql (one text column) run on dblink connection conn; NULL if no row.';
+
+-- Polls sql (returning one boolean) on conn until it is true; 57014 after timeout.
+CREATE OR REPLACE FUNCTION snowflake_id_router.wait_until(conn text, sql text, timeout interval, what text) RETURNS void
+LANGUAGE plpgsql VOLATILE STRICT PARALLEL UNSAFE
+SET search_path = pg_catalog, pg_temp
+AS $$
+DECLARE
+    deadline timestamptz := clock_timestamp() + timeout;
+BEGIN
+    WHILE clock_timestamp() < deadline LOOP
+        IF coalesce(snowflake_id_router.fetch(conn, sql)::boolean, false) THEN
+            RETURN;
+        END IF;
+        PERFORM pg_sleep(0.002);
+    END LOOP;
+    RAISE EXCEPTION '% did not happen within %', what, timeout USING ERRCODE = 'query_canceled';
+END
+$$;
+COMMENT ON FUNCTION snowflake_id_router.wait_until(text, text, interval, text) IS
+  'Polls a boolean query on a dblink connection until true; 57014 after the timeout.';
+
+-- A libpq connect string value, quoted.
+CREATE OR REPLACE FUNCTION snowflake_id_router.conn_value(v text) RETURNS text
+LANGUAGE sql IMMUTABLE STRICT PARALLEL SAFE
+RETURN '''' || replace(replace(v, '\', '\\'), '''', '\''') || '''';
+COMMENT ON FUNCTION snowflake_id_router.conn_value(text) IS 'A libpq connect string value, quoted.';
+
+-- A connect string as libpq reads it (PQconninfoParse, through snowflake_id), each value
+-- quoted: whatever PL/Proxy, dblink or a subscription appends to it stays an option of its
+-- own. Secrets are refused: connect strings are readable by every role.
+CREATE OR REPLACE FUNCTION snowflake_id_router.normalize_connstr(connstr text) RETURNS text
+LANGUAGE plpgsql STABLE STRICT PARALLEL SAFE
+SET search_path = pg_catalog, pg_temp
+AS $$
+DECLARE
+    secret text;
+    normal text;
+BEGIN
+    SELECT string_agg(c.keyword, ', ') FILTER (WHERE c.secret),
+           string_agg(c.keyword || '=' || snowflake_id_router.conn_value(c.value), ' ')
+      INTO secret, normal FROM snowflake_id_node.conninfo(connstr) c;
+    IF secret IS NOT NULL THEN
+        RAISE EXCEPTION 'the connect string holds a secret (%)', secret
+            USING ERRCODE = 'invalid_parameter_value',
+                  DETAIL = 'Connect strings are readable by every role (pg_foreign_server.srvoptions).',
+                  HINT = 'Put the password in ~/.pgpass of the router''s server user (see docs/security.md).';
+    END IF;
+    IF normal IS NULL THEN
+        RAISE EXCEPTION 'the connect string is empty' USING ERRCODE = 'invalid_parameter_value';
+    END IF;
+    RETURN normal;
+END
+$$;
+COMMENT ON FUNCTION snowflake_id_router.normalize_connstr(text) IS
+  'A connect string as libpq reads it, as key=''value'' pairs; 22023 for a secret or what libpq refuses.';
+
+-- The router's settings: an override in snowflake_id_router.setting, else the default.
+CREATE OR REPLACE FUNCTION snowflake_id_router.setting(name text) RETURNS text
+LANGUAGE sql STABLE STRICT PARALLEL SAFE
+SET search_path = pg_catalog, pg_temp
+RETURN coalesce((SELECT s.value FROM snowflake_id_router.setting s WHERE s.name = setting.name),
+                CASE setting.name
+                    WHEN 'lock_timeout' THEN '2 s'
+                    WHEN 'copy_timeout' THEN '60 s'
+                    WHEN 'cutover_timeout' THEN '5 s'
+                    WHEN 'cleanup_timeout' THEN '10 s'
+                    WHEN 'schema_change_timeout' THEN '10 min'
+                    -- A node's answer to node_status, shard_status and a rebalance's plan.
+                    WHEN 'status_timeout' THEN '10 s'
+                    -- The loopback connection: the first unix socket (else localhost), port,
+                    -- this database, and the role running the router's functions (the
+                    -- extension's owner, as these run SECURITY DEFINER).
+                    WHEN 'self_connstr' THEN format('host=%s port=%s dbname=%s user=%s',
+                        snowflake_id_router.conn_value(coalesce(nullif(trim(split_part(current_setting('unix_socket_directories'), ',', 1)), ''), 'localhost')),
+                        snowflake_id_router.conn_value(current_setting('port')),
+                        snowflake_id_router.conn_value(current_database()),
+                        snowflake_id_router.conn_value(current_user))
+                END);
+COMMENT ON FUNCTION snowflake_id_router.setting(text) IS
+  'A router setting: its override in snowflake_id_router.setting, else its default.';
+
+-- Options every connection the router makes to a node carries (before the node's own, which
+-- win where they repeat one): a name in pg_stat_activity, and TCP keepalives, so that a
+-- node whose network to the router is cut ends the session, and with it the node locks it
+-- holds (docs/cluster-design.md: proof of life).
+CREATE OR REPLACE FUNCTION snowflake_id_router.connect_options() RETURNS text
+LANGUAGE sql IMMUTABLE PARALLEL SAFE
+RETURN 'application_name=''snowflake_id_router'' keepalives=1 keepalives_idle=5 keepalives_interval=2 keepalives_count=3 connect_timeout=10';
+COMMENT ON FUNCTION snowflake_id_router.connect_options() IS
+  'Options of every router connection to a node: application name, TCP keepalives, connect timeout.';
+
+-- Opens dblink connection conn to a node and checks that it reaches the database the node
+-- was registered as (its identity), recording the identity of a node added by 0.2.0.
+CREATE OR REPLACE FUNCTION snowflake_id_router.connect_node(conn text, node text) RETURNS void
+LANGUAGE plpgsql VOLATILE STRICT PARALLEL UNSAFE
+SET search_path = pg_catalog, pg_temp
+AS $$
+DECLARE
+    n snowflake_id_router.node;
+    found_identity text;
+BEGIN
+    SELECT * INTO n FROM snowflake_id_router.node r WHERE r.name = connect_node.node;
+    IF NOT FOUND THEN
+        RAISE EXCEPTION 'node % does not exist', quote_literal(node) USING ERRCODE = 'undefined_object';
+    END IF;
+    PERFORM snowflake_id_router.connect(conn, snowflake_id_router.connect_options() || ' ' || n.connstr);
+    found_identity := snowflake_id_router.remote_identity(conn, node);
+    IF n.identity IS NULL THEN
+        PERFORM snowflake_id_router.check_new_identity(node, found_identity);
+        UPDATE snowflake_id_router.node r SET identity = found_identity WHERE r.name = connect_node.node;
+    ELSIF n.identity <> found_identity THEN
+        PERFORM snowflake_id_router.disconnect(conn);
+        RAISE EXCEPTION 'node % now reaches another database (identity %, registered as %)',
+            quote_literal(node), found_identity, n.identity
+            USING ERRCODE = 'object_not_in_prerequisite_state',
+                  HINT = 'A node is identified by its system identifier and database OID. Repoint it with alter_node(name, connstr) only to the same database (or its promoted standby).';
+    END IF;
+END
+$$;
+COMMENT ON FUNCTION snowflake_id_router.connect_node(text, text) IS
+  'Opens dblink connection conn to a node and checks that it reaches the database the node is registered as; 55000 otherwise.';
+
+-- The identity of what dblink connection conn reaches (a node with snowflake_id 0.3.0).
+CREATE OR REPLACE FUNCTION snowflake_id_router.remote_identity(conn text, node text) RETURNS text
+LANGUAGE plpgsql VOLATILE STRICT PARALLEL UNSAFE
+SET search_path = pg_catalog, pg_temp
+AS $$
+BEGIN
+    RETURN snowflake_id_router.fetch(conn, 'SELECT snowflake_id_node.identity()');
+EXCEPTION WHEN undefined_function OR invalid_schema_name THEN
+    RAISE EXCEPTION 'node % does not run snowflake_id 0.3.0 or later', quote_literal(node)
+        USING ERRCODE = 'object_not_in_prerequisite_state',
+              HINT = 'There: ALTER EXTENSION snowflake_id UPDATE (or CREATE EXTENSION snowflake_id).';
+END
+$$;
+COMMENT ON FUNCTION snowflake_id_router.remote_identity(text, text) IS
+  'The identity (system identifier/database OID) of what a dblink connection reaches; 55000 if snowflake_id is older than 0.3.0 there.';
+
+-- Opens the loopback connection conn to this router database (setting self_connstr) and
+-- checks that it reaches this very database: map flips and move records go through it.
+CREATE OR REPLACE FUNCTION snowflake_id_router.connect_self(conn text) RETURNS void
+LANGUAGE plpgsql VOLATILE STRICT PARALLEL UNSAFE
+SET search_path = pg_catalog, pg_temp
+AS $$
+DECLARE
+    found_identity text;
+BEGIN
+    PERFORM snowflake_id_router.connect(conn, snowflake_id_router.setting('self_connstr'));
+    found_identity := snowflake_id_router.remote_identity(conn, 'self');
+    IF found_identity IS DISTINCT FROM snowflake_id_node.identity() THEN
+        PERFORM snowflake_id_router.disconnect(conn);
+        RAISE EXCEPTION 'the loopback connection reaches another database (identity %, this router is %)',
+            found_identity, snowflake_id_node.identity()
+            USING ERRCODE = 'object_not_in_prerequisite_state',
+                  HINT = 'Correct self_connstr in snowflake_id_router.setting, or delete it to use the default.';
+    END IF;
+END
+$$;
+COMMENT ON FUNCTION snowflake_id_router.connect_self(text) IS
+  'Opens the loopback dblink connection to this router database and checks that it reaches this very database.';
+
+-- A node about to be known by identity: not one already registered under another name (one
+-- server under two names: a move between them would copy a shard onto itself), and not this
+-- router (routed calls would come back to it, each taking a connection, until none is left).
+CREATE OR REPLACE FUNCTION snowflake_id_router.check_new_identity(node text, new_identity text) RETURNS void
+LANGUAGE plpgsql STABLE STRICT PARALLEL SAFE
+SET search_path = pg_catalog, pg_temp
+AS $$
+DECLARE
+    other text;
+BEGIN
+    SELECT n.name INTO other FROM snowflake_id_router.node n WHERE n.identity = new_identity AND n.name <> node;
+    IF FOUND THEN
+        RAISE EXCEPTION 'node % is the same database as node % (identity %)', quote_literal(node), quote_literal(other), new_identity
+            USING ERRCODE = 'duplicate_object',
+                  HINT = 'A node is identified by its system identifier and database OID, whatever connect string reaches it.';
+    END IF;
+    IF new_identity = snowflake_id_node.identity() THEN
+        RAISE EXCEPTION 'node % is this router database itself (identity %)', quote_literal(node), new_identity
+            USING ERRCODE = 'object_not_in_prerequisite_state',
+                  HINT = 'A router routes to data nodes; a shard placed here would route every call back to the router.';
+    END IF;
+END
+$$;
+COMMENT ON FUNCTION snowflake_id_router.check_new_identity(text, text) IS
+  'Refuses an identity already registered under another node name (42710) or this router''s own (55000).';
+
+-- ==== router/sql/20_map.sql ====
+-- Keeps the server's options equal to the map, in the transaction that changes the map.
+CREATE OR REPLACE FUNCTION snowflake_id_router.sync_cluster() RETURNS trigger
+LANGUAGE plpgsql VOLATILE SECURITY DEFINER
+SET search_path = pg_catalog, pg_temp
+AS $$
+DECLARE
+    opts text;
+BEGIN
+    IF TG_TABLE_NAME = 'node' THEN
+        SELECT string_agg(format('SET p%s %L', s.shard, n.connstr), ', ')
+          INTO opts FROM new_rows n JOIN snowflake_id_router.shard s ON s.node = n.name;
+    ELSIF TG_OP = 'DELETE' THEN
+        SELECT string_agg(format('SET p%s %L', o.shard, snowflake_id_router.unassigned(o.shard)), ', ')
+          INTO opts FROM old_rows o;
+    ELSE
+        SELECT string_agg(format('SET p%s %L', s.shard, n.connstr), ', ')
+          INTO opts FROM new_rows s JOIN snowflake_id_router.node n ON n.name = s.node;
+    END IF;
+    IF opts IS NOT NULL THEN
+        -- One map change at a time alters the server: two concurrent ALTER SERVERs would
+        -- fail with "tuple concurrently updated". A relation lock (self-conflicting, taken
+        -- after the FK checks' ROW SHARE) also makes this session read the server's latest
+        -- options, committed by whoever held it before.
+        LOCK TABLE snowflake_id_router.node IN SHARE ROW EXCLUSIVE MODE;
+        EXECUTE 'ALTER SERVER snowflake_id OPTIONS (' || opts || ')';
+    END IF;
+    RETURN NULL;
+END
+$$;
+COMMENT ON FUNCTION snowflake_id_router.sync_cluster() IS
+  'Trigger: sets the snowflake_id server''s partition options from the shard map.';
+CREATE OR REPLACE TRIGGER sync_cluster_insert AFTER INSERT ON snowflake_id_router.shard
+    REFERENCING NEW TABLE AS new_rows FOR EACH STATEMENT EXECUTE FUNCTION snowflake_id_router.sync_cluster();
+CREATE OR REPLACE TRIGGER sync_cluster_update AFTER UPDATE ON snowflake_id_router.shard
+    REFERENCING NEW TABLE AS new_rows FOR EACH STATEMENT EXECUTE FUNCTION snowflake_id_router.sync_cluster();
+CREATE OR REPLACE TRIGGER sync_cluster_delete AFTER DELETE ON snowflake_id_router.shard
+    REFERENCING OLD TABLE AS old_rows FOR EACH STATEMENT EXECUTE FUNCTION snowflake_id_router.sync_cluster();
+CREATE OR REPLACE TRIGGER sync_cluster_node AFTER UPDATE ON snowflake_id_router.node
+    REFERENCING NEW TABLE AS new_rows FOR EACH STATEMENT EXECUTE FUNCTION snowflake_id_router.sync_cluster();
+
+-- == The user-facing functions ==
+
+CREATE OR REPLACE FUNCTION add_node(name text, connstr text) RETURNS void
+LANGUAGE plpgsql VOLATILE CALLED ON NULL INPUT PARALLEL UNSAFE SECURITY DEFINER
+SET search_path = pg_catalog, pg_temp
+AS $$
+DECLARE
+    normal text;
+    found_identity text;
+BEGIN
+    IF name IS NULL OR connstr IS NULL THEN
+        RAISE EXCEPTION 'add_node: name and connstr must not be NULL' USING ERRCODE = 'null_value_not_allowed';
+    END IF;
+    PERFORM snowflake_id_router.require_primary('add_node');
+    IF name = '' OR octet_length(name) > 63 THEN
+        RAISE EXCEPTION 'node name % is invalid: give 1 to 63 bytes', quote_literal(name)
+            USING ERRCODE = 'invalid_parameter_value';
+    END IF;
+    normal := snowflake_id_router.normalize_connstr(connstr);
+    IF EXISTS (SELECT FROM snowflake_id_router.node n WHERE n.name = add_node.name) THEN
+        RAISE EXCEPTION 'node % already exists', quote_literal(name) USING ERRCODE = 'duplicate_object';
+    END IF;
+    -- Known by what it is: reach it once and read its identity.
+    PERFORM snowflake_id_router.connect('snowflake_id_router_add', snowflake_id_router.connect_options() || ' ' || normal);
+    found_identity := snowflake_id_router.remote_identity('snowflake_id_router_add', name);
+    PERFORM snowflake_id_router.disconnect('snowflake_id_router_add');
+    PERFORM snowflake_id_router.check_new_identity(name, found_identity);
+    IF EXISTS (SELECT FROM snowflake_id_node.conninfo(normal) c WHERE c.keyword = 'user') THEN
+        RAISE WARNING 'the connect string of node % names a user: every role''s routed calls will connect as %',
+            quote_literal(name), (SELECT c.value FROM snowflake_id_node.conninfo(normal) c WHERE c.keyword = 'user')
+            USING DETAIL = 'PL/Proxy connects as the calling role only when the connect string names no user.';
+    END IF;
+    INSERT INTO snowflake_id_router.node (name, connstr, identity) VALUES (name, normal, found_identity);
+END
+$$;
+COMMENT ON FUNCTION add_node(text, text) IS
+  'Registers a data node by name and libpq connect string (no password: use ~/.pgpass); it must be reachable, and is known by its identity.';
+
+CREATE OR REPLACE FUNCTION assign_shards(first_shard integer, count integer, node text) RETURNS void
+LANGUAGE plpgsql VOLATILE CALLED ON NULL INPUT PARALLEL UNSAFE SECURITY DEFINER
+SET search_path = pg_catalog, pg_temp
+AS $$
+DECLARE
+    taken text;
+BEGIN
+    IF first_shard IS NULL OR count IS NULL OR node IS NULL THEN
+        RAISE EXCEPTION 'assign_shards: first_shard, count and node must not be NULL' USING ERRCODE = 'null_value_not_allowed';
+    END IF;
+    PERFORM snowflake_id_router.require_primary('assign_shards');
+    IF count < 1 OR first_shard NOT BETWEEN 0 AND 8191 OR first_shard::bigint + count - 1 > 8191 THEN
+        RAISE EXCEPTION 'shards % to % are out of range: valid shards are 0 to 8191, count at least 1',
+            first_shard, first_shard::bigint + count - 1 USING ERRCODE = 'numeric_value_out_of_range';
+    END IF;
+    IF NOT EXISTS (SELECT FROM snowflake_id_router.node n WHERE n.name = assign_shards.node) THEN
+        RAISE EXCEPTION 'node % does not exist', quote_literal(node) USING ERRCODE = 'undefined_object',
+            HINT = 'Register it with add_node(name, connstr).';
+    END IF;
+    -- Serialises with move_shard and other assign_shards on the same map.
+    LOCK TABLE snowflake_id_router.shard IN SHARE ROW EXCLUSIVE MODE;
+    SELECT format('shard %s is on node %s', s.shard, quote_literal(s.node)) INTO taken
+      FROM snowflake_id_router.shard s
+     WHERE s.shard BETWEEN first_shard AND first_shard + count - 1 AND s.node <> assign_shards.node
+     ORDER BY s.shard LIMIT 1;
+    IF FOUND THEN
+        RAISE EXCEPTION 'cannot assign shards % to % to node %: %', first_shard, first_shard + count - 1,
+            quote_literal(node), taken USING ERRCODE = 'object_not_in_prerequisite_state',
+            HINT = 'A shard that holds data changes node with move_shard(shard, node).';
+    END IF;
+    INSERT INTO snowflake_id_router.shard
+    SELECT n, assign_shards.node FROM generate_series(first_shard, first_shard + count - 1) n
+    ON CONFLICT DO NOTHING;
+END
+$$;
+COMMENT ON FUNCTION assign_shards(integer, integer, text) IS
+  'Assigns shards first_shard .. first_shard + count - 1 (assigned to no node, or to this node) to node; idempotent.';
+
+CREATE OR REPLACE VIEW shard_map AS
+    SELECT s.shard, s.node, n.connstr
+      FROM snowflake_id_router.shard s JOIN snowflake_id_router.node n ON n.name = s.node
+     ORDER BY s.shard;
+COMMENT ON VIEW shard_map IS 'The shard map: logical shard, its node and the node''s connect string (assigned shards only).';
+
+
+-- ==== router/sql/31_remote.sql ====
+-- == Calls on nodes and on the router itself, every one bounded ==
+--
+-- A move talks to its nodes through dblink connections named 'sfid:<node>' (one per node
+-- per session, reused by the repairs the move runs) and to its own database through
+-- 'sfid:self', the loopback connection that commits each step's record and the flip.
+-- Every call is sent asynchronously and polled against a deadline, then cancelled: a
+-- blocking dblink call cannot be interrupted, while a poll (pg_sleep) can, so a mover
+-- waiting on a node can always be cancelled or terminated, and its node sessions, which
+-- hold its shard locks, end with it.
+
+-- Opens the connection to node (identity checked), or returns the one this session has.
+-- Its session watches the router: if the mover dies, it ends (and its locks go) within
+-- seconds, even while it runs a statement or the network is cut.
+CREATE OR REPLACE FUNCTION snowflake_id_router.node_conn(node text) RETURNS text
+LANGUAGE plpgsql VOLATILE STRICT PARALLEL UNSAFE
+SET search_path = pg_catalog, pg_temp
+AS $$
+#variable_conflict use_variable
+DECLARE
+    conn text := 'sfid:' || node;
+    open text[];
+BEGIN
+    EXECUTE format('SELECT %s.dblink_get_connections()', snowflake_id_router.dblink_schema()) INTO open;
+    IF conn = ANY (open) THEN
+        RETURN conn;
+    END IF;
+    PERFORM snowflake_id_router.connect_node(conn, node);
+    PERFORM snowflake_id_router.call(conn, format(
+        $q$SELECT concat_ws(' ', set_config('application_name', %L, false), set_config('client_connection_check_interval', '1s', false),
+                  set_config('tcp_keepalives_idle', '5', false), set_config('tcp_keepalives_interval', '2', false),
+                  set_config('tcp_keepalives_count', '3', false), set_config('statement_timeout', '0', false),
+                  set_config('lock_timeout', '0', false), set_config('idle_in_transaction_session_timeout', '0', false))$q$,
+        'snowflake_id_router mover ' || pg_backend_pid()), interval '10 s', format('setting up the session on node %L', node));
+    RETURN conn;
+END
+$$;
+COMMENT ON FUNCTION snowflake_id_router.node_conn(text) IS
+  'The dblink connection sfid:<node> of this session to node (opened, identity checked, if not yet open).';
+
+-- The loopback connection to this router database (connect_self checks it reaches it).
+CREATE OR REPLACE FUNCTION snowflake_id_router.loopback() RETURNS text
+LANGUAGE plpgsql VOLATILE STRICT PARALLEL UNSAFE
+SET search_path = pg_catalog, pg_temp
+AS $$
+#variable_conflict use_variable
+DECLARE
+    open text[];
+BEGIN
+    EXECUTE format('SELECT %s.dblink_get_connections()', snowflake_id_router.dblink_schema()) INTO open;
+    IF 'sfid:self' = ANY (open) THEN
+        RETURN 'sfid:self';
+    END IF;
+    PERFORM snowflake_id_router.connect_self('sfid:self');
+    PERFORM snowflake_id_router.call('sfid:self', format(
+        $q$SELECT concat_ws(' ', set_config('application_name', %L, false), set_config('lock_timeout', %L, false),
+                            set_config('statement_timeout', '0', false))$q$,
+        'snowflake_id_router loopback ' || pg_backend_pid(), snowflake_id_router.ms(snowflake_id_router.timeout('lock_timeout'))),
+        interval '10 s', 'setting up the loopback connection');
+    RETURN 'sfid:self';
+END
+$$;
+COMMENT ON FUNCTION snowflake_id_router.loopback() IS
+  'The loopback connection sfid:self of this session to this router database (opened and checked if not yet open).';
+
+-- Closes every connection of this session named sfid:*, releasing the node locks held
+-- through them. Never fails.
+CREATE OR REPLACE FUNCTION snowflake_id_router.disconnect_all() RETURNS void
+LANGUAGE plpgsql VOLATILE PARALLEL UNSAFE
+SET search_path = pg_catalog, pg_temp
+AS $$
+#variable_conflict use_variable
+DECLARE
+    d text := snowflake_id_router.dblink_schema();
+    open text[];
+    c text;
+BEGIN
+    EXECUTE format('SELECT %s.dblink_get_connections()', d) INTO open;
+    FOR c IN SELECT x FROM unnest(open) x WHERE x LIKE 'sfid:%' LOOP
+        BEGIN
+            EXECUTE format('SELECT %s.dblink_disconnect($1::text)', d) USING c;
+        EXCEPTION WHEN query_canceled OR OTHERS THEN
+            NULL;  -- a broken connection is gone already
+        END;
+    END LOOP;
+END
+$$;
+COMMENT ON FUNCTION snowflake_id_router.disconnect_all() IS
+  'Closes this session''s sfid:* dblink connections (node locks held through them go with them).';
+
+-- After an interruption (a cancel, a timeout) a call may still run on a node: cancels every
+-- call in flight on this session's sfid:* connections and consumes what is left (a
+-- connection that will not settle is closed), so the undo that follows can use them.
+CREATE OR REPLACE FUNCTION snowflake_id_router.settle_all() RETURNS void
+LANGUAGE plpgsql VOLATILE PARALLEL UNSAFE
+SET search_path = pg_catalog, pg_temp
+AS $$
+#variable_conflict use_variable
+DECLARE
+    d text := snowflake_id_router.dblink_schema();
+    open text[];
+    c text;
+    busy integer;
+BEGIN
+    EXECUTE format('SELECT %s.dblink_get_connections()', d) INTO open;
+    FOR c IN SELECT x FROM unnest(open) x WHERE x LIKE 'sfid:%' LOOP
+        BEGIN
+            EXECUTE format('SELECT %s.dblink_is_busy($1::text)', d) INTO busy USING c;
+            IF busy = 1 THEN
+                EXECUTE format('SELECT %s.dblink_cancel_query($1::text)', d) USING c;
+            END IF;
+            PERFORM snowflake_id_router.drain(c, clock_timestamp() + interval '2 s');
+        EXCEPTION WHEN query_canceled OR OTHERS THEN
+            PERFORM snowflake_id_router.disconnect(c);
+        END;
+    END LOOP;
+END
+$$;
+COMMENT ON FUNCTION snowflake_id_router.settle_all() IS
+  'Cancels the calls in flight on this session''s sfid:* connections and consumes their results (closing a connection that will not settle).';
+
+-- Sends sql on conn without waiting.
+CREATE OR REPLACE FUNCTION snowflake_id_router.send(conn text, sql text) RETURNS void
+LANGUAGE plpgsql VOLATILE STRICT PARALLEL UNSAFE
+SET search_path = pg_catalog, pg_temp
+AS $$
+#variable_conflict use_variable
+DECLARE
+    sent integer;
+BEGIN
+    EXECUTE format('SELECT %s.dblink_send_query($1::text, $2::text)', snowflake_id_router.dblink_schema())
+        INTO sent USING conn, sql;
+    IF sent IS DISTINCT FROM 1 THEN
+        RAISE EXCEPTION 'could not send a query on connection %', conn USING ERRCODE = 'connection_failure';
+    END IF;
+END
+$$;
+COMMENT ON FUNCTION snowflake_id_router.send(text, text) IS 'Sends sql on dblink connection conn without waiting for it.';
+
+-- The result (first column of the first row, as text) of what was sent on conn, waited for
+-- until deadline; then the query is cancelled and 57014 raised. A remote error is raised
+-- again with its SQLSTATE, detail and hint, its message prefixed by what and where.
+CREATE OR REPLACE FUNCTION snowflake_id_router.receive(conn text, deadline timestamptz, what text) RETURNS text
+LANGUAGE plpgsql VOLATILE PARALLEL UNSAFE
+SET search_path = pg_catalog, pg_temp
+AS $$
+#variable_conflict use_variable
+DECLARE
+    d text := snowflake_id_router.dblink_schema();
+    busy integer;
+    nap double precision := 0.0002;
+    result text;
+    st text;
+    msg text;
+    det text;
+    hnt text;
+    place text := CASE WHEN conn = 'sfid:self' THEN 'the router' ELSE format('node %L', substr(conn, 6)) END;
+BEGIN
+    LOOP
+        EXECUTE format('SELECT %s.dblink_is_busy($1::text)', d) INTO busy USING conn;
+        EXIT WHEN busy = 0;
+        IF clock_timestamp() >= deadline THEN
+            EXECUTE format('SELECT %s.dblink_cancel_query($1::text)', d) USING conn;
+            PERFORM snowflake_id_router.drain(conn, clock_timestamp() + interval '2 s');
+            RAISE EXCEPTION '% on % did not finish in time', what, place USING ERRCODE = 'query_canceled';
+        END IF;
+        PERFORM pg_sleep(nap);
+        nap := least(nap * 2, 0.01);
+    END LOOP;
+    BEGIN
+        EXECUTE format('SELECT v FROM %s.dblink_get_result($1::text) AS r(v text)', d) INTO result USING conn;
+    EXCEPTION WHEN query_canceled OR OTHERS THEN
+        GET STACKED DIAGNOSTICS st = RETURNED_SQLSTATE, msg = MESSAGE_TEXT, det = PG_EXCEPTION_DETAIL, hnt = PG_EXCEPTION_HINT;
+        PERFORM snowflake_id_router.drain(conn, clock_timestamp() + interval '2 s');
+        msg := format('%s on %s: %s', what, place, msg);
+        PERFORM snowflake_id_router.raise_error(st, msg, det, hnt);
+    END;
+    PERFORM snowflake_id_router.drain(conn, clock_timestamp() + interval '2 s');
+    RETURN result;
+END
+$$;
+COMMENT ON FUNCTION snowflake_id_router.receive(text, timestamptz, text) IS
+  'Waits (until deadline, then cancels: 57014) for what was sent on dblink connection conn; returns the first column of its first row.';
+
+-- Raises an error with its SQLSTATE and message, and its detail and hint if not empty.
+CREATE OR REPLACE FUNCTION snowflake_id_router.raise_error(sqlstate text, message text, detail text, hint text) RETURNS void
+LANGUAGE plpgsql VOLATILE CALLED ON NULL INPUT PARALLEL SAFE
+SET search_path = pg_catalog, pg_temp
+AS $$
+#variable_conflict use_variable
+BEGIN
+    detail := nullif(detail, '');
+    hint := nullif(hint, '');
+    IF detail IS NULL AND hint IS NULL THEN
+        RAISE EXCEPTION USING ERRCODE = sqlstate, MESSAGE = message;
+    ELSIF detail IS NULL THEN
+        RAISE EXCEPTION USING ERRCODE = sqlstate, MESSAGE = message, HINT = hint;
+    ELSIF hint IS NULL THEN
+        RAISE EXCEPTION USING ERRCODE = sqlstate, MESSAGE = message, DETAIL = detail;
+    ELSE
+        RAISE EXCEPTION USING ERRCODE = sqlstate, MESSAGE = message, DETAIL = detail, HINT = hint;
+    END IF;
+END
+$$;
+COMMENT ON FUNCTION snowflake_id_router.raise_error(text, text, text, text) IS
+  'Raises an error with its SQLSTATE and message, and its detail and hint where not empty.';
+
+-- Consumes what is left of the results on conn, up to the empty one that ends them; a
+-- connection that stays busy past deadline (a cancel that does not take), or is broken, is
+-- closed.
+CREATE OR REPLACE FUNCTION snowflake_id_router.drain(conn text, deadline timestamptz) RETURNS void
+LANGUAGE plpgsql VOLATILE STRICT PARALLEL UNSAFE
+SET search_path = pg_catalog, pg_temp
+AS $$
+#variable_conflict use_variable
+DECLARE
+    d text := snowflake_id_router.dblink_schema();
+    busy integer;
+    n integer;
+BEGIN
+    LOOP
+        BEGIN
+            EXECUTE format('SELECT %s.dblink_is_busy($1::text)', d) INTO busy USING conn;
+            IF busy = 1 THEN
+                IF clock_timestamp() >= deadline THEN
+                    PERFORM snowflake_id_router.disconnect(conn);
+                    RETURN;
+                END IF;
+                PERFORM pg_sleep(0.005);
+                CONTINUE;
+            END IF;
+            -- An empty result is the end: the queries sent here return one row or fail.
+            EXECUTE format('SELECT count(*) FROM %s.dblink_get_result($1::text) AS r(v text)', d) INTO n USING conn;
+            EXIT WHEN n = 0;
+        EXCEPTION WHEN query_canceled OR OTHERS THEN
+            -- An error result (a cancelled query's) is consumed too; a broken connection goes.
+            IF SQLSTATE LIKE '08%' OR clock_timestamp() >= deadline THEN
+                PERFORM snowflake_id_router.disconnect(conn);
+                RETURN;
+            END IF;
+        END;
+    END LOOP;
+END
+$$;
+COMMENT ON FUNCTION snowflake_id_router.drain(text, timestamptz) IS
+  'Consumes the remaining results on dblink connection conn; closes it if it stays busy past deadline or is broken.';
+
+-- send, then receive within timeout.
+CREATE OR REPLACE FUNCTION snowflake_id_router.call(conn text, sql text, timeout interval, what text) RETURNS text
+LANGUAGE plpgsql VOLATILE STRICT PARALLEL UNSAFE
+SET search_path = pg_catalog, pg_temp
+AS $$
+#variable_conflict use_variable
+BEGIN
+    PERFORM snowflake_id_router.send(conn, sql);
+    RETURN snowflake_id_router.receive(conn, clock_timestamp() + timeout, what);
+END
+$$;
+COMMENT ON FUNCTION snowflake_id_router.call(text, text, interval, text) IS
+  'Runs sql on dblink connection conn, bounded by timeout (then cancelled: 57014); the first column of its first row.';
+
+-- Polls sql (a boolean) on conn until true; 57014 at the deadline.
+CREATE OR REPLACE FUNCTION snowflake_id_router.poll(conn text, sql text, deadline timestamptz, what text) RETURNS void
+LANGUAGE plpgsql VOLATILE STRICT PARALLEL UNSAFE
+SET search_path = pg_catalog, pg_temp
+AS $$
+#variable_conflict use_variable
+DECLARE
+    nap double precision := 0.001;
+BEGIN
+    LOOP
+        EXIT WHEN snowflake_id_router.call(conn, sql, greatest(deadline - clock_timestamp(), interval '0'), what)::boolean;
+        IF clock_timestamp() >= deadline THEN
+            RAISE EXCEPTION '% on % did not finish in time', what, format('node %L', substr(conn, 6))
+                USING ERRCODE = 'query_canceled';
+        END IF;
+        PERFORM pg_sleep(nap);
+        nap := least(nap * 2, 0.02);
+    END LOOP;
+END
+$$;
+COMMENT ON FUNCTION snowflake_id_router.poll(text, text, timestamptz, text) IS
+  'Polls a boolean query on dblink connection conn until it is true; 57014 at the deadline.';
+
+-- A step's record, committed through the loopback connection: UPDATE ... SET sets.
+CREATE OR REPLACE FUNCTION snowflake_id_router.note(move_id bigint, sets text) RETURNS void
+LANGUAGE plpgsql VOLATILE STRICT PARALLEL UNSAFE
+SET search_path = pg_catalog, pg_temp
+AS $$
+#variable_conflict use_variable
+BEGIN
+    PERFORM snowflake_id_router.call(snowflake_id_router.loopback(),
+        format('UPDATE snowflake_id_router.move SET %s WHERE id = %s RETURNING id', sets, move_id),
+        snowflake_id_router.timeout('lock_timeout') + interval '1 s', 'recording the move');
+END
+$$;
+COMMENT ON FUNCTION snowflake_id_router.note(bigint, text) IS
+  'Commits a change to a move''s record through the loopback connection.';
+
+-- Enters a step: recorded, then the test hook.
+CREATE OR REPLACE FUNCTION snowflake_id_router.enter(move_id bigint, state text) RETURNS void
+LANGUAGE plpgsql VOLATILE STRICT PARALLEL UNSAFE
+SET search_path = pg_catalog, pg_temp
+AS $$
+#variable_conflict use_variable
+BEGIN
+    PERFORM snowflake_id_router.note(move_id, format('state = %L', state));
+    PERFORM snowflake_id_router.pause_at(state);
+END
+$$;
+COMMENT ON FUNCTION snowflake_id_router.enter(bigint, text) IS 'Records that a move enters a step, then pauses there if a test asks.';
+
+-- The test hook: waits while snowflake_id_router.breakpoint has a row for step.
+CREATE OR REPLACE FUNCTION snowflake_id_router.pause_at(step text) RETURNS void
+LANGUAGE plpgsql VOLATILE STRICT PARALLEL UNSAFE
+SET search_path = pg_catalog, pg_temp
+AS $$
+#variable_conflict use_variable
+BEGIN
+    IF EXISTS (SELECT FROM snowflake_id_router.breakpoint b WHERE b.step = pause_at.step) THEN
+        PERFORM snowflake_id_router.call(snowflake_id_router.loopback(), format(
+            'UPDATE snowflake_id_router.breakpoint SET reached = clock_timestamp(), pid = %s WHERE step = %L RETURNING step',
+            pg_backend_pid(), step), interval '10 s', 'noting a breakpoint');
+        WHILE EXISTS (SELECT FROM snowflake_id_router.breakpoint b WHERE b.step = pause_at.step) LOOP
+            PERFORM pg_sleep(0.01);
+        END LOOP;
+    END IF;
+END
+$$;
+COMMENT ON FUNCTION snowflake_id_router.pause_at(text) IS
+  'Test hook: while snowflake_id_router.breakpoint has a row for step, waits (after noting it reached it).';
+
+-- ==== router/sql/32_move.sql ====
+-- == Moves (docs/cluster-design.md, "A move, step by step") ==
+--
+-- move_shards(shards, node) moves shards from the one node holding them to node: the
+-- target makes the shards' schemas from a template, logical replication copies their rows
+-- while writes go on, a short fenced cutover seals the source, the sequences are carried
+-- and the map flipped through the loopback connection. Each step is recorded on the router
+-- (snowflake_id_router.move, committed through the loopback connection before the step
+-- runs) and on the node it changes (snowflake_id_node.move, in the step's transaction). A
+-- failure before the seal undoes both sides; from the seal on the move is completed, by
+-- the mover or, if it died, by repair_moves() or the next move of its shards.
+
+-- A timeout of the router's settings (snowflake_id_router.setting), at least 1 ms.
+CREATE OR REPLACE FUNCTION snowflake_id_router.timeout(name text) RETURNS interval
+LANGUAGE sql STABLE STRICT PARALLEL SAFE
+SET search_path = pg_catalog, pg_temp
+RETURN greatest(snowflake_id_router.setting(name)::interval, interval '1 ms');
+COMMENT ON FUNCTION snowflake_id_router.timeout(text) IS
+  'A timeout of the router''s settings (lock_timeout, copy_timeout, cutover_timeout, cleanup_timeout), at least 1 ms.';
+
+-- An interval as a value for a node's lock_timeout (milliseconds, never 0: 0 is no limit).
+CREATE OR REPLACE FUNCTION snowflake_id_router.ms(i interval) RETURNS text
+LANGUAGE sql IMMUTABLE STRICT PARALLEL SAFE
+RETURN greatest(ceil(extract(epoch FROM i) * 1000), 1)::bigint::text;
+COMMENT ON FUNCTION snowflake_id_router.ms(interval) IS 'An interval in whole milliseconds (at least 1), for a node''s lock_timeout.';
+
+-- The key of a move on its nodes: the router's short identity and the move's id. The
+-- names of what it makes there (publication, slot, subscription, marker, fence triggers)
+-- are 'sfid_' and the key with '_' for '/': two router databases never share one.
+CREATE OR REPLACE FUNCTION snowflake_id_router.move_key(move_id bigint) RETURNS text
+LANGUAGE sql STABLE STRICT PARALLEL SAFE
+SET search_path = pg_catalog, pg_temp
+RETURN left(md5(snowflake_id_node.identity()), 8) || '/' || move_id;
+COMMENT ON FUNCTION snowflake_id_router.move_key(bigint) IS 'The key of a move on its nodes: <router8>/<move id>.';
+
+-- The router's shard locks for a move (transaction level): 55P03 when another session
+-- moves or repairs one of the shards; a schema change running is waited for.
+CREATE OR REPLACE FUNCTION snowflake_id_router.lock_router(shards integer[]) RETURNS void
+LANGUAGE plpgsql VOLATILE STRICT PARALLEL UNSAFE
+SET search_path = pg_catalog, pg_temp
+AS $$
+#variable_conflict use_variable
+DECLARE
+    s integer;
+BEGIN
+    -- Not while alter_shards is half-way across the nodes: waits for it (bounded).
+    PERFORM snowflake_id_router.lock_schema_changes(false);
+    FOREACH s IN ARRAY shards LOOP
+        IF NOT pg_try_advisory_xact_lock(snowflake_id_node.lock_class(), s) THEN
+            RAISE EXCEPTION 'shard % is being moved or repaired by another session (pid %)', s,
+                (SELECT l.pid FROM pg_locks l WHERE l.locktype = 'advisory' AND l.granted
+                    AND l.database = (SELECT d.oid FROM pg_database d WHERE d.datname = current_database())
+                    AND l.classid = snowflake_id_node.lock_class()::oid AND l.objid::bigint = s AND l.objsubid = 2 LIMIT 1)
+                USING ERRCODE = 'lock_not_available';
+        END IF;
+    END LOOP;
+END
+$$;
+COMMENT ON FUNCTION snowflake_id_router.lock_router(integer[]) IS
+  'Takes the router''s locks for moving shards (to the end of the transaction); 55P03 when another session holds one.';
+
+CREATE OR REPLACE FUNCTION move_shards(shards integer[], node text, template text DEFAULT 'tpl') RETURNS bigint
+LANGUAGE plpgsql VOLATILE CALLED ON NULL INPUT PARALLEL UNSAFE SECURITY DEFINER
+SET search_path = pg_catalog, pg_temp SET DateStyle = 'ISO, MDY' SET IntervalStyle = 'postgres'
+AS $$
+#variable_conflict use_variable
+DECLARE
+    todo integer[];
+    here integer[];
+    src text;
+    bad text;
+BEGIN
+    IF shards IS NULL OR node IS NULL OR template IS NULL OR array_position(shards, NULL) IS NOT NULL THEN
+        RAISE EXCEPTION 'move_shards: shards, node and template must not be NULL' USING ERRCODE = 'null_value_not_allowed';
+    END IF;
+    IF cardinality(shards) = 0 THEN
+        RAISE EXCEPTION 'move_shards: no shard given' USING ERRCODE = 'invalid_parameter_value';
+    END IF;
+    SELECT min(s)::text INTO bad FROM unnest(shards) s WHERE s NOT BETWEEN 0 AND 8191;
+    IF bad IS NOT NULL THEN
+        RAISE EXCEPTION 'shard % is out of range: valid shards are 0 to 8191', bad USING ERRCODE = 'numeric_value_out_of_range';
+    END IF;
+    IF NOT EXISTS (SELECT FROM snowflake_id_router.node n WHERE n.name = move_shards.node) THEN
+        RAISE EXCEPTION 'node % does not exist', quote_literal(node) USING ERRCODE = 'undefined_object',
+            HINT = 'Register it with add_node(name, connstr).';
+    END IF;
+    -- The map is read with fresh snapshots while the move runs.
+    IF current_setting('transaction_isolation') <> 'read committed' THEN
+        RAISE EXCEPTION 'move_shards runs only in a READ COMMITTED transaction, not %', current_setting('transaction_isolation')
+            USING ERRCODE = 'invalid_transaction_state';
+    END IF;
+    PERFORM snowflake_id_router.require_primary('move_shards');
+    todo := ARRAY(SELECT DISTINCT s FROM unnest(shards) s ORDER BY 1);
+    PERFORM snowflake_id_router.lock_router(todo);
+    SELECT min(x.s)::text INTO bad FROM unnest(todo) x(s)
+     WHERE NOT EXISTS (SELECT FROM snowflake_id_router.shard m WHERE m.shard = x.s);
+    IF bad IS NOT NULL THEN
+        RAISE EXCEPTION 'shard % is assigned to no node', bad USING ERRCODE = 'object_not_in_prerequisite_state',
+            HINT = 'A shard without data is placed with assign_shards(first_shard, count, node).';
+    END IF;
+    SELECT string_agg(format('shard %s is on node %s', f.shard, quote_literal(f.node)), ' and ' ORDER BY f.node)
+      INTO bad FROM (SELECT DISTINCT ON (m.node) m.shard, m.node FROM snowflake_id_router.shard m
+                      WHERE m.shard = ANY (todo) AND m.node <> move_shards.node ORDER BY m.node, m.shard) f
+    HAVING count(*) > 1;
+    IF bad IS NOT NULL THEN
+        RAISE EXCEPTION 'shards % are on different nodes: %', todo, bad USING ERRCODE = 'object_not_in_prerequisite_state',
+            HINT = 'One move takes shards from one node: move them in one call per node.';
+    END IF;
+    -- An interrupted move of these shards is completed or undone first, even when they are
+    -- already where they are asked to go (a move interrupted after its flip).
+    BEGIN
+        PERFORM snowflake_id_router.repair_shards(todo);
+    EXCEPTION WHEN query_canceled OR OTHERS THEN
+        PERFORM snowflake_id_router.disconnect_all();
+        RAISE;
+    END;
+    here := ARRAY(SELECT m.shard FROM snowflake_id_router.shard m WHERE m.shard = ANY (todo) AND m.node = move_shards.node ORDER BY 1);
+    IF cardinality(here) > 0 THEN
+        RAISE NOTICE '% already on node %', CASE WHEN cardinality(here) = 1 THEN format('shard %s is', here[1])
+                                                  ELSE format('shards %s are', array_to_string(here, ', ')) END,
+            quote_literal(node);
+    END IF;
+    todo := ARRAY(SELECT x FROM unnest(todo) x WHERE x <> ALL (here));
+    IF cardinality(todo) = 0 THEN
+        RETURN NULL;
+    END IF;
+    SELECT m.node INTO src FROM snowflake_id_router.shard m WHERE m.shard = todo[1];
+    BEGIN
+        RETURN snowflake_id_router.run_move(todo, src, node, template);
+    EXCEPTION WHEN query_canceled OR OTHERS THEN
+        PERFORM snowflake_id_router.disconnect_all();
+        RAISE;
+    END;
+END
+$$;
+COMMENT ON FUNCTION move_shards(integer[], text, text) IS
+  'Moves shards (all on one node) to node online, in one copy, fence and flip; returns the move''s id (move_history), NULL if all are there already.';
+
+CREATE OR REPLACE FUNCTION move_shard(shard integer, node text, template text DEFAULT 'tpl') RETURNS void
+LANGUAGE plpgsql VOLATILE CALLED ON NULL INPUT PARALLEL UNSAFE SECURITY DEFINER
+SET search_path = pg_catalog, pg_temp SET DateStyle = 'ISO, MDY' SET IntervalStyle = 'postgres'
+AS $$
+#variable_conflict use_variable
+BEGIN
+    IF shard IS NULL THEN
+        RAISE EXCEPTION 'move_shard: shard, node and template must not be NULL' USING ERRCODE = 'null_value_not_allowed';
+    END IF;
+    PERFORM @extschema@.move_shards(ARRAY[shard], node, template);
+END
+$$;
+COMMENT ON FUNCTION move_shard(integer, text, text) IS
+  'Moves a logical shard to another node online: move_shards(ARRAY[shard], node, template).';
+
+-- A move from its record to the seal; then complete_move. Before the seal, any failure
+-- (or cancel) undoes both sides; the error says what step failed and what is left.
+CREATE OR REPLACE FUNCTION snowflake_id_router.run_move(shards integer[], source text, target text, template text)
+RETURNS bigint
+LANGUAGE plpgsql VOLATILE STRICT PARALLEL UNSAFE
+SET search_path = pg_catalog, pg_temp
+AS $$
+#variable_conflict use_variable
+DECLARE
+    router text := snowflake_id_node.identity();
+    self text := snowflake_id_router.loopback();
+    src text;
+    dst text;
+    src_id text;
+    dst_id text;
+    move_id bigint;
+    k text;
+    schemas text[];
+    roles text[];
+    src_prints text;
+    dst_prints text;
+    src_rows text;
+    dst_rows text;
+    suboid oid;
+    sequences text;
+    step text := 'connecting to the nodes';
+    sealed boolean := false;
+    made boolean := false;       -- something made on a node (its records say what)
+    copy_deadline timestamptz;
+    fence_deadline timestamptz;
+    t_fence timestamptz;
+    what_left text;
+    st text;
+    msg text;
+    det text;
+    hnt text;
+    lock_ms text := snowflake_id_router.ms(snowflake_id_router.timeout('lock_timeout'));
+    lock_wait interval := snowflake_id_router.timeout('lock_timeout');
+    long_step interval := snowflake_id_router.timeout('copy_timeout');
+BEGIN
+    src := snowflake_id_router.node_conn(source);
+    dst := snowflake_id_router.node_conn(target);
+    src_id := snowflake_id_router.call(src, 'SELECT snowflake_id_node.identity()', interval '10 s', 'reading the identity');
+    dst_id := snowflake_id_router.call(dst, 'SELECT snowflake_id_node.identity()', interval '10 s', 'reading the identity');
+    IF src_id = dst_id THEN
+        RAISE EXCEPTION 'nodes % and % are the same database (%): a shard cannot move onto the node it is on',
+            quote_literal(source), quote_literal(target), src_id USING ERRCODE = 'object_not_in_prerequisite_state';
+    END IF;
+    move_id := snowflake_id_router.call(self, format(
+        'INSERT INTO snowflake_id_router.move (shards, source, target, source_identity, target_identity, template)
+         VALUES (%L, %L, %L, %L, %L, %L) RETURNING id', shards, source, target, src_id, dst_id, template),
+        interval '10 s', 'recording the move')::bigint;
+    k := snowflake_id_router.move_key(move_id);
+    PERFORM snowflake_id_router.pause_at('planned');
+    BEGIN
+        step := 'locking the shards on the nodes';
+        PERFORM snowflake_id_router.call(src, format('SELECT snowflake_id_node.lock_shards(%L, %L)', shards, lock_wait),
+                                         lock_wait + interval '10 s', step);
+        PERFORM snowflake_id_router.call(dst, format('SELECT snowflake_id_node.lock_shards(%L, %L)', shards, lock_wait),
+                                         lock_wait + interval '10 s', step);
+
+        PERFORM snowflake_id_router.enter(move_id, 'checking');
+        step := 'checking';
+        schemas := snowflake_id_router.call(src, format('SELECT snowflake_id_node.source_check(%L, %L, %L)', router, dst_id, shards),
+                                            long_step, 'checking the source');
+        roles := snowflake_id_router.call(src, format('SELECT snowflake_id_node.roles(%L)', schemas), long_step, 'checking the source');
+        PERFORM snowflake_id_router.call(dst, format('SELECT snowflake_id_node.target_check(%L, %L, %L, %L, %L, %L)',
+                                                     router, src_id, shards, schemas, roles, template), long_step, 'checking the target');
+        PERFORM snowflake_id_router.note(move_id, format('schemas = %L', schemas));
+
+        PERFORM snowflake_id_router.enter(move_id, 'preparing');
+        step := 'preparing';
+        made := true;
+        PERFORM snowflake_id_router.call(dst, format('SELECT snowflake_id_node.prepare_target(%L, %L, %L, %L, %L, %L)',
+                                                     k, router, src_id, shards, schemas, template), long_step, 'making the copies');
+        -- The copies must be what the shards are, before any row moves.
+        PERFORM snowflake_id_router.compare_fingerprints(src, dst, schemas, shards,
+            format('node %L', source), format('the copy made from template %L on node %L', template, target),
+            clock_timestamp() + long_step);
+        PERFORM snowflake_id_router.call(dst, format('SELECT snowflake_id_node.set_grants(%L, %L)', k,
+            snowflake_id_router.call(src, format('SELECT snowflake_id_node.grants(%L)', schemas), long_step, 'reading the privileges')),
+            long_step, 'giving the copies their owners and privileges');
+        PERFORM snowflake_id_router.call(src, format('SELECT snowflake_id_node.prepare_source(%L, %L, %L, %L, %L)',
+                                                     k, router, dst_id, shards, schemas), long_step, 'preparing the source');
+
+        PERFORM snowflake_id_router.enter(move_id, 'copying');
+        copy_deadline := clock_timestamp() + snowflake_id_router.timeout('copy_timeout');
+        step := 'publishing';
+        PERFORM snowflake_id_router.call(src, format('SELECT snowflake_id_node.publish(%L)', k), long_step, step);
+        step := 'making the replication slot';
+        BEGIN
+            PERFORM snowflake_id_router.call(src, format('SELECT snowflake_id_node.make_slot(%L)', k),
+                                             greatest(copy_deadline - clock_timestamp(), interval '0'), step);
+        EXCEPTION WHEN query_canceled THEN
+            IF clock_timestamp() < copy_deadline THEN
+                RAISE;  -- the mover was cancelled
+            END IF;
+            -- It waits for every transaction running on the source: name the ones it waited for.
+            PERFORM snowflake_id_router.settle_all();
+            det := snowflake_id_router.call(src, 'SELECT snowflake_id_node.blockers()', interval '10 s', 'looking for long transactions');
+            RAISE EXCEPTION 'the replication slot was not made within copy_timeout (%): it waits for every transaction running on node % to end',
+                snowflake_id_router.timeout('copy_timeout'), quote_literal(source)
+                USING ERRCODE = 'query_canceled', DETAIL = coalesce('Running there: ' || det || '.', 'None is running there now.');
+        END;
+        step := 'subscribing';
+        suboid := snowflake_id_router.call(dst, format('SELECT snowflake_id_node.subscribe(%L, %L)', k,
+                                                       (SELECT n.connstr FROM snowflake_id_router.node n WHERE n.name = source)),
+                                           greatest(copy_deadline - clock_timestamp(), interval '0'), step)::oid;
+        PERFORM snowflake_id_router.note(move_id, format('suboid = %s', suboid));
+        PERFORM snowflake_id_router.call(src, format('SELECT snowflake_id_node.note_subscription(%L, %s)', k, suboid), long_step, step);
+        PERFORM snowflake_id_router.pause_at('subscribed');
+        step := 'copying the rows';
+        PERFORM snowflake_id_router.poll(dst, format('SELECT snowflake_id_node.copy_done(%L)', k), copy_deadline, 'the initial copy');
+        -- The flip must not meet the map locked (by the caller's own transaction, say): find
+        -- out now, and have the loopback session ready for it.
+        step := 'rehearsing the flip';
+        PERFORM snowflake_id_router.call(self, format('SELECT snowflake_id_router.rehearse_flip(%s)', move_id),
+                                         snowflake_id_router.timeout('lock_timeout') + interval '10 s', step);
+
+        -- The fenced part: writes to the shards wait or get 40001 until the flip. The fence's
+        -- lock is bounded by lock_timeout, what follows up to the seal by cutover_timeout;
+        -- recorded once, before the seal (a repair reads the nodes' records for the rest).
+        PERFORM snowflake_id_router.enter(move_id, 'fencing');
+        step := 'fencing writes on the source';
+        t_fence := clock_timestamp();
+        PERFORM snowflake_id_router.call(src, format('SELECT snowflake_id_node.set_fence(%L, %L)', k, lock_ms),
+                                         snowflake_id_router.timeout('lock_timeout') + interval '1 s', step);
+        fence_deadline := clock_timestamp() + snowflake_id_router.timeout('cutover_timeout');
+        PERFORM snowflake_id_router.pause_at('fenced');
+        step := 'waiting for the target to catch up';
+        PERFORM snowflake_id_router.call(src, format('SELECT snowflake_id_node.mark(%L)', k),
+                                         greatest(fence_deadline - clock_timestamp(), interval '0'), 'writing the marker');
+        PERFORM snowflake_id_router.pause_at('catching up');
+        PERFORM snowflake_id_router.poll(dst, format('SELECT snowflake_id_node.marked(%L)', k), fence_deadline,
+                                         'catching up after the fence');
+        -- The same rows on both sides; the copies' definitions for the seal to compare.
+        step := 'comparing the copies';
+        PERFORM snowflake_id_router.send(src, format('SELECT snowflake_id_node.row_counts(%L)', k));
+        PERFORM snowflake_id_router.send(dst, format(
+            'SELECT ARRAY[ARRAY(SELECT snowflake_id_node.fingerprint(s)::text FROM unnest(%L::text[]) WITH ORDINALITY u(s, o) ORDER BY o)::text,
+                          snowflake_id_node.row_counts(%L)]', schemas, k));
+        src_rows := snowflake_id_router.receive(src, fence_deadline, 'counting rows');
+        dst_rows := snowflake_id_router.receive(dst, fence_deadline, 'reading the copies');
+        dst_prints := (dst_rows::text[])[1];
+        dst_rows := (dst_rows::text[])[2];
+        IF src_rows IS DISTINCT FROM dst_rows THEN
+            RAISE EXCEPTION 'the copy on node % does not hold the rows of node %: %', quote_literal(target), quote_literal(source),
+                snowflake_id_node.fingerprint_difference(string_to_array(src_rows, E'\n'), string_to_array(dst_rows, E'\n'),
+                                                         format('node %L', source), format('node %L', target))
+                USING ERRCODE = 'object_not_in_prerequisite_state';
+        END IF;
+
+        PERFORM snowflake_id_router.note(move_id, format('state = %L, fenced = to_timestamp(%s), rows = %s', 'sealing',
+            extract(epoch FROM t_fence),
+            (SELECT coalesce(sum(substring(l FROM ': (\d+) rows$')::bigint), 0) FROM unnest(string_to_array(src_rows, E'\n')) l)));
+        PERFORM snowflake_id_router.pause_at('sealing');
+        step := 'sealing the source';
+        sequences := snowflake_id_router.call(src, format('SELECT snowflake_id_node.seal(%L, %L, %L)', k, dst_prints, lock_ms),
+                                              greatest(fence_deadline - clock_timestamp(), interval '0')
+                                              + snowflake_id_router.timeout('lock_timeout'), step);
+        sealed := true;
+        PERFORM snowflake_id_router.pause_at('sealed');
+    EXCEPTION WHEN query_canceled OR OTHERS THEN
+        GET STACKED DIAGNOSTICS st = RETURNED_SQLSTATE, msg = MESSAGE_TEXT, det = PG_EXCEPTION_DETAIL, hnt = PG_EXCEPTION_HINT;
+        PERFORM snowflake_id_router.settle_all();
+        IF NOT sealed THEN
+            IF made THEN
+                what_left := snowflake_id_router.undo_move(move_id, format('%s while %s: %s', st, step, msg));
+            ELSE
+                -- Nothing was made on a node yet: nothing to undo.
+                PERFORM snowflake_id_router.note(move_id, format('state = %L, ended = clock_timestamp(), error = %L', 'undone',
+                                                                 format('%s while %s: %s', st, step, msg)));
+            END IF;
+            IF what_left IS DISTINCT FROM 'sealed' THEN
+                PERFORM snowflake_id_router.disconnect_all();
+                msg := format('moving %s from node %L to node %L failed while %s: %s',
+                              CASE WHEN cardinality(shards) = 1 THEN 'shard ' || shards[1] ELSE 'shards ' || array_to_string(shards, ', ') END,
+                              source, target, step, msg);
+                det := concat_ws(' ', nullif(det, ''), nullif(hnt, ''));
+                hnt := CASE WHEN what_left IS NULL
+                            THEN format('The shards stay on node %L, which takes their writes again; everything the move made is removed (move %s in move_history). Re-run the move once the cause is fixed.',
+                                        source, move_id)
+                            ELSE format('The shards stay on node %L, which takes their writes again. Left for SELECT repair_moves() to remove: %s (move %s).',
+                                        source, what_left, move_id) END;
+                PERFORM snowflake_id_router.raise_error(st, msg, det, hnt);
+            END IF;
+            -- The seal committed after all (its reply was lost): complete the move.
+        END IF;
+    END;
+    PERFORM snowflake_id_router.complete_move(move_id, sequences);
+    PERFORM snowflake_id_router.disconnect_all();
+    RETURN move_id;
+END
+$$;
+COMMENT ON FUNCTION snowflake_id_router.run_move(integer[], text, text, text) IS
+  'A move of shards from source to target, recorded step by step; undone on a failure before the seal, completed after it.';
+
+-- The schemas' fingerprints on both nodes (read at once), equal or 55000 naming the first
+-- difference; returns the target's, as an array literal.
+CREATE OR REPLACE FUNCTION snowflake_id_router.compare_fingerprints(src text, dst text, schemas text[], shards integer[],
+                                                                    src_name text, dst_name text, deadline timestamptz)
+RETURNS text
+LANGUAGE plpgsql VOLATILE STRICT PARALLEL UNSAFE
+SET search_path = pg_catalog, pg_temp
+AS $$
+#variable_conflict use_variable
+DECLARE
+    q text := format('SELECT ARRAY(SELECT snowflake_id_node.fingerprint(s)::text FROM unnest(%L::text[]) WITH ORDINALITY u(s, o) ORDER BY o)',
+                     schemas);
+    a text[];
+    b text[];
+BEGIN
+    PERFORM snowflake_id_router.send(src, q);
+    PERFORM snowflake_id_router.send(dst, q);
+    a := snowflake_id_router.receive(src, deadline, 'reading the shards'' definitions');
+    b := snowflake_id_router.receive(dst, deadline, 'reading the copies'' definitions');
+    FOR i IN 1 .. cardinality(schemas) LOOP
+        IF a[i] IS DISTINCT FROM b[i] THEN
+            RAISE EXCEPTION 'shard % (schema %) differs from its copy: %', shards[i], quote_ident(schemas[i]),
+                snowflake_id_node.fingerprint_difference(a[i]::text[], b[i]::text[], src_name, dst_name)
+                USING ERRCODE = 'object_not_in_prerequisite_state',
+                      HINT = 'A move carries rows, not definitions: give the target''s template (or the shard) the same tables, columns, types, constraints and indexes.';
+        END IF;
+    END LOOP;
+    RETURN b::text;
+END
+$$;
+COMMENT ON FUNCTION snowflake_id_router.compare_fingerprints(text, text, text[], integer[], text, text, timestamptz) IS
+  'Compares the fingerprints of schemas on two nodes; 55000 naming the first difference.';
+
+-- The state of a move's record on a node (NULL: none), through this session's connection,
+-- after taking the move's shard locks there.
+CREATE OR REPLACE FUNCTION snowflake_id_router.node_state(node text, move_id bigint, shards integer[]) RETURNS text
+LANGUAGE plpgsql VOLATILE STRICT PARALLEL UNSAFE
+SET search_path = pg_catalog, pg_temp
+AS $$
+#variable_conflict use_variable
+DECLARE
+    conn text;
+    wait interval := snowflake_id_router.timeout('lock_timeout');
+    q text := format('SELECT concat(snowflake_id_node.lock_shards(%L, %L), (SELECT state FROM snowflake_id_node.move WHERE key = %L))',
+                     shards, wait, snowflake_id_router.move_key(move_id));
+BEGIN
+    -- This session's connection may be broken (the node restarted): then once more afresh.
+    BEGIN
+        RETURN nullif(snowflake_id_router.call(snowflake_id_router.node_conn(node), q, wait + interval '10 s', 'reading the move''s record'), '');
+    EXCEPTION WHEN connection_exception OR sqlclient_unable_to_establish_sqlconnection OR query_canceled THEN
+        PERFORM snowflake_id_router.disconnect('sfid:' || node);
+    END;
+    RETURN nullif(snowflake_id_router.call(snowflake_id_router.node_conn(node), q, wait + interval '10 s', 'reading the move''s record'), '');
+END
+$$;
+COMMENT ON FUNCTION snowflake_id_router.node_state(text, bigint, integer[]) IS
+  'The state of a move''s record on node (NULL: none), read under the move''s shard locks there.';
+
+-- Undoes a move that has not been sealed, target first, each node on its own. Returns
+-- NULL when everything is removed (state undone), 'sealed' when the source turns out to be
+-- sealed (complete it instead), or what is left where (state undoing, for repair_moves()).
+CREATE OR REPLACE FUNCTION snowflake_id_router.undo_move(move_id bigint, reason text) RETURNS text
+LANGUAGE plpgsql VOLATILE STRICT PARALLEL UNSAFE
+SET search_path = pg_catalog, pg_temp
+AS $$
+#variable_conflict use_variable
+DECLARE
+    m snowflake_id_router.move;
+    k text := snowflake_id_router.move_key(move_id);
+    src_state text;
+    src_ok boolean := false;
+    left_over text[] := '{}';
+    wait text := snowflake_id_router.timeout('cleanup_timeout')::text;
+BEGIN
+    SELECT * INTO m FROM snowflake_id_router.move r WHERE r.id = move_id;
+    -- The source first, to learn whether it was sealed (a seal whose reply was lost).
+    BEGIN
+        src_state := snowflake_id_router.node_state(m.source, move_id, m.shards);
+        src_ok := true;
+    EXCEPTION WHEN query_canceled OR OTHERS THEN
+        left_over := left_over || format('on node %L (the source, %s): what the move made there', m.source, SQLERRM);
+    END;
+    IF src_state = 'sealed' THEN
+        PERFORM snowflake_id_router.note(move_id, format('state = %L', 'sealed'));
+        RETURN 'sealed';
+    END IF;
+    IF NOT src_ok AND m.state IN ('sealing', 'sealed', 'flipping') THEN
+        -- It may have been sealed: the target's copy may be the one to keep. Nothing undone.
+        PERFORM snowflake_id_router.note(move_id, format('error = %L', reason));
+        RETURN left_over[1] || '; the move may have sealed the source, so its copy on node '
+               || quote_literal(m.target) || ' is kept until the source can be reached';
+    END IF;
+    PERFORM snowflake_id_router.note(move_id, format('state = %L, error = %L', 'undoing', reason));
+    BEGIN
+        PERFORM snowflake_id_router.node_state(m.target, move_id, m.shards);
+        PERFORM snowflake_id_router.call(snowflake_id_router.node_conn(m.target), format(
+            'SELECT snowflake_id_node.undo(r.key, %L, %s) FROM snowflake_id_node.move r WHERE r.key = %L',
+            wait, coalesce(m.suboid, 0), k), snowflake_id_router.timeout('cleanup_timeout') + interval '5 s',
+            'undoing the move on the target');
+    EXCEPTION WHEN query_canceled OR OTHERS THEN
+        left_over := left_over || format('on node %L (the target): %s', m.target, SQLERRM);
+    END;
+    IF src_ok THEN
+        BEGIN
+            PERFORM snowflake_id_router.call(snowflake_id_router.node_conn(m.source), format(
+                'SELECT snowflake_id_node.undo(r.key, %L, %s) FROM snowflake_id_node.move r WHERE r.key = %L',
+                wait, coalesce(m.suboid, 0), k), snowflake_id_router.timeout('cleanup_timeout') + interval '5 s',
+                'undoing the move on the source');
+        EXCEPTION WHEN query_canceled OR OTHERS THEN
+            left_over := left_over || format('on node %L (the source): %s', m.source, SQLERRM);
+        END;
+    END IF;
+    IF cardinality(left_over) = 0 THEN
+        PERFORM snowflake_id_router.note(move_id, format('state = %L, ended = clock_timestamp()', 'undone'));
+        RETURN NULL;
+    END IF;
+    RETURN array_to_string(left_over, '; ');
+END
+$$;
+COMMENT ON FUNCTION snowflake_id_router.undo_move(bigint, text) IS
+  'Undoes a move not yet sealed on both nodes; NULL when all is removed, ''sealed'' if it was sealed after all, else what is left where.';
+
+-- Completes a sealed move: the target activated (sequences carried), the map flipped, then
+-- the clean-up. A failure before the flip raises (the shards' writes stay refused until a
+-- repair completes it); one in the clean-up is a WARNING, the move being done.
+CREATE OR REPLACE FUNCTION snowflake_id_router.complete_move(move_id bigint, sequences text DEFAULT NULL) RETURNS void
+LANGUAGE plpgsql VOLATILE CALLED ON NULL INPUT PARALLEL UNSAFE
+SET search_path = pg_catalog, pg_temp
+AS $$
+#variable_conflict use_variable
+DECLARE
+    m snowflake_id_router.move;
+    k text := snowflake_id_router.move_key(move_id);
+    src_state text;
+    dst_state text;
+    step text := 'activating the copies';
+    bound interval := snowflake_id_router.timeout('cleanup_timeout');
+    left_over text[] := '{}';
+BEGIN
+    SELECT * INTO m FROM snowflake_id_router.move r WHERE r.id = move_id;
+    IF m.state NOT IN ('flipped', 'cleaning') THEN
+        BEGIN
+            IF sequences IS NULL THEN
+                -- A repair: the nodes' records say where the move is.
+                src_state := snowflake_id_router.node_state(m.source, move_id, m.shards);
+                dst_state := snowflake_id_router.node_state(m.target, move_id, m.shards);
+                IF src_state IS DISTINCT FROM 'sealed' OR dst_state NOT IN ('incoming', 'serving') THEN
+                    RAISE EXCEPTION 'move % cannot be completed: its record is % on node % and % on node %', move_id,
+                        coalesce(src_state, 'absent'), quote_literal(m.source), coalesce(dst_state, 'absent'), quote_literal(m.target)
+                        USING ERRCODE = 'object_not_in_prerequisite_state';
+                END IF;
+                PERFORM snowflake_id_router.note(move_id, format('state = %L', 'sealed'));
+                IF dst_state = 'incoming' THEN
+                    sequences := snowflake_id_router.call(snowflake_id_router.node_conn(m.source),
+                        format('SELECT snowflake_id_node.sequences(%L)', k), bound, 'reading the sequences');
+                END IF;
+            ELSE
+                dst_state := 'incoming';  -- the mover's own call, right after the seal
+            END IF;
+            IF dst_state = 'incoming' THEN
+                PERFORM snowflake_id_router.call(snowflake_id_router.node_conn(m.target),
+                    format('SELECT snowflake_id_node.activate(%L, %L)', k, sequences), bound, 'carrying the sequences');
+            END IF;
+            PERFORM snowflake_id_router.pause_at('flipping');
+            step := 'flipping the map';
+            PERFORM snowflake_id_router.call(snowflake_id_router.loopback(), format('SELECT snowflake_id_router.flip(%s)', move_id),
+                                             snowflake_id_router.timeout('lock_timeout') + bound, step);
+        EXCEPTION WHEN query_canceled OR OTHERS THEN
+            PERFORM snowflake_id_router.settle_all();
+            PERFORM snowflake_id_router.note(move_id, format('error = %L', SQLSTATE || ' while ' || step || ': ' || SQLERRM));
+            PERFORM snowflake_id_router.disconnect_all();
+            RAISE EXCEPTION 'move % of % from node % to node % is sealed but failed while %: %', move_id,
+                CASE WHEN cardinality(m.shards) = 1 THEN 'shard ' || m.shards[1] ELSE 'shards ' || array_to_string(m.shards, ', ') END,
+                quote_literal(m.source), quote_literal(m.target), step, SQLERRM
+                USING ERRCODE = SQLSTATE,
+                      HINT = format('The copy on node %s is complete and node %s refuses the shards'' writes (40001) until the move is completed: SELECT repair_moves() completes it once the cause is fixed.',
+                                    quote_literal(m.target), quote_literal(m.source));
+        END;
+        PERFORM snowflake_id_router.pause_at('flipped');
+    END IF;
+    SELECT * INTO m FROM snowflake_id_router.move r WHERE r.id = move_id;
+    -- The old copy goes only once every router routes by the flip: a follower behind would
+    -- still send the shards' calls there (writes refused with 40001 until it has the map).
+    IF NOT snowflake_id_router.routed_everywhere(m.map_version) THEN
+        PERFORM snowflake_id_router.note(move_id, format('error = %L', 'waiting for router(s) '
+            || (SELECT string_agg(quote_literal(x.name), ', ' ORDER BY x.name) FROM snowflake_id_router.router x
+                 WHERE x.map_version < coalesce(m.map_version, 0)) || ' to route by the flip'));
+        RAISE WARNING 'move % of % to node % is flipped, but router(s) % do not route by it yet: the old copy on node % stays, sealed, until they do',
+            move_id, CASE WHEN cardinality(m.shards) = 1 THEN 'shard ' || m.shards[1] ELSE 'shards ' || array_to_string(m.shards, ', ') END,
+            quote_literal(m.target),
+            (SELECT string_agg(quote_literal(x.name), ', ' ORDER BY x.name) FROM snowflake_id_router.router x
+              WHERE x.map_version < coalesce(m.map_version, 0)),
+            quote_literal(m.source)
+            USING HINT = 'repair_moves() pushes the map again and finishes the move once they route by it (router_status).';
+        RETURN;
+    END IF;
+    PERFORM snowflake_id_router.enter(move_id, 'cleaning');
+    PERFORM snowflake_id_router.wait_for_older_transactions(m.flipped);
+    BEGIN
+        dst_state := snowflake_id_router.node_state(m.target, move_id, m.shards);
+        IF dst_state IS NOT NULL THEN
+            PERFORM snowflake_id_router.call(snowflake_id_router.node_conn(m.target),
+                format('SELECT snowflake_id_node.finish(%L)', k), bound, 'removing the subscription and marker');
+        END IF;
+    EXCEPTION WHEN query_canceled OR OTHERS THEN
+        left_over := left_over || format('on node %L: %s', m.target, SQLERRM);
+    END;
+    PERFORM snowflake_id_router.pause_at('cleaning the source');
+    BEGIN
+        src_state := snowflake_id_router.node_state(m.source, move_id, m.shards);
+        IF src_state IS NOT NULL THEN
+            PERFORM snowflake_id_router.call(snowflake_id_router.node_conn(m.source),
+                format('SELECT snowflake_id_node.drop_copy(%L, %L, %L)', k,
+                       snowflake_id_router.ms(snowflake_id_router.timeout('lock_timeout')), bound),
+                bound + snowflake_id_router.timeout('lock_timeout') + interval '5 s', 'dropping the old copy');
+        END IF;
+    EXCEPTION WHEN query_canceled OR OTHERS THEN
+        left_over := left_over || format('on node %L: %s', m.source, SQLERRM);
+    END;
+    IF cardinality(left_over) > 0 THEN
+        PERFORM snowflake_id_router.note(move_id, format('error = %L', 'clean-up: ' || array_to_string(left_over, '; ')));
+        RAISE WARNING 'move % of % to node % is done, but its clean-up is not: %', move_id,
+            CASE WHEN cardinality(m.shards) = 1 THEN 'shard ' || m.shards[1] ELSE 'shards ' || array_to_string(m.shards, ', ') END,
+            quote_literal(m.target), array_to_string(left_over, '; ')
+            USING HINT = 'SELECT repair_moves() finishes it once the cause is fixed.';
+        RETURN;
+    END IF;
+    PERFORM snowflake_id_router.note(move_id, format('state = %L, ended = clock_timestamp()', 'done'));
+    SELECT * INTO m FROM snowflake_id_router.move r WHERE r.id = move_id;
+    RAISE NOTICE '% moved from node % to node %: % rows, % ms in all, writes fenced for % ms',
+        CASE WHEN cardinality(m.shards) = 1 THEN 'shard ' || m.shards[1] ELSE 'shards ' || array_to_string(m.shards, ', ') END,
+        quote_literal(m.source), quote_literal(m.target), m.rows,
+        round(extract(epoch FROM m.ended - m.started) * 1000),
+        round(extract(epoch FROM m.flipped - m.fenced) * 1000, 1);
+END
+$$;
+COMMENT ON FUNCTION snowflake_id_router.complete_move(bigint, text) IS
+  'Completes a sealed move: activates the copies, flips the map, removes the old copy and what the move made.';
+
+-- The flip, run through the loopback connection (committed at once for every router
+-- session): the map of the move's shards from its source to its target, and its record.
+-- The one place a move changes the map.
+CREATE OR REPLACE FUNCTION snowflake_id_router.flip(move_id bigint) RETURNS text
+LANGUAGE plpgsql VOLATILE STRICT PARALLEL UNSAFE
+SET search_path = pg_catalog, pg_temp
+AS $$
+#variable_conflict use_variable
+DECLARE
+    m snowflake_id_router.move;
+BEGIN
+    SELECT * INTO m FROM snowflake_id_router.move r WHERE r.id = move_id FOR UPDATE;
+    IF m.state IN ('flipped', 'cleaning', 'done') THEN
+        RETURN 'flipped already';
+    END IF;
+    IF m.state NOT IN ('sealing', 'sealed', 'flipping') THEN
+        RAISE EXCEPTION 'move % is %: only a sealed move flips the map', move_id, m.state
+            USING ERRCODE = 'object_not_in_prerequisite_state';
+    END IF;
+    UPDATE snowflake_id_router.shard s SET node = m.target WHERE s.shard = ANY (m.shards) AND s.node = m.source;
+    IF (SELECT count(*) FROM snowflake_id_router.shard s WHERE s.shard = ANY (m.shards) AND s.node = m.target)
+       <> cardinality(m.shards) THEN
+        RAISE EXCEPTION 'the map of shards % changed during move %', m.shards, move_id USING ERRCODE = 'serialization_failure';
+    END IF;
+    UPDATE snowflake_id_router.move r SET state = 'flipped', flipped = clock_timestamp(), map_version = snowflake_id_router.map_version()
+     WHERE r.id = move_id;
+    RETURN 'flipped';
+END
+$$;
+COMMENT ON FUNCTION snowflake_id_router.flip(bigint) IS
+  'Flips the map of a sealed move''s shards to its target and records it (run through the loopback connection).';
+
+-- The flip rehearsed in a subtransaction rolled back: the map's rows can be locked (within
+-- the loopback session's lock_timeout) and every cache the flip needs is loaded, so the
+-- real flip, under the fence, is quick. Run through the loopback connection.
+CREATE OR REPLACE FUNCTION snowflake_id_router.rehearse_flip(move_id bigint) RETURNS text
+LANGUAGE plpgsql VOLATILE STRICT PARALLEL UNSAFE
+SET search_path = pg_catalog, pg_temp
+AS $$
+#variable_conflict use_variable
+DECLARE
+    m snowflake_id_router.move;
+BEGIN
+    SELECT * INTO m FROM snowflake_id_router.move r WHERE r.id = move_id;
+    BEGIN
+        UPDATE snowflake_id_router.shard s SET node = m.target WHERE s.shard = ANY (m.shards) AND s.node = m.source;
+        IF (SELECT count(*) FROM snowflake_id_router.shard s WHERE s.shard = ANY (m.shards) AND s.node = m.target)
+           <> cardinality(m.shards) THEN
+            RAISE EXCEPTION 'the map of shards % changed during move %', m.shards, move_id USING ERRCODE = 'serialization_failure';
+        END IF;
+        RAISE EXCEPTION 'rehearsal' USING ERRCODE = 'SFRH0';
+    EXCEPTION WHEN SQLSTATE 'SFRH0' THEN
+        NULL;
+    END;
+    RETURN 'rehearsed';
+END
+$$;
+COMMENT ON FUNCTION snowflake_id_router.rehearse_flip(bigint) IS
+  'Rehearses a move''s flip and rolls it back: checks the map can be locked and warms the loopback session.';
+
+-- A router transaction that began before the flip may still send a write to the source,
+-- where the sealed fence refuses it (40001); let such transactions end (bounded by
+-- lock_timeout) before the source's copy goes and the refusal becomes "not on this node".
+CREATE OR REPLACE FUNCTION snowflake_id_router.wait_for_older_transactions(since timestamptz) RETURNS void
+LANGUAGE plpgsql VOLATILE STRICT PARALLEL UNSAFE
+SET search_path = pg_catalog, pg_temp
+AS $$
+#variable_conflict use_variable
+DECLARE
+    deadline timestamptz := clock_timestamp() + snowflake_id_router.timeout('lock_timeout');
+BEGIN
+    WHILE clock_timestamp() < deadline LOOP
+        PERFORM pg_stat_clear_snapshot();
+        EXIT WHEN NOT EXISTS (SELECT FROM pg_stat_activity a
+                               WHERE a.datname = current_database() AND a.pid <> pg_backend_pid()
+                                 AND a.backend_type = 'client backend' AND a.xact_start < since
+                                 -- (movers and their loopback sessions send no routed writes)
+                                 AND a.application_name NOT LIKE 'snowflake\_id\_router %'
+                                 AND a.pid NOT IN (SELECT l.pid FROM pg_locks l
+                                                    WHERE l.locktype = 'advisory' AND l.granted
+                                                      AND l.classid = snowflake_id_node.lock_class()::oid));
+        PERFORM pg_sleep(0.01);
+    END LOOP;
+END
+$$;
+COMMENT ON FUNCTION snowflake_id_router.wait_for_older_transactions(timestamptz) IS
+  'Waits (at most lock_timeout) until no router transaction that began before since is running.';
+
+-- ==== router/sql/33_repair.sql ====
+-- == Repair: moves whose mover is gone ==
+--
+-- A move's mover holds the router's locks of its shards for its transaction and its shard
+-- locks on both nodes through its node sessions. A move record that is neither done nor
+-- undone and whose router locks can be taken belongs to a mover that is gone: a move
+-- sealed on its source is completed, any other undone. repair_moves() does this for every
+-- such move, and removes what this router's moves left on the nodes without a record on the
+-- router (a restored dump, say); every move does it first for the moves of its own shards.
+
+-- Repairs one move whose mover is gone; the caller holds its router locks.
+CREATE OR REPLACE FUNCTION snowflake_id_router.repair_move(move_id bigint) RETURNS text
+LANGUAGE plpgsql VOLATILE STRICT PARALLEL UNSAFE
+SET search_path = pg_catalog, pg_temp
+AS $$
+#variable_conflict use_variable
+DECLARE
+    m snowflake_id_router.move;
+    left_over text;
+BEGIN
+    SELECT * INTO m FROM snowflake_id_router.move r WHERE r.id = move_id;
+    IF m.state NOT IN ('sealed', 'flipping', 'flipped', 'cleaning') THEN
+        left_over := snowflake_id_router.undo_move(move_id, coalesce(m.error, format('interrupted while %s', m.state)));
+        IF left_over IS NULL THEN
+            RETURN 'undone';
+        ELSIF left_over <> 'sealed' THEN
+            RETURN 'not undone yet: left ' || left_over;
+        END IF;
+    END IF;
+    PERFORM snowflake_id_router.complete_move(move_id);
+    SELECT * INTO m FROM snowflake_id_router.move r WHERE r.id = move_id;
+    RETURN CASE WHEN m.state = 'done' THEN 'completed' ELSE 'completed, clean-up not done: ' || coalesce(m.error, m.state) END;
+END
+$$;
+COMMENT ON FUNCTION snowflake_id_router.repair_move(bigint) IS
+  'Completes (if sealed) or undoes a move whose mover is gone; the caller holds its router locks.';
+
+-- Repairs the interrupted moves of these shards (at the start of a move of them).
+CREATE OR REPLACE FUNCTION snowflake_id_router.repair_shards(shards integer[]) RETURNS void
+LANGUAGE plpgsql VOLATILE STRICT PARALLEL UNSAFE
+SET search_path = pg_catalog, pg_temp
+AS $$
+#variable_conflict use_variable
+DECLARE
+    m snowflake_id_router.move;
+    outcome text;
+    repaired boolean := false;
+BEGIN
+    FOR m IN SELECT * FROM snowflake_id_router.move r
+              WHERE r.shards && repair_shards.shards AND r.state NOT IN ('done', 'undone') ORDER BY r.id LOOP
+        PERFORM snowflake_id_router.lock_router(m.shards);
+        outcome := snowflake_id_router.repair_move(m.id);
+        RAISE NOTICE 'interrupted move % of shards % (node % to node %): %', m.id, m.shards, quote_literal(m.source),
+            quote_literal(m.target), outcome;
+        repaired := true;
+    END LOOP;
+    IF repaired THEN
+        -- The node sessions also hold the repaired moves' shard locks: start afresh.
+        PERFORM snowflake_id_router.disconnect_all();
+    END IF;
+END
+$$;
+COMMENT ON FUNCTION snowflake_id_router.repair_shards(integer[]) IS
+  'Completes or undoes the interrupted moves of shards (their movers gone).';
+
+CREATE OR REPLACE FUNCTION repair_moves() RETURNS TABLE (move bigint, shards integer[], outcome text)
+LANGUAGE plpgsql VOLATILE PARALLEL UNSAFE SECURITY DEFINER
+SET search_path = pg_catalog, pg_temp SET DateStyle = 'ISO, MDY' SET IntervalStyle = 'postgres'
+AS $$
+#variable_conflict use_variable
+DECLARE
+    m snowflake_id_router.move;
+    n record;
+    r record;
+    router text := snowflake_id_node.identity();
+    router8 text := left(md5(snowflake_id_node.identity()), 8);
+    wait text := snowflake_id_router.timeout('cleanup_timeout')::text;
+    bound interval := snowflake_id_router.timeout('cleanup_timeout') + interval '5 s';
+    conn text;
+BEGIN
+    PERFORM snowflake_id_router.require_primary('repair_moves');
+    IF current_setting('transaction_isolation') <> 'read committed' THEN
+        RAISE EXCEPTION 'repair_moves runs only in a READ COMMITTED transaction, not %', current_setting('transaction_isolation')
+            USING ERRCODE = 'invalid_transaction_state';
+    END IF;
+    -- Routers that are behind get the map first (the moves waiting for them then finish).
+    PERFORM snowflake_id_router.routed_everywhere(snowflake_id_router.map_version());
+    FOR m IN SELECT * FROM snowflake_id_router.move x WHERE x.state NOT IN ('done', 'undone') ORDER BY x.id LOOP
+        move := m.id;
+        shards := m.shards;
+        BEGIN
+            PERFORM snowflake_id_router.lock_router(m.shards);
+            BEGIN
+                outcome := snowflake_id_router.repair_move(m.id);
+            EXCEPTION WHEN query_canceled OR OTHERS THEN
+                outcome := format('not repaired: %s (%s)', SQLERRM, SQLSTATE);
+            END;
+        EXCEPTION WHEN lock_not_available THEN
+            outcome := 'running: ' || m.state;
+        END;
+        PERFORM snowflake_id_router.disconnect_all();
+        RETURN NEXT;
+    END LOOP;
+    -- What this router's moves left on the nodes without a record to follow.
+    FOR n IN SELECT x.name FROM snowflake_id_router.node x ORDER BY x.name LOOP
+        BEGIN
+            conn := snowflake_id_router.node_conn(n.name);
+            FOR r IN SELECT * FROM json_to_recordset(snowflake_id_router.call(conn, 'SELECT snowflake_id_node.moves()',
+                                                                                bound, 'reading the move records')::json)
+                         AS x(key text, router text, role text, state text, shards integer[], alive boolean)
+                      WHERE x.router = router AND NOT x.alive
+                        AND NOT EXISTS (SELECT FROM snowflake_id_router.move y
+                                         WHERE y.id::text = split_part(x.key, '/', 2) AND y.state NOT IN ('done', 'undone'))
+            LOOP
+                move := NULLIF(split_part(r.key, '/', 2), '')::bigint;
+                shards := r.shards;
+                IF r.state IN ('sealed', 'serving') THEN
+                    outcome := format('left on node %L: a record of move %s, %s, which this router does not know', n.name, r.key, r.state);
+                    RAISE WARNING '%', outcome USING HINT = 'Look at the node''s snowflake_id_node.move; see docs/cluster.md.';
+                ELSE
+                    BEGIN
+                        PERFORM snowflake_id_router.lock_router(r.shards);
+                        PERFORM snowflake_id_router.call(conn, format('SELECT snowflake_id_node.lock_shards(%L, %L)', r.shards,
+                                                                      snowflake_id_router.timeout('lock_timeout')),
+                                                         bound, 'locking the shards');
+                        PERFORM snowflake_id_router.call(conn, format('SELECT snowflake_id_node.undo(%L, %L, 0)', r.key, wait),
+                                                         bound, 'undoing a move without a record');
+                        PERFORM snowflake_id_router.call(conn, format('SELECT snowflake_id_node.unlock_shards(%L)', r.shards),
+                                                         bound, 'unlocking the shards');
+                        outcome := format('undone on node %L (a record without a move on this router)', n.name);
+                    EXCEPTION WHEN query_canceled OR OTHERS THEN
+                        outcome := format('not undone on node %L: %s (%s)', n.name, SQLERRM, SQLSTATE);
+                    END;
+                END IF;
+                RETURN NEXT;
+            END LOOP;
+            FOR r IN SELECT x FROM unnest(snowflake_id_router.call(conn,
+                         format('SELECT snowflake_id_node.drop_orphans(%L, %L)', router8, wait), bound,
+                         'removing what moves left without a record')::text[]) x LOOP
+                move := NULL;
+                shards := NULL;
+                outcome := format('removed on node %L: %s', n.name, r.x);
+                RETURN NEXT;
+            END LOOP;
+        EXCEPTION WHEN query_canceled OR OTHERS THEN
+            move := NULL;
+            shards := NULL;
+            outcome := format('node %L not checked: %s (%s)', n.name, SQLERRM, SQLSTATE);
+            RAISE WARNING '%', outcome;
+            RETURN NEXT;
+        END;
+        PERFORM snowflake_id_router.disconnect_all();
+    END LOOP;
+    PERFORM snowflake_id_router.disconnect_all();
+END
+$$;
+COMMENT ON FUNCTION repair_moves() IS
+  'Completes (if sealed) or undoes every move whose mover is gone, and removes what this router''s moves left on the nodes without a record; one row per move or leftover.';
+
+CREATE OR REPLACE VIEW move_history AS
+    SELECT m.id AS move, m.shards, m.source, m.target, m.started, m.ended, m.rows,
+           coalesce(m.flipped, m.ended) - m.fenced AS write_pause,
+           CASE WHEN m.state IN ('done', 'undone') THEN m.state
+                WHEN EXISTS (SELECT FROM pg_catalog.pg_locks l
+                              WHERE l.locktype = 'advisory' AND l.granted AND l.objsubid = 2
+                                AND l.database = (SELECT d.oid FROM pg_catalog.pg_database d WHERE d.datname = pg_catalog.current_database())
+                                AND l.classid = snowflake_id_node.lock_class()::oid AND l.objid::bigint = m.shards[1])
+                THEN 'running: ' || m.state
+                ELSE 'interrupted: ' || m.state END AS outcome,
+           m.error
+      FROM snowflake_id_router.move m
+     ORDER BY m.id;
+COMMENT ON VIEW move_history IS
+  'Each move: shards, nodes, start, end, rows, write pause (fence to flip), outcome (done, undone, running or interrupted at a step) and error.';
+
+-- ==== router/sql/40_nodes.sql ====
+-- == Seeing the nodes: one query per node, sent to all at once ==
+
+-- Runs sql (a query returning one jsonb value) on every node, in parallel: each node is
+-- reached, sent its query, and only then are the answers collected, so the nodes work at
+-- the same time and the total is about the slowest node's time, not the sum. A node that
+-- cannot be reached, refuses, times out (setting status_timeout) or turns out to be another
+-- database (identity) gives a row with its error and no result, never an error of the whole
+-- call: a status view must work best when a node is down.
+-- With chunk, sql is a format() string asking for the next chunk of rows: %1$s is the shard
+-- after which to start (-1 at first), %2$s the chunk; it returns a jsonb array of objects
+-- with a "shard" key, and is sent again from the last shard while a full chunk came back.
+-- The result is then the whole array. (Each chunk is its own transaction on the node: see
+-- sql/node_status.sql on locks.)
+CREATE OR REPLACE FUNCTION snowflake_id_router.on_nodes(sql text, chunk integer DEFAULT NULL)
+RETURNS TABLE (node text, error text, result jsonb)
+LANGUAGE plpgsql VOLATILE CALLED ON NULL INPUT PARALLEL UNSAFE
+SET search_path = pg_catalog, pg_temp
+AS $$
+DECLARE
+    d text := snowflake_id_router.dblink_schema();
+    nodes snowflake_id_router.node[];
+    conns text[] := '{}';
+    errors text[] := '{}';
+    results jsonb[] := '{}';
+    after integer[] := '{}';
+    waiting boolean[] := '{}';          -- a query was sent and is not collected yet
+    pending boolean := true;
+    found_identity text;
+    answer jsonb;
+    remote_error text;
+BEGIN
+    SELECT coalesce(array_agg(n ORDER BY n.name), '{}') INTO nodes FROM snowflake_id_router.node n;
+    FOR i IN 1 .. cardinality(nodes) LOOP
+        conns[i] := 'snowflake_id_router_node_' || i;
+        after[i] := -1;
+        results[i] := CASE WHEN chunk IS NULL THEN NULL ELSE '[]'::jsonb END;
+        BEGIN
+            PERFORM snowflake_id_router.connect(conns[i], snowflake_id_router.connect_options() || ' ' || nodes[i].connstr);
+            PERFORM snowflake_id_router.exec(conns[i], format('SET statement_timeout = %L',
+                extract(epoch FROM snowflake_id_router.setting('status_timeout')::interval) * 1000));
+        EXCEPTION WHEN OTHERS THEN
+            errors[i] := SQLERRM;
+        END;
+    END LOOP;
+    WHILE pending LOOP
+        pending := false;
+        FOR i IN 1 .. cardinality(nodes) LOOP
+            waiting[i] := errors[i] IS NULL AND (chunk IS NULL OR after[i] IS NOT NULL);
+            CONTINUE WHEN NOT waiting[i];
+            BEGIN
+                EXECUTE format('SELECT %s.dblink_send_query($1, $2)', d) USING conns[i],
+                    format('SELECT snowflake_id_node.identity(), (%s)',
+                           CASE WHEN chunk IS NULL THEN sql ELSE format(sql, after[i], chunk) END);
+            EXCEPTION WHEN OTHERS THEN
+                errors[i] := SQLERRM;
+                waiting[i] := false;
+            END;
+        END LOOP;
+        FOR i IN 1 .. cardinality(nodes) LOOP
+            CONTINUE WHEN NOT waiting[i];
+            -- fail => false: a remote error comes back as dblink_error_message, not raised.
+            EXECUTE format('SELECT r.i, r.a FROM %s.dblink_get_result($1, false) AS r(i text, a jsonb)', d)
+               INTO found_identity, answer USING conns[i];
+            EXECUTE format('SELECT %s.dblink_error_message($1)', d) INTO remote_error USING conns[i];
+            -- The end of the query's results, so that the connection takes the next one.
+            EXECUTE format('SELECT count(*) FROM %s.dblink_get_result($1, false) AS r(i text, a jsonb)', d) USING conns[i];
+            IF remote_error IS DISTINCT FROM 'OK' THEN
+                errors[i] := CASE WHEN remote_error LIKE '%snowflake_id_node.%does not exist%'
+                                  THEN 'the node runs snowflake_id older than 0.3.0 (there: ALTER EXTENSION snowflake_id UPDATE)'
+                                  ELSE coalesce(remote_error, 'no answer') END;
+            ELSIF found_identity IS DISTINCT FROM coalesce(nodes[i].identity, found_identity) THEN
+                errors[i] := format('the connect string reaches another database (identity %s, registered as %s)',
+                                    found_identity, nodes[i].identity);
+            ELSIF chunk IS NULL THEN
+                results[i] := answer;
+            ELSE
+                results[i] := results[i] || answer;
+                after[i] := CASE WHEN jsonb_array_length(answer) = chunk THEN (answer->(chunk - 1)->>'shard')::integer END;
+                pending := pending OR after[i] IS NOT NULL;
+            END IF;
+        END LOOP;
+    END LOOP;
+    FOR i IN 1 .. cardinality(nodes) LOOP
+        PERFORM snowflake_id_router.disconnect(conns[i]);
+        node := nodes[i].name;
+        error := errors[i];
+        result := CASE WHEN errors[i] IS NULL THEN results[i] END;
+        RETURN NEXT;
+    END LOOP;
+END
+$$;
+COMMENT ON FUNCTION snowflake_id_router.on_nodes(text, integer) IS
+  'Runs a query returning one jsonb on every node at once (identities checked), or chunk by chunk: per node the answer, or the error that kept it.';
+
+-- Shards a node is asked about per query (sql/node_status.sql: each takes about six
+-- relation locks a shard on the node until its transaction ends).
+CREATE OR REPLACE FUNCTION snowflake_id_router.status_chunk() RETURNS integer
+LANGUAGE sql IMMUTABLE PARALLEL SAFE
+RETURN 128;
+COMMENT ON FUNCTION snowflake_id_router.status_chunk() IS
+  'Shards a node answers for per query of shard_status and the rebalancer.';
+
+CREATE OR REPLACE FUNCTION snowflake_id_router.node_status()
+RETURNS TABLE (node text, reachable boolean, error text, wal_level text, in_recovery boolean,
+               shards_mapped integer, shards_served integer, rows bigint, bytes bigint,
+               moves_running integer, leftovers text[],
+               slot_wal_bytes bigint, free_slots integer, free_wal_senders integer,
+               standbys integer, sync_standbys integer, standby_lag_bytes bigint)
+LANGUAGE sql VOLATILE PARALLEL UNSAFE SECURITY DEFINER
+SET search_path = pg_catalog, pg_temp
+BEGIN ATOMIC
+    SELECT o.node, o.error IS NULL, o.error, s.wal_level, s.in_recovery,
+           (SELECT count(*) FROM snowflake_id_router.shard m WHERE m.node = o.node)::integer,
+           s.shards, s.rows, s.bytes, s.moves_running, s.leftovers,
+           s.slot_wal_bytes, s.free_slots, s.free_wal_senders, s.standbys, s.sync_standbys, s.standby_lag_bytes
+      FROM snowflake_id_router.on_nodes('SELECT to_jsonb(s) FROM snowflake_id_node.node_stats() s') o
+      LEFT JOIN LATERAL jsonb_to_record(o.result) AS s(
+           wal_level text, in_recovery boolean, shards integer, rows bigint, bytes bigint,
+           moves_running integer, leftovers text[], slot_wal_bytes bigint,
+           free_slots integer, free_wal_senders integer, standbys integer, sync_standbys integer,
+           standby_lag_bytes bigint) ON true
+     ORDER BY o.node;
+END;
+COMMENT ON FUNCTION snowflake_id_router.node_status() IS 'The rows of the view node_status.';
+
+CREATE OR REPLACE VIEW node_status AS SELECT * FROM snowflake_id_router.node_status();
+COMMENT ON VIEW node_status IS
+  'Each node, asked now (one query per node, all at once): reachable, wal_level, shards mapped and served, rows (estimated), the database''s bytes, moves running and what moves left, WAL held by slots, free slots and WAL senders, standbys and their lag.';
+
+-- One row per shard a node serves (with data: a schema made by create_shard), from every
+-- node that answers; mapped is false for a copy the map does not send calls to (a shard
+-- made on the wrong node, a copy left behind). A node that does not answer is named in a
+-- WARNING: its shards are missing from the result.
+CREATE OR REPLACE FUNCTION snowflake_id_router.shard_status()
+RETURNS TABLE (shard integer, node text, mapped boolean, schema_name text, tables integer, rows bigint,
+               bytes bigint, newest_id bigint, newest_at timestamptz, ahead_of_clock interval,
+               ids_last_minute bigint)
+LANGUAGE plpgsql VOLATILE PARALLEL UNSAFE SECURITY DEFINER
+SET search_path = pg_catalog, pg_temp
+AS $$
+DECLARE
+    o record;
+BEGIN
+    FOR o IN SELECT * FROM snowflake_id_router.on_nodes(
+                 $q$SELECT coalesce(jsonb_agg(to_jsonb(s)), '[]') FROM snowflake_id_node.shard_stats(true, %s, %s) s$q$,
+                 snowflake_id_router.status_chunk()) LOOP
+        IF o.error IS NOT NULL THEN
+            RAISE WARNING 'node %: %', quote_literal(o.node), o.error
+                USING DETAIL = 'The shards of this node are not listed.';
+            CONTINUE;
+        END IF;
+        RETURN QUERY
+        SELECT x.shard, o.node, m.node IS NOT DISTINCT FROM o.node, x.schema_name, x.tables, x.rows, x.bytes,
+               x.newest_id, x.newest_at, x.ahead_of_clock, x.ids_last_minute
+          FROM jsonb_to_recordset(o.result) AS x(
+                   shard integer, schema_name text, tables integer, rows bigint, bytes bigint, newest_id bigint,
+                   newest_at timestamptz, ahead_of_clock interval, ids_last_minute bigint)
+          LEFT JOIN snowflake_id_router.shard m ON m.shard = x.shard;
+    END LOOP;
+END
+$$;
+COMMENT ON FUNCTION snowflake_id_router.shard_status() IS 'The rows of the view shard_status.';
+
+CREATE OR REPLACE VIEW shard_status AS SELECT * FROM snowflake_id_router.shard_status() ORDER BY shard, node;
+COMMENT ON VIEW shard_status IS
+  'Each shard a node serves, asked now (one query per node, all at once): node, whether the map sends its calls there, schema, tables, rows (estimated), bytes, newest ID, its time and lead over the node''s clock, rows with an ID of the last minute.';
+
+-- == Repointing and removing nodes ==
+
+-- A node reached through another connect string: its promoted standby after a failover, a
+-- new address. The new string must reach the same database (identity: system identifier
+-- and database OID, which a promoted physical standby keeps), one that is not in recovery
+-- (a standby not yet promoted would refuse every write). The connect string of every shard
+-- of the node changes in this one transaction (the map's trigger), so every router session
+-- routes there from its next transaction on, all at once.
+CREATE OR REPLACE FUNCTION alter_node(node text, connstr text) RETURNS void
+LANGUAGE plpgsql VOLATILE CALLED ON NULL INPUT PARALLEL UNSAFE SECURITY DEFINER
+SET search_path = pg_catalog, pg_temp
+AS $$
+DECLARE
+    n snowflake_id_router.node;
+    normal text;
+    found_identity text;
+    recovering boolean;
+BEGIN
+    IF node IS NULL OR connstr IS NULL THEN
+        RAISE EXCEPTION 'alter_node: node and connstr must not be NULL' USING ERRCODE = 'null_value_not_allowed';
+    END IF;
+    PERFORM snowflake_id_router.require_primary('alter_node');
+    normal := snowflake_id_router.normalize_connstr(connstr);
+    SELECT * INTO n FROM snowflake_id_router.node x WHERE x.name = alter_node.node;
+    IF NOT FOUND THEN
+        RAISE EXCEPTION 'node % does not exist', quote_literal(node) USING ERRCODE = 'undefined_object',
+            HINT = 'Register it with add_node(name, connstr).';
+    END IF;
+    BEGIN
+        PERFORM snowflake_id_router.connect('snowflake_id_router_alter', snowflake_id_router.connect_options() || ' ' || normal);
+        found_identity := snowflake_id_router.remote_identity('snowflake_id_router_alter', node);
+        recovering := snowflake_id_router.fetch('snowflake_id_router_alter', 'SELECT pg_catalog.pg_is_in_recovery()::text');
+        PERFORM snowflake_id_router.disconnect('snowflake_id_router_alter');
+    EXCEPTION WHEN OTHERS THEN
+        PERFORM snowflake_id_router.disconnect('snowflake_id_router_alter');
+        RAISE;
+    END;
+    IF n.identity IS NULL THEN
+        -- Registered by 0.2.0 and never reached since: the old connect string, if it still
+        -- reaches anything, says what the node is.
+        BEGIN
+            PERFORM snowflake_id_router.connect('snowflake_id_router_alter', snowflake_id_router.connect_options() || ' ' || n.connstr);
+            n.identity := snowflake_id_router.remote_identity('snowflake_id_router_alter', node);
+        EXCEPTION WHEN OTHERS THEN
+            PERFORM snowflake_id_router.check_new_identity(node, found_identity);
+            RAISE WARNING 'node % had no recorded identity and its old connect string reaches nothing: it is now known as %',
+                quote_literal(node), found_identity
+                USING DETAIL = 'Whether the new connect string reaches the same database as the old one could not be checked.';
+        END;
+        PERFORM snowflake_id_router.disconnect('snowflake_id_router_alter');
+    END IF;
+    IF found_identity <> n.identity THEN
+        RAISE EXCEPTION 'the new connect string of node % reaches another database (identity %, node % is %)',
+            quote_literal(node), found_identity, quote_literal(node), n.identity
+            USING ERRCODE = 'object_not_in_prerequisite_state',
+                  HINT = 'alter_node repoints a node to the same database: another address of it, or its promoted physical standby (same system identifier and database OID).';
+    END IF;
+    IF recovering THEN
+        RAISE EXCEPTION 'the new connect string of node % reaches a server in recovery (a standby)', quote_literal(node)
+            USING ERRCODE = 'object_not_in_prerequisite_state',
+                  HINT = 'Promote it first (pg_ctl promote, or SELECT pg_promote() there), then run alter_node again.';
+    END IF;
+    -- Committed at once, for every router session here, then pushed to the other routers.
+    IF NOT snowflake_id_router.repoint_node(node, n.connstr, normal, found_identity) THEN
+        RAISE WARNING 'node % is repointed on this router, but not yet on every other router', quote_literal(node)
+            USING HINT = 'See router_status; repair_moves() or snowflake_id_router.push_map() brings them up to date once they can be reached.';
+    END IF;
+END
+$$;
+COMMENT ON FUNCTION alter_node(text, text) IS
+  'Repoints a node to a new connect string reaching the same database (another address, its promoted standby), for every router session at once.';
+
+-- Removes a node that holds no shard (drain_node moves its shards off first) and takes part
+-- in no unfinished move.
+CREATE OR REPLACE FUNCTION remove_node(node text) RETURNS void
+LANGUAGE plpgsql VOLATILE CALLED ON NULL INPUT PARALLEL UNSAFE SECURITY DEFINER
+SET search_path = pg_catalog, pg_temp
+AS $$
+DECLARE
+    held integer;
+    first_held integer;
+    unfinished text;
+BEGIN
+    IF node IS NULL THEN
+        RAISE EXCEPTION 'remove_node: node must not be NULL' USING ERRCODE = 'null_value_not_allowed';
+    END IF;
+    PERFORM snowflake_id_router.require_primary('remove_node');
+    -- Serialises with assign_shards and map flips: no shard can be assigned to it meanwhile.
+    LOCK TABLE snowflake_id_router.shard IN SHARE ROW EXCLUSIVE MODE;
+    IF NOT EXISTS (SELECT FROM snowflake_id_router.node n WHERE n.name = remove_node.node) THEN
+        RAISE EXCEPTION 'node % does not exist', quote_literal(node) USING ERRCODE = 'undefined_object';
+    END IF;
+    SELECT count(*), min(s.shard) INTO held, first_held FROM snowflake_id_router.shard s WHERE s.node = remove_node.node;
+    IF held > 0 THEN
+        RAISE EXCEPTION 'node % still holds % shard(s), the first shard %', quote_literal(node), held, first_held
+            USING ERRCODE = 'object_not_in_prerequisite_state',
+                  HINT = format('CALL drain_node(%L) moves them to the other nodes.', node);
+    END IF;
+    -- An unfinished move from or to it still has something to complete or undo there.
+    SELECT format('move %s of shard(s) %s from node %L to node %L (%s)', m.id, array_to_string(m.shards, ', '),
+                  m.source, m.target, m.state)
+      INTO unfinished FROM snowflake_id_router.move m
+     WHERE m.state NOT IN ('done', 'undone') AND remove_node.node IN (m.source, m.target)
+     ORDER BY m.id LIMIT 1;
+    IF unfinished IS NOT NULL THEN
+        RAISE EXCEPTION 'node % is part of an unfinished move: %', quote_literal(node), unfinished
+            USING ERRCODE = 'object_not_in_prerequisite_state',
+                  HINT = 'SELECT * FROM repair_moves() completes or undoes it once its mover is gone.';
+    END IF;
+    DELETE FROM snowflake_id_router.node n WHERE n.name = remove_node.node;
+END
+$$;
+COMMENT ON FUNCTION remove_node(text) IS
+  'Removes a node that holds no shard and takes part in no unfinished move (55000 otherwise: drain_node, repair_moves first).';
+
+-- ==== router/sql/41_rebalance.sql ====
+-- == Rebalancing and draining ==
+--
+-- rebalance() spreads the shards that hold data (those a node serves: a schema made by
+-- create_shard, where the map sends their calls) evenly over the nodes; drain_node(node)
+-- moves every shard off one node. Both plan batches of shards, each moved by one
+-- move_shards() (one copy, one fence, one flip for the batch), and run them as a procedure
+-- in the caller's session, committing after every batch: the plan and its progress are rows
+-- of snowflake_id_router.rebalance and rebalance_batch, seen by every session
+-- (rebalance_status) and kept when the session dies. A later call repairs the dead move
+-- (repair_moves: completed if it was sealed, else undone), plans again from the map as it
+-- then is, and goes on under the same rebalance: shards already moved stay moved.
+--
+-- The planner (plan_moves) sees each shard's node and weight (1 by_shard_count, its bytes
+-- by_disk_size) and is pure: rebalance_plan() shows what it would do. It moves each shard
+-- at most once, in O(shards x nodes):
+--   drain: the node's shards, heaviest first, each to the node that then weighs least;
+--   rebalance: each node heavier than the mean by more than the tolerance (half a shard
+--   by_shard_count, so counts end within one of each other; a tenth of the mean
+--   by_disk_size, as Citus's default threshold) gives its shards, heaviest first, to the
+--   lightest node until it is down to the mean, skipping a shard that would take it below
+--   the mean, or the receiver above it, by more than the tolerance.
+
+-- The session-level advisory lock of a running rebalance or drain (one at a time per
+-- router): its proof of life, held across the procedure's commits, gone with its session.
+CREATE OR REPLACE FUNCTION snowflake_id_router.rebalance_lock() RETURNS integer
+LANGUAGE sql IMMUTABLE PARALLEL SAFE
+RETURN hashtext('snowflake_id_router.rebalance');
+COMMENT ON FUNCTION snowflake_id_router.rebalance_lock() IS
+  'Class of the session advisory lock (class, 0) a running rebalance or drain holds.';
+
+-- The session holding the rebalance lock of this database, if any.
+CREATE OR REPLACE FUNCTION snowflake_id_router.rebalance_holder() RETURNS integer
+LANGUAGE sql VOLATILE PARALLEL SAFE
+SET search_path = pg_catalog, pg_temp
+RETURN (SELECT l.pid FROM pg_locks l
+         WHERE l.locktype = 'advisory' AND l.granted AND l.objsubid = 2
+           AND l.classid = snowflake_id_router.rebalance_lock()::oid AND l.objid = 0
+           AND l.database = (SELECT d.oid FROM pg_database d WHERE d.datname = current_database())
+         LIMIT 1);
+COMMENT ON FUNCTION snowflake_id_router.rebalance_holder() IS
+  'PID of the session running a rebalance or drain on this router, or NULL.';
+
+CREATE OR REPLACE FUNCTION snowflake_id_router.plan_moves(strategy text, drain text, nodes text[],
+                                                          shards integer[], owners text[], weights bigint[])
+RETURNS TABLE (shard integer, source text, target text, weight bigint)
+LANGUAGE plpgsql IMMUTABLE CALLED ON NULL INPUT PARALLEL SAFE
+SET search_path = pg_catalog, pg_temp
+AS $$
+DECLARE
+    k integer := cardinality(nodes);
+    load bigint[];             -- per node (index in nodes): the weight it holds as planned
+    receiving boolean[];       -- per node: may be given shards (every node but the drained one)
+    mean numeric;
+    tolerance numeric;
+    g integer;
+    r integer;
+    s record;
+BEGIN
+    IF strategy IS NULL OR nodes IS NULL OR shards IS NULL OR owners IS NULL OR weights IS NULL THEN
+        RAISE EXCEPTION 'plan_moves: only drain may be NULL' USING ERRCODE = 'null_value_not_allowed';
+    END IF;
+    IF strategy NOT IN ('by_shard_count', 'by_disk_size') THEN
+        RAISE EXCEPTION 'strategy % is unknown: give by_shard_count or by_disk_size', quote_literal(strategy)
+            USING ERRCODE = 'invalid_parameter_value';
+    END IF;
+    IF cardinality(owners) <> cardinality(shards) OR cardinality(weights) <> cardinality(shards)
+       OR EXISTS (SELECT FROM unnest(owners) o WHERE o IS NULL OR NOT o = ANY (nodes))
+       OR (drain IS NOT NULL AND NOT drain = ANY (nodes)) THEN
+        RAISE EXCEPTION 'plan_moves: every shard needs one node of nodes, and a weight' USING ERRCODE = 'invalid_parameter_value';
+    END IF;
+    load := array_fill(0::bigint, ARRAY[k]);
+    receiving := array_fill(true, ARRAY[k]);
+    IF drain IS NOT NULL THEN
+        receiving[array_position(nodes, drain)] := false;
+    END IF;
+    IF NOT true = ANY (receiving) THEN
+        RAISE EXCEPTION 'node % is the only node: there is no node to move its shards to', quote_literal(drain)
+            USING ERRCODE = 'object_not_in_prerequisite_state', HINT = 'Add a node first (add_node).';
+    END IF;
+    FOR s IN SELECT u.owner, sum(CASE strategy WHEN 'by_shard_count' THEN 1 ELSE greatest(u.bytes, 1) END) AS w
+               FROM unnest(owners, weights) u(owner, bytes) GROUP BY u.owner LOOP
+        load[array_position(nodes, s.owner)] := s.w;
+    END LOOP;
+
+    -- The drained node's shards, heaviest first, each to the node that then weighs least.
+    IF drain IS NOT NULL THEN
+        FOR s IN SELECT u.shard, u.bytes, CASE strategy WHEN 'by_shard_count' THEN 1 ELSE greatest(u.bytes, 1) END AS w
+                   FROM unnest(shards, owners, weights) u(shard, owner, bytes)
+                  WHERE u.owner = drain ORDER BY 3 DESC, u.shard LOOP
+            SELECT i INTO r FROM generate_subscripts(nodes, 1) i WHERE receiving[i] ORDER BY load[i], i LIMIT 1;
+            load[r] := load[r] + s.w;
+            shard := s.shard; source := drain; target := nodes[r]; weight := s.bytes;
+            RETURN NEXT;
+        END LOOP;
+        RETURN;
+    END IF;
+
+    -- Rebalance: the nodes heavier than the mean, heaviest first, give to the lightest.
+    mean := (SELECT sum(l) FROM unnest(load) l)::numeric / k;
+    tolerance := CASE strategy WHEN 'by_shard_count' THEN 0.5 ELSE mean / 10 END;
+    FOR g IN SELECT i FROM generate_subscripts(nodes, 1) i WHERE load[i] > mean + tolerance ORDER BY load[i] DESC, i LOOP
+        FOR s IN SELECT u.shard, u.bytes, CASE strategy WHEN 'by_shard_count' THEN 1 ELSE greatest(u.bytes, 1) END AS w
+                   FROM unnest(shards, owners, weights) u(shard, owner, bytes)
+                  WHERE u.owner = nodes[g] ORDER BY 3 DESC, u.shard DESC LOOP
+            EXIT WHEN load[g] <= mean;
+            CONTINUE WHEN load[g] - s.w < mean - tolerance;
+            SELECT i INTO r FROM generate_subscripts(nodes, 1) i WHERE i <> g ORDER BY load[i], i LIMIT 1;
+            CONTINUE WHEN load[r] + s.w > mean + tolerance;
+            load[g] := load[g] - s.w;
+            load[r] := load[r] + s.w;
+            shard := s.shard; source := nodes[g]; target := nodes[r]; weight := s.bytes;
+            RETURN NEXT;
+        END LOOP;
+    END LOOP;
+END
+$$;
+COMMENT ON FUNCTION snowflake_id_router.plan_moves(text, text, text[], integer[], text[], bigint[]) IS
+  'The planner of rebalance and drain_node: given each shard''s node and bytes, the moves that balance the nodes (or empty one), each shard at most once.';
+
+-- The shards that hold data, where the map sends them: (shard, node, bytes), with bytes only
+-- when sizes are asked for (by_disk_size: a query per node per status_chunk() shards, as
+-- sizes lock the relations; without, one query per node and no lock). Every node must
+-- answer (55000 naming the first that does not): a plan that missed one node's shards would
+-- pile shards onto it.
+CREATE OR REPLACE FUNCTION snowflake_id_router.data_shards(sizes boolean)
+RETURNS TABLE (shard integer, node text, bytes bigint)
+LANGUAGE plpgsql VOLATILE STRICT PARALLEL UNSAFE
+SET search_path = pg_catalog, pg_temp
+AS $$
+DECLARE
+    o record;
+BEGIN
+    FOR o IN SELECT * FROM snowflake_id_router.on_nodes(
+                 CASE WHEN sizes
+                      THEN $q$SELECT coalesce(jsonb_agg(jsonb_build_object('shard', s.shard, 'bytes', s.bytes)), '[]')
+                                FROM snowflake_id_node.shard_stats(false, %s, %s) s$q$
+                      ELSE $q$SELECT coalesce(jsonb_agg(jsonb_build_object('shard', s)), '[]')
+                                FROM unnest(snowflake_id_node.served_shards()) s$q$ END,
+                 CASE WHEN sizes THEN snowflake_id_router.status_chunk() END) LOOP
+        IF o.error IS NOT NULL THEN
+            RAISE EXCEPTION 'node % cannot be asked for its shards: %', quote_literal(o.node), o.error
+                USING ERRCODE = 'object_not_in_prerequisite_state',
+                      HINT = 'Planning needs every node: bring it back, repoint it (alter_node), or drain it and remove it (remove_node).';
+        END IF;
+        RETURN QUERY
+        SELECT (x->>'shard')::integer, o.node, (x->>'bytes')::bigint
+          FROM jsonb_array_elements(o.result) x
+          JOIN snowflake_id_router.shard m ON m.shard = (x->>'shard')::integer AND m.node = o.node;
+    END LOOP;
+END
+$$;
+COMMENT ON FUNCTION snowflake_id_router.data_shards(boolean) IS
+  'Each shard a node serves where the map names that node, with its bytes if asked (55000 if a node does not answer).';
+
+CREATE OR REPLACE FUNCTION snowflake_id_router.check_plan_args(strategy text, batch_size integer, drain text) RETURNS void
+LANGUAGE plpgsql STABLE CALLED ON NULL INPUT PARALLEL SAFE
+SET search_path = pg_catalog, pg_temp
+AS $$
+BEGIN
+    IF strategy IS NULL OR batch_size IS NULL THEN
+        RAISE EXCEPTION 'strategy and batch_size must not be NULL' USING ERRCODE = 'null_value_not_allowed';
+    END IF;
+    IF strategy NOT IN ('by_shard_count', 'by_disk_size') THEN
+        RAISE EXCEPTION 'strategy % is unknown: give by_shard_count or by_disk_size', quote_literal(strategy)
+            USING ERRCODE = 'invalid_parameter_value';
+    END IF;
+    IF batch_size NOT BETWEEN 1 AND 8192 THEN
+        RAISE EXCEPTION 'batch_size % is out of range: give 1 to 8192 shards per move', batch_size
+            USING ERRCODE = 'invalid_parameter_value';
+    END IF;
+    IF drain IS NOT NULL AND NOT EXISTS (SELECT FROM snowflake_id_router.node n WHERE n.name = drain) THEN
+        RAISE EXCEPTION 'node % does not exist', quote_literal(drain) USING ERRCODE = 'undefined_object';
+    END IF;
+END
+$$;
+COMMENT ON FUNCTION snowflake_id_router.check_plan_args(text, integer, text) IS
+  'Refuses NULL (22004), an unknown strategy or a batch size out of 1..8192 (22023), an unknown node (42704).';
+
+-- The batches that would balance the nodes (or empty node drain) now: each shard's move
+-- grouped by source and target, batch_size shards at most per batch, the pairs taking turns
+-- so that a rebalance stopped half-way has taken about as much from each node.
+CREATE OR REPLACE FUNCTION snowflake_id_router.plan(strategy text, batch_size integer, drain text)
+RETURNS TABLE (batch integer, source text, target text, shards integer[], bytes bigint)
+LANGUAGE plpgsql VOLATILE CALLED ON NULL INPUT PARALLEL UNSAFE
+SET search_path = pg_catalog, pg_temp
+AS $$
+DECLARE
+    nodes text[];
+    data_shards integer[];
+    owners text[];
+    sizes bigint[];
+BEGIN
+    PERFORM snowflake_id_router.check_plan_args(strategy, batch_size, drain);
+    SELECT coalesce(array_agg(n.name ORDER BY n.name), '{}') INTO nodes FROM snowflake_id_router.node n;
+    SELECT coalesce(array_agg(d.shard), '{}'), coalesce(array_agg(d.node), '{}'), coalesce(array_agg(d.bytes), '{}')
+      INTO data_shards, owners, sizes FROM snowflake_id_router.data_shards(strategy = 'by_disk_size') d;
+    RETURN QUERY
+    WITH moves AS (
+        SELECT m.*, (row_number() OVER (PARTITION BY m.source, m.target ORDER BY m.shard) - 1) / batch_size AS turn
+          FROM snowflake_id_router.plan_moves(strategy, drain, nodes, data_shards, owners, sizes) m)
+    SELECT (row_number() OVER (ORDER BY m.turn, m.source, m.target))::integer, m.source, m.target,
+           array_agg(m.shard ORDER BY m.shard), sum(m.weight)::bigint
+      FROM moves m GROUP BY m.turn, m.source, m.target
+     ORDER BY 1;
+END
+$$;
+COMMENT ON FUNCTION snowflake_id_router.plan(text, integer, text) IS
+  'The batches of shards a rebalance (drain NULL) or drain would move now.';
+
+CREATE OR REPLACE FUNCTION rebalance_plan(strategy text DEFAULT 'by_shard_count', batch_size integer DEFAULT 32,
+                                          drain text DEFAULT NULL)
+RETURNS TABLE (batch integer, source text, target text, shards integer[], bytes bigint)
+LANGUAGE sql VOLATILE CALLED ON NULL INPUT PARALLEL UNSAFE SECURITY DEFINER
+SET search_path = pg_catalog, pg_temp
+BEGIN ATOMIC
+    SELECT * FROM snowflake_id_router.plan(strategy, batch_size, drain);
+END;
+COMMENT ON FUNCTION rebalance_plan(text, integer, text) IS
+  'The batches CALL rebalance(strategy, batch_size) (or, with drain, drain_node) would move now, without moving anything: batch, source, target, shards, bytes.';
+
+-- Ends this session's hold on the rebalance lock (however many times it took it).
+CREATE OR REPLACE FUNCTION snowflake_id_router.rebalance_release() RETURNS void
+LANGUAGE plpgsql VOLATILE PARALLEL UNSAFE
+SET search_path = pg_catalog, pg_temp
+AS $$
+BEGIN
+    WHILE snowflake_id_router.rebalance_holder() IS NOT DISTINCT FROM pg_backend_pid() LOOP
+        PERFORM pg_advisory_unlock(snowflake_id_router.rebalance_lock(), 0);
+    END LOOP;
+END
+$$;
+COMMENT ON FUNCTION snowflake_id_router.rebalance_release() IS 'Releases the rebalance lock this session holds.';
+
+-- The first step of rebalance() and drain_node(): the lock, dead moves repaired, then the
+-- unfinished rebalance resumed (same kind, and same node for a drain) or abandoned, and a
+-- plan of what is left to do. Returns the rebalance's id.
+CREATE OR REPLACE FUNCTION snowflake_id_router.rebalance_begin(drain text, strategy text, batch_size integer, template text)
+RETURNS integer
+LANGUAGE plpgsql VOLATILE CALLED ON NULL INPUT PARALLEL UNSAFE SECURITY DEFINER
+SET search_path = pg_catalog, pg_temp
+AS $$
+DECLARE
+    kind text := CASE WHEN drain IS NULL THEN 'rebalance' ELSE 'drain' END;
+    holder integer;
+    r snowflake_id_router.rebalance;
+    rid integer;
+    first_batch integer;
+    planned record;
+BEGIN
+    PERFORM snowflake_id_router.check_plan_args(strategy, batch_size, drain);
+    IF template IS NULL THEN
+        RAISE EXCEPTION 'template must not be NULL' USING ERRCODE = 'null_value_not_allowed';
+    END IF;
+    holder := snowflake_id_router.rebalance_holder();
+    IF holder IS DISTINCT FROM pg_backend_pid()
+       AND (holder IS NOT NULL OR NOT pg_try_advisory_lock(snowflake_id_router.rebalance_lock(), 0)) THEN
+        SELECT * INTO r FROM snowflake_id_router.rebalance x WHERE x.state = 'running';
+        RAISE EXCEPTION '% % is running in session %', coalesce(r.kind, 'a rebalance'), r.id,
+            coalesce(snowflake_id_router.rebalance_holder(), r.pid)
+            USING ERRCODE = 'lock_not_available',
+                  HINT = 'rebalance_status shows its progress; rebalance_stop() stops it after its current batch.';
+    END IF;
+    BEGIN
+        -- A move cut short with a session of an earlier run is completed (sealed) or undone
+        -- now, before the map is read.
+        PERFORM @extschema@.repair_moves();
+        SELECT * INTO r FROM snowflake_id_router.rebalance x WHERE x.state IN ('running', 'stopped', 'failed') FOR UPDATE;
+        IF FOUND AND r.kind = kind AND r.node IS NOT DISTINCT FROM drain THEN
+            rid := r.id;
+            UPDATE snowflake_id_router.rebalance x
+               SET strategy = rebalance_begin.strategy, batch_size = rebalance_begin.batch_size,
+                   template = rebalance_begin.template, state = 'running', pid = pg_backend_pid(),
+                   stop_requested = NULL, ended = NULL, error = NULL
+             WHERE x.id = rid;
+            -- A batch cut short: done if the move was completed (a repair completes a move
+            -- sealed before its session died), else planned again below with the rest.
+            UPDATE snowflake_id_router.rebalance_batch b SET state = 'done', ended = clock_timestamp(), error = NULL
+             WHERE b.rebalance = rid AND b.state IN ('moving', 'failed')
+               AND NOT EXISTS (SELECT FROM unnest(b.shards) s
+                                WHERE NOT EXISTS (SELECT FROM snowflake_id_router.shard m WHERE m.shard = s AND m.node = b.target));
+            DELETE FROM snowflake_id_router.rebalance_batch b WHERE b.rebalance = rid AND b.state <> 'done';
+            RAISE NOTICE '% % resumed: % batch(es) done before', kind, rid,
+                (SELECT count(*) FROM snowflake_id_router.rebalance_batch b WHERE b.rebalance = rid);
+        ELSE
+            IF FOUND THEN
+                UPDATE snowflake_id_router.rebalance x SET state = 'abandoned', ended = coalesce(x.ended, clock_timestamp())
+                 WHERE x.id = r.id;
+                RAISE NOTICE '% % (unfinished) is abandoned for this %: the shards it moved stay moved', r.kind, r.id, kind;
+            END IF;
+            LOCK TABLE snowflake_id_router.rebalance IN SHARE ROW EXCLUSIVE MODE;
+            rid := coalesce((SELECT max(x.id) FROM snowflake_id_router.rebalance x), 0) + 1;
+            INSERT INTO snowflake_id_router.rebalance (id, kind, node, strategy, batch_size, template, state, pid, started)
+            VALUES (rid, kind, drain, strategy, batch_size, template, 'running', pg_backend_pid(), clock_timestamp());
+        END IF;
+        first_batch := coalesce((SELECT max(b.batch) FROM snowflake_id_router.rebalance_batch b WHERE b.rebalance = rid), 0);
+        INSERT INTO snowflake_id_router.rebalance_batch (rebalance, batch, source, target, shards, bytes, state)
+        SELECT rid, first_batch + p.batch, p.source, p.target, p.shards, p.bytes, 'planned'
+          FROM snowflake_id_router.plan(strategy, batch_size, drain) p;
+        SELECT count(*) AS batches, coalesce(sum(cardinality(b.shards)), 0) AS shards,
+               sum(b.bytes) AS bytes INTO planned
+          FROM snowflake_id_router.rebalance_batch b WHERE b.rebalance = rid AND b.state = 'planned';
+        RAISE NOTICE '% %: % shard(s)% to move in % batch(es)', kind, rid, planned.shards,
+            CASE WHEN planned.bytes IS NOT NULL THEN format(' (%s)', pg_size_pretty(planned.bytes)) ELSE '' END, planned.batches;
+    EXCEPTION WHEN query_canceled OR OTHERS THEN
+        PERFORM snowflake_id_router.rebalance_release();
+        RAISE;
+    END;
+    RETURN rid;
+END
+$$;
+COMMENT ON FUNCTION snowflake_id_router.rebalance_begin(text, text, integer, text) IS
+  'First step of rebalance and drain_node: takes the rebalance lock, resumes or starts a rebalance record, plans its batches.';
+
+-- Gives the shards of a drained node that hold no data (no schema there) to the other
+-- nodes, by the map alone: contiguous runs, one per node.
+CREATE OR REPLACE FUNCTION snowflake_id_router.remap_empty(drained text) RETURNS integer
+LANGUAGE plpgsql VOLATILE STRICT PARALLEL UNSAFE
+SET search_path = pg_catalog, pg_temp
+AS $$
+DECLARE
+    moved integer;
+BEGIN
+    WITH empty AS (
+        SELECT s.shard, ntile((SELECT count(*) FROM snowflake_id_router.node n WHERE n.name <> drained)::integer)
+                            OVER (ORDER BY s.shard) AS part
+          FROM snowflake_id_router.shard s WHERE s.node = drained),
+    receiver AS (
+        SELECT n.name, row_number() OVER (ORDER BY n.name) AS part
+          FROM snowflake_id_router.node n WHERE n.name <> drained)
+    UPDATE snowflake_id_router.shard s SET node = r.name
+      FROM empty e JOIN receiver r USING (part)
+     WHERE s.shard = e.shard AND s.node = drained;
+    GET DIAGNOSTICS moved = ROW_COUNT;
+    RETURN moved;
+END
+$$;
+COMMENT ON FUNCTION snowflake_id_router.remap_empty(text) IS
+  'Maps the shards of a drained node that hold no data to the other nodes (map only).';
+
+-- The next batch to move (its shards still where the plan found them), marked moving; NULL
+-- when the rebalance is over: stopped (rebalance_stop) or done. A drain with nothing left to
+-- move looks at its node again (a shard made there meanwhile is planned too), then hands the
+-- node's shards without data to the other nodes.
+CREATE OR REPLACE FUNCTION snowflake_id_router.rebalance_next(rid integer) RETURNS integer
+LANGUAGE plpgsql VOLATILE STRICT PARALLEL UNSAFE SECURITY DEFINER
+SET search_path = pg_catalog, pg_temp
+AS $$
+DECLARE
+    r snowflake_id_router.rebalance;
+    b snowflake_id_router.rebalance_batch;
+    still integer[];
+    looked_again integer := 0;
+    remapped integer;
+BEGIN
+    SELECT * INTO STRICT r FROM snowflake_id_router.rebalance x WHERE x.id = rid;
+    IF r.stop_requested IS NOT NULL THEN
+        UPDATE snowflake_id_router.rebalance x SET state = 'stopped', ended = clock_timestamp() WHERE x.id = rid;
+        PERFORM snowflake_id_router.rebalance_release();
+        RAISE NOTICE '% % stopped (rebalance_stop): % of % batch(es) done', r.kind, rid,
+            (SELECT count(*) FILTER (WHERE x.state = 'done') FROM snowflake_id_router.rebalance_batch x WHERE x.rebalance = rid),
+            (SELECT count(*) FROM snowflake_id_router.rebalance_batch x WHERE x.rebalance = rid)
+            USING HINT = CASE r.kind WHEN 'drain' THEN format('CALL drain_node(%L) resumes it.', r.node)
+                                     ELSE 'CALL rebalance() resumes it.' END;
+        RETURN NULL;
+    END IF;
+    LOOP
+        SELECT * INTO b FROM snowflake_id_router.rebalance_batch x
+         WHERE x.rebalance = rid AND x.state = 'planned' ORDER BY x.batch LIMIT 1;
+        IF NOT FOUND THEN
+            IF r.kind = 'drain' AND looked_again < 3 THEN
+                looked_again := looked_again + 1;
+                INSERT INTO snowflake_id_router.rebalance_batch (rebalance, batch, source, target, shards, bytes, state)
+                SELECT rid, (SELECT max(x.batch) FROM snowflake_id_router.rebalance_batch x WHERE x.rebalance = rid) + p.batch,
+                       p.source, p.target, p.shards, p.bytes, 'planned'
+                  FROM snowflake_id_router.plan(r.strategy, r.batch_size, r.node) p;
+                CONTINUE WHEN FOUND;
+                remapped := snowflake_id_router.remap_empty(r.node);
+                RAISE NOTICE 'drain %: % shard(s) of node % without data mapped to the other nodes', rid, remapped, quote_literal(r.node);
+            END IF;
+            UPDATE snowflake_id_router.rebalance x SET state = 'done', ended = clock_timestamp() WHERE x.id = rid;
+            PERFORM snowflake_id_router.rebalance_release();
+            RAISE NOTICE '% % done: % shard(s) moved in % batch(es)', r.kind, rid,
+                (SELECT coalesce(sum(cardinality(x.shards)), 0) FROM snowflake_id_router.rebalance_batch x WHERE x.rebalance = rid),
+                (SELECT count(*) FROM snowflake_id_router.rebalance_batch x WHERE x.rebalance = rid);
+            RETURN NULL;
+        END IF;
+        -- A shard moved meanwhile by someone else is no longer this batch's to move.
+        still := ARRAY(SELECT s FROM unnest(b.shards) s
+                        WHERE EXISTS (SELECT FROM snowflake_id_router.shard m WHERE m.shard = s AND m.node = b.source)
+                        ORDER BY s);
+        IF cardinality(still) = 0 THEN
+            DELETE FROM snowflake_id_router.rebalance_batch x WHERE x.rebalance = rid AND x.batch = b.batch;
+            CONTINUE;
+        END IF;
+        UPDATE snowflake_id_router.rebalance_batch x SET state = 'moving', started = clock_timestamp(), shards = still
+         WHERE x.rebalance = rid AND x.batch = b.batch;
+        RETURN b.batch;
+    END LOOP;
+END
+$$;
+COMMENT ON FUNCTION snowflake_id_router.rebalance_next(integer) IS
+  'Next batch of a rebalance or drain to move (marked moving), or NULL when it is stopped or done (lock released).';
+
+-- Moves one batch: one move_shards() of its shards. Lock conflicts (another move of one of
+-- the shards, the fence's lock_timeout under a long transaction) are tried again, twice,
+-- after a pause: one such moment should not stop a rebalance of thousands of shards.
+CREATE OR REPLACE FUNCTION snowflake_id_router.rebalance_move(rid integer, batch integer) RETURNS void
+LANGUAGE plpgsql VOLATILE STRICT PARALLEL UNSAFE SECURITY DEFINER
+SET search_path = pg_catalog, pg_temp
+AS $$
+DECLARE
+    b snowflake_id_router.rebalance_batch;
+    tpl text;
+    left_behind integer;
+BEGIN
+    SELECT * INTO STRICT b FROM snowflake_id_router.rebalance_batch x WHERE x.rebalance = rid AND x.batch = rebalance_move.batch;
+    SELECT x.template INTO STRICT tpl FROM snowflake_id_router.rebalance x WHERE x.id = rid;
+    FOR attempt IN 1 .. 3 LOOP
+        BEGIN
+            b.move := @extschema@.move_shards(b.shards, b.target, tpl);
+            EXIT;
+        EXCEPTION WHEN lock_not_available OR serialization_failure THEN
+            IF attempt = 3 THEN
+                RAISE;
+            END IF;
+            RAISE NOTICE 'batch % of rebalance %: %; trying again', batch, rid, SQLERRM;
+            PERFORM pg_sleep(attempt);
+        END;
+    END LOOP;
+    SELECT min(s) INTO left_behind FROM unnest(b.shards) s
+     WHERE NOT EXISTS (SELECT FROM snowflake_id_router.shard m WHERE m.shard = s AND m.node = b.target);
+    IF left_behind IS NOT NULL THEN
+        RAISE EXCEPTION 'shard % is not on node % after its move', left_behind, quote_literal(b.target)
+            USING ERRCODE = 'object_not_in_prerequisite_state';
+    END IF;
+    UPDATE snowflake_id_router.rebalance_batch x SET state = 'done', ended = clock_timestamp(), move = b.move
+     WHERE x.rebalance = rid AND x.batch = rebalance_move.batch;
+END
+$$;
+COMMENT ON FUNCTION snowflake_id_router.rebalance_move(integer, integer) IS
+  'Moves one batch of a rebalance or drain (move_shards), and records it done.';
+
+-- A step failed (or was cancelled: then the rebalance counts as stopped): recorded, the
+-- lock released. Returns the message and hint to raise.
+CREATE OR REPLACE FUNCTION snowflake_id_router.rebalance_failed(rid integer, batch integer, code text, why text,
+                                                                OUT message text, OUT hint text)
+LANGUAGE plpgsql VOLATILE CALLED ON NULL INPUT PARALLEL UNSAFE SECURITY DEFINER
+SET search_path = pg_catalog, pg_temp
+AS $$
+DECLARE
+    r snowflake_id_router.rebalance;
+    b snowflake_id_router.rebalance_batch;
+BEGIN
+    SELECT * INTO STRICT r FROM snowflake_id_router.rebalance x WHERE x.id = rid;
+    SELECT * INTO b FROM snowflake_id_router.rebalance_batch x WHERE x.rebalance = rid AND x.batch = rebalance_failed.batch;
+    UPDATE snowflake_id_router.rebalance_batch x SET state = 'failed', ended = clock_timestamp(), error = why
+     WHERE x.rebalance = rid AND x.batch = rebalance_failed.batch;
+    UPDATE snowflake_id_router.rebalance x
+       SET state = CASE WHEN code = '57014' THEN 'stopped' ELSE 'failed' END, ended = clock_timestamp(), error = why
+     WHERE x.id = rid;
+    PERFORM snowflake_id_router.rebalance_release();
+    message := CASE WHEN b.batch IS NULL THEN format('%s %s: %s', r.kind, rid, why)
+                    ELSE format('%s %s, batch %s (shard(s) %s from node %L to node %L): %s', r.kind, rid, b.batch,
+                                array_to_string(b.shards, ', '), b.source, b.target, why) END;
+    hint := CASE r.kind WHEN 'drain' THEN format('CALL drain_node(%L)', r.node) ELSE 'CALL rebalance()' END
+         || ' resumes it where it stopped, once the cause is fixed; rebalance_status shows what is done.';
+END
+$$;
+COMMENT ON FUNCTION snowflake_id_router.rebalance_failed(integer, integer, text, text) IS
+  'Records a failed step of a rebalance or drain and releases its lock; the message and hint to raise.';
+
+-- The loop of rebalance() and drain_node(), in the caller's session: a commit before the
+-- first step (so that a call inside a transaction block, where a procedure cannot commit,
+-- fails with 2D000 before it takes anything), after the plan, after marking each batch
+-- moving (seen by rebalance_status) and after each batch. Each step is a SECURITY DEFINER
+-- function: a procedure that commits cannot be one.
+CREATE OR REPLACE PROCEDURE snowflake_id_router.run_rebalance(drain text, strategy text, batch_size integer, template text)
+LANGUAGE plpgsql
+AS $$
+DECLARE
+    rid integer;
+    batch integer;
+    st text;
+    msg text;
+    det text;
+    failure record;
+BEGIN
+    COMMIT;
+    rid := snowflake_id_router.rebalance_begin(drain, strategy, batch_size, template);
+    COMMIT;
+    LOOP
+        batch := NULL;
+        BEGIN
+            batch := snowflake_id_router.rebalance_next(rid);
+        EXCEPTION WHEN query_canceled OR OTHERS THEN
+            GET STACKED DIAGNOSTICS st = RETURNED_SQLSTATE, msg = MESSAGE_TEXT, det = PG_EXCEPTION_DETAIL;
+        END;
+        IF st IS NULL THEN
+            COMMIT;
+            EXIT WHEN batch IS NULL;
+            BEGIN
+                PERFORM snowflake_id_router.rebalance_move(rid, batch);
+            EXCEPTION WHEN query_canceled OR OTHERS THEN
+                GET STACKED DIAGNOSTICS st = RETURNED_SQLSTATE, msg = MESSAGE_TEXT, det = PG_EXCEPTION_DETAIL;
+            END;
+        END IF;
+        IF st IS NOT NULL THEN
+            failure := snowflake_id_router.rebalance_failed(rid, batch, st, msg);
+            COMMIT;
+            RAISE EXCEPTION USING ERRCODE = st, MESSAGE = failure.message, HINT = failure.hint,
+                                  DETAIL = coalesce(nullif(det, ''), 'The step raised no further detail.');
+        END IF;
+        COMMIT;
+    END LOOP;
+END
+$$;
+COMMENT ON PROCEDURE snowflake_id_router.run_rebalance(text, text, integer, text) IS
+  'The loop of rebalance and drain_node: plan, then each batch moved and committed.';
+
+CREATE OR REPLACE PROCEDURE rebalance(strategy text DEFAULT 'by_shard_count', batch_size integer DEFAULT 32,
+                                      template text DEFAULT 'tpl')
+LANGUAGE plpgsql
+AS $$
+BEGIN
+    PERFORM snowflake_id_router.require_primary('rebalance');
+    CALL snowflake_id_router.run_rebalance(NULL, strategy, batch_size, template);
+END
+$$;
+COMMENT ON PROCEDURE rebalance(text, integer, text) IS
+  'Spreads the shards that hold data evenly over the nodes (by_shard_count or by_disk_size), batch_size shards per move, committing after each batch; resumes an interrupted one; rebalance_stop() stops it.';
+
+CREATE OR REPLACE PROCEDURE drain_node(node text, strategy text DEFAULT 'by_shard_count', batch_size integer DEFAULT 32,
+                                       template text DEFAULT 'tpl')
+LANGUAGE plpgsql
+AS $$
+BEGIN
+    IF node IS NULL THEN
+        RAISE EXCEPTION 'drain_node: node must not be NULL' USING ERRCODE = 'null_value_not_allowed';
+    END IF;
+    PERFORM snowflake_id_router.require_primary('drain_node');
+    CALL snowflake_id_router.run_rebalance(node, strategy, batch_size, template);
+END
+$$;
+COMMENT ON PROCEDURE drain_node(text, text, integer, text) IS
+  'Moves every shard off a node (those with data by move_shards, batch_size per move, committing after each batch; the others by the map); resumes an interrupted drain.';
+
+-- Asks the running rebalance or drain to stop after its current batch (it records itself
+-- stopped; CALL it again to resume). One whose session is gone is marked stopped at once.
+CREATE OR REPLACE FUNCTION rebalance_stop() RETURNS boolean
+LANGUAGE plpgsql VOLATILE PARALLEL UNSAFE SECURITY DEFINER
+SET search_path = pg_catalog, pg_temp
+AS $$
+DECLARE
+    r snowflake_id_router.rebalance;
+BEGIN
+    SELECT * INTO r FROM snowflake_id_router.rebalance x WHERE x.state = 'running' FOR UPDATE;
+    IF NOT FOUND THEN
+        RAISE NOTICE 'no rebalance or drain is running';
+        RETURN false;
+    END IF;
+    IF snowflake_id_router.rebalance_holder() IS DISTINCT FROM r.pid THEN
+        UPDATE snowflake_id_router.rebalance x SET state = 'stopped', ended = clock_timestamp(), stop_requested = clock_timestamp()
+         WHERE x.id = r.id;
+        RAISE NOTICE '% % was interrupted (its session % is gone): now stopped', r.kind, r.id, r.pid;
+    ELSE
+        UPDATE snowflake_id_router.rebalance x SET stop_requested = clock_timestamp() WHERE x.id = r.id;
+        RAISE NOTICE '% % (session %) stops after its current batch', r.kind, r.id, r.pid
+            USING HINT = 'rebalance_status shows when it has stopped.';
+    END IF;
+    RETURN true;
+END
+$$;
+COMMENT ON FUNCTION rebalance_stop() IS
+  'Asks the running rebalance or drain to stop after its current batch; false if none is running.';
+
+CREATE OR REPLACE VIEW rebalance_status AS
+SELECT r.id, r.kind, r.node, r.strategy,
+       CASE WHEN r.state <> 'running' THEN r.state
+            WHEN NOT EXISTS (SELECT FROM pg_catalog.pg_locks l
+                              WHERE l.locktype = 'advisory' AND l.granted AND l.objsubid = 2 AND l.pid = r.pid
+                                AND l.classid = pg_catalog.hashtext('snowflake_id_router.rebalance')::oid AND l.objid = 0
+                                AND l.database = (SELECT d.oid FROM pg_catalog.pg_database d WHERE d.datname = pg_catalog.current_database()))
+                 THEN 'interrupted'
+            WHEN r.stop_requested IS NOT NULL THEN 'stopping'
+            ELSE 'running' END AS state,
+       r.pid, r.started, r.ended, b.batches, b.batches_done, b.shards, b.shards_done, b.shards - b.shards_done AS shards_left,
+       c.batch AS current_batch, c.source AS current_source, c.target AS current_target, c.shards AS current_shards,
+       c.started AS current_since,
+       CASE WHEN r.state = 'running' AND b.shards_done > 0
+            THEN b.moving_time / b.shards_done * (b.shards - b.shards_done) END AS time_left,
+       r.error
+  FROM snowflake_id_router.rebalance r
+  CROSS JOIN LATERAL (
+       SELECT count(*)::integer AS batches, (count(*) FILTER (WHERE x.state = 'done'))::integer AS batches_done,
+              coalesce(sum(cardinality(x.shards)), 0)::integer AS shards,
+              coalesce(sum(cardinality(x.shards)) FILTER (WHERE x.state = 'done'), 0)::integer AS shards_done,
+              sum(x.ended - x.started) FILTER (WHERE x.state = 'done') AS moving_time
+         FROM snowflake_id_router.rebalance_batch x WHERE x.rebalance = r.id) b
+  LEFT JOIN snowflake_id_router.rebalance_batch c ON c.rebalance = r.id AND c.state = 'moving'
+ ORDER BY r.id DESC;
+COMMENT ON VIEW rebalance_status IS
+  'Each rebalance and drain, newest first: state (running, stopping, interrupted, stopped, failed, done, abandoned), batches and shards planned and done, the batch moving now, estimated time left, error.';
+
+-- ==== router/sql/50_routers.sql ====
+-- == Several routers: the primary and its followers ==
+--
+-- Cluster functions (add_node, assign_shards, moves, rebalance, alter_node, alter_shards,
+-- add_router, remove_router, repair_moves) run on one router database, the primary. Other
+-- router databases follow its map (add_router): the primary pushes the whole map to each
+-- at every change, in the follower's own transaction, and records the version each has
+-- applied. Any router routes every call. A follower refuses cluster functions (55000,
+-- naming its primary). A follower that cannot be reached is marked behind; it gets the map
+-- at the next push (the next map change, repair_moves(), or push_map()), and until every
+-- router has applied a move's flip the move's source copy stays (sealed: a write routed
+-- there by a stale follower gets 40001 and is retried, never lost).
+
+-- The map's version goes up with every statement that changes the map.
+CREATE OR REPLACE FUNCTION snowflake_id_router.count_map_change() RETURNS trigger
+LANGUAGE plpgsql VOLATILE
+SET search_path = pg_catalog, pg_temp
+AS $$
+BEGIN
+    INSERT INTO snowflake_id_router.map_state AS m (version) VALUES (1)
+    ON CONFLICT (one) DO UPDATE SET version = m.version + 1;
+    RETURN NULL;
+END
+$$;
+COMMENT ON FUNCTION snowflake_id_router.count_map_change() IS
+  'Trigger: one more map version for each statement that changes the shard or node table.';
+CREATE OR REPLACE TRIGGER count_map_change AFTER INSERT OR UPDATE OR DELETE OR TRUNCATE ON snowflake_id_router.shard
+    FOR EACH STATEMENT EXECUTE FUNCTION snowflake_id_router.count_map_change();
+CREATE OR REPLACE TRIGGER count_map_change AFTER INSERT OR UPDATE OR DELETE OR TRUNCATE ON snowflake_id_router.node
+    FOR EACH STATEMENT EXECUTE FUNCTION snowflake_id_router.count_map_change();
+
+CREATE OR REPLACE FUNCTION snowflake_id_router.map_version() RETURNS bigint
+LANGUAGE sql STABLE PARALLEL SAFE
+SET search_path = pg_catalog, pg_temp
+RETURN coalesce((SELECT m.version FROM snowflake_id_router.map_state m), 0);
+COMMENT ON FUNCTION snowflake_id_router.map_version() IS 'The version of this router''s map (0 before any change).';
+
+-- How this router describes itself to its followers (their refusals name it).
+CREATE OR REPLACE FUNCTION snowflake_id_router.self_description() RETURNS text
+LANGUAGE sql STABLE PARALLEL SAFE
+SET search_path = pg_catalog, pg_temp
+RETURN format('router database %s at %s port %s (identity %s)', quote_ident(current_database()),
+    coalesce(host(inet_server_addr()), trim(split_part(current_setting('unix_socket_directories'), ',', 1))),
+    current_setting('port'), snowflake_id_node.identity());
+COMMENT ON FUNCTION snowflake_id_router.self_description() IS
+  'This router database as its followers name it: database, server, port, identity.';
+
+-- 55000 on a follower: cluster functions run on the primary.
+CREATE OR REPLACE FUNCTION snowflake_id_router.require_primary(what text) RETURNS void
+LANGUAGE plpgsql STABLE STRICT PARALLEL SAFE
+SET search_path = pg_catalog, pg_temp
+AS $$
+DECLARE
+    primary_router text;
+BEGIN
+    SELECT f.description INTO primary_router FROM snowflake_id_router.follows f;
+    IF FOUND THEN
+        RAISE EXCEPTION '% runs on the primary router, and this router follows %', what, primary_router
+            USING ERRCODE = 'object_not_in_prerequisite_state',
+                  HINT = 'Call it on the primary; it pushes every map change to this router.';
+    END IF;
+END
+$$;
+COMMENT ON FUNCTION snowflake_id_router.require_primary(text) IS
+  'Raises 55000 naming the primary when this router follows another: cluster functions run on the primary only.';
+
+-- == Follower side (called by the primary over dblink) ==
+
+-- Makes this router database follow the primary with identity primary_identity. It must
+-- have no map of its own (a primary's map would be lost) and no followers.
+CREATE OR REPLACE FUNCTION snowflake_id_router.follow(primary_identity text, description text) RETURNS void
+LANGUAGE plpgsql VOLATILE STRICT PARALLEL UNSAFE
+SET search_path = pg_catalog, pg_temp
+AS $$
+DECLARE
+    f snowflake_id_router.follows;
+BEGIN
+    LOCK TABLE snowflake_id_router.follows IN EXCLUSIVE MODE;
+    SELECT * INTO f FROM snowflake_id_router.follows;
+    IF FOUND THEN
+        IF f.identity = primary_identity THEN
+            RETURN;
+        END IF;
+        RAISE EXCEPTION 'router % already follows %', snowflake_id_router.self_description(), f.description
+            USING ERRCODE = 'object_not_in_prerequisite_state',
+                  HINT = 'remove_router it there first.';
+    END IF;
+    IF primary_identity = snowflake_id_node.identity() THEN
+        RAISE EXCEPTION 'a router cannot follow itself' USING ERRCODE = 'object_not_in_prerequisite_state';
+    END IF;
+    IF EXISTS (SELECT FROM snowflake_id_router.node) OR EXISTS (SELECT FROM snowflake_id_router.shard) THEN
+        RAISE EXCEPTION 'router % has a map of its own (% nodes, % shards assigned)', snowflake_id_router.self_description(),
+            (SELECT count(*) FROM snowflake_id_router.node), (SELECT count(*) FROM snowflake_id_router.shard)
+            USING ERRCODE = 'object_not_in_prerequisite_state',
+                  HINT = 'A follower starts empty: CREATE EXTENSION snowflake_id_router CASCADE in a database of its own.';
+    END IF;
+    IF EXISTS (SELECT FROM snowflake_id_router.router) THEN
+        RAISE EXCEPTION 'router % has followers of its own', snowflake_id_router.self_description()
+            USING ERRCODE = 'object_not_in_prerequisite_state';
+    END IF;
+    INSERT INTO snowflake_id_router.follows (identity, description, since) VALUES (primary_identity, description, now());
+END
+$$;
+COMMENT ON FUNCTION snowflake_id_router.follow(text, text) IS
+  'On a follower (called by add_router): follow the primary with this identity; refused with a map or followers of its own.';
+
+-- Stops following: the map goes with it, so that nothing is routed by a map no one updates.
+CREATE OR REPLACE FUNCTION snowflake_id_router.unfollow(primary_identity text) RETURNS void
+LANGUAGE plpgsql VOLATILE STRICT PARALLEL UNSAFE
+SET search_path = pg_catalog, pg_temp
+AS $$
+BEGIN
+    LOCK TABLE snowflake_id_router.follows IN EXCLUSIVE MODE;
+    IF NOT EXISTS (SELECT FROM snowflake_id_router.follows f WHERE f.identity = primary_identity) THEN
+        RETURN;
+    END IF;
+    DELETE FROM snowflake_id_router.shard;
+    DELETE FROM snowflake_id_router.node;
+    DELETE FROM snowflake_id_router.follows;
+END
+$$;
+COMMENT ON FUNCTION snowflake_id_router.unfollow(text) IS
+  'On a follower (called by remove_router): stop following that primary; its map is emptied (every call then fails by name).';
+
+-- Applies the primary's map, in this router's transaction: the nodes (upserted, then those
+-- absent deleted), the shards (only rows that differ: the PL/Proxy cluster follows by the
+-- map's triggers). A push older than the map applied here is ignored (two pushes may
+-- arrive out of order); one of the same version is applied again, undoing hand edits.
+-- Returns the version applied here.
+CREATE OR REPLACE FUNCTION snowflake_id_router.apply_map(primary_identity text, version bigint, nodes jsonb,
+                                                         shards integer[], owners text[]) RETURNS bigint
+LANGUAGE plpgsql VOLATILE STRICT PARALLEL UNSAFE
+SET search_path = pg_catalog, pg_temp
+AS $$
+DECLARE
+    f snowflake_id_router.follows;
+BEGIN
+    SELECT * INTO f FROM snowflake_id_router.follows FOR UPDATE;
+    IF NOT FOUND OR f.identity <> primary_identity THEN
+        RAISE EXCEPTION 'router % does not follow router %', snowflake_id_router.self_description(), primary_identity
+            USING ERRCODE = 'object_not_in_prerequisite_state';
+    END IF;
+    IF version < f.map_version THEN
+        RETURN f.map_version;
+    END IF;
+    INSERT INTO snowflake_id_router.node AS n
+    SELECT * FROM jsonb_populate_recordset(NULL::snowflake_id_router.node, nodes)
+    ON CONFLICT (name) DO UPDATE SET connstr = excluded.connstr, identity = excluded.identity
+     WHERE (n.connstr, n.identity) IS DISTINCT FROM (excluded.connstr, excluded.identity);
+    DELETE FROM snowflake_id_router.shard s WHERE s.shard <> ALL (shards);
+    UPDATE snowflake_id_router.shard s SET node = m.node
+      FROM unnest(shards, owners) m(shard, node) WHERE s.shard = m.shard AND s.node <> m.node;
+    INSERT INTO snowflake_id_router.shard
+    SELECT m.shard, m.node FROM unnest(shards, owners) m(shard, node)
+     WHERE NOT EXISTS (SELECT FROM snowflake_id_router.shard s WHERE s.shard = m.shard);
+    DELETE FROM snowflake_id_router.node n
+     WHERE n.name NOT IN (SELECT x.name FROM jsonb_populate_recordset(NULL::snowflake_id_router.node, nodes) x);
+    UPDATE snowflake_id_router.follows SET map_version = version;
+    RETURN version;
+END
+$$;
+COMMENT ON FUNCTION snowflake_id_router.apply_map(text, bigint, jsonb, integer[], text[]) IS
+  'On a follower (called by the primary): applies the primary''s map of this version, unless a newer one is applied already.';
+
+-- Waits (bounded) until every transaction of this database older than the call has ended,
+-- but for the primary's own sessions: afterwards every routed call here follows the map
+-- applied before the call. true when they ended in time.
+CREATE OR REPLACE FUNCTION snowflake_id_router.await_map(timeout interval) RETURNS boolean
+LANGUAGE plpgsql VOLATILE STRICT PARALLEL UNSAFE
+SET search_path = pg_catalog, pg_temp
+AS $$
+DECLARE
+    deadline timestamptz := clock_timestamp() + timeout;
+BEGIN
+    LOOP
+        PERFORM pg_stat_clear_snapshot();
+        IF NOT EXISTS (SELECT FROM pg_stat_activity a
+                        WHERE a.datname = current_database() AND a.pid <> pg_backend_pid()
+                          AND a.backend_type = 'client backend' AND a.xact_start < now()
+                          AND a.application_name IS DISTINCT FROM 'snowflake_id_router') THEN
+            RETURN true;
+        END IF;
+        IF clock_timestamp() > deadline THEN
+            RETURN false;
+        END IF;
+        PERFORM pg_sleep(0.01);
+    END LOOP;
+END
+$$;
+COMMENT ON FUNCTION snowflake_id_router.await_map(interval) IS
+  'Waits until every transaction of this database older than the call has ended (the router''s own sessions aside); false after the timeout.';
+
+-- == Primary side ==
+
+-- Opens dblink connection conn to a follower and checks that it reaches the router
+-- registered under that name.
+CREATE OR REPLACE FUNCTION snowflake_id_router.connect_router(conn text, router_name text) RETURNS void
+LANGUAGE plpgsql VOLATILE STRICT PARALLEL UNSAFE
+SET search_path = pg_catalog, pg_temp
+AS $$
+DECLARE
+    r snowflake_id_router.router;
+    found_identity text;
+BEGIN
+    SELECT * INTO r FROM snowflake_id_router.router x WHERE x.name = router_name;
+    IF NOT FOUND THEN
+        RAISE EXCEPTION 'router % does not exist', quote_literal(router_name) USING ERRCODE = 'undefined_object';
+    END IF;
+    PERFORM snowflake_id_router.connect(conn, snowflake_id_router.connect_options() || ' ' || r.connstr);
+    found_identity := snowflake_id_router.remote_identity(conn, router_name);
+    IF found_identity <> r.identity THEN
+        PERFORM snowflake_id_router.disconnect(conn);
+        RAISE EXCEPTION 'router % now reaches another database (identity %, registered as %)',
+            quote_literal(router_name), found_identity, r.identity
+            USING ERRCODE = 'object_not_in_prerequisite_state',
+                  HINT = 'remove_router it and add_router the database it should reach.';
+    END IF;
+END
+$$;
+COMMENT ON FUNCTION snowflake_id_router.connect_router(text, text) IS
+  'Opens dblink connection conn to a follower router and checks that it reaches the database registered; 55000 otherwise.';
+
+-- Pushes the committed map to every follower (or only to one, by name): each applies it
+-- in its own transaction and then waits (cleanup_timeout) for its transactions older than
+-- that to end; a follower that fails either is marked behind, with the reason. Returns
+-- true when every follower routes by the map pushed. Call it once the map change is
+-- committed (a flip is, through the loopback connection); the followers' rows are written
+-- in the caller's transaction: call it through the loopback connection to record at once.
+CREATE OR REPLACE FUNCTION snowflake_id_router.push_map(only_router text DEFAULT NULL) RETURNS boolean
+LANGUAGE plpgsql VOLATILE CALLED ON NULL INPUT PARALLEL UNSAFE
+SET search_path = pg_catalog, pg_temp
+AS $$
+DECLARE
+    r snowflake_id_router.router;
+    v bigint;
+    nodes jsonb;
+    shards integer[];
+    owners text[];
+    applied bigint;
+    map jsonb;
+    all_current boolean := true;
+BEGIN
+    -- The map as committed, read through the loopback connection in one statement (one
+    -- snapshot: the version and the map it counts): a follower never gets a map change
+    -- that the caller's transaction may yet roll back.
+    PERFORM snowflake_id_router.connect_self('snowflake_id_router_push_self');
+    map := snowflake_id_router.fetch('snowflake_id_router_push_self', $q$
+        SELECT jsonb_build_object(
+            'version', snowflake_id_router.map_version(),
+            'nodes', (SELECT coalesce(jsonb_agg(to_jsonb(n) ORDER BY n.name), '[]') FROM snowflake_id_router.node n),
+            'shards', (SELECT coalesce(array_agg(s.shard ORDER BY s.shard), '{}') FROM snowflake_id_router.shard s)::text,
+            'owners', (SELECT coalesce(array_agg(s.node ORDER BY s.shard), '{}') FROM snowflake_id_router.shard s)::text)::text$q$)::jsonb;
+    PERFORM snowflake_id_router.disconnect('snowflake_id_router_push_self');
+    v := (map->>'version')::bigint;
+    nodes := map->'nodes';
+    shards := (map->>'shards')::integer[];
+    owners := (map->>'owners')::text[];
+    FOR r IN SELECT * FROM snowflake_id_router.router x WHERE only_router IS NULL OR x.name = only_router ORDER BY x.name LOOP
+        BEGIN
+            PERFORM snowflake_id_router.connect_router('snowflake_id_router_push', r.name);
+            applied := snowflake_id_router.fetch('snowflake_id_router_push', format(
+                'SELECT snowflake_id_router.apply_map(%L, %s, %L, %L, %L)::text',
+                snowflake_id_node.identity(), v, nodes, shards, owners))::bigint;
+            IF NOT snowflake_id_router.fetch('snowflake_id_router_push', format(
+                   'SELECT snowflake_id_router.await_map(%L)::text',
+                   snowflake_id_router.setting('cleanup_timeout')))::boolean THEN
+                RAISE EXCEPTION 'transactions older than map version % are still open there after %', applied,
+                    snowflake_id_router.setting('cleanup_timeout');
+            END IF;
+            PERFORM snowflake_id_router.disconnect('snowflake_id_router_push');
+            UPDATE snowflake_id_router.router x SET map_version = greatest(x.map_version, applied), behind_since = NULL, error = NULL
+             WHERE x.name = r.name;
+            all_current := all_current AND applied >= v;
+        EXCEPTION WHEN OTHERS THEN
+            PERFORM snowflake_id_router.disconnect('snowflake_id_router_push');
+            UPDATE snowflake_id_router.router x SET behind_since = coalesce(x.behind_since, now()), error = SQLERRM
+             WHERE x.name = r.name;
+            all_current := false;
+            RAISE WARNING 'router % is behind (map version %, current %): %', quote_literal(r.name), r.map_version, v, SQLERRM
+                USING HINT = 'It gets the map at the next map change, repair_moves() or push_map().';
+        END;
+    END LOOP;
+    RETURN all_current;
+END
+$$;
+COMMENT ON FUNCTION snowflake_id_router.push_map(text) IS
+  'Pushes this router''s map to every follower (or the one named); marks those that fail behind; true when all route by the current map.';
+
+-- true when every follower has applied map version v (and its older transactions ended).
+CREATE OR REPLACE FUNCTION snowflake_id_router.routers_have(v bigint) RETURNS boolean
+LANGUAGE sql STABLE STRICT PARALLEL SAFE
+SET search_path = pg_catalog, pg_temp
+RETURN NOT EXISTS (SELECT FROM snowflake_id_router.router r WHERE r.map_version < v);
+COMMENT ON FUNCTION snowflake_id_router.routers_have(bigint) IS
+  'Whether every follower router routes by map version v or later.';
+
+-- Whether every follower routes by map version v (the map's version with a move's flip, or
+-- any later one): if not, the map is pushed first, through the loopback connection (so the
+-- followers' rows are committed with the push), each follower bounded by its connect
+-- timeout and cleanup_timeout. NULL: the map as it is now.
+CREATE OR REPLACE FUNCTION snowflake_id_router.routed_everywhere(v bigint) RETURNS boolean
+LANGUAGE plpgsql VOLATILE CALLED ON NULL INPUT PARALLEL UNSAFE
+SET search_path = pg_catalog, pg_temp
+AS $$
+DECLARE
+    version bigint := coalesce(v, snowflake_id_router.map_version());
+BEGIN
+    IF snowflake_id_router.routers_have(version) THEN
+        RETURN true;
+    END IF;
+    PERFORM snowflake_id_router.call(snowflake_id_router.loopback(), 'SELECT snowflake_id_router.push_map()::text',
+        (SELECT count(*) FROM snowflake_id_router.router) * (snowflake_id_router.timeout('cleanup_timeout') + interval '15 s'),
+        'pushing the map to the other routers');
+    RETURN snowflake_id_router.routers_have(version);
+END
+$$;
+COMMENT ON FUNCTION snowflake_id_router.routed_everywhere(bigint) IS
+  'Whether every follower router routes by map version v or later, after pushing the map to those behind.';
+
+-- alter_node's change of the map: the node's connect string (and identity), committed
+-- through the loopback connection for every router session here at once, as long as the
+-- node is still as read (40001 otherwise), then pushed to the followers. Returns whether
+-- every router routes by it.
+CREATE OR REPLACE FUNCTION snowflake_id_router.repoint_node(node text, old_connstr text, new_connstr text, new_identity text)
+RETURNS boolean
+LANGUAGE plpgsql VOLATILE CALLED ON NULL INPUT PARALLEL UNSAFE
+SET search_path = pg_catalog, pg_temp
+AS $$
+DECLARE
+    v bigint;
+BEGIN
+    v := snowflake_id_router.call(snowflake_id_router.loopback(), format(
+        'SELECT snowflake_id_router.set_node(%L, %L, %L, %L)::text', node, old_connstr, new_connstr, new_identity),
+        snowflake_id_router.timeout('lock_timeout') + interval '5 s', 'repointing the node')::bigint;
+    RETURN snowflake_id_router.routed_everywhere(v);
+END
+$$;
+COMMENT ON FUNCTION snowflake_id_router.repoint_node(text, text, text, text) IS
+  'Commits a node''s new connect string through the loopback connection and pushes the map; whether every router routes by it.';
+
+-- (Run through the loopback connection by repoint_node.) The map's version after it.
+CREATE OR REPLACE FUNCTION snowflake_id_router.set_node(node text, old_connstr text, new_connstr text, new_identity text)
+RETURNS bigint
+LANGUAGE plpgsql VOLATILE CALLED ON NULL INPUT PARALLEL UNSAFE
+SET search_path = pg_catalog, pg_temp
+AS $$
+BEGIN
+    UPDATE snowflake_id_router.node x SET connstr = new_connstr, identity = new_identity
+     WHERE x.name = node AND x.connstr = old_connstr;
+    IF NOT FOUND THEN
+        RAISE EXCEPTION 'node % changed while it was being repointed', quote_literal(node) USING ERRCODE = 'serialization_failure';
+    END IF;
+    RETURN snowflake_id_router.map_version();
+END
+$$;
+COMMENT ON FUNCTION snowflake_id_router.set_node(text, text, text, text) IS
+  'Sets a node''s connect string and identity if its connect string is still old_connstr (40001 otherwise); the map''s version after it.';
+
+-- == The user-facing functions ==
+
+CREATE OR REPLACE FUNCTION add_router(name text, connstr text) RETURNS void
+LANGUAGE plpgsql VOLATILE CALLED ON NULL INPUT PARALLEL UNSAFE SECURITY DEFINER
+SET search_path = pg_catalog, pg_temp
+AS $$
+DECLARE
+    normal text;
+    found_identity text;
+    other text;
+    theirs text;
+BEGIN
+    IF name IS NULL OR connstr IS NULL THEN
+        RAISE EXCEPTION 'add_router: name and connstr must not be NULL' USING ERRCODE = 'null_value_not_allowed';
+    END IF;
+    PERFORM snowflake_id_router.require_primary('add_router');
+    IF name = '' OR octet_length(name) > 63 THEN
+        RAISE EXCEPTION 'router name % is invalid: give 1 to 63 bytes', quote_literal(name)
+            USING ERRCODE = 'invalid_parameter_value';
+    END IF;
+    normal := snowflake_id_router.normalize_connstr(connstr);
+    IF EXISTS (SELECT FROM snowflake_id_router.router r WHERE r.name = add_router.name) THEN
+        RAISE EXCEPTION 'router % already exists', quote_literal(name) USING ERRCODE = 'duplicate_object';
+    END IF;
+    PERFORM snowflake_id_router.connect('snowflake_id_router_add', snowflake_id_router.connect_options() || ' ' || normal);
+    found_identity := snowflake_id_router.remote_identity('snowflake_id_router_add', name);
+    IF found_identity = snowflake_id_node.identity() THEN
+        RAISE EXCEPTION 'router % is this router database itself (identity %)', quote_literal(name), found_identity
+            USING ERRCODE = 'object_not_in_prerequisite_state';
+    END IF;
+    SELECT format('node %s', quote_literal(n.name)) INTO other FROM snowflake_id_router.node n WHERE n.identity = found_identity;
+    IF other IS NULL THEN
+        SELECT format('router %s', quote_literal(r.name)) INTO other FROM snowflake_id_router.router r WHERE r.identity = found_identity;
+    END IF;
+    IF other IS NOT NULL THEN
+        RAISE EXCEPTION 'router % is the same database as % (identity %)', quote_literal(name), other, found_identity
+            USING ERRCODE = 'duplicate_object';
+    END IF;
+    theirs := snowflake_id_router.fetch('snowflake_id_router_add',
+        $q$SELECT extversion FROM pg_catalog.pg_extension WHERE extname = 'snowflake_id_router'$q$);
+    IF theirs IS DISTINCT FROM (SELECT e.extversion FROM pg_extension e WHERE e.extname = 'snowflake_id_router') THEN
+        RAISE EXCEPTION 'router % runs snowflake_id_router %, this router %', quote_literal(name), coalesce(theirs, '(none)'),
+            (SELECT e.extversion FROM pg_extension e WHERE e.extname = 'snowflake_id_router')
+            USING ERRCODE = 'object_not_in_prerequisite_state',
+                  HINT = 'There: CREATE EXTENSION snowflake_id_router CASCADE, or ALTER EXTENSION snowflake_id_router UPDATE.';
+    END IF;
+    -- Recorded at once, before the follower follows: a follower that follows this router
+    -- while the router does not know it would route by a map no one updates.
+    PERFORM snowflake_id_router.connect_self('snowflake_id_router_self');
+    PERFORM snowflake_id_router.exec('snowflake_id_router_self', format(
+        'INSERT INTO snowflake_id_router.router (name, connstr, identity) VALUES (%L, %L, %L)', name, normal, found_identity));
+    BEGIN
+        PERFORM snowflake_id_router.fetch('snowflake_id_router_add', format('SELECT snowflake_id_router.follow(%L, %L)::text',
+            snowflake_id_node.identity(), snowflake_id_router.self_description()));
+    EXCEPTION WHEN OTHERS THEN
+        PERFORM snowflake_id_router.exec('snowflake_id_router_self', format(
+            'DELETE FROM snowflake_id_router.router WHERE name = %L', name));
+        RAISE;
+    END;
+    PERFORM snowflake_id_router.disconnect('snowflake_id_router_add');
+    IF NOT snowflake_id_router.fetch('snowflake_id_router_self', format(
+           'SELECT snowflake_id_router.push_map(%L)::text', name))::boolean THEN
+        RAISE WARNING 'router % follows this router, but the first push of the map failed: it routes nothing until the next one succeeds',
+            quote_literal(name) USING HINT = 'SELECT snowflake_id_router.push_map() once it can be reached.';
+    END IF;
+    PERFORM snowflake_id_router.disconnect('snowflake_id_router_self');
+END
+$$;
+COMMENT ON FUNCTION add_router(text, text) IS
+  'Makes the router database at connstr (empty, same snowflake_id_router version) follow this router''s map: it routes every call; cluster functions stay here.';
+
+CREATE OR REPLACE FUNCTION remove_router(name text) RETURNS void
+LANGUAGE plpgsql VOLATILE CALLED ON NULL INPUT PARALLEL UNSAFE SECURITY DEFINER
+SET search_path = pg_catalog, pg_temp
+AS $$
+DECLARE
+    r snowflake_id_router.router;
+BEGIN
+    IF name IS NULL THEN
+        RAISE EXCEPTION 'remove_router: name must not be NULL' USING ERRCODE = 'null_value_not_allowed';
+    END IF;
+    PERFORM snowflake_id_router.require_primary('remove_router');
+    SELECT * INTO r FROM snowflake_id_router.router x WHERE x.name = remove_router.name;
+    IF NOT FOUND THEN
+        RAISE EXCEPTION 'router % does not exist', quote_literal(name) USING ERRCODE = 'undefined_object';
+    END IF;
+    BEGIN
+        PERFORM snowflake_id_router.connect_router('snowflake_id_router_remove', name);
+        PERFORM snowflake_id_router.fetch('snowflake_id_router_remove', format(
+            'SELECT snowflake_id_router.unfollow(%L)::text', snowflake_id_node.identity()));
+        PERFORM snowflake_id_router.disconnect('snowflake_id_router_remove');
+    EXCEPTION WHEN OTHERS THEN
+        RAISE WARNING 'router % could not be told to stop following: %', quote_literal(name), SQLERRM
+            USING DETAIL = 'It keeps routing by the map it has, which this router no longer updates.',
+                  HINT = format('There, once it can be reached: SELECT snowflake_id_router.unfollow(%L); or DROP EXTENSION snowflake_id_router.',
+                                snowflake_id_node.identity());
+    END;
+    -- At once: moves no longer wait for it.
+    PERFORM snowflake_id_router.connect_self('snowflake_id_router_self');
+    PERFORM snowflake_id_router.exec('snowflake_id_router_self', format(
+        'DELETE FROM snowflake_id_router.router WHERE name = %L', name));
+    PERFORM snowflake_id_router.disconnect('snowflake_id_router_self');
+END
+$$;
+COMMENT ON FUNCTION remove_router(text) IS
+  'Stops a follower router following this one''s map (its map is emptied there); moves no longer wait for it.';
+
+CREATE OR REPLACE VIEW router_status AS
+    SELECT r.name, 'follower'::text AS role, r.connstr, r.map_version,
+           r.map_version >= snowflake_id_router.map_version() AS current, r.behind_since, r.error
+      FROM snowflake_id_router.router r
+    UNION ALL
+    SELECT f.description, 'primary', NULL, f.map_version, NULL, NULL, NULL
+      FROM snowflake_id_router.follows f;
+COMMENT ON VIEW router_status IS
+  'On the primary: each follower router, the map version it routes by, whether that is current, since when it is behind and why. On a follower: its primary.';
+
+-- ==== router/sql/54_alter_shards.sql ====
+-- == Schema changes on every shard of every node ==
+--
+-- alter_shards(ddl) runs one statement on the template schema and every shard's schema of
+-- every node, %I standing for the schema. Each node applies it in one transaction
+-- (snowflake_id_node.schema_change_apply), so a node is all-old or all-new, and records it
+-- there under the change's key in the same transaction. The router records the change and
+-- each node's state through the loopback connection as it goes: a run that is interrupted
+-- (its session ended) or fails on a node resumes where it stopped when alter_shards is
+-- called again with the same statement.
+--
+-- The router-wide schema-change lock: alter_shards holds it alone, moves and rebalances
+-- share it (snowflake_id_router.lock_schema_changes), so no move runs while a change is
+-- half-way across the nodes. A move between two nodes that differ anyway (a change that
+-- is incomplete, a node skipped) is refused by the move's own template check.
+
+-- Takes the router-wide schema-change lock, (snowflake_id_node.lock_class(), -1) beside the
+-- moves' shard locks, to the end of the transaction: exclusive for alter_shards, shared
+-- for every move (snowflake_id_router.lock_router). Waits at most schema_change_timeout
+-- for the holders (55P03 after it).
+CREATE OR REPLACE FUNCTION snowflake_id_router.lock_schema_changes(exclusive boolean) RETURNS void
+LANGUAGE plpgsql VOLATILE STRICT PARALLEL UNSAFE
+SET search_path = pg_catalog, pg_temp
+AS $$
+DECLARE
+    timeout interval := snowflake_id_router.setting('schema_change_timeout')::interval;
+BEGIN
+    IF exclusive THEN
+        IF pg_try_advisory_xact_lock(snowflake_id_node.lock_class(), -1) THEN
+            RETURN;
+        END IF;
+    ELSIF pg_try_advisory_xact_lock_shared(snowflake_id_node.lock_class(), -1) THEN
+        RETURN;
+    END IF;
+    -- Queued behind the holders (a waiting alter_shards keeps new moves out meanwhile).
+    BEGIN
+        PERFORM set_config('lock_timeout', (extract(epoch FROM timeout) * 1000)::bigint::text, true);
+        IF exclusive THEN
+            PERFORM pg_advisory_xact_lock(snowflake_id_node.lock_class(), -1);
+        ELSE
+            PERFORM pg_advisory_xact_lock_shared(snowflake_id_node.lock_class(), -1);
+        END IF;
+    EXCEPTION WHEN lock_not_available THEN
+        RAISE EXCEPTION '%', CASE WHEN exclusive THEN format('moves still run after %s', timeout)
+                                  ELSE format('a schema change (alter_shards) still runs after %s', timeout) END
+            USING ERRCODE = 'lock_not_available',
+                  HINT = 'See move_status and schema_change_status; schema_change_timeout (snowflake_id_router.setting) bounds the wait.';
+    END;
+    -- (The block's lock_timeout went with it; the lock stays with the transaction.)
+END
+$$;
+COMMENT ON FUNCTION snowflake_id_router.lock_schema_changes(boolean) IS
+  'The router-wide schema-change lock, to the end of the transaction: exclusive (alter_shards) or shared (moves); 55P03 after schema_change_timeout.';
+
+-- The key under which a node records a change: this router's short identity and the change.
+CREATE OR REPLACE FUNCTION snowflake_id_router.schema_change_key(change bigint) RETURNS text
+LANGUAGE sql STABLE STRICT PARALLEL SAFE
+SET search_path = pg_catalog, pg_temp
+RETURN left(md5(snowflake_id_node.identity()), 8) || '/' || change;
+COMMENT ON FUNCTION snowflake_id_router.schema_change_key(bigint) IS
+  'The key a node records a change of this router under: <first 8 hex digits of md5(identity)>/<change>.';
+
+CREATE OR REPLACE FUNCTION alter_shards(ddl text, template text DEFAULT 'tpl', skip_unreachable boolean DEFAULT false)
+RETURNS TABLE (node text, state text, schemas integer, seconds numeric)
+LANGUAGE plpgsql VOLATILE CALLED ON NULL INPUT PARALLEL UNSAFE SECURITY DEFINER
+SET search_path = pg_catalog, pg_temp
+AS $$
+DECLARE
+    cid bigint;            -- the change: its id in snowflake_id_router.schema_change
+    key text;
+    tag text;
+    lock_timeout text;
+    todo text[];           -- nodes this call applies the change to, in name order
+    skipped text[] := '{}';
+    n text;
+    conn text;
+    resumed boolean;
+    earlier record;
+    t0 timestamptz;
+    took numeric;
+    done_count integer;
+    attempt integer;
+    st text;
+    msg text;
+    hnt text;
+    had text[] := '{}';     -- nodes that had the change before this call
+    rows_node text[] := '{}';
+    rows_state text[] := '{}';
+    rows_schemas integer[] := '{}';
+    rows_seconds numeric[] := '{}';
+BEGIN
+    IF ddl IS NULL OR template IS NULL OR skip_unreachable IS NULL THEN
+        RAISE EXCEPTION 'alter_shards: ddl, template and skip_unreachable must not be NULL' USING ERRCODE = 'null_value_not_allowed';
+    END IF;
+    PERFORM snowflake_id_router.require_primary('alter_shards');
+    -- The statement runs as a superuser on every node: granting EXECUTE would hand that out.
+    IF NOT (SELECT r.rolsuper FROM pg_roles r WHERE r.rolname = session_user) THEN
+        RAISE EXCEPTION 'alter_shards runs its statement as a superuser on every node: only a superuser may call it'
+            USING ERRCODE = 'insufficient_privilege';
+    END IF;
+    IF template = '' OR octet_length(template) > 63 THEN
+        RAISE EXCEPTION 'template schema name % is invalid', quote_literal(template) USING ERRCODE = 'invalid_parameter_value';
+    END IF;
+    -- Refused here, before any node is reached: placeholders, one statement, its kind.
+    tag := snowflake_id_node.ddl_statement(snowflake_id_node.ddl_for(ddl, template));
+    lock_timeout := snowflake_id_router.setting('lock_timeout');
+
+    PERFORM snowflake_id_router.lock_schema_changes(true);
+    PERFORM snowflake_id_router.connect_self('snowflake_id_router_self');
+    -- The same statement, unfinished: this call resumes it.
+    SELECT c.id INTO cid FROM snowflake_id_router.schema_change c
+     WHERE c.state IN ('running', 'incomplete') AND c.ddl = alter_shards.ddl AND c.template = alter_shards.template
+     ORDER BY c.id DESC LIMIT 1;
+    IF cid IS NULL THEN
+        SELECT array_agg(x.name ORDER BY x.name) INTO todo FROM snowflake_id_router.node x;
+    ELSE
+        SELECT array_agg(cn.node ORDER BY cn.node) INTO todo FROM snowflake_id_router.schema_change_node cn
+         WHERE cn.change = cid AND cn.state <> 'done'
+           AND cn.node IN (SELECT x.name FROM snowflake_id_router.node x);
+        SELECT coalesce(array_agg(cn.node ORDER BY cn.node), '{}') INTO had FROM snowflake_id_router.schema_change_node cn
+         WHERE cn.change = cid AND cn.state = 'done';
+    END IF;
+    todo := coalesce(todo, '{}');
+
+    -- Every node reached first: one that cannot be is refused before anything changes,
+    -- unless skipped.
+    FOREACH n IN ARRAY todo LOOP
+        conn := 'snowflake_id_router_ddl_' || n;
+        BEGIN
+            PERFORM snowflake_id_router.connect_node(conn, n);
+            -- A node session whose router session is gone stops within a second (its
+            -- change rolled back), rather than holding the node's locks to the end.
+            PERFORM snowflake_id_router.exec(conn, 'SET client_connection_check_interval = ''1s''');
+        EXCEPTION WHEN connection_exception THEN
+            skipped := skipped || n;
+        END;
+    END LOOP;
+    IF cardinality(skipped) > 0 AND NOT skip_unreachable THEN
+        RAISE EXCEPTION 'alter_shards: node(s) % cannot be reached; no node was changed', array_to_string(skipped, ', ')
+            USING ERRCODE = 'object_not_in_prerequisite_state',
+                  HINT = 'Bring them back, or call alter_shards(..., skip_unreachable => true): the nodes skipped are listed as behind (schema_change_status) and get the change when alter_shards is called again with the same statement.';
+    END IF;
+    todo := ARRAY(SELECT x FROM unnest(todo) x WHERE x <> ALL (skipped) ORDER BY x);
+
+    -- Changes run in order on each node: an earlier one it has not got comes first.
+    SELECT c.id, c.ddl, cn.node INTO earlier
+      FROM snowflake_id_router.schema_change c JOIN snowflake_id_router.schema_change_node cn ON cn.change = c.id
+     WHERE c.state IN ('running', 'incomplete') AND (cid IS NULL OR c.id < cid) AND cn.state <> 'done'
+       AND cn.node = ANY (todo)
+     ORDER BY c.id, cn.node LIMIT 1;
+    IF FOUND THEN
+        RAISE EXCEPTION 'node % has not got schema change % yet: it comes first', quote_literal(earlier.node), earlier.id
+            USING ERRCODE = 'object_not_in_prerequisite_state',
+                  DETAIL = format('Change %s: %s', earlier.id, earlier.ddl),
+                  HINT = format('Finish it by calling alter_shards with that statement again, or give it up: SELECT abandon_schema_change(%s).', earlier.id);
+    END IF;
+
+    -- Checked on every node before any changes: the statement on each template (tried and
+    -- undone), the room in each lock table. A new change is recorded only once they pass.
+    IF cid IS NULL THEN
+        -- (Numbered through the loopback: the caller's snapshot may be older.)
+        cid := snowflake_id_router.fetch('snowflake_id_router_self',
+            'SELECT (coalesce(max(id), 0) + 1)::text FROM snowflake_id_router.schema_change')::bigint;
+        resumed := false;
+    ELSE
+        RAISE NOTICE 'alter_shards resumes schema change %', cid;
+        resumed := true;
+    END IF;
+    key := snowflake_id_router.schema_change_key(cid);
+    FOREACH n IN ARRAY todo LOOP
+        attempt := 1;
+        LOOP
+            BEGIN
+                PERFORM snowflake_id_router.fetch('snowflake_id_router_ddl_' || n, format(
+                    'SELECT snowflake_id_node.schema_change_check(%L, %L, %L, %L)', key, ddl, template, lock_timeout));
+                EXIT;
+            EXCEPTION WHEN OTHERS THEN
+                GET STACKED DIAGNOSTICS st = RETURNED_SQLSTATE, msg = MESSAGE_TEXT, hnt = PG_EXCEPTION_HINT;
+                -- A lock not had in time (the node session of an interrupted call may still
+                -- be rolling back): again, a few times.
+                IF st IN ('55P03', '40P01') AND attempt < 5 THEN
+                    attempt := attempt + 1;
+                    PERFORM pg_sleep(0.5 * attempt);
+                    CONTINUE;
+                END IF;
+                IF resumed THEN
+                    PERFORM snowflake_id_router.exec('snowflake_id_router_self', format(
+                        $q$UPDATE snowflake_id_router.schema_change SET error = %L WHERE id = %s$q$,
+                        format('refused on node %s: %s', n, msg), cid));
+                END IF;
+                RAISE EXCEPTION 'alter_shards: node % refuses the change: %; no node was changed by this call', quote_literal(n), msg
+                    USING ERRCODE = st, HINT = coalesce(nullif(hnt, ''), 'Each node tries it on its template, and undoes it, before any node applies it.');
+            END;
+        END LOOP;
+    END LOOP;
+    IF NOT resumed THEN
+        PERFORM snowflake_id_router.exec('snowflake_id_router_self', format(
+            $q$INSERT INTO snowflake_id_router.schema_change (id, ddl, template, state, started, started_by)
+               VALUES (%s, %L, %L, 'running', now(), %L);
+               INSERT INTO snowflake_id_router.schema_change_node (change, node, state)
+               SELECT %s, x, CASE WHEN x = ANY (%L::text[]) THEN 'skipped' ELSE 'pending' END FROM unnest(%L::text[]) x$q$,
+            cid, ddl, template, session_user, cid, skipped, todo || skipped));
+    ELSE
+        PERFORM snowflake_id_router.exec('snowflake_id_router_self', format(
+            $q$UPDATE snowflake_id_router.schema_change SET state = 'running', finished = NULL, error = NULL WHERE id = %s;
+               UPDATE snowflake_id_router.schema_change_node SET state = 'skipped' WHERE change = %s AND node = ANY (%L::text[])$q$,
+            cid, cid, skipped));
+    END IF;
+
+    -- Node by node, each in one transaction, each recorded as it ends.
+    FOREACH n IN ARRAY todo LOOP
+        t0 := clock_timestamp();
+        attempt := 1;
+        LOOP
+            BEGIN
+                done_count := snowflake_id_router.fetch('snowflake_id_router_ddl_' || n, format(
+                    'SELECT snowflake_id_node.schema_change_apply(%L, %L, %L, %L)::text', key, ddl, template, lock_timeout))::integer;
+                EXIT;
+            EXCEPTION WHEN OTHERS THEN
+                GET STACKED DIAGNOSTICS st = RETURNED_SQLSTATE, msg = MESSAGE_TEXT, hnt = PG_EXCEPTION_HINT;
+                -- A lock not had in time, or a deadlock with the node's own sessions: the
+                -- node rolled back; again, a few times.
+                IF st IN ('55P03', '40P01') AND attempt < 5 THEN
+                    attempt := attempt + 1;
+                    PERFORM pg_sleep(0.5 * attempt);
+                    CONTINUE;
+                END IF;
+                PERFORM snowflake_id_router.exec('snowflake_id_router_self', format(
+                    $q$UPDATE snowflake_id_router.schema_change_node SET state = 'failed', at = now(), error = %L WHERE change = %s AND node = %L;
+                       UPDATE snowflake_id_router.schema_change SET state = 'incomplete', finished = now(), error = %L WHERE id = %s$q$,
+                    msg, cid, n, format('failed on node %s: %s', n, msg), cid));
+                RAISE EXCEPTION 'schema change % failed on node %: %', cid, quote_literal(n), msg
+                    USING ERRCODE = st,
+                          DETAIL = format('Each node has all of the change or none. With it: %s. Without it: %s.',
+                              coalesce((SELECT string_agg(quote_literal(x), ', ' ORDER BY x) FROM unnest(had || rows_node) x), 'none'),
+                              (SELECT string_agg(quote_literal(x), ', ' ORDER BY x) FROM unnest(todo || skipped) x WHERE x <> ALL (rows_node))),
+                          HINT = coalesce(nullif(hnt, '') || ' ', '') || 'Fix the cause and call alter_shards with the same statement again: it resumes there.';
+            END;
+        END LOOP;
+        took := round(extract(epoch FROM clock_timestamp() - t0)::numeric, 3);
+        PERFORM snowflake_id_router.exec('snowflake_id_router_self', format(
+            $q$UPDATE snowflake_id_router.schema_change_node SET state = 'done', schemas = %s, seconds = %s, at = now(), error = NULL
+                WHERE change = %s AND node = %L$q$,
+            done_count, took, cid, n));
+        rows_node := rows_node || n;
+        rows_state := rows_state || 'done'::text;
+        rows_schemas := rows_schemas || done_count;
+        rows_seconds := rows_seconds || took;
+        PERFORM snowflake_id_router.disconnect('snowflake_id_router_ddl_' || n);
+    END LOOP;
+    PERFORM snowflake_id_router.exec('snowflake_id_router_self', format(
+        $q$UPDATE snowflake_id_router.schema_change SET finished = now(),
+               state = CASE WHEN EXISTS (SELECT FROM snowflake_id_router.schema_change_node WHERE change = %s AND state <> 'done')
+                            THEN 'incomplete' ELSE 'done' END
+            WHERE id = %s$q$, cid, cid));
+    PERFORM snowflake_id_router.disconnect('snowflake_id_router_self');
+    IF cardinality(skipped) > 0 THEN
+        RAISE WARNING 'schema change %: node(s) % skipped: they are behind', cid, array_to_string(skipped, ', ')
+            USING HINT = 'Once they are back, call alter_shards with the same statement again.';
+    END IF;
+    RETURN QUERY SELECT x.node, x.state, x.schemas, x.seconds
+                   FROM unnest(rows_node || skipped, rows_state || array_fill('skipped'::text, ARRAY[cardinality(skipped)]),
+                               rows_schemas, rows_seconds) x(node, state, schemas, seconds)
+                  ORDER BY x.node;
+END
+$$;
+COMMENT ON FUNCTION alter_shards(text, text, boolean) IS
+  'Runs one DDL statement (%I for the schema) on the template and every shard of every node, each node in one transaction; resumes an unfinished run of the same statement. Superusers only.';
+
+CREATE OR REPLACE FUNCTION abandon_schema_change(change bigint) RETURNS void
+LANGUAGE plpgsql VOLATILE STRICT PARALLEL UNSAFE SECURITY DEFINER
+SET search_path = pg_catalog, pg_temp
+AS $$
+BEGIN
+    PERFORM snowflake_id_router.require_primary('abandon_schema_change');
+    PERFORM snowflake_id_router.lock_schema_changes(true);
+    UPDATE snowflake_id_router.schema_change c SET state = 'abandoned', finished = now()
+     WHERE c.id = change AND c.state IN ('running', 'incomplete');
+    IF NOT FOUND THEN
+        RAISE EXCEPTION 'schema change % is not unfinished', change USING ERRCODE = 'object_not_in_prerequisite_state';
+    END IF;
+END
+$$;
+COMMENT ON FUNCTION abandon_schema_change(bigint) IS
+  'Gives up an unfinished schema change: the nodes keep what they have (see schema_change_status), and later changes may run.';
+
+CREATE OR REPLACE VIEW schema_change_status AS
+    SELECT c.id AS change, c.ddl, c.template,
+           CASE WHEN c.state = 'running' AND NOT EXISTS (
+                    SELECT FROM pg_locks l WHERE l.locktype = 'advisory' AND l.granted AND l.database = (SELECT d.oid FROM pg_database d WHERE d.datname = current_database())
+                       AND l.classid = snowflake_id_node.lock_class()::oid AND l.objid = (-1)::oid AND l.objsubid = 2
+                       AND l.mode = 'ExclusiveLock')
+                THEN 'interrupted' ELSE c.state END AS state,
+           cn.node, cn.state AS node_state, cn.schemas, cn.seconds, cn.error,
+           c.started, c.finished, c.started_by
+      FROM snowflake_id_router.schema_change c JOIN snowflake_id_router.schema_change_node cn ON cn.change = c.id
+     ORDER BY c.id, cn.node;
+COMMENT ON VIEW schema_change_status IS
+  'Each alter_shards change on each node: running, interrupted (call alter_shards again), done, incomplete (nodes failed or skipped: behind) or abandoned.';
+
+-- ==== router/sql/56_template_status.sql ====
+-- == template_status: the template on every node ==
+
+-- Per node: the fingerprint of the template (snowflake_id_node.fingerprint: tables,
+-- columns and types, defaults, constraints, indexes) as a short hash, whether it is the
+-- one most nodes have, and if not its first difference from it; the schema changes the
+-- node has not got (schema_change_status); with shards => true, how many of its shards
+-- differ from its template, and the first difference (one fingerprint per shard: seconds
+-- for thousands of shards). A node that cannot be reached is listed with the error.
+CREATE OR REPLACE FUNCTION template_status(template text DEFAULT 'tpl', shards boolean DEFAULT false)
+RETURNS TABLE (node text, fingerprint text, matches boolean, difference text, changes_behind integer,
+               shards_checked integer, shards_differing integer, shard_difference text, error text)
+LANGUAGE plpgsql VOLATILE CALLED ON NULL INPUT PARALLEL UNSAFE SECURITY DEFINER
+SET search_path = pg_catalog, pg_temp
+AS $$
+DECLARE
+    n text;
+    fp text[];
+    got text[] := '{}';
+    fps text[] := '{}';          -- each node's fingerprint, as text (an array of arrays would need equal lengths)
+    errs text[] := '{}';
+    checked integer[] := '{}';
+    differing integer[] := '{}';
+    firsts text[] := '{}';
+    reference text;              -- the fingerprint most nodes have
+    reference_node text;
+    u text[];
+BEGIN
+    IF template IS NULL OR shards IS NULL THEN
+        RAISE EXCEPTION 'template_status: template and shards must not be NULL' USING ERRCODE = 'null_value_not_allowed';
+    END IF;
+    FOR n IN SELECT x.name FROM snowflake_id_router.node x ORDER BY x.name LOOP
+        got := got || n;
+        BEGIN
+            PERFORM snowflake_id_router.connect_node('snowflake_id_router_status', n);
+            fps := fps || snowflake_id_router.fetch('snowflake_id_router_status', format(
+                'SELECT snowflake_id_node.fingerprint(%L)::text', template));
+            errs := errs || NULL::text;
+            IF shards THEN
+                u := snowflake_id_router.fetch('snowflake_id_router_status', format(
+                    'SELECT ARRAY[checked::text, differing::text, first]::text FROM snowflake_id_node.shards_unlike(%L)', template));
+                checked := checked || u[1]::integer;
+                differing := differing || u[2]::integer;
+                firsts := firsts || u[3];
+            ELSE
+                checked := checked || NULL::integer;
+                differing := differing || NULL::integer;
+                firsts := firsts || NULL::text;
+            END IF;
+            PERFORM snowflake_id_router.disconnect('snowflake_id_router_status');
+        EXCEPTION WHEN OTHERS THEN
+            PERFORM snowflake_id_router.disconnect('snowflake_id_router_status');
+            fps := fps || NULL::text;
+            errs := errs || SQLERRM;
+            checked := checked || NULL::integer;
+            differing := differing || NULL::integer;
+            firsts := firsts || NULL::text;
+        END;
+    END LOOP;
+    -- (A tie goes to the fingerprint of the first node by name.)
+    SELECT x.f INTO reference FROM unnest(fps) WITH ORDINALITY x(f, i) WHERE x.f IS NOT NULL
+     GROUP BY x.f ORDER BY count(*) DESC, min(x.i) LIMIT 1;
+    reference_node := got[array_position(fps, reference)];
+    RETURN QUERY
+        SELECT g.n, left(encode(sha256(convert_to(array_to_string(g.fp::text[], E'\n'), 'UTF8')), 'hex'), 16),
+               g.fp = reference,
+               CASE WHEN g.fp <> reference THEN snowflake_id_node.fingerprint_difference(g.fp::text[], reference::text[],
+                   format('node %s', quote_literal(g.n)), format('node %s', quote_literal(reference_node))) END,
+               (SELECT count(*)::integer FROM snowflake_id_router.schema_change c JOIN snowflake_id_router.schema_change_node cn ON cn.change = c.id
+                 WHERE cn.node = g.n AND cn.state <> 'done' AND c.state IN ('running', 'incomplete') AND c.template = template_status.template),
+               g.checked, g.differing, g.first, g.err
+          FROM unnest(got, fps, errs, checked, differing, firsts) g(n, fp, err, checked, differing, first)
+         ORDER BY g.n;
+END
+$$;
+COMMENT ON FUNCTION template_status(text, boolean) IS
+  'Per node: the template''s fingerprint, whether it is the one most nodes have and its first difference, schema changes not yet got; with shards, the shards that differ from it.';
+
+-- ==== router/sql/90_grants.sql ====
+-- Superuser only, unless granted: these run as the extension's owner (SECURITY DEFINER).
+REVOKE ALL ON FUNCTION add_node(text, text), assign_shards(integer, integer, text),
+    move_shard(integer, text, text), move_shards(integer[], text, text), repair_moves() FROM PUBLIC;
+REVOKE ALL ON ALL FUNCTIONS IN SCHEMA snowflake_id_router FROM PUBLIC;
+REVOKE ALL ON shard_map, move_history FROM PUBLIC;
+REVOKE ALL ON FUNCTION rebalance_plan(text, integer, text), rebalance_stop(), alter_node(text, text),
+    remove_node(text) FROM PUBLIC;
+REVOKE ALL ON PROCEDURE rebalance(text, integer, text), drain_node(text, text, integer, text) FROM PUBLIC;
+REVOKE ALL ON ALL PROCEDURES IN SCHEMA snowflake_id_router FROM PUBLIC;
+REVOKE ALL ON node_status, shard_status, rebalance_status FROM PUBLIC;
+REVOKE ALL ON FUNCTION alter_shards(text, text, boolean), abandon_schema_change(bigint),
+    template_status(text, boolean), add_router(text, text), remove_router(text) FROM PUBLIC;
+REVOKE ALL ON schema_change_status, router_status FROM PUBLIC;

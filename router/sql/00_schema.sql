@@ -1,0 +1,67 @@
+-- snowflake_id_router: logical shards over several PostgreSQL servers.
+--
+-- The router database holds the map (logical shard -> node) and a PL/Proxy cluster named
+-- snowflake_id with 8192 partitions, partition n = logical shard n: an ID's own shard bits
+-- (id_shard(id)) name the partition, so `RUN ON id_shard(id)` reaches the node that made it.
+-- The cluster is SQL/MED (`CREATE SERVER snowflake_id FOREIGN DATA WRAPPER plproxy`), so no
+-- one else's plproxy.get_cluster_* functions are touched; the server's option pN is shard
+-- n's node connect string, kept equal to the map by triggers on the map table (whoever
+-- writes it: these functions, or a restore). PL/Proxy reloads a SQL/MED cluster on the
+-- server's syscache invalidation, so every router session follows a map change from its
+-- next transaction on, without a restart. A shard assigned to no node has a connect string
+-- libpq refuses by name: `invalid connection option "shard_7_is_assigned_to_no_node"`.
+--
+-- move_shard(shard, node) moves one shard online: the target makes the shard's schema from
+-- a template (create_shard(..., template => ...)), PG 15 logical replication copies its rows
+-- while writes go on, then a short cutover fences writes on the source (statement triggers
+-- raising 40001, committed under an EXCLUSIVE lock so no write in flight or queued can slip
+-- past), waits until a marker row written after the fence has been applied on the target,
+-- carries the sequence's last_value (replication does not carry sequences) and commits the
+-- map flip through a loopback connection, so it is visible to all router sessions at once
+-- and survives the caller's transaction. Any failure before the flip undoes the fence and
+-- removes the subscription, publication and slot: the source keeps serving the shard and
+-- the move can be re-run.
+--
+-- Connect strings are readable by every role through pg_foreign_server, so add_node refuses
+-- passwords in them: put passwords in ~/.pgpass of the router's (and nodes') server user,
+-- or in the server's user mapping (CREATE USER MAPPING ... SERVER snowflake_id OPTIONS
+-- (user, password)), which PL/Proxy appends to every partition's connect string.
+
+CREATE SCHEMA snowflake_id_router;
+COMMENT ON SCHEMA snowflake_id_router IS 'Internals of the snowflake_id_router extension: the shard map and helpers.';
+REVOKE ALL ON SCHEMA snowflake_id_router FROM PUBLIC;
+
+CREATE TABLE snowflake_id_router.node (
+    name text PRIMARY KEY CHECK (name <> '' AND octet_length(name) <= 63),
+    connstr text NOT NULL,
+    identity text UNIQUE
+);
+COMMENT ON TABLE snowflake_id_router.node IS
+  'Data nodes: name, libpq connect string (normalised, no secret) and identity (system identifier/database OID; NULL until first reached, for nodes added by 0.2.0).';
+CREATE TABLE snowflake_id_router.shard (
+    shard integer PRIMARY KEY CHECK (shard BETWEEN 0 AND @MAX_SHARD@),
+    node text NOT NULL REFERENCES snowflake_id_router.node (name) ON UPDATE CASCADE
+);
+COMMENT ON TABLE snowflake_id_router.shard IS 'The shard map: logical shard -> node. Shards absent are assigned to no node.';
+SELECT pg_catalog.pg_extension_config_dump('snowflake_id_router.node', '');
+SELECT pg_catalog.pg_extension_config_dump('snowflake_id_router.shard', '');
+
+-- Connect string of a shard assigned to no node: libpq refuses it, naming the shard.
+CREATE FUNCTION snowflake_id_router.unassigned(shard integer) RETURNS text
+LANGUAGE sql IMMUTABLE STRICT PARALLEL SAFE
+RETURN pg_catalog.format('shard_%s_is_assigned_to_no_node=1', shard);
+COMMENT ON FUNCTION snowflake_id_router.unassigned(integer) IS
+  'Connect string of a shard assigned to no node: libpq refuses it with invalid connection option "shard_N_is_assigned_to_no_node".';
+
+-- The cluster: 8192 partitions, all assigned to no node at first.
+DO $$
+BEGIN
+    EXECUTE 'CREATE SERVER snowflake_id FOREIGN DATA WRAPPER plproxy OPTIONS ('
+        || (SELECT string_agg(format('p%s %L', n, snowflake_id_router.unassigned(n)), ', ' ORDER BY n)
+              FROM generate_series(0, @MAX_SHARD@) n)
+        || ')';
+END
+$$;
+COMMENT ON SERVER snowflake_id IS
+  'PL/Proxy cluster of snowflake_id_router: partition n is logical shard n; options follow the shard map.';
+CREATE USER MAPPING FOR PUBLIC SERVER snowflake_id;

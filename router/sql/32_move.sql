@@ -1,0 +1,675 @@
+-- == Moves (docs/cluster-design.md, "A move, step by step") ==
+--
+-- move_shards(shards, node) moves shards from the one node holding them to node: the
+-- target makes the shards' schemas from a template, logical replication copies their rows
+-- while writes go on, a short fenced cutover seals the source, the sequences are carried
+-- and the map flipped through the loopback connection. Each step is recorded on the router
+-- (snowflake_id_router.move, committed through the loopback connection before the step
+-- runs) and on the node it changes (snowflake_id_node.move, in the step's transaction). A
+-- failure before the seal undoes both sides; from the seal on the move is completed, by
+-- the mover or, if it died, by repair_moves() or the next move of its shards.
+
+-- A timeout of the router's settings (snowflake_id_router.setting), at least 1 ms.
+CREATE OR REPLACE FUNCTION snowflake_id_router.timeout(name text) RETURNS interval
+LANGUAGE sql STABLE STRICT PARALLEL SAFE
+SET search_path = pg_catalog, pg_temp
+RETURN greatest(snowflake_id_router.setting(name)::interval, interval '1 ms');
+COMMENT ON FUNCTION snowflake_id_router.timeout(text) IS
+  'A timeout of the router''s settings (lock_timeout, copy_timeout, cutover_timeout, cleanup_timeout), at least 1 ms.';
+
+-- An interval as a value for a node's lock_timeout (milliseconds, never 0: 0 is no limit).
+CREATE OR REPLACE FUNCTION snowflake_id_router.ms(i interval) RETURNS text
+LANGUAGE sql IMMUTABLE STRICT PARALLEL SAFE
+RETURN greatest(ceil(extract(epoch FROM i) * 1000), 1)::bigint::text;
+COMMENT ON FUNCTION snowflake_id_router.ms(interval) IS 'An interval in whole milliseconds (at least 1), for a node''s lock_timeout.';
+
+-- The key of a move on its nodes: the router's short identity and the move's id. The
+-- names of what it makes there (publication, slot, subscription, marker, fence triggers)
+-- are 'sfid_' and the key with '_' for '/': two router databases never share one.
+CREATE OR REPLACE FUNCTION snowflake_id_router.move_key(move_id bigint) RETURNS text
+LANGUAGE sql STABLE STRICT PARALLEL SAFE
+SET search_path = pg_catalog, pg_temp
+RETURN left(md5(snowflake_id_node.identity()), 8) || '/' || move_id;
+COMMENT ON FUNCTION snowflake_id_router.move_key(bigint) IS 'The key of a move on its nodes: <router8>/<move id>.';
+
+-- The router's shard locks for a move (transaction level): 55P03 when another session
+-- moves or repairs one of the shards; a schema change running is waited for.
+CREATE OR REPLACE FUNCTION snowflake_id_router.lock_router(shards integer[]) RETURNS void
+LANGUAGE plpgsql VOLATILE STRICT PARALLEL UNSAFE
+SET search_path = pg_catalog, pg_temp
+AS $$
+#variable_conflict use_variable
+DECLARE
+    s integer;
+BEGIN
+    -- Not while alter_shards is half-way across the nodes: waits for it (bounded).
+    PERFORM snowflake_id_router.lock_schema_changes(false);
+    FOREACH s IN ARRAY shards LOOP
+        IF NOT pg_try_advisory_xact_lock(snowflake_id_node.lock_class(), s) THEN
+            RAISE EXCEPTION 'shard % is being moved or repaired by another session (pid %)', s,
+                (SELECT l.pid FROM pg_locks l WHERE l.locktype = 'advisory' AND l.granted
+                    AND l.database = (SELECT d.oid FROM pg_database d WHERE d.datname = current_database())
+                    AND l.classid = snowflake_id_node.lock_class()::oid AND l.objid::bigint = s AND l.objsubid = 2 LIMIT 1)
+                USING ERRCODE = 'lock_not_available';
+        END IF;
+    END LOOP;
+END
+$$;
+COMMENT ON FUNCTION snowflake_id_router.lock_router(integer[]) IS
+  'Takes the router''s locks for moving shards (to the end of the transaction); 55P03 when another session holds one.';
+
+CREATE OR REPLACE FUNCTION move_shards(shards integer[], node text, template text DEFAULT 'tpl') RETURNS bigint
+LANGUAGE plpgsql VOLATILE CALLED ON NULL INPUT PARALLEL UNSAFE SECURITY DEFINER
+SET search_path = pg_catalog, pg_temp SET DateStyle = 'ISO, MDY' SET IntervalStyle = 'postgres'
+AS $$
+#variable_conflict use_variable
+DECLARE
+    todo integer[];
+    here integer[];
+    src text;
+    bad text;
+BEGIN
+    IF shards IS NULL OR node IS NULL OR template IS NULL OR array_position(shards, NULL) IS NOT NULL THEN
+        RAISE EXCEPTION 'move_shards: shards, node and template must not be NULL' USING ERRCODE = 'null_value_not_allowed';
+    END IF;
+    IF cardinality(shards) = 0 THEN
+        RAISE EXCEPTION 'move_shards: no shard given' USING ERRCODE = 'invalid_parameter_value';
+    END IF;
+    SELECT min(s)::text INTO bad FROM unnest(shards) s WHERE s NOT BETWEEN 0 AND @MAX_SHARD@;
+    IF bad IS NOT NULL THEN
+        RAISE EXCEPTION 'shard % is out of range: valid shards are 0 to @MAX_SHARD@', bad USING ERRCODE = 'numeric_value_out_of_range';
+    END IF;
+    IF NOT EXISTS (SELECT FROM snowflake_id_router.node n WHERE n.name = move_shards.node) THEN
+        RAISE EXCEPTION 'node % does not exist', quote_literal(node) USING ERRCODE = 'undefined_object',
+            HINT = 'Register it with add_node(name, connstr).';
+    END IF;
+    -- The map is read with fresh snapshots while the move runs.
+    IF current_setting('transaction_isolation') <> 'read committed' THEN
+        RAISE EXCEPTION 'move_shards runs only in a READ COMMITTED transaction, not %', current_setting('transaction_isolation')
+            USING ERRCODE = 'invalid_transaction_state';
+    END IF;
+    PERFORM snowflake_id_router.require_primary('move_shards');
+    todo := ARRAY(SELECT DISTINCT s FROM unnest(shards) s ORDER BY 1);
+    PERFORM snowflake_id_router.lock_router(todo);
+    SELECT min(x.s)::text INTO bad FROM unnest(todo) x(s)
+     WHERE NOT EXISTS (SELECT FROM snowflake_id_router.shard m WHERE m.shard = x.s);
+    IF bad IS NOT NULL THEN
+        RAISE EXCEPTION 'shard % is assigned to no node', bad USING ERRCODE = 'object_not_in_prerequisite_state',
+            HINT = 'A shard without data is placed with assign_shards(first_shard, count, node).';
+    END IF;
+    SELECT string_agg(format('shard %s is on node %s', f.shard, quote_literal(f.node)), ' and ' ORDER BY f.node)
+      INTO bad FROM (SELECT DISTINCT ON (m.node) m.shard, m.node FROM snowflake_id_router.shard m
+                      WHERE m.shard = ANY (todo) AND m.node <> move_shards.node ORDER BY m.node, m.shard) f
+    HAVING count(*) > 1;
+    IF bad IS NOT NULL THEN
+        RAISE EXCEPTION 'shards % are on different nodes: %', todo, bad USING ERRCODE = 'object_not_in_prerequisite_state',
+            HINT = 'One move takes shards from one node: move them in one call per node.';
+    END IF;
+    -- An interrupted move of these shards is completed or undone first, even when they are
+    -- already where they are asked to go (a move interrupted after its flip).
+    BEGIN
+        PERFORM snowflake_id_router.repair_shards(todo);
+    EXCEPTION WHEN query_canceled OR OTHERS THEN
+        PERFORM snowflake_id_router.disconnect_all();
+        RAISE;
+    END;
+    here := ARRAY(SELECT m.shard FROM snowflake_id_router.shard m WHERE m.shard = ANY (todo) AND m.node = move_shards.node ORDER BY 1);
+    IF cardinality(here) > 0 THEN
+        RAISE NOTICE '% already on node %', CASE WHEN cardinality(here) = 1 THEN format('shard %s is', here[1])
+                                                  ELSE format('shards %s are', array_to_string(here, ', ')) END,
+            quote_literal(node);
+    END IF;
+    todo := ARRAY(SELECT x FROM unnest(todo) x WHERE x <> ALL (here));
+    IF cardinality(todo) = 0 THEN
+        RETURN NULL;
+    END IF;
+    SELECT m.node INTO src FROM snowflake_id_router.shard m WHERE m.shard = todo[1];
+    BEGIN
+        RETURN snowflake_id_router.run_move(todo, src, node, template);
+    EXCEPTION WHEN query_canceled OR OTHERS THEN
+        PERFORM snowflake_id_router.disconnect_all();
+        RAISE;
+    END;
+END
+$$;
+COMMENT ON FUNCTION move_shards(integer[], text, text) IS
+  'Moves shards (all on one node) to node online, in one copy, fence and flip; returns the move''s id (move_history), NULL if all are there already.';
+
+CREATE OR REPLACE FUNCTION move_shard(shard integer, node text, template text DEFAULT 'tpl') RETURNS void
+LANGUAGE plpgsql VOLATILE CALLED ON NULL INPUT PARALLEL UNSAFE SECURITY DEFINER
+SET search_path = pg_catalog, pg_temp SET DateStyle = 'ISO, MDY' SET IntervalStyle = 'postgres'
+AS $$
+#variable_conflict use_variable
+BEGIN
+    IF shard IS NULL THEN
+        RAISE EXCEPTION 'move_shard: shard, node and template must not be NULL' USING ERRCODE = 'null_value_not_allowed';
+    END IF;
+    PERFORM @extschema@.move_shards(ARRAY[shard], node, template);
+END
+$$;
+COMMENT ON FUNCTION move_shard(integer, text, text) IS
+  'Moves a logical shard to another node online: move_shards(ARRAY[shard], node, template).';
+
+-- A move from its record to the seal; then complete_move. Before the seal, any failure
+-- (or cancel) undoes both sides; the error says what step failed and what is left.
+CREATE OR REPLACE FUNCTION snowflake_id_router.run_move(shards integer[], source text, target text, template text)
+RETURNS bigint
+LANGUAGE plpgsql VOLATILE STRICT PARALLEL UNSAFE
+SET search_path = pg_catalog, pg_temp
+AS $$
+#variable_conflict use_variable
+DECLARE
+    router text := snowflake_id_node.identity();
+    self text := snowflake_id_router.loopback();
+    src text;
+    dst text;
+    src_id text;
+    dst_id text;
+    move_id bigint;
+    k text;
+    schemas text[];
+    roles text[];
+    src_prints text;
+    dst_prints text;
+    src_rows text;
+    dst_rows text;
+    suboid oid;
+    sequences text;
+    step text := 'connecting to the nodes';
+    sealed boolean := false;
+    made boolean := false;       -- something made on a node (its records say what)
+    copy_deadline timestamptz;
+    fence_deadline timestamptz;
+    t_fence timestamptz;
+    what_left text;
+    st text;
+    msg text;
+    det text;
+    hnt text;
+    lock_ms text := snowflake_id_router.ms(snowflake_id_router.timeout('lock_timeout'));
+    lock_wait interval := snowflake_id_router.timeout('lock_timeout');
+    long_step interval := snowflake_id_router.timeout('copy_timeout');
+BEGIN
+    src := snowflake_id_router.node_conn(source);
+    dst := snowflake_id_router.node_conn(target);
+    src_id := snowflake_id_router.call(src, 'SELECT snowflake_id_node.identity()', interval '10 s', 'reading the identity');
+    dst_id := snowflake_id_router.call(dst, 'SELECT snowflake_id_node.identity()', interval '10 s', 'reading the identity');
+    IF src_id = dst_id THEN
+        RAISE EXCEPTION 'nodes % and % are the same database (%): a shard cannot move onto the node it is on',
+            quote_literal(source), quote_literal(target), src_id USING ERRCODE = 'object_not_in_prerequisite_state';
+    END IF;
+    move_id := snowflake_id_router.call(self, format(
+        'INSERT INTO snowflake_id_router.move (shards, source, target, source_identity, target_identity, template)
+         VALUES (%L, %L, %L, %L, %L, %L) RETURNING id', shards, source, target, src_id, dst_id, template),
+        interval '10 s', 'recording the move')::bigint;
+    k := snowflake_id_router.move_key(move_id);
+    PERFORM snowflake_id_router.pause_at('planned');
+    BEGIN
+        step := 'locking the shards on the nodes';
+        PERFORM snowflake_id_router.call(src, format('SELECT snowflake_id_node.lock_shards(%L, %L)', shards, lock_wait),
+                                         lock_wait + interval '10 s', step);
+        PERFORM snowflake_id_router.call(dst, format('SELECT snowflake_id_node.lock_shards(%L, %L)', shards, lock_wait),
+                                         lock_wait + interval '10 s', step);
+
+        PERFORM snowflake_id_router.enter(move_id, 'checking');
+        step := 'checking';
+        schemas := snowflake_id_router.call(src, format('SELECT snowflake_id_node.source_check(%L, %L, %L)', router, dst_id, shards),
+                                            long_step, 'checking the source');
+        roles := snowflake_id_router.call(src, format('SELECT snowflake_id_node.roles(%L)', schemas), long_step, 'checking the source');
+        PERFORM snowflake_id_router.call(dst, format('SELECT snowflake_id_node.target_check(%L, %L, %L, %L, %L, %L)',
+                                                     router, src_id, shards, schemas, roles, template), long_step, 'checking the target');
+        PERFORM snowflake_id_router.note(move_id, format('schemas = %L', schemas));
+
+        PERFORM snowflake_id_router.enter(move_id, 'preparing');
+        step := 'preparing';
+        made := true;
+        PERFORM snowflake_id_router.call(dst, format('SELECT snowflake_id_node.prepare_target(%L, %L, %L, %L, %L, %L)',
+                                                     k, router, src_id, shards, schemas, template), long_step, 'making the copies');
+        -- The copies must be what the shards are, before any row moves.
+        PERFORM snowflake_id_router.compare_fingerprints(src, dst, schemas, shards,
+            format('node %L', source), format('the copy made from template %L on node %L', template, target),
+            clock_timestamp() + long_step);
+        PERFORM snowflake_id_router.call(dst, format('SELECT snowflake_id_node.set_grants(%L, %L)', k,
+            snowflake_id_router.call(src, format('SELECT snowflake_id_node.grants(%L)', schemas), long_step, 'reading the privileges')),
+            long_step, 'giving the copies their owners and privileges');
+        PERFORM snowflake_id_router.call(src, format('SELECT snowflake_id_node.prepare_source(%L, %L, %L, %L, %L)',
+                                                     k, router, dst_id, shards, schemas), long_step, 'preparing the source');
+
+        PERFORM snowflake_id_router.enter(move_id, 'copying');
+        copy_deadline := clock_timestamp() + snowflake_id_router.timeout('copy_timeout');
+        step := 'publishing';
+        PERFORM snowflake_id_router.call(src, format('SELECT snowflake_id_node.publish(%L)', k), long_step, step);
+        step := 'making the replication slot';
+        BEGIN
+            PERFORM snowflake_id_router.call(src, format('SELECT snowflake_id_node.make_slot(%L)', k),
+                                             greatest(copy_deadline - clock_timestamp(), interval '0'), step);
+        EXCEPTION WHEN query_canceled THEN
+            IF clock_timestamp() < copy_deadline THEN
+                RAISE;  -- the mover was cancelled
+            END IF;
+            -- It waits for every transaction running on the source: name the ones it waited for.
+            PERFORM snowflake_id_router.settle_all();
+            det := snowflake_id_router.call(src, 'SELECT snowflake_id_node.blockers()', interval '10 s', 'looking for long transactions');
+            RAISE EXCEPTION 'the replication slot was not made within copy_timeout (%): it waits for every transaction running on node % to end',
+                snowflake_id_router.timeout('copy_timeout'), quote_literal(source)
+                USING ERRCODE = 'query_canceled', DETAIL = coalesce('Running there: ' || det || '.', 'None is running there now.');
+        END;
+        step := 'subscribing';
+        suboid := snowflake_id_router.call(dst, format('SELECT snowflake_id_node.subscribe(%L, %L)', k,
+                                                       (SELECT n.connstr FROM snowflake_id_router.node n WHERE n.name = source)),
+                                           greatest(copy_deadline - clock_timestamp(), interval '0'), step)::oid;
+        PERFORM snowflake_id_router.note(move_id, format('suboid = %s', suboid));
+        PERFORM snowflake_id_router.call(src, format('SELECT snowflake_id_node.note_subscription(%L, %s)', k, suboid), long_step, step);
+        PERFORM snowflake_id_router.pause_at('subscribed');
+        step := 'copying the rows';
+        PERFORM snowflake_id_router.poll(dst, format('SELECT snowflake_id_node.copy_done(%L)', k), copy_deadline, 'the initial copy');
+        -- The flip must not meet the map locked (by the caller's own transaction, say): find
+        -- out now, and have the loopback session ready for it.
+        step := 'rehearsing the flip';
+        PERFORM snowflake_id_router.call(self, format('SELECT snowflake_id_router.rehearse_flip(%s)', move_id),
+                                         snowflake_id_router.timeout('lock_timeout') + interval '10 s', step);
+
+        -- The fenced part: writes to the shards wait or get 40001 until the flip. The fence's
+        -- lock is bounded by lock_timeout, what follows up to the seal by cutover_timeout;
+        -- recorded once, before the seal (a repair reads the nodes' records for the rest).
+        PERFORM snowflake_id_router.enter(move_id, 'fencing');
+        step := 'fencing writes on the source';
+        t_fence := clock_timestamp();
+        PERFORM snowflake_id_router.call(src, format('SELECT snowflake_id_node.set_fence(%L, %L)', k, lock_ms),
+                                         snowflake_id_router.timeout('lock_timeout') + interval '1 s', step);
+        fence_deadline := clock_timestamp() + snowflake_id_router.timeout('cutover_timeout');
+        PERFORM snowflake_id_router.pause_at('fenced');
+        step := 'waiting for the target to catch up';
+        PERFORM snowflake_id_router.call(src, format('SELECT snowflake_id_node.mark(%L)', k),
+                                         greatest(fence_deadline - clock_timestamp(), interval '0'), 'writing the marker');
+        PERFORM snowflake_id_router.pause_at('catching up');
+        PERFORM snowflake_id_router.poll(dst, format('SELECT snowflake_id_node.marked(%L)', k), fence_deadline,
+                                         'catching up after the fence');
+        -- The same rows on both sides; the copies' definitions for the seal to compare.
+        step := 'comparing the copies';
+        PERFORM snowflake_id_router.send(src, format('SELECT snowflake_id_node.row_counts(%L)', k));
+        PERFORM snowflake_id_router.send(dst, format(
+            'SELECT ARRAY[ARRAY(SELECT snowflake_id_node.fingerprint(s)::text FROM unnest(%L::text[]) WITH ORDINALITY u(s, o) ORDER BY o)::text,
+                          snowflake_id_node.row_counts(%L)]', schemas, k));
+        src_rows := snowflake_id_router.receive(src, fence_deadline, 'counting rows');
+        dst_rows := snowflake_id_router.receive(dst, fence_deadline, 'reading the copies');
+        dst_prints := (dst_rows::text[])[1];
+        dst_rows := (dst_rows::text[])[2];
+        IF src_rows IS DISTINCT FROM dst_rows THEN
+            RAISE EXCEPTION 'the copy on node % does not hold the rows of node %: %', quote_literal(target), quote_literal(source),
+                snowflake_id_node.fingerprint_difference(string_to_array(src_rows, E'\n'), string_to_array(dst_rows, E'\n'),
+                                                         format('node %L', source), format('node %L', target))
+                USING ERRCODE = 'object_not_in_prerequisite_state';
+        END IF;
+
+        PERFORM snowflake_id_router.note(move_id, format('state = %L, fenced = to_timestamp(%s), rows = %s', 'sealing',
+            extract(epoch FROM t_fence),
+            (SELECT coalesce(sum(substring(l FROM ': (\d+) rows$')::bigint), 0) FROM unnest(string_to_array(src_rows, E'\n')) l)));
+        PERFORM snowflake_id_router.pause_at('sealing');
+        step := 'sealing the source';
+        sequences := snowflake_id_router.call(src, format('SELECT snowflake_id_node.seal(%L, %L, %L)', k, dst_prints, lock_ms),
+                                              greatest(fence_deadline - clock_timestamp(), interval '0')
+                                              + snowflake_id_router.timeout('lock_timeout'), step);
+        sealed := true;
+        PERFORM snowflake_id_router.pause_at('sealed');
+    EXCEPTION WHEN query_canceled OR OTHERS THEN
+        GET STACKED DIAGNOSTICS st = RETURNED_SQLSTATE, msg = MESSAGE_TEXT, det = PG_EXCEPTION_DETAIL, hnt = PG_EXCEPTION_HINT;
+        PERFORM snowflake_id_router.settle_all();
+        IF NOT sealed THEN
+            IF made THEN
+                what_left := snowflake_id_router.undo_move(move_id, format('%s while %s: %s', st, step, msg));
+            ELSE
+                -- Nothing was made on a node yet: nothing to undo.
+                PERFORM snowflake_id_router.note(move_id, format('state = %L, ended = clock_timestamp(), error = %L', 'undone',
+                                                                 format('%s while %s: %s', st, step, msg)));
+            END IF;
+            IF what_left IS DISTINCT FROM 'sealed' THEN
+                PERFORM snowflake_id_router.disconnect_all();
+                msg := format('moving %s from node %L to node %L failed while %s: %s',
+                              CASE WHEN cardinality(shards) = 1 THEN 'shard ' || shards[1] ELSE 'shards ' || array_to_string(shards, ', ') END,
+                              source, target, step, msg);
+                det := concat_ws(' ', nullif(det, ''), nullif(hnt, ''));
+                hnt := CASE WHEN what_left IS NULL
+                            THEN format('The shards stay on node %L, which takes their writes again; everything the move made is removed (move %s in move_history). Re-run the move once the cause is fixed.',
+                                        source, move_id)
+                            ELSE format('The shards stay on node %L, which takes their writes again. Left for SELECT repair_moves() to remove: %s (move %s).',
+                                        source, what_left, move_id) END;
+                PERFORM snowflake_id_router.raise_error(st, msg, det, hnt);
+            END IF;
+            -- The seal committed after all (its reply was lost): complete the move.
+        END IF;
+    END;
+    PERFORM snowflake_id_router.complete_move(move_id, sequences);
+    PERFORM snowflake_id_router.disconnect_all();
+    RETURN move_id;
+END
+$$;
+COMMENT ON FUNCTION snowflake_id_router.run_move(integer[], text, text, text) IS
+  'A move of shards from source to target, recorded step by step; undone on a failure before the seal, completed after it.';
+
+-- The schemas' fingerprints on both nodes (read at once), equal or 55000 naming the first
+-- difference; returns the target's, as an array literal.
+CREATE OR REPLACE FUNCTION snowflake_id_router.compare_fingerprints(src text, dst text, schemas text[], shards integer[],
+                                                                    src_name text, dst_name text, deadline timestamptz)
+RETURNS text
+LANGUAGE plpgsql VOLATILE STRICT PARALLEL UNSAFE
+SET search_path = pg_catalog, pg_temp
+AS $$
+#variable_conflict use_variable
+DECLARE
+    q text := format('SELECT ARRAY(SELECT snowflake_id_node.fingerprint(s)::text FROM unnest(%L::text[]) WITH ORDINALITY u(s, o) ORDER BY o)',
+                     schemas);
+    a text[];
+    b text[];
+BEGIN
+    PERFORM snowflake_id_router.send(src, q);
+    PERFORM snowflake_id_router.send(dst, q);
+    a := snowflake_id_router.receive(src, deadline, 'reading the shards'' definitions');
+    b := snowflake_id_router.receive(dst, deadline, 'reading the copies'' definitions');
+    FOR i IN 1 .. cardinality(schemas) LOOP
+        IF a[i] IS DISTINCT FROM b[i] THEN
+            RAISE EXCEPTION 'shard % (schema %) differs from its copy: %', shards[i], quote_ident(schemas[i]),
+                snowflake_id_node.fingerprint_difference(a[i]::text[], b[i]::text[], src_name, dst_name)
+                USING ERRCODE = 'object_not_in_prerequisite_state',
+                      HINT = 'A move carries rows, not definitions: give the target''s template (or the shard) the same tables, columns, types, constraints and indexes.';
+        END IF;
+    END LOOP;
+    RETURN b::text;
+END
+$$;
+COMMENT ON FUNCTION snowflake_id_router.compare_fingerprints(text, text, text[], integer[], text, text, timestamptz) IS
+  'Compares the fingerprints of schemas on two nodes; 55000 naming the first difference.';
+
+-- The state of a move's record on a node (NULL: none), through this session's connection,
+-- after taking the move's shard locks there.
+CREATE OR REPLACE FUNCTION snowflake_id_router.node_state(node text, move_id bigint, shards integer[]) RETURNS text
+LANGUAGE plpgsql VOLATILE STRICT PARALLEL UNSAFE
+SET search_path = pg_catalog, pg_temp
+AS $$
+#variable_conflict use_variable
+DECLARE
+    conn text;
+    wait interval := snowflake_id_router.timeout('lock_timeout');
+    q text := format('SELECT concat(snowflake_id_node.lock_shards(%L, %L), (SELECT state FROM snowflake_id_node.move WHERE key = %L))',
+                     shards, wait, snowflake_id_router.move_key(move_id));
+BEGIN
+    -- This session's connection may be broken (the node restarted): then once more afresh.
+    BEGIN
+        RETURN nullif(snowflake_id_router.call(snowflake_id_router.node_conn(node), q, wait + interval '10 s', 'reading the move''s record'), '');
+    EXCEPTION WHEN connection_exception OR sqlclient_unable_to_establish_sqlconnection OR query_canceled THEN
+        PERFORM snowflake_id_router.disconnect('sfid:' || node);
+    END;
+    RETURN nullif(snowflake_id_router.call(snowflake_id_router.node_conn(node), q, wait + interval '10 s', 'reading the move''s record'), '');
+END
+$$;
+COMMENT ON FUNCTION snowflake_id_router.node_state(text, bigint, integer[]) IS
+  'The state of a move''s record on node (NULL: none), read under the move''s shard locks there.';
+
+-- Undoes a move that has not been sealed, target first, each node on its own. Returns
+-- NULL when everything is removed (state undone), 'sealed' when the source turns out to be
+-- sealed (complete it instead), or what is left where (state undoing, for repair_moves()).
+CREATE OR REPLACE FUNCTION snowflake_id_router.undo_move(move_id bigint, reason text) RETURNS text
+LANGUAGE plpgsql VOLATILE STRICT PARALLEL UNSAFE
+SET search_path = pg_catalog, pg_temp
+AS $$
+#variable_conflict use_variable
+DECLARE
+    m snowflake_id_router.move;
+    k text := snowflake_id_router.move_key(move_id);
+    src_state text;
+    src_ok boolean := false;
+    left_over text[] := '{}';
+    wait text := snowflake_id_router.timeout('cleanup_timeout')::text;
+BEGIN
+    SELECT * INTO m FROM snowflake_id_router.move r WHERE r.id = move_id;
+    -- The source first, to learn whether it was sealed (a seal whose reply was lost).
+    BEGIN
+        src_state := snowflake_id_router.node_state(m.source, move_id, m.shards);
+        src_ok := true;
+    EXCEPTION WHEN query_canceled OR OTHERS THEN
+        left_over := left_over || format('on node %L (the source, %s): what the move made there', m.source, SQLERRM);
+    END;
+    IF src_state = 'sealed' THEN
+        PERFORM snowflake_id_router.note(move_id, format('state = %L', 'sealed'));
+        RETURN 'sealed';
+    END IF;
+    IF NOT src_ok AND m.state IN ('sealing', 'sealed', 'flipping') THEN
+        -- It may have been sealed: the target's copy may be the one to keep. Nothing undone.
+        PERFORM snowflake_id_router.note(move_id, format('error = %L', reason));
+        RETURN left_over[1] || '; the move may have sealed the source, so its copy on node '
+               || quote_literal(m.target) || ' is kept until the source can be reached';
+    END IF;
+    PERFORM snowflake_id_router.note(move_id, format('state = %L, error = %L', 'undoing', reason));
+    BEGIN
+        PERFORM snowflake_id_router.node_state(m.target, move_id, m.shards);
+        PERFORM snowflake_id_router.call(snowflake_id_router.node_conn(m.target), format(
+            'SELECT snowflake_id_node.undo(r.key, %L, %s) FROM snowflake_id_node.move r WHERE r.key = %L',
+            wait, coalesce(m.suboid, 0), k), snowflake_id_router.timeout('cleanup_timeout') + interval '5 s',
+            'undoing the move on the target');
+    EXCEPTION WHEN query_canceled OR OTHERS THEN
+        left_over := left_over || format('on node %L (the target): %s', m.target, SQLERRM);
+    END;
+    IF src_ok THEN
+        BEGIN
+            PERFORM snowflake_id_router.call(snowflake_id_router.node_conn(m.source), format(
+                'SELECT snowflake_id_node.undo(r.key, %L, %s) FROM snowflake_id_node.move r WHERE r.key = %L',
+                wait, coalesce(m.suboid, 0), k), snowflake_id_router.timeout('cleanup_timeout') + interval '5 s',
+                'undoing the move on the source');
+        EXCEPTION WHEN query_canceled OR OTHERS THEN
+            left_over := left_over || format('on node %L (the source): %s', m.source, SQLERRM);
+        END;
+    END IF;
+    IF cardinality(left_over) = 0 THEN
+        PERFORM snowflake_id_router.note(move_id, format('state = %L, ended = clock_timestamp()', 'undone'));
+        RETURN NULL;
+    END IF;
+    RETURN array_to_string(left_over, '; ');
+END
+$$;
+COMMENT ON FUNCTION snowflake_id_router.undo_move(bigint, text) IS
+  'Undoes a move not yet sealed on both nodes; NULL when all is removed, ''sealed'' if it was sealed after all, else what is left where.';
+
+-- Completes a sealed move: the target activated (sequences carried), the map flipped, then
+-- the clean-up. A failure before the flip raises (the shards' writes stay refused until a
+-- repair completes it); one in the clean-up is a WARNING, the move being done.
+CREATE OR REPLACE FUNCTION snowflake_id_router.complete_move(move_id bigint, sequences text DEFAULT NULL) RETURNS void
+LANGUAGE plpgsql VOLATILE CALLED ON NULL INPUT PARALLEL UNSAFE
+SET search_path = pg_catalog, pg_temp
+AS $$
+#variable_conflict use_variable
+DECLARE
+    m snowflake_id_router.move;
+    k text := snowflake_id_router.move_key(move_id);
+    src_state text;
+    dst_state text;
+    step text := 'activating the copies';
+    bound interval := snowflake_id_router.timeout('cleanup_timeout');
+    left_over text[] := '{}';
+BEGIN
+    SELECT * INTO m FROM snowflake_id_router.move r WHERE r.id = move_id;
+    IF m.state NOT IN ('flipped', 'cleaning') THEN
+        BEGIN
+            IF sequences IS NULL THEN
+                -- A repair: the nodes' records say where the move is.
+                src_state := snowflake_id_router.node_state(m.source, move_id, m.shards);
+                dst_state := snowflake_id_router.node_state(m.target, move_id, m.shards);
+                IF src_state IS DISTINCT FROM 'sealed' OR dst_state NOT IN ('incoming', 'serving') THEN
+                    RAISE EXCEPTION 'move % cannot be completed: its record is % on node % and % on node %', move_id,
+                        coalesce(src_state, 'absent'), quote_literal(m.source), coalesce(dst_state, 'absent'), quote_literal(m.target)
+                        USING ERRCODE = 'object_not_in_prerequisite_state';
+                END IF;
+                PERFORM snowflake_id_router.note(move_id, format('state = %L', 'sealed'));
+                IF dst_state = 'incoming' THEN
+                    sequences := snowflake_id_router.call(snowflake_id_router.node_conn(m.source),
+                        format('SELECT snowflake_id_node.sequences(%L)', k), bound, 'reading the sequences');
+                END IF;
+            ELSE
+                dst_state := 'incoming';  -- the mover's own call, right after the seal
+            END IF;
+            IF dst_state = 'incoming' THEN
+                PERFORM snowflake_id_router.call(snowflake_id_router.node_conn(m.target),
+                    format('SELECT snowflake_id_node.activate(%L, %L)', k, sequences), bound, 'carrying the sequences');
+            END IF;
+            PERFORM snowflake_id_router.pause_at('flipping');
+            step := 'flipping the map';
+            PERFORM snowflake_id_router.call(snowflake_id_router.loopback(), format('SELECT snowflake_id_router.flip(%s)', move_id),
+                                             snowflake_id_router.timeout('lock_timeout') + bound, step);
+        EXCEPTION WHEN query_canceled OR OTHERS THEN
+            PERFORM snowflake_id_router.settle_all();
+            PERFORM snowflake_id_router.note(move_id, format('error = %L', SQLSTATE || ' while ' || step || ': ' || SQLERRM));
+            PERFORM snowflake_id_router.disconnect_all();
+            RAISE EXCEPTION 'move % of % from node % to node % is sealed but failed while %: %', move_id,
+                CASE WHEN cardinality(m.shards) = 1 THEN 'shard ' || m.shards[1] ELSE 'shards ' || array_to_string(m.shards, ', ') END,
+                quote_literal(m.source), quote_literal(m.target), step, SQLERRM
+                USING ERRCODE = SQLSTATE,
+                      HINT = format('The copy on node %s is complete and node %s refuses the shards'' writes (40001) until the move is completed: SELECT repair_moves() completes it once the cause is fixed.',
+                                    quote_literal(m.target), quote_literal(m.source));
+        END;
+        PERFORM snowflake_id_router.pause_at('flipped');
+    END IF;
+    SELECT * INTO m FROM snowflake_id_router.move r WHERE r.id = move_id;
+    -- The old copy goes only once every router routes by the flip: a follower behind would
+    -- still send the shards' calls there (writes refused with 40001 until it has the map).
+    IF NOT snowflake_id_router.routed_everywhere(m.map_version) THEN
+        PERFORM snowflake_id_router.note(move_id, format('error = %L', 'waiting for router(s) '
+            || (SELECT string_agg(quote_literal(x.name), ', ' ORDER BY x.name) FROM snowflake_id_router.router x
+                 WHERE x.map_version < coalesce(m.map_version, 0)) || ' to route by the flip'));
+        RAISE WARNING 'move % of % to node % is flipped, but router(s) % do not route by it yet: the old copy on node % stays, sealed, until they do',
+            move_id, CASE WHEN cardinality(m.shards) = 1 THEN 'shard ' || m.shards[1] ELSE 'shards ' || array_to_string(m.shards, ', ') END,
+            quote_literal(m.target),
+            (SELECT string_agg(quote_literal(x.name), ', ' ORDER BY x.name) FROM snowflake_id_router.router x
+              WHERE x.map_version < coalesce(m.map_version, 0)),
+            quote_literal(m.source)
+            USING HINT = 'repair_moves() pushes the map again and finishes the move once they route by it (router_status).';
+        RETURN;
+    END IF;
+    PERFORM snowflake_id_router.enter(move_id, 'cleaning');
+    PERFORM snowflake_id_router.wait_for_older_transactions(m.flipped);
+    BEGIN
+        dst_state := snowflake_id_router.node_state(m.target, move_id, m.shards);
+        IF dst_state IS NOT NULL THEN
+            PERFORM snowflake_id_router.call(snowflake_id_router.node_conn(m.target),
+                format('SELECT snowflake_id_node.finish(%L)', k), bound, 'removing the subscription and marker');
+        END IF;
+    EXCEPTION WHEN query_canceled OR OTHERS THEN
+        left_over := left_over || format('on node %L: %s', m.target, SQLERRM);
+    END;
+    PERFORM snowflake_id_router.pause_at('cleaning the source');
+    BEGIN
+        src_state := snowflake_id_router.node_state(m.source, move_id, m.shards);
+        IF src_state IS NOT NULL THEN
+            PERFORM snowflake_id_router.call(snowflake_id_router.node_conn(m.source),
+                format('SELECT snowflake_id_node.drop_copy(%L, %L, %L)', k,
+                       snowflake_id_router.ms(snowflake_id_router.timeout('lock_timeout')), bound),
+                bound + snowflake_id_router.timeout('lock_timeout') + interval '5 s', 'dropping the old copy');
+        END IF;
+    EXCEPTION WHEN query_canceled OR OTHERS THEN
+        left_over := left_over || format('on node %L: %s', m.source, SQLERRM);
+    END;
+    IF cardinality(left_over) > 0 THEN
+        PERFORM snowflake_id_router.note(move_id, format('error = %L', 'clean-up: ' || array_to_string(left_over, '; ')));
+        RAISE WARNING 'move % of % to node % is done, but its clean-up is not: %', move_id,
+            CASE WHEN cardinality(m.shards) = 1 THEN 'shard ' || m.shards[1] ELSE 'shards ' || array_to_string(m.shards, ', ') END,
+            quote_literal(m.target), array_to_string(left_over, '; ')
+            USING HINT = 'SELECT repair_moves() finishes it once the cause is fixed.';
+        RETURN;
+    END IF;
+    PERFORM snowflake_id_router.note(move_id, format('state = %L, ended = clock_timestamp()', 'done'));
+    SELECT * INTO m FROM snowflake_id_router.move r WHERE r.id = move_id;
+    RAISE NOTICE '% moved from node % to node %: % rows, % ms in all, writes fenced for % ms',
+        CASE WHEN cardinality(m.shards) = 1 THEN 'shard ' || m.shards[1] ELSE 'shards ' || array_to_string(m.shards, ', ') END,
+        quote_literal(m.source), quote_literal(m.target), m.rows,
+        round(extract(epoch FROM m.ended - m.started) * 1000),
+        round(extract(epoch FROM m.flipped - m.fenced) * 1000, 1);
+END
+$$;
+COMMENT ON FUNCTION snowflake_id_router.complete_move(bigint, text) IS
+  'Completes a sealed move: activates the copies, flips the map, removes the old copy and what the move made.';
+
+-- The flip, run through the loopback connection (committed at once for every router
+-- session): the map of the move's shards from its source to its target, and its record.
+-- The one place a move changes the map.
+CREATE OR REPLACE FUNCTION snowflake_id_router.flip(move_id bigint) RETURNS text
+LANGUAGE plpgsql VOLATILE STRICT PARALLEL UNSAFE
+SET search_path = pg_catalog, pg_temp
+AS $$
+#variable_conflict use_variable
+DECLARE
+    m snowflake_id_router.move;
+BEGIN
+    SELECT * INTO m FROM snowflake_id_router.move r WHERE r.id = move_id FOR UPDATE;
+    IF m.state IN ('flipped', 'cleaning', 'done') THEN
+        RETURN 'flipped already';
+    END IF;
+    IF m.state NOT IN ('sealing', 'sealed', 'flipping') THEN
+        RAISE EXCEPTION 'move % is %: only a sealed move flips the map', move_id, m.state
+            USING ERRCODE = 'object_not_in_prerequisite_state';
+    END IF;
+    UPDATE snowflake_id_router.shard s SET node = m.target WHERE s.shard = ANY (m.shards) AND s.node = m.source;
+    IF (SELECT count(*) FROM snowflake_id_router.shard s WHERE s.shard = ANY (m.shards) AND s.node = m.target)
+       <> cardinality(m.shards) THEN
+        RAISE EXCEPTION 'the map of shards % changed during move %', m.shards, move_id USING ERRCODE = 'serialization_failure';
+    END IF;
+    UPDATE snowflake_id_router.move r SET state = 'flipped', flipped = clock_timestamp(), map_version = snowflake_id_router.map_version()
+     WHERE r.id = move_id;
+    RETURN 'flipped';
+END
+$$;
+COMMENT ON FUNCTION snowflake_id_router.flip(bigint) IS
+  'Flips the map of a sealed move''s shards to its target and records it (run through the loopback connection).';
+
+-- The flip rehearsed in a subtransaction rolled back: the map's rows can be locked (within
+-- the loopback session's lock_timeout) and every cache the flip needs is loaded, so the
+-- real flip, under the fence, is quick. Run through the loopback connection.
+CREATE OR REPLACE FUNCTION snowflake_id_router.rehearse_flip(move_id bigint) RETURNS text
+LANGUAGE plpgsql VOLATILE STRICT PARALLEL UNSAFE
+SET search_path = pg_catalog, pg_temp
+AS $$
+#variable_conflict use_variable
+DECLARE
+    m snowflake_id_router.move;
+BEGIN
+    SELECT * INTO m FROM snowflake_id_router.move r WHERE r.id = move_id;
+    BEGIN
+        UPDATE snowflake_id_router.shard s SET node = m.target WHERE s.shard = ANY (m.shards) AND s.node = m.source;
+        IF (SELECT count(*) FROM snowflake_id_router.shard s WHERE s.shard = ANY (m.shards) AND s.node = m.target)
+           <> cardinality(m.shards) THEN
+            RAISE EXCEPTION 'the map of shards % changed during move %', m.shards, move_id USING ERRCODE = 'serialization_failure';
+        END IF;
+        RAISE EXCEPTION 'rehearsal' USING ERRCODE = 'SFRH0';
+    EXCEPTION WHEN SQLSTATE 'SFRH0' THEN
+        NULL;
+    END;
+    RETURN 'rehearsed';
+END
+$$;
+COMMENT ON FUNCTION snowflake_id_router.rehearse_flip(bigint) IS
+  'Rehearses a move''s flip and rolls it back: checks the map can be locked and warms the loopback session.';
+
+-- A router transaction that began before the flip may still send a write to the source,
+-- where the sealed fence refuses it (40001); let such transactions end (bounded by
+-- lock_timeout) before the source's copy goes and the refusal becomes "not on this node".
+CREATE OR REPLACE FUNCTION snowflake_id_router.wait_for_older_transactions(since timestamptz) RETURNS void
+LANGUAGE plpgsql VOLATILE STRICT PARALLEL UNSAFE
+SET search_path = pg_catalog, pg_temp
+AS $$
+#variable_conflict use_variable
+DECLARE
+    deadline timestamptz := clock_timestamp() + snowflake_id_router.timeout('lock_timeout');
+BEGIN
+    WHILE clock_timestamp() < deadline LOOP
+        PERFORM pg_stat_clear_snapshot();
+        EXIT WHEN NOT EXISTS (SELECT FROM pg_stat_activity a
+                               WHERE a.datname = current_database() AND a.pid <> pg_backend_pid()
+                                 AND a.backend_type = 'client backend' AND a.xact_start < since
+                                 -- (movers and their loopback sessions send no routed writes)
+                                 AND a.application_name NOT LIKE 'snowflake\_id\_router %'
+                                 AND a.pid NOT IN (SELECT l.pid FROM pg_locks l
+                                                    WHERE l.locktype = 'advisory' AND l.granted
+                                                      AND l.classid = snowflake_id_node.lock_class()::oid));
+        PERFORM pg_sleep(0.01);
+    END LOOP;
+END
+$$;
+COMMENT ON FUNCTION snowflake_id_router.wait_for_older_transactions(timestamptz) IS
+  'Waits (at most lock_timeout) until no router transaction that began before since is running.';

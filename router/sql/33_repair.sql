@@ -1,0 +1,173 @@
+-- == Repair: moves whose mover is gone ==
+--
+-- A move's mover holds the router's locks of its shards for its transaction and its shard
+-- locks on both nodes through its node sessions. A move record that is neither done nor
+-- undone and whose router locks can be taken belongs to a mover that is gone: a move
+-- sealed on its source is completed, any other undone. repair_moves() does this for every
+-- such move, and removes what this router's moves left on the nodes without a record on the
+-- router (a restored dump, say); every move does it first for the moves of its own shards.
+
+-- Repairs one move whose mover is gone; the caller holds its router locks.
+CREATE OR REPLACE FUNCTION snowflake_id_router.repair_move(move_id bigint) RETURNS text
+LANGUAGE plpgsql VOLATILE STRICT PARALLEL UNSAFE
+SET search_path = pg_catalog, pg_temp
+AS $$
+#variable_conflict use_variable
+DECLARE
+    m snowflake_id_router.move;
+    left_over text;
+BEGIN
+    SELECT * INTO m FROM snowflake_id_router.move r WHERE r.id = move_id;
+    IF m.state NOT IN ('sealed', 'flipping', 'flipped', 'cleaning') THEN
+        left_over := snowflake_id_router.undo_move(move_id, coalesce(m.error, format('interrupted while %s', m.state)));
+        IF left_over IS NULL THEN
+            RETURN 'undone';
+        ELSIF left_over <> 'sealed' THEN
+            RETURN 'not undone yet: left ' || left_over;
+        END IF;
+    END IF;
+    PERFORM snowflake_id_router.complete_move(move_id);
+    SELECT * INTO m FROM snowflake_id_router.move r WHERE r.id = move_id;
+    RETURN CASE WHEN m.state = 'done' THEN 'completed' ELSE 'completed, clean-up not done: ' || coalesce(m.error, m.state) END;
+END
+$$;
+COMMENT ON FUNCTION snowflake_id_router.repair_move(bigint) IS
+  'Completes (if sealed) or undoes a move whose mover is gone; the caller holds its router locks.';
+
+-- Repairs the interrupted moves of these shards (at the start of a move of them).
+CREATE OR REPLACE FUNCTION snowflake_id_router.repair_shards(shards integer[]) RETURNS void
+LANGUAGE plpgsql VOLATILE STRICT PARALLEL UNSAFE
+SET search_path = pg_catalog, pg_temp
+AS $$
+#variable_conflict use_variable
+DECLARE
+    m snowflake_id_router.move;
+    outcome text;
+    repaired boolean := false;
+BEGIN
+    FOR m IN SELECT * FROM snowflake_id_router.move r
+              WHERE r.shards && repair_shards.shards AND r.state NOT IN ('done', 'undone') ORDER BY r.id LOOP
+        PERFORM snowflake_id_router.lock_router(m.shards);
+        outcome := snowflake_id_router.repair_move(m.id);
+        RAISE NOTICE 'interrupted move % of shards % (node % to node %): %', m.id, m.shards, quote_literal(m.source),
+            quote_literal(m.target), outcome;
+        repaired := true;
+    END LOOP;
+    IF repaired THEN
+        -- The node sessions also hold the repaired moves' shard locks: start afresh.
+        PERFORM snowflake_id_router.disconnect_all();
+    END IF;
+END
+$$;
+COMMENT ON FUNCTION snowflake_id_router.repair_shards(integer[]) IS
+  'Completes or undoes the interrupted moves of shards (their movers gone).';
+
+CREATE OR REPLACE FUNCTION repair_moves() RETURNS TABLE (move bigint, shards integer[], outcome text)
+LANGUAGE plpgsql VOLATILE PARALLEL UNSAFE SECURITY DEFINER
+SET search_path = pg_catalog, pg_temp SET DateStyle = 'ISO, MDY' SET IntervalStyle = 'postgres'
+AS $$
+#variable_conflict use_variable
+DECLARE
+    m snowflake_id_router.move;
+    n record;
+    r record;
+    router text := snowflake_id_node.identity();
+    router8 text := left(md5(snowflake_id_node.identity()), 8);
+    wait text := snowflake_id_router.timeout('cleanup_timeout')::text;
+    bound interval := snowflake_id_router.timeout('cleanup_timeout') + interval '5 s';
+    conn text;
+BEGIN
+    PERFORM snowflake_id_router.require_primary('repair_moves');
+    IF current_setting('transaction_isolation') <> 'read committed' THEN
+        RAISE EXCEPTION 'repair_moves runs only in a READ COMMITTED transaction, not %', current_setting('transaction_isolation')
+            USING ERRCODE = 'invalid_transaction_state';
+    END IF;
+    -- Routers that are behind get the map first (the moves waiting for them then finish).
+    PERFORM snowflake_id_router.routed_everywhere(snowflake_id_router.map_version());
+    FOR m IN SELECT * FROM snowflake_id_router.move x WHERE x.state NOT IN ('done', 'undone') ORDER BY x.id LOOP
+        move := m.id;
+        shards := m.shards;
+        BEGIN
+            PERFORM snowflake_id_router.lock_router(m.shards);
+            BEGIN
+                outcome := snowflake_id_router.repair_move(m.id);
+            EXCEPTION WHEN query_canceled OR OTHERS THEN
+                outcome := format('not repaired: %s (%s)', SQLERRM, SQLSTATE);
+            END;
+        EXCEPTION WHEN lock_not_available THEN
+            outcome := 'running: ' || m.state;
+        END;
+        PERFORM snowflake_id_router.disconnect_all();
+        RETURN NEXT;
+    END LOOP;
+    -- What this router's moves left on the nodes without a record to follow.
+    FOR n IN SELECT x.name FROM snowflake_id_router.node x ORDER BY x.name LOOP
+        BEGIN
+            conn := snowflake_id_router.node_conn(n.name);
+            FOR r IN SELECT * FROM json_to_recordset(snowflake_id_router.call(conn, 'SELECT snowflake_id_node.moves()',
+                                                                                bound, 'reading the move records')::json)
+                         AS x(key text, router text, role text, state text, shards integer[], alive boolean)
+                      WHERE x.router = router AND NOT x.alive
+                        AND NOT EXISTS (SELECT FROM snowflake_id_router.move y
+                                         WHERE y.id::text = split_part(x.key, '/', 2) AND y.state NOT IN ('done', 'undone'))
+            LOOP
+                move := NULLIF(split_part(r.key, '/', 2), '')::bigint;
+                shards := r.shards;
+                IF r.state IN ('sealed', 'serving') THEN
+                    outcome := format('left on node %L: a record of move %s, %s, which this router does not know', n.name, r.key, r.state);
+                    RAISE WARNING '%', outcome USING HINT = 'Look at the node''s snowflake_id_node.move; see docs/cluster.md.';
+                ELSE
+                    BEGIN
+                        PERFORM snowflake_id_router.lock_router(r.shards);
+                        PERFORM snowflake_id_router.call(conn, format('SELECT snowflake_id_node.lock_shards(%L, %L)', r.shards,
+                                                                      snowflake_id_router.timeout('lock_timeout')),
+                                                         bound, 'locking the shards');
+                        PERFORM snowflake_id_router.call(conn, format('SELECT snowflake_id_node.undo(%L, %L, 0)', r.key, wait),
+                                                         bound, 'undoing a move without a record');
+                        PERFORM snowflake_id_router.call(conn, format('SELECT snowflake_id_node.unlock_shards(%L)', r.shards),
+                                                         bound, 'unlocking the shards');
+                        outcome := format('undone on node %L (a record without a move on this router)', n.name);
+                    EXCEPTION WHEN query_canceled OR OTHERS THEN
+                        outcome := format('not undone on node %L: %s (%s)', n.name, SQLERRM, SQLSTATE);
+                    END;
+                END IF;
+                RETURN NEXT;
+            END LOOP;
+            FOR r IN SELECT x FROM unnest(snowflake_id_router.call(conn,
+                         format('SELECT snowflake_id_node.drop_orphans(%L, %L)', router8, wait), bound,
+                         'removing what moves left without a record')::text[]) x LOOP
+                move := NULL;
+                shards := NULL;
+                outcome := format('removed on node %L: %s', n.name, r.x);
+                RETURN NEXT;
+            END LOOP;
+        EXCEPTION WHEN query_canceled OR OTHERS THEN
+            move := NULL;
+            shards := NULL;
+            outcome := format('node %L not checked: %s (%s)', n.name, SQLERRM, SQLSTATE);
+            RAISE WARNING '%', outcome;
+            RETURN NEXT;
+        END;
+        PERFORM snowflake_id_router.disconnect_all();
+    END LOOP;
+    PERFORM snowflake_id_router.disconnect_all();
+END
+$$;
+COMMENT ON FUNCTION repair_moves() IS
+  'Completes (if sealed) or undoes every move whose mover is gone, and removes what this router''s moves left on the nodes without a record; one row per move or leftover.';
+
+CREATE OR REPLACE VIEW move_history AS
+    SELECT m.id AS move, m.shards, m.source, m.target, m.started, m.ended, m.rows,
+           coalesce(m.flipped, m.ended) - m.fenced AS write_pause,
+           CASE WHEN m.state IN ('done', 'undone') THEN m.state
+                WHEN EXISTS (SELECT FROM pg_catalog.pg_locks l
+                              WHERE l.locktype = 'advisory' AND l.granted AND l.objsubid = 2
+                                AND l.database = (SELECT d.oid FROM pg_catalog.pg_database d WHERE d.datname = pg_catalog.current_database())
+                                AND l.classid = snowflake_id_node.lock_class()::oid AND l.objid::bigint = m.shards[1])
+                THEN 'running: ' || m.state
+                ELSE 'interrupted: ' || m.state END AS outcome,
+           m.error
+      FROM snowflake_id_router.move m
+     ORDER BY m.id;
+COMMENT ON VIEW move_history IS
+  'Each move: shards, nodes, start, end, rows, write pause (fence to flip), outcome (done, undone, running or interrupted at a step) and error.';

@@ -1,0 +1,281 @@
+-- == Seeing the nodes: one query per node, sent to all at once ==
+
+-- Runs sql (a query returning one jsonb value) on every node, in parallel: each node is
+-- reached, sent its query, and only then are the answers collected, so the nodes work at
+-- the same time and the total is about the slowest node's time, not the sum. A node that
+-- cannot be reached, refuses, times out (setting status_timeout) or turns out to be another
+-- database (identity) gives a row with its error and no result, never an error of the whole
+-- call: a status view must work best when a node is down.
+-- With chunk, sql is a format() string asking for the next chunk of rows: %1$s is the shard
+-- after which to start (-1 at first), %2$s the chunk; it returns a jsonb array of objects
+-- with a "shard" key, and is sent again from the last shard while a full chunk came back.
+-- The result is then the whole array. (Each chunk is its own transaction on the node: see
+-- sql/node_status.sql on locks.)
+CREATE OR REPLACE FUNCTION snowflake_id_router.on_nodes(sql text, chunk integer DEFAULT NULL)
+RETURNS TABLE (node text, error text, result jsonb)
+LANGUAGE plpgsql VOLATILE CALLED ON NULL INPUT PARALLEL UNSAFE
+SET search_path = pg_catalog, pg_temp
+AS $$
+DECLARE
+    d text := snowflake_id_router.dblink_schema();
+    nodes snowflake_id_router.node[];
+    conns text[] := '{}';
+    errors text[] := '{}';
+    results jsonb[] := '{}';
+    after integer[] := '{}';
+    waiting boolean[] := '{}';          -- a query was sent and is not collected yet
+    pending boolean := true;
+    found_identity text;
+    answer jsonb;
+    remote_error text;
+BEGIN
+    SELECT coalesce(array_agg(n ORDER BY n.name), '{}') INTO nodes FROM snowflake_id_router.node n;
+    FOR i IN 1 .. cardinality(nodes) LOOP
+        conns[i] := 'snowflake_id_router_node_' || i;
+        after[i] := -1;
+        results[i] := CASE WHEN chunk IS NULL THEN NULL ELSE '[]'::jsonb END;
+        BEGIN
+            PERFORM snowflake_id_router.connect(conns[i], snowflake_id_router.connect_options() || ' ' || nodes[i].connstr);
+            PERFORM snowflake_id_router.exec(conns[i], format('SET statement_timeout = %L',
+                extract(epoch FROM snowflake_id_router.setting('status_timeout')::interval) * 1000));
+        EXCEPTION WHEN OTHERS THEN
+            errors[i] := SQLERRM;
+        END;
+    END LOOP;
+    WHILE pending LOOP
+        pending := false;
+        FOR i IN 1 .. cardinality(nodes) LOOP
+            waiting[i] := errors[i] IS NULL AND (chunk IS NULL OR after[i] IS NOT NULL);
+            CONTINUE WHEN NOT waiting[i];
+            BEGIN
+                EXECUTE format('SELECT %s.dblink_send_query($1, $2)', d) USING conns[i],
+                    format('SELECT snowflake_id_node.identity(), (%s)',
+                           CASE WHEN chunk IS NULL THEN sql ELSE format(sql, after[i], chunk) END);
+            EXCEPTION WHEN OTHERS THEN
+                errors[i] := SQLERRM;
+                waiting[i] := false;
+            END;
+        END LOOP;
+        FOR i IN 1 .. cardinality(nodes) LOOP
+            CONTINUE WHEN NOT waiting[i];
+            -- fail => false: a remote error comes back as dblink_error_message, not raised.
+            EXECUTE format('SELECT r.i, r.a FROM %s.dblink_get_result($1, false) AS r(i text, a jsonb)', d)
+               INTO found_identity, answer USING conns[i];
+            EXECUTE format('SELECT %s.dblink_error_message($1)', d) INTO remote_error USING conns[i];
+            -- The end of the query's results, so that the connection takes the next one.
+            EXECUTE format('SELECT count(*) FROM %s.dblink_get_result($1, false) AS r(i text, a jsonb)', d) USING conns[i];
+            IF remote_error IS DISTINCT FROM 'OK' THEN
+                errors[i] := CASE WHEN remote_error LIKE '%snowflake_id_node.%does not exist%'
+                                  THEN 'the node runs snowflake_id older than 0.3.0 (there: ALTER EXTENSION snowflake_id UPDATE)'
+                                  ELSE coalesce(remote_error, 'no answer') END;
+            ELSIF found_identity IS DISTINCT FROM coalesce(nodes[i].identity, found_identity) THEN
+                errors[i] := format('the connect string reaches another database (identity %s, registered as %s)',
+                                    found_identity, nodes[i].identity);
+            ELSIF chunk IS NULL THEN
+                results[i] := answer;
+            ELSE
+                results[i] := results[i] || answer;
+                after[i] := CASE WHEN jsonb_array_length(answer) = chunk THEN (answer->(chunk - 1)->>'shard')::integer END;
+                pending := pending OR after[i] IS NOT NULL;
+            END IF;
+        END LOOP;
+    END LOOP;
+    FOR i IN 1 .. cardinality(nodes) LOOP
+        PERFORM snowflake_id_router.disconnect(conns[i]);
+        node := nodes[i].name;
+        error := errors[i];
+        result := CASE WHEN errors[i] IS NULL THEN results[i] END;
+        RETURN NEXT;
+    END LOOP;
+END
+$$;
+COMMENT ON FUNCTION snowflake_id_router.on_nodes(text, integer) IS
+  'Runs a query returning one jsonb on every node at once (identities checked), or chunk by chunk: per node the answer, or the error that kept it.';
+
+-- Shards a node is asked about per query (sql/node_status.sql: each takes about six
+-- relation locks a shard on the node until its transaction ends).
+CREATE OR REPLACE FUNCTION snowflake_id_router.status_chunk() RETURNS integer
+LANGUAGE sql IMMUTABLE PARALLEL SAFE
+RETURN 128;
+COMMENT ON FUNCTION snowflake_id_router.status_chunk() IS
+  'Shards a node answers for per query of shard_status and the rebalancer.';
+
+CREATE OR REPLACE FUNCTION snowflake_id_router.node_status()
+RETURNS TABLE (node text, reachable boolean, error text, wal_level text, in_recovery boolean,
+               shards_mapped integer, shards_served integer, rows bigint, bytes bigint,
+               moves_running integer, leftovers text[],
+               slot_wal_bytes bigint, free_slots integer, free_wal_senders integer,
+               standbys integer, sync_standbys integer, standby_lag_bytes bigint)
+LANGUAGE sql VOLATILE PARALLEL UNSAFE SECURITY DEFINER
+SET search_path = pg_catalog, pg_temp
+BEGIN ATOMIC
+    SELECT o.node, o.error IS NULL, o.error, s.wal_level, s.in_recovery,
+           (SELECT count(*) FROM snowflake_id_router.shard m WHERE m.node = o.node)::integer,
+           s.shards, s.rows, s.bytes, s.moves_running, s.leftovers,
+           s.slot_wal_bytes, s.free_slots, s.free_wal_senders, s.standbys, s.sync_standbys, s.standby_lag_bytes
+      FROM snowflake_id_router.on_nodes('SELECT to_jsonb(s) FROM snowflake_id_node.node_stats() s') o
+      LEFT JOIN LATERAL jsonb_to_record(o.result) AS s(
+           wal_level text, in_recovery boolean, shards integer, rows bigint, bytes bigint,
+           moves_running integer, leftovers text[], slot_wal_bytes bigint,
+           free_slots integer, free_wal_senders integer, standbys integer, sync_standbys integer,
+           standby_lag_bytes bigint) ON true
+     ORDER BY o.node;
+END;
+COMMENT ON FUNCTION snowflake_id_router.node_status() IS 'The rows of the view node_status.';
+
+CREATE OR REPLACE VIEW node_status AS SELECT * FROM snowflake_id_router.node_status();
+COMMENT ON VIEW node_status IS
+  'Each node, asked now (one query per node, all at once): reachable, wal_level, shards mapped and served, rows (estimated), the database''s bytes, moves running and what moves left, WAL held by slots, free slots and WAL senders, standbys and their lag.';
+
+-- One row per shard a node serves (with data: a schema made by create_shard), from every
+-- node that answers; mapped is false for a copy the map does not send calls to (a shard
+-- made on the wrong node, a copy left behind). A node that does not answer is named in a
+-- WARNING: its shards are missing from the result.
+CREATE OR REPLACE FUNCTION snowflake_id_router.shard_status()
+RETURNS TABLE (shard integer, node text, mapped boolean, schema_name text, tables integer, rows bigint,
+               bytes bigint, newest_id bigint, newest_at timestamptz, ahead_of_clock interval,
+               ids_last_minute bigint)
+LANGUAGE plpgsql VOLATILE PARALLEL UNSAFE SECURITY DEFINER
+SET search_path = pg_catalog, pg_temp
+AS $$
+DECLARE
+    o record;
+BEGIN
+    FOR o IN SELECT * FROM snowflake_id_router.on_nodes(
+                 $q$SELECT coalesce(jsonb_agg(to_jsonb(s)), '[]') FROM snowflake_id_node.shard_stats(true, %s, %s) s$q$,
+                 snowflake_id_router.status_chunk()) LOOP
+        IF o.error IS NOT NULL THEN
+            RAISE WARNING 'node %: %', quote_literal(o.node), o.error
+                USING DETAIL = 'The shards of this node are not listed.';
+            CONTINUE;
+        END IF;
+        RETURN QUERY
+        SELECT x.shard, o.node, m.node IS NOT DISTINCT FROM o.node, x.schema_name, x.tables, x.rows, x.bytes,
+               x.newest_id, x.newest_at, x.ahead_of_clock, x.ids_last_minute
+          FROM jsonb_to_recordset(o.result) AS x(
+                   shard integer, schema_name text, tables integer, rows bigint, bytes bigint, newest_id bigint,
+                   newest_at timestamptz, ahead_of_clock interval, ids_last_minute bigint)
+          LEFT JOIN snowflake_id_router.shard m ON m.shard = x.shard;
+    END LOOP;
+END
+$$;
+COMMENT ON FUNCTION snowflake_id_router.shard_status() IS 'The rows of the view shard_status.';
+
+CREATE OR REPLACE VIEW shard_status AS SELECT * FROM snowflake_id_router.shard_status() ORDER BY shard, node;
+COMMENT ON VIEW shard_status IS
+  'Each shard a node serves, asked now (one query per node, all at once): node, whether the map sends its calls there, schema, tables, rows (estimated), bytes, newest ID, its time and lead over the node''s clock, rows with an ID of the last minute.';
+
+-- == Repointing and removing nodes ==
+
+-- A node reached through another connect string: its promoted standby after a failover, a
+-- new address. The new string must reach the same database (identity: system identifier
+-- and database OID, which a promoted physical standby keeps), one that is not in recovery
+-- (a standby not yet promoted would refuse every write). The connect string of every shard
+-- of the node changes in this one transaction (the map's trigger), so every router session
+-- routes there from its next transaction on, all at once.
+CREATE OR REPLACE FUNCTION alter_node(node text, connstr text) RETURNS void
+LANGUAGE plpgsql VOLATILE CALLED ON NULL INPUT PARALLEL UNSAFE SECURITY DEFINER
+SET search_path = pg_catalog, pg_temp
+AS $$
+DECLARE
+    n snowflake_id_router.node;
+    normal text;
+    found_identity text;
+    recovering boolean;
+BEGIN
+    IF node IS NULL OR connstr IS NULL THEN
+        RAISE EXCEPTION 'alter_node: node and connstr must not be NULL' USING ERRCODE = 'null_value_not_allowed';
+    END IF;
+    PERFORM snowflake_id_router.require_primary('alter_node');
+    normal := snowflake_id_router.normalize_connstr(connstr);
+    SELECT * INTO n FROM snowflake_id_router.node x WHERE x.name = alter_node.node;
+    IF NOT FOUND THEN
+        RAISE EXCEPTION 'node % does not exist', quote_literal(node) USING ERRCODE = 'undefined_object',
+            HINT = 'Register it with add_node(name, connstr).';
+    END IF;
+    BEGIN
+        PERFORM snowflake_id_router.connect('snowflake_id_router_alter', snowflake_id_router.connect_options() || ' ' || normal);
+        found_identity := snowflake_id_router.remote_identity('snowflake_id_router_alter', node);
+        recovering := snowflake_id_router.fetch('snowflake_id_router_alter', 'SELECT pg_catalog.pg_is_in_recovery()::text');
+        PERFORM snowflake_id_router.disconnect('snowflake_id_router_alter');
+    EXCEPTION WHEN OTHERS THEN
+        PERFORM snowflake_id_router.disconnect('snowflake_id_router_alter');
+        RAISE;
+    END;
+    IF n.identity IS NULL THEN
+        -- Registered by 0.2.0 and never reached since: the old connect string, if it still
+        -- reaches anything, says what the node is.
+        BEGIN
+            PERFORM snowflake_id_router.connect('snowflake_id_router_alter', snowflake_id_router.connect_options() || ' ' || n.connstr);
+            n.identity := snowflake_id_router.remote_identity('snowflake_id_router_alter', node);
+        EXCEPTION WHEN OTHERS THEN
+            PERFORM snowflake_id_router.check_new_identity(node, found_identity);
+            RAISE WARNING 'node % had no recorded identity and its old connect string reaches nothing: it is now known as %',
+                quote_literal(node), found_identity
+                USING DETAIL = 'Whether the new connect string reaches the same database as the old one could not be checked.';
+        END;
+        PERFORM snowflake_id_router.disconnect('snowflake_id_router_alter');
+    END IF;
+    IF found_identity <> n.identity THEN
+        RAISE EXCEPTION 'the new connect string of node % reaches another database (identity %, node % is %)',
+            quote_literal(node), found_identity, quote_literal(node), n.identity
+            USING ERRCODE = 'object_not_in_prerequisite_state',
+                  HINT = 'alter_node repoints a node to the same database: another address of it, or its promoted physical standby (same system identifier and database OID).';
+    END IF;
+    IF recovering THEN
+        RAISE EXCEPTION 'the new connect string of node % reaches a server in recovery (a standby)', quote_literal(node)
+            USING ERRCODE = 'object_not_in_prerequisite_state',
+                  HINT = 'Promote it first (pg_ctl promote, or SELECT pg_promote() there), then run alter_node again.';
+    END IF;
+    -- Committed at once, for every router session here, then pushed to the other routers.
+    IF NOT snowflake_id_router.repoint_node(node, n.connstr, normal, found_identity) THEN
+        RAISE WARNING 'node % is repointed on this router, but not yet on every other router', quote_literal(node)
+            USING HINT = 'See router_status; repair_moves() or snowflake_id_router.push_map() brings them up to date once they can be reached.';
+    END IF;
+END
+$$;
+COMMENT ON FUNCTION alter_node(text, text) IS
+  'Repoints a node to a new connect string reaching the same database (another address, its promoted standby), for every router session at once.';
+
+-- Removes a node that holds no shard (drain_node moves its shards off first) and takes part
+-- in no unfinished move.
+CREATE OR REPLACE FUNCTION remove_node(node text) RETURNS void
+LANGUAGE plpgsql VOLATILE CALLED ON NULL INPUT PARALLEL UNSAFE SECURITY DEFINER
+SET search_path = pg_catalog, pg_temp
+AS $$
+DECLARE
+    held integer;
+    first_held integer;
+    unfinished text;
+BEGIN
+    IF node IS NULL THEN
+        RAISE EXCEPTION 'remove_node: node must not be NULL' USING ERRCODE = 'null_value_not_allowed';
+    END IF;
+    PERFORM snowflake_id_router.require_primary('remove_node');
+    -- Serialises with assign_shards and map flips: no shard can be assigned to it meanwhile.
+    LOCK TABLE snowflake_id_router.shard IN SHARE ROW EXCLUSIVE MODE;
+    IF NOT EXISTS (SELECT FROM snowflake_id_router.node n WHERE n.name = remove_node.node) THEN
+        RAISE EXCEPTION 'node % does not exist', quote_literal(node) USING ERRCODE = 'undefined_object';
+    END IF;
+    SELECT count(*), min(s.shard) INTO held, first_held FROM snowflake_id_router.shard s WHERE s.node = remove_node.node;
+    IF held > 0 THEN
+        RAISE EXCEPTION 'node % still holds % shard(s), the first shard %', quote_literal(node), held, first_held
+            USING ERRCODE = 'object_not_in_prerequisite_state',
+                  HINT = format('CALL drain_node(%L) moves them to the other nodes.', node);
+    END IF;
+    -- An unfinished move from or to it still has something to complete or undo there.
+    SELECT format('move %s of shard(s) %s from node %L to node %L (%s)', m.id, array_to_string(m.shards, ', '),
+                  m.source, m.target, m.state)
+      INTO unfinished FROM snowflake_id_router.move m
+     WHERE m.state NOT IN ('done', 'undone') AND remove_node.node IN (m.source, m.target)
+     ORDER BY m.id LIMIT 1;
+    IF unfinished IS NOT NULL THEN
+        RAISE EXCEPTION 'node % is part of an unfinished move: %', quote_literal(node), unfinished
+            USING ERRCODE = 'object_not_in_prerequisite_state',
+                  HINT = 'SELECT * FROM repair_moves() completes or undoes it once its mover is gone.';
+    END IF;
+    DELETE FROM snowflake_id_router.node n WHERE n.name = remove_node.node;
+END
+$$;
+COMMENT ON FUNCTION remove_node(text) IS
+  'Removes a node that holds no shard and takes part in no unfinished move (55000 otherwise: drain_node, repair_moves first).';

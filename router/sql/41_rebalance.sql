@@ -1,0 +1,602 @@
+-- == Rebalancing and draining ==
+--
+-- rebalance() spreads the shards that hold data (those a node serves: a schema made by
+-- create_shard, where the map sends their calls) evenly over the nodes; drain_node(node)
+-- moves every shard off one node. Both plan batches of shards, each moved by one
+-- move_shards() (one copy, one fence, one flip for the batch), and run them as a procedure
+-- in the caller's session, committing after every batch: the plan and its progress are rows
+-- of snowflake_id_router.rebalance and rebalance_batch, seen by every session
+-- (rebalance_status) and kept when the session dies. A later call repairs the dead move
+-- (repair_moves: completed if it was sealed, else undone), plans again from the map as it
+-- then is, and goes on under the same rebalance: shards already moved stay moved.
+--
+-- The planner (plan_moves) sees each shard's node and weight (1 by_shard_count, its bytes
+-- by_disk_size) and is pure: rebalance_plan() shows what it would do. It moves each shard
+-- at most once, in O(shards x nodes):
+--   drain: the node's shards, heaviest first, each to the node that then weighs least;
+--   rebalance: each node heavier than the mean by more than the tolerance (half a shard
+--   by_shard_count, so counts end within one of each other; a tenth of the mean
+--   by_disk_size, as Citus's default threshold) gives its shards, heaviest first, to the
+--   lightest node until it is down to the mean, skipping a shard that would take it below
+--   the mean, or the receiver above it, by more than the tolerance.
+
+-- The session-level advisory lock of a running rebalance or drain (one at a time per
+-- router): its proof of life, held across the procedure's commits, gone with its session.
+CREATE OR REPLACE FUNCTION snowflake_id_router.rebalance_lock() RETURNS integer
+LANGUAGE sql IMMUTABLE PARALLEL SAFE
+RETURN hashtext('snowflake_id_router.rebalance');
+COMMENT ON FUNCTION snowflake_id_router.rebalance_lock() IS
+  'Class of the session advisory lock (class, 0) a running rebalance or drain holds.';
+
+-- The session holding the rebalance lock of this database, if any.
+CREATE OR REPLACE FUNCTION snowflake_id_router.rebalance_holder() RETURNS integer
+LANGUAGE sql VOLATILE PARALLEL SAFE
+SET search_path = pg_catalog, pg_temp
+RETURN (SELECT l.pid FROM pg_locks l
+         WHERE l.locktype = 'advisory' AND l.granted AND l.objsubid = 2
+           AND l.classid = snowflake_id_router.rebalance_lock()::oid AND l.objid = 0
+           AND l.database = (SELECT d.oid FROM pg_database d WHERE d.datname = current_database())
+         LIMIT 1);
+COMMENT ON FUNCTION snowflake_id_router.rebalance_holder() IS
+  'PID of the session running a rebalance or drain on this router, or NULL.';
+
+CREATE OR REPLACE FUNCTION snowflake_id_router.plan_moves(strategy text, drain text, nodes text[],
+                                                          shards integer[], owners text[], weights bigint[])
+RETURNS TABLE (shard integer, source text, target text, weight bigint)
+LANGUAGE plpgsql IMMUTABLE CALLED ON NULL INPUT PARALLEL SAFE
+SET search_path = pg_catalog, pg_temp
+AS $$
+DECLARE
+    k integer := cardinality(nodes);
+    load bigint[];             -- per node (index in nodes): the weight it holds as planned
+    receiving boolean[];       -- per node: may be given shards (every node but the drained one)
+    mean numeric;
+    tolerance numeric;
+    g integer;
+    r integer;
+    s record;
+BEGIN
+    IF strategy IS NULL OR nodes IS NULL OR shards IS NULL OR owners IS NULL OR weights IS NULL THEN
+        RAISE EXCEPTION 'plan_moves: only drain may be NULL' USING ERRCODE = 'null_value_not_allowed';
+    END IF;
+    IF strategy NOT IN ('by_shard_count', 'by_disk_size') THEN
+        RAISE EXCEPTION 'strategy % is unknown: give by_shard_count or by_disk_size', quote_literal(strategy)
+            USING ERRCODE = 'invalid_parameter_value';
+    END IF;
+    IF cardinality(owners) <> cardinality(shards) OR cardinality(weights) <> cardinality(shards)
+       OR EXISTS (SELECT FROM unnest(owners) o WHERE o IS NULL OR NOT o = ANY (nodes))
+       OR (drain IS NOT NULL AND NOT drain = ANY (nodes)) THEN
+        RAISE EXCEPTION 'plan_moves: every shard needs one node of nodes, and a weight' USING ERRCODE = 'invalid_parameter_value';
+    END IF;
+    load := array_fill(0::bigint, ARRAY[k]);
+    receiving := array_fill(true, ARRAY[k]);
+    IF drain IS NOT NULL THEN
+        receiving[array_position(nodes, drain)] := false;
+    END IF;
+    IF NOT true = ANY (receiving) THEN
+        RAISE EXCEPTION 'node % is the only node: there is no node to move its shards to', quote_literal(drain)
+            USING ERRCODE = 'object_not_in_prerequisite_state', HINT = 'Add a node first (add_node).';
+    END IF;
+    FOR s IN SELECT u.owner, sum(CASE strategy WHEN 'by_shard_count' THEN 1 ELSE greatest(u.bytes, 1) END) AS w
+               FROM unnest(owners, weights) u(owner, bytes) GROUP BY u.owner LOOP
+        load[array_position(nodes, s.owner)] := s.w;
+    END LOOP;
+
+    -- The drained node's shards, heaviest first, each to the node that then weighs least.
+    IF drain IS NOT NULL THEN
+        FOR s IN SELECT u.shard, u.bytes, CASE strategy WHEN 'by_shard_count' THEN 1 ELSE greatest(u.bytes, 1) END AS w
+                   FROM unnest(shards, owners, weights) u(shard, owner, bytes)
+                  WHERE u.owner = drain ORDER BY 3 DESC, u.shard LOOP
+            SELECT i INTO r FROM generate_subscripts(nodes, 1) i WHERE receiving[i] ORDER BY load[i], i LIMIT 1;
+            load[r] := load[r] + s.w;
+            shard := s.shard; source := drain; target := nodes[r]; weight := s.bytes;
+            RETURN NEXT;
+        END LOOP;
+        RETURN;
+    END IF;
+
+    -- Rebalance: the nodes heavier than the mean, heaviest first, give to the lightest.
+    mean := (SELECT sum(l) FROM unnest(load) l)::numeric / k;
+    tolerance := CASE strategy WHEN 'by_shard_count' THEN 0.5 ELSE mean / 10 END;
+    FOR g IN SELECT i FROM generate_subscripts(nodes, 1) i WHERE load[i] > mean + tolerance ORDER BY load[i] DESC, i LOOP
+        FOR s IN SELECT u.shard, u.bytes, CASE strategy WHEN 'by_shard_count' THEN 1 ELSE greatest(u.bytes, 1) END AS w
+                   FROM unnest(shards, owners, weights) u(shard, owner, bytes)
+                  WHERE u.owner = nodes[g] ORDER BY 3 DESC, u.shard DESC LOOP
+            EXIT WHEN load[g] <= mean;
+            CONTINUE WHEN load[g] - s.w < mean - tolerance;
+            SELECT i INTO r FROM generate_subscripts(nodes, 1) i WHERE i <> g ORDER BY load[i], i LIMIT 1;
+            CONTINUE WHEN load[r] + s.w > mean + tolerance;
+            load[g] := load[g] - s.w;
+            load[r] := load[r] + s.w;
+            shard := s.shard; source := nodes[g]; target := nodes[r]; weight := s.bytes;
+            RETURN NEXT;
+        END LOOP;
+    END LOOP;
+END
+$$;
+COMMENT ON FUNCTION snowflake_id_router.plan_moves(text, text, text[], integer[], text[], bigint[]) IS
+  'The planner of rebalance and drain_node: given each shard''s node and bytes, the moves that balance the nodes (or empty one), each shard at most once.';
+
+-- The shards that hold data, where the map sends them: (shard, node, bytes), with bytes only
+-- when sizes are asked for (by_disk_size: a query per node per status_chunk() shards, as
+-- sizes lock the relations; without, one query per node and no lock). Every node must
+-- answer (55000 naming the first that does not): a plan that missed one node's shards would
+-- pile shards onto it.
+CREATE OR REPLACE FUNCTION snowflake_id_router.data_shards(sizes boolean)
+RETURNS TABLE (shard integer, node text, bytes bigint)
+LANGUAGE plpgsql VOLATILE STRICT PARALLEL UNSAFE
+SET search_path = pg_catalog, pg_temp
+AS $$
+DECLARE
+    o record;
+BEGIN
+    FOR o IN SELECT * FROM snowflake_id_router.on_nodes(
+                 CASE WHEN sizes
+                      THEN $q$SELECT coalesce(jsonb_agg(jsonb_build_object('shard', s.shard, 'bytes', s.bytes)), '[]')
+                                FROM snowflake_id_node.shard_stats(false, %s, %s) s$q$
+                      ELSE $q$SELECT coalesce(jsonb_agg(jsonb_build_object('shard', s)), '[]')
+                                FROM unnest(snowflake_id_node.served_shards()) s$q$ END,
+                 CASE WHEN sizes THEN snowflake_id_router.status_chunk() END) LOOP
+        IF o.error IS NOT NULL THEN
+            RAISE EXCEPTION 'node % cannot be asked for its shards: %', quote_literal(o.node), o.error
+                USING ERRCODE = 'object_not_in_prerequisite_state',
+                      HINT = 'Planning needs every node: bring it back, repoint it (alter_node), or drain it and remove it (remove_node).';
+        END IF;
+        RETURN QUERY
+        SELECT (x->>'shard')::integer, o.node, (x->>'bytes')::bigint
+          FROM jsonb_array_elements(o.result) x
+          JOIN snowflake_id_router.shard m ON m.shard = (x->>'shard')::integer AND m.node = o.node;
+    END LOOP;
+END
+$$;
+COMMENT ON FUNCTION snowflake_id_router.data_shards(boolean) IS
+  'Each shard a node serves where the map names that node, with its bytes if asked (55000 if a node does not answer).';
+
+CREATE OR REPLACE FUNCTION snowflake_id_router.check_plan_args(strategy text, batch_size integer, drain text) RETURNS void
+LANGUAGE plpgsql STABLE CALLED ON NULL INPUT PARALLEL SAFE
+SET search_path = pg_catalog, pg_temp
+AS $$
+BEGIN
+    IF strategy IS NULL OR batch_size IS NULL THEN
+        RAISE EXCEPTION 'strategy and batch_size must not be NULL' USING ERRCODE = 'null_value_not_allowed';
+    END IF;
+    IF strategy NOT IN ('by_shard_count', 'by_disk_size') THEN
+        RAISE EXCEPTION 'strategy % is unknown: give by_shard_count or by_disk_size', quote_literal(strategy)
+            USING ERRCODE = 'invalid_parameter_value';
+    END IF;
+    IF batch_size NOT BETWEEN 1 AND @SHARDS@ THEN
+        RAISE EXCEPTION 'batch_size % is out of range: give 1 to @SHARDS@ shards per move', batch_size
+            USING ERRCODE = 'invalid_parameter_value';
+    END IF;
+    IF drain IS NOT NULL AND NOT EXISTS (SELECT FROM snowflake_id_router.node n WHERE n.name = drain) THEN
+        RAISE EXCEPTION 'node % does not exist', quote_literal(drain) USING ERRCODE = 'undefined_object';
+    END IF;
+END
+$$;
+COMMENT ON FUNCTION snowflake_id_router.check_plan_args(text, integer, text) IS
+  'Refuses NULL (22004), an unknown strategy or a batch size out of 1..@SHARDS@ (22023), an unknown node (42704).';
+
+-- The batches that would balance the nodes (or empty node drain) now: each shard's move
+-- grouped by source and target, batch_size shards at most per batch, the pairs taking turns
+-- so that a rebalance stopped half-way has taken about as much from each node.
+CREATE OR REPLACE FUNCTION snowflake_id_router.plan(strategy text, batch_size integer, drain text)
+RETURNS TABLE (batch integer, source text, target text, shards integer[], bytes bigint)
+LANGUAGE plpgsql VOLATILE CALLED ON NULL INPUT PARALLEL UNSAFE
+SET search_path = pg_catalog, pg_temp
+AS $$
+DECLARE
+    nodes text[];
+    data_shards integer[];
+    owners text[];
+    sizes bigint[];
+BEGIN
+    PERFORM snowflake_id_router.check_plan_args(strategy, batch_size, drain);
+    SELECT coalesce(array_agg(n.name ORDER BY n.name), '{}') INTO nodes FROM snowflake_id_router.node n;
+    SELECT coalesce(array_agg(d.shard), '{}'), coalesce(array_agg(d.node), '{}'), coalesce(array_agg(d.bytes), '{}')
+      INTO data_shards, owners, sizes FROM snowflake_id_router.data_shards(strategy = 'by_disk_size') d;
+    RETURN QUERY
+    WITH moves AS (
+        SELECT m.*, (row_number() OVER (PARTITION BY m.source, m.target ORDER BY m.shard) - 1) / batch_size AS turn
+          FROM snowflake_id_router.plan_moves(strategy, drain, nodes, data_shards, owners, sizes) m)
+    SELECT (row_number() OVER (ORDER BY m.turn, m.source, m.target))::integer, m.source, m.target,
+           array_agg(m.shard ORDER BY m.shard), sum(m.weight)::bigint
+      FROM moves m GROUP BY m.turn, m.source, m.target
+     ORDER BY 1;
+END
+$$;
+COMMENT ON FUNCTION snowflake_id_router.plan(text, integer, text) IS
+  'The batches of shards a rebalance (drain NULL) or drain would move now.';
+
+CREATE OR REPLACE FUNCTION rebalance_plan(strategy text DEFAULT 'by_shard_count', batch_size integer DEFAULT 32,
+                                          drain text DEFAULT NULL)
+RETURNS TABLE (batch integer, source text, target text, shards integer[], bytes bigint)
+LANGUAGE sql VOLATILE CALLED ON NULL INPUT PARALLEL UNSAFE SECURITY DEFINER
+SET search_path = pg_catalog, pg_temp
+BEGIN ATOMIC
+    SELECT * FROM snowflake_id_router.plan(strategy, batch_size, drain);
+END;
+COMMENT ON FUNCTION rebalance_plan(text, integer, text) IS
+  'The batches CALL rebalance(strategy, batch_size) (or, with drain, drain_node) would move now, without moving anything: batch, source, target, shards, bytes.';
+
+-- Ends this session's hold on the rebalance lock (however many times it took it).
+CREATE OR REPLACE FUNCTION snowflake_id_router.rebalance_release() RETURNS void
+LANGUAGE plpgsql VOLATILE PARALLEL UNSAFE
+SET search_path = pg_catalog, pg_temp
+AS $$
+BEGIN
+    WHILE snowflake_id_router.rebalance_holder() IS NOT DISTINCT FROM pg_backend_pid() LOOP
+        PERFORM pg_advisory_unlock(snowflake_id_router.rebalance_lock(), 0);
+    END LOOP;
+END
+$$;
+COMMENT ON FUNCTION snowflake_id_router.rebalance_release() IS 'Releases the rebalance lock this session holds.';
+
+-- The first step of rebalance() and drain_node(): the lock, dead moves repaired, then the
+-- unfinished rebalance resumed (same kind, and same node for a drain) or abandoned, and a
+-- plan of what is left to do. Returns the rebalance's id.
+CREATE OR REPLACE FUNCTION snowflake_id_router.rebalance_begin(drain text, strategy text, batch_size integer, template text)
+RETURNS integer
+LANGUAGE plpgsql VOLATILE CALLED ON NULL INPUT PARALLEL UNSAFE SECURITY DEFINER
+SET search_path = pg_catalog, pg_temp
+AS $$
+DECLARE
+    kind text := CASE WHEN drain IS NULL THEN 'rebalance' ELSE 'drain' END;
+    holder integer;
+    r snowflake_id_router.rebalance;
+    rid integer;
+    first_batch integer;
+    planned record;
+BEGIN
+    PERFORM snowflake_id_router.check_plan_args(strategy, batch_size, drain);
+    IF template IS NULL THEN
+        RAISE EXCEPTION 'template must not be NULL' USING ERRCODE = 'null_value_not_allowed';
+    END IF;
+    holder := snowflake_id_router.rebalance_holder();
+    IF holder IS DISTINCT FROM pg_backend_pid()
+       AND (holder IS NOT NULL OR NOT pg_try_advisory_lock(snowflake_id_router.rebalance_lock(), 0)) THEN
+        SELECT * INTO r FROM snowflake_id_router.rebalance x WHERE x.state = 'running';
+        RAISE EXCEPTION '% % is running in session %', coalesce(r.kind, 'a rebalance'), r.id,
+            coalesce(snowflake_id_router.rebalance_holder(), r.pid)
+            USING ERRCODE = 'lock_not_available',
+                  HINT = 'rebalance_status shows its progress; rebalance_stop() stops it after its current batch.';
+    END IF;
+    BEGIN
+        -- A move cut short with a session of an earlier run is completed (sealed) or undone
+        -- now, before the map is read.
+        PERFORM @extschema@.repair_moves();
+        SELECT * INTO r FROM snowflake_id_router.rebalance x WHERE x.state IN ('running', 'stopped', 'failed') FOR UPDATE;
+        IF FOUND AND r.kind = kind AND r.node IS NOT DISTINCT FROM drain THEN
+            rid := r.id;
+            UPDATE snowflake_id_router.rebalance x
+               SET strategy = rebalance_begin.strategy, batch_size = rebalance_begin.batch_size,
+                   template = rebalance_begin.template, state = 'running', pid = pg_backend_pid(),
+                   stop_requested = NULL, ended = NULL, error = NULL
+             WHERE x.id = rid;
+            -- A batch cut short: done if the move was completed (a repair completes a move
+            -- sealed before its session died), else planned again below with the rest.
+            UPDATE snowflake_id_router.rebalance_batch b SET state = 'done', ended = clock_timestamp(), error = NULL
+             WHERE b.rebalance = rid AND b.state IN ('moving', 'failed')
+               AND NOT EXISTS (SELECT FROM unnest(b.shards) s
+                                WHERE NOT EXISTS (SELECT FROM snowflake_id_router.shard m WHERE m.shard = s AND m.node = b.target));
+            DELETE FROM snowflake_id_router.rebalance_batch b WHERE b.rebalance = rid AND b.state <> 'done';
+            RAISE NOTICE '% % resumed: % batch(es) done before', kind, rid,
+                (SELECT count(*) FROM snowflake_id_router.rebalance_batch b WHERE b.rebalance = rid);
+        ELSE
+            IF FOUND THEN
+                UPDATE snowflake_id_router.rebalance x SET state = 'abandoned', ended = coalesce(x.ended, clock_timestamp())
+                 WHERE x.id = r.id;
+                RAISE NOTICE '% % (unfinished) is abandoned for this %: the shards it moved stay moved', r.kind, r.id, kind;
+            END IF;
+            LOCK TABLE snowflake_id_router.rebalance IN SHARE ROW EXCLUSIVE MODE;
+            rid := coalesce((SELECT max(x.id) FROM snowflake_id_router.rebalance x), 0) + 1;
+            INSERT INTO snowflake_id_router.rebalance (id, kind, node, strategy, batch_size, template, state, pid, started)
+            VALUES (rid, kind, drain, strategy, batch_size, template, 'running', pg_backend_pid(), clock_timestamp());
+        END IF;
+        first_batch := coalesce((SELECT max(b.batch) FROM snowflake_id_router.rebalance_batch b WHERE b.rebalance = rid), 0);
+        INSERT INTO snowflake_id_router.rebalance_batch (rebalance, batch, source, target, shards, bytes, state)
+        SELECT rid, first_batch + p.batch, p.source, p.target, p.shards, p.bytes, 'planned'
+          FROM snowflake_id_router.plan(strategy, batch_size, drain) p;
+        SELECT count(*) AS batches, coalesce(sum(cardinality(b.shards)), 0) AS shards,
+               sum(b.bytes) AS bytes INTO planned
+          FROM snowflake_id_router.rebalance_batch b WHERE b.rebalance = rid AND b.state = 'planned';
+        RAISE NOTICE '% %: % shard(s)% to move in % batch(es)', kind, rid, planned.shards,
+            CASE WHEN planned.bytes IS NOT NULL THEN format(' (%s)', pg_size_pretty(planned.bytes)) ELSE '' END, planned.batches;
+    EXCEPTION WHEN query_canceled OR OTHERS THEN
+        PERFORM snowflake_id_router.rebalance_release();
+        RAISE;
+    END;
+    RETURN rid;
+END
+$$;
+COMMENT ON FUNCTION snowflake_id_router.rebalance_begin(text, text, integer, text) IS
+  'First step of rebalance and drain_node: takes the rebalance lock, resumes or starts a rebalance record, plans its batches.';
+
+-- Gives the shards of a drained node that hold no data (no schema there) to the other
+-- nodes, by the map alone: contiguous runs, one per node.
+CREATE OR REPLACE FUNCTION snowflake_id_router.remap_empty(drained text) RETURNS integer
+LANGUAGE plpgsql VOLATILE STRICT PARALLEL UNSAFE
+SET search_path = pg_catalog, pg_temp
+AS $$
+DECLARE
+    moved integer;
+BEGIN
+    WITH empty AS (
+        SELECT s.shard, ntile((SELECT count(*) FROM snowflake_id_router.node n WHERE n.name <> drained)::integer)
+                            OVER (ORDER BY s.shard) AS part
+          FROM snowflake_id_router.shard s WHERE s.node = drained),
+    receiver AS (
+        SELECT n.name, row_number() OVER (ORDER BY n.name) AS part
+          FROM snowflake_id_router.node n WHERE n.name <> drained)
+    UPDATE snowflake_id_router.shard s SET node = r.name
+      FROM empty e JOIN receiver r USING (part)
+     WHERE s.shard = e.shard AND s.node = drained;
+    GET DIAGNOSTICS moved = ROW_COUNT;
+    RETURN moved;
+END
+$$;
+COMMENT ON FUNCTION snowflake_id_router.remap_empty(text) IS
+  'Maps the shards of a drained node that hold no data to the other nodes (map only).';
+
+-- The next batch to move (its shards still where the plan found them), marked moving; NULL
+-- when the rebalance is over: stopped (rebalance_stop) or done. A drain with nothing left to
+-- move looks at its node again (a shard made there meanwhile is planned too), then hands the
+-- node's shards without data to the other nodes.
+CREATE OR REPLACE FUNCTION snowflake_id_router.rebalance_next(rid integer) RETURNS integer
+LANGUAGE plpgsql VOLATILE STRICT PARALLEL UNSAFE SECURITY DEFINER
+SET search_path = pg_catalog, pg_temp
+AS $$
+DECLARE
+    r snowflake_id_router.rebalance;
+    b snowflake_id_router.rebalance_batch;
+    still integer[];
+    looked_again integer := 0;
+    remapped integer;
+BEGIN
+    SELECT * INTO STRICT r FROM snowflake_id_router.rebalance x WHERE x.id = rid;
+    IF r.stop_requested IS NOT NULL THEN
+        UPDATE snowflake_id_router.rebalance x SET state = 'stopped', ended = clock_timestamp() WHERE x.id = rid;
+        PERFORM snowflake_id_router.rebalance_release();
+        RAISE NOTICE '% % stopped (rebalance_stop): % of % batch(es) done', r.kind, rid,
+            (SELECT count(*) FILTER (WHERE x.state = 'done') FROM snowflake_id_router.rebalance_batch x WHERE x.rebalance = rid),
+            (SELECT count(*) FROM snowflake_id_router.rebalance_batch x WHERE x.rebalance = rid)
+            USING HINT = CASE r.kind WHEN 'drain' THEN format('CALL drain_node(%L) resumes it.', r.node)
+                                     ELSE 'CALL rebalance() resumes it.' END;
+        RETURN NULL;
+    END IF;
+    LOOP
+        SELECT * INTO b FROM snowflake_id_router.rebalance_batch x
+         WHERE x.rebalance = rid AND x.state = 'planned' ORDER BY x.batch LIMIT 1;
+        IF NOT FOUND THEN
+            IF r.kind = 'drain' AND looked_again < 3 THEN
+                looked_again := looked_again + 1;
+                INSERT INTO snowflake_id_router.rebalance_batch (rebalance, batch, source, target, shards, bytes, state)
+                SELECT rid, (SELECT max(x.batch) FROM snowflake_id_router.rebalance_batch x WHERE x.rebalance = rid) + p.batch,
+                       p.source, p.target, p.shards, p.bytes, 'planned'
+                  FROM snowflake_id_router.plan(r.strategy, r.batch_size, r.node) p;
+                CONTINUE WHEN FOUND;
+                remapped := snowflake_id_router.remap_empty(r.node);
+                RAISE NOTICE 'drain %: % shard(s) of node % without data mapped to the other nodes', rid, remapped, quote_literal(r.node);
+            END IF;
+            UPDATE snowflake_id_router.rebalance x SET state = 'done', ended = clock_timestamp() WHERE x.id = rid;
+            PERFORM snowflake_id_router.rebalance_release();
+            RAISE NOTICE '% % done: % shard(s) moved in % batch(es)', r.kind, rid,
+                (SELECT coalesce(sum(cardinality(x.shards)), 0) FROM snowflake_id_router.rebalance_batch x WHERE x.rebalance = rid),
+                (SELECT count(*) FROM snowflake_id_router.rebalance_batch x WHERE x.rebalance = rid);
+            RETURN NULL;
+        END IF;
+        -- A shard moved meanwhile by someone else is no longer this batch's to move.
+        still := ARRAY(SELECT s FROM unnest(b.shards) s
+                        WHERE EXISTS (SELECT FROM snowflake_id_router.shard m WHERE m.shard = s AND m.node = b.source)
+                        ORDER BY s);
+        IF cardinality(still) = 0 THEN
+            DELETE FROM snowflake_id_router.rebalance_batch x WHERE x.rebalance = rid AND x.batch = b.batch;
+            CONTINUE;
+        END IF;
+        UPDATE snowflake_id_router.rebalance_batch x SET state = 'moving', started = clock_timestamp(), shards = still
+         WHERE x.rebalance = rid AND x.batch = b.batch;
+        RETURN b.batch;
+    END LOOP;
+END
+$$;
+COMMENT ON FUNCTION snowflake_id_router.rebalance_next(integer) IS
+  'Next batch of a rebalance or drain to move (marked moving), or NULL when it is stopped or done (lock released).';
+
+-- Moves one batch: one move_shards() of its shards. Lock conflicts (another move of one of
+-- the shards, the fence's lock_timeout under a long transaction) are tried again, twice,
+-- after a pause: one such moment should not stop a rebalance of thousands of shards.
+CREATE OR REPLACE FUNCTION snowflake_id_router.rebalance_move(rid integer, batch integer) RETURNS void
+LANGUAGE plpgsql VOLATILE STRICT PARALLEL UNSAFE SECURITY DEFINER
+SET search_path = pg_catalog, pg_temp
+AS $$
+DECLARE
+    b snowflake_id_router.rebalance_batch;
+    tpl text;
+    left_behind integer;
+BEGIN
+    SELECT * INTO STRICT b FROM snowflake_id_router.rebalance_batch x WHERE x.rebalance = rid AND x.batch = rebalance_move.batch;
+    SELECT x.template INTO STRICT tpl FROM snowflake_id_router.rebalance x WHERE x.id = rid;
+    FOR attempt IN 1 .. 3 LOOP
+        BEGIN
+            b.move := @extschema@.move_shards(b.shards, b.target, tpl);
+            EXIT;
+        EXCEPTION WHEN lock_not_available OR serialization_failure THEN
+            IF attempt = 3 THEN
+                RAISE;
+            END IF;
+            RAISE NOTICE 'batch % of rebalance %: %; trying again', batch, rid, SQLERRM;
+            PERFORM pg_sleep(attempt);
+        END;
+    END LOOP;
+    SELECT min(s) INTO left_behind FROM unnest(b.shards) s
+     WHERE NOT EXISTS (SELECT FROM snowflake_id_router.shard m WHERE m.shard = s AND m.node = b.target);
+    IF left_behind IS NOT NULL THEN
+        RAISE EXCEPTION 'shard % is not on node % after its move', left_behind, quote_literal(b.target)
+            USING ERRCODE = 'object_not_in_prerequisite_state';
+    END IF;
+    UPDATE snowflake_id_router.rebalance_batch x SET state = 'done', ended = clock_timestamp(), move = b.move
+     WHERE x.rebalance = rid AND x.batch = rebalance_move.batch;
+END
+$$;
+COMMENT ON FUNCTION snowflake_id_router.rebalance_move(integer, integer) IS
+  'Moves one batch of a rebalance or drain (move_shards), and records it done.';
+
+-- A step failed (or was cancelled: then the rebalance counts as stopped): recorded, the
+-- lock released. Returns the message and hint to raise.
+CREATE OR REPLACE FUNCTION snowflake_id_router.rebalance_failed(rid integer, batch integer, code text, why text,
+                                                                OUT message text, OUT hint text)
+LANGUAGE plpgsql VOLATILE CALLED ON NULL INPUT PARALLEL UNSAFE SECURITY DEFINER
+SET search_path = pg_catalog, pg_temp
+AS $$
+DECLARE
+    r snowflake_id_router.rebalance;
+    b snowflake_id_router.rebalance_batch;
+BEGIN
+    SELECT * INTO STRICT r FROM snowflake_id_router.rebalance x WHERE x.id = rid;
+    SELECT * INTO b FROM snowflake_id_router.rebalance_batch x WHERE x.rebalance = rid AND x.batch = rebalance_failed.batch;
+    UPDATE snowflake_id_router.rebalance_batch x SET state = 'failed', ended = clock_timestamp(), error = why
+     WHERE x.rebalance = rid AND x.batch = rebalance_failed.batch;
+    UPDATE snowflake_id_router.rebalance x
+       SET state = CASE WHEN code = '57014' THEN 'stopped' ELSE 'failed' END, ended = clock_timestamp(), error = why
+     WHERE x.id = rid;
+    PERFORM snowflake_id_router.rebalance_release();
+    message := CASE WHEN b.batch IS NULL THEN format('%s %s: %s', r.kind, rid, why)
+                    ELSE format('%s %s, batch %s (shard(s) %s from node %L to node %L): %s', r.kind, rid, b.batch,
+                                array_to_string(b.shards, ', '), b.source, b.target, why) END;
+    hint := CASE r.kind WHEN 'drain' THEN format('CALL drain_node(%L)', r.node) ELSE 'CALL rebalance()' END
+         || ' resumes it where it stopped, once the cause is fixed; rebalance_status shows what is done.';
+END
+$$;
+COMMENT ON FUNCTION snowflake_id_router.rebalance_failed(integer, integer, text, text) IS
+  'Records a failed step of a rebalance or drain and releases its lock; the message and hint to raise.';
+
+-- The loop of rebalance() and drain_node(), in the caller's session: a commit before the
+-- first step (so that a call inside a transaction block, where a procedure cannot commit,
+-- fails with 2D000 before it takes anything), after the plan, after marking each batch
+-- moving (seen by rebalance_status) and after each batch. Each step is a SECURITY DEFINER
+-- function: a procedure that commits cannot be one.
+CREATE OR REPLACE PROCEDURE snowflake_id_router.run_rebalance(drain text, strategy text, batch_size integer, template text)
+LANGUAGE plpgsql
+AS $$
+DECLARE
+    rid integer;
+    batch integer;
+    st text;
+    msg text;
+    det text;
+    failure record;
+BEGIN
+    COMMIT;
+    rid := snowflake_id_router.rebalance_begin(drain, strategy, batch_size, template);
+    COMMIT;
+    LOOP
+        batch := NULL;
+        BEGIN
+            batch := snowflake_id_router.rebalance_next(rid);
+        EXCEPTION WHEN query_canceled OR OTHERS THEN
+            GET STACKED DIAGNOSTICS st = RETURNED_SQLSTATE, msg = MESSAGE_TEXT, det = PG_EXCEPTION_DETAIL;
+        END;
+        IF st IS NULL THEN
+            COMMIT;
+            EXIT WHEN batch IS NULL;
+            BEGIN
+                PERFORM snowflake_id_router.rebalance_move(rid, batch);
+            EXCEPTION WHEN query_canceled OR OTHERS THEN
+                GET STACKED DIAGNOSTICS st = RETURNED_SQLSTATE, msg = MESSAGE_TEXT, det = PG_EXCEPTION_DETAIL;
+            END;
+        END IF;
+        IF st IS NOT NULL THEN
+            failure := snowflake_id_router.rebalance_failed(rid, batch, st, msg);
+            COMMIT;
+            RAISE EXCEPTION USING ERRCODE = st, MESSAGE = failure.message, HINT = failure.hint,
+                                  DETAIL = coalesce(nullif(det, ''), 'The step raised no further detail.');
+        END IF;
+        COMMIT;
+    END LOOP;
+END
+$$;
+COMMENT ON PROCEDURE snowflake_id_router.run_rebalance(text, text, integer, text) IS
+  'The loop of rebalance and drain_node: plan, then each batch moved and committed.';
+
+CREATE OR REPLACE PROCEDURE rebalance(strategy text DEFAULT 'by_shard_count', batch_size integer DEFAULT 32,
+                                      template text DEFAULT 'tpl')
+LANGUAGE plpgsql
+AS $$
+BEGIN
+    PERFORM snowflake_id_router.require_primary('rebalance');
+    CALL snowflake_id_router.run_rebalance(NULL, strategy, batch_size, template);
+END
+$$;
+COMMENT ON PROCEDURE rebalance(text, integer, text) IS
+  'Spreads the shards that hold data evenly over the nodes (by_shard_count or by_disk_size), batch_size shards per move, committing after each batch; resumes an interrupted one; rebalance_stop() stops it.';
+
+CREATE OR REPLACE PROCEDURE drain_node(node text, strategy text DEFAULT 'by_shard_count', batch_size integer DEFAULT 32,
+                                       template text DEFAULT 'tpl')
+LANGUAGE plpgsql
+AS $$
+BEGIN
+    IF node IS NULL THEN
+        RAISE EXCEPTION 'drain_node: node must not be NULL' USING ERRCODE = 'null_value_not_allowed';
+    END IF;
+    PERFORM snowflake_id_router.require_primary('drain_node');
+    CALL snowflake_id_router.run_rebalance(node, strategy, batch_size, template);
+END
+$$;
+COMMENT ON PROCEDURE drain_node(text, text, integer, text) IS
+  'Moves every shard off a node (those with data by move_shards, batch_size per move, committing after each batch; the others by the map); resumes an interrupted drain.';
+
+-- Asks the running rebalance or drain to stop after its current batch (it records itself
+-- stopped; CALL it again to resume). One whose session is gone is marked stopped at once.
+CREATE OR REPLACE FUNCTION rebalance_stop() RETURNS boolean
+LANGUAGE plpgsql VOLATILE PARALLEL UNSAFE SECURITY DEFINER
+SET search_path = pg_catalog, pg_temp
+AS $$
+DECLARE
+    r snowflake_id_router.rebalance;
+BEGIN
+    SELECT * INTO r FROM snowflake_id_router.rebalance x WHERE x.state = 'running' FOR UPDATE;
+    IF NOT FOUND THEN
+        RAISE NOTICE 'no rebalance or drain is running';
+        RETURN false;
+    END IF;
+    IF snowflake_id_router.rebalance_holder() IS DISTINCT FROM r.pid THEN
+        UPDATE snowflake_id_router.rebalance x SET state = 'stopped', ended = clock_timestamp(), stop_requested = clock_timestamp()
+         WHERE x.id = r.id;
+        RAISE NOTICE '% % was interrupted (its session % is gone): now stopped', r.kind, r.id, r.pid;
+    ELSE
+        UPDATE snowflake_id_router.rebalance x SET stop_requested = clock_timestamp() WHERE x.id = r.id;
+        RAISE NOTICE '% % (session %) stops after its current batch', r.kind, r.id, r.pid
+            USING HINT = 'rebalance_status shows when it has stopped.';
+    END IF;
+    RETURN true;
+END
+$$;
+COMMENT ON FUNCTION rebalance_stop() IS
+  'Asks the running rebalance or drain to stop after its current batch; false if none is running.';
+
+CREATE OR REPLACE VIEW rebalance_status AS
+SELECT r.id, r.kind, r.node, r.strategy,
+       CASE WHEN r.state <> 'running' THEN r.state
+            WHEN NOT EXISTS (SELECT FROM pg_catalog.pg_locks l
+                              WHERE l.locktype = 'advisory' AND l.granted AND l.objsubid = 2 AND l.pid = r.pid
+                                AND l.classid = pg_catalog.hashtext('snowflake_id_router.rebalance')::oid AND l.objid = 0
+                                AND l.database = (SELECT d.oid FROM pg_catalog.pg_database d WHERE d.datname = pg_catalog.current_database()))
+                 THEN 'interrupted'
+            WHEN r.stop_requested IS NOT NULL THEN 'stopping'
+            ELSE 'running' END AS state,
+       r.pid, r.started, r.ended, b.batches, b.batches_done, b.shards, b.shards_done, b.shards - b.shards_done AS shards_left,
+       c.batch AS current_batch, c.source AS current_source, c.target AS current_target, c.shards AS current_shards,
+       c.started AS current_since,
+       CASE WHEN r.state = 'running' AND b.shards_done > 0
+            THEN b.moving_time / b.shards_done * (b.shards - b.shards_done) END AS time_left,
+       r.error
+  FROM snowflake_id_router.rebalance r
+  CROSS JOIN LATERAL (
+       SELECT count(*)::integer AS batches, (count(*) FILTER (WHERE x.state = 'done'))::integer AS batches_done,
+              coalesce(sum(cardinality(x.shards)), 0)::integer AS shards,
+              coalesce(sum(cardinality(x.shards)) FILTER (WHERE x.state = 'done'), 0)::integer AS shards_done,
+              sum(x.ended - x.started) FILTER (WHERE x.state = 'done') AS moving_time
+         FROM snowflake_id_router.rebalance_batch x WHERE x.rebalance = r.id) b
+  LEFT JOIN snowflake_id_router.rebalance_batch c ON c.rebalance = r.id AND c.state = 'moving'
+ ORDER BY r.id DESC;
+COMMENT ON VIEW rebalance_status IS
+  'Each rebalance and drain, newest first: state (running, stopping, interrupted, stopped, failed, done, abandoned), batches and shards planned and done, the batch moving now, estimated time left, error.';

@@ -1,0 +1,298 @@
+-- == Schema changes on every shard of every node ==
+--
+-- alter_shards(ddl) runs one statement on the template schema and every shard's schema of
+-- every node, %I standing for the schema. Each node applies it in one transaction
+-- (snowflake_id_node.schema_change_apply), so a node is all-old or all-new, and records it
+-- there under the change's key in the same transaction. The router records the change and
+-- each node's state through the loopback connection as it goes: a run that is interrupted
+-- (its session ended) or fails on a node resumes where it stopped when alter_shards is
+-- called again with the same statement.
+--
+-- The router-wide schema-change lock: alter_shards holds it alone, moves and rebalances
+-- share it (snowflake_id_router.lock_schema_changes), so no move runs while a change is
+-- half-way across the nodes. A move between two nodes that differ anyway (a change that
+-- is incomplete, a node skipped) is refused by the move's own template check.
+
+-- Takes the router-wide schema-change lock, (snowflake_id_node.lock_class(), -1) beside the
+-- moves' shard locks, to the end of the transaction: exclusive for alter_shards, shared
+-- for every move (snowflake_id_router.lock_router). Waits at most schema_change_timeout
+-- for the holders (55P03 after it).
+CREATE OR REPLACE FUNCTION snowflake_id_router.lock_schema_changes(exclusive boolean) RETURNS void
+LANGUAGE plpgsql VOLATILE STRICT PARALLEL UNSAFE
+SET search_path = pg_catalog, pg_temp
+AS $$
+DECLARE
+    timeout interval := snowflake_id_router.setting('schema_change_timeout')::interval;
+BEGIN
+    IF exclusive THEN
+        IF pg_try_advisory_xact_lock(snowflake_id_node.lock_class(), -1) THEN
+            RETURN;
+        END IF;
+    ELSIF pg_try_advisory_xact_lock_shared(snowflake_id_node.lock_class(), -1) THEN
+        RETURN;
+    END IF;
+    -- Queued behind the holders (a waiting alter_shards keeps new moves out meanwhile).
+    BEGIN
+        PERFORM set_config('lock_timeout', (extract(epoch FROM timeout) * 1000)::bigint::text, true);
+        IF exclusive THEN
+            PERFORM pg_advisory_xact_lock(snowflake_id_node.lock_class(), -1);
+        ELSE
+            PERFORM pg_advisory_xact_lock_shared(snowflake_id_node.lock_class(), -1);
+        END IF;
+    EXCEPTION WHEN lock_not_available THEN
+        RAISE EXCEPTION '%', CASE WHEN exclusive THEN format('moves still run after %s', timeout)
+                                  ELSE format('a schema change (alter_shards) still runs after %s', timeout) END
+            USING ERRCODE = 'lock_not_available',
+                  HINT = 'See move_status and schema_change_status; schema_change_timeout (snowflake_id_router.setting) bounds the wait.';
+    END;
+    -- (The block's lock_timeout went with it; the lock stays with the transaction.)
+END
+$$;
+COMMENT ON FUNCTION snowflake_id_router.lock_schema_changes(boolean) IS
+  'The router-wide schema-change lock, to the end of the transaction: exclusive (alter_shards) or shared (moves); 55P03 after schema_change_timeout.';
+
+-- The key under which a node records a change: this router's short identity and the change.
+CREATE OR REPLACE FUNCTION snowflake_id_router.schema_change_key(change bigint) RETURNS text
+LANGUAGE sql STABLE STRICT PARALLEL SAFE
+SET search_path = pg_catalog, pg_temp
+RETURN left(md5(snowflake_id_node.identity()), 8) || '/' || change;
+COMMENT ON FUNCTION snowflake_id_router.schema_change_key(bigint) IS
+  'The key a node records a change of this router under: <first 8 hex digits of md5(identity)>/<change>.';
+
+CREATE OR REPLACE FUNCTION alter_shards(ddl text, template text DEFAULT 'tpl', skip_unreachable boolean DEFAULT false)
+RETURNS TABLE (node text, state text, schemas integer, seconds numeric)
+LANGUAGE plpgsql VOLATILE CALLED ON NULL INPUT PARALLEL UNSAFE SECURITY DEFINER
+SET search_path = pg_catalog, pg_temp
+AS $$
+DECLARE
+    cid bigint;            -- the change: its id in snowflake_id_router.schema_change
+    key text;
+    tag text;
+    lock_timeout text;
+    todo text[];           -- nodes this call applies the change to, in name order
+    skipped text[] := '{}';
+    n text;
+    conn text;
+    resumed boolean;
+    earlier record;
+    t0 timestamptz;
+    took numeric;
+    done_count integer;
+    attempt integer;
+    st text;
+    msg text;
+    hnt text;
+    had text[] := '{}';     -- nodes that had the change before this call
+    rows_node text[] := '{}';
+    rows_state text[] := '{}';
+    rows_schemas integer[] := '{}';
+    rows_seconds numeric[] := '{}';
+BEGIN
+    IF ddl IS NULL OR template IS NULL OR skip_unreachable IS NULL THEN
+        RAISE EXCEPTION 'alter_shards: ddl, template and skip_unreachable must not be NULL' USING ERRCODE = 'null_value_not_allowed';
+    END IF;
+    PERFORM snowflake_id_router.require_primary('alter_shards');
+    -- The statement runs as a superuser on every node: granting EXECUTE would hand that out.
+    IF NOT (SELECT r.rolsuper FROM pg_roles r WHERE r.rolname = session_user) THEN
+        RAISE EXCEPTION 'alter_shards runs its statement as a superuser on every node: only a superuser may call it'
+            USING ERRCODE = 'insufficient_privilege';
+    END IF;
+    IF template = '' OR octet_length(template) > 63 THEN
+        RAISE EXCEPTION 'template schema name % is invalid', quote_literal(template) USING ERRCODE = 'invalid_parameter_value';
+    END IF;
+    -- Refused here, before any node is reached: placeholders, one statement, its kind.
+    tag := snowflake_id_node.ddl_statement(snowflake_id_node.ddl_for(ddl, template));
+    lock_timeout := snowflake_id_router.setting('lock_timeout');
+
+    PERFORM snowflake_id_router.lock_schema_changes(true);
+    PERFORM snowflake_id_router.connect_self('snowflake_id_router_self');
+    -- The same statement, unfinished: this call resumes it.
+    SELECT c.id INTO cid FROM snowflake_id_router.schema_change c
+     WHERE c.state IN ('running', 'incomplete') AND c.ddl = alter_shards.ddl AND c.template = alter_shards.template
+     ORDER BY c.id DESC LIMIT 1;
+    IF cid IS NULL THEN
+        SELECT array_agg(x.name ORDER BY x.name) INTO todo FROM snowflake_id_router.node x;
+    ELSE
+        SELECT array_agg(cn.node ORDER BY cn.node) INTO todo FROM snowflake_id_router.schema_change_node cn
+         WHERE cn.change = cid AND cn.state <> 'done'
+           AND cn.node IN (SELECT x.name FROM snowflake_id_router.node x);
+        SELECT coalesce(array_agg(cn.node ORDER BY cn.node), '{}') INTO had FROM snowflake_id_router.schema_change_node cn
+         WHERE cn.change = cid AND cn.state = 'done';
+    END IF;
+    todo := coalesce(todo, '{}');
+
+    -- Every node reached first: one that cannot be is refused before anything changes,
+    -- unless skipped.
+    FOREACH n IN ARRAY todo LOOP
+        conn := 'snowflake_id_router_ddl_' || n;
+        BEGIN
+            PERFORM snowflake_id_router.connect_node(conn, n);
+            -- A node session whose router session is gone stops within a second (its
+            -- change rolled back), rather than holding the node's locks to the end.
+            PERFORM snowflake_id_router.exec(conn, 'SET client_connection_check_interval = ''1s''');
+        EXCEPTION WHEN connection_exception THEN
+            skipped := skipped || n;
+        END;
+    END LOOP;
+    IF cardinality(skipped) > 0 AND NOT skip_unreachable THEN
+        RAISE EXCEPTION 'alter_shards: node(s) % cannot be reached; no node was changed', array_to_string(skipped, ', ')
+            USING ERRCODE = 'object_not_in_prerequisite_state',
+                  HINT = 'Bring them back, or call alter_shards(..., skip_unreachable => true): the nodes skipped are listed as behind (schema_change_status) and get the change when alter_shards is called again with the same statement.';
+    END IF;
+    todo := ARRAY(SELECT x FROM unnest(todo) x WHERE x <> ALL (skipped) ORDER BY x);
+
+    -- Changes run in order on each node: an earlier one it has not got comes first.
+    SELECT c.id, c.ddl, cn.node INTO earlier
+      FROM snowflake_id_router.schema_change c JOIN snowflake_id_router.schema_change_node cn ON cn.change = c.id
+     WHERE c.state IN ('running', 'incomplete') AND (cid IS NULL OR c.id < cid) AND cn.state <> 'done'
+       AND cn.node = ANY (todo)
+     ORDER BY c.id, cn.node LIMIT 1;
+    IF FOUND THEN
+        RAISE EXCEPTION 'node % has not got schema change % yet: it comes first', quote_literal(earlier.node), earlier.id
+            USING ERRCODE = 'object_not_in_prerequisite_state',
+                  DETAIL = format('Change %s: %s', earlier.id, earlier.ddl),
+                  HINT = format('Finish it by calling alter_shards with that statement again, or give it up: SELECT abandon_schema_change(%s).', earlier.id);
+    END IF;
+
+    -- Checked on every node before any changes: the statement on each template (tried and
+    -- undone), the room in each lock table. A new change is recorded only once they pass.
+    IF cid IS NULL THEN
+        -- (Numbered through the loopback: the caller's snapshot may be older.)
+        cid := snowflake_id_router.fetch('snowflake_id_router_self',
+            'SELECT (coalesce(max(id), 0) + 1)::text FROM snowflake_id_router.schema_change')::bigint;
+        resumed := false;
+    ELSE
+        RAISE NOTICE 'alter_shards resumes schema change %', cid;
+        resumed := true;
+    END IF;
+    key := snowflake_id_router.schema_change_key(cid);
+    FOREACH n IN ARRAY todo LOOP
+        attempt := 1;
+        LOOP
+            BEGIN
+                PERFORM snowflake_id_router.fetch('snowflake_id_router_ddl_' || n, format(
+                    'SELECT snowflake_id_node.schema_change_check(%L, %L, %L, %L)', key, ddl, template, lock_timeout));
+                EXIT;
+            EXCEPTION WHEN OTHERS THEN
+                GET STACKED DIAGNOSTICS st = RETURNED_SQLSTATE, msg = MESSAGE_TEXT, hnt = PG_EXCEPTION_HINT;
+                -- A lock not had in time (the node session of an interrupted call may still
+                -- be rolling back): again, a few times.
+                IF st IN ('55P03', '40P01') AND attempt < 5 THEN
+                    attempt := attempt + 1;
+                    PERFORM pg_sleep(0.5 * attempt);
+                    CONTINUE;
+                END IF;
+                IF resumed THEN
+                    PERFORM snowflake_id_router.exec('snowflake_id_router_self', format(
+                        $q$UPDATE snowflake_id_router.schema_change SET error = %L WHERE id = %s$q$,
+                        format('refused on node %s: %s', n, msg), cid));
+                END IF;
+                RAISE EXCEPTION 'alter_shards: node % refuses the change: %; no node was changed by this call', quote_literal(n), msg
+                    USING ERRCODE = st, HINT = coalesce(nullif(hnt, ''), 'Each node tries it on its template, and undoes it, before any node applies it.');
+            END;
+        END LOOP;
+    END LOOP;
+    IF NOT resumed THEN
+        PERFORM snowflake_id_router.exec('snowflake_id_router_self', format(
+            $q$INSERT INTO snowflake_id_router.schema_change (id, ddl, template, state, started, started_by)
+               VALUES (%s, %L, %L, 'running', now(), %L);
+               INSERT INTO snowflake_id_router.schema_change_node (change, node, state)
+               SELECT %s, x, CASE WHEN x = ANY (%L::text[]) THEN 'skipped' ELSE 'pending' END FROM unnest(%L::text[]) x$q$,
+            cid, ddl, template, session_user, cid, skipped, todo || skipped));
+    ELSE
+        PERFORM snowflake_id_router.exec('snowflake_id_router_self', format(
+            $q$UPDATE snowflake_id_router.schema_change SET state = 'running', finished = NULL, error = NULL WHERE id = %s;
+               UPDATE snowflake_id_router.schema_change_node SET state = 'skipped' WHERE change = %s AND node = ANY (%L::text[])$q$,
+            cid, cid, skipped));
+    END IF;
+
+    -- Node by node, each in one transaction, each recorded as it ends.
+    FOREACH n IN ARRAY todo LOOP
+        t0 := clock_timestamp();
+        attempt := 1;
+        LOOP
+            BEGIN
+                done_count := snowflake_id_router.fetch('snowflake_id_router_ddl_' || n, format(
+                    'SELECT snowflake_id_node.schema_change_apply(%L, %L, %L, %L)::text', key, ddl, template, lock_timeout))::integer;
+                EXIT;
+            EXCEPTION WHEN OTHERS THEN
+                GET STACKED DIAGNOSTICS st = RETURNED_SQLSTATE, msg = MESSAGE_TEXT, hnt = PG_EXCEPTION_HINT;
+                -- A lock not had in time, or a deadlock with the node's own sessions: the
+                -- node rolled back; again, a few times.
+                IF st IN ('55P03', '40P01') AND attempt < 5 THEN
+                    attempt := attempt + 1;
+                    PERFORM pg_sleep(0.5 * attempt);
+                    CONTINUE;
+                END IF;
+                PERFORM snowflake_id_router.exec('snowflake_id_router_self', format(
+                    $q$UPDATE snowflake_id_router.schema_change_node SET state = 'failed', at = now(), error = %L WHERE change = %s AND node = %L;
+                       UPDATE snowflake_id_router.schema_change SET state = 'incomplete', finished = now(), error = %L WHERE id = %s$q$,
+                    msg, cid, n, format('failed on node %s: %s', n, msg), cid));
+                RAISE EXCEPTION 'schema change % failed on node %: %', cid, quote_literal(n), msg
+                    USING ERRCODE = st,
+                          DETAIL = format('Each node has all of the change or none. With it: %s. Without it: %s.',
+                              coalesce((SELECT string_agg(quote_literal(x), ', ' ORDER BY x) FROM unnest(had || rows_node) x), 'none'),
+                              (SELECT string_agg(quote_literal(x), ', ' ORDER BY x) FROM unnest(todo || skipped) x WHERE x <> ALL (rows_node))),
+                          HINT = coalesce(nullif(hnt, '') || ' ', '') || 'Fix the cause and call alter_shards with the same statement again: it resumes there.';
+            END;
+        END LOOP;
+        took := round(extract(epoch FROM clock_timestamp() - t0)::numeric, 3);
+        PERFORM snowflake_id_router.exec('snowflake_id_router_self', format(
+            $q$UPDATE snowflake_id_router.schema_change_node SET state = 'done', schemas = %s, seconds = %s, at = now(), error = NULL
+                WHERE change = %s AND node = %L$q$,
+            done_count, took, cid, n));
+        rows_node := rows_node || n;
+        rows_state := rows_state || 'done'::text;
+        rows_schemas := rows_schemas || done_count;
+        rows_seconds := rows_seconds || took;
+        PERFORM snowflake_id_router.disconnect('snowflake_id_router_ddl_' || n);
+    END LOOP;
+    PERFORM snowflake_id_router.exec('snowflake_id_router_self', format(
+        $q$UPDATE snowflake_id_router.schema_change SET finished = now(),
+               state = CASE WHEN EXISTS (SELECT FROM snowflake_id_router.schema_change_node WHERE change = %s AND state <> 'done')
+                            THEN 'incomplete' ELSE 'done' END
+            WHERE id = %s$q$, cid, cid));
+    PERFORM snowflake_id_router.disconnect('snowflake_id_router_self');
+    IF cardinality(skipped) > 0 THEN
+        RAISE WARNING 'schema change %: node(s) % skipped: they are behind', cid, array_to_string(skipped, ', ')
+            USING HINT = 'Once they are back, call alter_shards with the same statement again.';
+    END IF;
+    RETURN QUERY SELECT x.node, x.state, x.schemas, x.seconds
+                   FROM unnest(rows_node || skipped, rows_state || array_fill('skipped'::text, ARRAY[cardinality(skipped)]),
+                               rows_schemas, rows_seconds) x(node, state, schemas, seconds)
+                  ORDER BY x.node;
+END
+$$;
+COMMENT ON FUNCTION alter_shards(text, text, boolean) IS
+  'Runs one DDL statement (%I for the schema) on the template and every shard of every node, each node in one transaction; resumes an unfinished run of the same statement. Superusers only.';
+
+CREATE OR REPLACE FUNCTION abandon_schema_change(change bigint) RETURNS void
+LANGUAGE plpgsql VOLATILE STRICT PARALLEL UNSAFE SECURITY DEFINER
+SET search_path = pg_catalog, pg_temp
+AS $$
+BEGIN
+    PERFORM snowflake_id_router.require_primary('abandon_schema_change');
+    PERFORM snowflake_id_router.lock_schema_changes(true);
+    UPDATE snowflake_id_router.schema_change c SET state = 'abandoned', finished = now()
+     WHERE c.id = change AND c.state IN ('running', 'incomplete');
+    IF NOT FOUND THEN
+        RAISE EXCEPTION 'schema change % is not unfinished', change USING ERRCODE = 'object_not_in_prerequisite_state';
+    END IF;
+END
+$$;
+COMMENT ON FUNCTION abandon_schema_change(bigint) IS
+  'Gives up an unfinished schema change: the nodes keep what they have (see schema_change_status), and later changes may run.';
+
+CREATE OR REPLACE VIEW schema_change_status AS
+    SELECT c.id AS change, c.ddl, c.template,
+           CASE WHEN c.state = 'running' AND NOT EXISTS (
+                    SELECT FROM pg_locks l WHERE l.locktype = 'advisory' AND l.granted AND l.database = (SELECT d.oid FROM pg_database d WHERE d.datname = current_database())
+                       AND l.classid = snowflake_id_node.lock_class()::oid AND l.objid = (-1)::oid AND l.objsubid = 2
+                       AND l.mode = 'ExclusiveLock')
+                THEN 'interrupted' ELSE c.state END AS state,
+           cn.node, cn.state AS node_state, cn.schemas, cn.seconds, cn.error,
+           c.started, c.finished, c.started_by
+      FROM snowflake_id_router.schema_change c JOIN snowflake_id_router.schema_change_node cn ON cn.change = c.id
+     ORDER BY c.id, cn.node;
+COMMENT ON VIEW schema_change_status IS
+  'Each alter_shards change on each node: running, interrupted (call alter_shards again), done, incomplete (nodes failed or skipped: behind) or abandoned.';

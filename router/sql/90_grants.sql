@@ -1,0 +1,13 @@
+-- Superuser only, unless granted: these run as the extension's owner (SECURITY DEFINER).
+REVOKE ALL ON FUNCTION add_node(text, text), assign_shards(integer, integer, text),
+    move_shard(integer, text, text), move_shards(integer[], text, text), repair_moves() FROM PUBLIC;
+REVOKE ALL ON ALL FUNCTIONS IN SCHEMA snowflake_id_router FROM PUBLIC;
+REVOKE ALL ON shard_map, move_history FROM PUBLIC;
+REVOKE ALL ON FUNCTION rebalance_plan(text, integer, text), rebalance_stop(), alter_node(text, text),
+    remove_node(text) FROM PUBLIC;
+REVOKE ALL ON PROCEDURE rebalance(text, integer, text), drain_node(text, text, integer, text) FROM PUBLIC;
+REVOKE ALL ON ALL PROCEDURES IN SCHEMA snowflake_id_router FROM PUBLIC;
+REVOKE ALL ON node_status, shard_status, rebalance_status FROM PUBLIC;
+REVOKE ALL ON FUNCTION alter_shards(text, text, boolean), abandon_schema_change(bigint),
+    template_status(text, boolean), add_router(text, text), remove_router(text) FROM PUBLIC;
+REVOKE ALL ON schema_change_status, router_status FROM PUBLIC;

@@ -1,0 +1,213 @@
+-- The node side of alter_shards (snowflake_id_router): one statement applied to the
+-- template schema and to every shard's schema of this node in one transaction, so the node
+-- is all-old or all-new, and recorded in that transaction under the router's key for the
+-- change, so that a run resumed after an interruption knows this node is done.
+--
+-- The statement is the router's text with %I standing for the schema (quoted, as format()
+-- quotes it) and %% for a percent sign; no other % is accepted. It runs with search_path =
+-- pg_catalog, pg_temp: names outside pg_catalog are written qualified (%I.posts).
+
+-- The statement for one schema, parsed (not run) by PostgreSQL's parser: its command tag,
+-- or an error when it is not exactly one schema change that can run in a transaction block.
+CREATE OR REPLACE FUNCTION snowflake_id_node.ddl_statement(ddl text) RETURNS text
+LANGUAGE c STABLE STRICT PARALLEL SAFE
+AS 'MODULE_PATHNAME', 'ddl_statement_wrapper';
+COMMENT ON FUNCTION snowflake_id_node.ddl_statement(text) IS
+  'Command tag of a statement alter_shards may run on every shard (one schema change that can run in a transaction block); an error otherwise.';
+
+-- The statement for one schema: %I replaced by the schema's name, quoted.
+CREATE OR REPLACE FUNCTION snowflake_id_node.ddl_for(ddl text, schema_name text) RETURNS text
+LANGUAGE plpgsql IMMUTABLE STRICT PARALLEL SAFE
+SET search_path = pg_catalog, pg_temp
+AS $$
+DECLARE
+    n integer;
+BEGIN
+    -- format()'s reading, left to right: %% is a percent sign, %I the schema.
+    IF strpos(regexp_replace(ddl, '%[%I]', '', 'g'), '%') > 0 THEN
+        RAISE EXCEPTION 'alter_shards: the statement holds a %% other than %%I (the schema) and %%%% (a percent sign)'
+            USING ERRCODE = 'invalid_parameter_value',
+                  HINT = 'Write a percent sign in a literal as %%, e.g. DEFAULT ''100%%''.';
+    END IF;
+    SELECT count(*) INTO n FROM regexp_matches(ddl, '%[%I]', 'g') m WHERE m[1] = '%I';
+    IF n = 0 THEN
+        RAISE EXCEPTION 'alter_shards: the statement does not name the schema: write %%I where it goes, e.g. ALTER TABLE %%I.posts ...'
+            USING ERRCODE = 'invalid_parameter_value';
+    END IF;
+    RETURN format(ddl, VARIADIC array_fill(schema_name, ARRAY[n]));
+END
+$$;
+COMMENT ON FUNCTION snowflake_id_node.ddl_for(text, text) IS
+  'An alter_shards statement for one schema: %I becomes the schema''s name, quoted; %% a percent sign.';
+
+-- What each change did here, keyed by the router's name for it ('<router8>/<change id>').
+-- Dumped with the database: a restored node still knows the changes it has.
+CREATE TABLE snowflake_id_node.schema_change (
+    key text PRIMARY KEY,
+    ddl text NOT NULL,
+    template text NOT NULL,
+    schemas integer NOT NULL,
+    applied timestamptz NOT NULL
+);
+COMMENT ON TABLE snowflake_id_node.schema_change IS
+  'Changes alter_shards applied on this node, each in the transaction that applied it.';
+SELECT pg_catalog.pg_extension_config_dump('snowflake_id_node.schema_change', '');
+
+-- The room a change needs in the lock table: every schema's objects stay locked until the
+-- node's one transaction commits. per_schema locks were counted on the template; NULL
+-- when they fit, else the error to raise (53400) with the max_locks_per_transaction
+-- that would fit them.
+CREATE OR REPLACE FUNCTION snowflake_id_node.lock_room(per_schema integer, schemas integer) RETURNS text
+LANGUAGE plpgsql VOLATILE STRICT PARALLEL SAFE
+SET search_path = pg_catalog, pg_temp
+AS $$
+DECLARE
+    -- The lock table holds max_locks_per_transaction for each process that can take locks.
+    slots bigint := current_setting('max_connections')::bigint
+        + coalesce(current_setting('autovacuum_worker_slots', true), current_setting('autovacuum_max_workers'))::bigint
+        + current_setting('max_worker_processes')::bigint + current_setting('max_wal_senders')::bigint
+        + current_setting('max_prepared_transactions')::bigint + 1;
+    capacity bigint := current_setting('max_locks_per_transaction')::bigint * slots;
+    in_use bigint := (SELECT count(*) FROM pg_locks WHERE NOT fastpath);
+    needed bigint := per_schema::bigint * schemas;
+BEGIN
+    IF needed <= capacity - in_use THEN
+        RETURN NULL;
+    END IF;
+    RETURN format('the change takes about %s locks here (%s per schema, %s schemas) in one transaction, and the lock table has room for %s more (max_locks_per_transaction = %s, for %s processes; %s in use)',
+        needed, per_schema, schemas, capacity - in_use, current_setting('max_locks_per_transaction'), slots, in_use)
+        || format(E'\nHINT: Set max_locks_per_transaction to at least %s on this node and restart it.',
+                  ceil((needed + in_use) * 1.2 / slots));
+END
+$$;
+COMMENT ON FUNCTION snowflake_id_node.lock_room(integer, integer) IS
+  'NULL when a change taking per_schema locks on each of schemas fits in the lock table; otherwise why not.';
+
+-- Up front, on every node before any applies: the change is tried on the template and
+-- undone, which checks it here (it parses, its objects exist, it is allowed) and counts
+-- the locks it takes per schema. 'applied' when this node has the change already, 'ready'
+-- when it can take it; an error (the change's own, or 53400) otherwise.
+CREATE OR REPLACE FUNCTION snowflake_id_node.schema_change_check(key text, ddl text, template text, lock_timeout text) RETURNS text
+LANGUAGE plpgsql VOLATILE STRICT PARALLEL UNSAFE
+SET search_path = pg_catalog, pg_temp
+AS $$
+DECLARE
+    per_schema integer;
+    too_many text;
+BEGIN
+    PERFORM set_config('lock_timeout', lock_timeout, true);
+    -- One change at a time on a node: a session of an interrupted run may still be applying.
+    PERFORM pg_advisory_xact_lock(hashtext('snowflake_id_node.schema_change'), 0);
+    IF EXISTS (SELECT FROM snowflake_id_node.schema_change c WHERE c.key = schema_change_check.key) THEN
+        RETURN 'applied';
+    END IF;
+    PERFORM snowflake_id_node.ddl_statement(snowflake_id_node.ddl_for(ddl, template));
+    IF to_regnamespace(quote_ident(template)) IS NULL THEN
+        RAISE EXCEPTION 'template schema % does not exist', quote_ident(template) USING ERRCODE = 'invalid_schema_name';
+    END IF;
+    BEGIN
+        per_schema := (SELECT count(*) FROM pg_locks WHERE pid = pg_backend_pid());
+        EXECUTE snowflake_id_node.ddl_for(ddl, template);
+        per_schema := (SELECT count(*) FROM pg_locks WHERE pid = pg_backend_pid()) - per_schema;
+        RAISE EXCEPTION USING ERRCODE = 'SFDRY';  -- undoes the try
+    EXCEPTION WHEN SQLSTATE 'SFDRY' THEN
+    END;
+    too_many := snowflake_id_node.lock_room(greatest(per_schema, 1), (SELECT count(*) FROM @extschema@.snowflake_id_shard)::integer + 1);
+    IF too_many IS NOT NULL THEN
+        RAISE EXCEPTION '%', split_part(too_many, E'\nHINT: ', 1)
+            USING ERRCODE = 'configuration_limit_exceeded', HINT = split_part(too_many, E'\nHINT: ', 2);
+    END IF;
+    RETURN 'ready';
+END
+$$;
+COMMENT ON FUNCTION snowflake_id_node.schema_change_check(text, text, text, text) IS
+  'alter_shards'' check before any node changes: tries the change on the template and undoes it, checks the lock table''s room; applied, ready, or an error.';
+
+-- The change itself: template, then every shard's schema (in shard order), one
+-- transaction, recorded in it. Returns the number of schemas changed (that of the record,
+-- when this node had the change already). Each statement waits at most lock_timeout for
+-- its locks; writers to a shard wait until the node's transaction commits.
+CREATE OR REPLACE FUNCTION snowflake_id_node.schema_change_apply(key text, ddl text, template text, lock_timeout text) RETURNS integer
+LANGUAGE plpgsql VOLATILE STRICT PARALLEL UNSAFE
+SET search_path = pg_catalog, pg_temp
+AS $$
+DECLARE
+    done integer;
+    per_schema integer;
+    too_many text;
+    schemas integer := 1;
+    at text := template;  -- the schema being changed
+    st text;
+    msg text;
+    det text;
+    hnt text;
+BEGIN
+    PERFORM set_config('lock_timeout', lock_timeout, true);
+    PERFORM pg_advisory_xact_lock(hashtext('snowflake_id_node.schema_change'), 0);
+    SELECT c.schemas INTO done FROM snowflake_id_node.schema_change c WHERE c.key = schema_change_apply.key;
+    IF FOUND THEN
+        RETURN done;
+    END IF;
+    PERFORM snowflake_id_node.ddl_statement(snowflake_id_node.ddl_for(ddl, template));
+    IF to_regnamespace(quote_ident(template)) IS NULL THEN
+        RAISE EXCEPTION 'template schema % does not exist', quote_ident(template) USING ERRCODE = 'invalid_schema_name';
+    END IF;
+    -- One block for the whole change (a block per schema would be a subtransaction per
+    -- schema, thousands of them): an error names the schema it stopped at.
+    BEGIN
+        per_schema := (SELECT count(*) FROM pg_locks WHERE pid = pg_backend_pid());
+        EXECUTE snowflake_id_node.ddl_for(ddl, template);
+        per_schema := (SELECT count(*) FROM pg_locks WHERE pid = pg_backend_pid()) - per_schema;
+        too_many := snowflake_id_node.lock_room(greatest(per_schema, 1), (SELECT count(*) FROM @extschema@.snowflake_id_shard)::integer);
+        IF too_many IS NOT NULL THEN
+            RAISE EXCEPTION '%', split_part(too_many, E'\nHINT: ', 1)
+                USING ERRCODE = 'configuration_limit_exceeded', HINT = split_part(too_many, E'\nHINT: ', 2);
+        END IF;
+        FOR at IN SELECT s.schema_name FROM @extschema@.snowflake_id_shard s ORDER BY s.shard LOOP
+            EXECUTE snowflake_id_node.ddl_for(ddl, at);
+            schemas := schemas + 1;
+        END LOOP;
+    EXCEPTION WHEN OTHERS THEN
+        GET STACKED DIAGNOSTICS st = RETURNED_SQLSTATE, msg = MESSAGE_TEXT, det = PG_EXCEPTION_DETAIL, hnt = PG_EXCEPTION_HINT;
+        msg := format('schema %s: %s', quote_ident(at), msg);
+        CASE WHEN det = '' AND hnt = '' THEN RAISE EXCEPTION USING ERRCODE = st, MESSAGE = msg;
+             WHEN det = '' THEN RAISE EXCEPTION USING ERRCODE = st, MESSAGE = msg, HINT = hnt;
+             WHEN hnt = '' THEN RAISE EXCEPTION USING ERRCODE = st, MESSAGE = msg, DETAIL = det;
+             ELSE RAISE EXCEPTION USING ERRCODE = st, MESSAGE = msg, DETAIL = det, HINT = hnt;
+        END CASE;
+    END;
+    INSERT INTO snowflake_id_node.schema_change VALUES (key, ddl, template, schemas, clock_timestamp());
+    RETURN schemas;
+END
+$$;
+COMMENT ON FUNCTION snowflake_id_node.schema_change_apply(text, text, text, text) IS
+  'alter_shards on this node: the statement on the template and every shard''s schema, in one transaction, recorded under key; idempotent.';
+
+-- The shards of this node whose tables differ from the template's (template_status with
+-- shards => true): how many there are, and the first one's first difference.
+CREATE OR REPLACE FUNCTION snowflake_id_node.shards_unlike(template text, OUT checked integer, OUT differing integer, OUT first text)
+LANGUAGE plpgsql STABLE STRICT PARALLEL SAFE
+SET search_path = pg_catalog, pg_temp
+AS $$
+DECLARE
+    tpl text[] := snowflake_id_node.fingerprint(template);
+    s record;
+    fp text[];
+BEGIN
+    checked := 0;
+    differing := 0;
+    FOR s IN SELECT x.schema_name FROM @extschema@.snowflake_id_shard x ORDER BY x.shard LOOP
+        checked := checked + 1;
+        fp := snowflake_id_node.fingerprint(s.schema_name);
+        IF fp <> tpl THEN
+            differing := differing + 1;
+            first := coalesce(first, snowflake_id_node.fingerprint_difference(fp, tpl,
+                format('shard schema %s', quote_ident(s.schema_name)), format('template %s', quote_ident(template))));
+        END IF;
+    END LOOP;
+END
+$$;
+COMMENT ON FUNCTION snowflake_id_node.shards_unlike(text) IS
+  'How many shard schemas of this node were checked against the template, how many differ, and the first difference.';
+
+REVOKE ALL ON ALL FUNCTIONS IN SCHEMA snowflake_id_node FROM PUBLIC;

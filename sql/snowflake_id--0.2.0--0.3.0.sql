@@ -1,0 +1,2350 @@
+-- Assembled by scripts/assemble-sql from sql/upgrade/from-0.2.0.sql and the files it includes: edit the sources, not this file.
+\echo Use "ALTER EXTENSION snowflake_id UPDATE TO '0.3.0'" to load this file. \quit
+
+-- ==== sql/upgrade/from-0.2.0.sql ====
+-- snowflake_id 0.2.0 -> 0.3.0: what ALTER EXTENSION snowflake_id UPDATE runs on a 0.2.0
+-- installation, in order. scripts/assemble-sql makes sql/snowflake_id--0.2.0--0.3.0.sql of
+-- this file, each `--#include FILE` line replaced by that file: the SQL sources the fresh
+-- install loads, written so that they can run again (CREATE OR REPLACE, COMMENT), are
+-- included as they are; what cannot be written so (new schemas and tables, changes to
+-- tables, types and operators, drops, properties of functions cargo pgrx declares) is
+-- written here, once. reliability/t_upgrade.sh installs 0.2.0 (and 0.1.0) as released, runs
+-- the chain and requires the result to equal a fresh 0.3.0 install (reliability/surface.sql).
+
+-- == The node side of snowflake_id_router ==
+-- ==== sql/node.sql ====
+-- The node side of snowflake_id_router's protocol, in the internal schema snowflake_id_node
+-- (docs/cluster-design.md). Nothing here is for applications: the schema is on no one's
+-- search_path, and only its owner (the superuser who created the extension) may use it; the
+-- router calls it over dblink as a superuser. Every function is CREATE OR REPLACE, so that
+-- the upgrade script loads this same text.
+--
+-- Moves. A move of shards from a source node to a target node is driven by the router;
+-- every step it takes on a node is one call of one function here, one transaction that
+-- checks its preconditions, does its work and records it in snowflake_id_node.move (one row
+-- per move and node, key '<router8>/<move id>'). What a move makes on a node (marker table,
+-- publication, slot, subscription, fence triggers, the target's copies) is named by its
+-- record, so whoever removes it later removes exactly that.
+--
+-- Proof of life: the mover's session on each node holds a session-level advisory lock
+-- (lock_class(), shard) for every shard it moves. A record whose locks nobody holds belongs
+-- to a mover that is gone; only then may another session (a repair) undo or complete it,
+-- and every step function here refuses unless the calling session holds them.
+--
+-- The fence: statement triggers calling snowflake_id_node.fence() on the source's tables.
+-- It refuses every write (40001) while the record is 'fenced' and the mover is alive, or
+-- once the record is 'sealed' (the decision point: from there the move is completed, never
+-- undone). A mover that dies before the seal leaves a fence that lets writes through.
+-- The move table is not dumped: a dump taken mid-move restores inert triggers, no state.
+
+CREATE SCHEMA snowflake_id_node;
+COMMENT ON SCHEMA snowflake_id_node IS
+  'Internals of snowflake_id: the node side of snowflake_id_router''s protocol (moves, identity, connect strings).';
+REVOKE ALL ON SCHEMA snowflake_id_node FROM PUBLIC;
+
+CREATE OR REPLACE FUNCTION snowflake_id_node.conninfo(connstr text, OUT keyword text, OUT value text, OUT secret boolean)
+RETURNS SETOF record
+LANGUAGE c IMMUTABLE STRICT PARALLEL SAFE
+AS 'MODULE_PATHNAME', 'conninfo_wrapper';
+COMMENT ON FUNCTION snowflake_id_node.conninfo(text) IS
+  'The options libpq reads from a connect string (PQconninfoParse: key=value or URI), with whether libpq treats each as secret; 22023 if libpq refuses it.';
+
+-- What a node is, whatever connect string reaches it: the cluster's system identifier and
+-- the database's OID. A promoted physical standby keeps both.
+CREATE OR REPLACE FUNCTION snowflake_id_node.identity() RETURNS text
+LANGUAGE sql STABLE PARALLEL SAFE SECURITY DEFINER
+SET search_path = pg_catalog, pg_temp
+RETURN (SELECT c.system_identifier::text FROM pg_control_system() c) || '/'
+    || (SELECT d.oid::text FROM pg_database d WHERE d.datname = current_database());
+COMMENT ON FUNCTION snowflake_id_node.identity() IS
+  'This database''s identity: <system identifier>/<database OID>, the same through any connect string and on a promoted standby.';
+
+-- The advisory lock class of shard locks ('SFID' as a 32-bit integer), on nodes and routers.
+CREATE OR REPLACE FUNCTION snowflake_id_node.lock_class() RETURNS integer
+LANGUAGE sql IMMUTABLE PARALLEL SAFE
+RETURN 1397114180;
+COMMENT ON FUNCTION snowflake_id_node.lock_class() IS
+  'Advisory lock class of the shard locks (key 2: the shard) that movers hold on nodes and routers.';
+
+CREATE TABLE snowflake_id_node.move (
+    key text PRIMARY KEY,                       -- '<router8>/<move id>'
+    router text NOT NULL,                       -- the router's identity
+    role text NOT NULL CHECK (role IN ('source', 'target')),
+    peer text NOT NULL,                         -- the other node's identity
+    shards integer[] NOT NULL,
+    schemas text[] NOT NULL CHECK (cardinality(schemas) = cardinality(shards) AND cardinality(shards) > 0),
+    state text NOT NULL CHECK (state IN ('preparing', 'copying', 'fenced', 'sealed', 'incoming', 'serving')),
+    marker text NOT NULL,                       -- marker table, in schemas[1]
+    created text[] NOT NULL DEFAULT '{}',       -- target: the schemas this move made
+    publication text,                           -- source
+    slot text,                                  -- source
+    subscription text,                          -- target
+    suboid oid,                                 -- both: the subscription's OID (table-sync slots)
+    fingerprint text,                           -- source: the schemas' fingerprint when sealed
+    made timestamptz NOT NULL DEFAULT clock_timestamp(),
+    CHECK ((role = 'source') = (state IN ('preparing', 'copying', 'fenced', 'sealed')))
+);
+COMMENT ON TABLE snowflake_id_node.move IS
+  'Moves of snowflake_id_router in progress on this node: one row per move, what it made here and its state.';
+CREATE INDEX ON snowflake_id_node.move USING gin (schemas);
+
+-- True when this session holds the shard locks of all shards.
+CREATE OR REPLACE FUNCTION snowflake_id_node.holds(shards integer[]) RETURNS boolean
+LANGUAGE sql STABLE CALLED ON NULL INPUT PARALLEL SAFE
+SET search_path = pg_catalog, pg_temp
+RETURN shards IS NOT NULL AND (SELECT count(DISTINCT l.objid) FROM pg_locks l
+         WHERE l.locktype = 'advisory' AND l.granted AND l.pid = pg_backend_pid()
+           AND l.database = (SELECT d.oid FROM pg_database d WHERE d.datname = current_database())
+           AND l.classid = snowflake_id_node.lock_class()::oid AND l.objsubid = 2
+           AND l.objid::bigint = ANY (shards::bigint[])) = (SELECT count(DISTINCT s) FROM unnest(shards) s);
+COMMENT ON FUNCTION snowflake_id_node.holds(integer[]) IS 'True when this session holds the shard locks of all shards.';
+
+-- True when some session holds the shard lock of one of the shards: a mover (or repair) lives.
+CREATE OR REPLACE FUNCTION snowflake_id_node.alive(shards integer[]) RETURNS boolean
+LANGUAGE sql STABLE STRICT PARALLEL SAFE
+SET search_path = pg_catalog, pg_temp
+RETURN EXISTS (SELECT FROM pg_locks l
+                WHERE l.locktype = 'advisory' AND l.granted
+                  AND l.database = (SELECT d.oid FROM pg_database d WHERE d.datname = current_database())
+                  AND l.classid = snowflake_id_node.lock_class()::oid AND l.objsubid = 2
+                  AND l.objid::bigint = ANY (shards::bigint[]));
+COMMENT ON FUNCTION snowflake_id_node.alive(integer[]) IS
+  'True when some session holds the shard lock of one of the shards (its mover or a repair is alive).';
+
+-- Takes the shard locks (session level) for this session, waiting up to wait for a session
+-- that holds one (a mover whose router just died ends within seconds); then 55P03 naming
+-- the shard and the session holding it. All or none: on refusal the locks taken by this
+-- call are released.
+CREATE OR REPLACE FUNCTION snowflake_id_node.lock_shards(shards integer[], wait interval DEFAULT interval '0')
+RETURNS void
+LANGUAGE plpgsql VOLATILE CALLED ON NULL INPUT
+SET search_path = pg_catalog, pg_temp
+AS $$
+#variable_conflict use_variable
+DECLARE
+    deadline timestamptz := clock_timestamp() + wait;
+    s integer;
+    taken integer[] := '{}';
+    holder text;
+BEGIN
+    FOREACH s IN ARRAY shards LOOP
+        CONTINUE WHEN s = ANY (taken) OR snowflake_id_node.holds(ARRAY[s]);
+        WHILE NOT pg_try_advisory_lock(snowflake_id_node.lock_class(), s) LOOP
+            IF clock_timestamp() >= deadline THEN
+                PERFORM pg_advisory_unlock(snowflake_id_node.lock_class(), t) FROM unnest(taken) t;
+                SELECT format('pid %s, %s', a.pid, coalesce(nullif(a.application_name, ''), a.usename::text)) INTO holder
+                  FROM pg_locks l JOIN pg_stat_activity a ON a.pid = l.pid
+                 WHERE l.locktype = 'advisory' AND l.granted AND l.classid = snowflake_id_node.lock_class()::oid
+                   AND l.objsubid = 2 AND l.objid::bigint = s
+                   AND l.database = (SELECT d.oid FROM pg_database d WHERE d.datname = current_database())
+                 LIMIT 1;
+                RAISE EXCEPTION 'shard % is being moved or repaired by another session on this node (%)', s,
+                    coalesce(holder, 'gone since') USING ERRCODE = 'lock_not_available';
+            END IF;
+            PERFORM pg_sleep(0.01);
+        END LOOP;
+        taken := taken || s;
+    END LOOP;
+END
+$$;
+COMMENT ON FUNCTION snowflake_id_node.lock_shards(integer[], interval) IS
+  'Takes the shard locks of shards for this session (all or none), waiting up to wait; 55P03 when another session holds one.';
+
+CREATE OR REPLACE FUNCTION snowflake_id_node.unlock_shards(shards integer[]) RETURNS void
+LANGUAGE plpgsql VOLATILE STRICT
+SET search_path = pg_catalog, pg_temp
+AS $$
+#variable_conflict use_variable
+DECLARE
+    s integer;
+BEGIN
+    FOREACH s IN ARRAY shards LOOP
+        WHILE snowflake_id_node.holds(ARRAY[s]) LOOP
+            PERFORM pg_advisory_unlock(snowflake_id_node.lock_class(), s);
+        END LOOP;
+    END LOOP;
+END
+$$;
+COMMENT ON FUNCTION snowflake_id_node.unlock_shards(integer[]) IS 'Releases this session''s shard locks of shards.';
+
+-- The record of a move on this node, for a step function: 55000 unless it exists with one
+-- of the states given and this session holds its shard locks.
+CREATE OR REPLACE FUNCTION snowflake_id_node.record(key text, states text[]) RETURNS snowflake_id_node.move
+LANGUAGE plpgsql VOLATILE CALLED ON NULL INPUT
+SET search_path = pg_catalog, pg_temp
+AS $$
+#variable_conflict use_variable
+DECLARE
+    m snowflake_id_node.move;
+BEGIN
+    SELECT * INTO m FROM snowflake_id_node.move r WHERE r.key = record.key FOR UPDATE;
+    IF NOT FOUND THEN
+        RAISE EXCEPTION 'move % has no record on this node', key USING ERRCODE = 'object_not_in_prerequisite_state';
+    END IF;
+    IF NOT m.state = ANY (states) THEN
+        RAISE EXCEPTION 'move % is % on this node, not %', key, m.state, array_to_string(states, ' or ')
+            USING ERRCODE = 'object_not_in_prerequisite_state';
+    END IF;
+    IF NOT snowflake_id_node.holds(m.shards) THEN
+        RAISE EXCEPTION 'this session does not hold the shard locks of move % (shards %)', key, m.shards
+            USING ERRCODE = 'object_not_in_prerequisite_state';
+    END IF;
+    RETURN m;
+END
+$$;
+COMMENT ON FUNCTION snowflake_id_node.record(text, text[]) IS
+  'The record of move key, locked; 55000 unless in one of states and this session holds its shard locks.';
+
+-- == What a shard's schema is made of ==
+
+-- The tables of a schema (oid, name), not the markers of moves. Found through pg_depend's
+-- index on the namespace, not by scanning pg_class: a node may hold thousands of shards.
+CREATE OR REPLACE FUNCTION snowflake_id_node.tables(nsp oid) RETURNS TABLE (oid oid, name name, kind "char")
+LANGUAGE sql STABLE STRICT PARALLEL SAFE ROWS 5
+SET search_path = pg_catalog, pg_temp
+BEGIN ATOMIC
+    SELECT c.oid, c.relname, c.relkind
+      FROM pg_depend d JOIN pg_class c ON c.oid = d.objid
+     WHERE d.refclassid = 'pg_namespace'::regclass AND d.refobjid = nsp AND d.classid = 'pg_class'::regclass
+       AND d.deptype = 'n' AND c.relkind IN ('r', 'p', 'f', 'v', 'm')
+       AND NOT EXISTS (SELECT FROM snowflake_id_node.move m WHERE m.marker = c.relname
+                          AND m.schemas[1] = (SELECT n.nspname FROM pg_namespace n WHERE n.oid = nsp))
+     ORDER BY c.relname;
+END;
+COMMENT ON FUNCTION snowflake_id_node.tables(oid) IS
+  'The tables (and views, foreign tables) of a schema, moves'' marker tables left out.';
+
+-- The fingerprint of a schema's layout, compared wherever two layouts must agree: a shard
+-- and its copy on another node (a move refuses when they differ, before any row moves and
+-- again under the fence, naming the first difference), a template on every node and the
+-- shards made from it (the router's template_status). A sorted array of lines, one per
+-- table, column, constraint, index, trigger, rule, policy, free sequence and any other
+-- object in the schema, each as PostgreSQL prints it with search_path = pg_catalog, the
+-- schema's own name standing as %I, so that a template and a shard made from it
+-- (create_shard(..., template => ...)) read alike:
+--   table posts: table
+--   column posts.edits: integer NOT NULL DEFAULT 0, position 4
+--   constraint on posts: PRIMARY KEY (id)
+--   index on posts: CREATE INDEX ON %I.posts USING btree (user_id, id)
+-- Not in it: names of constraints and indexes (LIKE ... INCLUDING ALL makes its own), the
+-- default and identity of a bigint primary key column (create_shard sets it to the shard's
+-- next_id()), NOT NULL constraints as such (PostgreSQL 18 lists them as constraints, 15
+-- does not: the column says NOT NULL), storage parameters, comments, a move's own fence
+-- triggers and marker table, and what create_shard makes besides the tables (next_id(),
+-- table_id_seq). Each catalog is read by the table's OID (an index lookup): a node may
+-- hold thousands of shards.
+CREATE OR REPLACE FUNCTION snowflake_id_node.fingerprint(schema_name text) RETURNS text[]
+LANGUAGE plpgsql STABLE STRICT PARALLEL SAFE
+SET search_path = pg_catalog, pg_temp
+AS $$
+#variable_conflict use_variable
+DECLARE
+    nsp oid := to_regnamespace(quote_ident(schema_name));
+    -- The schema's own name, qualifying a name (not ending a longer one): a regular
+    -- expression with every character but letters, digits and _ escaped.
+    own text := '(^|[^[:alnum:]_$"])' || regexp_replace(quote_ident(schema_name), '([^[:alnum:]_])', '\\\1', 'g') || '\.';
+    own_next_id oid := to_regprocedure(format('%I.next_id()', schema_name));
+    t record;
+    lines text[] := '{}';
+BEGIN
+    IF nsp IS NULL THEN
+        RAISE EXCEPTION 'schema % does not exist', quote_ident(schema_name) USING ERRCODE = 'invalid_schema_name';
+    END IF;
+    FOR t IN SELECT x.oid, x.name, x.kind, c.relpersistence, c.relrowsecurity, c.relforcerowsecurity, c.relreplident
+               FROM snowflake_id_node.tables(nsp) x JOIN pg_class c ON c.oid = x.oid LOOP
+        lines := lines || format('table %s: %s%s%s%s', quote_ident(t.name),
+                   CASE t.relpersistence WHEN 'u' THEN 'unlogged ' WHEN 't' THEN 'temporary ' ELSE '' END,
+                   CASE t.kind WHEN 'r' THEN 'table' WHEN 'p' THEN 'partitioned table' WHEN 'v' THEN 'view'
+                        WHEN 'm' THEN 'materialized view' ELSE 'foreign table' END,
+                   CASE WHEN t.relrowsecurity THEN ', row level security' || CASE WHEN t.relforcerowsecurity THEN ' forced' ELSE '' END
+                        ELSE '' END,
+                   CASE t.relreplident WHEN 'f' THEN ', replica identity full' WHEN 'n' THEN ', replica identity nothing'
+                        WHEN 'i' THEN ', replica identity index' ELSE '' END)
+            || ARRAY(
+        SELECT format('column %s.%s: %s%s%s%s, position %s', quote_ident(t.name), quote_ident(a.attname),
+                   format_type(a.atttypid, a.atttypmod),
+                   CASE WHEN a.attcollation <> (SELECT y.typcollation FROM pg_type y WHERE y.oid = a.atttypid)
+                        THEN ' COLLATE ' || a.attcollation::regcollation::text END,
+                   CASE WHEN a.attnotnull THEN ' NOT NULL' END,
+                   CASE WHEN a.atttypid = 'bigint'::regtype
+                             AND EXISTS (SELECT FROM pg_index i WHERE i.indrelid = t.oid AND i.indisprimary
+                                            AND a.attnum = ANY (i.indkey)) THEN NULL
+                        WHEN a.attgenerated = 's' THEN ' GENERATED ALWAYS AS ' || d.expr || ' STORED'
+                        WHEN a.attidentity = 'a' THEN ' GENERATED ALWAYS AS IDENTITY'
+                        WHEN a.attidentity = 'd' THEN ' GENERATED BY DEFAULT AS IDENTITY'
+                        ELSE ' DEFAULT ' || d.expr END,
+                   rank() OVER (ORDER BY a.attnum))
+          FROM pg_attribute a
+          LEFT JOIN LATERAL (SELECT pg_get_expr(ad.adbin, ad.adrelid) AS expr FROM pg_attrdef ad
+                              WHERE ad.adrelid = t.oid AND ad.adnum = a.attnum) d ON true
+         WHERE a.attrelid = t.oid AND a.attnum > 0 AND NOT a.attisdropped)
+            || ARRAY(
+        SELECT format('constraint on %s: %s', quote_ident(t.name), pg_get_constraintdef(k.oid))
+          FROM pg_constraint k WHERE k.conrelid = t.oid AND k.contype <> 'n')
+            || ARRAY(
+        -- pg_get_indexdef without the index's name: CREATE [UNIQUE] INDEX ON ...
+        SELECT format('index on %s: %s%s', quote_ident(t.name),
+                   overlay(x.def PLACING '' FROM position(' INDEX ' IN x.def) + 7 FOR length(quote_ident(x.relname)) + 1),
+                   CASE WHEN NOT i.indisvalid THEN ' (invalid)' END)
+          FROM pg_index i, LATERAL (SELECT pg_get_indexdef(i.indexrelid) AS def, c.relname FROM pg_class c
+                                     WHERE c.oid = i.indexrelid) x
+         WHERE i.indrelid = t.oid)
+            || ARRAY(
+        SELECT format('trigger on %s: %s', quote_ident(t.name), pg_get_triggerdef(g.oid))
+          FROM pg_trigger g WHERE g.tgrelid = t.oid AND NOT g.tgisinternal
+           AND g.tgfoid <> 'snowflake_id_node.fence()'::regprocedure)
+            || ARRAY(
+        SELECT format('rule on %s: %s', quote_ident(t.name), pg_get_ruledef(r.oid))
+          FROM pg_rewrite r WHERE r.ev_class = t.oid AND r.rulename <> '_RETURN')
+            || ARRAY(
+        SELECT format('policy on %s: %s %s FOR %s TO %s USING (%s) WITH CHECK (%s)', quote_ident(t.name),
+                   quote_ident(p.polname), CASE WHEN p.polpermissive THEN 'PERMISSIVE' ELSE 'RESTRICTIVE' END,
+                   CASE p.polcmd WHEN 'r' THEN 'SELECT' WHEN 'a' THEN 'INSERT' WHEN 'w' THEN 'UPDATE' WHEN 'd' THEN 'DELETE'
+                        ELSE 'ALL' END,
+                   (SELECT string_agg(x.r, ', ' ORDER BY x.r COLLATE "C")
+                      FROM (SELECT CASE WHEN r = 0 THEN 'PUBLIC' ELSE r::regrole::text END FROM unnest(p.polroles) r) x(r)),
+                   pg_get_expr(p.polqual, p.polrelid), pg_get_expr(p.polwithcheck, p.polrelid))
+          FROM pg_policy p WHERE p.polrelid = t.oid);
+    END LOOP;
+    -- Everything else in the schema: sequences no column owns (not table_id_seq), types,
+    -- functions (not the shard's own next_id()), ...
+    lines := lines || ARRAY(
+        SELECT CASE WHEN d.classid = 'pg_class'::regclass THEN
+                    (SELECT format('sequence %s: %s INCREMENT %s MINVALUE %s MAXVALUE %s START %s CACHE %s%s',
+                                   quote_ident(c.relname), format_type(q.seqtypid, NULL), q.seqincrement, q.seqmin, q.seqmax,
+                                   q.seqstart, q.seqcache, CASE WHEN q.seqcycle THEN ' CYCLE' ELSE '' END)
+                       FROM pg_class c JOIN pg_sequence q ON q.seqrelid = c.oid
+                      WHERE c.oid = d.objid AND c.relname <> 'table_id_seq'
+                        AND NOT EXISTS (SELECT FROM pg_depend o WHERE o.classid = 'pg_class'::regclass AND o.objid = c.oid
+                                           AND o.refclassid = 'pg_class'::regclass AND o.deptype IN ('a', 'i')))
+               ELSE (SELECT concat_ws(' ', o.type, o.identity) FROM pg_identify_object(d.classid, d.objid, 0) o) END
+          FROM pg_depend d
+         WHERE d.refclassid = 'pg_namespace'::regclass AND d.refobjid = nsp AND d.deptype = 'n'
+           AND NOT (d.classid = 'pg_proc'::regclass AND d.objid = own_next_id)
+           AND NOT (d.classid = 'pg_class'::regclass
+                    AND (SELECT c.relkind <> 'S' FROM pg_class c WHERE c.oid = d.objid)));
+    RETURN coalesce((SELECT array_agg(x.l ORDER BY x.l COLLATE "C")
+                       FROM (SELECT regexp_replace(l, own, '\1%I.', 'g') AS l FROM unnest(lines) l WHERE l IS NOT NULL) x),
+                    '{}');
+END
+$$;
+COMMENT ON FUNCTION snowflake_id_node.fingerprint(text) IS
+  'The layout of a schema as sorted lines (tables, columns, constraints, indexes, triggers, rules, policies, free sequences, other objects; its own name as %I): equal for a template and the shards made from it.';
+
+-- The first line where two fingerprints differ, said with the labels of both sides:
+--   column posts.note: (text DEFAULT 'x'::text, position 5) in shard_7 on node 'a', (absent) in template tpl on node 'b'
+-- NULL when they are equal.
+CREATE OR REPLACE FUNCTION snowflake_id_node.fingerprint_difference(a text[], b text[], a_label text, b_label text) RETURNS text
+LANGUAGE plpgsql IMMUTABLE STRICT PARALLEL SAFE
+SET search_path = pg_catalog, pg_temp
+AS $$
+#variable_conflict use_variable
+DECLARE
+    first text;
+    k text;  -- what the line is about: a table or column by name, anything else by its definition
+BEGIN
+    SELECT l INTO first FROM (SELECT unnest(a) EXCEPT ALL SELECT unnest(b)
+                              UNION ALL (SELECT unnest(b) EXCEPT ALL SELECT unnest(a))) x(l)
+     ORDER BY l COLLATE "C" LIMIT 1;
+    IF first IS NULL THEN
+        RETURN NULL;
+    END IF;
+    k := CASE WHEN first ~ '^(table|column|sequence) ' THEN split_part(first, ': ', 1) ELSE first END;
+    RETURN format('%s: (%s) in %s, (%s) in %s', k,
+        coalesce((SELECT CASE WHEN l = k THEN 'present' ELSE substr(l, length(k) + 3) END
+                    FROM unnest(a) l WHERE l = k OR starts_with(l, k || ': ') LIMIT 1), 'absent'), a_label,
+        coalesce((SELECT CASE WHEN l = k THEN 'present' ELSE substr(l, length(k) + 3) END
+                    FROM unnest(b) l WHERE l = k OR starts_with(l, k || ': ') LIMIT 1), 'absent'), b_label);
+END
+$$;
+COMMENT ON FUNCTION snowflake_id_node.fingerprint_difference(text[], text[], text, text) IS
+  'The first difference between two fingerprints, with a label for each side; NULL when equal.';
+
+-- Why the schemas cannot move, or NULL: what a move would not carry or would have to drop.
+-- A move copies tables with logical replication and drops the source's schemas at the end:
+-- an unlogged, foreign or partitioned table, a partition or inheritance child, a view,
+-- materialized view, trigger or rule in them would not arrive, a table without primary key
+-- or replica identity could not replicate UPDATE and DELETE, and anything outside them
+-- that depends on them (a view, a foreign key, a function, a column of their row type, an
+-- extension installed in them) would be dropped with them.
+CREATE OR REPLACE FUNCTION snowflake_id_node.refusal(schemas text[], own_publication text DEFAULT NULL) RETURNS text
+LANGUAGE plpgsql STABLE CALLED ON NULL INPUT PARALLEL SAFE
+SET search_path = pg_catalog, pg_temp
+AS $$
+#variable_conflict use_variable
+DECLARE
+    nsps oid[] := ARRAY(SELECT to_regnamespace(quote_ident(s)) FROM unnest(schemas) s);
+    why text;
+BEGIN
+    WITH tabs AS (SELECT t.* FROM unnest(nsps) n, snowflake_id_node.tables(n) t)
+    SELECT x.why INTO why FROM (
+        SELECT 1 AS prio, format('%s %s cannot move: %s', CASE t.kind WHEN 'v' THEN 'view' WHEN 'm' THEN 'materialized view'
+                             WHEN 'f' THEN 'foreign table' ELSE 'partitioned table' END, t.oid::regclass,
+                         'logical replication does not carry it') AS why
+          FROM tabs t WHERE t.kind <> 'r'
+        UNION ALL
+        SELECT 2, format('unlogged table %s cannot move: logical replication does not carry its rows', t.oid::regclass)
+          FROM tabs t JOIN pg_class c ON c.oid = t.oid WHERE c.relpersistence = 'u'
+        UNION ALL
+        SELECT 3, format('table %s cannot move: it is a partition or inheritance child of %s', t.oid::regclass, i.inhparent::regclass)
+          FROM tabs t JOIN pg_inherits i ON i.inhrelid = t.oid
+        UNION ALL
+        SELECT 4, format('trigger %s on table %s cannot move: triggers are not carried', quote_ident(g.tgname), t.oid::regclass)
+          FROM tabs t JOIN pg_trigger g ON g.tgrelid = t.oid
+         WHERE NOT g.tgisinternal AND g.tgfoid <> 'snowflake_id_node.fence()'::regprocedure
+        UNION ALL
+        SELECT 5, format('rule %s on table %s cannot move: rules are not carried', quote_ident(r.rulename), t.oid::regclass)
+          FROM tabs t JOIN pg_rewrite r ON r.ev_class = t.oid WHERE r.rulename <> '_RETURN' AND t.kind = 'r'
+        UNION ALL
+        SELECT 6, format('table %s cannot move: it has no primary key or replica identity, so its UPDATEs and DELETEs cannot be replicated', t.oid::regclass)
+          FROM tabs t JOIN pg_class c ON c.oid = t.oid
+         WHERE t.kind = 'r' AND NOT (c.relreplident = 'f'
+               OR (c.relreplident = 'd' AND EXISTS (SELECT FROM pg_index i WHERE i.indrelid = c.oid AND i.indisprimary))
+               OR (c.relreplident = 'i' AND EXISTS (SELECT FROM pg_index i WHERE i.indrelid = c.oid AND i.indisreplident)))
+        UNION ALL
+        SELECT 7, format('%s depends on %s, which a move would drop with the old copy',
+                         coalesce((SELECT pg_describe_object('pg_class'::regclass, r.ev_class, 0) FROM pg_rewrite r
+                                    WHERE o.classid = 'pg_rewrite'::regclass AND r.oid = o.objid),
+                                  pg_describe_object(o.classid, o.objid, 0)),
+                         pg_describe_object(o.refclassid, o.refobjid, 0))
+          FROM snowflake_id_node.outside_dependents(nsps, own_publication) o
+    ) x ORDER BY x.prio, x.why LIMIT 1;
+    RETURN why;
+END
+$$;
+COMMENT ON FUNCTION snowflake_id_node.refusal(text[], text) IS
+  'Why the schemas cannot move (the first reason, naming the object), or NULL.';
+
+-- Objects outside the schemas that depend on something in them (the schemas, their
+-- relations and functions, their tables' row types), which DROP SCHEMA ... CASCADE would
+-- drop. own_publication (the move's own) is not counted.
+CREATE OR REPLACE FUNCTION snowflake_id_node.outside_dependents(nsps oid[], own_publication text DEFAULT NULL)
+RETURNS TABLE (classid oid, objid oid, refclassid oid, refobjid oid)
+LANGUAGE sql STABLE CALLED ON NULL INPUT PARALLEL SAFE ROWS 1
+SET search_path = pg_catalog, pg_temp
+BEGIN ATOMIC
+    WITH members AS (
+        SELECT 'pg_namespace'::regclass::oid AS classid, n AS objid FROM unnest(nsps) n
+        UNION ALL
+        SELECT d.classid, d.objid FROM pg_depend d
+         WHERE d.refclassid = 'pg_namespace'::regclass AND d.refobjid = ANY (nsps) AND d.deptype = 'n'
+        UNION ALL
+        SELECT 'pg_type'::regclass, y.oid FROM pg_depend d JOIN pg_class c ON c.oid = d.objid
+          JOIN pg_type y ON y.oid IN (c.reltype, (SELECT e.typarray FROM pg_type e WHERE e.oid = c.reltype))
+         WHERE d.refclassid = 'pg_namespace'::regclass AND d.refobjid = ANY (nsps) AND d.classid = 'pg_class'::regclass
+           AND d.deptype = 'n'),
+    dependents AS (
+        SELECT DISTINCT d.classid, d.objid, m.classid AS refclassid, m.objid AS refobjid
+          FROM members m JOIN pg_depend d ON d.refclassid = m.classid AND d.refobjid = m.objid
+         WHERE d.deptype IN ('n', 'a'))
+    SELECT x.classid, x.objid, x.refclassid, x.refobjid FROM dependents x
+     WHERE NOT coalesce((CASE x.classid
+               WHEN 'pg_class'::regclass THEN (SELECT c.relnamespace FROM pg_class c WHERE c.oid = x.objid)
+               WHEN 'pg_type'::regclass THEN (SELECT y.typnamespace FROM pg_type y WHERE y.oid = x.objid)
+               WHEN 'pg_proc'::regclass THEN (SELECT p.pronamespace FROM pg_proc p WHERE p.oid = x.objid)
+               WHEN 'pg_constraint'::regclass THEN (SELECT k.connamespace FROM pg_constraint k WHERE k.oid = x.objid)
+               WHEN 'pg_statistic_ext'::regclass THEN (SELECT s.stxnamespace FROM pg_statistic_ext s WHERE s.oid = x.objid)
+               WHEN 'pg_rewrite'::regclass THEN (SELECT c.relnamespace FROM pg_rewrite r JOIN pg_class c ON c.oid = r.ev_class WHERE r.oid = x.objid)
+               WHEN 'pg_trigger'::regclass THEN (SELECT c.relnamespace FROM pg_trigger t JOIN pg_class c ON c.oid = t.tgrelid WHERE t.oid = x.objid)
+               WHEN 'pg_attrdef'::regclass THEN (SELECT c.relnamespace FROM pg_attrdef a JOIN pg_class c ON c.oid = a.adrelid WHERE a.oid = x.objid)
+               WHEN 'pg_policy'::regclass THEN (SELECT c.relnamespace FROM pg_policy p JOIN pg_class c ON c.oid = p.polrelid WHERE p.oid = x.objid)
+               END) = ANY (nsps), false)
+       AND NOT (x.classid = 'pg_publication_namespace'::regclass
+                AND (SELECT p.pubname FROM pg_publication_namespace pn JOIN pg_publication p ON p.oid = pn.pnpubid
+                      WHERE pn.oid = x.objid) IS NOT DISTINCT FROM own_publication)
+       AND NOT (x.classid = 'pg_publication_rel'::regclass
+                AND (SELECT p.pubname FROM pg_publication_rel pr JOIN pg_publication p ON p.oid = pr.prpubid
+                      WHERE pr.oid = x.objid) IS NOT DISTINCT FROM own_publication);
+END;
+COMMENT ON FUNCTION snowflake_id_node.outside_dependents(oid[], text) IS
+  'Objects outside the schemas that depend on something in them (DROP SCHEMA ... CASCADE would drop them); own_publication is not counted.';
+
+-- == Privileges and owners: carried from the source's schemas to the target's copies ==
+
+-- The schemas' owners and privileges as JSON (schema, tables, sequences, columns,
+-- functions), role names as text: the target resolves them to its own roles.
+CREATE OR REPLACE FUNCTION snowflake_id_node.grants(schemas text[]) RETURNS text
+LANGUAGE sql STABLE STRICT PARALLEL SAFE
+SET search_path = pg_catalog, pg_temp
+BEGIN ATOMIC
+    WITH nsp AS (SELECT n.oid, n.nspname FROM unnest(schemas) s JOIN pg_namespace n ON n.nspname = s),
+    rels AS (
+        SELECT c.oid, c.relkind, c.relowner, c.relacl, n.nspname, c.relname,
+               EXISTS (SELECT FROM pg_depend o WHERE o.classid = 'pg_class'::regclass AND o.objid = c.oid
+                          AND o.refclassid = 'pg_class'::regclass AND o.deptype IN ('a', 'i')) AS owned
+          FROM nsp n JOIN pg_depend d ON d.refclassid = 'pg_namespace'::regclass AND d.refobjid = n.oid
+               AND d.classid = 'pg_class'::regclass AND d.deptype = 'n'
+          JOIN pg_class c ON c.oid = d.objid AND c.relkind IN ('r', 'S')
+         WHERE NOT EXISTS (SELECT FROM snowflake_id_node.move m WHERE m.marker = c.relname AND m.schemas[1] = n.nspname))
+    SELECT coalesce(json_agg(g ORDER BY g.kind, g.object, g.col), '[]')::text FROM (
+        SELECT 'schema' AS kind, quote_ident(n.nspname) AS object, NULL::text AS col, false AS owned,
+               n.nspowner::regrole::text AS owner, n.nspacl::text AS acl
+          FROM nsp x JOIN pg_namespace n ON n.oid = x.oid
+        UNION ALL
+        SELECT CASE r.relkind WHEN 'S' THEN 'sequence' ELSE 'table' END, format('%I.%I', r.nspname, r.relname), NULL,
+               r.owned, r.relowner::regrole::text, r.relacl::text
+          FROM rels r
+        UNION ALL
+        SELECT 'column', format('%I.%I', r.nspname, r.relname), quote_ident(a.attname), true, NULL, a.attacl::text
+          FROM rels r JOIN pg_attribute a ON a.attrelid = r.oid AND a.attnum > 0 AND NOT a.attisdropped
+         WHERE a.attacl IS NOT NULL
+        UNION ALL
+        SELECT 'function', p.oid::regprocedure::text, NULL, false, p.proowner::regrole::text, p.proacl::text
+          FROM nsp n JOIN pg_depend d ON d.refclassid = 'pg_namespace'::regclass AND d.refobjid = n.oid
+               AND d.classid = 'pg_proc'::regclass AND d.deptype = 'n'
+          JOIN pg_proc p ON p.oid = d.objid) g;
+END;
+COMMENT ON FUNCTION snowflake_id_node.grants(text[]) IS
+  'Owners and privileges of the schemas and everything in them, as JSON, for set_grants on another node.';
+
+-- The roles grants(...) names (owners, grantees, grantors) and the schemas' policies name.
+CREATE OR REPLACE FUNCTION snowflake_id_node.roles(schemas text[]) RETURNS text[]
+LANGUAGE sql STABLE STRICT PARALLEL SAFE
+SET search_path = pg_catalog, pg_temp
+BEGIN ATOMIC
+    WITH g AS (SELECT * FROM json_to_recordset(snowflake_id_node.grants(schemas)::json)
+                   AS x(kind text, object text, col text, owned boolean, owner text, acl text))
+    SELECT coalesce(array_agg(DISTINCT r ORDER BY r), '{}') FROM (
+        SELECT g.owner FROM g WHERE g.owner IS NOT NULL
+        UNION ALL
+        SELECT e.grantor::regrole::text FROM g, aclexplode(nullif(g.acl, '{}')::aclitem[]) e
+        UNION ALL
+        SELECT e.grantee::regrole::text FROM g, aclexplode(nullif(g.acl, '{}')::aclitem[]) e WHERE e.grantee <> 0
+        UNION ALL
+        SELECT r::regrole::text FROM unnest(schemas) s
+          JOIN pg_namespace n ON n.nspname = s, snowflake_id_node.tables(n.oid) t
+          JOIN pg_policy p ON p.polrelid = t.oid, unnest(p.polroles) r WHERE r <> 0) x(r);
+END;
+COMMENT ON FUNCTION snowflake_id_node.roles(text[]) IS
+  'The roles the schemas'' owners, privileges and policies name.';
+
+-- The owner and privileges (NULL: the default) of one object of grants(...).
+CREATE OR REPLACE FUNCTION snowflake_id_node.acl(kind text, object text, col text) RETURNS TABLE (owner oid, acl aclitem[])
+LANGUAGE sql STABLE CALLED ON NULL INPUT PARALLEL SAFE
+SET search_path = pg_catalog, pg_temp
+BEGIN ATOMIC
+    SELECT n.nspowner, coalesce(n.nspacl, acldefault('n', n.nspowner)) FROM pg_namespace n
+     WHERE kind = 'schema' AND n.oid = to_regnamespace(object)
+    UNION ALL
+    SELECT c.relowner, coalesce(c.relacl, acldefault((CASE kind WHEN 'sequence' THEN 's' ELSE 'r' END)::"char", c.relowner))
+      FROM pg_class c WHERE kind IN ('table', 'sequence') AND c.oid = to_regclass(object)
+    UNION ALL
+    SELECT c.relowner, coalesce(a.attacl, '{}') FROM pg_class c JOIN pg_attribute a ON a.attrelid = c.oid
+     WHERE kind = 'column' AND c.oid = to_regclass(object) AND quote_ident(a.attname) = col
+    UNION ALL
+    SELECT p.proowner, coalesce(p.proacl, acldefault('f', p.proowner)) FROM pg_proc p
+     WHERE kind = 'function' AND p.oid = to_regprocedure(object);
+END;
+COMMENT ON FUNCTION snowflake_id_node.acl(text, text, text) IS
+  'Owner and privileges (defaults spelt out) of a schema, table, sequence, column or function named as grants() names it.';
+
+-- Gives the copies the owners and privileges grants(...) read on the source, then checks
+-- that each object's privileges equal the source's (55000 naming the first that does not).
+CREATE OR REPLACE FUNCTION snowflake_id_node.set_grants(key text, grants text) RETURNS void
+LANGUAGE plpgsql VOLATILE CALLED ON NULL INPUT
+SET search_path = pg_catalog, pg_temp
+AS $$
+#variable_conflict use_variable
+DECLARE
+    m snowflake_id_node.move := snowflake_id_node.record(key, '{incoming}');
+    g record;
+    target_sql text;
+    cur aclitem[];
+    owner_oid oid;
+    want aclitem[];
+    e record;
+    sorted_want text;
+    sorted_cur text;
+BEGIN
+    FOR g IN SELECT * FROM json_to_recordset(grants::json)
+                 AS x(kind text, object text, col text, owned boolean, owner text, acl text)
+              ORDER BY CASE x.kind WHEN 'schema' THEN 0 WHEN 'table' THEN 1 ELSE 2 END LOOP
+        target_sql := format('%s %s', CASE g.kind WHEN 'column' THEN 'TABLE' ELSE upper(g.kind) END, g.object);
+        IF g.owner IS NOT NULL AND NOT g.owned THEN
+            EXECUTE format('ALTER %s OWNER TO %s', target_sql, g.owner);
+        END IF;
+        SELECT a.owner, a.acl INTO owner_oid, cur FROM snowflake_id_node.acl(g.kind, g.object, g.col) a;
+        IF NOT FOUND THEN
+            RAISE EXCEPTION '% % has no counterpart in the copy on this node', g.kind, concat_ws(' ', g.object, g.col)
+                USING ERRCODE = 'object_not_in_prerequisite_state';
+        END IF;
+        want := coalesce(g.acl::aclitem[], CASE g.kind WHEN 'column' THEN '{}'::aclitem[]
+                    ELSE acldefault((CASE g.kind WHEN 'schema' THEN 'n' WHEN 'sequence' THEN 's' WHEN 'function' THEN 'f' ELSE 'r' END)::"char", owner_oid) END);
+        CONTINUE WHEN (SELECT array_agg(x::text ORDER BY x::text) FROM unnest(cur) x)
+                      IS NOT DISTINCT FROM (SELECT array_agg(x::text ORDER BY x::text) FROM unnest(want) x);
+        -- (An empty aclitem[] is not one acl functions take: none of its items to explode.)
+        FOR e IN SELECT DISTINCT x.grantee FROM aclexplode(CASE WHEN cardinality(cur) > 0 THEN cur END) x LOOP
+            EXECUTE format('REVOKE ALL %s ON %s FROM %s CASCADE', coalesce('(' || g.col || ')', ''), target_sql,
+                           CASE WHEN e.grantee = 0 THEN 'PUBLIC' ELSE quote_ident(e.grantee::regrole::text) END);
+        END LOOP;
+        FOR e IN SELECT x.grantor, x.grantee, x.is_grantable, string_agg(x.privilege_type, ', ') AS privs
+                   FROM aclexplode(CASE WHEN cardinality(want) > 0 THEN want END) x
+                  GROUP BY 1, 2, 3 ORDER BY x.grantor <> owner_oid, 1, 2, 3 LOOP
+            IF e.grantor <> owner_oid THEN
+                EXECUTE format('SET LOCAL ROLE %I', e.grantor::regrole::text);
+            END IF;
+            EXECUTE format('GRANT %s %s ON %s TO %s%s', e.privs, coalesce('(' || g.col || ')', ''), target_sql,
+                           CASE WHEN e.grantee = 0 THEN 'PUBLIC' ELSE quote_ident(e.grantee::regrole::text) END,
+                           CASE WHEN e.is_grantable THEN ' WITH GRANT OPTION' ELSE '' END);
+            IF e.grantor <> owner_oid THEN
+                RESET ROLE;
+            END IF;
+        END LOOP;
+        SELECT a.acl INTO cur FROM snowflake_id_node.acl(g.kind, g.object, g.col) a;
+        sorted_cur := (SELECT array_agg(x::text ORDER BY x::text) FROM unnest(cur) x)::text;
+        sorted_want := (SELECT array_agg(x::text ORDER BY x::text) FROM unnest(want) x)::text;
+        IF sorted_cur IS DISTINCT FROM sorted_want THEN
+            RAISE EXCEPTION 'could not give % % the privileges it has on the source: % here, % there', g.kind,
+                concat_ws(' ', g.object, g.col), coalesce(sorted_cur, '{}'), coalesce(sorted_want, '{}')
+                USING ERRCODE = 'object_not_in_prerequisite_state';
+        END IF;
+    END LOOP;
+END
+$$;
+COMMENT ON FUNCTION snowflake_id_node.set_grants(text, text) IS
+  'Gives the target copies of move key the owners and privileges of grants() read on the source; 55000 if one cannot be given.';
+
+-- == The steps of a move, on the source ==
+
+-- The schemas of shards on this node (in the order of shards), refusing (55000, naming the
+-- object) what cannot move; read-only. router: the router's identity; peer: the target's.
+CREATE OR REPLACE FUNCTION snowflake_id_node.source_check(router text, peer text, shards integer[]) RETURNS text[]
+LANGUAGE plpgsql STABLE STRICT
+SET search_path = pg_catalog, pg_temp
+AS $$
+#variable_conflict use_variable
+DECLARE
+    schemas text[];
+    missing integer;
+    why text;
+    free_slots integer;
+    free_senders integer;
+BEGIN
+    IF peer = snowflake_id_node.identity() THEN
+        RAISE EXCEPTION 'the target is this database (%): a shard cannot move onto its own node', peer
+            USING ERRCODE = 'object_not_in_prerequisite_state';
+    END IF;
+    SELECT array_agg(c.schema_name ORDER BY x.i), min(x.s) FILTER (WHERE c.schema_name IS NULL) INTO schemas, missing
+      FROM unnest(shards) WITH ORDINALITY x(s, i) LEFT JOIN @extschema@.snowflake_id_shard c ON c.shard = x.s;
+    IF missing IS NOT NULL THEN
+        RAISE EXCEPTION 'this node has no schema for shard %', missing USING ERRCODE = 'object_not_in_prerequisite_state',
+            HINT = 'create_shard(schema_name, shard, template => ...) makes it here.';
+    END IF;
+    PERFORM snowflake_id_node.no_other_move(router, shards, schemas);
+    why := snowflake_id_node.refusal(schemas);
+    IF why IS NOT NULL THEN
+        RAISE EXCEPTION '%', why USING ERRCODE = 'object_not_in_prerequisite_state';
+    END IF;
+    IF current_setting('wal_level') <> 'logical' THEN
+        RAISE EXCEPTION 'this node runs with wal_level = %: the source of a move publishes its rows', current_setting('wal_level')
+            USING ERRCODE = 'object_not_in_prerequisite_state', HINT = 'Set wal_level = logical and restart it.';
+    END IF;
+    -- One slot for the move and one for each table being synchronised (the target syncs a
+    -- few at a time), each used by a WAL sender.
+    free_slots := current_setting('max_replication_slots')::integer - (SELECT count(*) FROM pg_replication_slots);
+    free_senders := current_setting('max_wal_senders')::integer
+                    - (SELECT count(*) FROM pg_stat_activity WHERE backend_type = 'walsender');
+    IF free_slots < 2 OR free_senders < 2 THEN
+        RAISE EXCEPTION 'this node has % free replication slots and % free WAL senders: a move needs 2 of each',
+            free_slots, free_senders USING ERRCODE = 'object_not_in_prerequisite_state',
+            HINT = 'Raise max_replication_slots and max_wal_senders (a restart), or drop unused slots.';
+    END IF;
+    RETURN schemas;
+END
+$$;
+COMMENT ON FUNCTION snowflake_id_node.source_check(text, text, integer[]) IS
+  'The schemas of shards here, after the checks a move''s source must pass (55000 naming what fails).';
+
+-- 55000 when another move's record names one of the shards or schemas here: another
+-- router's (it must repair it), or this router's (repair it first).
+CREATE OR REPLACE FUNCTION snowflake_id_node.no_other_move(router text, shards integer[], schemas text[]) RETURNS void
+LANGUAGE plpgsql STABLE STRICT
+SET search_path = pg_catalog, pg_temp
+AS $$
+#variable_conflict use_variable
+DECLARE
+    m snowflake_id_node.move;
+BEGIN
+    SELECT * INTO m FROM snowflake_id_node.move r WHERE r.shards && shards OR r.schemas && schemas LIMIT 1;
+    IF FOUND THEN
+        IF m.router <> router THEN
+            RAISE EXCEPTION 'shards % are in move % of another router (%) on this node, %', m.shards, m.key, m.router,
+                CASE WHEN m.state IN ('sealed', 'serving') THEN 'sealed: that router must complete it'
+                     ELSE 'which that router has not undone' END
+                USING ERRCODE = 'object_not_in_prerequisite_state',
+                      HINT = 'Run SELECT repair_moves() on that router.';
+        END IF;
+        RAISE EXCEPTION 'shards % are in move % on this node (%), not yet completed or undone', m.shards, m.key, m.state
+            USING ERRCODE = 'object_not_in_prerequisite_state', HINT = 'SELECT repair_moves() on the router completes or undoes it.';
+    END IF;
+END
+$$;
+COMMENT ON FUNCTION snowflake_id_node.no_other_move(text, integer[], text[]) IS
+  '55000 when a move record here names one of the shards or schemas.';
+
+-- Records the move on the source and makes its marker table (preparing).
+CREATE OR REPLACE FUNCTION snowflake_id_node.prepare_source(key text, router text, peer text, shards integer[], schemas text[])
+RETURNS void
+LANGUAGE plpgsql VOLATILE CALLED ON NULL INPUT
+SET search_path = pg_catalog, pg_temp
+AS $$
+#variable_conflict use_variable
+DECLARE
+    marker text := 'sfid_' || replace(key, '/', '_');
+BEGIN
+    IF NOT snowflake_id_node.holds(shards) THEN
+        RAISE EXCEPTION 'this session does not hold the shard locks of shards %', shards
+            USING ERRCODE = 'object_not_in_prerequisite_state';
+    END IF;
+    PERFORM snowflake_id_node.no_other_move(router, shards, schemas);
+    INSERT INTO snowflake_id_node.move (key, router, role, peer, shards, schemas, state, marker)
+    VALUES (key, router, 'source', peer, shards, schemas, 'preparing', marker);
+    EXECUTE format('CREATE TABLE %I.%I (fenced boolean PRIMARY KEY)', schemas[1], marker);
+END
+$$;
+COMMENT ON FUNCTION snowflake_id_node.prepare_source(text, text, text, integer[], text[]) IS
+  'Move step on the source: records move key (preparing) and makes its marker table.';
+
+-- Publishes the schemas (copying); the router then makes the slot (make_slot).
+CREATE OR REPLACE FUNCTION snowflake_id_node.publish(key text) RETURNS void
+LANGUAGE plpgsql VOLATILE CALLED ON NULL INPUT
+SET search_path = pg_catalog, pg_temp
+AS $$
+#variable_conflict use_variable
+DECLARE
+    m snowflake_id_node.move := snowflake_id_node.record(key, '{preparing}');
+BEGIN
+    EXECUTE format('CREATE PUBLICATION %I FOR TABLES IN SCHEMA %s', m.marker,
+                   (SELECT string_agg(quote_ident(s), ', ') FROM unnest(m.schemas) s));
+    UPDATE snowflake_id_node.move r SET state = 'copying', publication = m.marker, slot = m.marker WHERE r.key = m.key;
+END
+$$;
+COMMENT ON FUNCTION snowflake_id_node.publish(text) IS
+  'Move step on the source: publishes the schemas of move key and records the publication and slot names (copying).';
+
+-- The move's replication slot. Its own call, in a transaction that writes nothing (as slot
+-- creation requires); it waits for every transaction running here to end, so the router
+-- bounds it by copy_timeout and cancels it (an unfinished slot is dropped by the server).
+CREATE OR REPLACE FUNCTION snowflake_id_node.make_slot(key text) RETURNS text
+LANGUAGE plpgsql VOLATILE CALLED ON NULL INPUT
+SET search_path = pg_catalog, pg_temp
+AS $$
+#variable_conflict use_variable
+DECLARE
+    m snowflake_id_node.move;
+BEGIN
+    SELECT * INTO m FROM snowflake_id_node.move r WHERE r.key = make_slot.key AND r.state = 'copying';
+    IF NOT FOUND OR NOT snowflake_id_node.holds(m.shards) THEN
+        RAISE EXCEPTION 'move % is not copying from this node under this session''s locks', key
+            USING ERRCODE = 'object_not_in_prerequisite_state';
+    END IF;
+    RETURN (SELECT s.lsn::text FROM pg_create_logical_replication_slot(m.slot, 'pgoutput') s);
+END
+$$;
+COMMENT ON FUNCTION snowflake_id_node.make_slot(text) IS
+  'Move step on the source: makes the logical replication slot of move key (waits for running transactions).';
+
+-- The target's subscription OID, for the table-sync slots it makes here (pg_<oid>_sync_*).
+CREATE OR REPLACE FUNCTION snowflake_id_node.note_subscription(key text, suboid oid) RETURNS void
+LANGUAGE plpgsql VOLATILE CALLED ON NULL INPUT
+SET search_path = pg_catalog, pg_temp
+AS $$
+#variable_conflict use_variable
+DECLARE
+    m snowflake_id_node.move := snowflake_id_node.record(key, '{copying}');
+BEGIN
+    UPDATE snowflake_id_node.move r SET suboid = note_subscription.suboid WHERE r.key = m.key;
+END
+$$;
+COMMENT ON FUNCTION snowflake_id_node.note_subscription(text, oid) IS
+  'Move step on the source: records the target''s subscription OID (for its table-sync slots).';
+
+-- The fence (fenced): in one transaction, every table of the schemas locked EXCLUSIVE
+-- (writers in flight finish, new ones wait; readers pass) and given a statement trigger
+-- calling fence(). The triggers commit before the locks go, so a writer that waited sees them.
+CREATE OR REPLACE FUNCTION snowflake_id_node.set_fence(key text, lock_timeout text) RETURNS void
+LANGUAGE plpgsql VOLATILE CALLED ON NULL INPUT
+SET search_path = pg_catalog, pg_temp
+AS $$
+#variable_conflict use_variable
+DECLARE
+    m snowflake_id_node.move := snowflake_id_node.record(key, '{copying}');
+    t regclass;
+BEGIN
+    PERFORM set_config('lock_timeout', lock_timeout, true);
+    EXECUTE 'LOCK TABLE ' || (SELECT string_agg(x.t::text, ', ') FROM snowflake_id_node.move_tables(m.schemas) x)
+            || ' IN EXCLUSIVE MODE';
+    FOR t IN SELECT x.t FROM snowflake_id_node.move_tables(m.schemas) x LOOP
+        EXECUTE format('CREATE TRIGGER %I BEFORE INSERT OR UPDATE OR DELETE OR TRUNCATE ON %s
+                          FOR EACH STATEMENT EXECUTE FUNCTION snowflake_id_node.fence()', m.marker, t);
+    END LOOP;
+    UPDATE snowflake_id_node.move r SET state = 'fenced' WHERE r.key = m.key;
+END
+$$;
+COMMENT ON FUNCTION snowflake_id_node.set_fence(text, text) IS
+  'Move step on the source: fences every table of move key''s schemas (EXCLUSIVE lock, bounded by lock_timeout; statement triggers) (fenced).';
+
+-- The tables of the schemas (regclass), markers left out.
+CREATE OR REPLACE FUNCTION snowflake_id_node.move_tables(schemas text[]) RETURNS TABLE (t regclass)
+LANGUAGE sql STABLE STRICT PARALLEL SAFE ROWS 5
+SET search_path = pg_catalog, pg_temp
+BEGIN ATOMIC
+    SELECT x.oid::regclass FROM unnest(schemas) s JOIN pg_namespace n ON n.nspname = s, snowflake_id_node.tables(n.oid) x
+     ORDER BY n.nspname COLLATE "C", x.name COLLATE "C";   -- by name: OIDs differ from node to node
+END;
+COMMENT ON FUNCTION snowflake_id_node.move_tables(text[]) IS 'The tables of the schemas, moves'' markers left out.';
+
+-- The marker row, written after the fence: once the target has it, it has every write before.
+CREATE OR REPLACE FUNCTION snowflake_id_node.mark(key text) RETURNS void
+LANGUAGE plpgsql VOLATILE CALLED ON NULL INPUT
+SET search_path = pg_catalog, pg_temp
+AS $$
+#variable_conflict use_variable
+DECLARE
+    m snowflake_id_node.move := snowflake_id_node.record(key, '{fenced}');
+BEGIN
+    EXECUTE format('INSERT INTO %I.%I VALUES (true) ON CONFLICT DO NOTHING', m.schemas[1], m.marker);
+END
+$$;
+COMMENT ON FUNCTION snowflake_id_node.mark(text) IS 'Move step on the source: writes the marker row of move key, after the fence.';
+
+-- Row counts of every table of the move's schemas, one line each (both nodes).
+CREATE OR REPLACE FUNCTION snowflake_id_node.row_counts(key text) RETURNS text
+LANGUAGE plpgsql STABLE STRICT
+SET search_path = pg_catalog, pg_temp
+AS $$
+#variable_conflict use_variable
+DECLARE
+    m snowflake_id_node.move;
+    t regclass;
+    n bigint;
+    lines text[] := '{}';
+BEGIN
+    SELECT * INTO m FROM snowflake_id_node.move r WHERE r.key = row_counts.key;
+    FOR t IN SELECT x.t FROM snowflake_id_node.move_tables(m.schemas) x LOOP
+        EXECUTE format('SELECT count(*) FROM %s', t) INTO n;
+        lines := lines || format('table %s: %s rows', t, n);
+    END LOOP;
+    RETURN array_to_string(lines, E'\n');
+END
+$$;
+COMMENT ON FUNCTION snowflake_id_node.row_counts(text) IS 'Rows of every table of move key''s schemas here, one line each.';
+
+-- The decision point (sealed): under EXCLUSIVE locks, the schemas' fingerprints (each as
+-- the text of its array) must still equal the target's (DDL since the copy began is
+-- refused here); then the fence refuses
+-- every write whatever becomes of the mover, and the copy leaves snowflake_id_shards.
+CREATE OR REPLACE FUNCTION snowflake_id_node.seal(key text, target_fingerprints text[], lock_timeout text) RETURNS text
+LANGUAGE plpgsql VOLATILE CALLED ON NULL INPUT
+SET search_path = pg_catalog, pg_temp
+AS $$
+#variable_conflict use_variable
+DECLARE
+    m snowflake_id_node.move := snowflake_id_node.record(key, '{fenced}');
+    i integer;
+    mine text;
+    prints text[] := '{}';
+BEGIN
+    PERFORM set_config('lock_timeout', lock_timeout, true);
+    EXECUTE 'LOCK TABLE ' || (SELECT string_agg(x.t::text, ', ') FROM snowflake_id_node.move_tables(m.schemas) x)
+            || ' IN EXCLUSIVE MODE';
+    FOR i IN 1 .. cardinality(m.schemas) LOOP
+        mine := snowflake_id_node.fingerprint(m.schemas[i])::text;
+        IF mine IS DISTINCT FROM target_fingerprints[i] THEN
+            RAISE EXCEPTION 'schema % of shard % changed during the move: %', quote_ident(m.schemas[i]), m.shards[i],
+                snowflake_id_node.fingerprint_difference(mine::text[], target_fingerprints[i]::text[], 'the source', 'the target''s copy')
+                USING ERRCODE = 'object_not_in_prerequisite_state';
+        END IF;
+        prints := prints || mine;
+    END LOOP;
+    UPDATE snowflake_id_node.move r SET state = 'sealed', fingerprint = md5(array_to_string(prints, ' '))
+     WHERE r.key = m.key;
+    RETURN snowflake_id_node.sequences(key);
+END
+$$;
+COMMENT ON FUNCTION snowflake_id_node.seal(text, text[], text) IS
+  'Move step on the source: checks the schemas'' fingerprints against the target''s under EXCLUSIVE locks, then seals move key (sealed); returns its sequences (sequences(key)).';
+
+-- Every sequence of the move's schemas with the newest value it gave (NULL: none), as JSON.
+CREATE OR REPLACE FUNCTION snowflake_id_node.sequences(key text) RETURNS text
+LANGUAGE sql STABLE STRICT
+SET search_path = pg_catalog, pg_temp
+BEGIN ATOMIC
+    SELECT coalesce(json_agg(json_build_object('schema', n.nspname, 'name', c.relname,
+                                               'last', pg_sequence_last_value(c.oid), 'increment', q.seqincrement)
+                             ORDER BY n.nspname, c.relname), '[]')::text
+      FROM snowflake_id_node.move m, unnest(m.schemas) s JOIN pg_namespace n ON n.nspname = s
+      JOIN pg_depend d ON d.refclassid = 'pg_namespace'::regclass AND d.refobjid = n.oid
+           AND d.classid = 'pg_class'::regclass AND d.deptype = 'n'
+      JOIN pg_class c ON c.oid = d.objid AND c.relkind = 'S'
+      JOIN pg_sequence q ON q.seqrelid = c.oid
+     WHERE m.key = sequences.key;
+END;
+COMMENT ON FUNCTION snowflake_id_node.sequences(text) IS
+  'Every sequence of move key''s schemas (identity ones too) with the newest value it gave, as JSON.';
+
+-- Clean-up on the source after the flip: the publication, the slots (the move's and the
+-- target's table-sync slots, their WAL senders ended first), then the sealed copies, under
+-- ACCESS EXCLUSIVE locks, only if nothing outside depends on them and they are as sealed.
+CREATE OR REPLACE FUNCTION snowflake_id_node.drop_copy(key text, lock_timeout text, wait_timeout interval) RETURNS void
+LANGUAGE plpgsql VOLATILE CALLED ON NULL INPUT
+SET search_path = pg_catalog, pg_temp
+AS $$
+#variable_conflict use_variable
+DECLARE
+    m snowflake_id_node.move := snowflake_id_node.record(key, '{sealed}');
+    prints text;
+    why text;
+    s text;
+BEGIN
+    PERFORM snowflake_id_node.drop_replication(m, wait_timeout);
+    PERFORM set_config('lock_timeout', lock_timeout, true);
+    EXECUTE 'LOCK TABLE ' || (SELECT string_agg(x.t::text, ', ') FROM snowflake_id_node.move_tables(m.schemas) x)
+            || ' IN ACCESS EXCLUSIVE MODE';
+    SELECT md5(string_agg(snowflake_id_node.fingerprint(x)::text, ' ' ORDER BY o)) INTO prints
+      FROM unnest(m.schemas) WITH ORDINALITY u(x, o);
+    IF prints IS DISTINCT FROM m.fingerprint THEN
+        RAISE EXCEPTION 'the sealed copy of shards % (schemas %) changed after the seal: it is kept', m.shards, m.schemas
+            USING ERRCODE = 'object_not_in_prerequisite_state',
+                  HINT = 'Something was made in it after the move sealed it; look, save what must be kept, then drop it by hand and SELECT repair_moves().';
+    END IF;
+    why := snowflake_id_node.refusal(m.schemas);
+    IF why IS NOT NULL THEN
+        RAISE EXCEPTION 'the sealed copy of shards % is kept: %', m.shards, why USING ERRCODE = 'object_not_in_prerequisite_state';
+    END IF;
+    FOREACH s IN ARRAY m.schemas LOOP
+        IF EXISTS (SELECT FROM @extschema@.snowflake_id_shard c WHERE c.schema_name = s) THEN
+            PERFORM @extschema@.drop_shard(s, cascade => true);
+        END IF;
+        EXECUTE format('DROP SCHEMA IF EXISTS %I CASCADE', s);
+    END LOOP;
+    DELETE FROM snowflake_id_node.move r WHERE r.key = m.key;
+END
+$$;
+COMMENT ON FUNCTION snowflake_id_node.drop_copy(text, text, interval) IS
+  'Move clean-up on the source: drops the publication, slots and the sealed copies of move key (if nothing outside depends on them), and its record.';
+
+-- The source's replication resources of a move: publication, its slot and the target's
+-- table-sync slots, each WAL sender using one ended first (bounded by wait_timeout).
+CREATE OR REPLACE FUNCTION snowflake_id_node.drop_replication(m snowflake_id_node.move, wait_timeout interval) RETURNS void
+LANGUAGE plpgsql VOLATILE CALLED ON NULL INPUT
+SET search_path = pg_catalog, pg_temp
+AS $$
+#variable_conflict use_variable
+DECLARE
+    deadline timestamptz := clock_timestamp() + wait_timeout;
+    slot text;
+BEGIN
+    IF m.publication IS NOT NULL THEN
+        EXECUTE format('DROP PUBLICATION IF EXISTS %I', m.publication);
+    END IF;
+    LOOP
+        SELECT r.slot_name INTO slot FROM pg_replication_slots r
+         WHERE r.slot_name = m.slot
+            OR (m.suboid IS NOT NULL AND r.slot_name LIKE format('pg\_%s\_sync\_%%', m.suboid))
+         LIMIT 1;
+        EXIT WHEN NOT FOUND;
+        PERFORM pg_terminate_backend(r.active_pid) FROM pg_replication_slots r
+         WHERE r.slot_name = slot AND r.active_pid IS NOT NULL;
+        BEGIN
+            PERFORM pg_drop_replication_slot(slot);
+        EXCEPTION WHEN object_in_use OR undefined_object THEN
+            IF clock_timestamp() > deadline THEN
+                RAISE EXCEPTION 'replication slot % is still in use after %', slot, wait_timeout
+                    USING ERRCODE = 'object_in_use';
+            END IF;
+            PERFORM pg_sleep(0.01);
+        END;
+    END LOOP;
+END
+$$;
+COMMENT ON FUNCTION snowflake_id_node.drop_replication(snowflake_id_node.move, interval) IS
+  'Drops a move''s publication, slot and table-sync slots here, ending the WAL senders using them.';
+
+-- == The steps of a move, on the target ==
+
+-- Read-only checks on the target (55000 or 42P06/42710 naming what fails).
+CREATE OR REPLACE FUNCTION snowflake_id_node.target_check(router text, peer text, shards integer[], schemas text[],
+                                               roles text[], template text) RETURNS void
+LANGUAGE plpgsql STABLE STRICT
+SET search_path = pg_catalog, pg_temp
+AS $$
+#variable_conflict use_variable
+DECLARE
+    what text;
+    free_workers integer;
+BEGIN
+    IF peer = snowflake_id_node.identity() THEN
+        RAISE EXCEPTION 'the source is this database (%): a shard cannot move onto its own node', peer
+            USING ERRCODE = 'object_not_in_prerequisite_state';
+    END IF;
+    -- A move drops on the target only what it made: it never adopts a schema that is here.
+    SELECT s INTO what FROM unnest(schemas) s WHERE to_regnamespace(quote_ident(s)) IS NOT NULL LIMIT 1;
+    IF FOUND THEN
+        RAISE EXCEPTION 'this node already has a schema %', quote_ident(what) USING ERRCODE = 'duplicate_schema',
+            HINT = 'A move makes the shard''s schema on the target itself; drop or rename the one there if it is stale.';
+    END IF;
+    SELECT format('shard %s (schema %s)', c.shard, quote_ident(c.schema_name)) INTO what
+      FROM @extschema@.snowflake_id_shard c WHERE c.shard = ANY (shards) LIMIT 1;
+    IF FOUND THEN
+        RAISE EXCEPTION 'this node already has %', what USING ERRCODE = 'duplicate_object',
+            HINT = 'Drop that copy (drop_shard) if it is stale.';
+    END IF;
+    PERFORM snowflake_id_node.no_other_move(router, shards, schemas);
+    IF to_regnamespace(quote_ident(template)) IS NULL THEN
+        RAISE EXCEPTION 'template schema "%" does not exist on this node', template USING ERRCODE = 'invalid_schema_name';
+    END IF;
+    SELECT r INTO what FROM unnest(roles) r WHERE NOT EXISTS (SELECT FROM pg_roles o WHERE quote_ident(o.rolname) = r) LIMIT 1;
+    IF FOUND THEN
+        RAISE EXCEPTION 'role % does not exist on this node: the shard''s owners, privileges or policies name it', what
+            USING ERRCODE = 'object_not_in_prerequisite_state';
+    END IF;
+    free_workers := current_setting('max_logical_replication_workers')::integer
+                    - (SELECT count(*) FROM pg_stat_subscription WHERE pid IS NOT NULL);
+    IF free_workers < 2 OR current_setting('max_sync_workers_per_subscription')::integer < 1 THEN
+        RAISE EXCEPTION 'this node has % free logical replication workers and max_sync_workers_per_subscription = %: a move needs 2 workers and 1 sync worker',
+            free_workers, current_setting('max_sync_workers_per_subscription')
+            USING ERRCODE = 'object_not_in_prerequisite_state',
+                  HINT = 'Raise max_logical_replication_workers (a restart) and max_sync_workers_per_subscription.';
+    END IF;
+END
+$$;
+COMMENT ON FUNCTION snowflake_id_node.target_check(text, text, integer[], text[], text[], text) IS
+  'The checks a move''s target must pass (no schema or shard of the same name or number, template, roles, workers).';
+
+-- Makes the copies from the template, invisible to snowflake_id_shards, and the marker
+-- table; records them (incoming) with the schemas made, all in one transaction.
+CREATE OR REPLACE FUNCTION snowflake_id_node.prepare_target(key text, router text, peer text, shards integer[],
+                                                 schemas text[], template text) RETURNS void
+LANGUAGE plpgsql VOLATILE CALLED ON NULL INPUT
+SET search_path = pg_catalog, pg_temp
+AS $$
+#variable_conflict use_variable
+DECLARE
+    marker text := 'sfid_' || replace(key, '/', '_');
+    i integer;
+BEGIN
+    IF NOT snowflake_id_node.holds(shards) THEN
+        RAISE EXCEPTION 'this session does not hold the shard locks of shards %', shards
+            USING ERRCODE = 'object_not_in_prerequisite_state';
+    END IF;
+    PERFORM snowflake_id_node.target_check(router, peer, shards, schemas, '{}', template);
+    INSERT INTO snowflake_id_node.move (key, router, role, peer, shards, schemas, state, marker, created)
+    VALUES (key, router, 'target', peer, shards, schemas, 'incoming', marker, schemas);
+    FOR i IN 1 .. cardinality(shards) LOOP
+        PERFORM @extschema@.create_shard(schemas[i], shards[i], template => template);
+    END LOOP;
+    EXECUTE format('CREATE TABLE %I.%I (fenced boolean PRIMARY KEY)', schemas[1], marker);
+END
+$$;
+COMMENT ON FUNCTION snowflake_id_node.prepare_target(text, text, text, integer[], text[], text) IS
+  'Move step on the target: records move key (incoming) and makes the copies from the template and the marker table.';
+
+-- The subscription (copying): to the move's publication and slot on the source; it copies
+-- each table, then applies the source's changes. A worker's error disables it (disable_on_error),
+-- which copy_state reports at once.
+CREATE OR REPLACE FUNCTION snowflake_id_node.subscribe(key text, source_connstr text) RETURNS oid
+LANGUAGE plpgsql VOLATILE CALLED ON NULL INPUT
+SET search_path = pg_catalog, pg_temp
+AS $$
+#variable_conflict use_variable
+DECLARE
+    m snowflake_id_node.move := snowflake_id_node.record(key, '{incoming}');
+    oid oid;
+BEGIN
+    IF m.subscription IS NOT NULL THEN
+        RAISE EXCEPTION 'move % has subscribed already', key USING ERRCODE = 'object_not_in_prerequisite_state';
+    END IF;
+    EXECUTE format('CREATE SUBSCRIPTION %I CONNECTION %L PUBLICATION %I
+                      WITH (create_slot = false, slot_name = %L, copy_data = true, disable_on_error = true)',
+                   m.marker, source_connstr, m.marker, m.marker);
+    SELECT s.oid INTO oid FROM pg_subscription s
+     WHERE s.subname = m.marker AND s.subdbid = (SELECT d.oid FROM pg_database d WHERE d.datname = current_database());
+    UPDATE snowflake_id_node.move r SET subscription = m.marker, suboid = oid WHERE r.key = m.key;
+    RETURN oid;
+END
+$$;
+COMMENT ON FUNCTION snowflake_id_node.subscribe(text, text) IS
+  'Move step on the target: subscribes to move key''s publication and slot on the source; returns the subscription''s OID.';
+
+-- 55000 at once when the move's subscription has failed: a worker's error disabled it
+-- (disable_on_error) or errors were counted. The error itself is in this node's log.
+CREATE OR REPLACE FUNCTION snowflake_id_node.check_subscription(m snowflake_id_node.move) RETURNS void
+LANGUAGE plpgsql STABLE CALLED ON NULL INPUT
+SET search_path = pg_catalog, pg_temp
+AS $$
+#variable_conflict use_variable
+DECLARE
+    enabled boolean;
+    errors bigint;
+BEGIN
+    IF m.suboid IS NULL THEN
+        RAISE EXCEPTION 'move % has no subscription on this node', m.key USING ERRCODE = 'object_not_in_prerequisite_state';
+    END IF;
+    SELECT s.subenabled INTO enabled FROM pg_subscription s WHERE s.oid = m.suboid;
+    SELECT st.apply_error_count + st.sync_error_count INTO errors FROM pg_stat_subscription_stats st WHERE st.subid = m.suboid;
+    IF enabled IS NOT TRUE OR errors > 0 THEN
+        RAISE EXCEPTION 'replicating into this node failed: the subscription''s workers reported % error(s)%',
+            coalesce(errors, 0), CASE WHEN enabled IS NOT TRUE THEN ' and it disabled itself' ELSE '' END
+            USING ERRCODE = 'object_not_in_prerequisite_state',
+                  HINT = 'This node''s server log says why (subscription ' || quote_ident(m.subscription)
+                         || '): a table or column missing here, a type that does not fit, a permission.';
+    END IF;
+END
+$$;
+COMMENT ON FUNCTION snowflake_id_node.check_subscription(snowflake_id_node.move) IS
+  '55000 when a move''s subscription here disabled itself or its workers counted errors.';
+
+-- How far the copy is: true when every table is synchronised; 55000 at once when the
+-- subscription failed.
+CREATE OR REPLACE FUNCTION snowflake_id_node.copy_done(key text) RETURNS boolean
+LANGUAGE plpgsql STABLE STRICT
+SET search_path = pg_catalog, pg_temp
+AS $$
+#variable_conflict use_variable
+DECLARE
+    m snowflake_id_node.move;
+    pending bigint;
+    total bigint;
+BEGIN
+    SELECT * INTO m FROM snowflake_id_node.move r WHERE r.key = copy_done.key AND r.role = 'target';
+    PERFORM snowflake_id_node.check_subscription(m);
+    SELECT count(*) FILTER (WHERE r.srsubstate <> 'r'), count(*) INTO pending, total
+      FROM pg_subscription_rel r WHERE r.srsubid = m.suboid;
+    RETURN total > 0 AND pending = 0;
+END
+$$;
+COMMENT ON FUNCTION snowflake_id_node.copy_done(text) IS
+  'True when the copy of move key has synchronised every table; 55000 when its subscription failed.';
+
+-- True when the source's marker row, written after the fence, has arrived; 55000 at once
+-- when the subscription failed.
+CREATE OR REPLACE FUNCTION snowflake_id_node.marked(key text) RETURNS boolean
+LANGUAGE plpgsql STABLE STRICT
+SET search_path = pg_catalog, pg_temp
+AS $$
+#variable_conflict use_variable
+DECLARE
+    m snowflake_id_node.move;
+    seen boolean;
+BEGIN
+    SELECT * INTO m FROM snowflake_id_node.move r WHERE r.key = marked.key AND r.role = 'target';
+    EXECUTE format('SELECT EXISTS (SELECT FROM %I.%I)', m.schemas[1], m.marker) INTO seen;
+    IF NOT seen THEN
+        PERFORM snowflake_id_node.check_subscription(m);
+    END IF;
+    RETURN seen;
+END
+$$;
+COMMENT ON FUNCTION snowflake_id_node.marked(text) IS
+  'True when the marker row of move key has arrived here; 55000 when its subscription failed.';
+
+-- The transactions running here that hold a transaction ID or snapshot, oldest first: what
+-- a new replication slot waits for (to name them when it waits too long).
+CREATE OR REPLACE FUNCTION snowflake_id_node.blockers() RETURNS text
+LANGUAGE sql STABLE
+SET search_path = pg_catalog, pg_temp
+BEGIN ATOMIC
+    SELECT string_agg(format('pid %s (%s, %s, in a transaction since %s)', a.pid, a.usename,
+                             coalesce(nullif(a.application_name, ''), a.backend_type), a.xact_start), '; ' ORDER BY a.xact_start)
+      FROM pg_stat_activity a
+     WHERE a.pid <> pg_backend_pid() AND a.xact_start IS NOT NULL
+       AND (a.backend_xid IS NOT NULL OR a.backend_xmin IS NOT NULL)
+       AND a.backend_type = 'client backend';
+END;
+COMMENT ON FUNCTION snowflake_id_node.blockers() IS
+  'The client transactions here holding a transaction ID or snapshot, oldest first (what slot creation waits for).';
+
+-- Activation (serving): every sequence carried (set to the further of its value here and
+-- the source's, so IDs continue above every ID the source gave whatever the clocks say),
+-- and the copies enter snowflake_id_shards. Only once the source is sealed.
+CREATE OR REPLACE FUNCTION snowflake_id_node.activate(key text, sequences text) RETURNS void
+LANGUAGE plpgsql VOLATILE CALLED ON NULL INPUT
+SET search_path = pg_catalog, pg_temp
+AS $$
+#variable_conflict use_variable
+DECLARE
+    m snowflake_id_node.move := snowflake_id_node.record(key, '{incoming}');
+    q record;
+    seq regclass;
+BEGIN
+    FOR q IN SELECT * FROM json_to_recordset(sequences::json) AS x(schema text, name text, last bigint, increment bigint) LOOP
+        seq := to_regclass(format('%I.%I', q.schema, q.name));
+        IF seq IS NULL THEN
+            RAISE EXCEPTION 'sequence %.% of the source has no counterpart here', quote_ident(q.schema), quote_ident(q.name)
+                USING ERRCODE = 'object_not_in_prerequisite_state';
+        END IF;
+        CONTINUE WHEN q.last IS NULL;
+        PERFORM setval(seq, CASE WHEN q.increment > 0 THEN greatest(q.last, coalesce(pg_sequence_last_value(seq), q.last))
+                                 ELSE least(q.last, coalesce(pg_sequence_last_value(seq), q.last)) END, true);
+    END LOOP;
+    UPDATE snowflake_id_node.move r SET state = 'serving' WHERE r.key = m.key;
+END
+$$;
+COMMENT ON FUNCTION snowflake_id_node.activate(text, text) IS
+  'Move step on the target: carries every sequence from the source''s values, then serves the copies of move key (serving).';
+
+-- Clean-up on the target after the flip: the subscription, the marker, the record.
+CREATE OR REPLACE FUNCTION snowflake_id_node.finish(key text) RETURNS void
+LANGUAGE plpgsql VOLATILE CALLED ON NULL INPUT
+SET search_path = pg_catalog, pg_temp
+AS $$
+#variable_conflict use_variable
+DECLARE
+    m snowflake_id_node.move := snowflake_id_node.record(key, '{serving}');
+BEGIN
+    PERFORM snowflake_id_node.drop_subscription(m);
+    EXECUTE format('DROP TABLE IF EXISTS %I.%I', m.schemas[1], m.marker);
+    DELETE FROM snowflake_id_node.move r WHERE r.key = m.key;
+END
+$$;
+COMMENT ON FUNCTION snowflake_id_node.finish(text) IS
+  'Move clean-up on the target: drops move key''s subscription and marker, and its record.';
+
+-- The move's subscription, if it is here: disabled and detached from its slot first (the
+-- source removes the slot; it may be unreachable), so dropping it needs no connection.
+CREATE OR REPLACE FUNCTION snowflake_id_node.drop_subscription(m snowflake_id_node.move) RETURNS void
+LANGUAGE plpgsql VOLATILE CALLED ON NULL INPUT
+SET search_path = pg_catalog, pg_temp
+AS $$
+#variable_conflict use_variable
+BEGIN
+    IF m.subscription IS NOT NULL AND EXISTS (SELECT FROM pg_subscription s WHERE s.oid = m.suboid) THEN
+        EXECUTE format('ALTER SUBSCRIPTION %I DISABLE', m.subscription);
+        EXECUTE format('ALTER SUBSCRIPTION %I SET (slot_name = NONE)', m.subscription);
+        EXECUTE format('DROP SUBSCRIPTION %I', m.subscription);
+    END IF;
+END
+$$;
+COMMENT ON FUNCTION snowflake_id_node.drop_subscription(snowflake_id_node.move) IS
+  'Drops a move''s subscription here without connecting to the source.';
+
+-- == Undo, either node: everything a move made here before the seal ==
+
+-- Target: the subscription, the copies the move made (never a schema it did not make),
+-- the record. Source: the fence triggers, publication, slots, marker, record. Refused once
+-- the move is past its decision point (a sealed source, a serving target).
+CREATE OR REPLACE FUNCTION snowflake_id_node.undo(key text, wait_timeout interval, suboid oid) RETURNS void
+LANGUAGE plpgsql VOLATILE CALLED ON NULL INPUT
+SET search_path = pg_catalog, pg_temp
+AS $$
+#variable_conflict use_variable
+DECLARE
+    m snowflake_id_node.move := snowflake_id_node.record(key, '{preparing,copying,fenced,incoming}');
+    s text;
+    t regclass;
+BEGIN
+    -- The router knows the subscription's OID even if this node never heard of it.
+    m.suboid := coalesce(m.suboid, nullif(suboid, 0));
+    IF m.role = 'target' THEN
+        PERFORM snowflake_id_node.drop_subscription(m);
+        FOREACH s IN ARRAY m.created LOOP
+            IF EXISTS (SELECT FROM @extschema@.snowflake_id_shard c WHERE c.schema_name = s) THEN
+                PERFORM @extschema@.drop_shard(s, cascade => true);
+            END IF;
+            EXECUTE format('DROP SCHEMA IF EXISTS %I CASCADE', s);
+        END LOOP;
+    ELSE
+        FOR t IN SELECT g.tgrelid::regclass FROM unnest(m.schemas) x JOIN pg_namespace n ON n.nspname = x,
+                        snowflake_id_node.tables(n.oid) r JOIN pg_trigger g ON g.tgrelid = r.oid
+                  WHERE g.tgname = m.marker LOOP
+            EXECUTE format('DROP TRIGGER %I ON %s', m.marker, t);
+        END LOOP;
+        PERFORM snowflake_id_node.drop_replication(m, wait_timeout);
+        IF to_regnamespace(quote_ident(m.schemas[1])) IS NOT NULL THEN
+            EXECUTE format('DROP TABLE IF EXISTS %I.%I', m.schemas[1], m.marker);
+        END IF;
+    END IF;
+    DELETE FROM snowflake_id_node.move r WHERE r.key = m.key;
+END
+$$;
+COMMENT ON FUNCTION snowflake_id_node.undo(text, interval, oid) IS
+  'Undoes what move key made on this node before its decision point (target: subscription, copies; source: fence, publication, slots (table-sync ones of subscription suboid), marker) and its record.';
+
+-- == The fence ==
+
+-- BEFORE ... FOR EACH STATEMENT trigger on the source's tables during a move: 40001 while
+-- the move is fenced and its mover alive, or once it is sealed; otherwise the write goes
+-- through (its mover died before the decision point). SECURITY DEFINER: writers (any
+-- role) read the move's record; it trusts nothing but the table's schema.
+CREATE OR REPLACE FUNCTION snowflake_id_node.fence() RETURNS trigger
+LANGUAGE plpgsql VOLATILE SECURITY DEFINER
+SET search_path = pg_catalog, pg_temp
+AS $$
+#variable_conflict use_variable
+DECLARE
+    m record;
+BEGIN
+    FOR m IN SELECT r.key, r.state, r.shards, r.schemas FROM snowflake_id_node.move r
+              WHERE r.role = 'source' AND TG_TABLE_SCHEMA = ANY (r.schemas) LOOP
+        IF m.state = 'fenced' AND NOT snowflake_id_node.alive(m.shards) THEN
+            -- The mover is gone, unless it sealed just before: the latest version decides
+            -- (FOR SHARE waits for a seal in progress and reads past this statement's snapshot).
+            SELECT r.state INTO m.state FROM snowflake_id_node.move r WHERE r.key = m.key FOR SHARE;
+            CONTINUE WHEN m.state IS DISTINCT FROM 'sealed';
+        END IF;
+        IF m.state IN ('fenced', 'sealed') THEN
+            RAISE EXCEPTION 'shard % is moving to another node: write refused, retry it',
+                m.shards[array_position(m.schemas, TG_TABLE_SCHEMA::text)]
+                USING ERRCODE = 'serialization_failure',
+                      HINT = 'Retry the transaction: once the move is done the router sends it to the new node.';
+        END IF;
+    END LOOP;
+    RETURN NULL;
+END
+$$;
+COMMENT ON FUNCTION snowflake_id_node.fence() IS
+  'Trigger: refuses writes (40001) to a shard being moved while its mover lives and once it is sealed.';
+REVOKE ALL ON FUNCTION snowflake_id_node.fence() FROM PUBLIC;
+
+-- == For repair and status ==
+
+-- The move records here, with whether their shards' locks are held by another session.
+CREATE OR REPLACE FUNCTION snowflake_id_node.moves() RETURNS text
+LANGUAGE sql STABLE
+SET search_path = pg_catalog, pg_temp
+BEGIN ATOMIC
+    SELECT coalesce(json_agg(json_build_object('key', m.key, 'router', m.router, 'role', m.role, 'peer', m.peer,
+                                               'shards', m.shards, 'schemas', m.schemas, 'state', m.state,
+                                               'alive', snowflake_id_node.alive(m.shards)) ORDER BY m.key), '[]')::text
+      FROM snowflake_id_node.move m;
+END;
+COMMENT ON FUNCTION snowflake_id_node.moves() IS
+  'The move records on this node as JSON, each with whether another session holds its shard locks (its mover lives).';
+
+-- Everything moves have made here and not removed, one line each (for tests and status).
+CREATE OR REPLACE FUNCTION snowflake_id_node.leftovers() RETURNS SETOF text
+LANGUAGE sql STABLE
+SET search_path = pg_catalog, pg_temp
+BEGIN ATOMIC
+    SELECT format('move record %s (%s, %s, shards %s)', m.key, m.role, m.state, m.shards) FROM snowflake_id_node.move m
+    UNION ALL
+    SELECT format('replication slot %s', s.slot_name) FROM pg_replication_slots s
+     WHERE s.slot_name LIKE 'sfid\_%' OR s.slot_name ~ '^pg_[0-9]+_sync_'
+    UNION ALL
+    SELECT format('publication %s', p.pubname) FROM pg_publication p WHERE p.pubname LIKE 'sfid\_%'
+    UNION ALL
+    SELECT format('subscription %s', s.subname) FROM pg_subscription s
+     WHERE s.subname LIKE 'sfid\_%' AND s.subdbid = (SELECT d.oid FROM pg_database d WHERE d.datname = current_database())
+    UNION ALL
+    SELECT format('fence trigger %s on %s', g.tgname, g.tgrelid::regclass) FROM pg_trigger g
+     WHERE g.tgfoid = 'snowflake_id_node.fence()'::regprocedure
+    UNION ALL
+    SELECT format('marker table %s', c.oid::regclass) FROM pg_class c
+     WHERE c.relname LIKE 'sfid\_%' AND c.relkind = 'r';
+END;
+COMMENT ON FUNCTION snowflake_id_node.leftovers() IS
+  'What moves made on this node and have not removed (records, slots, publications, subscriptions, fences, markers), one line each.';
+
+-- What moves of a router (its short identity) left here without a record: publications,
+-- slots, subscriptions, fence triggers and marker tables named sfid_<router8>_<id> whose
+-- move has no record on this node (a restored dump, say). Nothing without a record is
+-- in use: every one is made after its record, in the same transaction or the next. Drops
+-- them and names each.
+CREATE OR REPLACE FUNCTION snowflake_id_node.drop_orphans(router8 text, wait_timeout interval) RETURNS text[]
+LANGUAGE plpgsql VOLATILE CALLED ON NULL INPUT
+SET search_path = pg_catalog, pg_temp
+AS $$
+#variable_conflict use_variable
+DECLARE
+    prefix text := 'sfid_' || router8 || '_';
+    dropped text[] := '{}';
+    x record;
+    m snowflake_id_node.move;
+BEGIN
+    FOR x IN SELECT s.subname FROM pg_subscription s
+              WHERE s.subdbid = (SELECT d.oid FROM pg_database d WHERE d.datname = current_database())
+                AND starts_with(s.subname, prefix)
+                AND NOT EXISTS (SELECT FROM snowflake_id_node.move r WHERE r.marker = s.subname) LOOP
+        EXECUTE format('ALTER SUBSCRIPTION %I DISABLE', x.subname);
+        EXECUTE format('ALTER SUBSCRIPTION %I SET (slot_name = NONE)', x.subname);
+        EXECUTE format('DROP SUBSCRIPTION %I', x.subname);
+        dropped := dropped || format('subscription %s', x.subname);
+    END LOOP;
+    FOR x IN SELECT g.tgname, g.tgrelid::regclass::text AS rel FROM pg_trigger g
+              WHERE g.tgfoid = 'snowflake_id_node.fence()'::regprocedure AND starts_with(g.tgname, prefix)
+                AND NOT EXISTS (SELECT FROM snowflake_id_node.move r WHERE r.marker = g.tgname) LOOP
+        EXECUTE format('DROP TRIGGER %I ON %s', x.tgname, x.rel);
+        dropped := dropped || format('fence trigger %s on %s', x.tgname, x.rel);
+    END LOOP;
+    FOR x IN SELECT c.oid::regclass::text AS rel FROM pg_class c
+              WHERE c.relkind = 'r' AND starts_with(c.relname, prefix)
+                AND NOT EXISTS (SELECT FROM snowflake_id_node.move r WHERE r.marker = c.relname) LOOP
+        EXECUTE format('DROP TABLE %s', x.rel);
+        dropped := dropped || format('marker table %s', x.rel);
+    END LOOP;
+    FOR x IN SELECT p.pubname FROM pg_publication p
+              WHERE starts_with(p.pubname, prefix)
+                AND NOT EXISTS (SELECT FROM snowflake_id_node.move r WHERE r.marker = p.pubname) LOOP
+        m.publication := x.pubname;
+        PERFORM snowflake_id_node.drop_replication(m, wait_timeout);
+        dropped := dropped || format('publication %s', x.pubname);
+    END LOOP;
+    m.publication := NULL;
+    FOR x IN SELECT s.slot_name FROM pg_replication_slots s
+              WHERE starts_with(s.slot_name, prefix)
+                AND NOT EXISTS (SELECT FROM snowflake_id_node.move r WHERE r.marker = s.slot_name) LOOP
+        m.slot := x.slot_name;
+        PERFORM snowflake_id_node.drop_replication(m, wait_timeout);
+        dropped := dropped || format('replication slot %s', x.slot_name);
+    END LOOP;
+    RETURN dropped;
+END
+$$;
+COMMENT ON FUNCTION snowflake_id_node.drop_orphans(text, interval) IS
+  'Drops what a router''s moves (router8: its short identity) left here without a move record, naming each.';
+
+REVOKE ALL ON ALL FUNCTIONS IN SCHEMA snowflake_id_node FROM PUBLIC;
+
+-- == The shard catalog's bound is the layout's largest shard (sql/shard_catalog.sql) ==
+ALTER TABLE snowflake_id_shard DROP CONSTRAINT snowflake_id_shard_shard_check,
+    ADD CONSTRAINT snowflake_id_shard_shard_check
+        CHECK (shard BETWEEN 0 AND @extschema@.id_shard(9223372036854775807));
+
+-- == The installer, and convert_column: shard numbers checked by make_id; snowflake_id_shards
+-- lists the shards served here (it reads snowflake_id_node.move) ==
+-- ==== sql/installer.sql ====
+-- The per-schema shard installer: Instagram's one-schema-per-logical-shard scheme.
+--
+-- create_shard('insta5', 5) makes schema insta5 (if missing), its sequence
+-- insta5.table_id_seq and a function insta5.next_id() returning next_id(5, that sequence),
+-- and records the shard in snowflake_id_shard. The generated function has an SQL-standard
+-- body: it is parsed once, at creation, so it calls this extension's next_id and names the
+-- sequence by OID (both recorded as dependencies); search_path at call time cannot
+-- redirect it, and it pins its own search_path besides. It runs with the caller's rights.
+--
+-- Adopting a schema that already runs Instagram's PL/pgSQL insta5.next_id(): the sequence
+-- is kept, and the function is replaced in place (same OID), so every column default that
+-- calls it switches to the native generator. The old function's IDs are (time <= now,
+-- shard, any counter); the sequence is first advanced to (now, shard, the largest counter),
+-- so every new ID is greater than every old one.
+--
+-- The layout's limits (the largest shard, the largest counter) are not written here: they
+-- are the fields of the largest ID, id_shard(9223372036854775807) and
+-- id_sequence(9223372036854775807), as the layout in Rust (src/id/layouts.rs) decodes it,
+-- and a shard number is checked by make_id, with its own error.
+--
+-- The catalog table is sql/shard_catalog.sql's; everything here can run again (CREATE OR
+-- REPLACE), so an upgrade script includes this file as it is (scripts/assemble-sql).
+
+-- The shards this node serves: not a move's copy before it is activated, nor a copy a move
+-- has sealed (snowflake_id_node.move), so a fan-out never sees a shard twice.
+CREATE OR REPLACE VIEW snowflake_id_shards AS
+    SELECT c.schema_name, c.shard, c.sequence FROM snowflake_id_shard c
+     WHERE NOT EXISTS (SELECT FROM snowflake_id_node.move m
+                        WHERE c.schema_name = ANY (m.schemas) AND m.state IN ('incoming', 'sealed'))
+     ORDER BY c.shard;
+COMMENT ON VIEW snowflake_id_shards IS
+  'Logical shards made by create_shard and served here (not a move''s copy before or after it serves): schema, shard number, sequence.';
+-- Readable by every role, as pg_namespace is: an application's node-side functions look
+-- shards up here.
+GRANT SELECT ON snowflake_id_shards TO PUBLIC;
+
+CREATE OR REPLACE FUNCTION create_shard(schema_name text, shard integer) RETURNS void
+LANGUAGE plpgsql VOLATILE STRICT PARALLEL UNSAFE
+SET search_path = pg_catalog, pg_temp
+AS $$
+DECLARE
+    existing @extschema@.snowflake_id_shard;
+    other text;
+    nsp oid;
+    made_schema boolean;
+    seq oid;
+    seq_kind "char";
+    seq_owner regrole;
+    old_fn oid;
+    counter bigint;
+    seq_min bigint;
+    seq_max bigint;
+    dependent regclass;
+BEGIN
+    -- A shard outside the layout: make_id's own error (22003, naming the valid range).
+    PERFORM @extschema@.make_id(clock_timestamp(), shard);
+    -- PostgreSQL truncates longer names to 63 bytes: two such names would be one schema.
+    IF octet_length(schema_name) > 63 THEN
+        RAISE EXCEPTION 'schema name "%" is too long: % bytes, at most 63', schema_name, octet_length(schema_name)
+            USING ERRCODE = 'name_too_long';
+    END IF;
+    IF schema_name = '' THEN
+        RAISE EXCEPTION 'schema name must not be empty' USING ERRCODE = 'invalid_name';
+    END IF;
+    -- System schemas, and temporary ones (pg_temp_N), whose objects vanish with a session
+    -- while the catalog row would stay.
+    IF schema_name LIKE 'pg\_%' OR schema_name = 'information_schema' THEN
+        RAISE EXCEPTION 'schema name "%" is reserved: a shard cannot be a system or temporary schema', schema_name
+            USING ERRCODE = 'reserved_name';
+    END IF;
+
+    -- One create_shard/drop_shard at a time, so the checks below cannot be overtaken by
+    -- another session's (READ COMMITTED: each statement after the lock sees its commits).
+    LOCK TABLE @extschema@.snowflake_id_shard IN SHARE ROW EXCLUSIVE MODE;
+    SELECT c.schema_name INTO other FROM @extschema@.snowflake_id_shard c
+     WHERE c.shard = create_shard.shard AND c.schema_name <> create_shard.schema_name;
+    IF FOUND THEN
+        RAISE EXCEPTION 'shard % is already given to schema %', shard, quote_ident(other)
+            USING ERRCODE = 'unique_violation';
+    END IF;
+    SELECT * INTO existing FROM @extschema@.snowflake_id_shard c
+     WHERE c.schema_name = create_shard.schema_name;
+    IF FOUND AND existing.shard <> shard THEN
+        RAISE EXCEPTION 'schema % is already shard %', quote_ident(schema_name), existing.shard
+            USING ERRCODE = 'unique_violation';
+    END IF;
+
+    nsp := to_regnamespace(quote_ident(schema_name));
+    made_schema := nsp IS NULL;
+    IF made_schema THEN
+        EXECUTE format('CREATE SCHEMA %I', schema_name);
+        nsp := to_regnamespace(quote_ident(schema_name));
+    ELSIF (SELECT n.nspowner <> current_user::regrole FROM pg_namespace n WHERE n.oid = nsp) THEN
+        RAISE WARNING 'schema % is owned by role %, who can replace what create_shard makes in it',
+            quote_ident(schema_name), (SELECT n.nspowner::regrole FROM pg_namespace n WHERE n.oid = nsp);
+    END IF;
+
+    -- Adopting a schema in use (Instagram's PL/pgSQL next_id() and its sequence; not when
+    -- this is already a shard, made native before): wait until
+    -- no transaction that wrote with the old function, or used the sequence, is still open,
+    -- and keep new ones out until we commit, so that no ID from the old function can follow
+    -- the native generator's. First the tables whose column defaults call the function being
+    -- replaced: SHARE waits for their open writers and blocks new ones, which then see the
+    -- new body.
+    old_fn := to_regprocedure(format('%I.next_id()', schema_name));
+    IF old_fn IS NOT NULL AND (SELECT p.proowner <> current_user::regrole FROM pg_proc p WHERE p.oid = old_fn) THEN
+        RAISE WARNING 'function %.next_id() is owned by role %, who keeps it when create_shard replaces its body',
+            quote_ident(schema_name), (SELECT p.proowner::regrole FROM pg_proc p WHERE p.oid = old_fn);
+    END IF;
+    IF old_fn IS NOT NULL AND existing.schema_name IS NULL THEN
+        FOR dependent IN
+            SELECT DISTINCT ad.adrelid::regclass FROM pg_depend d
+              JOIN pg_attrdef ad ON d.classid = 'pg_attrdef'::regclass AND ad.oid = d.objid
+              JOIN pg_class c ON c.oid = ad.adrelid AND c.relkind IN ('r', 'p')
+             WHERE d.refclassid = 'pg_proc'::regclass AND d.refobjid = old_fn
+        LOOP
+            EXECUTE format('LOCK TABLE %s IN SHARE MODE', dependent);
+        END LOOP;
+    END IF;
+
+    -- Only a real sequence is adopted, and nothing in the schema is run: its state is read
+    -- with pg_sequence_last_value(), never with a query on whatever bears the name.
+    SELECT c.oid, c.relkind, c.relowner INTO seq, seq_kind, seq_owner FROM pg_class c
+     WHERE c.relnamespace = nsp AND c.relname = 'table_id_seq';
+    IF seq IS NULL THEN
+        EXECUTE format('CREATE SEQUENCE %I.table_id_seq AS bigint', schema_name);
+        seq := format('%I.table_id_seq', schema_name)::regclass;
+    ELSIF seq_kind <> 'S' THEN
+        RAISE EXCEPTION '"%" is not a sequence', format('%I.table_id_seq', schema_name)
+            USING ERRCODE = 'wrong_object_type',
+                  HINT = 'create_shard adopts only a sequence named table_id_seq.';
+    ELSIF existing.schema_name IS NULL THEN
+        IF seq_owner <> current_user::regrole THEN
+            RAISE WARNING 'sequence %.table_id_seq is owned by role %, who can reset it (setval) and so make next_id() repeat IDs',
+                quote_ident(schema_name), seq_owner;
+        END IF;
+        -- ALTER ... OWNER TO its own owner changes nothing, but takes ACCESS EXCLUSIVE: it
+        -- waits for every transaction holding the sequence's lock (every nextval() caller).
+        -- It needs the caller to own the sequence (or be superuser): 42501 otherwise.
+        EXECUTE format('ALTER SEQUENCE %s OWNER TO %s', seq::regclass, seq_owner);
+    END IF;
+
+    -- A sequence whose range cannot hold IDs (AS integer, descending): next_id's own error.
+    SELECT q.seqmin, q.seqmax INTO seq_min, seq_max FROM pg_sequence q WHERE q.seqrelid = seq;
+    IF NOT @extschema@.make_id(clock_timestamp(), shard, @extschema@.id_sequence(9223372036854775807))
+           BETWEEN seq_min AND seq_max THEN
+        RAISE EXCEPTION 'sequence "%" cannot hold snowflake IDs: its range is % to %', seq::regclass, seq_min, seq_max
+            USING ERRCODE = 'sequence_generator_limit_exceeded',
+                  HINT = format('ALTER SEQUENCE %s AS bigint MINVALUE 1 MAXVALUE 9223372036854775807', seq::regclass);
+    END IF;
+    -- A sequence still holding a plain counter (new, or Instagram's PL/pgSQL's) is moved
+    -- above every ID the old function can have made; one holding IDs already is left alone.
+    counter := coalesce(pg_sequence_last_value(seq), 0);
+    IF counter < (1::bigint << 42) THEN
+        PERFORM setval(seq, @extschema@.make_id(clock_timestamp(), shard, @extschema@.id_sequence(9223372036854775807)), true);
+    END IF;
+    EXECUTE format(
+        'CREATE OR REPLACE FUNCTION %I.next_id(OUT result bigint) '
+        'LANGUAGE sql VOLATILE PARALLEL UNSAFE SECURITY INVOKER '
+        'SET search_path = pg_catalog, pg_temp '
+        'RETURN %I.next_id(%s, %L::regclass)',
+        schema_name, '@extschema@', shard, seq::regclass);
+    EXECUTE format('COMMENT ON FUNCTION %I.next_id() IS %L', schema_name,
+        format('Next snowflake ID of logical shard %s, from sequence %s (made by create_shard).', shard, seq::regclass));
+    IF existing.schema_name IS NOT NULL THEN
+        UPDATE @extschema@.snowflake_id_shard c SET sequence = seq
+         WHERE c.schema_name = create_shard.schema_name AND c.sequence <> seq;
+    ELSE
+        BEGIN
+            INSERT INTO @extschema@.snowflake_id_shard VALUES (schema_name, shard, seq, made_schema);
+        EXCEPTION WHEN unique_violation THEN
+            -- Only under REPEATABLE READ or SERIALIZABLE, whose snapshot predates the lock:
+            -- another session's create_shard committed a conflicting row meanwhile.
+            RAISE EXCEPTION 'shard % or schema % was taken by a concurrent create_shard', shard, quote_ident(schema_name)
+                USING ERRCODE = 'serialization_failure', HINT = 'Retry the transaction.';
+        END;
+    END IF;
+END
+$$;
+COMMENT ON FUNCTION create_shard(text, integer) IS
+  'Makes (or adopts) schema_name as logical shard: its sequence table_id_seq and its next_id() function. Idempotent.';
+
+CREATE OR REPLACE FUNCTION create_shards(prefix text, first_shard integer, count integer) RETURNS void
+LANGUAGE plpgsql VOLATILE STRICT PARALLEL UNSAFE
+SET search_path = pg_catalog, pg_temp
+AS $$
+BEGIN
+    IF count < 0 THEN
+        RAISE EXCEPTION 'count % is negative: create_shards makes count shards from first_shard on', count
+            USING ERRCODE = 'numeric_value_out_of_range';
+    END IF;
+    -- The first and the last shard are checked as make_id checks a shard (22003).
+    PERFORM @extschema@.make_id(clock_timestamp(), first_shard);
+    IF count > 0 THEN
+        PERFORM @extschema@.make_id(clock_timestamp(), least(first_shard::bigint + count - 1, 2147483647)::integer);
+    END IF;
+    FOR n IN first_shard .. first_shard + count - 1 LOOP
+        PERFORM @extschema@.create_shard(prefix || n, n);
+    END LOOP;
+END
+$$;
+COMMENT ON FUNCTION create_shards(text, integer, integer) IS
+  'create_shard(prefix || n, n) for n = first_shard .. first_shard + count - 1, in one transaction.';
+
+CREATE OR REPLACE FUNCTION drop_shard(schema_name text, cascade boolean DEFAULT false) RETURNS void
+LANGUAGE plpgsql VOLATILE STRICT PARALLEL UNSAFE
+SET search_path = pg_catalog, pg_temp
+AS $$
+DECLARE
+    s @extschema@.snowflake_id_shard;
+    behaviour text := CASE WHEN cascade THEN 'CASCADE' ELSE 'RESTRICT' END;
+BEGIN
+    LOCK TABLE @extschema@.snowflake_id_shard IN SHARE ROW EXCLUSIVE MODE;
+    SELECT * INTO s FROM @extschema@.snowflake_id_shard c WHERE c.schema_name = drop_shard.schema_name;
+    IF NOT FOUND THEN
+        RAISE EXCEPTION 'schema % is not a snowflake_id shard', quote_ident(schema_name)
+            USING ERRCODE = 'undefined_object';
+    END IF;
+    -- Whatever of the shard is already gone (dropped by hand) is skipped; the row goes.
+    -- RESTRICT: a table whose default calls next_id() refuses the drop (2BP01), by name.
+    IF to_regprocedure(format('%I.next_id()', schema_name)) IS NOT NULL THEN
+        EXECUTE format('DROP FUNCTION %I.next_id() %s', schema_name, behaviour);
+    END IF;
+    IF EXISTS (SELECT FROM pg_class c WHERE c.oid = s.sequence AND c.relkind = 'S') THEN
+        EXECUTE format('DROP SEQUENCE %s %s', s.sequence, behaviour);
+    END IF;
+    IF s.created_schema AND to_regnamespace(quote_ident(schema_name)) IS NOT NULL THEN
+        EXECUTE format('DROP SCHEMA %I %s', schema_name, behaviour);
+    END IF;
+    DELETE FROM @extschema@.snowflake_id_shard c WHERE c.schema_name = drop_shard.schema_name;
+END
+$$;
+COMMENT ON FUNCTION drop_shard(text, boolean) IS
+  'Drops what create_shard made (function, sequence, and the schema if it made it); refuses while tables depend on them, unless cascade.';
+
+-- create_shard(schema_name, shard, template => 'tpl'): the shard layout declared once.
+-- After create_shard(schema_name, shard), every table of schema tpl is made in the shard's
+-- schema with CREATE TABLE ... (LIKE tpl.t INCLUDING ALL): columns, defaults, NOT NULL,
+-- CHECK and primary key/unique constraints, indexes, comments (not foreign keys, not
+-- triggers). Each bigint primary key column then defaults to the shard's own next_id().
+-- The template must be a plain schema of tables: anything else in it (views, sequences
+-- other than identity ones, functions, types) is refused, and so is a table whose
+-- defaults, constraints, indexes or column types use a function or type the caller cannot
+-- trust (owned by another role that is not a superuser), whose code would then run in
+-- every shard. Nothing of the template is executed here. A table the shard already has is
+-- left as it is, so the call is idempotent.
+CREATE OR REPLACE FUNCTION create_shard(schema_name text, shard integer, template text) RETURNS void
+LANGUAGE plpgsql VOLATILE CALLED ON NULL INPUT PARALLEL UNSAFE
+SET search_path = pg_catalog, pg_temp
+AS $$
+DECLARE
+    tpl oid;
+    nsp oid;
+    bad text;
+    t record;
+    col record;
+BEGIN
+    -- template => NULL is the two-argument form, not a silent no-op.
+    IF template IS NULL THEN
+        PERFORM @extschema@.create_shard(schema_name, shard);
+        RETURN;
+    END IF;
+    IF schema_name IS NULL OR shard IS NULL THEN
+        RAISE EXCEPTION 'create_shard: schema_name and shard must not be NULL' USING ERRCODE = 'null_value_not_allowed';
+    END IF;
+    IF octet_length(template) > 63 THEN
+        RAISE EXCEPTION 'template schema name "%" is too long: % bytes, at most 63', template, octet_length(template)
+            USING ERRCODE = 'name_too_long';
+    END IF;
+    tpl := to_regnamespace(quote_ident(template));
+    IF tpl IS NULL THEN
+        RAISE EXCEPTION 'template schema "%" does not exist', template USING ERRCODE = 'invalid_schema_name';
+    END IF;
+    IF template = schema_name THEN
+        RAISE EXCEPTION 'schema % cannot be its own template', quote_ident(schema_name)
+            USING ERRCODE = 'invalid_parameter_value';
+    END IF;
+    -- A plain schema of tables (and their indexes, row types and identity sequences).
+    SELECT string_agg(what, ', ') INTO bad FROM (
+        SELECT format('%s %I', CASE c.relkind WHEN 'v' THEN 'view' WHEN 'm' THEN 'materialized view'
+                    WHEN 'S' THEN 'sequence' WHEN 'p' THEN 'partitioned table' WHEN 'f' THEN 'foreign table'
+                    WHEN 'c' THEN 'type' ELSE 'relation' END, c.relname) AS what
+          FROM pg_class c
+         WHERE c.relnamespace = tpl AND c.relkind NOT IN ('r', 'i')
+           AND NOT (c.relkind = 'S' AND EXISTS (SELECT FROM pg_depend d WHERE d.classid = 'pg_class'::regclass
+                        AND d.objid = c.oid AND d.deptype = 'i'))
+        UNION ALL
+        SELECT format('function %s', p.oid::regprocedure) FROM pg_proc p WHERE p.pronamespace = tpl
+        UNION ALL
+        SELECT format('type %s', y.oid::regtype) FROM pg_type y
+         WHERE y.typnamespace = tpl AND y.typrelid = 0 AND NOT EXISTS (
+               SELECT FROM pg_type e JOIN pg_class c ON c.oid = e.typrelid WHERE e.typarray = y.oid)
+        ORDER BY 1) x;
+    IF bad IS NOT NULL THEN
+        RAISE EXCEPTION 'template schema % is not a plain schema of tables: it holds %', quote_ident(template), bad
+            USING ERRCODE = 'wrong_object_type';
+    END IF;
+    -- Code the copies would run: functions, operators (and the functions behind them) and
+    -- types used by the template's tables (defaults, generated columns, constraints, index
+    -- expressions, column types), owned by a role that is neither the caller nor a
+    -- superuser, who could redefine them.
+    WITH deps AS (
+        SELECT d.refclassid, d.refobjid
+          FROM pg_class c JOIN pg_depend d ON d.refobjsubid >= 0
+               AND ((d.classid = 'pg_attrdef'::regclass AND d.objid IN (SELECT a.oid FROM pg_attrdef a WHERE a.adrelid = c.oid))
+                 OR (d.classid = 'pg_constraint'::regclass AND d.objid IN (SELECT k.oid FROM pg_constraint k WHERE k.conrelid = c.oid))
+                 OR (d.classid = 'pg_class'::regclass AND d.objid IN (SELECT i.indexrelid FROM pg_index i WHERE i.indrelid = c.oid)))
+         WHERE c.relnamespace = tpl AND c.relkind = 'r'),
+    untrusted AS (
+        SELECT r.oid FROM pg_roles r WHERE r.oid <> current_user::regrole AND NOT r.rolsuper)
+    SELECT string_agg(DISTINCT what, ', ') INTO bad FROM (
+        SELECT format('function %s (owner %s)', p.oid::regprocedure, p.proowner::regrole) AS what
+          FROM deps JOIN pg_proc p ON deps.refclassid = 'pg_proc'::regclass AND p.oid = deps.refobjid
+         WHERE p.proowner IN (SELECT oid FROM untrusted)
+        UNION ALL
+        SELECT format('operator %s (owner %s)', o.oid::regoperator, o.oprowner::regrole)
+          FROM deps JOIN pg_operator o ON deps.refclassid = 'pg_operator'::regclass AND o.oid = deps.refobjid
+         WHERE o.oprowner IN (SELECT oid FROM untrusted)
+            OR EXISTS (SELECT FROM pg_proc p WHERE p.oid IN (o.oprcode::oid, o.oprrest::oid, o.oprjoin::oid)
+                          AND p.proowner IN (SELECT oid FROM untrusted))
+        UNION ALL
+        SELECT format('type %s (owner %s)', y.oid::regtype, y.typowner::regrole)
+          FROM pg_class c JOIN pg_attribute a ON a.attrelid = c.oid AND a.attnum > 0 AND NOT a.attisdropped
+          JOIN pg_type y ON y.oid = a.atttypid
+         WHERE c.relnamespace = tpl AND c.relkind = 'r'
+           AND y.typowner IN (SELECT oid FROM untrusted)) x;
+    IF bad IS NOT NULL THEN
+        RAISE EXCEPTION 'template schema % uses code its shards would run that the caller does not trust: %',
+            quote_ident(template), bad
+            USING ERRCODE = 'insufficient_privilege',
+                  HINT = 'Use functions, operators and types owned by you or by a superuser in the template''s tables.';
+    END IF;
+
+    PERFORM @extschema@.create_shard(schema_name, shard);
+    nsp := to_regnamespace(quote_ident(schema_name));
+    FOR t IN SELECT c.oid, c.relname FROM pg_class c WHERE c.relnamespace = tpl AND c.relkind = 'r' ORDER BY c.relname LOOP
+        CONTINUE WHEN EXISTS (SELECT FROM pg_class c WHERE c.relnamespace = nsp AND c.relname = t.relname);
+        EXECUTE format('CREATE TABLE %I.%I (LIKE %I.%I INCLUDING ALL)', schema_name, t.relname, template, t.relname);
+        FOR col IN
+            SELECT a.attname, a.attidentity FROM pg_index i
+              JOIN pg_attribute a ON a.attrelid = i.indrelid AND a.attnum = ANY (i.indkey)
+             WHERE i.indrelid = format('%I.%I', schema_name, t.relname)::regclass AND i.indisprimary
+               AND a.atttypid = 'bigint'::regtype
+        LOOP
+            IF col.attidentity <> '' THEN
+                EXECUTE format('ALTER TABLE %I.%I ALTER COLUMN %I DROP IDENTITY', schema_name, t.relname, col.attname);
+            END IF;
+            EXECUTE format('ALTER TABLE %I.%I ALTER COLUMN %I SET DEFAULT %I.next_id()',
+                schema_name, t.relname, col.attname, schema_name);
+        END LOOP;
+    END LOOP;
+END
+$$;
+COMMENT ON FUNCTION create_shard(text, integer, text) IS
+  'create_shard(schema_name, shard), then every table of schema template made in it (LIKE ... INCLUDING ALL), bigint primary keys defaulting to its next_id(). Idempotent.';
+-- ==== sql/convert.sql ====
+-- convert_column: adopting a table whose bigint key comes from bigserial or an identity.
+--
+-- In place and in one transaction: the table is locked ACCESS EXCLUSIVE (as ALTER TABLE
+-- would), the sequence is moved up to the largest value the column holds (rows inserted
+-- with explicit IDs can be above the sequence's last_value), and the column's default
+-- becomes next_id(shard, <sequence>), whose IDs are all above the sequence's newest value.
+-- The column keeps its type, values, constraints and the foreign keys pointing at it.
+--
+-- A bigserial column keeps its sequence (still OWNED BY the column). An identity column's
+-- sequence is part of the identity and goes with it (DROP IDENTITY), so a new sequence of
+-- the same name takes its place, OWNED BY the column; roles that may INSERT into the table
+-- get USAGE on it, as next_id needs (an identity needed no grant). ALWAYS becomes an
+-- ordinary default: an explicit ID is then accepted.
+--
+-- Runs with the caller's rights (SECURITY INVOKER): only the table's owner can convert it.
+-- search_path is pinned; every name is quoted.
+CREATE OR REPLACE FUNCTION convert_column(tbl regclass, col name, shard integer) RETURNS regclass
+LANGUAGE plpgsql VOLATILE STRICT PARALLEL UNSAFE
+SET search_path = pg_catalog, pg_temp
+AS $$
+DECLARE
+    rel record;
+    att record;
+    seq regclass;
+    seq_schema name;
+    seq_name name;
+    dep "char";
+    others text;
+    newest bigint;
+    highest bigint;
+    grantee text;
+BEGIN
+    -- A shard outside the layout: make_id's own error (22003, naming the valid range).
+    PERFORM @extschema@.make_id(clock_timestamp(), shard);
+    SELECT c.relkind, c.relowner, c.relacl INTO rel FROM pg_class c WHERE c.oid = tbl;
+    IF rel.relkind IS DISTINCT FROM 'r' THEN
+        RAISE EXCEPTION '% is not an ordinary table', tbl
+            USING ERRCODE = 'wrong_object_type',
+                  HINT = 'convert_column converts a column of a table (not a view, sequence, partitioned table or foreign table).';
+    END IF;
+    IF NOT pg_has_role(current_user, rel.relowner, 'USAGE') THEN
+        RAISE EXCEPTION 'must be owner of table %', tbl USING ERRCODE = 'insufficient_privilege';
+    END IF;
+    -- No insert may slip in between reading the largest ID and the new default.
+    EXECUTE format('LOCK TABLE %s IN ACCESS EXCLUSIVE MODE', tbl);
+
+    SELECT a.attnum, a.atttypid, a.attidentity INTO att
+      FROM pg_attribute a WHERE a.attrelid = tbl AND a.attname = col AND a.attnum > 0 AND NOT a.attisdropped;
+    IF NOT FOUND THEN
+        RAISE EXCEPTION 'column % of table % does not exist', quote_ident(col), tbl
+            USING ERRCODE = 'undefined_column';
+    END IF;
+    IF att.atttypid <> 'bigint'::regtype THEN
+        RAISE EXCEPTION 'column % of table % is %, not bigint: IDs need 64 bits',
+                quote_ident(col), tbl, format_type(att.atttypid, NULL)
+            USING ERRCODE = 'datatype_mismatch',
+                  HINT = format('ALTER TABLE %s ALTER COLUMN %I TYPE bigint first (it rewrites the table and the columns of foreign keys pointing at it must follow).', tbl, col);
+    END IF;
+    -- The sequence the column owns: 'a' for serial/bigserial (OWNED BY), 'i' for an identity.
+    SELECT d.objid::regclass, d.deptype INTO seq, dep
+      FROM pg_depend d JOIN pg_class s ON s.oid = d.objid AND s.relkind = 'S'
+     WHERE d.classid = 'pg_class'::regclass AND d.refclassid = 'pg_class'::regclass
+       AND d.refobjid = tbl AND d.refobjsubid = att.attnum AND d.deptype IN ('a', 'i');
+    IF seq IS NULL THEN
+        RAISE EXCEPTION 'column % of table % has no sequence of its own', quote_ident(col), tbl
+            USING ERRCODE = 'object_not_in_prerequisite_state',
+                  HINT = 'convert_column converts a bigserial or identity column (one whose sequence is OWNED BY it).';
+    END IF;
+    -- Another column's default drawing from the same sequence would keep drawing small
+    -- numbers from a sequence that now holds IDs, or collide with them.
+    SELECT string_agg(format('%s.%I', ad.adrelid::regclass, a.attname), ', ' ORDER BY 1) INTO others
+      FROM pg_depend d
+      JOIN pg_attrdef ad ON d.classid = 'pg_attrdef'::regclass AND ad.oid = d.objid
+      JOIN pg_attribute a ON a.attrelid = ad.adrelid AND a.attnum = ad.adnum
+     WHERE d.refclassid = 'pg_class'::regclass AND d.refobjid = seq
+       AND (ad.adrelid, ad.adnum) <> (tbl, att.attnum);
+    IF others IS NOT NULL THEN
+        RAISE EXCEPTION 'sequence % is shared: the default of % also uses it', seq, others
+            USING ERRCODE = 'object_not_in_prerequisite_state',
+                  HINT = 'Give the other columns their own sequence first.';
+    END IF;
+
+    EXECUTE format('SELECT CASE WHEN is_called THEN last_value ELSE last_value - 1 END FROM %s', seq) INTO newest;
+    EXECUTE format('SELECT max(%I) FROM %s', col, tbl) INTO highest;
+    highest := greatest(newest, highest, 0);
+    -- Refuse a table that could take no insert afterwards: no ID of this shard above it (the
+    -- last ID of the shard: the horizon's time and the largest counter, those of the largest ID).
+    IF highest >= @extschema@.make_id(@extschema@.id_timestamp(9223372036854775807), shard,
+                                      @extschema@.id_sequence(9223372036854775807)) THEN
+        RAISE EXCEPTION 'column % of table % holds %: no snowflake ID of shard % is above it', quote_ident(col), tbl, highest, shard
+            USING ERRCODE = 'numeric_value_out_of_range';
+    END IF;
+
+    IF dep = 'i' THEN
+        SELECT n.nspname, c.relname INTO seq_schema, seq_name
+          FROM pg_class c JOIN pg_namespace n ON n.oid = c.relnamespace WHERE c.oid = seq;
+        EXECUTE format('ALTER TABLE %s ALTER COLUMN %I DROP IDENTITY', tbl, col);
+        -- Owned by the table's owner (OWNED BY requires it), whoever converts.
+        EXECUTE format('CREATE SEQUENCE %I.%I AS bigint', seq_schema, seq_name);
+        seq := format('%I.%I', seq_schema, seq_name)::regclass;
+        EXECUTE format('ALTER SEQUENCE %s OWNER TO %s', seq, rel.relowner::regrole);
+        EXECUTE format('ALTER SEQUENCE %s OWNED BY %s.%I', seq, tbl, col);
+        -- Whoever may INSERT: on the table, or on some of its columns.
+        FOR grantee IN
+            SELECT DISTINCT CASE WHEN x.grantee = 0 THEN 'PUBLIC' ELSE quote_ident(r.rolname) END
+              FROM (SELECT (aclexplode(rel.relacl)).*
+                    UNION ALL
+                    SELECT (aclexplode(a.attacl)).* FROM pg_attribute a
+                     WHERE a.attrelid = tbl AND a.attnum > 0 AND NOT a.attisdropped AND a.attacl IS NOT NULL) x
+              LEFT JOIN pg_roles r ON r.oid = x.grantee
+             WHERE x.privilege_type = 'INSERT' AND x.grantee <> rel.relowner
+        LOOP
+            EXECUTE format('GRANT USAGE ON SEQUENCE %s TO %s', seq, grantee);
+        END LOOP;
+    ELSE
+        -- A serial's sequence may be AS integer (serial widened to bigint): IDs need bigint.
+        EXECUTE format('ALTER SEQUENCE %s AS bigint MAXVALUE 9223372036854775807 NO CYCLE', seq);
+    END IF;
+    IF highest > 0 THEN
+        PERFORM setval(seq, highest, true);
+    END IF;
+    EXECUTE format('ALTER TABLE %s ALTER COLUMN %I SET DEFAULT %I.next_id(%s, %L::regclass)',
+                   tbl, col, '@extschema@', shard, seq);
+    RETURN seq;
+END
+$$;
+COMMENT ON FUNCTION convert_column(regclass, name, integer) IS
+  'Turns a bigserial or identity bigint column into DEFAULT next_id(shard, its sequence), in place; every new ID is above every existing one. Returns the sequence.';
+
+-- == What the router's views and rebalancer read on a node ==
+-- ==== sql/node_status.sql ====
+-- What snowflake_id_router's views node_status and shard_status, and its rebalancer, read on
+-- a data node, in few queries however many shards it holds. Two limits shape it:
+--   * cost: each shard is reached by index lookups (its schema by name, the schema's
+--     relations through pg_depend), never by a join whose plan could scan a catalog once
+--     per shard, so the work grows with the shards and not with their square;
+--   * locks: a table's size, a sequence's value and a count each lock the relation until
+--     the transaction ends, and a node's lock table holds max_locks_per_transaction x
+--     max_connections of them (6,400 by default), fewer than thousands of shards need (about
+--     six a shard). node_stats takes none; shard_stats answers for at most `count` shards a
+--     call, from the first above `after`, and the router asks again for the next ones.
+-- Rows are the statistics system's estimate (pg_stat_get_live_tuples), bytes the sizes on
+-- disk: counting every row of every shard would read the whole node. Internal, like the
+-- rest of snowflake_id_node.
+
+-- The node: its replication settings, the shards it serves and their rows, the database's
+-- size, the moves running on it and what moves left (snowflake_id_node.leftovers(): move
+-- records, slots, publications, subscriptions, fences, markers), the WAL the slots hold
+-- and the lag of its standbys. Slot and WAL figures read the WAL position of a primary, or the
+-- replayed one on a standby. It takes no relation lock.
+CREATE OR REPLACE FUNCTION snowflake_id_node.node_stats(
+    OUT wal_level text, OUT in_recovery boolean,
+    OUT shards integer, OUT rows bigint, OUT bytes bigint,
+    OUT moves_running integer, OUT leftovers text[],
+    OUT slot_wal_bytes bigint, OUT free_slots integer, OUT free_wal_senders integer,
+    OUT standbys integer, OUT sync_standbys integer, OUT standby_lag_bytes bigint)
+LANGUAGE sql STABLE PARALLEL SAFE
+SET search_path = pg_catalog, pg_temp
+BEGIN ATOMIC
+    WITH here AS (
+        SELECT CASE WHEN pg_is_in_recovery() THEN pg_last_wal_replay_lsn() ELSE pg_current_wal_lsn() END AS lsn),
+    shard_tables AS (
+        -- One hash over pg_class (no index leads with relnamespace), no lock taken.
+        SELECT sum(pg_stat_get_live_tuples(c.oid)) AS rows
+          FROM pg_class c
+         WHERE c.relkind IN ('r', 'p')
+           AND c.relnamespace IN (SELECT n.oid FROM @extschema@.snowflake_id_shards s
+                                   JOIN pg_namespace n ON n.nspname = s.schema_name)),
+    -- A move's record here, and whether its mover lives (holds the shard locks); what a
+    -- running move uses is not left over: its record, and what is named for it
+    -- (sfid_<router>_<move>, its key being <router>/<move>), or, while any move runs, a
+    -- subscription's table-sync slot (pg_<subscription>_sync_<table>_<system>).
+    running AS (
+        SELECT m.key, 'sfid_' || replace(m.key, '/', '_') AS name
+          FROM snowflake_id_node.move m WHERE snowflake_id_node.alive(m.shards)),
+    senders AS (
+        SELECT r.sync_state, r.replay_lsn FROM pg_stat_replication r
+          JOIN pg_stat_activity a ON a.pid = r.pid
+         WHERE a.datid IS NULL)                      -- physical: a logical walsender has a database
+    SELECT current_setting('wal_level'), pg_is_in_recovery(),
+           (SELECT count(*) FROM @extschema@.snowflake_id_shards)::integer,
+           coalesce((SELECT rows FROM shard_tables), 0)::bigint, pg_database_size(current_database()),
+           (SELECT count(*) FROM running)::integer,
+           ARRAY(SELECT x FROM snowflake_id_node.leftovers() x
+                  WHERE NOT EXISTS (SELECT FROM running r
+                                     WHERE x ~ (r.name || '(?![0-9])') OR x LIKE 'move record ' || r.key || ' %'
+                                        OR x ~ '^replication slot pg_[0-9]+_sync_')
+                  ORDER BY 1),
+           (SELECT max(pg_wal_lsn_diff((SELECT lsn FROM here), r.restart_lsn))::bigint FROM pg_replication_slots r),
+           current_setting('max_replication_slots')::integer - (SELECT count(*) FROM pg_replication_slots)::integer,
+           current_setting('max_wal_senders')::integer
+               - (SELECT count(*) FROM pg_stat_activity a WHERE a.backend_type = 'walsender')::integer,
+           (SELECT count(*) FROM senders)::integer,
+           (SELECT count(*) FROM senders WHERE sync_state IN ('sync', 'quorum'))::integer,
+           (SELECT max(pg_wal_lsn_diff((SELECT lsn FROM here), replay_lsn))::bigint FROM senders);
+END;
+COMMENT ON FUNCTION snowflake_id_node.node_stats() IS
+  'This node for snowflake_id_router''s node_status: replication settings, shards served and their rows (estimated), the database''s size, moves running and what moves left, WAL held by slots, standby lag; no relation lock.';
+
+-- The shards this node serves, in order: all a by_shard_count plan needs, without a lock.
+CREATE OR REPLACE FUNCTION snowflake_id_node.served_shards() RETURNS integer[]
+LANGUAGE sql STABLE PARALLEL SAFE
+SET search_path = pg_catalog, pg_temp
+RETURN ARRAY(SELECT s.shard FROM @extschema@.snowflake_id_shards s ORDER BY s.shard);
+COMMENT ON FUNCTION snowflake_id_node.served_shards() IS
+  'The shards this node serves, in order, for snowflake_id_router''s rebalancer.';
+
+-- The shards this node serves, at most count of them from the first above after, in shard
+-- order: each one's tables, their rows (estimated) and bytes, the newest ID its sequence
+-- issued (next_id keeps the newest ID in it), the time in it and how far that is ahead of
+-- this node's clock (after a failover to a standby whose clock is behind, or a move to such
+-- a node, next_id issues IDs above the newest until the clock catches up), and, when recent,
+-- how many rows hold an ID made in the last minute: those of the bigint columns defaulting
+-- to the shard's next_id() (or to its sequence), counted by the index of each such column,
+-- so the work grows with the rows written in that minute, not with the table.
+CREATE OR REPLACE FUNCTION snowflake_id_node.shard_stats(recent boolean, after integer, count integer)
+RETURNS TABLE (shard integer, schema_name text, tables integer, rows bigint, bytes bigint,
+               newest_id bigint, newest_at timestamptz, ahead_of_clock interval, ids_last_minute bigint)
+LANGUAGE plpgsql STABLE STRICT PARALLEL SAFE
+SET search_path = pg_catalog, pg_temp
+AS $$
+DECLARE
+    s record;
+    nsp oid;
+    col record;
+    n bigint;
+BEGIN
+    FOR s IN SELECT x.shard, x.schema_name, x.sequence FROM @extschema@.snowflake_id_shards x
+              WHERE x.shard > after ORDER BY x.shard LIMIT count LOOP
+        shard := s.shard;
+        schema_name := s.schema_name;
+        nsp := to_regnamespace(quote_ident(s.schema_name));
+        SELECT count(c.oid)::integer, coalesce(sum(pg_stat_get_live_tuples(c.oid)), 0)::bigint,
+               coalesce(sum(pg_total_relation_size(c.oid)), 0)::bigint
+          INTO tables, rows, bytes
+          FROM pg_depend d JOIN pg_class c ON c.oid = d.objid
+         WHERE d.refclassid = 'pg_namespace'::regclass AND d.refobjid = nsp AND d.classid = 'pg_class'::regclass
+           AND c.relkind IN ('r', 'p');
+        -- A sequence dropped by hand leaves its OID in the registry: no newest ID then.
+        newest_id := CASE WHEN EXISTS (SELECT FROM pg_class q WHERE q.oid = s.sequence AND q.relkind = 'S')
+                          THEN pg_sequence_last_value(s.sequence) END;
+        newest_at := @extschema@.id_timestamp(newest_id);
+        ahead_of_clock := newest_at - clock_timestamp();
+        ids_last_minute := NULL;
+        IF recent THEN
+            ids_last_minute := 0;
+            FOR col IN
+                SELECT c.oid::regclass AS rel, a.attname
+                  FROM (SELECT d.objid FROM pg_depend d
+                         WHERE d.refclassid = 'pg_proc'::regclass AND d.classid = 'pg_attrdef'::regclass
+                           AND d.refobjid = to_regprocedure(format('%I.next_id()', s.schema_name))
+                        UNION
+                        SELECT d.objid FROM pg_depend d
+                         WHERE d.refclassid = 'pg_class'::regclass AND d.classid = 'pg_attrdef'::regclass
+                           AND d.refobjid = s.sequence) dep
+                  JOIN pg_attrdef ad ON ad.oid = dep.objid
+                  JOIN pg_class c ON c.oid = ad.adrelid AND c.relkind IN ('r', 'p') AND NOT c.relispartition
+                  JOIN pg_attribute a ON a.attrelid = ad.adrelid AND a.attnum = ad.adnum AND a.atttypid = 'bigint'::regtype
+            LOOP
+                -- A bigint column compared with a bigint: pg_catalog's operator, whoever owns the table.
+                EXECUTE format('SELECT count(*) FROM %s WHERE %I >= $1', col.rel, col.attname)
+                   INTO n USING @extschema@.make_id(clock_timestamp() - interval '1 minute', s.shard);
+                ids_last_minute := ids_last_minute + n;
+            END LOOP;
+        END IF;
+        RETURN NEXT;
+    END LOOP;
+END
+$$;
+COMMENT ON FUNCTION snowflake_id_node.shard_stats(boolean, integer, integer) IS
+  'At most count shards this node serves, from the first above after, for snowflake_id_router''s shard_status and rebalancer: tables, rows (estimated), bytes, newest ID, its time and lead over the clock, and (recent) rows with an ID made in the last minute.';
+
+REVOKE ALL ON FUNCTION snowflake_id_node.node_stats(), snowflake_id_node.served_shards(),
+    snowflake_id_node.shard_stats(boolean, integer, integer) FROM PUBLIC;
+
+-- == id_mask(id), id_unmask(masked): the server's key from a file (src/pg/mask_key_file.rs) ==
+-- 0.2.0 read the key from the setting snowflake_id.mask_key, which pg_read_all_settings
+-- members could read; the key now lives in the file snowflake_id.mask_key_file names, read
+-- by each backend. PARALLEL RESTRICTED: a parallel worker would read the file afresh, and
+-- could get a newer key than its leader's. (Their descriptions: sql/applications.sql.)
+ALTER FUNCTION id_mask(bigint) PARALLEL RESTRICTED;
+ALTER FUNCTION id_unmask(bigint) PARALLEL RESTRICTED;
+
+-- == Every function's declaration written by hand, and every description ==
+-- ==== sql/instagram.sql ====
+-- Instagram's layout, the core of snowflake_id: next_id, the decoders and make_id. The
+-- functions written in Rust (src/sql/instagram.rs) are declared by cargo pgrx, save next_id's
+-- two column-default forms, plain fmgr functions declared here; each function's description
+-- is its COMMENT here, and nowhere else. Every statement can run again (CREATE OR REPLACE,
+-- COMMENT), so an upgrade script includes this file as it is (scripts/assemble-sql).
+
+CREATE OR REPLACE FUNCTION next_id(shard integer, seq regclass) RETURNS bigint
+STRICT VOLATILE PARALLEL UNSAFE
+LANGUAGE c AS 'MODULE_PATHNAME', 'next_id_wrapper';
+COMMENT ON FUNCTION next_id(integer, regclass) IS
+  'Next ID for a logical shard (0-8191) from a sequence: ms since 2011-08-24 21:07:01.721 UTC << 23 | shard << 10 | counter; never repeats, strictly increases per sequence.';
+
+CREATE OR REPLACE FUNCTION next_id(seq regclass) RETURNS bigint
+STRICT VOLATILE PARALLEL UNSAFE
+LANGUAGE c AS 'MODULE_PATHNAME', 'next_id_continuing_wrapper';
+COMMENT ON FUNCTION next_id(regclass) IS
+  'Next ID from a shard''s sequence, for the shard of the newest ID it holds (create_shard sets it; or setval(seq, make_id(now(), shard))): next_id(shard, seq) without restating the shard.';
+
+COMMENT ON FUNCTION id_timestamp(bigint) IS 'Time an ID was made, exact to the millisecond.';
+COMMENT ON FUNCTION id_shard(bigint) IS 'Logical shard (0-8191) an ID was made for.';
+COMMENT ON FUNCTION id_sequence(bigint) IS 'Per-shard counter (0-1023) of an ID within its millisecond.';
+COMMENT ON FUNCTION make_id(timestamptz, integer, integer) IS
+  'The ID for a time (truncated to its millisecond), shard and counter; make_id(ts) is the smallest ID of that millisecond, for ranges and partition bounds.';
+
+CREATE OR REPLACE FUNCTION id_decode(id bigint, OUT ts timestamptz, OUT shard integer, OUT seq integer)
+LANGUAGE sql IMMUTABLE STRICT PARALLEL SAFE
+RETURN (@extschema@.id_timestamp(id), @extschema@.id_shard(id), @extschema@.id_sequence(id));
+COMMENT ON FUNCTION id_decode(bigint) IS 'An ID taken apart: its time (exact to the millisecond), shard and counter.';
+-- ==== sql/other_ids.sql ====
+-- Other people's IDs: decoders and generation by layout name, the time inside UUIDs, ULIDs
+-- and ObjectIDs. The functions written in Rust (src/sql/other_ids.rs) are declared by cargo
+-- pgrx, save id_decode by layout, a plain fmgr function (it builds its record itself)
+-- declared here; each function's description is its COMMENT here, and nowhere else. Every
+-- statement can run again, so an upgrade script includes this file as it is.
+
+CREATE OR REPLACE FUNCTION id_decode(id bigint, layout text, OUT ts timestamptz, OUT fields jsonb)
+IMMUTABLE STRICT PARALLEL SAFE LANGUAGE c AS 'MODULE_PATHNAME', 'id_decode_layout';
+COMMENT ON FUNCTION id_decode(bigint, text) IS 'An ID of a named layout taken apart: its time (exact to the layout''s unit) and its fields by their names in that layout.';
+CREATE OR REPLACE FUNCTION id_decode(id bigint, layout text, epoch timestamptz, OUT ts timestamptz, OUT fields jsonb)
+IMMUTABLE STRICT PARALLEL SAFE LANGUAGE c AS 'MODULE_PATHNAME', 'id_decode_layout';
+COMMENT ON FUNCTION id_decode(bigint, text, timestamptz) IS 'An ID of a named layout taken apart, its time counted from a deployment''s own epoch: its time and its fields by name.';
+
+COMMENT ON FUNCTION id_timestamp(bigint, text) IS 'Time an ID of a named layout (instagram, twitter, discord, sonyflake, pgedge, mastodon, tsid) was made, exact to the layout''s unit.';
+COMMENT ON FUNCTION id_timestamp(bigint, text, timestamptz) IS 'Time an ID of a named layout was made, counting from a deployment''s own epoch (a whole millisecond) instead of the layout''s.';
+COMMENT ON FUNCTION id_fields(bigint, text) IS 'The fields below an ID''s time in a named layout, as a JSON object keyed by their names in that layout (e.g. worker, process, increment).';
+COMMENT ON FUNCTION next_id(integer, regclass, text) IS 'Next ID in a named layout (twitter, discord, pgedge or instagram) for a node from a sequence: the same state and guarantees as next_id(shard, seq).';
+COMMENT ON FUNCTION next_id(integer, regclass, text, timestamptz) IS 'Next ID in a named layout counting time from a deployment''s own epoch (a whole millisecond), e.g. 2026-01-01 for Twitter''s layout lasts to 2095.';
+COMMENT ON FUNCTION uuid_timestamp(uuid) IS 'Time a UUID of version 1 or 6 (100 ns since 1582-10-15, shown to the microsecond) or 7 (milliseconds) was made; other versions raise an error.';
+COMMENT ON FUNCTION ulid_timestamp(text) IS 'Time a ULID (26 Crockford base32 characters, any case) was made, exact to the millisecond.';
+COMMENT ON FUNCTION objectid_timestamp(text) IS 'Time a MongoDB ObjectID (24 hexadecimal characters) was made, exact to the second.';
+-- ==== sql/applications.sql ====
+-- IDs in applications: the text form and masks, the snowflake type's casts and operators.
+-- The functions are written in Rust (src/sql/applications.rs) and declared by cargo pgrx;
+-- each one's description is its COMMENT here, and nowhere else. (The snowflake type:
+-- sql/snowflake_type.sql; convert_column: sql/convert.sql.) Every statement can run again,
+-- so an upgrade script includes this file as it is.
+
+COMMENT ON FUNCTION id_to_text(bigint) IS 'The 13-character Crockford base32 text form of an ID (TSID''s alphabet); sorts like the ID.';
+COMMENT ON FUNCTION id_from_text(text) IS 'The ID of a 13-character base32 text form; case-insensitive, I and L read as 1, O as 0.';
+COMMENT ON FUNCTION id_mask(bigint, text) IS 'The masked public form of an ID under a key (32 hex digits): a keyed permutation of 0 to 2^63-1.';
+COMMENT ON FUNCTION id_unmask(bigint, text) IS 'The ID a masked public ID stands for, under the key that masked it.';
+COMMENT ON FUNCTION id_mask(bigint) IS 'The masked public form of an ID under the server''s key, read from the file snowflake_id.mask_key_file names.';
+COMMENT ON FUNCTION id_unmask(bigint) IS 'The ID a masked public ID stands for, under the server''s key, read from the file snowflake_id.mask_key_file names.';
+
+-- The snowflake type's casts and operators (sql/snowflake_type.sql makes them).
+COMMENT ON CAST (snowflake AS bigint) IS 'A snowflake as a bigint, the same 8 bytes (implicit).';
+COMMENT ON CAST (bigint AS snowflake) IS 'A bigint as a snowflake, the same 8 bytes (on assignment: INSERT, UPDATE, DEFAULT next_id(...)).';
+COMMENT ON CAST (integer AS snowflake) IS 'An integer as a snowflake (implicit, so that COALESCE(id, 0) stays snowflake).';
+COMMENT ON CAST (snowflake AS integer) IS 'A snowflake as an integer, by bigint''s own conversion (explicit).';
+COMMENT ON CAST (snowflake AS numeric) IS 'A snowflake as a numeric, by bigint''s own conversion (explicit).';
+COMMENT ON CAST (snowflake AS json) IS 'A snowflake as a JSON string, exact in JavaScript: what the json and jsonb builders write for it.';
+-- Each operator says what its function says ("snowflake equal to bigint (bigint's
+-- comparison)"): the description is written once, on the function.
+DO $$
+DECLARE
+    op oid;
+BEGIN
+    FOR op IN SELECT d.objid FROM pg_catalog.pg_depend d
+               WHERE d.classid = 'pg_catalog.pg_operator'::regclass
+                 AND d.refclassid = 'pg_catalog.pg_extension'::regclass AND d.deptype = 'e'
+                 AND d.refobjid = (SELECT e.oid FROM pg_catalog.pg_extension e WHERE e.extname = 'snowflake_id')
+    LOOP
+        EXECUTE format('COMMENT ON OPERATOR %s IS %L', op::regoperator,
+                       obj_description((SELECT o.oprcode FROM pg_catalog.pg_operator o WHERE o.oid = op), 'pg_proc'));
+    END LOOP;
+END
+$$;
+
+-- == alter_shards on the node (new in 0.3.0) ==
+-- ==== sql/node_ddl.sql ====
+-- The node side of alter_shards (snowflake_id_router): one statement applied to the
+-- template schema and to every shard's schema of this node in one transaction, so the node
+-- is all-old or all-new, and recorded in that transaction under the router's key for the
+-- change, so that a run resumed after an interruption knows this node is done.
+--
+-- The statement is the router's text with %I standing for the schema (quoted, as format()
+-- quotes it) and %% for a percent sign; no other % is accepted. It runs with search_path =
+-- pg_catalog, pg_temp: names outside pg_catalog are written qualified (%I.posts).
+
+-- The statement for one schema, parsed (not run) by PostgreSQL's parser: its command tag,
+-- or an error when it is not exactly one schema change that can run in a transaction block.
+CREATE OR REPLACE FUNCTION snowflake_id_node.ddl_statement(ddl text) RETURNS text
+LANGUAGE c STABLE STRICT PARALLEL SAFE
+AS 'MODULE_PATHNAME', 'ddl_statement_wrapper';
+COMMENT ON FUNCTION snowflake_id_node.ddl_statement(text) IS
+  'Command tag of a statement alter_shards may run on every shard (one schema change that can run in a transaction block); an error otherwise.';
+
+-- The statement for one schema: %I replaced by the schema's name, quoted.
+CREATE OR REPLACE FUNCTION snowflake_id_node.ddl_for(ddl text, schema_name text) RETURNS text
+LANGUAGE plpgsql IMMUTABLE STRICT PARALLEL SAFE
+SET search_path = pg_catalog, pg_temp
+AS $$
+DECLARE
+    n integer;
+BEGIN
+    -- format()'s reading, left to right: %% is a percent sign, %I the schema.
+    IF strpos(regexp_replace(ddl, '%[%I]', '', 'g'), '%') > 0 THEN
+        RAISE EXCEPTION 'alter_shards: the statement holds a %% other than %%I (the schema) and %%%% (a percent sign)'
+            USING ERRCODE = 'invalid_parameter_value',
+                  HINT = 'Write a percent sign in a literal as %%, e.g. DEFAULT ''100%%''.';
+    END IF;
+    SELECT count(*) INTO n FROM regexp_matches(ddl, '%[%I]', 'g') m WHERE m[1] = '%I';
+    IF n = 0 THEN
+        RAISE EXCEPTION 'alter_shards: the statement does not name the schema: write %%I where it goes, e.g. ALTER TABLE %%I.posts ...'
+            USING ERRCODE = 'invalid_parameter_value';
+    END IF;
+    RETURN format(ddl, VARIADIC array_fill(schema_name, ARRAY[n]));
+END
+$$;
+COMMENT ON FUNCTION snowflake_id_node.ddl_for(text, text) IS
+  'An alter_shards statement for one schema: %I becomes the schema''s name, quoted; %% a percent sign.';
+
+-- What each change did here, keyed by the router's name for it ('<router8>/<change id>').
+-- Dumped with the database: a restored node still knows the changes it has.
+CREATE TABLE snowflake_id_node.schema_change (
+    key text PRIMARY KEY,
+    ddl text NOT NULL,
+    template text NOT NULL,
+    schemas integer NOT NULL,
+    applied timestamptz NOT NULL
+);
+COMMENT ON TABLE snowflake_id_node.schema_change IS
+  'Changes alter_shards applied on this node, each in the transaction that applied it.';
+SELECT pg_catalog.pg_extension_config_dump('snowflake_id_node.schema_change', '');
+
+-- The room a change needs in the lock table: every schema's objects stay locked until the
+-- node's one transaction commits. per_schema locks were counted on the template; NULL
+-- when they fit, else the error to raise (53400) with the max_locks_per_transaction
+-- that would fit them.
+CREATE OR REPLACE FUNCTION snowflake_id_node.lock_room(per_schema integer, schemas integer) RETURNS text
+LANGUAGE plpgsql VOLATILE STRICT PARALLEL SAFE
+SET search_path = pg_catalog, pg_temp
+AS $$
+DECLARE
+    -- The lock table holds max_locks_per_transaction for each process that can take locks.
+    slots bigint := current_setting('max_connections')::bigint
+        + coalesce(current_setting('autovacuum_worker_slots', true), current_setting('autovacuum_max_workers'))::bigint
+        + current_setting('max_worker_processes')::bigint + current_setting('max_wal_senders')::bigint
+        + current_setting('max_prepared_transactions')::bigint + 1;
+    capacity bigint := current_setting('max_locks_per_transaction')::bigint * slots;
+    in_use bigint := (SELECT count(*) FROM pg_locks WHERE NOT fastpath);
+    needed bigint := per_schema::bigint * schemas;
+BEGIN
+    IF needed <= capacity - in_use THEN
+        RETURN NULL;
+    END IF;
+    RETURN format('the change takes about %s locks here (%s per schema, %s schemas) in one transaction, and the lock table has room for %s more (max_locks_per_transaction = %s, for %s processes; %s in use)',
+        needed, per_schema, schemas, capacity - in_use, current_setting('max_locks_per_transaction'), slots, in_use)
+        || format(E'\nHINT: Set max_locks_per_transaction to at least %s on this node and restart it.',
+                  ceil((needed + in_use) * 1.2 / slots));
+END
+$$;
+COMMENT ON FUNCTION snowflake_id_node.lock_room(integer, integer) IS
+  'NULL when a change taking per_schema locks on each of schemas fits in the lock table; otherwise why not.';
+
+-- Up front, on every node before any applies: the change is tried on the template and
+-- undone, which checks it here (it parses, its objects exist, it is allowed) and counts
+-- the locks it takes per schema. 'applied' when this node has the change already, 'ready'
+-- when it can take it; an error (the change's own, or 53400) otherwise.
+CREATE OR REPLACE FUNCTION snowflake_id_node.schema_change_check(key text, ddl text, template text, lock_timeout text) RETURNS text
+LANGUAGE plpgsql VOLATILE STRICT PARALLEL UNSAFE
+SET search_path = pg_catalog, pg_temp
+AS $$
+DECLARE
+    per_schema integer;
+    too_many text;
+BEGIN
+    PERFORM set_config('lock_timeout', lock_timeout, true);
+    -- One change at a time on a node: a session of an interrupted run may still be applying.
+    PERFORM pg_advisory_xact_lock(hashtext('snowflake_id_node.schema_change'), 0);
+    IF EXISTS (SELECT FROM snowflake_id_node.schema_change c WHERE c.key = schema_change_check.key) THEN
+        RETURN 'applied';
+    END IF;
+    PERFORM snowflake_id_node.ddl_statement(snowflake_id_node.ddl_for(ddl, template));
+    IF to_regnamespace(quote_ident(template)) IS NULL THEN
+        RAISE EXCEPTION 'template schema % does not exist', quote_ident(template) USING ERRCODE = 'invalid_schema_name';
+    END IF;
+    BEGIN
+        per_schema := (SELECT count(*) FROM pg_locks WHERE pid = pg_backend_pid());
+        EXECUTE snowflake_id_node.ddl_for(ddl, template);
+        per_schema := (SELECT count(*) FROM pg_locks WHERE pid = pg_backend_pid()) - per_schema;
+        RAISE EXCEPTION USING ERRCODE = 'SFDRY';  -- undoes the try
+    EXCEPTION WHEN SQLSTATE 'SFDRY' THEN
+    END;
+    too_many := snowflake_id_node.lock_room(greatest(per_schema, 1), (SELECT count(*) FROM @extschema@.snowflake_id_shard)::integer + 1);
+    IF too_many IS NOT NULL THEN
+        RAISE EXCEPTION '%', split_part(too_many, E'\nHINT: ', 1)
+            USING ERRCODE = 'configuration_limit_exceeded', HINT = split_part(too_many, E'\nHINT: ', 2);
+    END IF;
+    RETURN 'ready';
+END
+$$;
+COMMENT ON FUNCTION snowflake_id_node.schema_change_check(text, text, text, text) IS
+  'alter_shards'' check before any node changes: tries the change on the template and undoes it, checks the lock table''s room; applied, ready, or an error.';
+
+-- The change itself: template, then every shard's schema (in shard order), one
+-- transaction, recorded in it. Returns the number of schemas changed (that of the record,
+-- when this node had the change already). Each statement waits at most lock_timeout for
+-- its locks; writers to a shard wait until the node's transaction commits.
+CREATE OR REPLACE FUNCTION snowflake_id_node.schema_change_apply(key text, ddl text, template text, lock_timeout text) RETURNS integer
+LANGUAGE plpgsql VOLATILE STRICT PARALLEL UNSAFE
+SET search_path = pg_catalog, pg_temp
+AS $$
+DECLARE
+    done integer;
+    per_schema integer;
+    too_many text;
+    schemas integer := 1;
+    at text := template;  -- the schema being changed
+    st text;
+    msg text;
+    det text;
+    hnt text;
+BEGIN
+    PERFORM set_config('lock_timeout', lock_timeout, true);
+    PERFORM pg_advisory_xact_lock(hashtext('snowflake_id_node.schema_change'), 0);
+    SELECT c.schemas INTO done FROM snowflake_id_node.schema_change c WHERE c.key = schema_change_apply.key;
+    IF FOUND THEN
+        RETURN done;
+    END IF;
+    PERFORM snowflake_id_node.ddl_statement(snowflake_id_node.ddl_for(ddl, template));
+    IF to_regnamespace(quote_ident(template)) IS NULL THEN
+        RAISE EXCEPTION 'template schema % does not exist', quote_ident(template) USING ERRCODE = 'invalid_schema_name';
+    END IF;
+    -- One block for the whole change (a block per schema would be a subtransaction per
+    -- schema, thousands of them): an error names the schema it stopped at.
+    BEGIN
+        per_schema := (SELECT count(*) FROM pg_locks WHERE pid = pg_backend_pid());
+        EXECUTE snowflake_id_node.ddl_for(ddl, template);
+        per_schema := (SELECT count(*) FROM pg_locks WHERE pid = pg_backend_pid()) - per_schema;
+        too_many := snowflake_id_node.lock_room(greatest(per_schema, 1), (SELECT count(*) FROM @extschema@.snowflake_id_shard)::integer);
+        IF too_many IS NOT NULL THEN
+            RAISE EXCEPTION '%', split_part(too_many, E'\nHINT: ', 1)
+                USING ERRCODE = 'configuration_limit_exceeded', HINT = split_part(too_many, E'\nHINT: ', 2);
+        END IF;
+        FOR at IN SELECT s.schema_name FROM @extschema@.snowflake_id_shard s ORDER BY s.shard LOOP
+            EXECUTE snowflake_id_node.ddl_for(ddl, at);
+            schemas := schemas + 1;
+        END LOOP;
+    EXCEPTION WHEN OTHERS THEN
+        GET STACKED DIAGNOSTICS st = RETURNED_SQLSTATE, msg = MESSAGE_TEXT, det = PG_EXCEPTION_DETAIL, hnt = PG_EXCEPTION_HINT;
+        msg := format('schema %s: %s', quote_ident(at), msg);
+        CASE WHEN det = '' AND hnt = '' THEN RAISE EXCEPTION USING ERRCODE = st, MESSAGE = msg;
+             WHEN det = '' THEN RAISE EXCEPTION USING ERRCODE = st, MESSAGE = msg, HINT = hnt;
+             WHEN hnt = '' THEN RAISE EXCEPTION USING ERRCODE = st, MESSAGE = msg, DETAIL = det;
+             ELSE RAISE EXCEPTION USING ERRCODE = st, MESSAGE = msg, DETAIL = det, HINT = hnt;
+        END CASE;
+    END;
+    INSERT INTO snowflake_id_node.schema_change VALUES (key, ddl, template, schemas, clock_timestamp());
+    RETURN schemas;
+END
+$$;
+COMMENT ON FUNCTION snowflake_id_node.schema_change_apply(text, text, text, text) IS
+  'alter_shards on this node: the statement on the template and every shard''s schema, in one transaction, recorded under key; idempotent.';
+
+-- The shards of this node whose tables differ from the template's (template_status with
+-- shards => true): how many there are, and the first one's first difference.
+CREATE OR REPLACE FUNCTION snowflake_id_node.shards_unlike(template text, OUT checked integer, OUT differing integer, OUT first text)
+LANGUAGE plpgsql STABLE STRICT PARALLEL SAFE
+SET search_path = pg_catalog, pg_temp
+AS $$
+DECLARE
+    tpl text[] := snowflake_id_node.fingerprint(template);
+    s record;
+    fp text[];
+BEGIN
+    checked := 0;
+    differing := 0;
+    FOR s IN SELECT x.schema_name FROM @extschema@.snowflake_id_shard x ORDER BY x.shard LOOP
+        checked := checked + 1;
+        fp := snowflake_id_node.fingerprint(s.schema_name);
+        IF fp <> tpl THEN
+            differing := differing + 1;
+            first := coalesce(first, snowflake_id_node.fingerprint_difference(fp, tpl,
+                format('shard schema %s', quote_ident(s.schema_name)), format('template %s', quote_ident(template))));
+        END IF;
+    END LOOP;
+END
+$$;
+COMMENT ON FUNCTION snowflake_id_node.shards_unlike(text) IS
+  'How many shard schemas of this node were checked against the template, how many differ, and the first difference.';
+
+REVOKE ALL ON ALL FUNCTIONS IN SCHEMA snowflake_id_node FROM PUBLIC;

@@ -1,0 +1,27 @@
+//! The PostgreSQL wing: everything that touches PostgreSQL's internals, below the SQL
+//! surface. Each unsafe module states at its top the invariants it keeps and the PostgreSQL
+//! source it mirrors.
+
+/// Which statements alter_shards runs: one schema change, read by PostgreSQL's parser.
+pub mod ddl_statement;
+/// Everything that can go wrong, and the one place it becomes a PostgreSQL error.
+pub mod error;
+/// The version-1 calling convention, for functions written as C writes them.
+pub mod fmgr;
+/// `next_id`: the clock, the rule and the sequence's tuple, put together.
+pub mod generator;
+/// The server's mask key, read from the file `snowflake_id.mask_key_file` names.
+pub mod mask_key_file;
+/// PostgreSQL's C structs and macros the generator needs, mirrored; the unguarded calls.
+mod mirror;
+/// What a backend remembers per sequence between calls, as `sequence.c`'s `SeqTableData`.
+mod sequence_cache;
+/// The checks `nextval()` makes, made when what the cache remembers no longer holds.
+mod sequence_checks;
+/// A sequence opened as `nextval()` opens it, and its tuple as the generator's durable
+/// state, WAL-logged ahead.
+mod sequence_state;
+/// Text arguments read in place, as PostgreSQL's bytes, and shown safely in messages.
+pub mod text_arg;
+/// PostgreSQL's epoch and clock, and `timestamptz` to and from Unix milliseconds.
+pub mod time;

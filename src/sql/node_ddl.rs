@@ -1,0 +1,14 @@
+//! The node side of alter_shards written in Rust: `snowflake_id_node.ddl_statement(text)`,
+//! declared in sql/node_ddl.sql with the rest of it.
+
+use crate::pg::ddl_statement;
+use crate::pg::error::OrReport;
+use crate::pg::text_arg::Text;
+use pgrx::prelude::*;
+
+/// The command tag of a statement alter_shards may run on every shard's schema (one schema
+/// change that can run in a transaction block); an error otherwise.
+#[pg_extern(sql = false)]
+fn ddl_statement(ddl: Text) -> String {
+    ddl_statement::command_tag(ddl.bytes()).or_report()
+}
