@@ -53,6 +53,9 @@ done
 [[ $(on router -c "SELECT count(*) FROM pg_locks WHERE locktype = 'advisory' AND NOT granted") == 1 ]] \
   || fail "the move did not wait for the schema change"
 
+# Longer than lock_timeout (2 s): node_b's transaction gives up on shard 2740's lock and is
+# tried again, never committing the other shards.
+sleep 3
 # The change's session ends; node_b rolls back (its session notices within a second).
 on router -c "SELECT pg_terminate_backend(pid) FROM pg_stat_activity WHERE query LIKE '%alter_shards(%' AND pid <> pg_backend_pid()" >/dev/null
 if wait "$first"; then fail "alter_shards survived its session's end: $(cat "$work/first.log")"; fi
@@ -76,7 +79,8 @@ echo "the move waited for the change, then ran between two nodes without it"
 # Called again, the change resumes at node_b.
 kill "$blocker" 2>/dev/null || true
 on node_b -c "SELECT pg_terminate_backend(pid) FROM pg_stat_activity WHERE query LIKE '%pg_sleep(60)%' AND pid <> pg_backend_pid()" >/dev/null
-resumed=$(on router -c "SET client_min_messages = notice" -c "SELECT string_agg(node || ' ' || state, ', ' ORDER BY node) FROM alter_shards(\$\$$add_column\$\$)" 2>&1)
+resumed=$(on router -c "SET client_min_messages = notice" -c "SELECT string_agg(node || ' ' || state, ', ' ORDER BY node) FROM alter_shards(\$\$$add_column\$\$)" 2>&1) \
+  || fail "the change called again failed: $resumed"
 [[ $resumed == *"resumes schema change 1"* && $resumed == *"node_b done, node_c done" ]] || fail "the resumed change: $resumed"
 echo "resumed: $resumed" | tr '\n' ' '; echo
 on router -c "SELECT * FROM alter_shards(\$\$$add_index\$\$)" >/dev/null

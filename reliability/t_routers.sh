@@ -59,10 +59,10 @@ move 1 node_c
 # router_b down: the move flips, but the old copy stays, sealed; alter_node too is applied here only.
 cluster_stop sfrouter2
 move 2731 node_c
+[[ $(has_schema node_b 2731) == 1 ]] || fail "the old copy of shard 2731 was dropped while router_b still routed to it"
 grep -q "router(s) 'router_b' do not route by it yet" "$work/move.log" || fail "the move did not say it waits for router_b: $(tail -3 "$work/move.log")"
 [[ $(on router -c "SELECT state FROM snowflake_id_router.move ORDER BY id DESC LIMIT 1") == flipped ]] \
   || fail "the move made while router_b was down is not waiting as flipped"
-[[ $(has_schema node_b 2731) == 1 ]] || fail "the old copy of shard 2731 was dropped while router_b still routed to it"
 old_a=$(on router -c "SELECT connstr FROM snowflake_id_router.node WHERE name = 'node_a'")
 on router -c "SELECT alter_node('node_a', '$(node_connstr node_a) connect_timeout=9')" 2>"$work/alter.log" >/dev/null
 grep -q "not yet on every other router" "$work/alter.log" || fail "alter_node did not say router_b is behind: $(cat "$work/alter.log")"

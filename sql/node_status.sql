@@ -79,9 +79,10 @@ COMMENT ON FUNCTION snowflake_id_node.served_shards() IS
 -- issued (next_id keeps the newest ID in it), the time in it and how far that is ahead of
 -- this node's clock (after a failover to a standby whose clock is behind, or a move to such
 -- a node, next_id issues IDs above the newest until the clock catches up), and, when recent,
--- how many rows hold an ID made in the last minute: those of the bigint columns defaulting
--- to the shard's next_id() (or to its sequence), counted by the index of each such column,
--- so the work grows with the rows written in that minute, not with the table.
+-- how many rows hold an ID made in the last minute: those of the bigint columns of its plain
+-- tables (partitions included) defaulting to the shard's next_id() (or to its sequence),
+-- counted by the index of each such column, so the work grows with the rows written in that
+-- minute, not with the table.
 CREATE OR REPLACE FUNCTION snowflake_id_node.shard_stats(recent boolean, after integer, count integer)
 RETURNS TABLE (shard integer, schema_name text, tables integer, rows bigint, bytes bigint,
                newest_id bigint, newest_at timestamptz, ahead_of_clock interval, ids_last_minute bigint)
@@ -123,11 +124,13 @@ BEGIN
                          WHERE d.refclassid = 'pg_class'::regclass AND d.classid = 'pg_attrdef'::regclass
                            AND d.refobjid = s.sequence) dep
                   JOIN pg_attrdef ad ON ad.oid = dep.objid
-                  JOIN pg_class c ON c.oid = ad.adrelid AND c.relkind IN ('r', 'p') AND NOT c.relispartition
+                  JOIN pg_class c ON c.oid = ad.adrelid AND c.relkind = 'r'
                   JOIN pg_attribute a ON a.attrelid = ad.adrelid AND a.attnum = ad.adnum AND a.atttypid = 'bigint'::regtype
             LOOP
-                -- A bigint column compared with a bigint: pg_catalog's operator, whoever owns the table.
-                EXECUTE format('SELECT count(*) FROM %s WHERE %I >= $1', col.rel, col.attname)
+                -- Each plain table on its own (ONLY: an inheritance child may be a foreign
+                -- table), a bigint column against a bigint: pg_catalog's operator and the
+                -- column's index, whoever owns the table; nothing of its owner's runs.
+                EXECUTE format('SELECT count(*) FROM ONLY %s WHERE %I >= $1', col.rel, col.attname)
                    INTO n USING @extschema@.make_id(clock_timestamp() - interval '1 minute', s.shard);
                 ids_last_minute := ids_last_minute + n;
             END LOOP;
