@@ -10,8 +10,9 @@
 #   18  unstable's source package, built into $SF_OPT/pg18.
 #   19  experimental's binary packages in a Debian unstable (sid) chroot, $SF_OPT/sid
 #       (scripts/chroot.sh 19): its sources are not on the registry, and its binaries need
-#       a newer libc than Debian 12's or 13's.
-PG_VERSIONS=${PG_VERSIONS:-"15 17 18 19"}
+#       a newer libc than Debian 12's or 13's. Not in the default list yet (19 is a release
+#       candidate, and CI's time budget): PG_VERSIONS="15 17 18 19" switches it on.
+PG_VERSIONS=${PG_VERSIONS:-"15 17 18"}
 SF_OPT=${SF_OPT:-/opt/snowflake_id}
 # The Debian archive this machine's apt already uses (its first "URIs:" entry).
 # (`|| true`: the chroots have no such file, and sourcing must not fail there.)
