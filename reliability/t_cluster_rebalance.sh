@@ -4,7 +4,8 @@
 # 500 shards holding rows on each, then both extensions updated to 0.3.0; a third node
 # (0.3.0) added. Four client sessions write through the router (reliability/router_client.py:
 # inserts on every 8th shard, updates of their own rows) throughout, while:
-#   CALL rebalance()        stopped half-way by rebalance_stop() from another session, then
+#   CALL rebalance()        refusing a second one (55P03), stopped half-way by
+#                           rebalance_stop() from another session, then
 #   CALL rebalance()        resumed (same rebalance) to the end: 333/333/334 shards;
 #   CALL drain_node(a)      its session terminated mid-batch, then
 #   CALL drain_node(a)      resumed to the end: no shard left on node_a;
@@ -100,6 +101,7 @@ leftovers() {
 t_rebalance=$(date +%s.%N)
 on router -c "SET client_min_messages = notice" -c "CALL rebalance()" >"$work/rebalance1.log" 2>&1 & mover=$!
 wait_for "$mover" "$work/rebalance1.log" "SELECT shards_done * 2 >= shards AND shards > 0 FROM rebalance_status WHERE state = 'running'"
+[[ $(sqlstate "CALL drain_node('node_b')") == 55P03 ]] || fail "a second rebalance or drain was not refused with 55P03 while one runs"
 on router -c "SELECT rebalance_stop()" >/dev/null
 wait "$mover" || fail "the stopped rebalance failed: $(cat "$work/rebalance1.log")"
 read -r id state done planned <<<"$(status_of "id, state, shards_done, shards")"

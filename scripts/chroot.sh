@@ -35,11 +35,14 @@ bind "$HOME/.cargo"
 bind "$HOME/.rustup"
 [[ ! -d $SF_OPT/cargo-pgrx-$PGRX_VERSION ]] || bind "$SF_OPT/cargo-pgrx-$PGRX_VERSION"
 bind "$repo"
+# More of the host, at the same paths (reliability/pg_upgrade.sh: the other versions' installations).
+for dir in ${CHROOT_BINDS:-}; do bind "$dir"; done
 cp -f /etc/resolv.conf /etc/hosts "$root/etc/" 2>/dev/null || true   # sudo resolves the host name
 
 # The environment inside: what the scripts read, nothing else of the host's.
 pass=()
-for v in SF_TMP SF_OPT RUST_BACKTRACE GEN GEN_SETUP_SQL RELIABILITY_LOAD_SECONDS UNIT_TESTS CARGO_BUILD_JOBS BENCH_STARTED; do
+for v in SF_TMP SF_OPT RUST_BACKTRACE GEN GEN_SETUP_SQL RELIABILITY_LOAD_SECONDS UNIT_TESTS CARGO_BUILD_JOBS BENCH_STARTED \
+         PG15_CONFIG PG17_CONFIG PG18_CONFIG; do
   [[ -n ${!v:-} ]] && pass+=("$v=${!v}")
 done
 chroot "$root" env -i HOME="$HOME" PATH="$HOME/.cargo/bin:/usr/local/bin:/usr/bin:/bin:/usr/sbin:/sbin" \

@@ -11,13 +11,11 @@ COMMENT ON FUNCTION id_unmask(bigint, text) IS 'The ID a masked public ID stands
 COMMENT ON FUNCTION id_mask(bigint) IS 'The masked public form of an ID under the server''s key, read from the file snowflake_id.mask_key_file names.';
 COMMENT ON FUNCTION id_unmask(bigint) IS 'The ID a masked public ID stands for, under the server''s key, read from the file snowflake_id.mask_key_file names.';
 
--- The snowflake type's casts and operators (sql/snowflake_type.sql makes them).
+-- The snowflake type's casts and operators (sql/snowflake_type.sql makes them; the casts of
+-- sql/snowflake_casts.sql are described there).
 COMMENT ON CAST (snowflake AS bigint) IS 'A snowflake as a bigint, the same 8 bytes (implicit).';
 COMMENT ON CAST (bigint AS snowflake) IS 'A bigint as a snowflake, the same 8 bytes (on assignment: INSERT, UPDATE, DEFAULT next_id(...)).';
 COMMENT ON CAST (integer AS snowflake) IS 'An integer as a snowflake (implicit, so that COALESCE(id, 0) stays snowflake).';
-COMMENT ON CAST (snowflake AS integer) IS 'A snowflake as an integer, by bigint''s own conversion (explicit).';
-COMMENT ON CAST (snowflake AS numeric) IS 'A snowflake as a numeric, by bigint''s own conversion (explicit).';
-COMMENT ON CAST (snowflake AS json) IS 'A snowflake as a JSON string, exact in JavaScript: what the json and jsonb builders write for it.';
 -- Each operator says what its function says ("snowflake equal to bigint (bigint's
 -- comparison)"): the description is written once, on the function.
 DO $$

@@ -50,7 +50,7 @@ BEGIN
         RAISE EXCEPTION 'column % of table % does not exist', quote_ident(col), tbl
             USING ERRCODE = 'undefined_column';
     END IF;
-    IF att.atttypid <> 'bigint'::regtype THEN
+    IF att.atttypid NOT IN ('bigint'::regtype, '@extschema@.snowflake'::regtype) THEN
         RAISE EXCEPTION 'column % of table % is %, not bigint: IDs need 64 bits',
                 quote_ident(col), tbl, format_type(att.atttypid, NULL)
             USING ERRCODE = 'datatype_mismatch',
@@ -125,4 +125,4 @@ BEGIN
 END
 $$;
 COMMENT ON FUNCTION convert_column(regclass, name, integer) IS
-  'Turns a bigserial or identity bigint column into DEFAULT next_id(shard, its sequence), in place; every new ID is above every existing one. Returns the sequence.';
+  'Turns a bigserial or identity key (bigint, or changed to snowflake) into DEFAULT next_id(shard, its sequence), in place; every new ID is above every existing one. Returns the sequence.';

@@ -8,11 +8,12 @@
 -- What differs is its JSON: PostgreSQL's json and jsonb builders use a user type's cast to
 -- json, and this one writes the ID as a string.
 --
--- Casts: snowflake -> bigint implicit (every bigint function and operator accepts it);
+-- Casts here: snowflake -> bigint implicit (every bigint function and operator accepts it);
 -- bigint -> snowflake on assignment (INSERT, UPDATE, DEFAULT next_id(...)) and explicitly;
--- integer -> snowflake implicit (so COALESCE(id, 0) stays snowflake). In the numeric type
--- category, so UNION/CASE/COALESCE with bigint resolve to bigint. Comparisons with bigint and integer values and columns are operators of the
--- type's own btree and hash families (which also hold bigint's own, for merge and hash
+-- integer -> snowflake implicit (so COALESCE(id, 0) stays snowflake); the others in
+-- sql/snowflake_casts.sql. In the numeric type category, so UNION/CASE/COALESCE with bigint
+-- resolve to bigint. Comparisons with bigint and integer values and columns are operators of
+-- the type's own btree and hash families (which also hold bigint's own, for merge and hash
 -- joins), so `WHERE id = 123` and joins to bigint columns use the index and resolve without
 -- ambiguity.
 
@@ -36,12 +37,6 @@ CREATE CAST (bigint AS snowflake) WITHOUT FUNCTION AS ASSIGNMENT;
 CREATE FUNCTION snowflake(integer) RETURNS snowflake LANGUAGE internal IMMUTABLE STRICT PARALLEL SAFE AS 'int48';
 COMMENT ON FUNCTION snowflake(integer) IS 'An integer as a snowflake (the cast).';
 CREATE CAST (integer AS snowflake) WITH FUNCTION snowflake(integer) AS IMPLICIT;
--- Explicit casts to what bigint casts to, by bigint's own functions, so `id::int` and
--- `id::numeric` keep working on a column changed to snowflake (explicit only: no new
--- implicit path to make an operator ambiguous).
-CREATE CAST (snowflake AS integer) WITH FUNCTION pg_catalog.int4(bigint);
-CREATE CAST (snowflake AS numeric) WITH FUNCTION pg_catalog."numeric"(bigint);
-
 -- snowflake vs snowflake
 CREATE FUNCTION snowflake_eq(snowflake, snowflake) RETURNS boolean LANGUAGE internal IMMUTABLE STRICT PARALLEL SAFE LEAKPROOF AS 'int8eq';
 COMMENT ON FUNCTION snowflake_eq(snowflake, snowflake) IS 'snowflake equal to snowflake (bigint''s comparison).';
@@ -262,4 +257,3 @@ COMMENT ON AGGREGATE min(snowflake) IS 'Smallest snowflake ID.';
 CREATE FUNCTION id_to_json(id bigint) RETURNS json
     LANGUAGE c IMMUTABLE STRICT PARALLEL SAFE AS 'MODULE_PATHNAME', 'id_to_json_wrapper';
 COMMENT ON FUNCTION id_to_json(bigint) IS 'An ID as a JSON string ("4000000000000000000"), exact in JavaScript; the cast from snowflake to json.';
-CREATE CAST (snowflake AS json) WITH FUNCTION id_to_json(bigint);

@@ -122,7 +122,13 @@ CREATE TABLE full_up (id bigserial PRIMARY KEY);
 INSERT INTO full_up VALUES (9223372036854775800);
 SELECT convert_column('full_up', 'id', 2);
 SELECT pg_temp.default_of('full_up', 'id') LIKE 'nextval%' AS unchanged;
-DROP TABLE owned_by_other, full_up;
+-- A bigserial key already changed to the snowflake type (for its JSON) converts too.
+CREATE TABLE as_snowflake (id bigserial PRIMARY KEY, v text);
+INSERT INTO as_snowflake (v) VALUES ('a'), ('b');
+ALTER TABLE as_snowflake ALTER COLUMN id TYPE snowflake;
+SELECT convert_column('as_snowflake', 'id', 6);
+INSERT INTO as_snowflake (v) VALUES ('c') RETURNING id_shard(id) AS shard, id > 2 AS above, pg_typeof(id);
+DROP TABLE owned_by_other, full_up, as_snowflake;
 DROP TABLE users, posts, ga, gd, gd_child, small, plain, shared_a, shared_b, parted, not_mine,
   x23456789_123456789_123456789_123456789_123456789_123456789_123 CASCADE;
 DROP ROLE convert_writer, "Convert ""Writer"" 2";

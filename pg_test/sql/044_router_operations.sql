@@ -103,6 +103,17 @@ CALL rebalance();                                    -- 2D000: it commits, so no
 ROLLBACK;
 SELECT rebalance_stop();                             -- none running
 SELECT count(*) FROM rebalance_status;               -- none of the refused left a record
+-- A rebalance whose session is gone (no lock held): interrupted; rebalance_stop marks it
+-- stopped; the view counts its batches.
+INSERT INTO snowflake_id_router.rebalance (id, kind, strategy, batch_size, template, state, pid, started)
+VALUES (1, 'rebalance', 'by_shard_count', 2, 'tpl', 'running', pg_backend_pid(), now() - interval '1 minute');
+INSERT INTO snowflake_id_router.rebalance_batch (rebalance, batch, source, target, shards, state, started, ended)
+VALUES (1, 1, 'a', 'b', '{4,5}', 'done', now() - interval '50 s', now() - interval '40 s'),
+       (1, 2, 'a', 'b', '{3}', 'planned', NULL, NULL);
+SELECT id, kind, state, batches, batches_done, shards, shards_done, shards_left, current_batch, time_left FROM rebalance_status;
+SELECT rebalance_stop();
+SELECT id, state, ended IS NOT NULL AS ended FROM rebalance_status;
+DELETE FROM snowflake_id_router.rebalance;
 SELECT remove_node(NULL);
 SELECT remove_node('nope');
 SELECT remove_node('a');                             -- 55000: it holds shards

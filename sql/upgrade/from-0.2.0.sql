@@ -31,6 +31,16 @@ ALTER TABLE snowflake_id_shard DROP CONSTRAINT snowflake_id_shard_shard_check,
 ALTER FUNCTION id_mask(bigint) PARALLEL RESTRICTED;
 ALTER FUNCTION id_unmask(bigint) PARALLEL RESTRICTED;
 
+-- == The snowflake type's casts and smallint comparisons (sql/snowflake_casts.sql) ==
+-- 0.2.0's casts to integer, numeric and json took bigint: pg_upgrade restores an extension's
+-- members one by one, casts sorted by name, and "snowflake int4" came before the binary cast
+-- "snowflake int8" it needed ("argument of cast function must match or be binary-coercible
+-- from source data type"). Every cast function now takes snowflake itself.
+DROP CAST (snowflake AS integer);
+DROP CAST (snowflake AS numeric);
+DROP CAST (snowflake AS json);
+--#include sql/snowflake_casts.sql
+
 -- == Every function's declaration written by hand, and every description ==
 --#include sql/instagram.sql
 --#include sql/other_ids.sql

@@ -115,7 +115,13 @@ pub fn utc(unix_ms: i64) -> String {
         ms_of_day / 1000 % 60,
         ms_of_day % 1000,
     );
-    format!("{year:04}-{month:02}-{day:02} {h:02}:{m:02}:{s:02}.{ms:03}+00")
+    // Year 0 is 1 BC, as PostgreSQL writes it.
+    let (year, era) = if year > 0 {
+        (year, "")
+    } else {
+        (1 - year, " BC")
+    };
+    format!("{year:04}-{month:02}-{day:02} {h:02}:{m:02}:{s:02}.{ms:03}+00{era}")
 }
 
 const MAKE_A_KEY: &str = "A random key: SELECT replace(gen_random_uuid()::text, '-', '')";
@@ -414,5 +420,9 @@ mod tests {
         assert_eq!(utc(-1), "1969-12-31 23:59:59.999+00");
         assert_eq!(utc(i64::MAX), "infinity");
         assert_eq!(utc(i64::MIN), "-infinity");
+        // PostgreSQL's first day, and the last day before year 1.
+        assert_eq!(utc(-210_866_803_200_000), "4714-11-24 00:00:00.000+00 BC");
+        assert_eq!(utc(-62_135_596_800_001), "0001-12-31 23:59:59.999+00 BC");
+        assert_eq!(utc(-62_135_596_800_000), "0001-01-01 00:00:00.000+00");
     }
 }

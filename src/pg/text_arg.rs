@@ -69,7 +69,7 @@ pub fn char_at(text: &[u8], at: usize) -> String {
 }
 
 /// Up to `max_chars` characters of `text` as message text in any server encoding: ASCII
-/// as it is (control characters escaped), other characters as they are in a UTF-8 database
+/// as it is (control characters as `\xNN`), other characters as they are in a UTF-8 database
 /// (the bytes are valid there) and as `\xNN` per byte in any other (a character cut from
 /// text of another encoding could be invalid in the message). Bounded: at most `max_chars`
 /// characters are read, whatever the input's size.
@@ -92,7 +92,11 @@ pub fn render(text: &[u8], utf8: bool, max_chars: usize) -> String {
 
 /// The first character of `text`, as [`render`] shows it.
 pub fn render_one(text: &[u8], utf8: bool) -> String {
-    render(text, utf8, 1).trim_end_matches("...").to_owned()
+    let mut out = String::new();
+    if !text.is_empty() {
+        push_char(&mut out, &text[..char_len(text, utf8)]);
+    }
+    out
 }
 
 /// Bytes of the character at the start of `text` (non-empty): one, unless it starts a
@@ -102,8 +106,7 @@ fn char_len(text: &[u8], utf8: bool) -> usize {
         let head = &text[..text.len().min(4)];
         let valid = match std::str::from_utf8(head) {
             Ok(s) => s,
-            // SAFETY: from_utf8 vouches for the bytes up to valid_up_to.
-            Err(e) => unsafe { std::str::from_utf8_unchecked(&head[..e.valid_up_to()]) },
+            Err(e) => std::str::from_utf8(&head[..e.valid_up_to()]).unwrap_or_default(),
         };
         if let Some(c) = valid.chars().next() {
             return c.len_utf8();
@@ -147,6 +150,7 @@ mod tests {
         assert_eq!(render_one("✓x".as_bytes(), true), "✓");
         assert_eq!(render_one(b"\xe2\x9c", true), "\\xe2");
         assert_eq!(render_one(b"", true), "");
+        assert_eq!(render_one(b"....", true), ".");
     }
 
     #[test]

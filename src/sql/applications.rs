@@ -74,6 +74,13 @@ fn id_unmask(masked: i64) -> i64 {
 
 extension_sql_file!("../../sql/snowflake_type.sql", name = "snowflake_type");
 
+// Its casts to other types and from smallint, and its comparisons with smallint (new in 0.3.0).
+extension_sql_file!(
+    "../../sql/snowflake_casts.sql",
+    name = "snowflake_casts",
+    requires = ["snowflake_type"]
+);
+
 // convert_column: a bigserial or identity key adopted in place.
 extension_sql_file!(
     "../../sql/convert.sql",
@@ -87,6 +94,7 @@ extension_sql_file!(
     name = "applications",
     requires = [
         "snowflake_type",
+        "snowflake_casts",
         id_to_text,
         id_from_text,
         id_mask_key,
