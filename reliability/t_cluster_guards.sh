@@ -1,8 +1,4 @@
 #!/usr/bin/env bash
-# versions: 15 17
-# (Not on 18 yet: there the move of 25.5's shard_3 fails, cleanly with 55000: its initial
-# copy on node_b, run as the table's owner shard_owner, is refused with "permission denied
-# for schema shard_3", the schema the move made there.)
 # What a move refuses, and what no mistake or fault turns into lost data (issue 25, issue 19
 # items 7 and 8; docs/cluster.md, "What a move refuses"). A router and three data nodes, no
 # load: each case is a mistake or fault, then what must hold. Each refusal comes before
