@@ -218,6 +218,11 @@ BEGIN
     END IF;
     -- Whatever of the shard is already gone (dropped by hand) is skipped; the row goes.
     -- RESTRICT: a table whose default calls next_id() refuses the drop (2BP01), by name.
+    -- With cascade, a schema create_shard made goes first, with everything in it: one
+    -- dependency walk instead of three (what was moved out of it goes next, by name and OID).
+    IF cascade AND s.created_schema AND to_regnamespace(quote_ident(schema_name)) IS NOT NULL THEN
+        EXECUTE format('DROP SCHEMA %I CASCADE', schema_name);
+    END IF;
     IF to_regprocedure(format('%I.next_id()', schema_name)) IS NOT NULL THEN
         EXECUTE format('DROP FUNCTION %I.next_id() %s', schema_name, behaviour);
     END IF;
@@ -235,25 +240,27 @@ COMMENT ON FUNCTION drop_shard(text, boolean) IS
 
 -- create_shard(schema_name, shard, template => 'tpl'): the shard layout declared once.
 -- After create_shard(schema_name, shard), every table of schema tpl is made in the shard's
--- schema with CREATE TABLE ... (LIKE tpl.t INCLUDING ALL): columns, defaults, NOT NULL,
--- CHECK and primary key/unique constraints, indexes, comments (not foreign keys, not
--- triggers). Each bigint primary key column then defaults to the shard's own next_id().
--- The template must be a plain schema of tables: anything else in it (views, sequences
--- other than identity ones, functions, types) is refused, and so is a table whose
--- defaults, constraints, indexes or column types use a function or type the caller cannot
--- trust (owned by another role that is not a superuser), whose code would then run in
--- every shard. Nothing of the template is executed here. A table the shard already has is
--- left as it is, so the call is idempotent.
+-- schema with CREATE TABLE ... (LIKE tpl.t INCLUDING ALL): columns, defaults, generated
+-- columns, NOT NULL, CHECK, primary key, unique and exclusion constraints, indexes, extended
+-- statistics, comments, identity; then its row-level security settings and policies. A
+-- single-column bigint (or snowflake) primary key then defaults to the shard's own next_id()
+-- (identity dropped); a key of several columns keeps its columns as they are. Foreign keys are not
+-- copied; a table with triggers or rules, or with a policy that reads a table of the
+-- template (its copy would read the template's), is refused (0A000): make those in each shard.
+--
+-- The template must be a plain schema of tables: anything else in it (views, sequences other
+-- than identity ones, functions, types) is refused (42809). So is a template whose copies
+-- would use or run anything owned by a role that is neither the caller nor a superuser
+-- (42501): functions, operators, types, domains, collations, operator classes, casts'
+-- functions, text search configurations, sequences, found transitively from the tables'
+-- columns, defaults, constraints, indexes, statistics and policies (sql/template_read.sql).
+-- The template's tables stay locked from that check to the end of the transaction, and the
+-- check reads the catalog as the copy does (src/pg/template_read.rs). Nothing of the template
+-- is executed here. A table the shard already has is left as it is: the call is idempotent.
 CREATE OR REPLACE FUNCTION create_shard(schema_name text, shard integer, template text) RETURNS void
 LANGUAGE plpgsql VOLATILE CALLED ON NULL INPUT PARALLEL UNSAFE
 SET search_path = pg_catalog, pg_temp
 AS $$
-DECLARE
-    tpl oid;
-    nsp oid;
-    bad text;
-    t record;
-    col record;
 BEGIN
     -- template => NULL is the two-argument form, not a silent no-op.
     IF template IS NULL THEN
@@ -263,93 +270,180 @@ BEGIN
     IF schema_name IS NULL OR shard IS NULL THEN
         RAISE EXCEPTION 'create_shard: schema_name and shard must not be NULL' USING ERRCODE = 'null_value_not_allowed';
     END IF;
+    PERFORM snowflake_id_internal.create_shards_from(ARRAY[schema_name], ARRAY[shard], template);
+END
+$$;
+COMMENT ON FUNCTION create_shard(text, integer, text) IS
+  'create_shard(schema_name, shard), then every table of schema template made in it (LIKE ... INCLUDING ALL, with its policies), a single-column bigint primary key defaulting to its next_id(). Idempotent.';
+
+CREATE OR REPLACE FUNCTION create_shards(prefix text, first_shard integer, count integer, template text) RETURNS void
+LANGUAGE plpgsql VOLATILE CALLED ON NULL INPUT PARALLEL UNSAFE
+SET search_path = pg_catalog, pg_temp
+AS $$
+BEGIN
+    IF template IS NULL THEN
+        PERFORM @extschema@.create_shards(prefix, first_shard, count);
+        RETURN;
+    END IF;
+    IF prefix IS NULL OR first_shard IS NULL OR count IS NULL THEN
+        RAISE EXCEPTION 'create_shards: prefix, first_shard and count must not be NULL' USING ERRCODE = 'null_value_not_allowed';
+    END IF;
+    IF count < 0 THEN
+        RAISE EXCEPTION 'count % is negative: create_shards makes count shards from first_shard on', count
+            USING ERRCODE = 'numeric_value_out_of_range';
+    END IF;
+    -- The first and the last shard are checked as make_id checks a shard (22003).
+    PERFORM @extschema@.make_id(clock_timestamp(), first_shard);
+    IF count > 0 THEN
+        PERFORM @extschema@.make_id(clock_timestamp(), least(first_shard::bigint + count - 1, 2147483647)::integer);
+    END IF;
+    PERFORM snowflake_id_internal.create_shards_from(
+        array(SELECT prefix || n FROM generate_series(first_shard, first_shard + count - 1) n),
+        array(SELECT n FROM generate_series(first_shard, first_shard + count - 1) n),
+        template);
+END
+$$;
+COMMENT ON FUNCTION create_shards(text, integer, integer, text) IS
+  'create_shard(prefix || n, n, template) for n = first_shard .. first_shard + count - 1, in one transaction, the template read and checked once.';
+
+-- Written in Rust (src/pg/template_read.rs): the template's tables locked, then read at a
+-- snapshot taken after the locks (sql/template_read.sql).
+CREATE OR REPLACE FUNCTION snowflake_id_internal.template_read(template oid)
+RETURNS TABLE (kind text, rel oid, name text, detail text, deps text)
+STRICT VOLATILE PARALLEL UNSAFE LANGUAGE c AS 'MODULE_PATHNAME', 'template_read_wrapper'
+-- Its plan's estimated cost is high (a recursive walk) and its real cost a millisecond:
+-- compiling it would cost more than running it. Policies are read back as text, and floats
+-- in them must come out exact.
+SET jit = off SET extra_float_digits = 3;
+COMMENT ON FUNCTION snowflake_id_internal.template_read(oid) IS
+  'create_shard''s reading of a template schema: its tables locked, then what the shards would copy and run, at a snapshot taken after the locks.';
+
+-- The template form of create_shard and create_shards: the template's tables locked and read
+-- once (snowflake_id_internal.template_read), then each shard made and filled.
+CREATE OR REPLACE FUNCTION snowflake_id_internal.create_shards_from(schema_names text[], shards integer[], template text) RETURNS void
+LANGUAGE plpgsql VOLATILE STRICT PARALLEL UNSAFE
+SET search_path = pg_catalog, pg_temp
+AS $$
+DECLARE
+    tpl oid;
+    other text;
+    refused text;
+    untrusted text;
+    tables oid[];
+    names text[];
+    rls_rel oid[];
+    rls text[];
+    policy_rel oid[];
+    policy_name text[];
+    policy_def text[];
+    policy_deps text[];
+    s text;
+    kind "char";
+    made oid;
+    key record;
+    deps text;
+BEGIN
     IF octet_length(template) > 63 THEN
         RAISE EXCEPTION 'template schema name "%" is too long: % bytes, at most 63', template, octet_length(template)
             USING ERRCODE = 'name_too_long';
+    END IF;
+    -- System schemas hold no tables of ours (pg_catalog's are pinned, so the template would
+    -- look empty), and a temporary schema's would be another session's.
+    IF template LIKE 'pg\_%' OR template = 'information_schema' THEN
+        RAISE EXCEPTION 'schema "%" cannot be a template: it is a system or temporary schema', template
+            USING ERRCODE = 'reserved_name';
     END IF;
     tpl := to_regnamespace(quote_ident(template));
     IF tpl IS NULL THEN
         RAISE EXCEPTION 'template schema "%" does not exist', template USING ERRCODE = 'invalid_schema_name';
     END IF;
-    IF template = schema_name THEN
-        RAISE EXCEPTION 'schema % cannot be its own template', quote_ident(schema_name)
+    IF template = ANY (schema_names) THEN
+        RAISE EXCEPTION 'schema % cannot be its own template', quote_ident(template)
             USING ERRCODE = 'invalid_parameter_value';
     END IF;
-    -- A plain schema of tables (and their indexes, row types and identity sequences).
-    SELECT string_agg(what, ', ') INTO bad FROM (
-        SELECT format('%s %I', CASE c.relkind WHEN 'v' THEN 'view' WHEN 'm' THEN 'materialized view'
-                    WHEN 'S' THEN 'sequence' WHEN 'p' THEN 'partitioned table' WHEN 'f' THEN 'foreign table'
-                    WHEN 'c' THEN 'type' ELSE 'relation' END, c.relname) AS what
-          FROM pg_class c
-         WHERE c.relnamespace = tpl AND c.relkind NOT IN ('r', 'i')
-           AND NOT (c.relkind = 'S' AND EXISTS (SELECT FROM pg_depend d WHERE d.classid = 'pg_class'::regclass
-                        AND d.objid = c.oid AND d.deptype = 'i'))
-        UNION ALL
-        SELECT format('function %s', p.oid::regprocedure) FROM pg_proc p WHERE p.pronamespace = tpl
-        UNION ALL
-        SELECT format('type %s', y.oid::regtype) FROM pg_type y
-         WHERE y.typnamespace = tpl AND y.typrelid = 0 AND NOT EXISTS (
-               SELECT FROM pg_type e JOIN pg_class c ON c.oid = e.typrelid WHERE e.typarray = y.oid)
-        ORDER BY 1) x;
-    IF bad IS NOT NULL THEN
-        RAISE EXCEPTION 'template schema % is not a plain schema of tables: it holds %', quote_ident(template), bad
+    -- The shard catalog's lock first, as create_shard takes it, then the template's tables.
+    LOCK TABLE @extschema@.snowflake_id_shard IN SHARE ROW EXCLUSIVE MODE;
+    SELECT array_to_string((array_agg(r.detail ORDER BY r.detail) FILTER (WHERE r.kind = 'other'))[1:10], ', ')
+           || CASE WHEN count(*) FILTER (WHERE r.kind = 'other') > 10
+                   THEN format(' and %s more', count(*) FILTER (WHERE r.kind = 'other') - 10) ELSE '' END,
+           string_agg(r.detail, '; ' ORDER BY r.detail) FILTER (WHERE r.kind = 'refused'),
+           string_agg(DISTINCT r.detail, ', ') FILTER (WHERE r.kind = 'untrusted'),
+           array_agg(r.rel ORDER BY r.name) FILTER (WHERE r.kind = 'table'),
+           array_agg(r.name ORDER BY r.name) FILTER (WHERE r.kind = 'table'),
+           array_agg(r.rel ORDER BY r.rel, r.detail) FILTER (WHERE r.kind = 'rls'),
+           array_agg(r.detail ORDER BY r.rel, r.detail) FILTER (WHERE r.kind = 'rls'),
+           array_agg(r.rel ORDER BY r.rel, r.name) FILTER (WHERE r.kind = 'policy'),
+           array_agg(r.name ORDER BY r.rel, r.name) FILTER (WHERE r.kind = 'policy'),
+           array_agg(r.detail ORDER BY r.rel, r.name) FILTER (WHERE r.kind = 'policy'),
+           array_agg(coalesce(r.deps, '') ORDER BY r.rel, r.name) FILTER (WHERE r.kind = 'policy')
+      INTO other, refused, untrusted, tables, names, rls_rel, rls, policy_rel, policy_name, policy_def, policy_deps
+      FROM snowflake_id_internal.template_read(tpl) r;
+    IF other IS NOT NULL THEN
+        RAISE EXCEPTION 'template schema % is not a plain schema of tables: it holds %', quote_ident(template), other
             USING ERRCODE = 'wrong_object_type';
     END IF;
-    -- Code the copies would run: functions, operators (and the functions behind them) and
-    -- types used by the template's tables (defaults, generated columns, constraints, index
-    -- expressions, column types), owned by a role that is neither the caller nor a
-    -- superuser, who could redefine them.
-    WITH deps AS (
-        SELECT d.refclassid, d.refobjid
-          FROM pg_class c JOIN pg_depend d ON d.refobjsubid >= 0
-               AND ((d.classid = 'pg_attrdef'::regclass AND d.objid IN (SELECT a.oid FROM pg_attrdef a WHERE a.adrelid = c.oid))
-                 OR (d.classid = 'pg_constraint'::regclass AND d.objid IN (SELECT k.oid FROM pg_constraint k WHERE k.conrelid = c.oid))
-                 OR (d.classid = 'pg_class'::regclass AND d.objid IN (SELECT i.indexrelid FROM pg_index i WHERE i.indrelid = c.oid)))
-         WHERE c.relnamespace = tpl AND c.relkind = 'r'),
-    untrusted AS (
-        SELECT r.oid FROM pg_roles r WHERE r.oid <> current_user::regrole AND NOT r.rolsuper)
-    SELECT string_agg(DISTINCT what, ', ') INTO bad FROM (
-        SELECT format('function %s (owner %s)', p.oid::regprocedure, p.proowner::regrole) AS what
-          FROM deps JOIN pg_proc p ON deps.refclassid = 'pg_proc'::regclass AND p.oid = deps.refobjid
-         WHERE p.proowner IN (SELECT oid FROM untrusted)
-        UNION ALL
-        SELECT format('operator %s (owner %s)', o.oid::regoperator, o.oprowner::regrole)
-          FROM deps JOIN pg_operator o ON deps.refclassid = 'pg_operator'::regclass AND o.oid = deps.refobjid
-         WHERE o.oprowner IN (SELECT oid FROM untrusted)
-            OR EXISTS (SELECT FROM pg_proc p WHERE p.oid IN (o.oprcode::oid, o.oprrest::oid, o.oprjoin::oid)
-                          AND p.proowner IN (SELECT oid FROM untrusted))
-        UNION ALL
-        SELECT format('type %s (owner %s)', y.oid::regtype, y.typowner::regrole)
-          FROM pg_class c JOIN pg_attribute a ON a.attrelid = c.oid AND a.attnum > 0 AND NOT a.attisdropped
-          JOIN pg_type y ON y.oid = a.atttypid
-         WHERE c.relnamespace = tpl AND c.relkind = 'r'
-           AND y.typowner IN (SELECT oid FROM untrusted)) x;
-    IF bad IS NOT NULL THEN
+    IF untrusted IS NOT NULL THEN
         RAISE EXCEPTION 'template schema % uses code its shards would run that the caller does not trust: %',
-            quote_ident(template), bad
+            quote_ident(template), untrusted
             USING ERRCODE = 'insufficient_privilege',
-                  HINT = 'Use functions, operators and types owned by you or by a superuser in the template''s tables.';
+                  HINT = 'Use functions, operators, types and the like owned by you or by a superuser in the template''s tables.';
+    END IF;
+    IF refused IS NOT NULL THEN
+        RAISE EXCEPTION 'template schema % has what create_shard does not copy: %', quote_ident(template), refused
+            USING ERRCODE = 'feature_not_supported',
+                  HINT = 'Make these in each shard after create_shard, or leave them out of the template.';
     END IF;
 
-    PERFORM @extschema@.create_shard(schema_name, shard);
-    nsp := to_regnamespace(quote_ident(schema_name));
-    FOR t IN SELECT c.oid, c.relname FROM pg_class c WHERE c.relnamespace = tpl AND c.relkind = 'r' ORDER BY c.relname LOOP
-        CONTINUE WHEN EXISTS (SELECT FROM pg_class c WHERE c.relnamespace = nsp AND c.relname = t.relname);
-        EXECUTE format('CREATE TABLE %I.%I (LIKE %I.%I INCLUDING ALL)', schema_name, t.relname, template, t.relname);
-        FOR col IN
-            SELECT a.attname, a.attidentity FROM pg_index i
-              JOIN pg_attribute a ON a.attrelid = i.indrelid AND a.attnum = ANY (i.indkey)
-             WHERE i.indrelid = format('%I.%I', schema_name, t.relname)::regclass AND i.indisprimary
-               AND a.atttypid = 'bigint'::regtype
-        LOOP
-            IF col.attidentity <> '' THEN
-                EXECUTE format('ALTER TABLE %I.%I ALTER COLUMN %I DROP IDENTITY', schema_name, t.relname, col.attname);
+    FOR i IN 1 .. cardinality(schema_names) LOOP
+        s := schema_names[i];
+        PERFORM @extschema@.create_shard(s, shards[i]);
+        FOR j IN 1 .. coalesce(cardinality(tables), 0) LOOP
+            -- A table the shard has already is left as it is; anything else by that name (say,
+            -- an index LIKE named after an earlier table) is in the way.
+            SELECT c.relkind INTO kind FROM pg_class c
+             WHERE c.relnamespace = to_regnamespace(quote_ident(s)) AND c.relname = names[j];
+            CONTINUE WHEN kind IN ('r', 'p');
+            IF FOUND THEN
+                RAISE EXCEPTION 'relation %.% already exists and is not a table', quote_ident(s), quote_ident(names[j])
+                    USING ERRCODE = 'duplicate_table',
+                          HINT = 'An index of an earlier table may have taken the name (CREATE TABLE ... LIKE names indexes after their table): rename the template''s table.';
             END IF;
-            EXECUTE format('ALTER TABLE %I.%I ALTER COLUMN %I SET DEFAULT %I.next_id()',
-                schema_name, t.relname, col.attname, schema_name);
+            EXECUTE format('CREATE TABLE %I.%I (LIKE %I.%I INCLUDING ALL)', s, names[j], template, names[j]);
+            made := format('%I.%I', s, names[j])::regclass;
+            -- A single-column bigint (or snowflake) primary key is the shard's ID.
+            SELECT a.attname, a.attidentity INTO key FROM pg_index i
+              JOIN pg_attribute a ON a.attrelid = i.indrelid AND a.attnum = i.indkey[0]
+             WHERE i.indrelid = made AND i.indisprimary AND i.indnkeyatts = 1
+               AND a.atttypid IN ('bigint'::regtype, '@extschema@.snowflake'::regtype);
+            IF FOUND THEN
+                IF key.attidentity <> '' THEN
+                    EXECUTE format('ALTER TABLE %I.%I ALTER COLUMN %I DROP IDENTITY', s, names[j], key.attname);
+                END IF;
+                EXECUTE format('ALTER TABLE %I.%I ALTER COLUMN %I SET DEFAULT %I.next_id()', s, names[j], key.attname, s);
+            END IF;
+            FOR k IN 1 .. coalesce(cardinality(rls_rel), 0) LOOP
+                CONTINUE WHEN rls_rel[k] <> tables[j];
+                EXECUTE format('ALTER TABLE %I.%I %s ROW LEVEL SECURITY', s, names[j], rls[k]);
+            END LOOP;
+            FOR k IN 1 .. coalesce(cardinality(policy_rel), 0) LOOP
+                CONTINUE WHEN policy_rel[k] <> tables[j];
+                EXECUTE format('CREATE POLICY %I ON %I.%I ', policy_name[k], s, names[j]) || policy_def[k];
+                -- The copy is made from the policy's text: it must name exactly what the
+                -- checked original names (a name can resolve to another object than it did).
+                SELECT coalesce(string_agg(DISTINCT d.refclassid || ':' || d.refobjid, ' '
+                                           ORDER BY d.refclassid || ':' || d.refobjid), '')
+                  INTO deps FROM pg_policy p JOIN pg_depend d ON d.classid = 'pg_policy'::regclass AND d.objid = p.oid
+                 WHERE p.polrelid = made AND p.polname = policy_name[k]
+                   AND NOT (d.refclassid = 'pg_class'::regclass AND d.refobjid = made);
+                IF deps <> policy_deps[k] THEN
+                    RAISE EXCEPTION 'the copy of policy % on %.% refers to other objects than the template''s', quote_ident(policy_name[k]), quote_ident(template), quote_ident(names[j])
+                        USING ERRCODE = 'object_not_in_prerequisite_state',
+                              DETAIL = format('The template''s refers to %s, the copy to %s (pg_depend classid:objid).', policy_deps[k], deps);
+                END IF;
+            END LOOP;
         END LOOP;
     END LOOP;
 END
 $$;
-COMMENT ON FUNCTION create_shard(text, integer, text) IS
-  'create_shard(schema_name, shard), then every table of schema template made in it (LIKE ... INCLUDING ALL), bigint primary keys defaulting to its next_id(). Idempotent.';
+COMMENT ON FUNCTION snowflake_id_internal.create_shards_from(text[], integer[], text) IS
+  'The template form of create_shard and create_shards: the template locked, read and checked once, then each shard made and filled.';

@@ -21,6 +21,9 @@ mod sequence_checks;
 /// A sequence opened as `nextval()` opens it, and its tuple as the generator's durable
 /// state, WAL-logged ahead.
 mod sequence_state;
+/// `create_shard`'s reading of a template: its tables locked, then read at a snapshot taken
+/// after the locks, once per statement.
+pub mod template_read;
 /// Text arguments read in place, as PostgreSQL's bytes, and shown safely in messages.
 pub mod text_arg;
 /// PostgreSQL's epoch and clock, and `timestamptz` to and from Unix milliseconds.

@@ -99,6 +99,12 @@ SELECT drop_shard('insta5', cascade => true);
 SELECT to_regnamespace('insta5') IS NULL AS schema_gone, count(*) AS catalog_rows
   FROM snowflake_id_shards WHERE schema_name = 'insta5';
 SELECT drop_shard('insta5');
+-- With cascade, a schema create_shard made goes with everything in it, and what was moved
+-- out of it too: here its sequence, moved to public.
+SELECT create_shard('insta21', 21);
+ALTER SEQUENCE insta21.table_id_seq SET SCHEMA public;
+SELECT drop_shard('insta21', cascade => true);
+SELECT to_regnamespace('insta21') IS NULL AS schema_gone, to_regclass('public.table_id_seq') IS NULL AS moved_sequence_gone;
 -- An adopted schema (not made by create_shard) is kept; its table, function and sequence go with cascade.
 SELECT drop_shard('insta20', true);
 SELECT to_regnamespace('insta20') IS NOT NULL AS adopted_schema_kept;

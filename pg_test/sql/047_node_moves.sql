@@ -38,6 +38,12 @@ CREATE POLICY own ON mv_7002.posts USING (user_id = 1);
 SELECT l FROM unnest(snowflake_id_node.fingerprint('mv_7002')) l WHERE l ~ '^(policy|table posts)';
 DROP POLICY own ON mv_7002.posts;
 ALTER TABLE mv_7002.posts DISABLE ROW LEVEL SECURITY;
+-- A foreign key inside the shard: its copy, made from the template (LIKE copies no foreign
+-- key), would lack it, so the move refuses.
+ALTER TABLE mv_7002.posts ADD FOREIGN KEY (edits) REFERENCES mv_7002.counters;
+SELECT snowflake_id_node.fingerprint_difference(snowflake_id_node.fingerprint('mv_7002'), snowflake_id_node.fingerprint('mv_7001'),
+                                                'the shard', 'the copy') AS in_shard_foreign_key;
+ALTER TABLE mv_7002.posts DROP CONSTRAINT posts_edits_fkey;
 SELECT snowflake_id_node.fingerprint('mv_7001') = snowflake_id_node.fingerprint('mv_7002') AS same_again;
 
 -- What a move would not carry, or would drop with the source's copy, is refused by name.

@@ -45,15 +45,28 @@ BEGIN
        USING post_id;
 END $$;
 
--- Newest posts of a user on this node, from every shard held here.
+-- Newest posts of a user on this node, from every shard held here (as snowflake_id_shards
+-- lists them). Over thousands of shards, one UNION ALL takes far longer to plan than to run
+-- (docs/cluster.md#fan-out-over-thousands-of-shards): each session prepares it once for the
+-- shards listed, with a generic plan, and runs that plan; a change to the list (a shard
+-- made, dropped or moved) names a new statement.
 CREATE FUNCTION user_feed(for_user bigint, lim integer) RETURNS TABLE (id bigint, user_id bigint, body text)
-LANGUAGE plpgsql STABLE AS $$
-DECLARE q text;
+LANGUAGE plpgsql VOLATILE SET plan_cache_mode = force_generic_plan AS $$
+DECLARE shards text; prepared text;
 BEGIN
-    SELECT string_agg(format('(SELECT id, user_id, body FROM %I.posts WHERE user_id = $1 ORDER BY id DESC LIMIT $2)',
-                             schema_name), ' UNION ALL ')
-      INTO q FROM snowflake_id_shards;
-    IF q IS NOT NULL THEN
-        RETURN QUERY EXECUTE q USING for_user, lim;
+    SELECT string_agg(quote_ident(schema_name), ',' ORDER BY shard) INTO shards FROM snowflake_id_shards;
+    IF shards IS NULL THEN
+        RETURN;
     END IF;
+    prepared := 'user_feed_' || md5(shards);
+    IF NOT EXISTS (SELECT FROM pg_prepared_statements p WHERE p.name = prepared) THEN
+        FOR shards IN SELECT p.name FROM pg_prepared_statements p WHERE p.name LIKE 'user\_feed\_%' LOOP
+            EXECUTE format('DEALLOCATE %I', shards);
+        END LOOP;
+        SELECT string_agg(format('(SELECT id, user_id, body FROM %I.posts WHERE user_id = $1 ORDER BY id DESC LIMIT $2)',
+                                 schema_name), ' UNION ALL ' ORDER BY shard)
+          INTO shards FROM snowflake_id_shards;
+        EXECUTE format('PREPARE %I(bigint, integer) AS %s', prepared, shards);
+    END IF;
+    RETURN QUERY EXECUTE format('EXECUTE %I(%L, %L)', prepared, for_user, lim);
 END $$;

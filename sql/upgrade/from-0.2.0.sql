@@ -15,6 +15,11 @@ ALTER TABLE snowflake_id_shard DROP CONSTRAINT snowflake_id_shard_shard_check,
     ADD CONSTRAINT snowflake_id_shard_shard_check
         CHECK (shard BETWEEN 0 AND @extschema@.id_shard(9223372036854775807));
 
+-- == The installer's helpers, in an internal schema (sql/shard_catalog.sql) ==
+CREATE SCHEMA snowflake_id_internal;
+COMMENT ON SCHEMA snowflake_id_internal IS 'Internals of snowflake_id: helpers of its SQL functions, with no rights of their own.';
+GRANT USAGE ON SCHEMA snowflake_id_internal TO PUBLIC;
+
 -- == The installer, and convert_column: shard numbers checked by make_id; snowflake_id_shards
 -- lists the shards served here (it reads snowflake_id_node.move) ==
 --#include sql/installer.sql

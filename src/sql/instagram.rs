@@ -75,6 +75,26 @@ fn make_id(ts: TimestampWithTimeZone, shard: default!(i32, 0), seq: default!(i32
         .or_report()
 }
 
+/// `snowflake_id_internal.template_read(template oid)`, declared in sql/installer.sql: the
+/// template's tables locked, then read (`pg::template_read`). Its row: kind, rel, name,
+/// detail, deps (spelled out: pgrx reads it off the signature).
+#[allow(clippy::type_complexity)]
+#[pg_extern(sql = false)]
+fn template_read(
+    template: pg_sys::Oid,
+) -> TableIterator<
+    'static,
+    (
+        String,
+        Option<pg_sys::Oid>,
+        Option<String>,
+        Option<String>,
+        Option<String>,
+    ),
+> {
+    TableIterator::new(crate::pg::template_read::read(template))
+}
+
 // Their declarations (the fmgr ones) and descriptions.
 extension_sql_file!(
     "../../sql/instagram.sql",

@@ -1,0 +1,204 @@
+-- create_shard's reading of a template schema ($1, its OID): what the shards would copy, and
+-- everything the copies would use or run. snowflake_id_internal.template_read() runs it after
+-- it has locked the template's tables, at a snapshot taken after the locks were granted
+-- (src/pg/template_read.rs), as the caller. Every catalog is reached through an index, from the
+-- template's own objects: the cost does not grow with the number of shards already made.
+--
+-- One row per finding, (kind, rel, name, detail):
+--   table      a table to copy (rel, name)
+--   other      an object in the template schema that is not a table (detail: which)
+--   refused    something of table rel that create_shard does not copy (detail: what, where, why)
+--   untrusted  an object the copies would use or run, owned by a role that is neither the
+--              caller nor a superuser, who could change what it does (detail: which, owner)
+--   rls        row-level security of table rel (detail: ENABLE or FORCE)
+--   policy     policy `name` of table rel; detail: the rest of its CREATE POLICY after
+--              "ON table"; deps: what it refers to, besides its table ("classid:objid")
+--   watch      a relation the walk went through (src/pg/template_read.rs watches it)
+--
+-- The trust walk. It starts from what CREATE TABLE ... (LIKE ... INCLUDING ALL) copies of each
+-- table: the column types and collations, defaults and generated expressions, constraints
+-- (not foreign keys), indexes, extended statistics; and from the policies create_shard copies.
+-- From there it follows, transitively:
+--   * everything an object refers to, as PostgreSQL records it (pg_depend, from the object):
+--     the functions, operators, types, casts' functions, collations, operator classes in an
+--     expression, a type's I/O and support functions, a domain's base type, a range's subtype
+--     and functions, an array's element type, an operator's
+--     function and estimators, a function's language, and what an SQL-standard body refers to;
+--   * what an object consists of, which PostgreSQL records the other way round: a domain's
+--     constraints, a composite type's columns, an operator family's operators and support functions, an operator's
+--     commutator and negator (not in pg_depend), and, for a table or view reached on the way
+--     (a composite type's relation, a sequence, a table an SQL-standard body writes), its
+--     defaults, constraints, indexes, triggers, rules, policies and statistics.
+-- Only the objects' owners decide trust; the template's tables, their parts and the schemas
+-- and extensions on the way are not judged: they are copied, or run nothing. Code a trusted
+-- function reaches by name at run time (a PL/pgSQL body) is its owner's responsibility.
+WITH RECURSIVE
+in_schema AS (
+    SELECT d.classid, d.objid FROM pg_catalog.pg_depend d
+     WHERE d.refclassid = 'pg_catalog.pg_namespace'::pg_catalog.regclass AND d.refobjid = $1
+       AND d.deptype = 'n'),
+tables AS (
+    SELECT c.oid AS rel, c.relname FROM in_schema o JOIN pg_catalog.pg_class c ON c.oid = o.objid
+     WHERE o.classid = 'pg_catalog.pg_class'::pg_catalog.regclass AND c.relkind = 'r'),
+-- What the copy takes of each table.
+parts(rel, classid, objid) AS (
+    SELECT t.rel, 'pg_catalog.pg_attrdef'::pg_catalog.regclass::oid, a.oid
+      FROM tables t JOIN pg_catalog.pg_attrdef a ON a.adrelid = t.rel
+    UNION ALL
+    SELECT t.rel, 'pg_catalog.pg_constraint'::pg_catalog.regclass, k.oid
+      FROM tables t JOIN pg_catalog.pg_constraint k ON k.conrelid = t.rel AND k.contype <> 'f'
+    UNION ALL
+    SELECT t.rel, 'pg_catalog.pg_class'::pg_catalog.regclass, i.indexrelid
+      FROM tables t JOIN pg_catalog.pg_index i ON i.indrelid = t.rel
+    UNION ALL
+    SELECT t.rel, 'pg_catalog.pg_statistic_ext'::pg_catalog.regclass, s.oid
+      FROM tables t JOIN pg_catalog.pg_statistic_ext s ON s.stxrelid = t.rel
+    UNION ALL
+    SELECT t.rel, 'pg_catalog.pg_policy'::pg_catalog.regclass, p.oid
+      FROM tables t JOIN pg_catalog.pg_policy p ON p.polrelid = t.rel),
+reached(classid, objid) AS (
+    -- What the columns refer to (their types and collations) ...
+    SELECT d.refclassid, d.refobjid FROM tables t JOIN pg_catalog.pg_depend d
+        ON d.classid = 'pg_catalog.pg_class'::pg_catalog.regclass AND d.objid = t.rel AND d.objsubid > 0
+     WHERE d.deptype IN ('n', 'a', 'i')
+    UNION
+    -- ... and the parts, besides their own table and its other parts (an index's constraint).
+    SELECT d.refclassid, d.refobjid FROM parts p JOIN pg_catalog.pg_depend d
+        ON d.classid = p.classid AND d.objid = p.objid
+     WHERE d.deptype IN ('n', 'a', 'i')
+       AND NOT (d.refclassid = 'pg_catalog.pg_class'::pg_catalog.regclass AND d.refobjid = p.rel)
+       AND NOT EXISTS (SELECT FROM parts q WHERE q.rel = p.rel AND q.classid = d.refclassid AND q.objid = d.refobjid)
+    UNION
+    SELECT e.classid, e.objid FROM reached r CROSS JOIN LATERAL (
+        SELECT d.refclassid, d.refobjid FROM pg_catalog.pg_depend d
+         WHERE d.classid = r.classid AND d.objid = r.objid AND d.deptype IN ('n', 'a', 'i')
+        UNION ALL
+        SELECT 'pg_catalog.pg_constraint'::pg_catalog.regclass, k.oid FROM pg_catalog.pg_constraint k
+         WHERE r.classid = 'pg_catalog.pg_type'::pg_catalog.regclass AND k.contypid = r.objid
+           AND k.contypid <> 0  -- (most constraints' contypid is 0: the estimate would be theirs)
+        UNION ALL
+        SELECT 'pg_catalog.pg_class'::pg_catalog.regclass, y.typrelid FROM pg_catalog.pg_type y
+         WHERE r.classid = 'pg_catalog.pg_type'::pg_catalog.regclass AND y.oid = r.objid AND y.typrelid <> 0
+        UNION ALL
+        SELECT 'pg_catalog.pg_amop'::pg_catalog.regclass, o.oid FROM pg_catalog.pg_amop o
+         WHERE r.classid = 'pg_catalog.pg_opfamily'::pg_catalog.regclass AND o.amopfamily = r.objid
+        UNION ALL
+        SELECT 'pg_catalog.pg_amproc'::pg_catalog.regclass, p.oid FROM pg_catalog.pg_amproc p
+         WHERE r.classid = 'pg_catalog.pg_opfamily'::pg_catalog.regclass AND p.amprocfamily = r.objid
+        UNION ALL
+        SELECT 'pg_catalog.pg_operator'::pg_catalog.regclass, x.x FROM pg_catalog.pg_operator o,
+               LATERAL (VALUES (o.oprcom), (o.oprnegate)) x(x)
+         WHERE r.classid = 'pg_catalog.pg_operator'::pg_catalog.regclass AND o.oid = r.objid AND x.x <> 0
+        UNION ALL
+        SELECT 'pg_catalog.pg_attrdef'::pg_catalog.regclass, a.oid FROM pg_catalog.pg_attrdef a
+         WHERE r.classid = 'pg_catalog.pg_class'::pg_catalog.regclass AND a.adrelid = r.objid
+        UNION ALL
+        SELECT 'pg_catalog.pg_constraint'::pg_catalog.regclass, k.oid FROM pg_catalog.pg_constraint k
+         WHERE r.classid = 'pg_catalog.pg_class'::pg_catalog.regclass AND k.conrelid = r.objid
+        UNION ALL
+        SELECT 'pg_catalog.pg_class'::pg_catalog.regclass, i.indexrelid FROM pg_catalog.pg_index i
+         WHERE r.classid = 'pg_catalog.pg_class'::pg_catalog.regclass AND i.indrelid = r.objid
+        UNION ALL
+        SELECT 'pg_catalog.pg_trigger'::pg_catalog.regclass, g.oid FROM pg_catalog.pg_trigger g
+         WHERE r.classid = 'pg_catalog.pg_class'::pg_catalog.regclass AND g.tgrelid = r.objid
+        UNION ALL
+        SELECT 'pg_catalog.pg_rewrite'::pg_catalog.regclass, w.oid FROM pg_catalog.pg_rewrite w
+         WHERE r.classid = 'pg_catalog.pg_class'::pg_catalog.regclass AND w.ev_class = r.objid
+        UNION ALL
+        SELECT 'pg_catalog.pg_policy'::pg_catalog.regclass, p.oid FROM pg_catalog.pg_policy p
+         WHERE r.classid = 'pg_catalog.pg_class'::pg_catalog.regclass AND p.polrelid = r.objid
+        UNION ALL
+        SELECT 'pg_catalog.pg_statistic_ext'::pg_catalog.regclass, s.oid FROM pg_catalog.pg_statistic_ext s
+         WHERE r.classid = 'pg_catalog.pg_class'::pg_catalog.regclass AND s.stxrelid = r.objid
+    ) e(classid, objid)),
+-- Whose each object is: pg_shdepend records every owner, but the bootstrap superuser's
+-- (pinned) and those of a table's row type, an array type and, from PostgreSQL 18, a
+-- multirange type (their table's, their element type's, their range's, which the walk
+-- reaches too). A multirange is left out on every version, so that a refusal names the
+-- same objects everywhere. The template's tables and their parts are not judged.
+owned(classid, objid, owner) AS (
+    SELECT r.classid, r.objid, s.refobjid
+      FROM reached r JOIN pg_catalog.pg_shdepend s
+        ON s.dbid = (SELECT d.oid FROM pg_catalog.pg_database d WHERE d.datname = pg_catalog.current_database())
+       AND s.classid = r.classid AND s.objid = r.objid AND s.objsubid = 0 AND s.deptype = 'o'
+     WHERE r.classid IN ('pg_catalog.pg_proc'::pg_catalog.regclass, 'pg_catalog.pg_operator'::pg_catalog.regclass,
+                         'pg_catalog.pg_type'::pg_catalog.regclass, 'pg_catalog.pg_class'::pg_catalog.regclass,
+                         'pg_catalog.pg_collation'::pg_catalog.regclass, 'pg_catalog.pg_opclass'::pg_catalog.regclass,
+                         'pg_catalog.pg_opfamily'::pg_catalog.regclass, 'pg_catalog.pg_conversion'::pg_catalog.regclass,
+                         'pg_catalog.pg_ts_config'::pg_catalog.regclass, 'pg_catalog.pg_ts_dict'::pg_catalog.regclass,
+                         'pg_catalog.pg_language'::pg_catalog.regclass)
+       AND NOT (r.classid = 'pg_catalog.pg_class'::pg_catalog.regclass
+                AND r.objid IN (SELECT p.objid FROM parts p WHERE p.classid = 'pg_catalog.pg_class'::pg_catalog.regclass))
+       AND NOT (r.classid = 'pg_catalog.pg_type'::pg_catalog.regclass
+                AND EXISTS (SELECT FROM pg_catalog.pg_type y WHERE y.oid = r.objid AND y.typtype = 'm')))
+SELECT 'table' AS kind, t.rel, t.relname::text AS name, NULL::text AS detail, NULL::text AS deps FROM tables t
+UNION ALL
+SELECT 'other', NULL, NULL, pg_catalog.pg_describe_object(o.classid, o.objid, 0), NULL
+  FROM in_schema o
+ WHERE NOT (o.classid = 'pg_catalog.pg_class'::pg_catalog.regclass AND o.objid IN (SELECT t.rel FROM tables t))
+   AND o.classid <> 'pg_catalog.pg_statistic_ext'::pg_catalog.regclass
+   -- an identity column's sequence
+   AND NOT (o.classid = 'pg_catalog.pg_class'::pg_catalog.regclass AND EXISTS (
+            SELECT FROM pg_catalog.pg_depend i
+             WHERE i.classid = o.classid AND i.objid = o.objid AND i.deptype = 'i'
+               AND i.refclassid = 'pg_catalog.pg_class'::pg_catalog.regclass AND i.refobjid IN (SELECT t.rel FROM tables t)))
+UNION ALL
+SELECT 'untrusted', NULL, NULL,
+       pg_catalog.format('%s (owner %s)', pg_catalog.pg_describe_object(o.classid, o.objid, 0), o.owner::pg_catalog.regrole), NULL
+  FROM owned o
+ WHERE o.owner <> current_user::pg_catalog.regrole
+   AND NOT (SELECT r.rolsuper FROM pg_catalog.pg_roles r WHERE r.oid = o.owner)
+UNION ALL
+-- Relations the walk went through, besides the tables (a composite type's, a sequence, a
+-- table an SQL function body writes): a change to one forgets a cached reading.
+SELECT 'watch', r.objid, NULL, NULL, NULL FROM reached r WHERE r.classid = 'pg_catalog.pg_class'::pg_catalog.regclass
+UNION ALL
+SELECT 'refused', g.tgrelid, g.tgname::text, pg_catalog.format('trigger %I on table %I', g.tgname, t.relname), NULL
+  FROM tables t JOIN pg_catalog.pg_trigger g ON g.tgrelid = t.rel AND NOT g.tgisinternal
+UNION ALL
+SELECT 'refused', w.ev_class, w.rulename::text, pg_catalog.format('rule %I on table %I', w.rulename, t.relname), NULL
+  FROM tables t JOIN pg_catalog.pg_rewrite w ON w.ev_class = t.rel
+UNION ALL
+-- A part that refers to another relation of the template, or to a table's row type (a
+-- column of another table's row type, a default taking another table's identity sequence, a
+-- policy reading another table): its copy would refer to the template's, not the shard's.
+SELECT 'refused', p.rel, NULL,
+       pg_catalog.format('%s, which refers to %s (so would its copy)', pg_catalog.pg_describe_object(p.classid, p.objid, d.objsubid),
+                         pg_catalog.pg_describe_object(d.refclassid, d.refobjid, 0)), NULL
+  FROM (SELECT t.rel, 'pg_catalog.pg_class'::pg_catalog.regclass::oid AS classid, t.rel AS objid FROM tables t
+        UNION ALL SELECT q.rel, q.classid, q.objid FROM parts q) p
+  JOIN pg_catalog.pg_depend d ON d.classid = p.classid AND d.objid = p.objid
+ WHERE (p.classid <> 'pg_catalog.pg_class'::pg_catalog.regclass OR p.objid <> p.rel OR d.objsubid > 0)
+   AND ((d.refclassid = 'pg_catalog.pg_class'::pg_catalog.regclass AND d.refobjid <> p.rel
+         AND d.refobjid IN (SELECT o.objid FROM in_schema o WHERE o.classid = 'pg_catalog.pg_class'::pg_catalog.regclass))
+     OR (d.refclassid = 'pg_catalog.pg_type'::pg_catalog.regclass
+         AND d.refobjid IN (SELECT c.reltype FROM in_schema o JOIN pg_catalog.pg_class c ON c.oid = o.objid
+                             WHERE o.classid = 'pg_catalog.pg_class'::pg_catalog.regclass)))
+UNION ALL
+-- The same for a policy that reads its own table in a subquery: its copy would read the
+-- template's. pg_depend does not record that reference (the policy depends on its table
+-- anyway): it is read from the expression itself, whose subqueries name their relations.
+SELECT 'refused', p.polrelid, p.polname::text,
+       pg_catalog.format('policy %I on table %I, which reads that table in a subquery (so would its copy)', p.polname, t.relname), NULL
+  FROM tables t JOIN pg_catalog.pg_policy p ON p.polrelid = t.rel
+ WHERE EXISTS (SELECT FROM pg_catalog.regexp_matches(coalesce(p.polqual::text, '') || ' ' || coalesce(p.polwithcheck::text, ''),
+                                                     ':relid (\d+)', 'g') m
+                WHERE m[1]::oid = p.polrelid)
+UNION ALL
+SELECT 'rls', t.rel, t.relname::text, x.x, NULL
+  FROM tables t JOIN pg_catalog.pg_class c ON c.oid = t.rel,
+       LATERAL (VALUES ('ENABLE', c.relrowsecurity), ('FORCE', c.relforcerowsecurity)) x(x, flag)
+ WHERE x.flag
+UNION ALL
+SELECT 'policy', p.polrelid, p.polname::text,
+       pg_catalog.format('AS %s FOR %s TO %s', CASE WHEN p.polpermissive THEN 'PERMISSIVE' ELSE 'RESTRICTIVE' END,
+           CASE p.polcmd WHEN 'r' THEN 'SELECT' WHEN 'a' THEN 'INSERT' WHEN 'w' THEN 'UPDATE' WHEN 'd' THEN 'DELETE' ELSE 'ALL' END,
+           (SELECT pg_catalog.string_agg(CASE WHEN r.r = 0 THEN 'PUBLIC' ELSE r.r::pg_catalog.regrole::text END, ', ')
+              FROM pg_catalog.unnest(p.polroles) r(r)))
+       || coalesce(' USING (' || pg_catalog.pg_get_expr(p.polqual, p.polrelid) || ')', '')
+       || coalesce(' WITH CHECK (' || pg_catalog.pg_get_expr(p.polwithcheck, p.polrelid) || ')', ''),
+       (SELECT pg_catalog.string_agg(DISTINCT d.refclassid || ':' || d.refobjid, ' ' ORDER BY d.refclassid || ':' || d.refobjid)
+          FROM pg_catalog.pg_depend d
+         WHERE d.classid = 'pg_catalog.pg_policy'::pg_catalog.regclass AND d.objid = p.oid
+           AND NOT (d.refclassid = 'pg_catalog.pg_class'::pg_catalog.regclass AND d.refobjid = p.polrelid))
+  FROM tables t JOIN pg_catalog.pg_policy p ON p.polrelid = t.rel
