@@ -701,7 +701,7 @@ $$;
 COMMENT ON FUNCTION snowflake_id_node.prepare_source(text, text, text, integer[], text[]) IS
   'Move step on the source: records move key (preparing) and makes its marker table.';
 
--- Publishes the schemas (copying); the router then makes the slot (make_slot).
+-- Publishes the shards' tables (copying); the router then makes the slot (make_slot).
 CREATE OR REPLACE FUNCTION snowflake_id_node.publish(key text) RETURNS void
 LANGUAGE plpgsql VOLATILE CALLED ON NULL INPUT
 SET search_path = pg_catalog, pg_temp
@@ -710,13 +710,19 @@ AS $$
 DECLARE
     m snowflake_id_node.move := snowflake_id_node.record(key, '{preparing}');
 BEGIN
-    EXECUTE format('CREATE PUBLICATION %I FOR TABLES IN SCHEMA %s', m.marker,
-                   (SELECT string_agg(quote_ident(s), ', ') FROM unnest(m.schemas) s));
+    -- The marker table and the shards' tables by name, not FOR TABLES IN SCHEMA:
+    -- PostgreSQL finds a schema's tables by reading all of pg_class, at each look-up of the
+    -- publication's tables (every table sync, the WAL sender's start). A table made here
+    -- later is not published; the checks under the fence refuse the move then.
+    EXECUTE format('CREATE PUBLICATION %I FOR TABLE %I.%I%s', m.marker, m.schemas[1], m.marker,
+                   (SELECT string_agg(format(', %I.%I', s, t.name), '' ORDER BY s, t.name)
+                      FROM unnest(m.schemas) s, snowflake_id_node.tables(to_regnamespace(quote_ident(s))) t
+                     WHERE t.kind = 'r'));
     UPDATE snowflake_id_node.move r SET state = 'copying', publication = m.marker, slot = m.marker WHERE r.key = m.key;
 END
 $$;
 COMMENT ON FUNCTION snowflake_id_node.publish(text) IS
-  'Move step on the source: publishes the schemas of move key and records the publication and slot names (copying).';
+  'Move step on the source: publishes the tables of move key and records the publication and slot names (copying).';
 
 -- The move's replication slot. Its own call, in a transaction that writes nothing (as slot
 -- creation requires); it waits for every transaction running here to end, so the router

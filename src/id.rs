@@ -11,5 +11,7 @@ pub mod mask;
 pub mod rule;
 /// The 13-character Crockford base32 text form (`id_to_text`).
 pub mod text_form;
+/// Unix milliseconds as PostgreSQL writes a UTC time, for messages.
+pub mod utc;
 /// The time inside UUIDs, ULIDs and ObjectIDs.
 pub mod wide_ids;
