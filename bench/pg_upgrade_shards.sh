@@ -12,10 +12,10 @@ set -euo pipefail
 here=$(cd "$(dirname "$0")" && pwd)
 old=${1:-15} new=${2:-17} shards=${3:-8192}
 source "$here/../scripts/pg.sh"
-if [[ $old == 17 || $new == 17 ]] && ! in_trixie; then
+if [[ $old == 17 || $new == 17 ]] && ! in_chroot; then
   # Run inside the chroot, as reliability/pg_upgrade.sh does (15's libraries, 18 bind-mounted).
   bash "$here/../reliability/pg_upgrade.sh" prepare
-  exec env TRIXIE_BINDS="$(cat "${SF_TMP:-/tmp/snowflake_id}/pg_upgrade_binds")" PG15_CONFIG=$PG15_CONFIG \
+  exec env CHROOT_BINDS="$(cat "${SF_TMP:-/tmp/snowflake_id}/pg_upgrade_binds")" PG15_CONFIG=$PG15_CONFIG \
     PG18_CONFIG=${PG18_CONFIG:-} bash "$here/../scripts/trixie.sh" bash bench/pg_upgrade_shards.sh "$old" "$new" "$shards"
 fi
 source "$here/../reliability/lib.sh"

@@ -52,7 +52,7 @@ if [[ ${1:-} == prepare ]]; then prepare; exit 0; fi
 if (($# == 0)); then
   bash "$0" 15 18
   prepare
-  TRIXIE_BINDS=$(cat "$SF_TMP/pg_upgrade_binds") PG15_CONFIG=$PG15_CONFIG PG18_CONFIG=$(config_of 18) \
+  CHROOT_BINDS=$(cat "$SF_TMP/pg_upgrade_binds") PG15_CONFIG=$PG15_CONFIG PG18_CONFIG=$(config_of 18) \
     PG17_CONFIG=${PG17_CONFIG:-} bash "$here/../scripts/trixie.sh" bash -c \
     'bash reliability/pg_upgrade.sh 15 17 && bash reliability/pg_upgrade.sh 17 18'
   exit 0

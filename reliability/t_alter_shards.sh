@@ -1,5 +1,4 @@
 #!/usr/bin/env bash
-# versions: 15 17
 # alter_shards under load (scripts/router_cluster.sh: a router and three data nodes, 170
 # shards made on each, 510 in all). Four client sessions write through the router and
 # stop at the first error that is not 40001, while alter_shards adds a column with a

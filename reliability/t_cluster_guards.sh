@@ -1,5 +1,4 @@
 #!/usr/bin/env bash
-# versions: 15 17
 # What a move refuses, and what no mistake or fault turns into lost data (issue 25, issue 19
 # items 7 and 8; docs/cluster.md, "What a move refuses"). A router and three data nodes, no
 # load: each case is a mistake or fault, then what must hold. Each refusal comes before

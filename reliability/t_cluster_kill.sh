@@ -1,5 +1,4 @@
 #!/usr/bin/env bash
-# versions: 15 17
 # Moves that survive their own interruption (issue 20; docs/cluster-design.md). A router and
 # three data nodes; four client sessions write through the router (inserts on random shards,
 # updates of their own rows, retrying 40001) the whole time, while moves are interrupted at

@@ -1,5 +1,4 @@
 #!/usr/bin/env bash
-# versions: 15 17
 # Growing a cluster and emptying a node under write load (docs/cluster.md, runbook). A router
 # and two data nodes set up with 0.2.0 as released (snowflake_id and snowflake_id_router),
 # 500 shards holding rows on each, then both extensions updated to 0.3.0; a third node

@@ -1,5 +1,4 @@
 #!/usr/bin/env bash
-# versions: 15 17
 # Two routers (scripts/router_cluster.sh's, the primary, and router_b, a follower added
 # with add_router), three data nodes, 48 logical shards made. Four client sessions write,
 # two through each router, while: a shard moves with both routers up; router_b is stopped;

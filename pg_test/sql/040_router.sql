@@ -1,4 +1,3 @@
--- versions: 15 17
 -- snowflake_id_router on one server: the map, the PL/Proxy cluster it keeps, the refusals.
 -- (Moves between servers: reliability/t_router_moves.sh.)
 \set VERBOSITY sqlstate

@@ -1,4 +1,3 @@
--- versions: 15 17
 -- Cluster operations on one server, two other databases of it standing as nodes: the
 -- planner, rebalance_plan, the views node_status and shard_status, alter_node, remove_node,
 -- and every refusal of rebalance, drain_node, rebalance_stop. (Rebalances and drains that

@@ -1,4 +1,3 @@
--- versions: 15 17
 -- alter_shards, template_status and a follower router, on one server: the nodes and the
 -- second router are other databases of it. (Under load, interrupted, with moves:
 -- reliability/t_alter_shards.sh.)

@@ -1,7 +1,8 @@
 //! PostgreSQL's C definitions that `sequence_state` needs and pgrx does not bind, mirrored
 //! by hand from `commands/sequence.h`, `catalog/pg_sequence.h`, `access/xact.h` and
-//! `miscadmin.h` of PostgreSQL 15, 17 and 18 (identical there, save the relfilenode's
-//! rename to "relfilelocator" in 16 and `PGPROC.lxid`'s move into `vxid` in 17). The
+//! `miscadmin.h` of PostgreSQL 15, 17, 18 and 19 (identical there, save the relfilenode's
+//! rename to "relfilelocator" in 16, `PGPROC.lxid`'s move into `vxid` in 17 and
+//! `LockBuffer` becoming an inline function in 19). The
 //! `const` assertions below fail the build if a mirror's size drifts from the C struct's.
 //!
 //! Also here: the few functions the hot path calls without pgrx's guard ([`unguarded`]),
@@ -55,6 +56,8 @@ pub struct XlSeqRec {
     pub locator: RelFileLocator,
 }
 const _: () = assert!(size_of::<XlSeqRec>() == 12);
+const _: () = assert!(std::mem::offset_of!(pg_sys::PageHeaderData, pd_lsn) == 0);
+const _: () = assert!(size_of::<pg_sys::PageXLogRecPtr>() == 8);
 
 /// The relation's file locator (`rd_locator`, `rd_node` before 16).
 ///
@@ -124,25 +127,25 @@ pub unsafe fn end_crit_section() {
     }
 }
 
-/// `PageGetLSN`.
+/// `PageGetLSN`. `pd_lsn`, the page header's first field, is two native-endian 32-bit
+/// halves, the high one first: the struct of `xlogid` and `xrecoff` up to 18, one `uint64`
+/// stored in that same layout from 19 (`PageXLogRecPtrGet`).
 ///
 /// # Safety
 /// `page` is a pinned and locked buffer page.
 pub unsafe fn page_lsn(page: pg_sys::Page) -> u64 {
-    // SAFETY: pd_lsn is the page header's first field.
-    let lsn = unsafe { (*(page as *const pg_sys::PageHeaderData)).pd_lsn };
-    (lsn.xlogid as u64) << 32 | lsn.xrecoff as u64
+    // SAFETY: the caller's; the page header is aligned, its first 8 bytes are pd_lsn.
+    let [high, low] = unsafe { *(page as *const [u32; 2]) };
+    (high as u64) << 32 | low as u64
 }
 
-/// `PageSetLSN`.
+/// `PageSetLSN` (`PageXLogRecPtrSet`), in the layout [`page_lsn`] reads.
 ///
 /// # Safety
 /// `page` is a pinned and exclusively locked buffer page.
 pub unsafe fn set_page_lsn(page: pg_sys::Page, lsn: u64) {
-    // SAFETY: pd_lsn is the page header's first field.
-    let header = unsafe { &mut *(page as *mut pg_sys::PageHeaderData) };
-    header.pd_lsn.xlogid = (lsn >> 32) as u32;
-    header.pd_lsn.xrecoff = lsn as u32;
+    // SAFETY: as page_lsn's.
+    unsafe { *(page as *mut [u32; 2]) = [(lsn >> 32) as u32, lsn as u32] }
 }
 
 /// `*(uint32 *) PageGetSpecialPointer(page)`: a sequence page's magic number.
@@ -226,10 +229,76 @@ pub mod unguarded {
             block: BlockNumber,
             recent: Buffer,
         ) -> bool;
-        pub fn LockBuffer(buf: Buffer, mode: i32);
+        #[cfg(not(feature = "pg19"))]
+        fn LockBuffer(buf: Buffer, mode: i32);
+        #[cfg(feature = "pg19")]
+        fn LockBufferInternal(buf: Buffer, mode: pgrx::pg_sys::BufferLockMode::Type);
         pub fn MarkBufferDirty(buf: Buffer);
         pub fn UnlockReleaseBuffer(buf: Buffer);
         pub fn GetRedoRecPtr() -> XLogRecPtr;
         pub fn LockRelationOid(relid: Oid, lockmode: LOCKMODE);
+    }
+
+    /// `LockBuffer(buf, BUFFER_LOCK_EXCLUSIVE)`. From PostgreSQL 19, `LockBuffer` is an
+    /// inline function that calls `LockBufferInternal`, and `BUFFER_LOCK_EXCLUSIVE` is 3
+    /// (a share-exclusive mode came in between).
+    ///
+    /// # Safety
+    /// `buf` is a pinned buffer this backend has not locked.
+    #[inline(always)]
+    pub unsafe fn lock_buffer_exclusive(buf: Buffer) {
+        // SAFETY: the caller's.
+        unsafe {
+            #[cfg(not(feature = "pg19"))]
+            LockBuffer(buf, pgrx::pg_sys::BUFFER_LOCK_EXCLUSIVE as i32);
+            #[cfg(feature = "pg19")]
+            LockBufferInternal(buf, pgrx::pg_sys::BufferLockMode::BUFFER_LOCK_EXCLUSIVE);
+        }
+    }
+}
+
+#[cfg(any(test, feature = "pg_test"))]
+#[pgrx::pg_schema]
+mod tests {
+    use super::*;
+    use pgrx::prelude::*;
+
+    /// The mirrors that changed with 19, against PostgreSQL's own functions on a sequence's
+    /// page that nextval() has just WAL-logged: `lock_buffer_exclusive` takes the exclusive
+    /// content lock (19 numbers the modes anew), `page_lsn` reads what `BufferGetLSNAtomic`
+    /// reads, and `set_page_lsn` writes what it then reads, for an LSN with both 32-bit
+    /// halves set (swapped halves would show).
+    #[pg_test]
+    fn buffer_lock_and_page_lsn_are_postgres_own() {
+        Spi::run("CREATE SEQUENCE mirror_probe; SELECT nextval('mirror_probe')").unwrap();
+        let relid = Spi::get_one::<pg_sys::Oid>("SELECT 'mirror_probe'::regclass::oid")
+            .unwrap()
+            .unwrap();
+        let lock = pg_sys::AccessShareLock as pg_sys::LOCKMODE;
+        // SAFETY: an open relation's first block, pinned, then locked by us; the probe LSN is
+        // put back before the lock is released, so nothing else ever sees it.
+        unsafe {
+            let rel = pg_sys::relation_open(relid, lock);
+            let buf = pg_sys::ReadBuffer(rel, 0);
+            unguarded::lock_buffer_exclusive(buf);
+            #[cfg(feature = "pg19")]
+            assert!(pg_sys::BufferIsLockedByMeInMode(
+                buf,
+                pg_sys::BufferLockMode::BUFFER_LOCK_EXCLUSIVE
+            ));
+            #[cfg(any(feature = "pg17", feature = "pg18"))]
+            assert!(pg_sys::BufferIsExclusiveLocked(buf));
+            let page = pg_sys::BufferGetPage(buf);
+            let logged = page_lsn(page);
+            assert!(logged > 0);
+            assert_eq!(logged, pg_sys::BufferGetLSNAtomic(buf));
+            let probe = 0x0000_0007_1234_5678;
+            set_page_lsn(page, probe);
+            let seen = pg_sys::BufferGetLSNAtomic(buf);
+            set_page_lsn(page, logged);
+            assert_eq!(seen, probe);
+            pg_sys::UnlockReleaseBuffer(buf);
+            pg_sys::relation_close(rel, lock);
+        }
     }
 }

@@ -170,7 +170,7 @@ impl Sequence {
         // one normal item, the tuple, which we only touch under the exclusive buffer lock.
         unsafe {
             let buf = self.pin_page();
-            unguarded::LockBuffer(buf, pg_sys::BUFFER_LOCK_EXCLUSIVE as i32);
+            unguarded::lock_buffer_exclusive(buf);
             let page = pg_sys::BufferGetPage(buf);
             let magic = mirror::page_special_magic(page);
             if magic != mirror::SEQ_MAGIC {
