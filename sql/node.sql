@@ -1100,7 +1100,12 @@ BEGIN
         RAISE EXCEPTION 'move % has no subscription on this node', m.key USING ERRCODE = 'object_not_in_prerequisite_state';
     END IF;
     SELECT s.subenabled INTO enabled FROM pg_subscription s WHERE s.oid = m.suboid;
-    SELECT st.apply_error_count + st.sync_error_count INTO errors FROM pg_stat_subscription_stats st WHERE st.subid = m.suboid;
+    -- The initial copy's errors: sync_error_count up to 18, sync_table_error_count (and
+    -- sync_seq_error_count) from 19; read by name from the row, so one text serves both.
+    SELECT st.apply_error_count + coalesce((to_jsonb(st) ->> 'sync_error_count')::bigint, 0)
+           + coalesce((to_jsonb(st) ->> 'sync_table_error_count')::bigint, 0)
+           + coalesce((to_jsonb(st) ->> 'sync_seq_error_count')::bigint, 0)
+      INTO errors FROM pg_stat_subscription_stats st WHERE st.subid = m.suboid;
     IF enabled IS NOT TRUE OR errors > 0 THEN
         RAISE EXCEPTION 'replicating into this node failed: the subscription''s workers reported % error(s)%',
             coalesce(errors, 0), CASE WHEN enabled IS NOT TRUE THEN ' and it disabled itself' ELSE '' END
