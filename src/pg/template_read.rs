@@ -275,7 +275,9 @@ fn run_now<T>(
                 }
                 plan.set(prepared);
             }
-            let mut values = [template.into_datum().expect("an oid is a datum")];
+            // (An OID by value; pgrx's into_datum has no datum for InvalidOid, 0, which any
+            // role may pass to snowflake_id_internal.template_read.)
+            let mut values = [pg_sys::Datum::from(template.to_u32())];
             let status = pg_sys::SPI_execute_snapshot(
                 plan.get(),
                 values.as_mut_ptr(),
