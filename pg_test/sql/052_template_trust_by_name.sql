@@ -41,6 +41,14 @@ CREATE TABLE tn_regclass.posts (id bigint PRIMARY KEY,
 CREATE SCHEMA tn_schema_xml;  -- every view of a schema named by text
 CREATE TABLE tn_schema_xml.posts (id bigint PRIMARY KEY, body text);
 CREATE POLICY reads ON tn_schema_xml.posts USING (schema_to_xml('m2', false, false, '') IS NOT NULL);
+CREATE SCHEMA tn_set_config; -- set_config changes the writer's session (search_path: m2 first)
+CREATE TABLE tn_set_config.posts (id bigint PRIMARY KEY,
+    note text DEFAULT set_config('search_path', 'm2, pg_catalog', false));
+CREATE SCHEMA tn_lo_export;  -- a function PUBLIC may not run: writes a server file as the writer
+CREATE TABLE tn_lo_export.posts (id bigint PRIMARY KEY,
+    note text CHECK (lo_export(0::oid, '/tmp/x') IS NOT NULL));
+CREATE SCHEMA tn_read_file;  -- the same, reading one
+CREATE TABLE tn_read_file.posts (id bigint PRIMARY KEY, note text DEFAULT pg_read_file('postgresql.conf'));
 SELECT n.nspname AS template, pg_temp.try(n.nspname, 850 + (row_number() OVER (ORDER BY n.nspname))::integer) AS result
   FROM pg_namespace n WHERE n.nspname LIKE 'tn\_%' ORDER BY 1;
 -- End to end (ts_rewrite needs no libxml): had the copy been made, a superuser's INSERT
@@ -51,6 +59,11 @@ END IF; END $$;
 SELECT rolsuper AS mallory_superuser FROM pg_roles WHERE rolname = 'snowflake_reg_mallory2';
 SELECT count(*) AS shards_made FROM snowflake_id_shards WHERE shard BETWEEN 851 AND 860;
 DO $$ BEGIN PERFORM drop_shard(schema_name, cascade => true) FROM snowflake_id_shards WHERE shard BETWEEN 851 AND 860; END $$;
-DROP SCHEMA tn_rewrite, tn_query_xml, tn_regclass, tn_schema_xml, m2 CASCADE;
+-- The refusal names the function and why.
+\set VERBOSITY terse
+SELECT create_shard('tshard_x', 870, template => 'tn_set_config');
+SELECT create_shard('tshard_x', 870, template => 'tn_read_file');
+\set VERBOSITY sqlstate
+DROP SCHEMA tn_rewrite, tn_query_xml, tn_regclass, tn_schema_xml, tn_set_config, tn_lo_export, tn_read_file, m2 CASCADE;
 DROP ROLE snowflake_reg_mallory2;
 RESET client_min_messages;
