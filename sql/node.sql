@@ -1050,6 +1050,9 @@ BEGIN
     INSERT INTO snowflake_id_node.move (key, router, role, peer, shards, schemas, state, marker, created)
     VALUES (key, router, 'target', peer, shards, schemas, 'incoming', marker, schemas);
     FOR i IN 1 .. cardinality(shards) LOOP
+        -- Made here, not adopted: create_shard would use a schema that another session made
+        -- since the check, which an undo would then drop as the move's.
+        EXECUTE format('CREATE SCHEMA %I', schemas[i]);
         PERFORM @extschema@.create_shard(schemas[i], shards[i], template => template);
     END LOOP;
     EXECUTE format('CREATE TABLE %I.%I (fenced boolean PRIMARY KEY)', schemas[1], marker);

@@ -9,7 +9,8 @@
 --   other      an object in the template schema that is not a table (detail: which)
 --   refused    something of table rel that create_shard does not copy (detail: what, where, why)
 --   untrusted  an object the copies would use or run, owned by a role that is neither the
---              caller nor a superuser, who could change what it does (detail: which, owner)
+--              caller nor a superuser, who could change what it does (detail: which, owner);
+--              or a function the copies must not call whoever owns it (detail: which, why)
 --   rls        row-level security of table rel (detail: ENABLE or FORCE)
 --   policy     policy `name` of table rel; detail: the rest of its CREATE POLICY after
 --              "ON table"; deps: what it refers to, besides its table ("classid:objid")
@@ -32,6 +33,19 @@
 -- Only the objects' owners decide trust; the template's tables, their parts and the schemas
 -- and extensions on the way are not judged: they are copied, or run nothing. Code a trusted
 -- function reaches by name at run time (a PL/pgSQL body) is its owner's responsibility.
+--
+-- Owners are not enough for the functions the copied parts call, which the walk reads from
+-- their expressions as well (PostgreSQL records no dependency on a built-in function: it is
+-- pinned). Whoever writes to a shard runs them with their own rights, so a call is refused,
+-- whoever owns the function, when the function
+--   * runs SQL given as text, or reads relations or schemas named by text, at run time
+--     (ts_rewrite, ts_stat, the *_to_xml family; dblink's functions): mallory's query, or
+--     mallory's view, would run as the writer, and pg_depend sees none of it;
+--   * changes the writer's session (set_config: a search_path putting mallory's schema
+--     before pg_catalog);
+--   * is not executable by PUBLIC (pg_read_file, lo_export, pg_reload_conf ...), unless it
+--     is the caller's own, neither built in nor an extension's: it is a privilege of some
+--     roles, which the copies would use on mallory's behalf whenever such a role writes.
 WITH RECURSIVE
 in_schema AS (
     SELECT d.classid, d.objid FROM pg_catalog.pg_depend d
@@ -130,7 +144,55 @@ owned(classid, objid, owner) AS (
        AND NOT (r.classid = 'pg_catalog.pg_class'::pg_catalog.regclass
                 AND r.objid IN (SELECT p.objid FROM parts p WHERE p.classid = 'pg_catalog.pg_class'::pg_catalog.regclass))
        AND NOT (r.classid = 'pg_catalog.pg_type'::pg_catalog.regclass
-                AND EXISTS (SELECT FROM pg_catalog.pg_type y WHERE y.oid = r.objid AND y.typtype = 'm')))
+                AND EXISTS (SELECT FROM pg_catalog.pg_type y WHERE y.oid = r.objid AND y.typtype = 'm'))),
+-- The functions the copied parts call, read from their stored expressions (built-in ones are
+-- pinned: pg_depend does not list them), and the functions the walk reached.
+called(fn) AS (
+    SELECT m[1]::pg_catalog.oid FROM parts p CROSS JOIN LATERAL (
+        SELECT a.adbin::text FROM pg_catalog.pg_attrdef a
+         WHERE p.classid = 'pg_catalog.pg_attrdef'::pg_catalog.regclass AND a.oid = p.objid
+        UNION ALL
+        SELECT k.conbin::text FROM pg_catalog.pg_constraint k
+         WHERE p.classid = 'pg_catalog.pg_constraint'::pg_catalog.regclass AND k.oid = p.objid
+        UNION ALL
+        SELECT pg_catalog.concat(i.indexprs::text, ' ', i.indpred::text) FROM pg_catalog.pg_index i
+         WHERE p.classid = 'pg_catalog.pg_class'::pg_catalog.regclass AND i.indexrelid = p.objid
+        UNION ALL
+        SELECT s.stxexprs::text FROM pg_catalog.pg_statistic_ext s
+         WHERE p.classid = 'pg_catalog.pg_statistic_ext'::pg_catalog.regclass AND s.oid = p.objid
+        UNION ALL
+        SELECT pg_catalog.concat(q.polqual::text, ' ', q.polwithcheck::text) FROM pg_catalog.pg_policy q
+         WHERE p.classid = 'pg_catalog.pg_policy'::pg_catalog.regclass AND q.oid = p.objid) e(t)
+      CROSS JOIN LATERAL pg_catalog.regexp_matches(e.t, ':(?:funcid|aggfnoid|winfnoid) (\d+)', 'g') m
+    UNION
+    SELECT r.objid FROM reached r WHERE r.classid = 'pg_catalog.pg_proc'::pg_catalog.regclass),
+-- Those of them the copies must not call (see the header), and why.
+forbidden(fn, why) AS (
+    SELECT f.oid, CASE
+           WHEN f.pronamespace = 'pg_catalog'::pg_catalog.regnamespace
+            AND f.proname IN ('ts_rewrite', 'ts_stat', 'query_to_xml', 'query_to_xmlschema', 'query_to_xml_and_xmlschema',
+                              'table_to_xml', 'table_to_xmlschema', 'table_to_xml_and_xmlschema',
+                              'cursor_to_xml', 'cursor_to_xmlschema', 'schema_to_xml', 'schema_to_xmlschema',
+                              'schema_to_xml_and_xmlschema', 'database_to_xml', 'database_to_xmlschema',
+                              'database_to_xml_and_xmlschema')
+             OR EXISTS (SELECT FROM pg_catalog.pg_depend x JOIN pg_catalog.pg_extension e ON e.oid = x.refobjid
+                         WHERE x.classid = 'pg_catalog.pg_proc'::pg_catalog.regclass AND x.objid = f.oid
+                           AND x.refclassid = 'pg_catalog.pg_extension'::pg_catalog.regclass AND x.deptype = 'e'
+                           AND e.extname = 'dblink')
+           THEN 'it runs SQL, or reads what a name given at run time names, as whoever writes'
+           WHEN f.pronamespace = 'pg_catalog'::pg_catalog.regnamespace AND f.proname = 'set_config'
+           THEN 'it changes the session of whoever writes'
+           WHEN f.proacl IS NOT NULL
+            AND NOT EXISTS (SELECT FROM pg_catalog.aclexplode(f.proacl) a
+                             WHERE a.grantee = 0 AND a.privilege_type = 'EXECUTE')
+            -- (the caller's own function, neither built in nor an extension's, is theirs to judge)
+            AND NOT (f.proowner = current_user::pg_catalog.regrole AND f.oid >= 16384
+                     AND NOT EXISTS (SELECT FROM pg_catalog.pg_depend x
+                                      WHERE x.classid = 'pg_catalog.pg_proc'::pg_catalog.regclass AND x.objid = f.oid
+                                        AND x.deptype = 'e'))
+           THEN 'PUBLIC may not execute it: it would run with the rights of whoever writes'
+           END
+      FROM called c JOIN pg_catalog.pg_proc f ON f.oid = c.fn)
 SELECT 'table' AS kind, t.rel, t.relname::text AS name, NULL::text AS detail, NULL::text AS deps FROM tables t
 UNION ALL
 SELECT 'other', NULL, NULL, pg_catalog.pg_describe_object(o.classid, o.objid, 0), NULL
@@ -148,6 +210,10 @@ SELECT 'untrusted', NULL, NULL,
   FROM owned o
  WHERE o.owner <> current_user::pg_catalog.regrole
    AND NOT (SELECT r.rolsuper FROM pg_catalog.pg_roles r WHERE r.oid = o.owner)
+UNION ALL
+SELECT 'untrusted', NULL, NULL,
+       pg_catalog.format('%s (%s)', pg_catalog.pg_describe_object('pg_catalog.pg_proc'::pg_catalog.regclass, f.fn, 0), f.why), NULL
+  FROM forbidden f WHERE f.why IS NOT NULL
 UNION ALL
 -- Relations the walk went through, besides the tables (a composite type's, a sequence, a
 -- table an SQL function body writes): a change to one forgets a cached reading.

@@ -140,4 +140,7 @@ DROP SCHEMA t_stats, t_dom_check, t_dom_default, t_dom_owned, t_composite, t_ran
     t_mallorys, su, m CASCADE;
 DROP ROLE snowflake_reg_group;
 DROP ROLE snowflake_reg_mallory;
+-- The internal reading, called directly (any role may) with OID 0: no schema, no rows; it
+-- raised XX000 ("an oid is a datum": pgrx has no datum for InvalidOid).
+SELECT count(*) AS read_of_oid_0 FROM snowflake_id_internal.template_read(0);
 RESET client_min_messages;

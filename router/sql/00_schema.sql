@@ -23,9 +23,9 @@
 -- the move can be re-run.
 --
 -- Connect strings are readable by every role through pg_foreign_server, so add_node refuses
--- passwords in them: put passwords in ~/.pgpass of the router's (and nodes') server user,
--- or in the server's user mapping (CREATE USER MAPPING ... SERVER snowflake_id OPTIONS
--- (user, password)), which PL/Proxy appends to every partition's connect string.
+-- passwords in them: put passwords in ~/.pgpass of the router's (and nodes') server user.
+-- Not in a user mapping: whoever may use the server (every routing role) could then log in
+-- with them through dblink (docs/security.md, "The router").
 
 CREATE SCHEMA snowflake_id_router;
 COMMENT ON SCHEMA snowflake_id_router IS 'Internals of the snowflake_id_router extension: the shard map and helpers.';

@@ -72,14 +72,62 @@ pub fn read(template: pg_sys::Oid) -> Vec<Finding> {
     findings
 }
 
-/// One row of sql/template_read.sql: kind, rel, name, detail, deps.
+/// One row of sql/template_read.sql: kind, rel, name, detail, deps. Names and the texts
+/// built from them are the database's bytes ([`TextBytes`]): in a `LATIN1` or `SQL_ASCII`
+/// database they need not be UTF-8.
 pub type Finding = (
     String,
     Option<pg_sys::Oid>,
-    Option<String>,
-    Option<String>,
-    Option<String>,
+    Option<TextBytes>,
+    Option<TextBytes>,
+    Option<TextBytes>,
 );
+
+/// A `text` value as the bytes PostgreSQL holds, in the database's encoding: copied out of
+/// SPI's memory as it is, and given back as `text` unchanged. (A Rust `String` must be
+/// UTF-8: a template table named `café` in a `LATIN1` database would raise XX000.) What is
+/// copied is catalog names and definitions, not user data.
+#[derive(Clone)]
+pub struct TextBytes(Vec<u8>);
+
+impl FromDatum for TextBytes {
+    unsafe fn from_polymorphic_datum(
+        datum: pg_sys::Datum,
+        is_null: bool,
+        typoid: pg_sys::Oid,
+    ) -> Option<Self> {
+        // SAFETY: a text datum is a varlena, which `&[u8]`'s FromDatum detoasts and borrows;
+        // the bytes are copied before SPI's memory goes.
+        unsafe { <&[u8]>::from_polymorphic_datum(datum, is_null, typoid) }
+            .map(|b| TextBytes(b.to_vec()))
+    }
+}
+
+impl IntoDatum for TextBytes {
+    fn into_datum(self) -> Option<pg_sys::Datum> {
+        let len = i32::try_from(self.0.len()).expect("a catalog text is under 1 GB");
+        // SAFETY: copies len bytes into a new text in the current memory context.
+        Some(pg_sys::Datum::from(unsafe {
+            pg_sys::cstring_to_text_with_len(self.0.as_ptr().cast(), len)
+        }))
+    }
+    fn type_oid() -> pg_sys::Oid {
+        pg_sys::TEXTOID
+    }
+}
+
+// SAFETY: returns exactly the datum into_datum makes, as pgrx's own text types do.
+unsafe impl pgrx::callconv::BoxRet for TextBytes {
+    unsafe fn box_into<'fcx>(
+        self,
+        fcinfo: &mut pgrx::callconv::FcInfo<'fcx>,
+    ) -> pgrx::datum::Datum<'fcx> {
+        // SAFETY: the caller's (the datum is returned to the function's caller).
+        unsafe { fcinfo.return_optional_datum(self.into_datum()) }
+    }
+}
+
+pgrx::impl_sql_translatable!(TextBytes, "text");
 
 /// The statement, role and template a reading was made for.
 #[derive(Clone, Copy, PartialEq)]
@@ -171,7 +219,9 @@ fn lock_and_read(template: pg_sys::Oid) -> Vec<Finding> {
             // SAFETY: the columns of sql/template_read.sql: text, oid, text, text, text.
             unsafe {
                 (
-                    text_at(column, 1).unwrap_or_default(),
+                    // (kind is one of the query's own ASCII words)
+                    text_at(column, 1)
+                        .map_or_else(String::new, |t| String::from_utf8_lossy(&t.0).into_owned()),
                     oid_at(column, 2),
                     text_at(column, 3),
                     text_at(column, 4),
@@ -239,10 +289,10 @@ unsafe fn oid_at(column: Column, n: i32) -> Option<pg_sys::Oid> {
 
 /// # Safety
 /// Column n must be of type text.
-unsafe fn text_at(column: Column, n: i32) -> Option<String> {
+unsafe fn text_at(column: Column, n: i32) -> Option<TextBytes> {
     let (datum, null) = column(n);
-    // SAFETY: the caller's; the String is a copy, which outlives SPI's memory.
-    unsafe { String::from_datum(datum, null) }
+    // SAFETY: the caller's; TextBytes is a copy, which outlives SPI's memory.
+    unsafe { TextBytes::from_datum(datum, null) }
 }
 
 /// Runs `query` (its plan kept in `plan`) with $1 = `template` at a snapshot taken now (see
@@ -275,7 +325,9 @@ fn run_now<T>(
                 }
                 plan.set(prepared);
             }
-            let mut values = [template.into_datum().expect("an oid is a datum")];
+            // (An OID by value; pgrx's into_datum has no datum for InvalidOid, 0, which any
+            // role may pass to snowflake_id_internal.template_read.)
+            let mut values = [pg_sys::Datum::from(template.to_u32())];
             let status = pg_sys::SPI_execute_snapshot(
                 plan.get(),
                 values.as_mut_ptr(),

@@ -6,6 +6,7 @@
 use crate::id::layouts::Decoded;
 use crate::id::layouts::INSTAGRAM;
 use crate::pg::error::OrReport;
+use crate::pg::template_read::TextBytes;
 use crate::pg::time::{timestamp_of_unix_ms, unix_ms_of};
 use crate::pg::{fmgr, generator};
 use pgrx::prelude::*;
@@ -87,9 +88,9 @@ fn template_read(
     (
         String,
         Option<pg_sys::Oid>,
-        Option<String>,
-        Option<String>,
-        Option<String>,
+        Option<TextBytes>,
+        Option<TextBytes>,
+        Option<TextBytes>,
     ),
 > {
     TableIterator::new(crate::pg::template_read::read(template))
