@@ -7,8 +7,9 @@
 #   25.1  a schema of the shard's name already on the target; a node's registry entry
 #         pointed at another node's database
 #   25.5  a target template without the primary key, or with narrower types; a trigger, an
-#         extra index on the shard; owners and privileges carried (an app role works after
-#         the move), a role missing on the target refused
+#         extra index on the shard: refused while preparing, before any row is copied (issue
+#         21's template check); owners and privileges carried (an app role works after the
+#         move), a role missing on the target refused
 #   19.8  identity sequences carried
 #   19.7  an unlogged table; a view outside depending on the shard; the row counts compared
 #   25.3  DDL during the copy: a table added with rows, a column added
@@ -86,13 +87,15 @@ on node_c -c "CREATE SCHEMA tpl_nopk" -c "CREATE TABLE tpl_nopk.posts (id bigint
   -c "CREATE INDEX ON tpl_nopk.posts (user_id, id)" \
   -c "CREATE SCHEMA tpl_narrow" -c "CREATE TABLE tpl_narrow.posts (id bigint PRIMARY KEY, user_id bigint NOT NULL, body varchar(3) NOT NULL, edits smallint NOT NULL DEFAULT 0)" \
   -c "CREATE INDEX ON tpl_narrow.posts (user_id, id)"
-refused 55000 'column posts.id: (bigint NOT NULL, position 1)' "SELECT move_shard(1, 'node_c', 'tpl_nopk')"
-refused 55000 'column posts.body' "SELECT move_shard(1, 'node_c', 'tpl_narrow')"
+# (Refused while preparing, before any row is copied: the seal would catch it too, but only
+# after the copy and the fence.)
+refused 55000 'failed while preparing: shard 1 (schema shard_1) differs from its copy: column posts.id: (bigint NOT NULL, position 1)' "SELECT move_shard(1, 'node_c', 'tpl_nopk')"
+refused 55000 'failed while preparing: shard 1 (schema shard_1) differs from its copy: column posts.body' "SELECT move_shard(1, 'node_c', 'tpl_narrow')"
 on node_a -c "CREATE FUNCTION shard_2.audit() RETURNS trigger LANGUAGE plpgsql AS \$\$BEGIN RETURN NEW; END\$\$" \
   -c "CREATE TRIGGER audit AFTER INSERT ON shard_2.posts FOR EACH ROW EXECUTE FUNCTION shard_2.audit()"
 refused 55000 'trigger audit on table shard_2.posts' "SELECT move_shard(2, 'node_b')"
 on node_a -c "DROP FUNCTION shard_2.audit() CASCADE" -c "CREATE INDEX posts_by_body ON shard_2.posts (body)"
-refused 55000 'index on posts: CREATE INDEX ON %I.posts USING btree (body)' "SELECT move_shard(2, 'node_b')"
+refused 55000 'failed while preparing: shard 2 (schema shard_2) differs from its copy: index on posts: CREATE INDEX ON %I.posts USING btree (body)' "SELECT move_shard(2, 'node_b')"
 on node_a -c "DROP INDEX shard_2.posts_by_body"
 clean 25.5
 # Owners and privileges: an application role that connects as itself keeps its rights.
