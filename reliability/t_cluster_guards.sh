@@ -19,7 +19,9 @@
 #   25.6  a long transaction on the source: bounded by copy_timeout, blockers named; the mover
 #         cancelled or terminated meanwhile: nothing left after the re-run
 #   25.7  the source restarted while fenced: undone once it is back, nothing left
-#   25.10 no free replication slot on the source, no sync worker on the target: refused at once
+#   25.10 no free replication slot on the source, no sync worker on the target: refused at once;
+#         the copy failing on the target (a key already there): reported at once, not after
+#         copy_timeout
 #   25.11 a long reader on the source: the clean-up gives up within lock_timeout, the move is
 #         done, a repair finishes; a dump of a fenced source restores writable, and its
 #         leftovers are removed by name
@@ -256,6 +258,18 @@ on node_a -c "SELECT count(pg_drop_replication_slot(slot_name)) FROM pg_replicat
 on node_c -c "ALTER SYSTEM SET max_sync_workers_per_subscription = 0" -c "SELECT pg_reload_conf()" >/dev/null
 refused 55000 'max_sync_workers_per_subscription = 0' "SELECT move_shard(0, 'node_c')"
 on node_c -c "ALTER SYSTEM RESET max_sync_workers_per_subscription" -c "SELECT pg_reload_conf()" >/dev/null
+# The copy itself failing on the target (a key there already): reported at once, not after copy_timeout.
+on router -c "INSERT INTO snowflake_id_router.setting VALUES ('copy_timeout', '20 s')"
+hold copying "SELECT move_shard(0, 'node_c')"
+on node_c -c "INSERT INTO shard_0.posts (id, user_id, body) VALUES ($(on node_a -c "SELECT min(id) FROM shard_0.posts"), 0, 'already here')"
+t0=$SECONDS
+release
+if wait "$mover"; then fail "25.10: a move whose copy failed on the target succeeded"; fi
+((SECONDS - t0 < 10)) || fail "25.10: the copy's failure was reported after $((SECONDS - t0)) s (copy_timeout 20 s), not at once: $(cat "$work/held.log")"
+grep -q "55000: .*replicating into this node failed" "$work/held.log" || fail "25.10: $(cat "$work/held.log")"
+echo "  the copy failing on the target: $(grep -m1 -o 'ERROR:  .*' "$work/held.log" | cut -c8- | cut -c1-200)"
+on router -c "DELETE FROM snowflake_id_router.setting"
+[[ $(served_by 0) == node_a && $(rows node_a shard_0.posts) == 100 ]] || fail "25.10: shard 0 is not whole on node_a"
 clean 25.10
 
 echo "25.11: a long reader on the source does not hold the move; a dump of a fenced source"
