@@ -7,8 +7,9 @@
 #   25.1  a schema of the shard's name already on the target; a node's registry entry
 #         pointed at another node's database
 #   25.5  a target template without the primary key, or with narrower types; a trigger, an
-#         extra index on the shard; owners and privileges carried (an app role works after
-#         the move), a role missing on the target refused
+#         extra index on the shard: refused while preparing, before any row is copied (issue
+#         21's template check); owners and privileges carried (an app role works after the
+#         move), a role missing on the target refused
 #   19.8  identity sequences carried
 #   19.7  an unlogged table; a view outside depending on the shard; the row counts compared
 #   25.3  DDL during the copy: a table added with rows, a column added
@@ -18,7 +19,9 @@
 #   25.6  a long transaction on the source: bounded by copy_timeout, blockers named; the mover
 #         cancelled or terminated meanwhile: nothing left after the re-run
 #   25.7  the source restarted while fenced: undone once it is back, nothing left
-#   25.10 no free replication slot on the source, no sync worker on the target: refused at once
+#   25.10 no free replication slot on the source, no sync worker on the target: refused at once;
+#         the copy failing on the target (a key already there): reported at once, not after
+#         copy_timeout
 #   25.11 a long reader on the source: the clean-up gives up within lock_timeout, the move is
 #         done, a repair finishes; a dump of a fenced source restores writable, and its
 #         leftovers are removed by name
@@ -86,13 +89,15 @@ on node_c -c "CREATE SCHEMA tpl_nopk" -c "CREATE TABLE tpl_nopk.posts (id bigint
   -c "CREATE INDEX ON tpl_nopk.posts (user_id, id)" \
   -c "CREATE SCHEMA tpl_narrow" -c "CREATE TABLE tpl_narrow.posts (id bigint PRIMARY KEY, user_id bigint NOT NULL, body varchar(3) NOT NULL, edits smallint NOT NULL DEFAULT 0)" \
   -c "CREATE INDEX ON tpl_narrow.posts (user_id, id)"
-refused 55000 'column posts.id: (bigint NOT NULL, position 1)' "SELECT move_shard(1, 'node_c', 'tpl_nopk')"
-refused 55000 'column posts.body' "SELECT move_shard(1, 'node_c', 'tpl_narrow')"
+# (Refused while preparing, before any row is copied: the seal would catch it too, but only
+# after the copy and the fence.)
+refused 55000 'failed while preparing: shard 1 (schema shard_1) differs from its copy: column posts.id: (bigint NOT NULL, position 1)' "SELECT move_shard(1, 'node_c', 'tpl_nopk')"
+refused 55000 'failed while preparing: shard 1 (schema shard_1) differs from its copy: column posts.body' "SELECT move_shard(1, 'node_c', 'tpl_narrow')"
 on node_a -c "CREATE FUNCTION shard_2.audit() RETURNS trigger LANGUAGE plpgsql AS \$\$BEGIN RETURN NEW; END\$\$" \
   -c "CREATE TRIGGER audit AFTER INSERT ON shard_2.posts FOR EACH ROW EXECUTE FUNCTION shard_2.audit()"
 refused 55000 'trigger audit on table shard_2.posts' "SELECT move_shard(2, 'node_b')"
 on node_a -c "DROP FUNCTION shard_2.audit() CASCADE" -c "CREATE INDEX posts_by_body ON shard_2.posts (body)"
-refused 55000 'index on posts: CREATE INDEX ON %I.posts USING btree (body)' "SELECT move_shard(2, 'node_b')"
+refused 55000 'failed while preparing: shard 2 (schema shard_2) differs from its copy: index on posts: CREATE INDEX ON %I.posts USING btree (body)' "SELECT move_shard(2, 'node_b')"
 on node_a -c "DROP INDEX shard_2.posts_by_body"
 clean 25.5
 # Owners and privileges: an application role that connects as itself keeps its rights.
@@ -253,6 +258,18 @@ on node_a -c "SELECT count(pg_drop_replication_slot(slot_name)) FROM pg_replicat
 on node_c -c "ALTER SYSTEM SET max_sync_workers_per_subscription = 0" -c "SELECT pg_reload_conf()" >/dev/null
 refused 55000 'max_sync_workers_per_subscription = 0' "SELECT move_shard(0, 'node_c')"
 on node_c -c "ALTER SYSTEM RESET max_sync_workers_per_subscription" -c "SELECT pg_reload_conf()" >/dev/null
+# The copy itself failing on the target (a key there already): reported at once, not after copy_timeout.
+on router -c "INSERT INTO snowflake_id_router.setting VALUES ('copy_timeout', '20 s')"
+hold copying "SELECT move_shard(0, 'node_c')"
+on node_c -c "INSERT INTO shard_0.posts (id, user_id, body) VALUES ($(on node_a -c "SELECT min(id) FROM shard_0.posts"), 0, 'already here')"
+t0=$SECONDS
+release
+if wait "$mover"; then fail "25.10: a move whose copy failed on the target succeeded"; fi
+((SECONDS - t0 < 10)) || fail "25.10: the copy's failure was reported after $((SECONDS - t0)) s (copy_timeout 20 s), not at once: $(cat "$work/held.log")"
+grep -q "55000: .*replicating into this node failed" "$work/held.log" || fail "25.10: $(cat "$work/held.log")"
+echo "  the copy failing on the target: $(grep -m1 -o 'ERROR:  .*' "$work/held.log" | cut -c8- | cut -c1-200)"
+on router -c "DELETE FROM snowflake_id_router.setting"
+[[ $(served_by 0) == node_a && $(rows node_a shard_0.posts) == 100 ]] || fail "25.10: shard 0 is not whole on node_a"
 clean 25.10
 
 echo "25.11: a long reader on the source does not hold the move; a dump of a fenced source"
