@@ -8,11 +8,10 @@
 #   17  Debian 13 (trixie)'s own binary packages in a chroot, $SF_OPT/trixie, where the
 #       whole test pass for 17 runs (scripts/chroot.sh 17): /usr/lib/postgresql/17 inside it.
 #   18  unstable's source package, built into $SF_OPT/pg18.
-#   19  experimental's binary packages in a Debian unstable (sid) chroot, $SF_OPT/sid
+#   19  experimental's binary packages (19~rc1) in a Debian unstable (sid) chroot, $SF_OPT/sid
 #       (scripts/chroot.sh 19): its sources are not on the registry, and its binaries need
-#       a newer libc than Debian 12's or 13's. Not in the default list yet (19 is a release
-#       candidate, and CI's time budget): PG_VERSIONS="15 17 18 19" switches it on.
-PG_VERSIONS=${PG_VERSIONS:-"15 17 18"}
+#       a newer libc than Debian 12's or 13's.
+PG_VERSIONS=${PG_VERSIONS:-"15 17 18 19"}
 SF_OPT=${SF_OPT:-/opt/snowflake_id}
 # The Debian archive this machine's apt already uses (its first "URIs:" entry).
 # (`|| true`: the chroots have no such file, and sourcing must not fail there.)
