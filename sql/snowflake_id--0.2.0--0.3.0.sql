@@ -126,9 +126,16 @@ DECLARE
     s integer;
     taken integer[] := '{}';
     holder text;
+    -- The ones this session holds already, read once (pg_locks is every lock of the server,
+    -- and a batch has a hundred shards).
+    held bigint[] := ARRAY(SELECT l.objid::bigint FROM pg_locks l
+                            WHERE l.locktype = 'advisory' AND l.granted AND l.pid = pg_backend_pid()
+                              AND l.database = (SELECT d.oid FROM pg_database d WHERE d.datname = current_database())
+                              AND l.classid = snowflake_id_node.lock_class()::oid AND l.objsubid = 2
+                              AND l.objid::bigint = ANY (shards::bigint[]));
 BEGIN
     FOREACH s IN ARRAY shards LOOP
-        CONTINUE WHEN s = ANY (taken) OR snowflake_id_node.holds(ARRAY[s]);
+        CONTINUE WHEN s = ANY (taken) OR s = ANY (held);
         WHILE NOT pg_try_advisory_lock(snowflake_id_node.lock_class(), s) LOOP
             IF clock_timestamp() >= deadline THEN
                 PERFORM pg_advisory_unlock(snowflake_id_node.lock_class(), t) FROM unnest(taken) t;
