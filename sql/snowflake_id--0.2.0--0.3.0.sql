@@ -563,6 +563,7 @@ AS $$
 #variable_conflict use_variable
 DECLARE
     m snowflake_id_node.move := snowflake_id_node.record(key, '{incoming}');
+    mine text := snowflake_id_node.grants(m.schemas);
     g record;
     target_sql text;
     cur aclitem[];
@@ -572,8 +573,15 @@ DECLARE
     sorted_want text;
     sorted_cur text;
 BEGIN
-    FOR g IN SELECT * FROM json_to_recordset(grants::json)
+    -- Only the objects whose owner or privileges read here (grants() of the copies) are not
+    -- those read on the source, or that have no counterpart here: often none. It runs under
+    -- the fence, and a batch has hundreds of objects.
+    FOR g IN SELECT x.* FROM json_to_recordset(grants::json)
                  AS x(kind text, object text, col text, owned boolean, owner text, acl text, schema text)
+               LEFT JOIN json_to_recordset(mine::json)
+                 AS y(kind text, object text, col text, owned boolean, owner text, acl text, schema text)
+                 ON y.kind = x.kind AND y.object = x.object AND coalesce(y.col, '') = coalesce(x.col, '')
+              WHERE y.kind IS NULL OR (y.owned, y.owner, y.acl) IS DISTINCT FROM (x.owned, x.owner, x.acl)
               ORDER BY CASE x.kind WHEN 'schema' THEN 0 WHEN 'table' THEN 1 ELSE 2 END LOOP
         target_sql := format('%s %s', CASE g.kind WHEN 'column' THEN 'TABLE' ELSE upper(g.kind) END, g.object);
         SELECT a.owner, a.acl INTO owner_oid, cur FROM snowflake_id_node.acl(g.kind, g.object, g.col, g.schema) a;

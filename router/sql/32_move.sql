@@ -226,8 +226,12 @@ BEGIN
         made := true;
         PERFORM snowflake_id_router.call(dst, format('SELECT snowflake_id_node.prepare_target(%L, %L, %L, %L, %L, %L)',
                                                      k, router, src_id, shards, schemas, template), long_step, 'making the copies');
-        -- The copies must be what the shards are, before any row moves.
-        PERFORM snowflake_id_router.compare_fingerprints(src, dst, schemas, shards,
+        -- The copies must be what the shards are, before any row moves. The copies' prints
+        -- are kept for the seal, which compares the source's with them under its locks
+        -- (DDL on the source since): nothing the move does to the copies changes them (rows,
+        -- owners and privileges are not in them), and reading them again under the fence
+        -- would lengthen the write pause by as much.
+        dst_prints := snowflake_id_router.compare_fingerprints(src, dst, schemas, shards,
             format('node %L', source), format('the copy made from template %L on node %L', template, target),
             clock_timestamp() + long_step);
         PERFORM snowflake_id_router.call(src, format('SELECT snowflake_id_node.prepare_source(%L, %L, %L, %L, %L)',
@@ -301,16 +305,12 @@ BEGIN
             snowflake_id_router.call(src, format('SELECT snowflake_id_node.grants(%L)', schemas),
                                      greatest(fence_deadline - clock_timestamp(), interval '0'), 'reading the privileges')),
             greatest(fence_deadline - clock_timestamp(), interval '0'), step);
-        -- The same rows on both sides; the copies' definitions for the seal to compare.
+        -- The same rows on both sides.
         step := 'comparing the copies';
         PERFORM snowflake_id_router.send(src, format('SELECT snowflake_id_node.row_counts(%L)', k));
-        PERFORM snowflake_id_router.send(dst, format(
-            'SELECT ARRAY[ARRAY(SELECT snowflake_id_node.fingerprint(s)::text FROM unnest(%L::text[]) WITH ORDINALITY u(s, o) ORDER BY o)::text,
-                          snowflake_id_node.row_counts(%L)]', schemas, k));
+        PERFORM snowflake_id_router.send(dst, format('SELECT snowflake_id_node.row_counts(%L)', k));
         src_rows := snowflake_id_router.receive(src, fence_deadline, 'counting rows');
-        dst_rows := snowflake_id_router.receive(dst, fence_deadline, 'reading the copies');
-        dst_prints := (dst_rows::text[])[1];
-        dst_rows := (dst_rows::text[])[2];
+        dst_rows := snowflake_id_router.receive(dst, fence_deadline, 'counting the copies'' rows');
         IF src_rows IS DISTINCT FROM dst_rows THEN
             RAISE EXCEPTION 'the copy on node % does not hold the rows of node %: %', quote_literal(target), quote_literal(source),
                 snowflake_id_node.fingerprint_difference(string_to_array(src_rows, E'\n'), string_to_array(dst_rows, E'\n'),
