@@ -1022,7 +1022,6 @@ AS $$
 #variable_conflict use_variable
 DECLARE
     marker text := 'sfid_' || replace(key, '/', '_');
-    i integer;
 BEGIN
     IF NOT snowflake_id_node.holds(shards) THEN
         RAISE EXCEPTION 'this session does not hold the shard locks of shards %', shards
@@ -1031,9 +1030,9 @@ BEGIN
     PERFORM snowflake_id_node.target_check(router, peer, shards, schemas, '{}', template);
     INSERT INTO snowflake_id_node.move (key, router, role, peer, shards, schemas, state, marker, created)
     VALUES (key, router, 'target', peer, shards, schemas, 'incoming', marker, schemas);
-    FOR i IN 1 .. cardinality(shards) LOOP
-        PERFORM @extschema@.create_shard(schemas[i], shards[i], template => template);
-    END LOOP;
+    -- create_shard(schemas[i], shards[i], template) for each, in one call: the template read
+    -- and checked once for the batch, not once per shard.
+    PERFORM snowflake_id_internal.create_shards_from(schemas, shards, template);
     EXECUTE format('CREATE TABLE %I.%I (fenced boolean PRIMARY KEY)', schemas[1], marker);
 END
 $$;
