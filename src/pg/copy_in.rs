@@ -71,6 +71,10 @@ impl Drop for FeedGuard {
 /// COPY data into `outbuf`, fewer only at its end (0: the end). Mirrors `copy_read_data`.
 /// An error (an interrupt while waiting, a lost connection) is raised as an ERROR through
 /// `CopyFrom` by pgrx's guard.
+///
+/// # Safety
+/// Called by COPY as its data source (`BeginCopyFrom`'s callback), `outbuf` valid for
+/// `maxread` bytes, only while a [`FeedGuard`] has set the feed.
 #[pgrx::pg_guard]
 unsafe extern "C-unwind" fn read_feed(
     outbuf: *mut c_void,
