@@ -11,7 +11,8 @@
 #      an empty node, per shard.
 # Expects scripts/install to have run. Writes bench/rebalance.json. SMALL (2,000 shards made
 # on node_a, about half moved per pass), BATCHES (batch sizes, one rebalance or drain each),
-# BIG_ROWS (rows of the large shard), FEW (part 3's drained shards) are settable.
+# BIG_ROWS (rows of the large shard), FEW (part 3's drained shards) are settable; SCALE=0
+# leaves part 3 out (its figures null), for comparing moves alone.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 here=$PWD
@@ -22,6 +23,7 @@ ROUTER_NODES=(node_a node_b node_c)
 trap 'touch "$work"/client{1,2,3,4}.log.stop 2>/dev/null; router_cluster_down; rm -rf "$work"' EXIT
 SMALL=${SMALL:-2000} BATCHES=${BATCHES:-"8 32 64 128"} BIG_ROWS=${BIG_ROWS:-1000000}
 FEW=${FEW:-256}   # part 3: shards on y (drained twice); x holds 8192 - FEW
+SCALE=${SCALE:-1}
 
 # make_shards NODE FIRST COUNT: shards FIRST.. on NODE, each a posts table (the DDL
 # create_shard(..., template => 'tpl') runs, in a loop) with 3 rows; 500 a transaction (each
@@ -128,36 +130,41 @@ done
 router_cluster_down
 
 # == 3. At scale: 8,192 shards ==
-for n in node_a node_b node_c; do fresh_node "$n"; done
-cluster_start sfrouter "$ROUTER_PORT"
-on router -c "CREATE EXTENSION snowflake_id_router CASCADE" >/dev/null
-on router -c "SELECT add_node('x', '$(node_connstr node_a)'), add_node('y', '$(node_connstr node_b)'), add_node('z', '$(node_connstr node_c)')" \
-  -c "SELECT assign_shards(0, 8192 - $FEW, 'x'), assign_shards(8192 - $FEW, $FEW, 'y')" >/dev/null
-# timed SQL ROUNDS: median seconds of SQL on the router over ROUNDS runs.
-timed() {
-  local r t0 t1 all=()
-  for r in $(seq "$2"); do t0=$(now); on router -c "$1" >/dev/null; t1=$(now); all+=("$(secs "$t0" "$t1")"); done
-  python3 -c "import statistics, sys; print(statistics.median(float(x) for x in sys.argv[1:]))" "${all[@]}"
-}
-make_shards node_a 0 "$FEW"
-make_shards node_b $((8192 - FEW)) "$FEW"
-status_small=$(timed "SELECT count(*) FROM shard_status" 5)
-plan_small=$(timed "SELECT count(*) FROM rebalance_plan('by_disk_size')" 5)
-make_shards node_a "$FEW" $((8192 - 2 * FEW))
-status_big=$(timed "SELECT count(*) FROM shard_status" 5)
-plan_big=$(timed "SELECT count(*) FROM rebalance_plan('by_disk_size')" 5)
-echo "shard_status: $status_small s over $((2 * FEW)) shards, $status_big s over 8,192; rebalance_plan('by_disk_size'): $plan_small s, $plan_big s"
-# FEW shards drained from y onto z (empty), then (y removed) from z onto x (8192 - FEW shards).
-t0=$(now); on router -c "CALL drain_node('y')" >/dev/null; t1=$(now)
-on router -c "SELECT remove_node('y')" >/dev/null
-t2=$(now); on router -c "CALL drain_node('z')" >/dev/null; t3=$(now)
-echo "drain of $FEW shards onto an empty node: $(secs "$t0" "$t1") s; onto a node holding $((8192 - FEW)): $(secs "$t2" "$t3") s"
+status_small=null status_big=null plan_small=null plan_big=null t0=0 t1=0 t2=0 t3=0
+if ((SCALE)); then
+  for n in node_a node_b node_c; do fresh_node "$n"; done
+  cluster_start sfrouter "$ROUTER_PORT"
+  on router -c "CREATE EXTENSION snowflake_id_router CASCADE" >/dev/null
+  on router -c "SELECT add_node('x', '$(node_connstr node_a)'), add_node('y', '$(node_connstr node_b)'), add_node('z', '$(node_connstr node_c)')" \
+    -c "SELECT assign_shards(0, 8192 - $FEW, 'x'), assign_shards(8192 - $FEW, $FEW, 'y')" >/dev/null
+  # timed SQL ROUNDS: median seconds of SQL on the router over ROUNDS runs.
+  timed() {
+    local r t0 t1 all=()
+    for r in $(seq "$2"); do t0=$(now); on router -c "$1" >/dev/null; t1=$(now); all+=("$(secs "$t0" "$t1")"); done
+    python3 -c "import statistics, sys; print(statistics.median(float(x) for x in sys.argv[1:]))" "${all[@]}"
+  }
+  make_shards node_a 0 "$FEW"
+  make_shards node_b $((8192 - FEW)) "$FEW"
+  status_small=$(timed "SELECT count(*) FROM shard_status" 5)
+  plan_small=$(timed "SELECT count(*) FROM rebalance_plan('by_disk_size')" 5)
+  make_shards node_a "$FEW" $((8192 - 2 * FEW))
+  status_big=$(timed "SELECT count(*) FROM shard_status" 5)
+  plan_big=$(timed "SELECT count(*) FROM rebalance_plan('by_disk_size')" 5)
+  echo "shard_status: $status_small s over $((2 * FEW)) shards, $status_big s over 8,192; rebalance_plan('by_disk_size'): $plan_small s, $plan_big s"
+  # FEW shards drained from y onto z (empty), then (y removed) from z onto x (8192 - FEW shards).
+  t0=$(now); on router -c "CALL drain_node('y')" >/dev/null; t1=$(now)
+  on router -c "SELECT remove_node('y')" >/dev/null
+  t2=$(now); on router -c "CALL drain_node('z')" >/dev/null; t3=$(now)
+  echo "drain of $FEW shards onto an empty node: $(secs "$t0" "$t1") s; onto a node holding $((8192 - FEW)): $(secs "$t2" "$t3") s"
+fi
 
 python3 - "$out" "$work" "$(IFS=';'; echo "${singles[*]}")" "$(IFS=';'; echo "${passes[*]}")" "$(IFS=';'; echo "${bulk[*]}")" \
-  "$status_small" "$status_big" "$plan_small" "$plan_big" "$(secs "$t0" "$t1")" "$(secs "$t2" "$t3")" "$FEW" <<'PY'
+  "$status_small" "$status_big" "$plan_small" "$plan_big" "$( ((SCALE)) && secs "$t0" "$t1" || echo null)" \
+  "$( ((SCALE)) && secs "$t2" "$t3" || echo null)" "$FEW" <<'PY'
 import json, statistics, sys, glob
 out, work, singles, passes, bulk = sys.argv[1:6]
-status_small, status_big, plan_small, plan_big, drain_empty, drain_big = map(float, sys.argv[6:12])
+status_small, status_big, plan_small, plan_big, drain_empty, drain_big = (
+    None if x == "null" else float(x) for x in sys.argv[6:12])
 few = int(sys.argv[12])
 singles = [json.loads(x) for x in singles.split(";")]
 passes = [json.loads(x) for x in passes.split(";")]
@@ -194,7 +201,7 @@ doc = {
     "rebalance_over_single_moves": {str(p["batch_size"]): round(p["shards_per_second"] / single_rate, 1) for p in passes},
     "bulk": bulk,
     "bulk_move_over_pg_dump": round(statistics.median(b["pg_dump_psql_s"] / b["move_shards_s"] for b in bulk), 2),
-    "scale": {
+    "scale": None if status_small is None else {
         "shard_status_s": {"few_shards": 2 * few, "over_few": status_small, "over_8192": status_big,
                            "per_shard_ratio_8192_over_few": round((status_big / 8192) / (status_small / (2 * few)), 2)},
         "rebalance_plan_by_disk_size_s": {"few_shards": 2 * few, "over_few": plan_small, "over_8192": plan_big,

@@ -4,7 +4,7 @@
 # updates of their own rows, retrying 40001) the whole time, while moves are interrupted at
 # each step that matters, held there by the breakpoint hook (snowflake_id_router.breakpoint):
 #   copying      (before the copy)        terminated
-#   subscribed   (during the copy)        terminated
+#   subscribed   (copied, replicating)    terminated
 #   fenced       (before the marker)      kill -9 of the router's postmaster
 #   catching up  (after the marker)       terminated
 #   sealed       (sealed, not flipped)    terminated

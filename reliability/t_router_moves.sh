@@ -3,7 +3,7 @@
 # three data nodes, 48 logical shards made, all 8192 mapped). Four client sessions write
 # through the router (inserts on random shards, updates of their own earlier rows) for 24 s
 # while shards move: a->c and b->c onto node_c, whose clock stands one hour behind
-# (libfaketime); a move to node_c whose postmaster is killed (kill -9) mid-copy, which must
+# (libfaketime); a move to node_c whose postmaster is killed (kill -9) while it replicates, which must
 # fail cleanly (shard still served by its source, slot and publication gone) and succeed when
 # re-run after node_c restarts; and c->b. Afterwards (router_invariants, router_check.py):
 # every write the clients saw acknowledged is present exactly once, on the node the map
@@ -63,7 +63,7 @@ done
 sleep 3; move 1 node_c
 sleep 2; move 2731 node_c
 
-# node_c killed mid-copy: the mover held (breakpoint) once its subscription exists, the
+# node_c killed while it replicates: the mover held (breakpoint) once its subscription exists, the
 # target's postmaster killed, the mover let go. The move must fail cleanly: shard still
 # served by its source, no slot, publication or fence there; what is left on node_c (down)
 # is recorded and removed by the re-run once node_c is back.

@@ -899,7 +899,8 @@ $$;
 COMMENT ON FUNCTION snowflake_id_router.call(text, text, interval, text) IS
   'Runs sql on dblink connection conn, bounded by timeout (then cancelled: 57014); the first column of its first row.';
 
--- Polls sql (a boolean) on conn until true; 57014 at the deadline.
+-- Polls sql (a boolean) on conn until true; 57014 at the deadline, also one passed before
+-- the first look (a wait's bound holds however quickly the answer would have come).
 CREATE OR REPLACE FUNCTION snowflake_id_router.poll(conn text, sql text, deadline timestamptz, what text) RETURNS void
 LANGUAGE plpgsql VOLATILE STRICT PARALLEL UNSAFE
 SET search_path = pg_catalog, pg_temp
@@ -909,7 +910,9 @@ DECLARE
     nap double precision := 0.001;
 BEGIN
     LOOP
-        EXIT WHEN snowflake_id_router.call(conn, sql, greatest(deadline - clock_timestamp(), interval '0'), what)::boolean;
+        IF clock_timestamp() < deadline THEN
+            EXIT WHEN snowflake_id_router.call(conn, sql, greatest(deadline - clock_timestamp(), interval '0'), what)::boolean;
+        END IF;
         IF clock_timestamp() >= deadline THEN
             RAISE EXCEPTION '% on % did not finish in time', what, format('node %L', substr(conn, 6))
                 USING ERRCODE = 'query_canceled';
@@ -1147,6 +1150,7 @@ DECLARE
     src_rows text;
     dst_rows text;
     suboid oid;
+    src_connstr text;
     sequences text;
     step text := 'connecting to the nodes';
     sealed boolean := false;
@@ -1198,8 +1202,12 @@ BEGIN
         made := true;
         PERFORM snowflake_id_router.call(dst, format('SELECT snowflake_id_node.prepare_target(%L, %L, %L, %L, %L, %L)',
                                                      k, router, src_id, shards, schemas, template), long_step, 'making the copies');
-        -- The copies must be what the shards are, before any row moves.
-        PERFORM snowflake_id_router.compare_fingerprints(src, dst, schemas, shards,
+        -- The copies must be what the shards are, before any row moves. The copies' prints
+        -- are kept for the seal, which compares the source's with them under its locks
+        -- (DDL on the source since): nothing the move does to the copies changes them (rows,
+        -- owners and privileges are not in them), and reading them again under the fence
+        -- would lengthen the write pause by as much.
+        dst_prints := snowflake_id_router.compare_fingerprints(src, dst, schemas, shards,
             format('node %L', source), format('the copy made from template %L on node %L', template, target),
             clock_timestamp() + long_step);
         PERFORM snowflake_id_router.call(src, format('SELECT snowflake_id_node.prepare_source(%L, %L, %L, %L, %L)',
@@ -1209,30 +1217,38 @@ BEGIN
         copy_deadline := clock_timestamp() + snowflake_id_router.timeout('copy_timeout');
         step := 'publishing';
         PERFORM snowflake_id_router.call(src, format('SELECT snowflake_id_node.publish(%L)', k), long_step, step);
-        step := 'making the replication slot';
+        -- The target makes the slot on the source and copies the rows at its snapshot
+        -- (copy_rows: one connection, one transaction there), then subscribes to the slot
+        -- with nothing left to copy: it applies what was committed after the snapshot.
+        step := 'copying the rows';
+        src_connstr := (SELECT n.connstr FROM snowflake_id_router.node n WHERE n.name = source);
         BEGIN
-            PERFORM snowflake_id_router.call(src, format('SELECT snowflake_id_node.make_slot(%L)', k),
+            PERFORM snowflake_id_router.call(dst, format('SELECT snowflake_id_node.copy_rows(%L, %L)', k, src_connstr),
                                              greatest(copy_deadline - clock_timestamp(), interval '0'), step);
         EXCEPTION WHEN query_canceled THEN
             IF clock_timestamp() < copy_deadline THEN
                 RAISE;  -- the mover was cancelled
             END IF;
-            -- It waits for every transaction running on the source: name the ones it waited for.
             PERFORM snowflake_id_router.settle_all();
-            det := snowflake_id_router.call(src, 'SELECT snowflake_id_node.blockers()', interval '10 s', 'looking for long transactions');
-            RAISE EXCEPTION 'the replication slot was not made within copy_timeout (%): it waits for every transaction running on node % to end',
-                snowflake_id_router.timeout('copy_timeout'), quote_literal(source)
-                USING ERRCODE = 'query_canceled', DETAIL = coalesce('Running there: ' || det || '.', 'None is running there now.');
+            -- Making the slot waits for every transaction running on the source: if that is
+            -- where the time went (the slot is not made: it has no confirmed position yet, or
+            -- it went with the copy's WAL sender), name the ones it waited for.
+            IF NOT snowflake_id_router.call(src, format(
+                   'SELECT EXISTS (SELECT FROM pg_catalog.pg_replication_slots WHERE slot_name = %L AND confirmed_flush_lsn IS NOT NULL)',
+                   'sfid_' || replace(k, '/', '_')), interval '10 s', 'looking for the slot')::boolean THEN
+                det := snowflake_id_router.call(src, 'SELECT snowflake_id_node.blockers()', interval '10 s', 'looking for long transactions');
+                RAISE EXCEPTION 'the replication slot was not made within copy_timeout (%): it waits for every transaction running on node % to end',
+                    snowflake_id_router.timeout('copy_timeout'), quote_literal(source)
+                    USING ERRCODE = 'query_canceled', DETAIL = coalesce('Running there: ' || det || '.', 'None is running there now.');
+            END IF;
+            RAISE EXCEPTION 'the rows were not copied within copy_timeout (%)', snowflake_id_router.timeout('copy_timeout')
+                USING ERRCODE = 'query_canceled', HINT = 'Raise copy_timeout (router_settings) for shards this large.';
         END;
         step := 'subscribing';
-        suboid := snowflake_id_router.call(dst, format('SELECT snowflake_id_node.subscribe(%L, %L)', k,
-                                                       (SELECT n.connstr FROM snowflake_id_router.node n WHERE n.name = source)),
+        suboid := snowflake_id_router.call(dst, format('SELECT snowflake_id_node.subscribe(%L, %L)', k, src_connstr),
                                            greatest(copy_deadline - clock_timestamp(), interval '0'), step)::oid;
         PERFORM snowflake_id_router.note(move_id, format('suboid = %s', suboid));
-        PERFORM snowflake_id_router.call(src, format('SELECT snowflake_id_node.note_subscription(%L, %s)', k, suboid), long_step, step);
         PERFORM snowflake_id_router.pause_at('subscribed');
-        step := 'copying the rows';
-        PERFORM snowflake_id_router.poll(dst, format('SELECT snowflake_id_node.copy_done(%L)', k), copy_deadline, 'the initial copy');
         -- The flip must not meet the map locked (by the caller's own transaction, say): find
         -- out now, and have the loopback session ready for it.
         step := 'rehearsing the flip';
@@ -1265,16 +1281,12 @@ BEGIN
             snowflake_id_router.call(src, format('SELECT snowflake_id_node.grants(%L)', schemas),
                                      greatest(fence_deadline - clock_timestamp(), interval '0'), 'reading the privileges')),
             greatest(fence_deadline - clock_timestamp(), interval '0'), step);
-        -- The same rows on both sides; the copies' definitions for the seal to compare.
+        -- The same rows on both sides.
         step := 'comparing the copies';
         PERFORM snowflake_id_router.send(src, format('SELECT snowflake_id_node.row_counts(%L)', k));
-        PERFORM snowflake_id_router.send(dst, format(
-            'SELECT ARRAY[ARRAY(SELECT snowflake_id_node.fingerprint(s)::text FROM unnest(%L::text[]) WITH ORDINALITY u(s, o) ORDER BY o)::text,
-                          snowflake_id_node.row_counts(%L)]', schemas, k));
+        PERFORM snowflake_id_router.send(dst, format('SELECT snowflake_id_node.row_counts(%L)', k));
         src_rows := snowflake_id_router.receive(src, fence_deadline, 'counting rows');
-        dst_rows := snowflake_id_router.receive(dst, fence_deadline, 'reading the copies');
-        dst_prints := (dst_rows::text[])[1];
-        dst_rows := (dst_rows::text[])[2];
+        dst_rows := snowflake_id_router.receive(dst, fence_deadline, 'counting the copies'' rows');
         IF src_rows IS DISTINCT FROM dst_rows THEN
             RAISE EXCEPTION 'the copy on node % does not hold the rows of node %: %', quote_literal(target), quote_literal(source),
                 snowflake_id_node.fingerprint_difference(string_to_array(src_rows, E'\n'), string_to_array(dst_rows, E'\n'),

@@ -79,7 +79,7 @@ CREATE TABLE snowflake_id_node.move (
     publication text,                           -- source
     slot text,                                  -- source
     subscription text,                          -- target
-    suboid oid,                                 -- both: the subscription's OID (table-sync slots)
+    suboid oid,                                 -- target: the subscription's OID
     fingerprint text,                           -- source: the schemas' fingerprint when sealed
     made timestamptz NOT NULL DEFAULT clock_timestamp(),
     CHECK ((role = 'source') = (state IN ('preparing', 'copying', 'fenced', 'sealed')))
@@ -126,9 +126,16 @@ DECLARE
     s integer;
     taken integer[] := '{}';
     holder text;
+    -- The ones this session holds already, read once (pg_locks is every lock of the server,
+    -- and a batch has a hundred shards).
+    held bigint[] := ARRAY(SELECT l.objid::bigint FROM pg_locks l
+                            WHERE l.locktype = 'advisory' AND l.granted AND l.pid = pg_backend_pid()
+                              AND l.database = (SELECT d.oid FROM pg_database d WHERE d.datname = current_database())
+                              AND l.classid = snowflake_id_node.lock_class()::oid AND l.objsubid = 2
+                              AND l.objid::bigint = ANY (shards::bigint[]));
 BEGIN
     FOREACH s IN ARRAY shards LOOP
-        CONTINUE WHEN s = ANY (taken) OR snowflake_id_node.holds(ARRAY[s]);
+        CONTINUE WHEN s = ANY (taken) OR s = ANY (held);
         WHILE NOT pg_try_advisory_lock(snowflake_id_node.lock_class(), s) LOOP
             IF clock_timestamp() >= deadline THEN
                 PERFORM pg_advisory_unlock(snowflake_id_node.lock_class(), t) FROM unnest(taken) t;
@@ -556,6 +563,7 @@ AS $$
 #variable_conflict use_variable
 DECLARE
     m snowflake_id_node.move := snowflake_id_node.record(key, '{incoming}');
+    mine text := snowflake_id_node.grants(m.schemas);
     g record;
     target_sql text;
     cur aclitem[];
@@ -565,8 +573,15 @@ DECLARE
     sorted_want text;
     sorted_cur text;
 BEGIN
-    FOR g IN SELECT * FROM json_to_recordset(grants::json)
+    -- Only the objects whose owner or privileges read here (grants() of the copies) are not
+    -- those read on the source, or that have no counterpart here: often none. It runs under
+    -- the fence, and a batch has hundreds of objects.
+    FOR g IN SELECT x.* FROM json_to_recordset(grants::json)
                  AS x(kind text, object text, col text, owned boolean, owner text, acl text, schema text)
+               LEFT JOIN json_to_recordset(mine::json)
+                 AS y(kind text, object text, col text, owned boolean, owner text, acl text, schema text)
+                 ON y.kind = x.kind AND y.object = x.object AND coalesce(y.col, '') = coalesce(x.col, '')
+              WHERE y.kind IS NULL OR (y.owned, y.owner, y.acl) IS DISTINCT FROM (x.owned, x.owner, x.acl)
               ORDER BY CASE x.kind WHEN 'schema' THEN 0 WHEN 'table' THEN 1 ELSE 2 END LOOP
         target_sql := format('%s %s', CASE g.kind WHEN 'column' THEN 'TABLE' ELSE upper(g.kind) END, g.object);
         SELECT a.owner, a.acl INTO owner_oid, cur FROM snowflake_id_node.acl(g.kind, g.object, g.col, g.schema) a;
@@ -650,13 +665,13 @@ BEGIN
         RAISE EXCEPTION 'this node runs with wal_level = %: the source of a move publishes its rows', current_setting('wal_level')
             USING ERRCODE = 'object_not_in_prerequisite_state', HINT = 'Set wal_level = logical and restart it.';
     END IF;
-    -- One slot for the move and one for each table being synchronised (the target syncs a
-    -- few at a time), each used by a WAL sender.
+    -- The move's slot; a WAL sender for the target's copy, then one for its subscription
+    -- (the first may not have ended when the second starts).
     free_slots := current_setting('max_replication_slots')::integer - (SELECT count(*) FROM pg_replication_slots);
     free_senders := current_setting('max_wal_senders')::integer
                     - (SELECT count(*) FROM pg_stat_activity WHERE backend_type = 'walsender');
-    IF free_slots < 2 OR free_senders < 2 THEN
-        RAISE EXCEPTION 'this node has % free replication slots and % free WAL senders: a move needs 2 of each',
+    IF free_slots < 1 OR free_senders < 2 THEN
+        RAISE EXCEPTION 'this node has % free replication slots and % free WAL senders: a move needs 1 slot and 2 WAL senders',
             free_slots, free_senders USING ERRCODE = 'object_not_in_prerequisite_state',
             HINT = 'Raise max_replication_slots and max_wal_senders (a restart), or drop unused slots.';
     END IF;
@@ -716,7 +731,8 @@ $$;
 COMMENT ON FUNCTION snowflake_id_node.prepare_source(text, text, text, integer[], text[]) IS
   'Move step on the source: records move key (preparing) and makes its marker table.';
 
--- Publishes the shards' tables (copying); the router then makes the slot (make_slot).
+-- Publishes the shards' tables (copying); the target then makes the slot and copies the
+-- rows at its snapshot (copy_rows), and subscribes to it.
 CREATE OR REPLACE FUNCTION snowflake_id_node.publish(key text) RETURNS void
 LANGUAGE plpgsql VOLATILE CALLED ON NULL INPUT
 SET search_path = pg_catalog, pg_temp
@@ -738,43 +754,6 @@ END
 $$;
 COMMENT ON FUNCTION snowflake_id_node.publish(text) IS
   'Move step on the source: publishes the tables of move key and records the publication and slot names (copying).';
-
--- The move's replication slot. Its own call, in a transaction that writes nothing (as slot
--- creation requires); it waits for every transaction running here to end, so the router
--- bounds it by copy_timeout and cancels it (an unfinished slot is dropped by the server).
-CREATE OR REPLACE FUNCTION snowflake_id_node.make_slot(key text) RETURNS text
-LANGUAGE plpgsql VOLATILE CALLED ON NULL INPUT
-SET search_path = pg_catalog, pg_temp
-AS $$
-#variable_conflict use_variable
-DECLARE
-    m snowflake_id_node.move;
-BEGIN
-    SELECT * INTO m FROM snowflake_id_node.move r WHERE r.key = make_slot.key AND r.state = 'copying';
-    IF NOT FOUND OR NOT snowflake_id_node.holds(m.shards) THEN
-        RAISE EXCEPTION 'move % is not copying from this node under this session''s locks', key
-            USING ERRCODE = 'object_not_in_prerequisite_state';
-    END IF;
-    RETURN (SELECT s.lsn::text FROM pg_create_logical_replication_slot(m.slot, 'pgoutput') s);
-END
-$$;
-COMMENT ON FUNCTION snowflake_id_node.make_slot(text) IS
-  'Move step on the source: makes the logical replication slot of move key (waits for running transactions).';
-
--- The target's subscription OID, for the table-sync slots it makes here (pg_<oid>_sync_*).
-CREATE OR REPLACE FUNCTION snowflake_id_node.note_subscription(key text, suboid oid) RETURNS void
-LANGUAGE plpgsql VOLATILE CALLED ON NULL INPUT
-SET search_path = pg_catalog, pg_temp
-AS $$
-#variable_conflict use_variable
-DECLARE
-    m snowflake_id_node.move := snowflake_id_node.record(key, '{copying}');
-BEGIN
-    UPDATE snowflake_id_node.move r SET suboid = note_subscription.suboid WHERE r.key = m.key;
-END
-$$;
-COMMENT ON FUNCTION snowflake_id_node.note_subscription(text, oid) IS
-  'Move step on the source: records the target''s subscription OID (for its table-sync slots).';
 
 -- The fence (fenced): in one transaction, every table of the schemas locked EXCLUSIVE
 -- (writers in flight finish, new ones wait; readers pass) and given a statement trigger
@@ -900,8 +879,8 @@ END;
 COMMENT ON FUNCTION snowflake_id_node.sequences(text) IS
   'Every sequence of move key''s schemas (identity ones too) with the newest value it gave, as JSON.';
 
--- Clean-up on the source after the flip: the publication, the slots (the move's and the
--- target's table-sync slots, their WAL senders ended first), then the sealed copies, under
+-- Clean-up on the source after the flip: the publication, the slot (its WAL sender ended
+-- first), then the sealed copies, under
 -- ACCESS EXCLUSIVE locks, only if nothing outside depends on them and they are as sealed.
 CREATE OR REPLACE FUNCTION snowflake_id_node.drop_copy(key text, lock_timeout text, wait_timeout interval) RETURNS void
 LANGUAGE plpgsql VOLATILE CALLED ON NULL INPUT
@@ -957,8 +936,11 @@ $$;
 COMMENT ON FUNCTION snowflake_id_node.drop_schemas(text[]) IS
   'Drops a move''s copies: each schema whole and its row in the shard catalog.';
 
--- The source's replication resources of a move: publication, its slot and the target's
--- table-sync slots, each WAL sender using one ended first (bounded by wait_timeout).
+-- The source's replication resources of a move: publication and its slot, the WAL sender
+-- using it ended first (bounded by wait_timeout): the subscription's, or the target's copy
+-- still making it (a slot not yet made goes with its WAL sender). Table-sync slots of the
+-- subscription m.suboid (pg_<suboid>_sync_*) too, should there be any: copy_rows makes
+-- the copy, so the subscription syncs no table, but one that did would leave them.
 CREATE OR REPLACE FUNCTION snowflake_id_node.drop_replication(m snowflake_id_node.move, wait_timeout interval) RETURNS void
 LANGUAGE plpgsql VOLATILE CALLED ON NULL INPUT
 SET search_path = pg_catalog, pg_temp
@@ -992,7 +974,7 @@ BEGIN
 END
 $$;
 COMMENT ON FUNCTION snowflake_id_node.drop_replication(snowflake_id_node.move, interval) IS
-  'Drops a move''s publication, slot and table-sync slots here, ending the WAL senders using them.';
+  'Drops a move''s publication and slot here (and any table-sync slots of its subscription), ending the WAL senders using them.';
 
 -- == The steps of a move, on the target ==
 
@@ -1032,18 +1014,18 @@ BEGIN
         RAISE EXCEPTION 'role % does not exist on this node: the shard''s owners, privileges or policies name it', what
             USING ERRCODE = 'object_not_in_prerequisite_state';
     END IF;
+    -- The subscription's apply worker (the rows are copied by copy_rows, not by table-sync workers).
     free_workers := current_setting('max_logical_replication_workers')::integer
                     - (SELECT count(*) FROM pg_stat_subscription WHERE pid IS NOT NULL);
-    IF free_workers < 2 OR current_setting('max_sync_workers_per_subscription')::integer < 1 THEN
-        RAISE EXCEPTION 'this node has % free logical replication workers and max_sync_workers_per_subscription = %: a move needs 2 workers and 1 sync worker',
-            free_workers, current_setting('max_sync_workers_per_subscription')
+    IF free_workers < 1 THEN
+        RAISE EXCEPTION 'this node has % free logical replication workers: a move needs 1', free_workers
             USING ERRCODE = 'object_not_in_prerequisite_state',
-                  HINT = 'Raise max_logical_replication_workers (a restart) and max_sync_workers_per_subscription.';
+                  HINT = 'Raise max_logical_replication_workers (a restart).';
     END IF;
 END
 $$;
 COMMENT ON FUNCTION snowflake_id_node.target_check(text, text, integer[], text[], text[], text) IS
-  'The checks a move''s target must pass (no schema or shard of the same name or number, template, roles, workers).';
+  'The checks a move''s target must pass (no schema or shard of the same name or number, template, roles, a worker).';
 
 -- Makes the copies from the template, invisible to snowflake_id_shards, and the marker
 -- table; records them (incoming) with the schemas made, all in one transaction.
@@ -1055,7 +1037,6 @@ AS $$
 #variable_conflict use_variable
 DECLARE
     marker text := 'sfid_' || replace(key, '/', '_');
-    i integer;
 BEGIN
     IF NOT snowflake_id_node.holds(shards) THEN
         RAISE EXCEPTION 'this session does not hold the shard locks of shards %', shards
@@ -1064,21 +1045,60 @@ BEGIN
     PERFORM snowflake_id_node.target_check(router, peer, shards, schemas, '{}', template);
     INSERT INTO snowflake_id_node.move (key, router, role, peer, shards, schemas, state, marker, created)
     VALUES (key, router, 'target', peer, shards, schemas, 'incoming', marker, schemas);
+    -- Made here, not adopted: create_shard would use a schema that another session made
+    -- since the check, which an undo would then drop as the move's.
     FOR i IN 1 .. cardinality(shards) LOOP
-        -- Made here, not adopted: create_shard would use a schema that another session made
-        -- since the check, which an undo would then drop as the move's.
         EXECUTE format('CREATE SCHEMA %I', schemas[i]);
-        PERFORM @extschema@.create_shard(schemas[i], shards[i], template => template);
     END LOOP;
+    -- create_shard(schemas[i], shards[i], template) for each, in one call: the template read
+    -- and checked once for the batch, not once per shard.
+    PERFORM snowflake_id_internal.create_shards_from(schemas, shards, template);
     EXECUTE format('CREATE TABLE %I.%I (fenced boolean PRIMARY KEY)', schemas[1], marker);
 END
 $$;
 COMMENT ON FUNCTION snowflake_id_node.prepare_target(text, text, text, integer[], text[], text) IS
   'Move step on the target: records move key (incoming) and makes the copies from the template and the marker table.';
 
--- The subscription (copying): to the move's publication and slot on the source; it copies
--- each table, then applies the source's changes. A worker's error disables it (disable_on_error),
--- which copy_state reports at once.
+-- The initial copy (copying), made by this node itself: on the source, the move's slot
+-- (named as its publication) and every row of the move's tables (and its marker table) at
+-- the slot's snapshot, over one connection in one transaction, into the copies made here
+-- (snowflake_id_node.copy_from_source: src/sql/copy_rows.rs). Making the slot waits for the
+-- transactions running on the source, so the router bounds this call by copy_timeout and
+-- cancels it: a slot whose making is cut short goes with the source's WAL sender, and one
+-- made is the source record's, which its undo drops. With session_replication_role =
+-- replica, as in a table-sync worker: no trigger of a copy's (foreign keys among the
+-- shard's tables, checked on the source) fires for rows copied in any order. Returns the
+-- rows copied.
+CREATE OR REPLACE FUNCTION snowflake_id_node.copy_rows(key text, source_connstr text) RETURNS bigint
+LANGUAGE plpgsql VOLATILE CALLED ON NULL INPUT
+SET search_path = pg_catalog, pg_temp SET session_replication_role = replica
+AS $$
+#variable_conflict use_variable
+DECLARE
+    m snowflake_id_node.move := snowflake_id_node.record(key, '{incoming}');
+BEGIN
+    IF m.subscription IS NOT NULL THEN
+        RAISE EXCEPTION 'move % has subscribed already', key USING ERRCODE = 'object_not_in_prerequisite_state';
+    END IF;
+    RETURN snowflake_id_node.copy_from_source(source_connstr, m.peer, m.marker,
+        ARRAY(SELECT x.t::oid FROM snowflake_id_node.move_tables(m.schemas) x)
+        || to_regclass(format('%I.%I', m.schemas[1], m.marker))::oid);
+END
+$$;
+COMMENT ON FUNCTION snowflake_id_node.copy_rows(text, text) IS
+  'Move step on the target: makes move key''s slot on the source and copies its tables'' rows at the slot''s snapshot; returns the rows copied.';
+
+CREATE OR REPLACE FUNCTION snowflake_id_node.copy_from_source(connstr text, source text, slot text, tables oid[])
+RETURNS bigint
+LANGUAGE c VOLATILE STRICT
+AS 'MODULE_PATHNAME', 'copy_from_source_wrapper';
+COMMENT ON FUNCTION snowflake_id_node.copy_from_source(text, text, text, oid[]) IS
+  'Makes logical replication slot slot on the node connstr reaches (whose identity must be source) and copies there the rows of tables (local tables, read by schema and name) at its snapshot; returns the rows copied.';
+
+-- The subscription (copying), once the rows are copied: to the move's publication and
+-- slot on the source, with nothing to copy (copy_data = false): it applies every change
+-- committed there after the slot's snapshot. A worker's error disables it
+-- (disable_on_error), which marked() reports at once.
 CREATE OR REPLACE FUNCTION snowflake_id_node.subscribe(key text, source_connstr text) RETURNS oid
 LANGUAGE plpgsql VOLATILE CALLED ON NULL INPUT
 SET search_path = pg_catalog, pg_temp
@@ -1092,7 +1112,7 @@ BEGIN
         RAISE EXCEPTION 'move % has subscribed already', key USING ERRCODE = 'object_not_in_prerequisite_state';
     END IF;
     EXECUTE format('CREATE SUBSCRIPTION %I CONNECTION %L PUBLICATION %I
-                      WITH (create_slot = false, slot_name = %L, copy_data = true, disable_on_error = true)',
+                      WITH (create_slot = false, slot_name = %L, copy_data = false, disable_on_error = true)',
                    m.marker, source_connstr, m.marker, m.marker);
     SELECT s.oid INTO oid FROM pg_subscription s
      WHERE s.subname = m.marker AND s.subdbid = (SELECT d.oid FROM pg_database d WHERE d.datname = current_database());
@@ -1101,7 +1121,7 @@ BEGIN
 END
 $$;
 COMMENT ON FUNCTION snowflake_id_node.subscribe(text, text) IS
-  'Move step on the target: subscribes to move key''s publication and slot on the source; returns the subscription''s OID.';
+  'Move step on the target, after copy_rows: subscribes to move key''s publication and slot on the source (nothing to copy); returns the subscription''s OID.';
 
 -- 55000 at once when the move's subscription has failed: a worker's error disabled it
 -- (disable_on_error) or errors were counted. The error itself is in this node's log.
@@ -1135,28 +1155,6 @@ END
 $$;
 COMMENT ON FUNCTION snowflake_id_node.check_subscription(snowflake_id_node.move) IS
   '55000 when a move''s subscription here disabled itself or its workers counted errors.';
-
--- How far the copy is: true when every table is synchronised; 55000 at once when the
--- subscription failed.
-CREATE OR REPLACE FUNCTION snowflake_id_node.copy_done(key text) RETURNS boolean
-LANGUAGE plpgsql STABLE STRICT
-SET search_path = pg_catalog, pg_temp
-AS $$
-#variable_conflict use_variable
-DECLARE
-    m snowflake_id_node.move;
-    pending bigint;
-    total bigint;
-BEGIN
-    SELECT * INTO m FROM snowflake_id_node.move r WHERE r.key = copy_done.key AND r.role = 'target';
-    PERFORM snowflake_id_node.check_subscription(m);
-    SELECT count(*) FILTER (WHERE r.srsubstate <> 'r'), count(*) INTO pending, total
-      FROM pg_subscription_rel r WHERE r.srsubid = m.suboid;
-    RETURN total > 0 AND pending = 0;
-END
-$$;
-COMMENT ON FUNCTION snowflake_id_node.copy_done(text) IS
-  'True when the copy of move key has synchronised every table; 55000 when its subscription failed.';
 
 -- True when the source's marker row, written after the fence, has arrived; 55000 at once
 -- when the subscription failed.
@@ -1294,7 +1292,7 @@ BEGIN
 END
 $$;
 COMMENT ON FUNCTION snowflake_id_node.undo(text, interval, oid) IS
-  'Undoes what move key made on this node before its decision point (target: subscription, copies; source: fence, publication, slots (table-sync ones of subscription suboid), marker) and its record.';
+  'Undoes what move key made on this node before its decision point (target: subscription, copies; source: fence, publication, slot, marker) and its record.';
 
 -- == The fence ==
 

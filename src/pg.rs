@@ -2,6 +2,8 @@
 //! surface. Each unsafe module states at its top the invariants it keeps and the PostgreSQL
 //! source it mirrors.
 
+/// One table's rows from another node into a local table: a remote COPY fed into COPY FROM.
+pub mod copy_in;
 /// Which statements alter_shards runs: one schema change, read by PostgreSQL's parser.
 pub mod ddl_statement;
 /// Everything that can go wrong, and the one place it becomes a PostgreSQL error.
@@ -10,6 +12,8 @@ pub mod error;
 pub mod fmgr;
 /// `next_id`: the clock, the rule and the sequence's tuple, put together.
 pub mod generator;
+/// libpq inside a backend: interruptible waits, connections closed on every path.
+pub mod libpq;
 /// The server's mask key, read from the file `snowflake_id.mask_key_file` names.
 pub mod mask_key_file;
 /// PostgreSQL's C structs and macros the generator needs, mirrored; the unguarded calls.

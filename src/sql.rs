@@ -8,6 +8,8 @@ use pgrx::prelude::*;
 mod applications;
 /// libpq's reading of a connect string, for the node side of the router.
 mod conninfo;
+/// A move's initial copy, made by the target at its slot's snapshot.
+mod copy_rows;
 /// Instagram's layout (README.md): `next_id`, the decoders, `make_id`; the shard installer.
 mod instagram;
 /// alter_shards on a node: the statement parsed and judged.

@@ -264,7 +264,8 @@ $$;
 COMMENT ON FUNCTION snowflake_id_router.call(text, text, interval, text) IS
   'Runs sql on dblink connection conn, bounded by timeout (then cancelled: 57014); the first column of its first row.';
 
--- Polls sql (a boolean) on conn until true; 57014 at the deadline.
+-- Polls sql (a boolean) on conn until true; 57014 at the deadline, also one passed before
+-- the first look (a wait's bound holds however quickly the answer would have come).
 CREATE OR REPLACE FUNCTION snowflake_id_router.poll(conn text, sql text, deadline timestamptz, what text) RETURNS void
 LANGUAGE plpgsql VOLATILE STRICT PARALLEL UNSAFE
 SET search_path = pg_catalog, pg_temp
@@ -274,7 +275,9 @@ DECLARE
     nap double precision := 0.001;
 BEGIN
     LOOP
-        EXIT WHEN snowflake_id_router.call(conn, sql, greatest(deadline - clock_timestamp(), interval '0'), what)::boolean;
+        IF clock_timestamp() < deadline THEN
+            EXIT WHEN snowflake_id_router.call(conn, sql, greatest(deadline - clock_timestamp(), interval '0'), what)::boolean;
+        END IF;
         IF clock_timestamp() >= deadline THEN
             RAISE EXCEPTION '% on % did not finish in time', what, format('node %L', substr(conn, 6))
                 USING ERRCODE = 'query_canceled';

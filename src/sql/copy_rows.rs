@@ -1,0 +1,171 @@
+//! A move's initial copy, made by the target node itself: `snowflake_id_node.copy_from_source(…)`,
+//! declared in sql/node.sql and called by `snowflake_id_node.copy_rows(key, connstr)` under
+//! the move's locks (docs/cluster-design.md, "A move, step by step").
+//!
+//! Logical replication's table synchronisation starts a worker per table, each making a
+//! slot of its own with an exported snapshot, copying, then catching up with the apply
+//! worker: for a batch of a hundred small tables that is most of a move. This makes the
+//! one slot the move streams from and copies every table at that slot's snapshot, over one
+//! connection, in one transaction of the source, as tablesync.c does for one table:
+//!
+//! 1. connect to the source with the node's connect string and `replication='database'`
+//!    (a WAL sender that also runs SQL), its output set to be read back unambiguously here
+//!    (the settings libpqwalreceiver.c gives a subscription's connections), and check that
+//!    it reaches the move's source (its identity, `<system identifier>/<database OID>`);
+//! 2. `BEGIN READ ONLY ISOLATION LEVEL REPEATABLE READ`, then `CREATE_REPLICATION_SLOT …
+//!    LOGICAL pgoutput (SNAPSHOT 'use')`: the slot, and this transaction's snapshot its
+//!    consistent point (it waits for the transactions running on the source, as any new
+//!    slot does);
+//! 3. every table: `COPY … TO STDOUT` there, `COPY FROM` here (`src/pg/copy_in.rs`);
+//! 4. `COMMIT`, and the connection closed.
+//!
+//! The subscription made next (`copy_data = false`) streams from the slot: every change
+//! committed after the snapshot, none before. Every wait is interruptible and the
+//! connection closed on every path (`src/pg/libpq.rs`); a slot whose making is cut short
+//! is dropped by the source itself when its WAL sender ends.
+
+use crate::pg::copy_in;
+use crate::pg::libpq::{raise, Conn, PGRES_COMMAND_OK, PGRES_TUPLES_OK};
+use crate::pg::text_arg::Text;
+use pgrx::prelude::*;
+use pgrx::PgSqlErrorCode;
+use std::ffi::CString;
+
+/// Longer connect strings are refused (as `conninfo` refuses them).
+const MAX_CONNSTR_BYTES: usize = 64 * 1024;
+
+/// `value` quoted for a libpq connect string (`key='value'`, `\` and `'` escaped).
+fn quoted(value: &[u8]) -> Vec<u8> {
+    let mut out = vec![b'\''];
+    for &b in value {
+        if b == b'\\' || b == b'\'' {
+            out.push(b'\\');
+        }
+        out.push(b);
+    }
+    out.push(b'\'');
+    out
+}
+
+/// The connect string: the node's, then the options the copy needs (libpq reads the last
+/// of a keyword given twice; the stored strings are `key='value'` pairs, so appending is
+/// safe).
+fn conninfo(connstr: &[u8], slot: &str, encoding: &[u8]) -> CString {
+    let mut s = connstr.to_vec();
+    s.extend_from_slice(b" replication='database' fallback_application_name=");
+    s.extend(quoted(slot.as_bytes()));
+    s.extend_from_slice(b" client_encoding=");
+    s.extend(quoted(encoding));
+    CString::new(s).unwrap_or_else(|_| {
+        raise(
+            PgSqlErrorCode::ERRCODE_INVALID_PARAMETER_VALUE,
+            "connect string contains a NUL byte".into(),
+        )
+    })
+}
+
+/// The session settings of the copy's connection: output read back alike whatever the
+/// source's defaults (as libpqwalreceiver.c sets them for a subscription), an empty
+/// search_path, no timeout of the source's cutting the copy short, and the client's loss
+/// noticed within a second (a WAL sender waiting to make the slot reads no input: a target
+/// cancelled meanwhile must not leave it waiting). Returns the database's OID.
+const SESSION: &std::ffi::CStr = c"SELECT (SELECT d.oid FROM pg_catalog.pg_database d
+        WHERE d.datname = pg_catalog.current_database())::text,
+    pg_catalog.set_config('search_path', '', false), pg_catalog.set_config('datestyle', 'ISO', false),
+    pg_catalog.set_config('intervalstyle', 'postgres', false), pg_catalog.set_config('extra_float_digits', '3', false),
+    pg_catalog.set_config('statement_timeout', '0', false), pg_catalog.set_config('lock_timeout', '0', false),
+    pg_catalog.set_config('idle_in_transaction_session_timeout', '0', false),
+    pg_catalog.set_config('client_connection_check_interval', '1s', false)";
+
+/// `snowflake_id_node.copy_from_source(connstr text, source text, slot text, tables oid[])
+/// RETURNS bigint`: makes the logical replication slot `slot` on the node `connstr` reaches
+/// (which must be the database of identity `source`) and copies the rows of each of
+/// `tables` (local tables, read there by the same schema and name) at its snapshot; returns
+/// the rows copied. Superuser only (the schema is revoked from PUBLIC); the caller holds the
+/// move's record and locks (`copy_rows`).
+#[pg_extern(sql = false)]
+fn copy_from_source(connstr: Text, source: Text, slot: Text, tables: Array<pg_sys::Oid>) -> i64 {
+    let slot = std::str::from_utf8(slot.bytes())
+        .ok()
+        .filter(|s| {
+            !s.is_empty()
+                && s.bytes()
+                    .all(|b| b.is_ascii_lowercase() || b.is_ascii_digit() || b == b'_')
+        })
+        .unwrap_or_else(|| {
+            raise(
+                PgSqlErrorCode::ERRCODE_INVALID_NAME,
+                "a move's slot name is made of lower-case letters, digits and _".into(),
+            )
+        });
+    if connstr.bytes().len() > MAX_CONNSTR_BYTES {
+        raise(
+            PgSqlErrorCode::ERRCODE_INVALID_PARAMETER_VALUE,
+            format!(
+                "connect string of {} bytes is too long: at most {MAX_CONNSTR_BYTES}",
+                connstr.bytes().len()
+            ),
+        );
+    }
+    // SAFETY: the database's encoding name, a static string.
+    let encoding = unsafe { std::ffi::CStr::from_ptr(pg_sys::GetDatabaseEncodingName()) };
+    let conn = Conn::connect(&conninfo(connstr.bytes(), slot, encoding.to_bytes()));
+
+    let what = "setting up the connection to the source node";
+    let dboid = conn.exec(SESSION, PGRES_TUPLES_OK, what).value(0);
+    let sysid = conn
+        .exec(c"IDENTIFY_SYSTEM", PGRES_TUPLES_OK, what)
+        .value(0);
+    let reached = format!(
+        "{}/{}",
+        sysid.unwrap_or_default(),
+        dboid.unwrap_or_default()
+    );
+    if reached.as_bytes() != source.bytes() {
+        raise(
+            PgSqlErrorCode::ERRCODE_OBJECT_NOT_IN_PREREQUISITE_STATE,
+            format!(
+                "the source's connect string reaches database {reached}, not the move's source {}",
+                String::from_utf8_lossy(source.bytes())
+            ),
+        );
+    }
+
+    conn.exec(
+        c"BEGIN READ ONLY ISOLATION LEVEL REPEATABLE READ",
+        PGRES_COMMAND_OK,
+        "starting the copy's transaction on the source node",
+    );
+    let make = CString::new(format!(
+        "CREATE_REPLICATION_SLOT \"{slot}\" LOGICAL pgoutput (SNAPSHOT 'use')"
+    ))
+    .expect("a checked name");
+    conn.exec(
+        &make,
+        PGRES_TUPLES_OK,
+        "making the replication slot on the source node",
+    );
+
+    let mut rows: u64 = 0;
+    for relid in tables.iter().flatten() {
+        rows += copy_in::copy_table(&conn, relid);
+    }
+    conn.exec(
+        c"COMMIT",
+        PGRES_COMMAND_OK,
+        "ending the copy's transaction on the source node",
+    );
+    drop(conn);
+    rows as i64
+}
+
+#[cfg(test)]
+mod tests {
+    use super::quoted;
+
+    #[test]
+    fn values_quoted_for_libpq() {
+        assert_eq!(quoted(b"sfid_1a2b3c4d_7"), b"'sfid_1a2b3c4d_7'");
+        assert_eq!(quoted(br"a'b\c"), br"'a\'b\\c'");
+    }
+}
