@@ -3,9 +3,18 @@
 -- create_shard('insta5', 5) makes schema insta5 (if missing), its sequence
 -- insta5.table_id_seq and a function insta5.next_id() returning next_id(5, that sequence),
 -- and records the shard in snowflake_id_shard. The generated function has an SQL-standard
--- body: it is parsed once, at creation, so it calls this extension's next_id and names the
--- sequence by OID (both recorded as dependencies); search_path at call time cannot
+-- body: it is parsed once, at creation, so it calls this extension's generator
+-- (snowflake_id_internal.shard_next_id, next_id(shard, seq) under a name of its own) and
+-- names the sequence by OID (both recorded as dependencies); search_path at call time cannot
 -- redirect it, and it pins its own search_path besides. It runs with the caller's rights.
+--
+-- Thousands of shards, each with a function named next_id: PostgreSQL resolves a function
+-- call by name, even a schema-qualified one, through a cached list of every function of that
+-- name in every schema, and any change to pg_proc drops that list. So making a shard never
+-- looks the name next_id up: a new function is made under a name of its own
+-- (snowflake_id_new_next_id_<shard>), its comment and the template's defaults are set through
+-- that name, and it is then renamed next_id (a check of that one name in that schema). Each
+-- shard then costs the same, however many there are already.
 --
 -- Adopting a schema that already runs Instagram's PL/pgSQL insta5.next_id(): the sequence
 -- is kept, and the function is replaced in place (same OID), so every column default that
@@ -34,7 +43,17 @@ COMMENT ON VIEW snowflake_id_shards IS
 -- shards up here.
 GRANT SELECT ON snowflake_id_shards TO PUBLIC;
 
-CREATE OR REPLACE FUNCTION create_shard(schema_name text, shard integer) RETURNS void
+-- next_id(shard, seq) under a name no shard's function has: what a shard's next_id() calls.
+CREATE OR REPLACE FUNCTION snowflake_id_internal.shard_next_id(shard integer, seq regclass) RETURNS bigint
+STRICT VOLATILE PARALLEL UNSAFE
+LANGUAGE c AS 'MODULE_PATHNAME', 'next_id_wrapper';
+COMMENT ON FUNCTION snowflake_id_internal.shard_next_id(integer, regclass) IS
+  'next_id(shard, seq) under a name of its own, called by each shard''s next_id() (made by create_shard): its name is looked up without reading every shard''s next_id().';
+
+-- create_shard(schema_name, shard) but for the last step: returns the name the shard's
+-- function has, next_id if it was there already (replaced in place), else the name of its
+-- own it was made under, which the caller sets defaults through and then renames next_id.
+CREATE OR REPLACE FUNCTION snowflake_id_internal.make_shard(schema_name text, shard integer) RETURNS text
 LANGUAGE plpgsql VOLATILE STRICT PARALLEL UNSAFE
 SET search_path = pg_catalog, pg_temp
 AS $$
@@ -51,6 +70,7 @@ DECLARE
     seq_min bigint;
     seq_max bigint;
     dependent regclass;
+    fn text;
 BEGIN
     -- A shard outside the layout: make_id's own error (22003, naming the valid range).
     PERFORM @extschema@.make_id(clock_timestamp(), shard);
@@ -73,13 +93,13 @@ BEGIN
     -- another session's (READ COMMITTED: each statement after the lock sees its commits).
     LOCK TABLE @extschema@.snowflake_id_shard IN SHARE ROW EXCLUSIVE MODE;
     SELECT c.schema_name INTO other FROM @extschema@.snowflake_id_shard c
-     WHERE c.shard = create_shard.shard AND c.schema_name <> create_shard.schema_name;
+     WHERE c.shard = make_shard.shard AND c.schema_name <> make_shard.schema_name;
     IF FOUND THEN
         RAISE EXCEPTION 'shard % is already given to schema %', shard, quote_ident(other)
             USING ERRCODE = 'unique_violation';
     END IF;
     SELECT * INTO existing FROM @extschema@.snowflake_id_shard c
-     WHERE c.schema_name = create_shard.schema_name;
+     WHERE c.schema_name = make_shard.schema_name;
     IF FOUND AND existing.shard <> shard THEN
         RAISE EXCEPTION 'schema % is already shard %', quote_ident(schema_name), existing.shard
             USING ERRCODE = 'unique_violation';
@@ -102,7 +122,9 @@ BEGIN
     -- the native generator's. First the tables whose column defaults call the function being
     -- replaced: SHARE waits for their open writers and blocks new ones, which then see the
     -- new body.
-    old_fn := to_regprocedure(format('%I.next_id()', schema_name));
+    -- (By its catalog key, not to_regprocedure: a lookup by name reads every next_id().)
+    SELECT p.oid INTO old_fn FROM pg_proc p
+     WHERE p.proname = 'next_id' AND p.proargtypes = ''::oidvector AND p.pronamespace = nsp;
     IF old_fn IS NOT NULL AND (SELECT p.proowner <> current_user::regrole FROM pg_proc p WHERE p.oid = old_fn) THEN
         RAISE WARNING 'function %.next_id() is owned by role %, who keeps it when create_shard replaces its body',
             quote_ident(schema_name), (SELECT p.proowner::regrole FROM pg_proc p WHERE p.oid = old_fn);
@@ -154,17 +176,20 @@ BEGIN
     IF counter < (1::bigint << 42) THEN
         PERFORM setval(seq, @extschema@.make_id(clock_timestamp(), shard, @extschema@.id_sequence(9223372036854775807)), true);
     END IF;
+    -- A new function under a name of its own (the schema is new, or has no next_id()), an
+    -- existing one replaced in place.
+    fn := CASE WHEN old_fn IS NULL THEN 'snowflake_id_new_next_id_' || shard ELSE 'next_id' END;
     EXECUTE format(
-        'CREATE OR REPLACE FUNCTION %I.next_id(OUT result bigint) '
+        'CREATE %s FUNCTION %I.%I(OUT result bigint) '
         'LANGUAGE sql VOLATILE PARALLEL UNSAFE SECURITY INVOKER '
         'SET search_path = pg_catalog, pg_temp '
-        'RETURN %I.next_id(%s, %L::regclass)',
-        schema_name, '@extschema@', shard, seq::regclass);
-    EXECUTE format('COMMENT ON FUNCTION %I.next_id() IS %L', schema_name,
+        'RETURN snowflake_id_internal.shard_next_id(%s, %L::regclass)',
+        CASE WHEN old_fn IS NULL THEN '' ELSE 'OR REPLACE' END, schema_name, fn, shard, seq::regclass);
+    EXECUTE format('COMMENT ON FUNCTION %I.%I() IS %L', schema_name, fn,
         format('Next snowflake ID of logical shard %s, from sequence %s (made by create_shard).', shard, seq::regclass));
     IF existing.schema_name IS NOT NULL THEN
         UPDATE @extschema@.snowflake_id_shard c SET sequence = seq
-         WHERE c.schema_name = create_shard.schema_name AND c.sequence <> seq;
+         WHERE c.schema_name = make_shard.schema_name AND c.sequence <> seq;
     ELSE
         BEGIN
             INSERT INTO @extschema@.snowflake_id_shard VALUES (schema_name, shard, seq, made_schema);
@@ -174,6 +199,22 @@ BEGIN
             RAISE EXCEPTION 'shard % or schema % was taken by a concurrent create_shard', shard, quote_ident(schema_name)
                 USING ERRCODE = 'serialization_failure', HINT = 'Retry the transaction.';
         END;
+    END IF;
+    RETURN fn;
+END
+$$;
+COMMENT ON FUNCTION snowflake_id_internal.make_shard(text, integer) IS
+  'create_shard(schema_name, shard) but for renaming a newly made function next_id: returns the name the shard''s function has.';
+
+CREATE OR REPLACE FUNCTION create_shard(schema_name text, shard integer) RETURNS void
+LANGUAGE plpgsql VOLATILE STRICT PARALLEL UNSAFE
+SET search_path = pg_catalog, pg_temp
+AS $$
+DECLARE
+    fn text := snowflake_id_internal.make_shard(schema_name, shard);
+BEGIN
+    IF fn <> 'next_id' THEN
+        EXECUTE format('ALTER FUNCTION %I.%I() RENAME TO next_id', schema_name, fn);
     END IF;
 END
 $$;
@@ -342,6 +383,7 @@ DECLARE
     made oid;
     key record;
     deps text;
+    fn text;
 BEGIN
     IF octet_length(template) > 63 THEN
         RAISE EXCEPTION 'template schema name "%" is too long: % bytes, at most 63', template, octet_length(template)
@@ -396,7 +438,7 @@ BEGIN
 
     FOR i IN 1 .. cardinality(schema_names) LOOP
         s := schema_names[i];
-        PERFORM @extschema@.create_shard(s, shards[i]);
+        fn := snowflake_id_internal.make_shard(s, shards[i]);
         FOR j IN 1 .. coalesce(cardinality(tables), 0) LOOP
             -- A table the shard has already is left as it is; anything else by that name (say,
             -- an index LIKE named after an earlier table) is in the way.
@@ -419,7 +461,7 @@ BEGIN
                 IF key.attidentity <> '' THEN
                     EXECUTE format('ALTER TABLE %I.%I ALTER COLUMN %I DROP IDENTITY', s, names[j], key.attname);
                 END IF;
-                EXECUTE format('ALTER TABLE %I.%I ALTER COLUMN %I SET DEFAULT %I.next_id()', s, names[j], key.attname, s);
+                EXECUTE format('ALTER TABLE %I.%I ALTER COLUMN %I SET DEFAULT %I.%I()', s, names[j], key.attname, s, fn);
             END IF;
             FOR k IN 1 .. coalesce(cardinality(rls_rel), 0) LOOP
                 CONTINUE WHEN rls_rel[k] <> tables[j];
@@ -442,6 +484,9 @@ BEGIN
                 END IF;
             END LOOP;
         END LOOP;
+        IF fn <> 'next_id' THEN
+            EXECUTE format('ALTER FUNCTION %I.%I() RENAME TO next_id', s, fn);
+        END IF;
     END LOOP;
 END
 $$;

@@ -10,12 +10,13 @@ CREATE TABLE insta5.our_table (
 );
 INSERT INTO insta5.our_table (user_id) SELECT g FROM generate_series(1, 50000) g;
 SELECT count(DISTINCT id) AS distinct_ids, bool_and(id_shard(id) = 5) AS all_shard_5 FROM insta5.our_table;
--- The generated function: SQL-standard body bound to the extension's next_id and the
+-- The generated function: SQL-standard body bound to the extension's generator and the
 -- sequence by OID, its own search_path, the caller's rights.
 SELECT p.oid::regprocedure AS function, pg_get_function_result(p.oid) AS result, p.prosecdef AS security_definer,
        p.proconfig AS config, p.provolatile AS vol, p.proparallel AS par, prosrc IS NULL OR prosrc = '' AS sql_standard_body
   FROM pg_proc p WHERE p.oid = 'insta5.next_id()'::regprocedure;
--- Bound at creation: the body depends on the extension's next_id and on the sequence itself.
+-- Bound at creation: the body depends on the extension's generator (next_id(shard, seq)
+-- under a name no shard's function has) and on the sequence itself.
 SELECT CASE WHEN d.refclassid = 'pg_proc'::regclass THEN d.refobjid::regprocedure::text
             ELSE d.refobjid::regclass::text END AS depends_on
   FROM pg_depend d WHERE d.objid = 'insta5.next_id()'::regprocedure AND d.deptype = 'n'
@@ -93,6 +94,11 @@ SELECT min(id) FILTER (WHERE user_id = 2) > max(id) FILTER (WHERE user_id = 1) A
 SELECT create_shards('many', 1000, 2000);
 SELECT count(*) AS shards, min(shard), max(shard) FROM snowflake_id_shards WHERE schema_name LIKE 'many%';
 SELECT many1999.next_id() > 0 AND id_shard(many2999.next_id()) = 2999 AS generate;
+-- Each made under a name of its own, then renamed next_id: none is left under another name.
+SELECT count(*) FILTER (WHERE p.proname = 'next_id' AND p.pronargs = 0) AS next_id_functions,
+       count(*) FILTER (WHERE p.proname <> 'next_id') AS other_functions
+  FROM snowflake_id_shards s JOIN pg_proc p ON p.pronamespace = s.schema_name::regnamespace
+ WHERE s.schema_name LIKE 'many%';
 -- drop_shard: refuses while a table's default depends on the shard (2BP01), cascades when told.
 SELECT drop_shard('insta5');
 SELECT drop_shard('insta5', cascade => true);

@@ -33,6 +33,21 @@ INSERT INTO tshard7.posts (user_id, body) VALUES (-1, 'c');
 -- Idempotent; the two-argument form still works, and the catalog lists each shard once.
 SELECT create_shard('tshard7', 7, template => 'tpl');
 SELECT create_shard('tshard8', 8);
+-- Whichever form made it, a shard's function ends as <schema>.next_id(), commented, the
+-- tables' defaults calling it; nothing is left under the name it was made under, and an
+-- application role with rights on the table and sequence only inserts through it.
+SELECT p.oid::regprocedure AS function, obj_description(p.oid, 'pg_proc') AS comment
+  FROM pg_proc p WHERE p.pronamespace IN ('tshard7'::regnamespace, 'tshard8'::regnamespace) ORDER BY 1;
+SELECT count(*) AS left_under_another_name FROM pg_proc WHERE proname LIKE 'snowflake\_id\_new\_%';
+CREATE ROLE snowflake_reg_app;
+GRANT USAGE ON SCHEMA tshard7 TO snowflake_reg_app;
+GRANT INSERT, SELECT ON tshard7.posts TO snowflake_reg_app;
+GRANT USAGE ON SEQUENCE tshard7.table_id_seq TO snowflake_reg_app;
+SET ROLE snowflake_reg_app;
+INSERT INTO tshard7.posts (user_id, body) VALUES (3, 'as an application') RETURNING id_shard(id) AS shard;
+RESET ROLE;
+DROP OWNED BY snowflake_reg_app;
+DROP ROLE snowflake_reg_app;
 SELECT schema_name, shard FROM snowflake_id_shards WHERE schema_name LIKE 'tshard%' ORDER BY shard;
 SELECT count(*) AS tables_in_plain_shard FROM pg_class WHERE relnamespace = 'tshard8'::regnamespace AND relkind = 'r';
 -- Names quoted, never executed.
