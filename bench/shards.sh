@@ -17,7 +17,8 @@
 #
 # Prints milliseconds per shard for each batch (wall clock, and the CPU time of the backend
 # doing the work), each form's ratio to `hand` per batch and overall, and each form's last
-# batch over its first; writes them to OUT.json (default bench/shards.json). SHARDS (default 8192) and BATCH (1024) make a shorter run.
+# batch over its first; writes them to OUT.json (default bench/shards.json). SHARDS (default 8192) and BATCH (1024) make a shorter run,
+# DUMP=0 one without the dump and restore.
 # Expects scripts/install to have run. docs/speed.md has the figures and how to read them.
 set -euo pipefail
 cd "$(dirname "$0")/.."
@@ -96,7 +97,9 @@ SQL
 declare -A ms cpu
 rotate() { local -a f=($forms); local k=$(($1 % 3)); echo "${f[@]:$k} ${f[@]:0:$k}"; }
 for phase in make dump drop; do
-  if [[ $phase == dump ]]; then
+  if [[ $phase == dump && ${DUMP:-1} == 0 ]]; then
+    dump_s=0 restore_s=0 dump_mb=0 check=skipped; continue
+  elif [[ $phase == dump ]]; then
     t0=$(now); pg_dump -Fc -f "$work/many.dump" many; t1=$(now)
     q -c "CREATE DATABASE restored"
     t2=$(now); pg_restore -d restored "$work/many.dump"; t3=$(now)
