@@ -71,6 +71,9 @@ refusal=$(on router -c "SELECT * FROM alter_shards('ALTER TABLE %I.posts ADD COL
 echo "with max_locks_per_transaction = 64 on the 8192-shard node: $refusal"
 locks=$(echo "$refusal" | sed -n 's/.*at least \([0-9]*\).*/\1/p')
 [[ -n $locks ]] || { echo "alter_shards did not refuse the 8192-shard node: $refusal" >&2; exit 1; }
+# Twice what that change asks for: each round below adds an index to every posts table, so
+# later changes lock more relations per schema than the one that was refused.
+hinted=$locks locks=$((locks * 2))
 cluster_stop sfnode_a
 sed -i "s/max_locks_per_transaction=64/max_locks_per_transaction=$locks/" "$(node_dir node_a)/options"
 cluster_resume sfnode_a
@@ -88,9 +91,9 @@ for r in $(seq "$ROUNDS"); do
   done
 done
 
-python3 - "$out" "$shards" "$locks" "$refusal" "${rounds[@]}" -- "${per_shard[@]}" <<'PY'
+python3 - "$out" "$shards" "$locks" "$hinted" "$refusal" "${rounds[@]}" -- "${per_shard[@]}" <<'PY'
 import json, statistics, sys
-out, shards, locks, refusal, *rest = sys.argv[1:]
+out, shards, locks, hinted, refusal, *rest = sys.argv[1:]
 sep = rest.index("--")
 rounds = [json.loads(r) for r in rest[:sep]]
 per_shard = [json.loads(r) for r in rest[sep + 1:]]
@@ -111,7 +114,8 @@ for kind in ("column", "index"):
     }
 json.dump({"what": "bench/alter_shards.sh: router + data nodes on unix sockets, one machine",
            "shards_over_3_nodes": int(shards), "summary": summary, "rounds": rounds, "per_shard_rounds": per_shard,
-           "max_locks_per_transaction_for_8192": int(locks), "refusal_at_64": refusal},
+           "max_locks_per_transaction_hinted": int(hinted), "max_locks_per_transaction_used": int(locks),
+           "refusal_at_64": refusal},
           open(out, "w"), indent=2)
 print(json.dumps(summary, indent=2))
 PY
