@@ -53,6 +53,18 @@ read -r rows own distinct <<<"$(q -F ' ' -c "SELECT count(*), count(*) FILTER (W
 echo "many shards: $SHARDS made in ${made} s ($((SHARDS / BATCH)) transactions), all complete; $rows IDs, $own of their own shard, $distinct distinct"
 [[ $rows == $((2 * SHARDS + 1)) && $own == "$rows" && $distinct == "$rows" ]] || fail "IDs: $rows written, $own of their own shard, $distinct distinct"
 
+# What the router's shard_status asks of a node, in its chunks of 128 shards, each within its
+# status_timeout (10 s): every shard listed, with the rows just written through its next_id()
+# defaults counted as made in the last minute. (Found by the shard's next_id() looked up by
+# name, a lookup that reads every next_id() of the node, once per catalog row scanned: over a
+# minute a chunk here, and the router listed none of the node's shards.)
+read -r listed recent <<<"$( { echo "SET statement_timeout = '10s';"
+    for ((after = -1; after < SHARDS; after += 128)); do
+      echo "SELECT count(*), sum(ids_last_minute) FROM snowflake_id_node.shard_stats(true, $after, 128);"
+    done; } | q -F ' ' -f - | awk '{n += $1; r += $2} END {print n, r}')"
+echo "many shards: shard_stats lists $listed shards, $recent rows made in the last minute"
+[[ $listed == $((SHARDS + 1)) && $recent == "$rows" ]] || fail "shard_stats listed $listed shards and $recent recent rows (want $((SHARDS + 1)) and $rows)"
+
 for ((first = 0; first < SHARDS; first += BATCH)); do
   q -c "SET client_min_messages = warning" \
     -c "SELECT count(drop_shard(schema_name, cascade => true)) FROM snowflake_id_shards WHERE shard BETWEEN $first AND $((first + BATCH - 1))" >/dev/null

@@ -92,6 +92,7 @@ AS $$
 DECLARE
     s record;
     nsp oid;
+    fn oid;
     col record;
     n bigint;
 BEGIN
@@ -114,11 +115,15 @@ BEGIN
         ids_last_minute := NULL;
         IF recent THEN
             ids_last_minute := 0;
+            -- The shard's next_id() by its catalog key, once: a lookup by name (to_regprocedure)
+            -- reads every next_id() of the node, and in the query below it ran once per row.
+            SELECT p.oid INTO fn FROM pg_proc p
+             WHERE p.proname = 'next_id' AND p.proargtypes = ''::oidvector AND p.pronamespace = nsp;
             FOR col IN
                 SELECT c.oid::regclass AS rel, a.attname
                   FROM (SELECT d.objid FROM pg_depend d
                          WHERE d.refclassid = 'pg_proc'::regclass AND d.classid = 'pg_attrdef'::regclass
-                           AND d.refobjid = to_regprocedure(format('%I.next_id()', s.schema_name))
+                           AND d.refobjid = fn
                         UNION
                         SELECT d.objid FROM pg_depend d
                          WHERE d.refclassid = 'pg_class'::regclass AND d.classid = 'pg_attrdef'::regclass
