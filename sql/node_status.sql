@@ -115,10 +115,8 @@ BEGIN
         ids_last_minute := NULL;
         IF recent THEN
             ids_last_minute := 0;
-            -- The shard's next_id() by its catalog key, once: a lookup by name (to_regprocedure)
-            -- reads every next_id() of the node, and in the query below it ran once per row.
-            SELECT p.oid INTO fn FROM pg_proc p
-             WHERE p.proname = 'next_id' AND p.proargtypes = ''::oidvector AND p.pronamespace = nsp;
+            -- Once, before the query: a lookup by name there ran once per row.
+            fn := snowflake_id_internal.shard_function(nsp);
             FOR col IN
                 SELECT c.oid::regclass AS rel, a.attname
                   FROM (SELECT d.objid FROM pg_depend d

@@ -1494,6 +1494,16 @@ LANGUAGE c AS 'MODULE_PATHNAME', 'next_id_wrapper';
 COMMENT ON FUNCTION snowflake_id_internal.shard_next_id(integer, regclass) IS
   'next_id(shard, seq) under a name of its own, called by each shard''s next_id() (made by create_shard): its name is looked up without reading every shard''s next_id().';
 
+-- The next_id() of the shard in schema nsp, by its catalog key: a lookup by name
+-- (to_regprocedure, or a call) reads every next_id() of the node.
+CREATE OR REPLACE FUNCTION snowflake_id_internal.shard_function(nsp oid) RETURNS oid
+LANGUAGE sql STABLE STRICT PARALLEL SAFE
+SET search_path = pg_catalog, pg_temp
+RETURN (SELECT p.oid FROM pg_proc p
+         WHERE p.proname = 'next_id' AND p.proargtypes = ''::oidvector AND p.pronamespace = nsp);
+COMMENT ON FUNCTION snowflake_id_internal.shard_function(oid) IS
+  'The next_id() of the shard in a schema (by OID), found by its catalog key, not by name: NULL if it has none.';
+
 -- create_shard(schema_name, shard) but for the last step: returns the name the shard's
 -- function has, next_id if it was there already (replaced in place), else the name of its
 -- own it was made under, which the caller sets defaults through and then renames next_id.
@@ -1566,9 +1576,7 @@ BEGIN
     -- the native generator's. First the tables whose column defaults call the function being
     -- replaced: SHARE waits for their open writers and blocks new ones, which then see the
     -- new body.
-    -- (By its catalog key, not to_regprocedure: a lookup by name reads every next_id().)
-    SELECT p.oid INTO old_fn FROM pg_proc p
-     WHERE p.proname = 'next_id' AND p.proargtypes = ''::oidvector AND p.pronamespace = nsp;
+    old_fn := snowflake_id_internal.shard_function(nsp);
     IF old_fn IS NOT NULL AND (SELECT p.proowner <> current_user::regrole FROM pg_proc p WHERE p.oid = old_fn) THEN
         RAISE WARNING 'function %.next_id() is owned by role %, who keeps it when create_shard replaces its body',
             quote_ident(schema_name), (SELECT p.proowner::regrole FROM pg_proc p WHERE p.oid = old_fn);
@@ -2185,10 +2193,8 @@ BEGIN
         ids_last_minute := NULL;
         IF recent THEN
             ids_last_minute := 0;
-            -- The shard's next_id() by its catalog key, once: a lookup by name (to_regprocedure)
-            -- reads every next_id() of the node, and in the query below it ran once per row.
-            SELECT p.oid INTO fn FROM pg_proc p
-             WHERE p.proname = 'next_id' AND p.proargtypes = ''::oidvector AND p.pronamespace = nsp;
+            -- Once, before the query: a lookup by name there ran once per row.
+            fn := snowflake_id_internal.shard_function(nsp);
             FOR col IN
                 SELECT c.oid::regclass AS rel, a.attname
                   FROM (SELECT d.objid FROM pg_depend d
