@@ -331,8 +331,7 @@ BEGIN
           FROM pg_depend d
          WHERE d.refclassid = 'pg_namespace'::regclass AND d.refobjid = nsp AND d.deptype = 'n'
            -- (Found through the namespace: a lookup by name would read every next_id() of the node.)
-           AND NOT (d.classid = 'pg_proc'::regclass
-                    AND EXISTS (SELECT FROM pg_proc p WHERE p.oid = d.objid AND p.proname = 'next_id' AND p.pronargs = 0))
+           AND NOT (d.classid = 'pg_proc'::regclass AND d.objid IS NOT DISTINCT FROM snowflake_id_internal.shard_function(nsp))
            AND NOT (d.classid = 'pg_class'::regclass
                     AND (SELECT c.relkind <> 'S' FROM pg_class c WHERE c.oid = d.objid)));
     RETURN coalesce((SELECT array_agg(x.l ORDER BY x.l COLLATE "C")

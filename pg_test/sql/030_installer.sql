@@ -115,6 +115,15 @@ SELECT to_regnamespace('insta21') IS NULL AS schema_gone, to_regclass('public.ta
 SELECT drop_shard('insta20', true);
 SELECT to_regnamespace('insta20') IS NOT NULL AS adopted_schema_kept;
 SELECT count(*) AS drop_many FROM (SELECT drop_shard(schema_name) FROM snowflake_id_shards WHERE schema_name LIKE 'many%') x;
+-- A shard's next_id() is made under the name snowflake_id_new_next_id_<shard>, then renamed.
+-- A function of that name already in an existing schema (its owner's, made before) is not
+-- replaced nor renamed: 42723, and nothing is made.
+CREATE SCHEMA insta77;
+CREATE FUNCTION insta77.snowflake_id_new_next_id_77() RETURNS bigint LANGUAGE sql RETURN 1;
+SELECT create_shard('insta77', 77);
+SELECT count(*) AS shard_77_made FROM snowflake_id_shards WHERE shard = 77;
+SELECT insta77.snowflake_id_new_next_id_77() AS own_function_kept, to_regproc('insta77.next_id') IS NULL AS no_next_id;
+DROP SCHEMA insta77 CASCADE;
 SELECT schema_name, shard FROM snowflake_id_shards ORDER BY shard;
 SELECT drop_shard('insta9'), drop_shard('we"ird; DROP TABLE victim; --');
 DROP SCHEMA evil, insta20 CASCADE;
