@@ -6,9 +6,13 @@
 # inserts on every 8th shard, updates of their own rows) throughout, while:
 #   CALL rebalance()        refusing a second one (55P03), stopped half-way by
 #                           rebalance_stop() from another session, then
-#   CALL rebalance()        resumed (same rebalance) to the end: 333/333/334 shards;
-#   CALL drain_node(a)      its session terminated mid-batch, then
-#   CALL drain_node(a)      resumed to the end: no shard left on node_a;
+#   CALL rebalance(parallel_moves => 3)
+#                           resumed (same rebalance), three batches moving at once, to the
+#                           end: 333/333/334 shards;
+#   CALL drain_node(a, parallel_moves => 2)
+#                           its session terminated with two batches moving (their loopback
+#                           workers end with it), then
+#   CALL drain_node(a)      resumed to the end, one batch at a time: no shard left on node_a;
 #   remove_node(a)          refused (55000) before the drain, done after.
 # Afterwards (reliability/router_check.py): every acknowledged write is present exactly
 # once, on the node the map names (node_a, removed, holds none); no ID twice; each moved
@@ -110,8 +114,10 @@ echo "rebalance $id: $state after $done of $planned shards"
 left=$(leftovers); [[ -z $left ]] || fail "the stopped rebalance left: $left"
 [[ $(on router -c "SELECT count(*) FROM snowflake_id_router.move WHERE state NOT IN ('done', 'undone')") == 0 ]] \
   || fail "the stopped rebalance left a move unfinished"
-on router -c "SET client_min_messages = notice" -c "CALL rebalance()" >"$work/rebalance2.log" 2>&1 \
-  || fail "the resumed rebalance failed: $(cat "$work/rebalance2.log")"
+on router -c "SET client_min_messages = notice" -c "CALL rebalance(parallel_moves => 3)" >"$work/rebalance2.log" 2>&1 & mover=$!
+# Three batches moving at once, seen in rebalance_status.
+wait_for "$mover" "$work/rebalance2.log" "SELECT batches_moving = 3 FROM rebalance_status WHERE state = 'running'"
+wait "$mover" || fail "the resumed rebalance failed: $(cat "$work/rebalance2.log")"
 grep -q "rebalance $id resumed" "$work/rebalance2.log" || fail "the second CALL rebalance() did not resume rebalance $id: $(cat "$work/rebalance2.log")"
 read -r id2 state done planned <<<"$(status_of "id, state, shards_done, shards")"
 [[ $id2 == "$id" && $state == done && $done == "$planned" ]] || fail "the resumed rebalance: id $id2, $state, $done of $planned"
@@ -123,8 +129,8 @@ echo "rebalance: $planned shards moved in $rebalance_secs s (with the stop and t
 
 # The drain, its session terminated mid-batch, then resumed; then the node removed.
 t_drain=$(date +%s.%N)
-on router -c "SET client_min_messages = notice" -c "CALL drain_node('node_a')" >"$work/drain1.log" 2>&1 & mover=$!
-wait_for "$mover" "$work/drain1.log" "SELECT shards_done > 0 AND current_batch IS NOT NULL FROM rebalance_status WHERE kind = 'drain' AND state = 'running'"
+on router -c "SET client_min_messages = notice" -c "CALL drain_node('node_a', parallel_moves => 2)" >"$work/drain1.log" 2>&1 & mover=$!
+wait_for "$mover" "$work/drain1.log" "SELECT shards_done > 0 AND batches_moving = 2 FROM rebalance_status WHERE kind = 'drain' AND state = 'running'"
 on router -c "SELECT pg_terminate_backend(pid) FROM rebalance_status WHERE kind = 'drain' AND state = 'running'" >/dev/null
 if wait "$mover"; then fail "drain_node survived the termination of its session"; fi
 read -r id state <<<"$(status_of "id, state")"

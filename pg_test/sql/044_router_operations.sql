@@ -96,6 +96,8 @@ SELECT * FROM rebalance_plan(NULL);
 SELECT * FROM rebalance_plan(drain => 'nope');
 CALL rebalance('by_rows');
 CALL rebalance(batch_size => 9000);
+CALL rebalance(parallel_moves => 0);                 -- 22023: 1 to 8 batches at once
+CALL drain_node('a', parallel_moves => NULL);        -- 22004
 CALL drain_node(NULL);
 CALL drain_node('nope');
 BEGIN;
@@ -145,6 +147,21 @@ SELECT * FROM node_status;
 SELECT * FROM shard_status;
 SELECT * FROM rebalance_status;
 RESET ROLE;
+-- Granted what the documentation says, it may rebalance, one batch at a time: batches
+-- moving at once run in loopback sessions of the extension's owner, kept open across the
+-- procedure's commits, which only a superuser may hold (42501, whatever else holds).
+GRANT USAGE ON SCHEMA snowflake_id_router TO router_ops_user;
+GRANT EXECUTE ON PROCEDURE rebalance(text, integer, text, integer),
+                           snowflake_id_router.run_rebalance(text, text, integer, text, integer) TO router_ops_user;
+GRANT EXECUTE ON FUNCTION snowflake_id_router.require_primary(text) TO router_ops_user;
+SELECT format('GRANT EXECUTE ON FUNCTION %s TO router_ops_user', p.oid::regprocedure)
+  FROM pg_proc p WHERE p.pronamespace = 'snowflake_id_router'::regnamespace AND p.proname LIKE 'rebalance\_%' \gexec
+SET ROLE router_ops_user;
+\set VERBOSITY default
+CALL rebalance(parallel_moves => 2);
+\set VERBOSITY sqlstate
+RESET ROLE;
+DROP OWNED BY router_ops_user;
 DROP ROLE router_ops_user;
 -- The functions: SECURITY DEFINER with search_path pinned, where they are functions; the
 -- procedures (which commit) are neither, and run only SECURITY DEFINER steps.

@@ -1,5 +1,6 @@
 -- Rebalances and drains (rebalance(), drain_node()): one row each, and the batches of its
--- plan. Each runs in its caller's session as a procedure that commits after every batch, so
+-- plan. Each runs in its caller's session as a procedure that commits after every batch
+-- (with parallel_moves > 1, its batches move in loopback sessions it opens, one each), so
 -- these rows show its progress to every session, and outlive the session: a call after an
 -- interruption (the session terminated, the router restarted, rebalance_stop(), a failed
 -- batch) resumes the unfinished one. While it runs, its session holds the router's
@@ -11,6 +12,7 @@ CREATE TABLE snowflake_id_router.rebalance (
     node text,                                   -- the node drained (not a reference: history outlives it)
     strategy text NOT NULL CHECK (strategy IN ('by_shard_count', 'by_disk_size')),
     batch_size integer NOT NULL CHECK (batch_size BETWEEN 1 AND @SHARDS@),
+    parallel_moves integer NOT NULL DEFAULT 1 CHECK (parallel_moves BETWEEN 1 AND 8),  -- batches moving at once
     template text NOT NULL,
     state text NOT NULL CHECK (state IN ('running', 'stopped', 'failed', 'done', 'abandoned')),
     pid integer,                                 -- the session that runs (or last ran) it

@@ -153,7 +153,7 @@ DECLARE
     msg text;
     det text;
     hnt text;
-    place text := CASE WHEN conn = 'sfid:self' THEN 'the router' ELSE format('node %L', substr(conn, 6)) END;
+    place text := CASE WHEN conn = 'sfid:self' OR conn LIKE 'sfid-rebalance:%' THEN 'the router' ELSE format('node %L', substr(conn, 6)) END;
 BEGIN
     LOOP
         EXECUTE format('SELECT %s.dblink_is_busy($1::text)', d) INTO busy USING conn;

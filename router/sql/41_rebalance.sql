@@ -234,7 +234,8 @@ COMMENT ON FUNCTION snowflake_id_router.rebalance_release() IS 'Releases the reb
 -- The first step of rebalance() and drain_node(): the lock, dead moves repaired, then the
 -- unfinished rebalance resumed (same kind, and same node for a drain) or abandoned, and a
 -- plan of what is left to do. Returns the rebalance's id.
-CREATE OR REPLACE FUNCTION snowflake_id_router.rebalance_begin(drain text, strategy text, batch_size integer, template text)
+CREATE OR REPLACE FUNCTION snowflake_id_router.rebalance_begin(drain text, strategy text, batch_size integer, template text,
+                                                               parallel_moves integer)
 RETURNS integer
 LANGUAGE plpgsql VOLATILE CALLED ON NULL INPUT PARALLEL UNSAFE SECURITY DEFINER
 SET search_path = pg_catalog, pg_temp
@@ -248,8 +249,13 @@ DECLARE
     planned record;
 BEGIN
     PERFORM snowflake_id_router.check_plan_args(strategy, batch_size, drain);
-    IF template IS NULL THEN
-        RAISE EXCEPTION 'template must not be NULL' USING ERRCODE = 'null_value_not_allowed';
+    IF template IS NULL OR parallel_moves IS NULL THEN
+        RAISE EXCEPTION 'template and parallel_moves must not be NULL' USING ERRCODE = 'null_value_not_allowed';
+    END IF;
+    IF parallel_moves NOT BETWEEN 1 AND 8 THEN
+        RAISE EXCEPTION 'parallel_moves % is out of range: give 1 to 8 batches moving at once', parallel_moves
+            USING ERRCODE = 'invalid_parameter_value',
+                  HINT = 'Each batch moving at once takes a replication slot and a WAL sender on its source and a logical replication worker on its target.';
     END IF;
     holder := snowflake_id_router.rebalance_holder();
     IF holder IS DISTINCT FROM pg_backend_pid()
@@ -269,6 +275,7 @@ BEGIN
             rid := r.id;
             UPDATE snowflake_id_router.rebalance x
                SET strategy = rebalance_begin.strategy, batch_size = rebalance_begin.batch_size,
+                   parallel_moves = rebalance_begin.parallel_moves,
                    template = rebalance_begin.template, state = 'running', pid = pg_backend_pid(),
                    stop_requested = NULL, ended = NULL, error = NULL
              WHERE x.id = rid;
@@ -289,8 +296,8 @@ BEGIN
             END IF;
             LOCK TABLE snowflake_id_router.rebalance IN SHARE ROW EXCLUSIVE MODE;
             rid := coalesce((SELECT max(x.id) FROM snowflake_id_router.rebalance x), 0) + 1;
-            INSERT INTO snowflake_id_router.rebalance (id, kind, node, strategy, batch_size, template, state, pid, started)
-            VALUES (rid, kind, drain, strategy, batch_size, template, 'running', pg_backend_pid(), clock_timestamp());
+            INSERT INTO snowflake_id_router.rebalance (id, kind, node, strategy, batch_size, parallel_moves, template, state, pid, started)
+            VALUES (rid, kind, drain, strategy, batch_size, parallel_moves, template, 'running', pg_backend_pid(), clock_timestamp());
         END IF;
         first_batch := coalesce((SELECT max(b.batch) FROM snowflake_id_router.rebalance_batch b WHERE b.rebalance = rid), 0);
         INSERT INTO snowflake_id_router.rebalance_batch (rebalance, batch, source, target, shards, bytes, state)
@@ -308,7 +315,7 @@ BEGIN
     RETURN rid;
 END
 $$;
-COMMENT ON FUNCTION snowflake_id_router.rebalance_begin(text, text, integer, text) IS
+COMMENT ON FUNCTION snowflake_id_router.rebalance_begin(text, text, integer, text, integer) IS
   'First step of rebalance and drain_node: takes the rebalance lock, resumes or starts a rebalance record, plans its batches.';
 
 -- Gives the shards of a drained node that hold no data (no schema there) to the other
@@ -340,8 +347,9 @@ COMMENT ON FUNCTION snowflake_id_router.remap_empty(text) IS
 -- The next batch to move (its shards still where the plan found them), marked moving; NULL
 -- when the rebalance is over: stopped (rebalance_stop) or done. A drain with nothing left to
 -- move looks at its node again (a shard made there meanwhile is planned too), then hands the
--- node's shards without data to the other nodes.
-CREATE OR REPLACE FUNCTION snowflake_id_router.rebalance_next(rid integer) RETURNS integer
+-- node's shards without data to the other nodes. With others_moving (other batches of it
+-- still moving), NULL instead of any of that: it ends, or looks again, once they are done.
+CREATE OR REPLACE FUNCTION snowflake_id_router.rebalance_next(rid integer, others_moving boolean) RETURNS integer
 LANGUAGE plpgsql VOLATILE STRICT PARALLEL UNSAFE SECURITY DEFINER
 SET search_path = pg_catalog, pg_temp
 AS $$
@@ -353,6 +361,11 @@ DECLARE
     remapped integer;
 BEGIN
     SELECT * INTO STRICT r FROM snowflake_id_router.rebalance x WHERE x.id = rid;
+    IF others_moving AND (r.stop_requested IS NOT NULL
+                          OR NOT EXISTS (SELECT FROM snowflake_id_router.rebalance_batch x
+                                          WHERE x.rebalance = rid AND x.state = 'planned')) THEN
+        RETURN NULL;
+    END IF;
     IF r.stop_requested IS NOT NULL THEN
         UPDATE snowflake_id_router.rebalance x SET state = 'stopped', ended = clock_timestamp() WHERE x.id = rid;
         PERFORM snowflake_id_router.rebalance_release();
@@ -366,6 +379,9 @@ BEGIN
     LOOP
         SELECT * INTO b FROM snowflake_id_router.rebalance_batch x
          WHERE x.rebalance = rid AND x.state = 'planned' ORDER BY x.batch LIMIT 1;
+        IF NOT FOUND AND others_moving THEN
+            RETURN NULL;
+        END IF;
         IF NOT FOUND THEN
             IF r.kind = 'drain' AND looked_again < 3 THEN
                 looked_again := looked_again + 1;
@@ -407,8 +423,8 @@ BEGIN
     END LOOP;
 END
 $$;
-COMMENT ON FUNCTION snowflake_id_router.rebalance_next(integer) IS
-  'Next batch of a rebalance or drain to move (marked moving), or NULL when it is stopped or done (lock released).';
+COMMENT ON FUNCTION snowflake_id_router.rebalance_next(integer, boolean) IS
+  'Next batch of a rebalance or drain to move (marked moving), or NULL when it is stopped or done (lock released), or, with others_moving, has nothing to start now.';
 
 -- Moves one batch: one move_shards() of its shards. Lock conflicts (another move of one of
 -- the shards, the fence's lock_timeout under a long transaction) are tried again, twice,
@@ -449,6 +465,144 @@ $$;
 COMMENT ON FUNCTION snowflake_id_router.rebalance_move(integer, integer) IS
   'Moves one batch of a rebalance or drain (move_shards), and records it done.';
 
+-- == Batches moving at once (parallel_moves > 1) ==
+-- Each in a loopback session of its own that this session opens (worker n: connection
+-- 'sfid-rebalance:<n>', not 'sfid:*', which a move closes when it ends), running
+-- rebalance_move. A worker watches this session: if it dies, the worker ends within a second
+-- or two, and its move with it, as a move whose mover dies (repaired by the next call).
+
+-- The connection of worker n, opened (and checked to reach this router) if not yet open.
+CREATE OR REPLACE FUNCTION snowflake_id_router.rebalance_worker(n integer) RETURNS text
+LANGUAGE plpgsql VOLATILE STRICT PARALLEL UNSAFE
+SET search_path = pg_catalog, pg_temp
+AS $$
+#variable_conflict use_variable
+DECLARE
+    conn text := 'sfid-rebalance:' || n;
+    open text[];
+BEGIN
+    EXECUTE format('SELECT %s.dblink_get_connections()', snowflake_id_router.dblink_schema()) INTO open;
+    IF conn = ANY (open) THEN
+        RETURN conn;
+    END IF;
+    PERFORM snowflake_id_router.connect_self(conn);
+    PERFORM snowflake_id_router.call(conn, format(
+        $q$SELECT concat_ws(' ', set_config('application_name', %L, false), set_config('client_connection_check_interval', '1s', false),
+                  set_config('statement_timeout', '0', false), set_config('lock_timeout', '0', false),
+                  set_config('idle_in_transaction_session_timeout', '0', false),
+                  set_config('default_transaction_isolation', 'read committed', false))$q$,
+        format('snowflake_id_router rebalance %s worker %s', pg_backend_pid(), n)), interval '10 s', 'setting up a rebalance worker');
+    RETURN conn;
+END
+$$;
+COMMENT ON FUNCTION snowflake_id_router.rebalance_worker(integer) IS
+  'The loopback connection of rebalance worker n of this session (opened and checked if not yet open).';
+
+-- The worker (index into moving, whose elements are the batches moving, NULL for an idle
+-- worker) whose batch has ended, waited for; its result is left to rebalance_collect.
+CREATE OR REPLACE FUNCTION snowflake_id_router.rebalance_wait(moving integer[]) RETURNS integer
+LANGUAGE plpgsql VOLATILE STRICT PARALLEL UNSAFE
+SET search_path = pg_catalog, pg_temp
+AS $$
+#variable_conflict use_variable
+DECLARE
+    d text := snowflake_id_router.dblink_schema();
+    busy integer;
+    nap double precision := 0.001;
+BEGIN
+    LOOP
+        FOR n IN 1 .. coalesce(cardinality(moving), 0) LOOP
+            CONTINUE WHEN moving[n] IS NULL;
+            EXECUTE format('SELECT %s.dblink_is_busy($1::text)', d) INTO busy USING 'sfid-rebalance:' || n;
+            IF busy = 0 THEN
+                RETURN n;
+            END IF;
+        END LOOP;
+        PERFORM pg_sleep(nap);
+        nap := least(nap * 2, 0.02);
+    END LOOP;
+END
+$$;
+COMMENT ON FUNCTION snowflake_id_router.rebalance_wait(integer[]) IS
+  'Waits until a rebalance worker''s batch has ended; returns that worker''s number.';
+
+-- What worker n's batch ended with: nothing, or its error raised again here (its SQLSTATE,
+-- message, detail and hint).
+CREATE OR REPLACE FUNCTION snowflake_id_router.rebalance_collect(n integer) RETURNS void
+LANGUAGE plpgsql VOLATILE STRICT PARALLEL UNSAFE
+SET search_path = pg_catalog, pg_temp
+AS $$
+#variable_conflict use_variable
+DECLARE
+    conn text := 'sfid-rebalance:' || n;
+    st text;
+    msg text;
+    det text;
+    hnt text;
+BEGIN
+    BEGIN
+        EXECUTE format('SELECT count(*) FROM %s.dblink_get_result($1::text) AS r(v text)', snowflake_id_router.dblink_schema())
+            USING conn;
+    EXCEPTION WHEN query_canceled OR OTHERS THEN
+        GET STACKED DIAGNOSTICS st = RETURNED_SQLSTATE, msg = MESSAGE_TEXT, det = PG_EXCEPTION_DETAIL, hnt = PG_EXCEPTION_HINT;
+        IF st LIKE '08%' THEN
+            PERFORM snowflake_id_router.disconnect(conn);   -- broken: the next batch opens another
+        ELSE
+            PERFORM snowflake_id_router.drain(conn, clock_timestamp() + interval '2 s');
+        END IF;
+        PERFORM snowflake_id_router.raise_error(st, msg, det, hnt);
+    END;
+    PERFORM snowflake_id_router.drain(conn, clock_timestamp() + interval '2 s');
+END
+$$;
+COMMENT ON FUNCTION snowflake_id_router.rebalance_collect(integer) IS
+  'Reads how rebalance worker n''s batch ended: nothing, or its error raised again.';
+
+-- Closes this session's worker connections (a worker still moving a batch ends within a
+-- second or two, and its move with it, repaired by the next move of its shards). Never fails.
+CREATE OR REPLACE FUNCTION snowflake_id_router.rebalance_disconnect() RETURNS void
+LANGUAGE plpgsql VOLATILE PARALLEL UNSAFE
+SET search_path = pg_catalog, pg_temp
+AS $$
+#variable_conflict use_variable
+DECLARE
+    open text[];
+    c text;
+BEGIN
+    EXECUTE format('SELECT %s.dblink_get_connections()', snowflake_id_router.dblink_schema()) INTO open;
+    FOR c IN SELECT x FROM unnest(open) x WHERE x LIKE 'sfid-rebalance:%' LOOP
+        BEGIN
+            PERFORM snowflake_id_router.disconnect(c);
+        EXCEPTION WHEN query_canceled OR OTHERS THEN
+            NULL;
+        END;
+    END LOOP;
+END
+$$;
+COMMENT ON FUNCTION snowflake_id_router.rebalance_disconnect() IS
+  'Closes this session''s rebalance worker connections.';
+
+-- Cancels the batches moving (each move then undoes itself, or completes if it had sealed).
+CREATE OR REPLACE FUNCTION snowflake_id_router.rebalance_cancel(moving integer[]) RETURNS void
+LANGUAGE plpgsql VOLATILE STRICT PARALLEL UNSAFE
+SET search_path = pg_catalog, pg_temp
+AS $$
+#variable_conflict use_variable
+BEGIN
+    FOR n IN 1 .. coalesce(cardinality(moving), 0) LOOP
+        CONTINUE WHEN moving[n] IS NULL;
+        BEGIN
+            EXECUTE format('SELECT %s.dblink_cancel_query($1::text)', snowflake_id_router.dblink_schema())
+                USING 'sfid-rebalance:' || n;
+        EXCEPTION WHEN OTHERS THEN
+            NULL;   -- a broken connection: its worker has ended already
+        END;
+    END LOOP;
+END
+$$;
+COMMENT ON FUNCTION snowflake_id_router.rebalance_cancel(integer[]) IS
+  'Cancels the batches this session''s rebalance workers are moving.';
+
 -- A step failed (or was cancelled: then the rebalance counts as stopped): recorded, the
 -- lock released. Returns the message and hint to raise.
 CREATE OR REPLACE FUNCTION snowflake_id_router.rebalance_failed(rid integer, batch integer, code text, why text,
@@ -482,64 +636,112 @@ COMMENT ON FUNCTION snowflake_id_router.rebalance_failed(integer, integer, text,
 -- first step (so that a call inside a transaction block, where a procedure cannot commit,
 -- fails with 2D000 before it takes anything), after the plan, after marking each batch
 -- moving (seen by rebalance_status) and after each batch. Each step is a SECURITY DEFINER
--- function: a procedure that commits cannot be one.
-CREATE OR REPLACE PROCEDURE snowflake_id_router.run_rebalance(drain text, strategy text, batch_size integer, template text)
+-- function: a procedure that commits cannot be one. Up to parallel_moves batches move at
+-- once: one in this session, more each in a worker of its own. Once one fails (or this
+-- session is cancelled: the others are cancelled too), no other starts; those moving end
+-- first, then the first failure is recorded and raised.
+CREATE OR REPLACE PROCEDURE snowflake_id_router.run_rebalance(drain text, strategy text, batch_size integer, template text,
+                                                             parallel_moves integer)
 LANGUAGE plpgsql
 AS $$
 DECLARE
     rid integer;
     batch integer;
+    moving integer[] := '{}';   -- the batch each worker moves; NULL: the worker is idle
+    n integer;
+    failed integer;             -- the batch that failed first (NULL: a step of the rebalance)
     st text;
     msg text;
     det text;
     failure record;
 BEGIN
+    -- A worker is a loopback session of the extension's owner (setting self_connstr), open in
+    -- this session across commits: were the procedure cut short between two steps, a role
+    -- other than a superuser could use it through dblink.
+    IF parallel_moves BETWEEN 2 AND 8 AND NOT (SELECT r.rolsuper FROM pg_catalog.pg_roles r WHERE r.rolname = current_user) THEN
+        RAISE EXCEPTION 'parallel_moves % needs a superuser: batches moving at once run in loopback sessions of the extension''s owner',
+            parallel_moves USING ERRCODE = 'insufficient_privilege',
+                                 HINT = 'Call it with parallel_moves => 1 (the default), or as a superuser.';
+    END IF;
     COMMIT;
-    rid := snowflake_id_router.rebalance_begin(drain, strategy, batch_size, template);
+    PERFORM snowflake_id_router.rebalance_disconnect();   -- workers of an earlier call cut short
+    rid := snowflake_id_router.rebalance_begin(drain, strategy, batch_size, template, parallel_moves);
     COMMIT;
     LOOP
-        batch := NULL;
-        BEGIN
-            batch := snowflake_id_router.rebalance_next(rid);
-        EXCEPTION WHEN query_canceled OR OTHERS THEN
-            GET STACKED DIAGNOSTICS st = RETURNED_SQLSTATE, msg = MESSAGE_TEXT, det = PG_EXCEPTION_DETAIL;
-        END;
-        IF st IS NULL THEN
+        WHILE st IS NULL AND pg_catalog.cardinality(pg_catalog.array_remove(moving, NULL)) < parallel_moves LOOP
+            BEGIN
+                batch := snowflake_id_router.rebalance_next(rid, pg_catalog.cardinality(pg_catalog.array_remove(moving, NULL)) > 0);
+            EXCEPTION WHEN query_canceled OR OTHERS THEN
+                GET STACKED DIAGNOSTICS st = RETURNED_SQLSTATE, msg = MESSAGE_TEXT, det = PG_EXCEPTION_DETAIL;
+                EXIT;
+            END;
             COMMIT;
             EXIT WHEN batch IS NULL;
             BEGIN
-                PERFORM snowflake_id_router.rebalance_move(rid, batch);
+                IF parallel_moves = 1 THEN
+                    PERFORM snowflake_id_router.rebalance_move(rid, batch);
+                ELSE
+                    n := coalesce(pg_catalog.array_position(moving, NULL), pg_catalog.cardinality(moving) + 1);
+                    PERFORM snowflake_id_router.send(snowflake_id_router.rebalance_worker(n),
+                        pg_catalog.format('SELECT snowflake_id_router.rebalance_move(%s, %s)', rid, batch));
+                    moving[n] := batch;
+                END IF;
             EXCEPTION WHEN query_canceled OR OTHERS THEN
                 GET STACKED DIAGNOSTICS st = RETURNED_SQLSTATE, msg = MESSAGE_TEXT, det = PG_EXCEPTION_DETAIL;
+                failed := batch;
             END;
-        END IF;
-        IF st IS NOT NULL THEN
-            failure := snowflake_id_router.rebalance_failed(rid, batch, st, msg);
             COMMIT;
-            RAISE EXCEPTION USING ERRCODE = st, MESSAGE = failure.message, HINT = failure.hint,
-                                  DETAIL = coalesce(nullif(det, ''), 'The step raised no further detail.');
-        END IF;
+        END LOOP;
+        EXIT WHEN pg_catalog.cardinality(pg_catalog.array_remove(moving, NULL)) = 0;
+        BEGIN
+            n := snowflake_id_router.rebalance_wait(moving);
+        EXCEPTION WHEN query_canceled OR OTHERS THEN
+            IF st IS NULL THEN
+                GET STACKED DIAGNOSTICS st = RETURNED_SQLSTATE, msg = MESSAGE_TEXT, det = PG_EXCEPTION_DETAIL;
+            END IF;
+            PERFORM snowflake_id_router.rebalance_cancel(moving);
+            CONTINUE;
+        END;
+        BEGIN
+            PERFORM snowflake_id_router.rebalance_collect(n);
+        EXCEPTION WHEN query_canceled OR OTHERS THEN
+            IF st IS NULL THEN
+                GET STACKED DIAGNOSTICS st = RETURNED_SQLSTATE, msg = MESSAGE_TEXT, det = PG_EXCEPTION_DETAIL;
+                failed := moving[n];
+            ELSE
+                UPDATE snowflake_id_router.rebalance_batch x SET state = 'failed', ended = pg_catalog.clock_timestamp(), error = SQLERRM
+                 WHERE x.rebalance = rid AND x.batch = moving[n];
+            END IF;
+        END;
+        moving[n] := NULL;
         COMMIT;
     END LOOP;
+    PERFORM snowflake_id_router.rebalance_disconnect();
+    IF st IS NOT NULL THEN
+        failure := snowflake_id_router.rebalance_failed(rid, failed, st, msg);
+        COMMIT;
+        RAISE EXCEPTION USING ERRCODE = st, MESSAGE = failure.message, HINT = failure.hint,
+                              DETAIL = coalesce(nullif(det, ''), 'The step raised no further detail.');
+    END IF;
 END
 $$;
-COMMENT ON PROCEDURE snowflake_id_router.run_rebalance(text, text, integer, text) IS
-  'The loop of rebalance and drain_node: plan, then each batch moved and committed.';
+COMMENT ON PROCEDURE snowflake_id_router.run_rebalance(text, text, integer, text, integer) IS
+  'The loop of rebalance and drain_node: plan, then each batch moved (up to parallel_moves at once) and committed.';
 
 CREATE OR REPLACE PROCEDURE rebalance(strategy text DEFAULT 'by_shard_count', batch_size integer DEFAULT 32,
-                                      template text DEFAULT 'tpl')
+                                      template text DEFAULT 'tpl', parallel_moves integer DEFAULT 1)
 LANGUAGE plpgsql
 AS $$
 BEGIN
     PERFORM snowflake_id_router.require_primary('rebalance');
-    CALL snowflake_id_router.run_rebalance(NULL, strategy, batch_size, template);
+    CALL snowflake_id_router.run_rebalance(NULL, strategy, batch_size, template, parallel_moves);
 END
 $$;
-COMMENT ON PROCEDURE rebalance(text, integer, text) IS
-  'Spreads the shards that hold data evenly over the nodes (by_shard_count or by_disk_size), batch_size shards per move, committing after each batch; resumes an interrupted one; rebalance_stop() stops it.';
+COMMENT ON PROCEDURE rebalance(text, integer, text, integer) IS
+  'Spreads the shards that hold data evenly over the nodes (by_shard_count or by_disk_size), batch_size shards per move, parallel_moves batches moving at once, committing after each batch; resumes an interrupted one; rebalance_stop() stops it.';
 
 CREATE OR REPLACE PROCEDURE drain_node(node text, strategy text DEFAULT 'by_shard_count', batch_size integer DEFAULT 32,
-                                       template text DEFAULT 'tpl')
+                                       template text DEFAULT 'tpl', parallel_moves integer DEFAULT 1)
 LANGUAGE plpgsql
 AS $$
 BEGIN
@@ -547,11 +749,11 @@ BEGIN
         RAISE EXCEPTION 'drain_node: node must not be NULL' USING ERRCODE = 'null_value_not_allowed';
     END IF;
     PERFORM snowflake_id_router.require_primary('drain_node');
-    CALL snowflake_id_router.run_rebalance(node, strategy, batch_size, template);
+    CALL snowflake_id_router.run_rebalance(node, strategy, batch_size, template, parallel_moves);
 END
 $$;
-COMMENT ON PROCEDURE drain_node(text, text, integer, text) IS
-  'Moves every shard off a node (those with data by move_shards, batch_size per move, committing after each batch; the others by the map); resumes an interrupted drain.';
+COMMENT ON PROCEDURE drain_node(text, text, integer, text, integer) IS
+  'Moves every shard off a node (those with data by move_shards, batch_size per move, parallel_moves batches at once, committing after each batch; the others by the map); resumes an interrupted drain.';
 
 -- Asks the running rebalance or drain to stop after its current batch (it records itself
 -- stopped; CALL it again to resume). One whose session is gone is marked stopped at once.
@@ -596,16 +798,19 @@ SELECT r.id, r.kind, r.node, r.strategy,
        c.batch AS current_batch, c.source AS current_source, c.target AS current_target, c.shards AS current_shards,
        c.started AS current_since,
        CASE WHEN r.state = 'running' AND b.shards_done > 0
-            THEN b.moving_time / b.shards_done * (b.shards - b.shards_done) END AS time_left,
-       r.error
+            THEN b.moving_time / b.shards_done * (b.shards - b.shards_done) / r.parallel_moves END AS time_left,
+       r.error, r.parallel_moves, b.batches_moving
   FROM snowflake_id_router.rebalance r
   CROSS JOIN LATERAL (
        SELECT count(*)::integer AS batches, (count(*) FILTER (WHERE x.state = 'done'))::integer AS batches_done,
               coalesce(sum(cardinality(x.shards)), 0)::integer AS shards,
               coalesce(sum(cardinality(x.shards)) FILTER (WHERE x.state = 'done'), 0)::integer AS shards_done,
-              sum(x.ended - x.started) FILTER (WHERE x.state = 'done') AS moving_time
+              sum(x.ended - x.started) FILTER (WHERE x.state = 'done') AS moving_time,
+              (count(*) FILTER (WHERE x.state = 'moving'))::integer AS batches_moving
          FROM snowflake_id_router.rebalance_batch x WHERE x.rebalance = r.id) b
-  LEFT JOIN snowflake_id_router.rebalance_batch c ON c.rebalance = r.id AND c.state = 'moving'
+  -- (The first of the batches moving: with parallel_moves > 1 there may be several.)
+  LEFT JOIN LATERAL (SELECT * FROM snowflake_id_router.rebalance_batch x
+                      WHERE x.rebalance = r.id AND x.state = 'moving' ORDER BY x.batch LIMIT 1) c ON true
  ORDER BY r.id DESC;
 COMMENT ON VIEW rebalance_status IS
-  'Each rebalance and drain, newest first: state (running, stopping, interrupted, stopped, failed, done, abandoned), batches and shards planned and done, the batch moving now, estimated time left, error.';
+  'Each rebalance and drain, newest first: state (running, stopping, interrupted, stopped, failed, done, abandoned), batches and shards planned and done, the (first) batch moving now, estimated time left, error, batches moving at once (allowed, now).';

@@ -45,8 +45,9 @@ COMMENT ON FUNCTION snowflake_id_router.self_description() IS
   'This router database as its followers name it: database, server, port, identity.';
 
 -- 55000 on a follower: cluster functions run on the primary.
+-- (SECURITY DEFINER: the procedures granted to an operator's role call it as that role.)
 CREATE OR REPLACE FUNCTION snowflake_id_router.require_primary(what text) RETURNS void
-LANGUAGE plpgsql STABLE STRICT PARALLEL SAFE
+LANGUAGE plpgsql STABLE STRICT PARALLEL SAFE SECURITY DEFINER
 SET search_path = pg_catalog, pg_temp
 AS $$
 DECLARE
