@@ -10,7 +10,8 @@
 #      against over 512; a drain of 256 shards onto a node holding 7,936 shards against onto
 #      an empty node, per shard.
 # Expects scripts/install to have run. Writes bench/rebalance.json. SMALL (2,000 shards made
-# on node_a, about half moved per pass), BATCHES (batch sizes, one rebalance or drain each),
+# on node_a, about half moved per pass), BATCHES (batch sizes, one rebalance or drain each,
+# alternately; SIZExN: N batches moving at once, parallel_moves),
 # BIG_ROWS (rows of the large shard), FEW (part 3's drained shards) are settable; SCALE=0
 # leaves part 3 out (its figures null), for comparing moves alone.
 set -euo pipefail
@@ -21,7 +22,7 @@ out=${1:-bench/rebalance.json}
 work=$(mktemp -d); chmod 755 "$work"
 ROUTER_NODES=(node_a node_b node_c)
 trap 'touch "$work"/client{1,2,3,4}.log.stop 2>/dev/null; router_cluster_down; rm -rf "$work"' EXIT
-SMALL=${SMALL:-2000} BATCHES=${BATCHES:-"8 32 64 128"} BIG_ROWS=${BIG_ROWS:-1000000}
+SMALL=${SMALL:-2000} BATCHES=${BATCHES:-"8 32 64 128 16x3 32x3"} BIG_ROWS=${BIG_ROWS:-1000000}
 FEW=${FEW:-256}   # part 3: shards on y (drained twice); x holds 8192 - FEW
 SCALE=${SCALE:-1}
 
@@ -79,19 +80,20 @@ singles+=("$(single node_a node_b 10)")
 echo "one move_shard at a time: ${singles[0]}"
 passes=()
 direction=rebalance
-for b in $BATCHES; do
+for pass in $BATCHES; do
+  b=${pass%x*} par=1; [[ $pass != *x* ]] || par=${pass#*x}
   t0=$(now)
   if [[ $direction == rebalance ]]; then
-    on router -c "CALL rebalance(batch_size => $b)" >/dev/null; direction=drain
+    on router -c "CALL rebalance(batch_size => $b, parallel_moves => $par)" >/dev/null; direction=drain
   else
-    on router -c "CALL drain_node('node_b', batch_size => $b)" >/dev/null; direction=rebalance
+    on router -c "CALL drain_node('node_b', batch_size => $b, parallel_moves => $par)" >/dev/null; direction=rebalance
   fi
   t1=$(now)
   read -r id kind moved <<<"$(on router -F ' ' -c "SELECT id, kind, shards_done FROM rebalance_status ORDER BY id DESC LIMIT 1")"
   on router -F ' ' -c "SELECT b.batch, extract(epoch FROM b.started), extract(epoch FROM b.ended), array_to_string(b.shards, ',')
                          FROM snowflake_id_router.rebalance_batch b WHERE b.rebalance = $id AND b.state = 'done'" >"$work/batches$id"
-  echo "$kind of $moved shards, batch_size $b: $(secs "$t0" "$t1") s, $(python3 -c "print(round($moved / ($t1 - $t0), 1))") shards/s"
-  passes+=("{\"kind\": \"$kind\", \"batch_size\": $b, \"shards\": $moved, \"seconds\": $(secs "$t0" "$t1"), \"batches_file\": \"$work/batches$id\"}")
+  echo "$kind of $moved shards, batch_size $b, parallel_moves $par: $(secs "$t0" "$t1") s, $(python3 -c "print(round($moved / ($t1 - $t0), 1))") shards/s"
+  passes+=("{\"kind\": \"$kind\", \"batch_size\": $b, \"parallel_moves\": $par, \"shards\": $moved, \"seconds\": $(secs "$t0" "$t1"), \"batches_file\": \"$work/batches$id\"}")
 done
 singles+=("$(single node_a node_b 10)")
 echo "one move_shard at a time, again: ${singles[1]}"

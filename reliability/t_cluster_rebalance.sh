@@ -4,11 +4,11 @@
 # 500 shards holding rows on each, then both extensions updated to 0.3.0; a third node
 # (0.3.0) added. Four client sessions write through the router (reliability/router_client.py:
 # inserts on every 8th shard, updates of their own rows) throughout, while:
-#   CALL rebalance()        refusing a second one (55P03), stopped half-way by
-#                           rebalance_stop() from another session, then
 #   CALL rebalance(parallel_moves => 3)
-#                           resumed (same rebalance), three batches moving at once, to the
-#                           end: 333/333/334 shards;
+#                           three batches moving at once, refusing a second one (55P03),
+#                           stopped half-way by rebalance_stop() from another session, then
+#   CALL rebalance()        resumed (same rebalance), one batch at a time, to the end:
+#                           333/333/334 shards;
 #   CALL drain_node(a, parallel_moves => 2)
 #                           its session terminated with two batches moving (their loopback
 #                           workers end with it), then
@@ -103,7 +103,8 @@ leftovers() {
 
 # The rebalance, stopped half-way from another session, then resumed.
 t_rebalance=$(date +%s.%N)
-on router -c "SET client_min_messages = notice" -c "CALL rebalance()" >"$work/rebalance1.log" 2>&1 & mover=$!
+on router -c "SET client_min_messages = notice" -c "CALL rebalance(parallel_moves => 3)" >"$work/rebalance1.log" 2>&1 & mover=$!
+wait_for "$mover" "$work/rebalance1.log" "SELECT batches_moving = 3 FROM rebalance_status WHERE state = 'running'"
 wait_for "$mover" "$work/rebalance1.log" "SELECT shards_done * 2 >= shards AND shards > 0 FROM rebalance_status WHERE state = 'running'"
 [[ $(sqlstate "CALL drain_node('node_b')") == 55P03 ]] || fail "a second rebalance or drain was not refused with 55P03 while one runs"
 on router -c "SELECT rebalance_stop()" >/dev/null
@@ -114,10 +115,8 @@ echo "rebalance $id: $state after $done of $planned shards"
 left=$(leftovers); [[ -z $left ]] || fail "the stopped rebalance left: $left"
 [[ $(on router -c "SELECT count(*) FROM snowflake_id_router.move WHERE state NOT IN ('done', 'undone')") == 0 ]] \
   || fail "the stopped rebalance left a move unfinished"
-on router -c "SET client_min_messages = notice" -c "CALL rebalance(parallel_moves => 3)" >"$work/rebalance2.log" 2>&1 & mover=$!
-# Three batches moving at once, seen in rebalance_status.
-wait_for "$mover" "$work/rebalance2.log" "SELECT batches_moving = 3 FROM rebalance_status WHERE state = 'running'"
-wait "$mover" || fail "the resumed rebalance failed: $(cat "$work/rebalance2.log")"
+on router -c "SET client_min_messages = notice" -c "CALL rebalance()" >"$work/rebalance2.log" 2>&1 \
+  || fail "the resumed rebalance failed: $(cat "$work/rebalance2.log")"
 grep -q "rebalance $id resumed" "$work/rebalance2.log" || fail "the second CALL rebalance() did not resume rebalance $id: $(cat "$work/rebalance2.log")"
 read -r id2 state done planned <<<"$(status_of "id, state, shards_done, shards")"
 [[ $id2 == "$id" && $state == done && $done == "$planned" ]] || fail "the resumed rebalance: id $id2, $state, $done of $planned"

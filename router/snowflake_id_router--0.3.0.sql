@@ -2630,33 +2630,29 @@ $$;
 COMMENT ON FUNCTION snowflake_id_router.rebalance_worker(integer) IS
   'The loopback connection of rebalance worker n of this session (opened and checked if not yet open).';
 
--- The worker (index into moving, whose elements are the batches moving, NULL for an idle
--- worker) whose batch has ended, waited for; its result is left to rebalance_collect.
-CREATE OR REPLACE FUNCTION snowflake_id_router.rebalance_wait(moving integer[]) RETURNS integer
+-- A worker (index into moving, whose elements are the batches moving, NULL for an idle
+-- worker) whose batch has ended, its result left to rebalance_collect; NULL if none has.
+CREATE OR REPLACE FUNCTION snowflake_id_router.rebalance_ended(moving integer[]) RETURNS integer
 LANGUAGE plpgsql VOLATILE STRICT PARALLEL UNSAFE
 SET search_path = pg_catalog, pg_temp
 AS $$
 #variable_conflict use_variable
 DECLARE
-    d text := snowflake_id_router.dblink_schema();
     busy integer;
-    nap double precision := 0.001;
 BEGIN
-    LOOP
-        FOR n IN 1 .. coalesce(cardinality(moving), 0) LOOP
-            CONTINUE WHEN moving[n] IS NULL;
-            EXECUTE format('SELECT %s.dblink_is_busy($1::text)', d) INTO busy USING 'sfid-rebalance:' || n;
-            IF busy = 0 THEN
-                RETURN n;
-            END IF;
-        END LOOP;
-        PERFORM pg_sleep(nap);
-        nap := least(nap * 2, 0.02);
+    FOR n IN 1 .. coalesce(cardinality(moving), 0) LOOP
+        CONTINUE WHEN moving[n] IS NULL;
+        EXECUTE format('SELECT %s.dblink_is_busy($1::text)', snowflake_id_router.dblink_schema()) INTO busy
+            USING 'sfid-rebalance:' || n;
+        IF busy = 0 THEN
+            RETURN n;
+        END IF;
     END LOOP;
+    RETURN NULL;
 END
 $$;
-COMMENT ON FUNCTION snowflake_id_router.rebalance_wait(integer[]) IS
-  'Waits until a rebalance worker''s batch has ended; returns that worker''s number.';
+COMMENT ON FUNCTION snowflake_id_router.rebalance_ended(integer[]) IS
+  'A rebalance worker whose batch has ended (its number), or NULL.';
 
 -- What worker n's batch ended with: nothing, or its error raised again here (its SQLSTATE,
 -- message, detail and hint).
@@ -2825,15 +2821,25 @@ BEGIN
             COMMIT;
         END LOOP;
         EXIT WHEN pg_catalog.cardinality(pg_catalog.array_remove(moving, NULL)) = 0;
+        -- Has one of the moving batches ended? Polled between commits, so that this session
+        -- never keeps a transaction open across a worker's flip: a move's clean-up waits (up
+        -- to lock_timeout) for the router transactions begun before its flip.
         BEGIN
-            n := snowflake_id_router.rebalance_wait(moving);
+            n := snowflake_id_router.rebalance_ended(moving);
+            IF n IS NULL THEN
+                PERFORM pg_catalog.pg_sleep(0.01);
+            END IF;
         EXCEPTION WHEN query_canceled OR OTHERS THEN
             IF st IS NULL THEN
                 GET STACKED DIAGNOSTICS st = RETURNED_SQLSTATE, msg = MESSAGE_TEXT, det = PG_EXCEPTION_DETAIL;
             END IF;
             PERFORM snowflake_id_router.rebalance_cancel(moving);
-            CONTINUE;
+            n := NULL;
         END;
+        IF n IS NULL THEN
+            COMMIT;
+            CONTINUE;
+        END IF;
         BEGIN
             PERFORM snowflake_id_router.rebalance_collect(n);
         EXCEPTION WHEN query_canceled OR OTHERS THEN

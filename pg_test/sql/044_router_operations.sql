@@ -154,8 +154,15 @@ GRANT USAGE ON SCHEMA snowflake_id_router TO router_ops_user;
 GRANT EXECUTE ON PROCEDURE rebalance(text, integer, text, integer),
                            snowflake_id_router.run_rebalance(text, text, integer, text, integer) TO router_ops_user;
 GRANT EXECUTE ON FUNCTION snowflake_id_router.require_primary(text) TO router_ops_user;
-SELECT format('GRANT EXECUTE ON FUNCTION %s TO router_ops_user', p.oid::regprocedure)
-  FROM pg_proc p WHERE p.pronamespace = 'snowflake_id_router'::regnamespace AND p.proname LIKE 'rebalance\_%' \gexec
+DO $$
+DECLARE
+    f regprocedure;
+BEGIN
+    FOR f IN SELECT p.oid FROM pg_proc p
+              WHERE p.pronamespace = 'snowflake_id_router'::regnamespace AND p.proname LIKE 'rebalance\_%' LOOP
+        EXECUTE format('GRANT EXECUTE ON FUNCTION %s TO router_ops_user', f);
+    END LOOP;
+END $$;
 SET ROLE router_ops_user;
 \set VERBOSITY default
 CALL rebalance(parallel_moves => 2);
