@@ -200,7 +200,8 @@ doc = {
     "what": "bench/rebalance.sh: router + data nodes on loopback (unix sockets), one 2-core machine, shared",
     "one_move_shard_at_a_time": singles,
     "rebalance_passes": passes,
-    "rebalance_over_single_moves": {str(p["batch_size"]): round(p["shards_per_second"] / single_rate, 1) for p in passes},
+    "rebalance_over_single_moves": {f'{p["batch_size"]}' + (f'x{p["parallel_moves"]}' if p["parallel_moves"] > 1 else ''):
+                                    round(p["shards_per_second"] / single_rate, 1) for p in passes},
     "bulk": bulk,
     "bulk_move_over_pg_dump": round(statistics.median(b["pg_dump_psql_s"] / b["move_shards_s"] for b in bulk), 2),
     "scale": None if status_small is None else {
