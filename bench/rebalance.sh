@@ -46,7 +46,7 @@ make_some() {
 }
 # fresh_node NAME: a data node with snowflake_id and the example template, no shard.
 fresh_node() {
-  node_start "$1"
+  node_start "$1" max_logical_replication_workers=10 max_worker_processes=16
   on "$1" -c "CREATE EXTENSION snowflake_id" -f router/examples/node.sql >/dev/null
 }
 now() { date +%s.%N; }
@@ -92,8 +92,12 @@ for pass in $BATCHES; do
   read -r id kind moved <<<"$(on router -F ' ' -c "SELECT id, kind, shards_done FROM rebalance_status ORDER BY id DESC LIMIT 1")"
   on router -F ' ' -c "SELECT b.batch, extract(epoch FROM b.started), extract(epoch FROM b.ended), array_to_string(b.shards, ',')
                          FROM snowflake_id_router.rebalance_batch b WHERE b.rebalance = $id AND b.state = 'done'" >"$work/batches$id"
-  echo "$kind of $moved shards, batch_size $b, parallel_moves $par: $(secs "$t0" "$t1") s, $(python3 -c "print(round($moved / ($t1 - $t0), 1))") shards/s"
-  passes+=("{\"kind\": \"$kind\", \"batch_size\": $b, \"parallel_moves\": $par, \"shards\": $moved, \"seconds\": $(secs "$t0" "$t1"), \"batches_file\": \"$work/batches$id\"}")
+  # Each batch's fence to flip, as move_history records it: median and max.
+  fenced=$(on router -c "SELECT json_build_object('median', round(percentile_cont(0.5) WITHIN GROUP (ORDER BY extract(epoch FROM write_pause))::numeric, 3),
+                                                  'max', round(max(extract(epoch FROM write_pause)), 3))
+                           FROM move_history WHERE started >= to_timestamp($t0) AND outcome = 'done'")
+  echo "$kind of $moved shards, batch_size $b, parallel_moves $par: $(secs "$t0" "$t1") s, $(python3 -c "print(round($moved / ($t1 - $t0), 1))") shards/s, fenced $fenced"
+  passes+=("{\"kind\": \"$kind\", \"batch_size\": $b, \"parallel_moves\": $par, \"shards\": $moved, \"seconds\": $(secs "$t0" "$t1"), \"fenced_per_batch_s\": $fenced, \"batches_file\": \"$work/batches$id\"}")
 done
 singles+=("$(single node_a node_b 10)")
 echo "one move_shard at a time, again: ${singles[1]}"

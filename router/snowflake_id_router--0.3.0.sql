@@ -518,6 +518,7 @@ SET search_path = pg_catalog, pg_temp
 AS $$
 DECLARE
     opts text;
+    compression text := current_setting('default_toast_compression');
 BEGIN
     IF TG_TABLE_NAME = 'node' THEN
         SELECT string_agg(format('SET p%s %L', s.shard, n.connstr), ', ')
@@ -535,7 +536,16 @@ BEGIN
         -- after the FK checks' ROW SHARE) also makes this session read the server's latest
         -- options, committed by whoever held it before.
         LOCK TABLE snowflake_id_router.node IN SHARE ROW EXCLUSIVE MODE;
+        -- The options of 8192 shards are a value of over 600 kB, compressed again at each
+        -- change (under a move's fence) and read again by every routing session: lz4 where
+        -- the server has it (a third faster for the change than pglz).
+        BEGIN
+            PERFORM set_config('default_toast_compression', 'lz4', true);
+        EXCEPTION WHEN invalid_parameter_value THEN
+            NULL;
+        END;
         EXECUTE 'ALTER SERVER snowflake_id OPTIONS (' || opts || ')';
+        PERFORM set_config('default_toast_compression', compression, true);
     END IF;
     RETURN NULL;
 END
@@ -755,6 +765,22 @@ $$;
 COMMENT ON FUNCTION snowflake_id_router.settle_all() IS
   'Cancels the calls in flight on this session''s sfid:* connections and consumes their results (closing a connection that will not settle).';
 
+-- Rolls back the transaction a multi-call step opened on conn (settle_all first); a
+-- connection on which that fails is closed, which ends the transaction there as well.
+CREATE OR REPLACE FUNCTION snowflake_id_router.end_transaction(conn text) RETURNS void
+LANGUAGE plpgsql VOLATILE STRICT PARALLEL UNSAFE
+SET search_path = pg_catalog, pg_temp
+AS $$
+#variable_conflict use_variable
+BEGIN
+    PERFORM snowflake_id_router.call(conn, 'ROLLBACK', interval '5 s', 'rolling back');
+EXCEPTION WHEN query_canceled OR OTHERS THEN
+    PERFORM snowflake_id_router.disconnect(conn);
+END
+$$;
+COMMENT ON FUNCTION snowflake_id_router.end_transaction(text) IS
+  'Rolls back the transaction open on dblink connection conn, closing the connection if that fails.';
+
 -- Sends sql on conn without waiting.
 CREATE OR REPLACE FUNCTION snowflake_id_router.send(conn text, sql text) RETURNS void
 LANGUAGE plpgsql VOLATILE STRICT PARALLEL UNSAFE
@@ -784,7 +810,8 @@ AS $$
 DECLARE
     d text := snowflake_id_router.dblink_schema();
     busy integer;
-    nap double precision := 0.0002;
+    began timestamptz := clock_timestamp();
+    nap double precision;
     result text;
     st text;
     msg text;
@@ -800,8 +827,10 @@ BEGIN
             PERFORM snowflake_id_router.drain(conn, clock_timestamp() + interval '2 s');
             RAISE EXCEPTION '% on % did not finish in time', what, place USING ERRCODE = 'query_canceled';
         END IF;
+        -- A tenth of the wait so far (at least 0.2 ms, at most 10 ms): an answer is taken at
+        -- most about 10% late, and a long wait costs few looks.
+        nap := least(greatest(extract(epoch FROM clock_timestamp() - began) / 10, 0.0002), 0.01);
         PERFORM pg_sleep(nap);
-        nap := least(nap * 2, 0.01);
     END LOOP;
     BEGIN
         EXECUTE format('SELECT v FROM %s.dblink_get_result($1::text) AS r(v text)', d) INTO result USING conn;
@@ -909,7 +938,7 @@ SET search_path = pg_catalog, pg_temp
 AS $$
 #variable_conflict use_variable
 DECLARE
-    nap double precision := 0.001;
+    began timestamptz := clock_timestamp();
 BEGIN
     LOOP
         IF clock_timestamp() < deadline THEN
@@ -919,8 +948,8 @@ BEGIN
             RAISE EXCEPTION '% on % did not finish in time', what, format('node %L', substr(conn, 6))
                 USING ERRCODE = 'query_canceled';
         END IF;
-        PERFORM pg_sleep(nap);
-        nap := least(nap * 2, 0.02);
+        -- A tenth of the wait so far, 1 to 20 ms (each look is a round trip).
+        PERFORM pg_sleep(least(greatest(extract(epoch FROM clock_timestamp() - began) / 10, 0.001), 0.02));
     END LOOP;
 END
 $$;
@@ -1156,6 +1185,9 @@ DECLARE
     sequences text;
     step text := 'connecting to the nodes';
     sealed boolean := false;
+    seal_open boolean := false;  -- the seal's transaction open on the source
+    checked json;
+    grants text;
     made boolean := false;       -- something made on a node (its records say what)
     copy_deadline timestamptz;
     fence_deadline timestamptz;
@@ -1267,28 +1299,38 @@ BEGIN
                                          snowflake_id_router.timeout('lock_timeout') + interval '1 s', step);
         fence_deadline := clock_timestamp() + snowflake_id_router.timeout('cutover_timeout');
         PERFORM snowflake_id_router.pause_at('fenced');
+        -- The marker, and the owners and privileges the copies get once the target has it:
+        -- as they are at the fence.
         step := 'waiting for the target to catch up';
-        PERFORM snowflake_id_router.call(src, format('SELECT snowflake_id_node.mark(%L)', k),
-                                         greatest(fence_deadline - clock_timestamp(), interval '0'), 'writing the marker');
+        grants := snowflake_id_router.call(src, format('SELECT snowflake_id_node.grants(%L) FROM (SELECT snowflake_id_node.mark(%L) OFFSET 0) m',
+                                                       schemas, k),
+                                           greatest(fence_deadline - clock_timestamp(), interval '0'), 'writing the marker');
         PERFORM snowflake_id_router.pause_at('catching up');
+        -- The source checks its side while the target catches up and gets its owners:
+        -- seal_check, in a transaction there that the seal commits, compares the schemas'
+        -- definitions with the copies' under its locks and counts the rows.
+        step := 'checking the source';
+        PERFORM snowflake_id_router.call(src, 'BEGIN', interval '10 s', step);
+        seal_open := true;
+        PERFORM snowflake_id_router.send(src, format('SELECT snowflake_id_node.seal_check(%L, %L, %L)', k, dst_prints, lock_ms));
+        step := 'waiting for the target to catch up';
         PERFORM snowflake_id_router.poll(dst, format('SELECT snowflake_id_node.marked(%L)', k), fence_deadline,
                                          'catching up after the fence');
         -- The copies get their owners and privileges only now, when no change is left to apply:
         -- since PostgreSQL 16 the subscription applies changes as each table's owner, who may
         -- lack rights the copy needs (USAGE on a schema the superuser owns), and an owner must
         -- not get a table the superuser's apply still writes to (a trigger of theirs would run
-        -- with its rights).
+        -- with its rights). Then the copies' rows are counted (the counts do not depend on the
+        -- owners: one round trip for both).
         step := 'giving the copies their owners and privileges';
-        PERFORM snowflake_id_router.call(dst, format('SELECT snowflake_id_node.set_grants(%L, %L)', k,
-            snowflake_id_router.call(src, format('SELECT snowflake_id_node.grants(%L)', schemas),
-                                     greatest(fence_deadline - clock_timestamp(), interval '0'), 'reading the privileges')),
+        dst_rows := snowflake_id_router.call(dst, format(
+            'SELECT snowflake_id_node.row_counts(%L) FROM (SELECT snowflake_id_node.set_grants(%L, %L) OFFSET 0) g', k, k, grants),
             greatest(fence_deadline - clock_timestamp(), interval '0'), step);
+        step := 'checking the source';
+        checked := snowflake_id_router.receive(src, fence_deadline + lock_wait, 'checking the source under its locks')::json;
         -- The same rows on both sides.
         step := 'comparing the copies';
-        PERFORM snowflake_id_router.send(src, format('SELECT snowflake_id_node.row_counts(%L)', k));
-        PERFORM snowflake_id_router.send(dst, format('SELECT snowflake_id_node.row_counts(%L)', k));
-        src_rows := snowflake_id_router.receive(src, fence_deadline, 'counting rows');
-        dst_rows := snowflake_id_router.receive(dst, fence_deadline, 'counting the copies'' rows');
+        src_rows := checked->>'rows';
         IF src_rows IS DISTINCT FROM dst_rows THEN
             RAISE EXCEPTION 'the copy on node % does not hold the rows of node %: %', quote_literal(target), quote_literal(source),
                 snowflake_id_node.fingerprint_difference(string_to_array(src_rows, E'\n'), string_to_array(dst_rows, E'\n'),
@@ -1301,14 +1343,18 @@ BEGIN
             (SELECT coalesce(sum(substring(l FROM ': (\d+) rows$')::bigint), 0) FROM unnest(string_to_array(src_rows, E'\n')) l)));
         PERFORM snowflake_id_router.pause_at('sealing');
         step := 'sealing the source';
-        sequences := snowflake_id_router.call(src, format('SELECT snowflake_id_node.seal(%L, %L, %L)', k, dst_prints, lock_ms),
-                                              greatest(fence_deadline - clock_timestamp(), interval '0')
-                                              + snowflake_id_router.timeout('lock_timeout'), step);
+        PERFORM snowflake_id_router.call(src, format('SELECT snowflake_id_node.seal(%L)', k), interval '10 s', step);
+        PERFORM snowflake_id_router.call(src, 'COMMIT', interval '10 s', step);
+        seal_open := false;
+        sequences := checked->>'sequences';
         sealed := true;
         PERFORM snowflake_id_router.pause_at('sealed');
     EXCEPTION WHEN query_canceled OR OTHERS THEN
         GET STACKED DIAGNOSTICS st = RETURNED_SQLSTATE, msg = MESSAGE_TEXT, det = PG_EXCEPTION_DETAIL, hnt = PG_EXCEPTION_HINT;
         PERFORM snowflake_id_router.settle_all();
+        IF seal_open THEN
+            PERFORM snowflake_id_router.end_transaction(src);
+        END IF;
         IF NOT sealed THEN
             IF made THEN
                 what_left := snowflake_id_router.undo_move(move_id, format('%s while %s: %s', st, step, msg));

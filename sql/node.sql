@@ -813,11 +813,15 @@ END
 $$;
 COMMENT ON FUNCTION snowflake_id_node.row_counts(text) IS 'Rows of every table of move key''s schemas here, one line each.';
 
--- The decision point (sealed): under EXCLUSIVE locks, the schemas' fingerprints (each as
--- the text of its array) must still equal the target's (DDL since the copy began is
--- refused here); then the fence refuses
--- every write whatever becomes of the mover, and the copy leaves snowflake_id_shards.
-CREATE OR REPLACE FUNCTION snowflake_id_node.seal(key text, target_fingerprints text[], lock_timeout text) RETURNS text
+-- The decision point (sealed), in two halves in one transaction of the mover's on the source,
+-- the first run while the target catches up with the marker. seal_check: under EXCLUSIVE
+-- locks (held until that transaction ends), the schemas' fingerprints (each as the text of
+-- its array) must still equal the target's (DDL since the copy began is refused here); it
+-- returns, as JSON, the rows the copies must hold (row_counts) and the sequences to carry
+-- (sequences: no write can come before the seal). seal: the fence refuses every write
+-- whatever becomes of the mover, and the copy leaves snowflake_id_shards; only after
+-- seal_check of the same move in the same transaction, so nothing can change in between.
+CREATE OR REPLACE FUNCTION snowflake_id_node.seal_check(key text, target_fingerprints text[], lock_timeout text) RETURNS text
 LANGUAGE plpgsql VOLATILE CALLED ON NULL INPUT
 SET search_path = pg_catalog, pg_temp
 AS $$
@@ -840,13 +844,32 @@ BEGIN
         END IF;
         prints := prints || mine;
     END LOOP;
-    UPDATE snowflake_id_node.move r SET state = 'sealed', fingerprint = md5(array_to_string(prints, ' '))
-     WHERE r.key = m.key;
-    RETURN snowflake_id_node.sequences(key);
+    PERFORM set_config('snowflake_id_node.seal_checked', key, true),
+            set_config('snowflake_id_node.seal_fingerprint', md5(array_to_string(prints, ' ')), true);
+    RETURN json_build_object('rows', snowflake_id_node.row_counts(key), 'sequences', snowflake_id_node.sequences(key))::text;
 END
 $$;
-COMMENT ON FUNCTION snowflake_id_node.seal(text, text[], text) IS
-  'Move step on the source: checks the schemas'' fingerprints against the target''s under EXCLUSIVE locks, then seals move key (sealed); returns its sequences (sequences(key)).';
+COMMENT ON FUNCTION snowflake_id_node.seal_check(text, text[], text) IS
+  'Move step on the source: checks the schemas'' fingerprints against the target''s under EXCLUSIVE locks held to the end of the transaction; returns the rows the copies must hold and the sequences to carry (JSON).';
+
+CREATE OR REPLACE FUNCTION snowflake_id_node.seal(key text) RETURNS void
+LANGUAGE plpgsql VOLATILE CALLED ON NULL INPUT
+SET search_path = pg_catalog, pg_temp
+AS $$
+#variable_conflict use_variable
+DECLARE
+    m snowflake_id_node.move := snowflake_id_node.record(key, '{fenced}');
+BEGIN
+    IF current_setting('snowflake_id_node.seal_checked', true) IS DISTINCT FROM key THEN
+        RAISE EXCEPTION 'move % is sealed only after seal_check(%L, ...) in the same transaction', key, key
+            USING ERRCODE = 'object_not_in_prerequisite_state';
+    END IF;
+    UPDATE snowflake_id_node.move r SET state = 'sealed', fingerprint = current_setting('snowflake_id_node.seal_fingerprint')
+     WHERE r.key = m.key;
+END
+$$;
+COMMENT ON FUNCTION snowflake_id_node.seal(text) IS
+  'Move step on the source: seals move key (sealed), only after seal_check in the same transaction.';
 
 -- Every sequence of the move's schemas with the newest value it gave (NULL: none), as JSON.
 CREATE OR REPLACE FUNCTION snowflake_id_node.sequences(key text) RETURNS text

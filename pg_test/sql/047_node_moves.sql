@@ -119,8 +119,13 @@ SELECT * FROM snowflake_id_node.leftovers();
 -- the mover gone; an undo is refused (the move must be completed).
 SELECT * FROM dblink('mover', $$SELECT concat(
     snowflake_id_node.prepare_source('test/2', 'a router', 'a target', '{7001}', '{mv_7001}'),
-    snowflake_id_node.publish('test/2'), snowflake_id_node.set_fence('test/2', '1000'), snowflake_id_node.mark('test/2'),
-    left(snowflake_id_node.seal('test/2', ARRAY[snowflake_id_node.fingerprint('mv_7001')::text], '1000'), 1))$$) AS t(x text);
+    snowflake_id_node.publish('test/2'), snowflake_id_node.set_fence('test/2', '1000'), snowflake_id_node.mark('test/2'))$$) AS t(x text);
+-- The seal comes only after its check, in the same transaction (55000 otherwise); the check
+-- returns the rows and privileges the copy must match.
+SELECT * FROM dblink('mover', $$SELECT snowflake_id_node.seal('test/2')$$) AS t(x text);      -- 55000
+SELECT * FROM dblink('mover', $$SELECT concat(
+    snowflake_id_node.seal_check('test/2', ARRAY[snowflake_id_node.fingerprint('mv_7001')::text], '1000')::json->>'rows',
+    snowflake_id_node.seal('test/2'))$$) AS t(x text);
 SELECT * FROM dblink('mover', $$SELECT snowflake_id_node.undo('test/2', '1 s', 0)::text$$) AS t(x text);     -- 55000
 SELECT dblink_disconnect('mover');
 DO $$ BEGIN
@@ -135,7 +140,7 @@ SELECT * FROM dblink('mover', $$SELECT concat(snowflake_id_node.lock_shards('{70
     snowflake_id_node.publish('test/3'), snowflake_id_node.set_fence('test/3', '1000'))$$) AS t(x text);
 ALTER TABLE mv_7002.posts ADD COLUMN visibility text NOT NULL DEFAULT 'private';
 \set VERBOSITY default
-SELECT * FROM dblink('mover', $$SELECT snowflake_id_node.seal('test/3', ARRAY[snowflake_id_node.fingerprint('mv_7001')::text], '1000')$$)
+SELECT * FROM dblink('mover', $$SELECT snowflake_id_node.seal_check('test/3', ARRAY[snowflake_id_node.fingerprint('mv_7001')::text], '1000')$$)
     AS t(x text);
 \set VERBOSITY sqlstate
 SELECT * FROM dblink('mover', $$SELECT snowflake_id_node.undo('test/3', '1 s', 0)::text$$) AS t(x text);

@@ -118,6 +118,22 @@ $$;
 COMMENT ON FUNCTION snowflake_id_router.settle_all() IS
   'Cancels the calls in flight on this session''s sfid:* connections and consumes their results (closing a connection that will not settle).';
 
+-- Rolls back the transaction a multi-call step opened on conn (settle_all first); a
+-- connection on which that fails is closed, which ends the transaction there as well.
+CREATE OR REPLACE FUNCTION snowflake_id_router.end_transaction(conn text) RETURNS void
+LANGUAGE plpgsql VOLATILE STRICT PARALLEL UNSAFE
+SET search_path = pg_catalog, pg_temp
+AS $$
+#variable_conflict use_variable
+BEGIN
+    PERFORM snowflake_id_router.call(conn, 'ROLLBACK', interval '5 s', 'rolling back');
+EXCEPTION WHEN query_canceled OR OTHERS THEN
+    PERFORM snowflake_id_router.disconnect(conn);
+END
+$$;
+COMMENT ON FUNCTION snowflake_id_router.end_transaction(text) IS
+  'Rolls back the transaction open on dblink connection conn, closing the connection if that fails.';
+
 -- Sends sql on conn without waiting.
 CREATE OR REPLACE FUNCTION snowflake_id_router.send(conn text, sql text) RETURNS void
 LANGUAGE plpgsql VOLATILE STRICT PARALLEL UNSAFE
@@ -147,7 +163,8 @@ AS $$
 DECLARE
     d text := snowflake_id_router.dblink_schema();
     busy integer;
-    nap double precision := 0.0002;
+    began timestamptz := clock_timestamp();
+    nap double precision;
     result text;
     st text;
     msg text;
@@ -163,8 +180,10 @@ BEGIN
             PERFORM snowflake_id_router.drain(conn, clock_timestamp() + interval '2 s');
             RAISE EXCEPTION '% on % did not finish in time', what, place USING ERRCODE = 'query_canceled';
         END IF;
+        -- A tenth of the wait so far (at least 0.2 ms, at most 10 ms): an answer is taken at
+        -- most about 10% late, and a long wait costs few looks.
+        nap := least(greatest(extract(epoch FROM clock_timestamp() - began) / 10, 0.0002), 0.01);
         PERFORM pg_sleep(nap);
-        nap := least(nap * 2, 0.01);
     END LOOP;
     BEGIN
         EXECUTE format('SELECT v FROM %s.dblink_get_result($1::text) AS r(v text)', d) INTO result USING conn;
@@ -272,7 +291,7 @@ SET search_path = pg_catalog, pg_temp
 AS $$
 #variable_conflict use_variable
 DECLARE
-    nap double precision := 0.001;
+    began timestamptz := clock_timestamp();
 BEGIN
     LOOP
         IF clock_timestamp() < deadline THEN
@@ -282,8 +301,8 @@ BEGIN
             RAISE EXCEPTION '% on % did not finish in time', what, format('node %L', substr(conn, 6))
                 USING ERRCODE = 'query_canceled';
         END IF;
-        PERFORM pg_sleep(nap);
-        nap := least(nap * 2, 0.02);
+        -- A tenth of the wait so far, 1 to 20 ms (each look is a round trip).
+        PERFORM pg_sleep(least(greatest(extract(epoch FROM clock_timestamp() - began) / 10, 0.001), 0.02));
     END LOOP;
 END
 $$;
