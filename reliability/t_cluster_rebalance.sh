@@ -10,8 +10,11 @@
 #   CALL rebalance()        resumed (same rebalance), one batch at a time, to the end:
 #                           333/333/334 shards;
 #   CALL drain_node(a, parallel_moves => 2)
-#                           its session terminated with two batches moving (their loopback
-#                           workers end with it), then
+#                           one of its workers' sessions terminated with two batches moving:
+#                           the drain fails (its other batch ends first), then
+#   CALL drain_node(a, parallel_moves => 2)
+#                           resumed, its session terminated with two batches moving (their
+#                           loopback workers end with it), then
 #   CALL drain_node(a)      resumed to the end, one batch at a time: no shard left on node_a;
 #   remove_node(a)          refused (55000) before the drain, done after.
 # Afterwards (reliability/router_check.py): every acknowledged write is present exactly
@@ -126,8 +129,16 @@ read -r counts even <<<"$(on router -F ' ' -c "SELECT string_agg(node || ':' || 
 echo "rebalance: $planned shards moved in $rebalance_secs s (with the stop and the resume): $counts"
 [[ $even == t && $counts == node_a:*,node_b:*,node_c:* ]] || fail "the rebalance did not spread the $((2 * N)) shards evenly: $counts"
 
-# The drain, its session terminated mid-batch, then resumed; then the node removed.
+# The drain: a worker's session terminated, then the caller's, each with two batches moving;
+# then resumed; then the node removed.
 t_drain=$(date +%s.%N)
+on router -c "SET client_min_messages = notice" -c "CALL drain_node('node_a', parallel_moves => 2)" >"$work/drain0.log" 2>&1 & mover=$!
+wait_for "$mover" "$work/drain0.log" "SELECT shards_done > 0 AND batches_moving = 2 FROM rebalance_status WHERE kind = 'drain' AND state = 'running'"
+on router -c "SELECT pg_terminate_backend(pid) FROM pg_stat_activity WHERE application_name LIKE 'snowflake\_id\_router rebalance % worker 1'" >/dev/null
+if wait "$mover"; then fail "drain_node survived the termination of a worker's session"; fi
+read -r id0 state <<<"$(status_of "id, state")"
+echo "a worker's session terminated: drain $id0 $state: $(grep -m1 -o 'ERROR:  .*' "$work/drain0.log" | cut -c8- | cut -c1-160)"
+[[ $state == failed ]] || fail "rebalance_status shows the drain whose worker was terminated as $state: $(cat "$work/drain0.log")"
 on router -c "SET client_min_messages = notice" -c "CALL drain_node('node_a', parallel_moves => 2)" >"$work/drain1.log" 2>&1 & mover=$!
 wait_for "$mover" "$work/drain1.log" "SELECT shards_done > 0 AND batches_moving = 2 FROM rebalance_status WHERE kind = 'drain' AND state = 'running'"
 on router -c "SELECT pg_terminate_backend(pid) FROM rebalance_status WHERE kind = 'drain' AND state = 'running'" >/dev/null

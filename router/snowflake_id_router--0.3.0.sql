@@ -655,64 +655,67 @@ COMMENT ON VIEW shard_map IS 'The shard map: logical shard, its node and the nod
 -- waiting on a node can always be cancelled or terminated, and its node sessions, which
 -- hold its shard locks, end with it.
 
--- Opens the connection to node (identity checked), or returns the one this session has.
--- Its session watches the router: if the mover dies, it ends (and its locks go) within
--- seconds, even while it runs a statement or the network is cut.
-CREATE OR REPLACE FUNCTION snowflake_id_router.node_conn(node text) RETURNS text
-LANGUAGE plpgsql VOLATILE STRICT PARALLEL UNSAFE
+-- A named dblink connection of this session: the one open under that name, or a new one
+-- (to node, identity checked; to this router database when node is NULL) set up by
+-- settings, a query run once.
+CREATE OR REPLACE FUNCTION snowflake_id_router.open_conn(conn text, node text, settings text, what text) RETURNS text
+LANGUAGE plpgsql VOLATILE CALLED ON NULL INPUT PARALLEL UNSAFE
 SET search_path = pg_catalog, pg_temp
 AS $$
 #variable_conflict use_variable
 DECLARE
-    conn text := 'sfid:' || node;
     open text[];
 BEGIN
     EXECUTE format('SELECT %s.dblink_get_connections()', snowflake_id_router.dblink_schema()) INTO open;
     IF conn = ANY (open) THEN
         RETURN conn;
     END IF;
-    PERFORM snowflake_id_router.connect_node(conn, node);
-    PERFORM snowflake_id_router.call(conn, format(
-        $q$SELECT concat_ws(' ', set_config('application_name', %L, false), set_config('client_connection_check_interval', '1s', false),
-                  set_config('tcp_keepalives_idle', '5', false), set_config('tcp_keepalives_interval', '2', false),
-                  set_config('tcp_keepalives_count', '3', false), set_config('statement_timeout', '0', false),
-                  set_config('lock_timeout', '0', false), set_config('idle_in_transaction_session_timeout', '0', false))$q$,
-        'snowflake_id_router mover ' || pg_backend_pid()), interval '10 s', format('setting up the session on node %L', node));
+    IF node IS NULL THEN
+        PERFORM snowflake_id_router.connect_self(conn);
+    ELSE
+        PERFORM snowflake_id_router.connect_node(conn, node);
+    END IF;
+    PERFORM snowflake_id_router.call(conn, settings, interval '10 s', what);
     RETURN conn;
 END
 $$;
+COMMENT ON FUNCTION snowflake_id_router.open_conn(text, text, text, text) IS
+  'The dblink connection conn of this session, opened (to node, or to this router when NULL) and set up by settings if not yet open.';
+
+-- The connection to node. Its session watches the router: if the mover dies, it ends (and
+-- its locks go) within seconds, even while it runs a statement or the network is cut.
+CREATE OR REPLACE FUNCTION snowflake_id_router.node_conn(node text) RETURNS text
+LANGUAGE sql VOLATILE STRICT PARALLEL UNSAFE
+SET search_path = pg_catalog, pg_temp
+RETURN snowflake_id_router.open_conn('sfid:' || node, node, format(
+    $q$SELECT concat_ws(' ', set_config('application_name', %L, false), set_config('client_connection_check_interval', '1s', false),
+              set_config('tcp_keepalives_idle', '5', false), set_config('tcp_keepalives_interval', '2', false),
+              set_config('tcp_keepalives_count', '3', false), set_config('statement_timeout', '0', false),
+              set_config('lock_timeout', '0', false), set_config('idle_in_transaction_session_timeout', '0', false))$q$,
+    'snowflake_id_router mover ' || pg_backend_pid()), format('setting up the session on node %L', node));
 COMMENT ON FUNCTION snowflake_id_router.node_conn(text) IS
   'The dblink connection sfid:<node> of this session to node (opened, identity checked, if not yet open).';
 
 -- The loopback connection to this router database (connect_self checks it reaches it).
+-- (PL/pgSQL: the settings it reads are defined further on.)
 CREATE OR REPLACE FUNCTION snowflake_id_router.loopback() RETURNS text
 LANGUAGE plpgsql VOLATILE STRICT PARALLEL UNSAFE
 SET search_path = pg_catalog, pg_temp
 AS $$
-#variable_conflict use_variable
-DECLARE
-    open text[];
 BEGIN
-    EXECUTE format('SELECT %s.dblink_get_connections()', snowflake_id_router.dblink_schema()) INTO open;
-    IF 'sfid:self' = ANY (open) THEN
-        RETURN 'sfid:self';
-    END IF;
-    PERFORM snowflake_id_router.connect_self('sfid:self');
-    PERFORM snowflake_id_router.call('sfid:self', format(
+    RETURN snowflake_id_router.open_conn('sfid:self', NULL, format(
         $q$SELECT concat_ws(' ', set_config('application_name', %L, false), set_config('lock_timeout', %L, false),
                             set_config('statement_timeout', '0', false))$q$,
         'snowflake_id_router loopback ' || pg_backend_pid(), snowflake_id_router.ms(snowflake_id_router.timeout('lock_timeout'))),
-        interval '10 s', 'setting up the loopback connection');
-    RETURN 'sfid:self';
+        'setting up the loopback connection');
 END
 $$;
 COMMENT ON FUNCTION snowflake_id_router.loopback() IS
   'The loopback connection sfid:self of this session to this router database (opened and checked if not yet open).';
 
--- Closes every connection of this session named sfid:*, releasing the node locks held
--- through them. Never fails.
-CREATE OR REPLACE FUNCTION snowflake_id_router.disconnect_all() RETURNS void
-LANGUAGE plpgsql VOLATILE PARALLEL UNSAFE
+-- Closes every connection of this session whose name is LIKE pattern. Never fails.
+CREATE OR REPLACE FUNCTION snowflake_id_router.disconnect_matching(pattern text) RETURNS void
+LANGUAGE plpgsql VOLATILE STRICT PARALLEL UNSAFE
 SET search_path = pg_catalog, pg_temp
 AS $$
 #variable_conflict use_variable
@@ -722,7 +725,7 @@ DECLARE
     c text;
 BEGIN
     EXECUTE format('SELECT %s.dblink_get_connections()', d) INTO open;
-    FOR c IN SELECT x FROM unnest(open) x WHERE x LIKE 'sfid:%' LOOP
+    FOR c IN SELECT x FROM unnest(open) x WHERE x LIKE pattern LOOP
         BEGIN
             EXECUTE format('SELECT %s.dblink_disconnect($1::text)', d) USING c;
         EXCEPTION WHEN query_canceled OR OTHERS THEN
@@ -731,6 +734,15 @@ BEGIN
     END LOOP;
 END
 $$;
+COMMENT ON FUNCTION snowflake_id_router.disconnect_matching(text) IS
+  'Closes this session''s dblink connections whose names are LIKE pattern.';
+
+-- Closes every connection of this session named sfid:*, releasing the node locks held
+-- through them. Never fails.
+CREATE OR REPLACE FUNCTION snowflake_id_router.disconnect_all() RETURNS void
+LANGUAGE sql VOLATILE PARALLEL UNSAFE
+SET search_path = pg_catalog, pg_temp
+RETURN snowflake_id_router.disconnect_matching('sfid:%');
 COMMENT ON FUNCTION snowflake_id_router.disconnect_all() IS
   'Closes this session''s sfid:* dblink connections (node locks held through them go with them).';
 
@@ -801,7 +813,8 @@ COMMENT ON FUNCTION snowflake_id_router.send(text, text) IS 'Sends sql on dblink
 
 -- The result (first column of the first row, as text) of what was sent on conn, waited for
 -- until deadline; then the query is cancelled and 57014 raised. A remote error is raised
--- again with its SQLSTATE, detail and hint, its message prefixed by what and where.
+-- again with its SQLSTATE, detail and hint, its message prefixed by what and where (unless
+-- what is NULL).
 CREATE OR REPLACE FUNCTION snowflake_id_router.receive(conn text, deadline timestamptz, what text) RETURNS text
 LANGUAGE plpgsql VOLATILE PARALLEL UNSAFE
 SET search_path = pg_catalog, pg_temp
@@ -843,7 +856,9 @@ BEGIN
         ELSE
             PERFORM snowflake_id_router.drain(conn, clock_timestamp() + interval '2 s');
         END IF;
-        msg := format('%s on %s: %s', what, place, msg);
+        IF what IS NOT NULL THEN
+            msg := format('%s on %s: %s', what, place, msg);
+        END IF;
         PERFORM snowflake_id_router.raise_error(st, msg, det, hnt);
     END;
     PERFORM snowflake_id_router.drain(conn, clock_timestamp() + interval '2 s');
@@ -2651,33 +2666,19 @@ COMMENT ON FUNCTION snowflake_id_router.rebalance_move(integer, integer) IS
 
 -- The connection of worker n, opened (and checked to reach this router) if not yet open.
 CREATE OR REPLACE FUNCTION snowflake_id_router.rebalance_worker(n integer) RETURNS text
-LANGUAGE plpgsql VOLATILE STRICT PARALLEL UNSAFE
+LANGUAGE sql VOLATILE STRICT PARALLEL UNSAFE
 SET search_path = pg_catalog, pg_temp
-AS $$
-#variable_conflict use_variable
-DECLARE
-    conn text := 'sfid-rebalance:' || n;
-    open text[];
-BEGIN
-    EXECUTE format('SELECT %s.dblink_get_connections()', snowflake_id_router.dblink_schema()) INTO open;
-    IF conn = ANY (open) THEN
-        RETURN conn;
-    END IF;
-    PERFORM snowflake_id_router.connect_self(conn);
-    PERFORM snowflake_id_router.call(conn, format(
-        $q$SELECT concat_ws(' ', set_config('application_name', %L, false), set_config('client_connection_check_interval', '1s', false),
-                  set_config('statement_timeout', '0', false), set_config('lock_timeout', '0', false),
-                  set_config('idle_in_transaction_session_timeout', '0', false),
-                  set_config('default_transaction_isolation', 'read committed', false))$q$,
-        format('snowflake_id_router rebalance %s worker %s', pg_backend_pid(), n)), interval '10 s', 'setting up a rebalance worker');
-    RETURN conn;
-END
-$$;
+RETURN snowflake_id_router.open_conn('sfid-rebalance:' || n, NULL, format(
+    $q$SELECT concat_ws(' ', set_config('application_name', %L, false), set_config('client_connection_check_interval', '1s', false),
+              set_config('statement_timeout', '0', false), set_config('lock_timeout', '0', false),
+              set_config('idle_in_transaction_session_timeout', '0', false),
+              set_config('default_transaction_isolation', 'read committed', false))$q$,
+    format('snowflake_id_router rebalance %s worker %s', pg_backend_pid(), n)), 'setting up a rebalance worker');
 COMMENT ON FUNCTION snowflake_id_router.rebalance_worker(integer) IS
   'The loopback connection of rebalance worker n of this session (opened and checked if not yet open).';
 
 -- A worker (index into moving, whose elements are the batches moving, NULL for an idle
--- worker) whose batch has ended, its result left to rebalance_collect; NULL if none has.
+-- worker) whose batch has ended, its result left to read (receive); NULL if none has.
 CREATE OR REPLACE FUNCTION snowflake_id_router.rebalance_ended(moving integer[]) RETURNS integer
 LANGUAGE plpgsql VOLATILE STRICT PARALLEL UNSAFE
 SET search_path = pg_catalog, pg_temp
@@ -2699,62 +2700,6 @@ END
 $$;
 COMMENT ON FUNCTION snowflake_id_router.rebalance_ended(integer[]) IS
   'A rebalance worker whose batch has ended (its number), or NULL.';
-
--- What worker n's batch ended with: nothing, or its error raised again here (its SQLSTATE,
--- message, detail and hint).
-CREATE OR REPLACE FUNCTION snowflake_id_router.rebalance_collect(n integer) RETURNS void
-LANGUAGE plpgsql VOLATILE STRICT PARALLEL UNSAFE
-SET search_path = pg_catalog, pg_temp
-AS $$
-#variable_conflict use_variable
-DECLARE
-    conn text := 'sfid-rebalance:' || n;
-    st text;
-    msg text;
-    det text;
-    hnt text;
-BEGIN
-    BEGIN
-        EXECUTE format('SELECT count(*) FROM %s.dblink_get_result($1::text) AS r(v text)', snowflake_id_router.dblink_schema())
-            USING conn;
-    EXCEPTION WHEN query_canceled OR OTHERS THEN
-        GET STACKED DIAGNOSTICS st = RETURNED_SQLSTATE, msg = MESSAGE_TEXT, det = PG_EXCEPTION_DETAIL, hnt = PG_EXCEPTION_HINT;
-        IF st LIKE '08%' THEN
-            PERFORM snowflake_id_router.disconnect(conn);   -- broken: the next batch opens another
-        ELSE
-            PERFORM snowflake_id_router.drain(conn, clock_timestamp() + interval '2 s');
-        END IF;
-        PERFORM snowflake_id_router.raise_error(st, msg, det, hnt);
-    END;
-    PERFORM snowflake_id_router.drain(conn, clock_timestamp() + interval '2 s');
-END
-$$;
-COMMENT ON FUNCTION snowflake_id_router.rebalance_collect(integer) IS
-  'Reads how rebalance worker n''s batch ended: nothing, or its error raised again.';
-
--- Closes this session's worker connections (a worker still moving a batch ends within a
--- second or two, and its move with it, repaired by the next move of its shards). Never fails.
-CREATE OR REPLACE FUNCTION snowflake_id_router.rebalance_disconnect() RETURNS void
-LANGUAGE plpgsql VOLATILE PARALLEL UNSAFE
-SET search_path = pg_catalog, pg_temp
-AS $$
-#variable_conflict use_variable
-DECLARE
-    open text[];
-    c text;
-BEGIN
-    EXECUTE format('SELECT %s.dblink_get_connections()', snowflake_id_router.dblink_schema()) INTO open;
-    FOR c IN SELECT x FROM unnest(open) x WHERE x LIKE 'sfid-rebalance:%' LOOP
-        BEGIN
-            PERFORM snowflake_id_router.disconnect(c);
-        EXCEPTION WHEN query_canceled OR OTHERS THEN
-            NULL;
-        END;
-    END LOOP;
-END
-$$;
-COMMENT ON FUNCTION snowflake_id_router.rebalance_disconnect() IS
-  'Closes this session''s rebalance worker connections.';
 
 -- Cancels the batches moving (each move then undoes itself, or completes if it had sealed).
 CREATE OR REPLACE FUNCTION snowflake_id_router.rebalance_cancel(moving integer[]) RETURNS void
@@ -2822,6 +2767,7 @@ DECLARE
     rid integer;
     batch integer;
     moving integer[] := '{}';   -- the batch each worker moves; NULL: the worker is idle
+    busy integer := 0;          -- workers moving a batch
     n integer;
     failed integer;             -- the batch that failed first (NULL: a step of the rebalance)
     st text;
@@ -2838,13 +2784,13 @@ BEGIN
                                  HINT = 'Call it with parallel_moves => 1 (the default), or as a superuser.';
     END IF;
     COMMIT;
-    PERFORM snowflake_id_router.rebalance_disconnect();   -- workers of an earlier call cut short
+    PERFORM snowflake_id_router.disconnect_matching('sfid-rebalance:%');   -- workers of an earlier call cut short
     rid := snowflake_id_router.rebalance_begin(drain, strategy, batch_size, template, parallel_moves);
     COMMIT;
     LOOP
-        WHILE st IS NULL AND pg_catalog.cardinality(pg_catalog.array_remove(moving, NULL)) < parallel_moves LOOP
+        WHILE st IS NULL AND busy < parallel_moves LOOP
             BEGIN
-                batch := snowflake_id_router.rebalance_next(rid, pg_catalog.cardinality(pg_catalog.array_remove(moving, NULL)) > 0);
+                batch := snowflake_id_router.rebalance_next(rid, busy > 0);
             EXCEPTION WHEN query_canceled OR OTHERS THEN
                 GET STACKED DIAGNOSTICS st = RETURNED_SQLSTATE, msg = MESSAGE_TEXT, det = PG_EXCEPTION_DETAIL;
                 EXIT;
@@ -2859,6 +2805,7 @@ BEGIN
                     PERFORM snowflake_id_router.send(snowflake_id_router.rebalance_worker(n),
                         pg_catalog.format('SELECT snowflake_id_router.rebalance_move(%s, %s)', rid, batch));
                     moving[n] := batch;
+                    busy := busy + 1;
                 END IF;
             EXCEPTION WHEN query_canceled OR OTHERS THEN
                 GET STACKED DIAGNOSTICS st = RETURNED_SQLSTATE, msg = MESSAGE_TEXT, det = PG_EXCEPTION_DETAIL;
@@ -2866,7 +2813,7 @@ BEGIN
             END;
             COMMIT;
         END LOOP;
-        EXIT WHEN pg_catalog.cardinality(pg_catalog.array_remove(moving, NULL)) = 0;
+        EXIT WHEN busy = 0;
         -- Has one of the moving batches ended? Polled between commits, so that this session
         -- never keeps a transaction open across a worker's flip: a move's clean-up waits (up
         -- to lock_timeout) for the router transactions begun before its flip.
@@ -2887,7 +2834,8 @@ BEGIN
             CONTINUE;
         END IF;
         BEGIN
-            PERFORM snowflake_id_router.rebalance_collect(n);
+            -- How its batch ended: nothing, or its error raised again here.
+            PERFORM snowflake_id_router.receive('sfid-rebalance:' || n, pg_catalog.clock_timestamp(), NULL);
         EXCEPTION WHEN query_canceled OR OTHERS THEN
             IF st IS NULL THEN
                 GET STACKED DIAGNOSTICS st = RETURNED_SQLSTATE, msg = MESSAGE_TEXT, det = PG_EXCEPTION_DETAIL;
@@ -2898,9 +2846,10 @@ BEGIN
             END IF;
         END;
         moving[n] := NULL;
+        busy := busy - 1;
         COMMIT;
     END LOOP;
-    PERFORM snowflake_id_router.rebalance_disconnect();
+    PERFORM snowflake_id_router.disconnect_matching('sfid-rebalance:%');
     IF st IS NOT NULL THEN
         failure := snowflake_id_router.rebalance_failed(rid, failed, st, msg);
         COMMIT;

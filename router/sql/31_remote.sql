@@ -8,64 +8,67 @@
 -- waiting on a node can always be cancelled or terminated, and its node sessions, which
 -- hold its shard locks, end with it.
 
--- Opens the connection to node (identity checked), or returns the one this session has.
--- Its session watches the router: if the mover dies, it ends (and its locks go) within
--- seconds, even while it runs a statement or the network is cut.
-CREATE OR REPLACE FUNCTION snowflake_id_router.node_conn(node text) RETURNS text
-LANGUAGE plpgsql VOLATILE STRICT PARALLEL UNSAFE
+-- A named dblink connection of this session: the one open under that name, or a new one
+-- (to node, identity checked; to this router database when node is NULL) set up by
+-- settings, a query run once.
+CREATE OR REPLACE FUNCTION snowflake_id_router.open_conn(conn text, node text, settings text, what text) RETURNS text
+LANGUAGE plpgsql VOLATILE CALLED ON NULL INPUT PARALLEL UNSAFE
 SET search_path = pg_catalog, pg_temp
 AS $$
 #variable_conflict use_variable
 DECLARE
-    conn text := 'sfid:' || node;
     open text[];
 BEGIN
     EXECUTE format('SELECT %s.dblink_get_connections()', snowflake_id_router.dblink_schema()) INTO open;
     IF conn = ANY (open) THEN
         RETURN conn;
     END IF;
-    PERFORM snowflake_id_router.connect_node(conn, node);
-    PERFORM snowflake_id_router.call(conn, format(
-        $q$SELECT concat_ws(' ', set_config('application_name', %L, false), set_config('client_connection_check_interval', '1s', false),
-                  set_config('tcp_keepalives_idle', '5', false), set_config('tcp_keepalives_interval', '2', false),
-                  set_config('tcp_keepalives_count', '3', false), set_config('statement_timeout', '0', false),
-                  set_config('lock_timeout', '0', false), set_config('idle_in_transaction_session_timeout', '0', false))$q$,
-        'snowflake_id_router mover ' || pg_backend_pid()), interval '10 s', format('setting up the session on node %L', node));
+    IF node IS NULL THEN
+        PERFORM snowflake_id_router.connect_self(conn);
+    ELSE
+        PERFORM snowflake_id_router.connect_node(conn, node);
+    END IF;
+    PERFORM snowflake_id_router.call(conn, settings, interval '10 s', what);
     RETURN conn;
 END
 $$;
+COMMENT ON FUNCTION snowflake_id_router.open_conn(text, text, text, text) IS
+  'The dblink connection conn of this session, opened (to node, or to this router when NULL) and set up by settings if not yet open.';
+
+-- The connection to node. Its session watches the router: if the mover dies, it ends (and
+-- its locks go) within seconds, even while it runs a statement or the network is cut.
+CREATE OR REPLACE FUNCTION snowflake_id_router.node_conn(node text) RETURNS text
+LANGUAGE sql VOLATILE STRICT PARALLEL UNSAFE
+SET search_path = pg_catalog, pg_temp
+RETURN snowflake_id_router.open_conn('sfid:' || node, node, format(
+    $q$SELECT concat_ws(' ', set_config('application_name', %L, false), set_config('client_connection_check_interval', '1s', false),
+              set_config('tcp_keepalives_idle', '5', false), set_config('tcp_keepalives_interval', '2', false),
+              set_config('tcp_keepalives_count', '3', false), set_config('statement_timeout', '0', false),
+              set_config('lock_timeout', '0', false), set_config('idle_in_transaction_session_timeout', '0', false))$q$,
+    'snowflake_id_router mover ' || pg_backend_pid()), format('setting up the session on node %L', node));
 COMMENT ON FUNCTION snowflake_id_router.node_conn(text) IS
   'The dblink connection sfid:<node> of this session to node (opened, identity checked, if not yet open).';
 
 -- The loopback connection to this router database (connect_self checks it reaches it).
+-- (PL/pgSQL: the settings it reads are defined further on.)
 CREATE OR REPLACE FUNCTION snowflake_id_router.loopback() RETURNS text
 LANGUAGE plpgsql VOLATILE STRICT PARALLEL UNSAFE
 SET search_path = pg_catalog, pg_temp
 AS $$
-#variable_conflict use_variable
-DECLARE
-    open text[];
 BEGIN
-    EXECUTE format('SELECT %s.dblink_get_connections()', snowflake_id_router.dblink_schema()) INTO open;
-    IF 'sfid:self' = ANY (open) THEN
-        RETURN 'sfid:self';
-    END IF;
-    PERFORM snowflake_id_router.connect_self('sfid:self');
-    PERFORM snowflake_id_router.call('sfid:self', format(
+    RETURN snowflake_id_router.open_conn('sfid:self', NULL, format(
         $q$SELECT concat_ws(' ', set_config('application_name', %L, false), set_config('lock_timeout', %L, false),
                             set_config('statement_timeout', '0', false))$q$,
         'snowflake_id_router loopback ' || pg_backend_pid(), snowflake_id_router.ms(snowflake_id_router.timeout('lock_timeout'))),
-        interval '10 s', 'setting up the loopback connection');
-    RETURN 'sfid:self';
+        'setting up the loopback connection');
 END
 $$;
 COMMENT ON FUNCTION snowflake_id_router.loopback() IS
   'The loopback connection sfid:self of this session to this router database (opened and checked if not yet open).';
 
--- Closes every connection of this session named sfid:*, releasing the node locks held
--- through them. Never fails.
-CREATE OR REPLACE FUNCTION snowflake_id_router.disconnect_all() RETURNS void
-LANGUAGE plpgsql VOLATILE PARALLEL UNSAFE
+-- Closes every connection of this session whose name is LIKE pattern. Never fails.
+CREATE OR REPLACE FUNCTION snowflake_id_router.disconnect_matching(pattern text) RETURNS void
+LANGUAGE plpgsql VOLATILE STRICT PARALLEL UNSAFE
 SET search_path = pg_catalog, pg_temp
 AS $$
 #variable_conflict use_variable
@@ -75,7 +78,7 @@ DECLARE
     c text;
 BEGIN
     EXECUTE format('SELECT %s.dblink_get_connections()', d) INTO open;
-    FOR c IN SELECT x FROM unnest(open) x WHERE x LIKE 'sfid:%' LOOP
+    FOR c IN SELECT x FROM unnest(open) x WHERE x LIKE pattern LOOP
         BEGIN
             EXECUTE format('SELECT %s.dblink_disconnect($1::text)', d) USING c;
         EXCEPTION WHEN query_canceled OR OTHERS THEN
@@ -84,6 +87,15 @@ BEGIN
     END LOOP;
 END
 $$;
+COMMENT ON FUNCTION snowflake_id_router.disconnect_matching(text) IS
+  'Closes this session''s dblink connections whose names are LIKE pattern.';
+
+-- Closes every connection of this session named sfid:*, releasing the node locks held
+-- through them. Never fails.
+CREATE OR REPLACE FUNCTION snowflake_id_router.disconnect_all() RETURNS void
+LANGUAGE sql VOLATILE PARALLEL UNSAFE
+SET search_path = pg_catalog, pg_temp
+RETURN snowflake_id_router.disconnect_matching('sfid:%');
 COMMENT ON FUNCTION snowflake_id_router.disconnect_all() IS
   'Closes this session''s sfid:* dblink connections (node locks held through them go with them).';
 
@@ -154,7 +166,8 @@ COMMENT ON FUNCTION snowflake_id_router.send(text, text) IS 'Sends sql on dblink
 
 -- The result (first column of the first row, as text) of what was sent on conn, waited for
 -- until deadline; then the query is cancelled and 57014 raised. A remote error is raised
--- again with its SQLSTATE, detail and hint, its message prefixed by what and where.
+-- again with its SQLSTATE, detail and hint, its message prefixed by what and where (unless
+-- what is NULL).
 CREATE OR REPLACE FUNCTION snowflake_id_router.receive(conn text, deadline timestamptz, what text) RETURNS text
 LANGUAGE plpgsql VOLATILE PARALLEL UNSAFE
 SET search_path = pg_catalog, pg_temp
@@ -196,7 +209,9 @@ BEGIN
         ELSE
             PERFORM snowflake_id_router.drain(conn, clock_timestamp() + interval '2 s');
         END IF;
-        msg := format('%s on %s: %s', what, place, msg);
+        IF what IS NOT NULL THEN
+            msg := format('%s on %s: %s', what, place, msg);
+        END IF;
         PERFORM snowflake_id_router.raise_error(st, msg, det, hnt);
     END;
     PERFORM snowflake_id_router.drain(conn, clock_timestamp() + interval '2 s');

@@ -473,33 +473,19 @@ COMMENT ON FUNCTION snowflake_id_router.rebalance_move(integer, integer) IS
 
 -- The connection of worker n, opened (and checked to reach this router) if not yet open.
 CREATE OR REPLACE FUNCTION snowflake_id_router.rebalance_worker(n integer) RETURNS text
-LANGUAGE plpgsql VOLATILE STRICT PARALLEL UNSAFE
+LANGUAGE sql VOLATILE STRICT PARALLEL UNSAFE
 SET search_path = pg_catalog, pg_temp
-AS $$
-#variable_conflict use_variable
-DECLARE
-    conn text := 'sfid-rebalance:' || n;
-    open text[];
-BEGIN
-    EXECUTE format('SELECT %s.dblink_get_connections()', snowflake_id_router.dblink_schema()) INTO open;
-    IF conn = ANY (open) THEN
-        RETURN conn;
-    END IF;
-    PERFORM snowflake_id_router.connect_self(conn);
-    PERFORM snowflake_id_router.call(conn, format(
-        $q$SELECT concat_ws(' ', set_config('application_name', %L, false), set_config('client_connection_check_interval', '1s', false),
-                  set_config('statement_timeout', '0', false), set_config('lock_timeout', '0', false),
-                  set_config('idle_in_transaction_session_timeout', '0', false),
-                  set_config('default_transaction_isolation', 'read committed', false))$q$,
-        format('snowflake_id_router rebalance %s worker %s', pg_backend_pid(), n)), interval '10 s', 'setting up a rebalance worker');
-    RETURN conn;
-END
-$$;
+RETURN snowflake_id_router.open_conn('sfid-rebalance:' || n, NULL, format(
+    $q$SELECT concat_ws(' ', set_config('application_name', %L, false), set_config('client_connection_check_interval', '1s', false),
+              set_config('statement_timeout', '0', false), set_config('lock_timeout', '0', false),
+              set_config('idle_in_transaction_session_timeout', '0', false),
+              set_config('default_transaction_isolation', 'read committed', false))$q$,
+    format('snowflake_id_router rebalance %s worker %s', pg_backend_pid(), n)), 'setting up a rebalance worker');
 COMMENT ON FUNCTION snowflake_id_router.rebalance_worker(integer) IS
   'The loopback connection of rebalance worker n of this session (opened and checked if not yet open).';
 
 -- A worker (index into moving, whose elements are the batches moving, NULL for an idle
--- worker) whose batch has ended, its result left to rebalance_collect; NULL if none has.
+-- worker) whose batch has ended, its result left to read (receive); NULL if none has.
 CREATE OR REPLACE FUNCTION snowflake_id_router.rebalance_ended(moving integer[]) RETURNS integer
 LANGUAGE plpgsql VOLATILE STRICT PARALLEL UNSAFE
 SET search_path = pg_catalog, pg_temp
@@ -521,62 +507,6 @@ END
 $$;
 COMMENT ON FUNCTION snowflake_id_router.rebalance_ended(integer[]) IS
   'A rebalance worker whose batch has ended (its number), or NULL.';
-
--- What worker n's batch ended with: nothing, or its error raised again here (its SQLSTATE,
--- message, detail and hint).
-CREATE OR REPLACE FUNCTION snowflake_id_router.rebalance_collect(n integer) RETURNS void
-LANGUAGE plpgsql VOLATILE STRICT PARALLEL UNSAFE
-SET search_path = pg_catalog, pg_temp
-AS $$
-#variable_conflict use_variable
-DECLARE
-    conn text := 'sfid-rebalance:' || n;
-    st text;
-    msg text;
-    det text;
-    hnt text;
-BEGIN
-    BEGIN
-        EXECUTE format('SELECT count(*) FROM %s.dblink_get_result($1::text) AS r(v text)', snowflake_id_router.dblink_schema())
-            USING conn;
-    EXCEPTION WHEN query_canceled OR OTHERS THEN
-        GET STACKED DIAGNOSTICS st = RETURNED_SQLSTATE, msg = MESSAGE_TEXT, det = PG_EXCEPTION_DETAIL, hnt = PG_EXCEPTION_HINT;
-        IF st LIKE '08%' THEN
-            PERFORM snowflake_id_router.disconnect(conn);   -- broken: the next batch opens another
-        ELSE
-            PERFORM snowflake_id_router.drain(conn, clock_timestamp() + interval '2 s');
-        END IF;
-        PERFORM snowflake_id_router.raise_error(st, msg, det, hnt);
-    END;
-    PERFORM snowflake_id_router.drain(conn, clock_timestamp() + interval '2 s');
-END
-$$;
-COMMENT ON FUNCTION snowflake_id_router.rebalance_collect(integer) IS
-  'Reads how rebalance worker n''s batch ended: nothing, or its error raised again.';
-
--- Closes this session's worker connections (a worker still moving a batch ends within a
--- second or two, and its move with it, repaired by the next move of its shards). Never fails.
-CREATE OR REPLACE FUNCTION snowflake_id_router.rebalance_disconnect() RETURNS void
-LANGUAGE plpgsql VOLATILE PARALLEL UNSAFE
-SET search_path = pg_catalog, pg_temp
-AS $$
-#variable_conflict use_variable
-DECLARE
-    open text[];
-    c text;
-BEGIN
-    EXECUTE format('SELECT %s.dblink_get_connections()', snowflake_id_router.dblink_schema()) INTO open;
-    FOR c IN SELECT x FROM unnest(open) x WHERE x LIKE 'sfid-rebalance:%' LOOP
-        BEGIN
-            PERFORM snowflake_id_router.disconnect(c);
-        EXCEPTION WHEN query_canceled OR OTHERS THEN
-            NULL;
-        END;
-    END LOOP;
-END
-$$;
-COMMENT ON FUNCTION snowflake_id_router.rebalance_disconnect() IS
-  'Closes this session''s rebalance worker connections.';
 
 -- Cancels the batches moving (each move then undoes itself, or completes if it had sealed).
 CREATE OR REPLACE FUNCTION snowflake_id_router.rebalance_cancel(moving integer[]) RETURNS void
@@ -644,6 +574,7 @@ DECLARE
     rid integer;
     batch integer;
     moving integer[] := '{}';   -- the batch each worker moves; NULL: the worker is idle
+    busy integer := 0;          -- workers moving a batch
     n integer;
     failed integer;             -- the batch that failed first (NULL: a step of the rebalance)
     st text;
@@ -660,13 +591,13 @@ BEGIN
                                  HINT = 'Call it with parallel_moves => 1 (the default), or as a superuser.';
     END IF;
     COMMIT;
-    PERFORM snowflake_id_router.rebalance_disconnect();   -- workers of an earlier call cut short
+    PERFORM snowflake_id_router.disconnect_matching('sfid-rebalance:%');   -- workers of an earlier call cut short
     rid := snowflake_id_router.rebalance_begin(drain, strategy, batch_size, template, parallel_moves);
     COMMIT;
     LOOP
-        WHILE st IS NULL AND pg_catalog.cardinality(pg_catalog.array_remove(moving, NULL)) < parallel_moves LOOP
+        WHILE st IS NULL AND busy < parallel_moves LOOP
             BEGIN
-                batch := snowflake_id_router.rebalance_next(rid, pg_catalog.cardinality(pg_catalog.array_remove(moving, NULL)) > 0);
+                batch := snowflake_id_router.rebalance_next(rid, busy > 0);
             EXCEPTION WHEN query_canceled OR OTHERS THEN
                 GET STACKED DIAGNOSTICS st = RETURNED_SQLSTATE, msg = MESSAGE_TEXT, det = PG_EXCEPTION_DETAIL;
                 EXIT;
@@ -681,6 +612,7 @@ BEGIN
                     PERFORM snowflake_id_router.send(snowflake_id_router.rebalance_worker(n),
                         pg_catalog.format('SELECT snowflake_id_router.rebalance_move(%s, %s)', rid, batch));
                     moving[n] := batch;
+                    busy := busy + 1;
                 END IF;
             EXCEPTION WHEN query_canceled OR OTHERS THEN
                 GET STACKED DIAGNOSTICS st = RETURNED_SQLSTATE, msg = MESSAGE_TEXT, det = PG_EXCEPTION_DETAIL;
@@ -688,7 +620,7 @@ BEGIN
             END;
             COMMIT;
         END LOOP;
-        EXIT WHEN pg_catalog.cardinality(pg_catalog.array_remove(moving, NULL)) = 0;
+        EXIT WHEN busy = 0;
         -- Has one of the moving batches ended? Polled between commits, so that this session
         -- never keeps a transaction open across a worker's flip: a move's clean-up waits (up
         -- to lock_timeout) for the router transactions begun before its flip.
@@ -709,7 +641,8 @@ BEGIN
             CONTINUE;
         END IF;
         BEGIN
-            PERFORM snowflake_id_router.rebalance_collect(n);
+            -- How its batch ended: nothing, or its error raised again here.
+            PERFORM snowflake_id_router.receive('sfid-rebalance:' || n, pg_catalog.clock_timestamp(), NULL);
         EXCEPTION WHEN query_canceled OR OTHERS THEN
             IF st IS NULL THEN
                 GET STACKED DIAGNOSTICS st = RETURNED_SQLSTATE, msg = MESSAGE_TEXT, det = PG_EXCEPTION_DETAIL;
@@ -720,9 +653,10 @@ BEGIN
             END IF;
         END;
         moving[n] := NULL;
+        busy := busy - 1;
         COMMIT;
     END LOOP;
-    PERFORM snowflake_id_router.rebalance_disconnect();
+    PERFORM snowflake_id_router.disconnect_matching('sfid-rebalance:%');
     IF st IS NOT NULL THEN
         failure := snowflake_id_router.rebalance_failed(rid, failed, st, msg);
         COMMIT;
