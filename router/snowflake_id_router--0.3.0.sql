@@ -1325,8 +1325,8 @@ BEGIN
         -- seal_check, in a transaction there that the seal commits, compares the schemas'
         -- definitions with the copies' under its locks and counts the rows.
         step := 'checking the source';
+        seal_open := true;   -- (before BEGIN: were its reply lost, the undo must not run inside it)
         PERFORM snowflake_id_router.call(src, 'BEGIN', interval '10 s', step);
-        seal_open := true;
         PERFORM snowflake_id_router.send(src, format('SELECT snowflake_id_node.seal_check(%L, %L, %L)', k, dst_prints, lock_ms));
         step := 'waiting for the target to catch up';
         PERFORM snowflake_id_router.poll(dst, format('SELECT snowflake_id_node.marked(%L)', k), fence_deadline,
