@@ -793,6 +793,16 @@ $$;
 COMMENT ON FUNCTION snowflake_id_router.end_transaction(text) IS
   'Rolls back the transaction open on dblink connection conn, closing the connection if that fails.';
 
+-- How long a wait that began at began sleeps before its next look: a tenth of the time
+-- waited so far, between low and high seconds, so an answer is taken at most about 10% late
+-- and a long wait costs few looks. (receive and poll.)
+CREATE OR REPLACE FUNCTION snowflake_id_router.nap(began timestamptz, low double precision, high double precision)
+RETURNS double precision
+LANGUAGE sql VOLATILE STRICT PARALLEL SAFE
+RETURN least(greatest(pg_catalog.date_part('epoch', pg_catalog.clock_timestamp() - began) / 10, low), high);
+COMMENT ON FUNCTION snowflake_id_router.nap(timestamptz, double precision, double precision) IS
+  'The sleep before a wait''s next look: a tenth of the time waited since began, between low and high seconds.';
+
 -- Sends sql on conn without waiting.
 CREATE OR REPLACE FUNCTION snowflake_id_router.send(conn text, sql text) RETURNS void
 LANGUAGE plpgsql VOLATILE STRICT PARALLEL UNSAFE
@@ -824,7 +834,6 @@ DECLARE
     d text := snowflake_id_router.dblink_schema();
     busy integer;
     began timestamptz := clock_timestamp();
-    nap double precision;
     result text;
     st text;
     msg text;
@@ -840,10 +849,7 @@ BEGIN
             PERFORM snowflake_id_router.drain(conn, clock_timestamp() + interval '2 s');
             RAISE EXCEPTION '% on % did not finish in time', what, place USING ERRCODE = 'query_canceled';
         END IF;
-        -- A tenth of the wait so far (at least 0.2 ms, at most 10 ms): an answer is taken at
-        -- most about 10% late, and a long wait costs few looks.
-        nap := least(greatest(extract(epoch FROM clock_timestamp() - began) / 10, 0.0002), 0.01);
-        PERFORM pg_sleep(nap);
+        PERFORM pg_sleep(snowflake_id_router.nap(began, 0.0002, 0.01));
     END LOOP;
     BEGIN
         EXECUTE format('SELECT v FROM %s.dblink_get_result($1::text) AS r(v text)', d) INTO result USING conn;
@@ -963,8 +969,7 @@ BEGIN
             RAISE EXCEPTION '% on % did not finish in time', what, format('node %L', substr(conn, 6))
                 USING ERRCODE = 'query_canceled';
         END IF;
-        -- A tenth of the wait so far, 1 to 20 ms (each look is a round trip).
-        PERFORM pg_sleep(least(greatest(extract(epoch FROM clock_timestamp() - began) / 10, 0.001), 0.02));
+        PERFORM pg_sleep(snowflake_id_router.nap(began, 0.001, 0.02));   -- (each look is a round trip)
     END LOOP;
 END
 $$;

@@ -833,7 +833,7 @@ COMMENT ON FUNCTION snowflake_id_node.row_counts(text) IS 'Rows of every table o
 -- locks (held until that transaction ends), the schemas' fingerprints (each as the text of
 -- its array) must still equal the target's (DDL since the copy began is refused here); it
 -- returns, as JSON, the rows the copies must hold (row_counts) and the sequences to carry
--- (sequences: no write can come before the seal). seal: the fence refuses every write
+-- (sequences), both final: the fence has refused every write since. seal: the fence refuses every write
 -- whatever becomes of the mover, and the copy leaves snowflake_id_shards; only after
 -- seal_check of the same move in the same transaction, so nothing can change in between.
 CREATE OR REPLACE FUNCTION snowflake_id_node.seal_check(key text, target_fingerprints text[], lock_timeout text) RETURNS text
