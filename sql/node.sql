@@ -1097,6 +1097,44 @@ $$;
 COMMENT ON FUNCTION snowflake_id_node.copy_rows(text, text) IS
   'Move step on the target: makes move key''s slot on the source and copies its tables'' rows at the slot''s snapshot; returns the rows copied.';
 
+-- The secondary indexes of table t that copy_from_source builds after copying its rows (a
+-- table large on the source): dropped here, their definitions returned for it to run. Only
+-- those made again exactly as they are by their definition (pg_get_indexdef: name, method,
+-- columns, expressions, predicate, options): none backing a constraint or a replica
+-- identity, clustered on, in a tablespace of its own, with a comment, security label or
+-- column statistics target, or anything depending on it, none of a partition or a table
+-- other than a plain one. The copy's transaction drops and makes them: a failure leaves
+-- them as they were.
+CREATE OR REPLACE FUNCTION snowflake_id_node.defer_indexes(t oid) RETURNS text[]
+LANGUAGE plpgsql VOLATILE STRICT
+SET search_path = pg_catalog, pg_temp
+AS $$
+#variable_conflict use_variable
+DECLARE
+    x record;
+    defs text[] := '{}';
+BEGIN
+    FOR x IN SELECT i.indexrelid, pg_get_indexdef(i.indexrelid) AS def
+               FROM pg_index i JOIN pg_class c ON c.oid = i.indexrelid JOIN pg_class r ON r.oid = i.indrelid
+              WHERE i.indrelid = t AND r.relkind = 'r' AND NOT r.relispartition
+                AND i.indisvalid AND i.indisready AND i.indislive
+                AND NOT i.indisprimary AND NOT i.indisreplident AND NOT i.indisclustered
+                AND c.reltablespace = 0
+                AND NOT EXISTS (SELECT FROM pg_constraint k WHERE k.conindid = i.indexrelid)
+                AND NOT EXISTS (SELECT FROM pg_depend d WHERE d.refclassid = 'pg_class'::regclass AND d.refobjid = i.indexrelid)
+                AND NOT EXISTS (SELECT FROM pg_description d WHERE d.classoid = 'pg_class'::regclass AND d.objoid = i.indexrelid)
+                AND NOT EXISTS (SELECT FROM pg_seclabel l WHERE l.classoid = 'pg_class'::regclass AND l.objoid = i.indexrelid)
+                AND NOT EXISTS (SELECT FROM pg_attribute a WHERE a.attrelid = i.indexrelid AND coalesce(a.attstattarget, -1) <> -1)
+              ORDER BY i.indexrelid LOOP
+        EXECUTE format('DROP INDEX %s', x.indexrelid::regclass);
+        defs := defs || x.def;
+    END LOOP;
+    RETURN defs;
+END
+$$;
+COMMENT ON FUNCTION snowflake_id_node.defer_indexes(oid) IS
+  'Move step on the target: drops the secondary indexes of table t that copy_from_source makes again after the copy; returns their definitions.';
+
 CREATE OR REPLACE FUNCTION snowflake_id_node.copy_from_source(connstr text, source text, slot text, tables oid[])
 RETURNS bigint
 LANGUAGE c VOLATILE STRICT
