@@ -28,9 +28,12 @@ trap 'touch "$work"/client{1,2,3,4}.log.stop; kill "${pids[@]}" 2>/dev/null || t
 
 SHARDS_PER_NODE=8 router_cluster_up
 on node_a -c "INSERT INTO shard_2.posts (user_id, body) SELECT 0, 'preload' FROM generate_series(1, 50000)"
-# Shard 2's table is over 1 MB: its copies' secondary indexes are built after their rows.
-indexes() { on "$1" -c "SELECT string_agg(pg_get_indexdef(indexrelid) || CASE WHEN indisvalid THEN '' ELSE ' (invalid)' END, '; ' ORDER BY 1)
-                        FROM pg_index WHERE indrelid = 'shard_2.posts'::regclass"; }
+# Shard 2's table is over 1 MB: its copies' indexes and key are made after their rows.
+indexes() { on "$1" -c "SELECT string_agg(x, '; ' ORDER BY x) FROM (
+                          SELECT pg_get_indexdef(indexrelid) || CASE WHEN indisvalid THEN '' ELSE ' (invalid)' END
+                            FROM pg_index WHERE indrelid = 'shard_2.posts'::regclass
+                          UNION ALL SELECT format('constraint %s %s', conname, pg_get_constraintdef(oid))
+                            FROM pg_constraint WHERE conrelid = 'shard_2.posts'::regclass AND contype <> 'n') c(x)"; }
 indexes_before=$(indexes node_a)
 shards=$(on router -c "SELECT string_agg(s::text, ',') FROM (SELECT generate_series(0, 7) UNION ALL
                         SELECT generate_series(2731, 2738) UNION ALL SELECT generate_series(5462, 5469)) g(s)")
@@ -158,4 +161,4 @@ on router -c "SELECT string_agg(format('%s %s %s', move, array_to_string(shards,
 router_invariants "$work" "$work"/client*.log
 at=$(on router -c "SELECT node FROM shard_map WHERE shard = 2")
 [[ $(indexes "$at") == "$indexes_before" ]] || fail "shard 2's indexes on $at: $(indexes "$at"); on node_a before its moves: $indexes_before"
-echo "shard 2 (50,000 rows, indexes built after the copy) has on $at the indexes it had on node_a: $indexes_before"
+echo "shard 2 (50,000 rows, indexes and key made after the copy) has on $at what it had on node_a: $indexes_before"

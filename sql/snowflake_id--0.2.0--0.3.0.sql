@@ -1112,12 +1112,14 @@ $$;
 COMMENT ON FUNCTION snowflake_id_node.copy_rows(text, text) IS
   'Move step on the target: makes move key''s slot on the source and copies its tables'' rows at the slot''s snapshot; returns the rows copied.';
 
--- The secondary indexes of table t that copy_from_source builds after copying its rows (a
--- table large on the source): dropped here, their definitions returned for it to run. Only
--- those made again exactly as they are by their definition (pg_get_indexdef: name, method,
--- columns, expressions, predicate, options): none backing a constraint or a replica
--- identity, clustered on, in a tablespace of its own, with a comment, security label or
--- column statistics target, or anything depending on it, none of a partition or a table
+-- The indexes of table t that copy_from_source builds after copying its rows (a table large
+-- on the source), as pg_restore does: dropped here, the statements that make them again
+-- returned for it to run. Only those such statements make again exactly: an index by its
+-- definition (pg_get_indexdef: name, method, columns, expressions, predicate, options), and
+-- a primary key or unique constraint then on that index, under its name (USING INDEX); none
+-- backing a replica identity or an exclusion constraint, clustered on, in a tablespace of
+-- its own, with a comment, security label or column statistics target, or that anything
+-- depends on (a foreign key, a view grouping by the key), none of a partition or a table
 -- other than a plain one. The copy's transaction drops and makes them: a failure leaves
 -- them as they were.
 CREATE OR REPLACE FUNCTION snowflake_id_node.defer_indexes(t oid) RETURNS text[]
@@ -1127,28 +1129,43 @@ AS $$
 #variable_conflict use_variable
 DECLARE
     x record;
-    defs text[] := '{}';
+    made text[] := '{}';
 BEGIN
-    FOR x IN SELECT i.indexrelid, pg_get_indexdef(i.indexrelid) AS def
+    FOR x IN SELECT i.indexrelid, k.oid AS con, k.conname, k.contype, k.condeferrable, k.condeferred
                FROM pg_index i JOIN pg_class c ON c.oid = i.indexrelid JOIN pg_class r ON r.oid = i.indrelid
+               LEFT JOIN pg_constraint k ON k.conrelid = i.indrelid AND k.conindid = i.indexrelid AND k.contype IN ('p', 'u', 'x')
               WHERE i.indrelid = t AND r.relkind = 'r' AND NOT r.relispartition
-                AND i.indisvalid AND i.indisready AND i.indislive
-                AND NOT i.indisprimary AND NOT i.indisreplident AND NOT i.indisclustered
-                AND c.reltablespace = 0
-                AND NOT EXISTS (SELECT FROM pg_constraint k WHERE k.conindid = i.indexrelid)
-                AND NOT EXISTS (SELECT FROM pg_depend d WHERE d.refclassid = 'pg_class'::regclass AND d.refobjid = i.indexrelid)
-                AND NOT EXISTS (SELECT FROM pg_description d WHERE d.classoid = 'pg_class'::regclass AND d.objoid = i.indexrelid)
+                AND i.indisvalid AND i.indisready AND i.indislive AND NOT i.indisreplident AND NOT i.indisclustered
+                AND c.reltablespace = 0 AND (k.oid IS NULL OR k.contype IN ('p', 'u'))
+                -- (a foreign key elsewhere names the index itself as its conindid)
+                AND NOT EXISTS (SELECT FROM pg_constraint f WHERE f.conindid = i.indexrelid AND f.oid IS DISTINCT FROM k.oid)
+                AND NOT EXISTS (SELECT FROM pg_depend d WHERE (d.refclassid, d.refobjid) IN (('pg_class'::regclass, i.indexrelid),
+                                                                                             ('pg_constraint'::regclass, k.oid))
+                                                           AND d.deptype <> 'i')   -- (its index, a deferrable one's trigger)
+                AND NOT EXISTS (SELECT FROM pg_description d WHERE (d.classoid, d.objoid) IN (('pg_class'::regclass, i.indexrelid),
+                                                                                              ('pg_constraint'::regclass, k.oid)))
                 AND NOT EXISTS (SELECT FROM pg_seclabel l WHERE l.classoid = 'pg_class'::regclass AND l.objoid = i.indexrelid)
                 AND NOT EXISTS (SELECT FROM pg_attribute a WHERE a.attrelid = i.indexrelid AND coalesce(a.attstattarget, -1) <> -1)
-              ORDER BY i.indexrelid LOOP
-        EXECUTE format('DROP INDEX %s', x.indexrelid::regclass);
-        defs := defs || x.def;
+              ORDER BY k.oid IS NULL, i.indexrelid LOOP
+        IF x.con IS NULL THEN
+            made := made || pg_get_indexdef(x.indexrelid);
+            EXECUTE format('DROP INDEX %s', x.indexrelid::regclass);
+        ELSE
+            -- (Its index by its definition, then the constraint on it: pg_get_constraintdef
+            -- leaves out the index's storage parameters.)
+            made := made || pg_get_indexdef(x.indexrelid)
+                         || format('ALTER TABLE %s ADD CONSTRAINT %I %s USING INDEX %I%s', t::regclass, x.conname,
+                                   CASE x.contype WHEN 'p' THEN 'PRIMARY KEY' ELSE 'UNIQUE' END, x.conname,
+                                   CASE WHEN x.condeferred THEN ' DEFERRABLE INITIALLY DEFERRED'
+                                        WHEN x.condeferrable THEN ' DEFERRABLE' ELSE '' END);
+            EXECUTE format('ALTER TABLE %s DROP CONSTRAINT %I', t::regclass, x.conname);
+        END IF;
     END LOOP;
-    RETURN defs;
+    RETURN made;
 END
 $$;
 COMMENT ON FUNCTION snowflake_id_node.defer_indexes(oid) IS
-  'Move step on the target: drops the secondary indexes of table t that copy_from_source makes again after the copy; returns their definitions.';
+  'Move step on the target: drops the indexes (and primary key and unique constraints) of table t that copy_from_source makes again after the copy; returns the statements that make them.';
 
 CREATE OR REPLACE FUNCTION snowflake_id_node.copy_from_source(connstr text, source text, slot text, tables oid[])
 RETURNS bigint

@@ -156,8 +156,11 @@ SELECT to_regnamespace('mv_7001') IS NULL AS dropped, count(*) AS left_over FROM
 
 -- The indexes a large table's copy builds after its rows (defer_indexes): only those made
 -- again exactly by their definition; every other index is left as it is.
-CREATE TABLE mv_7003.wide (id bigint PRIMARY KEY, user_id bigint, code text UNIQUE, body text, n integer);
+CREATE TABLE mv_7003.wide (id bigint PRIMARY KEY, user_id bigint, code text UNIQUE, body text, n integer,
+                           ref text CONSTRAINT wide_ref UNIQUE NULLS NOT DISTINCT WITH (fillfactor = 80) DEFERRABLE);
 CREATE TABLE mv_7003.refs (code text REFERENCES mv_7003.wide (code));
+CREATE TABLE mv_7003.grouped (id bigint PRIMARY KEY, v integer);
+CREATE VIEW mv_7003.latest AS SELECT id, v FROM mv_7003.grouped GROUP BY id;   -- (v: by the key)
 CREATE INDEX wide_user ON mv_7003.wide (user_id, id);
 CREATE UNIQUE INDEX wide_body ON mv_7003.wide (lower(body)) WHERE n > 0;
 CREATE INDEX wide_n ON mv_7003.wide (n) WITH (fillfactor = 70);
@@ -169,8 +172,10 @@ CREATE INDEX wide_clustered ON mv_7003.wide (user_id);
 CLUSTER mv_7003.wide USING wide_clustered;
 CREATE TEMP TABLE mv_indexes AS
 SELECT pg_get_indexdef(indexrelid) AS def FROM pg_index WHERE indrelid = 'mv_7003.wide'::regclass;
+CREATE TEMP TABLE mv_print AS SELECT snowflake_id_node.fingerprint('mv_7003') AS print;
 BEGIN;
 SELECT unnest(snowflake_id_node.defer_indexes('mv_7003.wide'::regclass)) AS deferred ORDER BY 1;
+SELECT snowflake_id_node.defer_indexes('mv_7003.grouped'::regclass) AS key_a_view_needs;
 SELECT c.relname AS left_in_place FROM pg_index i JOIN pg_class c ON c.oid = i.indexrelid
  WHERE i.indrelid = 'mv_7003.wide'::regclass ORDER BY 1;
 ROLLBACK;
@@ -181,6 +186,8 @@ END $$;
 SELECT count(*) AS differing FROM ((SELECT def FROM mv_indexes EXCEPT SELECT pg_get_indexdef(indexrelid) FROM pg_index WHERE indrelid = 'mv_7003.wide'::regclass)
                                    UNION ALL (SELECT pg_get_indexdef(indexrelid) FROM pg_index WHERE indrelid = 'mv_7003.wide'::regclass EXCEPT SELECT def FROM mv_indexes)) x;
 SELECT obj_description('mv_7003.wide_commented'::regclass, 'pg_class') AS comment_kept;
+SELECT print = snowflake_id_node.fingerprint('mv_7003') AS same_layout FROM mv_print;
+SELECT count(*) AS constraints FROM pg_constraint WHERE conrelid = 'mv_7003.wide'::regclass AND contype IN ('p', 'u');
 
 -- Internal: no one but the owner calls the node side.
 SET ROLE mv_app;

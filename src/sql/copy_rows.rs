@@ -17,9 +17,9 @@
 //!    consistent point (it waits for the transactions running on the source, as any new
 //!    slot does);
 //! 3. every table: `COPY … TO STDOUT` there, `COPY FROM` here (`src/pg/copy_in.rs`); a table
-//!    of 1 MB or more there gets its secondary indexes built after its rows, as `pg_restore`
-//!    does (`snowflake_id_node.defer_indexes`: dropped first, made again from their
-//!    definitions, in this transaction);
+//!    of 1 MB or more there gets its indexes (primary key and unique constraints included)
+//!    made after its rows, as `pg_restore` does (`snowflake_id_node.defer_indexes`: dropped
+//!    first, made again from their definitions, in this transaction);
 //! 4. `COMMIT`, and the connection closed.
 //!
 //! The subscription made next (`copy_data = false`) streams from the slot: every change
@@ -80,10 +80,10 @@ const SESSION: &std::ffi::CStr = c"SELECT (SELECT d.oid FROM pg_catalog.pg_datab
     pg_catalog.set_config('idle_in_transaction_session_timeout', '0', false),
     pg_catalog.set_config('client_connection_check_interval', '1s', false)";
 
-/// A table whose heap on the source is at least this large gets its secondary indexes built
-/// after its rows are copied, as `pg_restore` does: a B-tree filled row by row in the rows'
-/// order (random, for an index on `user_id`) costs several times one built by a sort, while
-/// dropping and making an index costs a few milliseconds, more than a small table's rows.
+/// A table whose heap on the source is at least this large gets its indexes made after its
+/// rows are copied, as `pg_restore` does: a B-tree filled row by row costs several times one
+/// built by a sort (1,000,000 rows: the primary key 1.4 s of a 2.7 s `COPY`), while dropping
+/// and making an index costs a few milliseconds, more than a small table's rows.
 const DEFER_INDEXES_BYTES: i64 = 1 << 20;
 
 /// The size in bytes of each of `relids`' namesakes on the source (0 where there is none),
@@ -124,8 +124,8 @@ fn source_bytes(conn: &Conn, relids: &[pg_sys::Oid]) -> Vec<i64> {
     out
 }
 
-/// Drops the secondary indexes of `relid` that can be made again after the copy exactly as
-/// they are (`snowflake_id_node.defer_indexes`) and returns their definitions.
+/// Drops the indexes of `relid` that can be made again after the copy exactly as they are
+/// (`snowflake_id_node.defer_indexes`) and returns the statements that make them.
 fn deferred_indexes(relid: pg_sys::Oid) -> Vec<String> {
     Spi::get_one_with_args::<Vec<String>>(
         "SELECT snowflake_id_node.defer_indexes($1)",
