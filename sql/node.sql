@@ -818,8 +818,8 @@ COMMENT ON FUNCTION snowflake_id_node.row_counts(text) IS 'Rows of every table o
 -- locks (held until that transaction ends), the schemas' fingerprints (each as the text of
 -- its array) must still equal the target's (DDL since the copy began is refused here); it
 -- returns, as JSON, the rows the copies must hold (row_counts) and the sequences to carry
--- (sequences), both final: the fence has refused every write since. seal: the fence refuses every write
--- whatever becomes of the mover, and the copy leaves snowflake_id_shards; only after
+-- (sequences), both final: the fence has refused every write since. seal: the fence refuses
+-- every write whatever becomes of the mover, and the copy leaves snowflake_id_shards; only after
 -- seal_check of the same move in the same transaction, so nothing can change in between.
 CREATE OR REPLACE FUNCTION snowflake_id_node.seal_check(key text, target_fingerprints text[], lock_timeout text) RETURNS text
 LANGUAGE plpgsql VOLATILE CALLED ON NULL INPUT
@@ -1122,8 +1122,7 @@ BEGIN
               WHERE i.indrelid = t AND r.relkind = 'r' AND NOT r.relispartition
                 AND i.indisvalid AND i.indisready AND i.indislive AND NOT i.indisreplident AND NOT i.indisclustered
                 AND c.reltablespace = 0 AND (k.oid IS NULL OR k.contype IN ('p', 'u'))
-                -- (a foreign key elsewhere names the index itself as its conindid)
-                AND NOT EXISTS (SELECT FROM pg_constraint f WHERE f.conindid = i.indexrelid AND f.oid IS DISTINCT FROM k.oid)
+                -- (a foreign key depends on the unique index it references)
                 AND NOT EXISTS (SELECT FROM pg_depend d WHERE (d.refclassid, d.refobjid) IN (('pg_class'::regclass, i.indexrelid),
                                                                                              ('pg_constraint'::regclass, k.oid))
                                                            AND d.deptype <> 'i')   -- (its index, a deferrable one's trigger)

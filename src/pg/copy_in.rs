@@ -118,6 +118,22 @@ unsafe extern "C-unwind" fn read_feed(
     })
 }
 
+/// The local table `relid`'s name, schema-qualified and quoted as an identifier (the name the
+/// source's table of the same schema and name is read by); an error if it no longer exists.
+pub fn qualified_name(relid: pg_sys::Oid) -> String {
+    // SAFETY: catalog lookups (NULL for a table gone, refused); the result a palloc'd copy.
+    unsafe {
+        let rel = pg_sys::get_rel_name(relid);
+        let nsp = pg_sys::get_namespace_name(pg_sys::get_rel_namespace(relid));
+        if rel.is_null() || nsp.is_null() {
+            pgrx::error!("table {relid:?} of the move's copy no longer exists");
+        }
+        CStr::from_ptr(pg_sys::quote_qualified_identifier(nsp, rel))
+            .to_string_lossy()
+            .into_owned()
+    }
+}
+
 /// Copies every row of the source's table of the same schema and name as the local table
 /// `relid` (its columns but generated ones, by name) into it, within the source's
 /// transaction in progress on `conn`. Returns the rows copied.
@@ -125,12 +141,9 @@ pub fn copy_table(conn: &Conn, relid: pg_sys::Oid) -> u64 {
     // SAFETY: a table of this database (the caller's regclass); RowExclusiveLock as a
     // table-sync worker takes it, kept to the end of the transaction (NoLock at close).
     let rel = unsafe { pg_sys::table_open(relid, pg_sys::RowExclusiveLock as c_int) };
+    let name = qualified_name(relid);
     // SAFETY: an open relation's descriptor, read while it is open.
-    let (name, columns, attnames) = unsafe {
-        let name = pg_sys::quote_qualified_identifier(
-            pg_sys::get_namespace_name((*(*rel).rd_rel).relnamespace),
-            (*(*rel).rd_rel).relname.data.as_ptr(),
-        );
+    let (columns, attnames) = unsafe {
         let tupdesc = PgTupleDesc::from_pg_unchecked((*rel).rd_att);
         let mut columns = Vec::new();
         let mut attnames: *mut pg_sys::List = std::ptr::null_mut();
@@ -146,11 +159,7 @@ pub fn copy_table(conn: &Conn, relid: pg_sys::Oid) -> u64 {
                 pg_sys::makeString(pg_sys::pstrdup(attname)).cast(),
             );
         }
-        (
-            CStr::from_ptr(name).to_string_lossy().into_owned(),
-            columns,
-            attnames,
-        )
+        (columns, attnames)
     };
     let what = format!("copying table {name} from the source node");
     let list = if columns.is_empty() {

@@ -92,19 +92,11 @@ fn source_bytes(conn: &Conn, relids: &[pg_sys::Oid]) -> Vec<i64> {
     let names: Vec<String> = relids
         .iter()
         .map(|&relid| {
-            // SAFETY: catalog lookups (NULL for a table gone, refused); the quoted strings
-            // are palloc'd copies.
-            unsafe {
-                let rel = pg_sys::get_rel_name(relid);
-                let nsp = pg_sys::get_namespace_name(pg_sys::get_rel_namespace(relid));
-                if rel.is_null() || nsp.is_null() {
-                    pgrx::error!("table {relid:?} of the move's copy no longer exists");
-                }
-                let name = pg_sys::quote_qualified_identifier(nsp, rel);
-                std::ffi::CStr::from_ptr(pg_sys::quote_literal_cstr(name))
-                    .to_string_lossy()
-                    .into_owned()
-            }
+            let name = CString::new(copy_in::qualified_name(relid)).expect("no NUL in a name");
+            // SAFETY: a NUL-terminated string; the result a palloc'd copy.
+            unsafe { std::ffi::CStr::from_ptr(pg_sys::quote_literal_cstr(name.as_ptr())) }
+                .to_string_lossy()
+                .into_owned()
         })
         .collect();
     let query = CString::new(format!(
