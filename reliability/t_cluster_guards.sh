@@ -13,6 +13,8 @@
 #   19.8  identity sequences carried
 #   19.7  an unlogged table; a view outside depending on the shard; the row counts compared
 #   25.3  DDL during the copy: a table added with rows, a column added
+#   20    while a move is fenced, another waits before its heavy steps (the fence gate),
+#         opened after the flip and after a failure
 #   25.4  RUN ON ALL during the copy, and with a stale copy left by an interrupted move
 #   25.2  two router databases over the same nodes: a live move of the other router's
 #         refused (55P03), a dead one neither taken over nor in the way once repaired
@@ -158,13 +160,31 @@ echo "  a table added with rows: $(grep -m1 -o 'ERROR:  .*' "$work/held.log" | c
 [[ $(served_by 5) == node_a && $(rows node_a shard_5.likes) == 50 ]] || fail "25.3: the new table's rows are not on node_a"
 on node_a -c "DROP TABLE shard_5.likes"
 clean 25.3
-hold 'catching up' "SELECT move_shard(5, 'node_c')"
+# (the failed move's session then says whether it still holds the fence gate closed)
+hold 'catching up' "DO \$\$ BEGIN PERFORM move_shard(5, 'node_c'); EXCEPTION WHEN OTHERS THEN
+  RAISE EXCEPTION '% (fence gate closed here: %)', SQLERRM, snowflake_id_router.gate_closed_here() USING ERRCODE = SQLSTATE; END \$\$"
+echo "20: while a move is fenced, another waits before its heavy steps"
+on router -c "SELECT move_shard(1, 'node_b')" -c "SELECT 'fence gate closed here: ' || snowflake_id_router.gate_closed_here()" \
+  >"$work/second.log" 2>&1 & second=$!; bg+=($second)
+state() { on router -c "SELECT state FROM snowflake_id_router.move WHERE shards = '{1}' AND ended IS NULL"; }
+for _ in $(seq 200); do [[ $(state) == preparing ]] && break; sleep 0.05; done
+sleep 1
+[[ $(state) == preparing && $(on node_b -c "SELECT count(*) FROM pg_namespace WHERE nspname = 'shard_1'") == 0 ]] \
+  || fail "20: a second move went on to '$(state)' (copies made on node_b) while another was fenced"
+on node_a -c "INSERT INTO shard_1.posts (user_id, body) VALUES (7, 'written while its move waits')" >/dev/null \
+  || fail "20: shard 1 refused a write while its move waited at the gate"
 on node_a -c "ALTER TABLE shard_5.posts ADD COLUMN visibility text NOT NULL DEFAULT 'private'"
 release
 if wait "$mover"; then fail "25.3: a move whose shard gained a column under the fence succeeded"; fi
 grep -q "changed during the move: column posts.visibility" "$work/held.log" || fail "25.3: $(cat "$work/held.log")"
 echo "  a column added: $(grep -m1 -o 'ERROR:  .*' "$work/held.log" | cut -c8- | cut -c1-200)"
 [[ $(served_by 5) == node_a ]] || fail "25.3: shard 5 left node_a"
+grep -q "(fence gate closed here: f)" "$work/held.log" || fail "20: a move failed in its fence and its session kept the gate closed: $(cat "$work/held.log")"
+wait "$second" || fail "20: the move that waited at the gate failed: $(cat "$work/second.log")"
+[[ $(served_by 1) == node_b && $(tail -1 "$work/second.log") == 'fence gate closed here: false' ]] \
+  || fail "20: after the move that waited at the gate: shard 1 on $(served_by 1); $(cat "$work/second.log")"
+echo "  the second move waited, its shard writable and no copy made, then moved; each session opened the gate after its move"
+on router -c "SELECT move_shard(1, 'node_a')" >/dev/null
 on node_a -c "ALTER TABLE shard_5.posts DROP COLUMN visibility"
 clean 25.3
 

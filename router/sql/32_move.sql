@@ -58,6 +58,73 @@ $$;
 COMMENT ON FUNCTION snowflake_id_router.lock_router(integer[]) IS
   'Takes the router''s locks for moving shards (to the end of the transaction); 55P03 when another session holds one.';
 
+-- The fence gate. A batch's fence lasts longest when other batches do heavy work beside it
+-- (making their copies, copying, subscribing, dropping old copies): on a busy machine that,
+-- more than the other fences, is what a write to the fenced shards waits for. So a move
+-- closes the gate (a session advisory lock, exclusive) right before its fence and opens it
+-- after its flip or on any failure; a move passes it (shared, at once given back) before
+-- each heavy step. PostgreSQL queues a lock behind the requests waiting before it: while
+-- a batch is fenced or waits to be, no other starts a heavy step; steps already running go
+-- on, and a batch waiting to fence keeps catching up. A session that dies opens the gate.
+CREATE OR REPLACE FUNCTION snowflake_id_router.gate_lock() RETURNS integer
+LANGUAGE sql IMMUTABLE PARALLEL SAFE
+RETURN hashtext('snowflake_id_router.fence_gate');
+COMMENT ON FUNCTION snowflake_id_router.gate_lock() IS
+  'Class of the session advisory lock (class, 0): exclusive from a move''s fence to its flip, passed (shared) before heavy steps.';
+
+-- Whether this session holds the gate closed.
+CREATE OR REPLACE FUNCTION snowflake_id_router.gate_closed_here() RETURNS boolean
+LANGUAGE sql VOLATILE PARALLEL SAFE
+SET search_path = pg_catalog, pg_temp
+RETURN EXISTS (SELECT FROM pg_locks l
+                WHERE l.locktype = 'advisory' AND l.granted AND l.objsubid = 2 AND l.pid = pg_backend_pid()
+                  AND l.classid = snowflake_id_router.gate_lock()::oid AND l.objid = 0 AND l.mode = 'ExclusiveLock');
+COMMENT ON FUNCTION snowflake_id_router.gate_closed_here() IS 'Whether this session holds the fence gate closed.';
+
+-- Waits (up to wait) to pass the gate (shared: close false) or to close it (close true);
+-- 55P03 when the batches in their fence do not end within it.
+CREATE OR REPLACE FUNCTION snowflake_id_router.gate(close boolean, wait interval) RETURNS void
+LANGUAGE plpgsql VOLATILE STRICT PARALLEL UNSAFE
+SET search_path = pg_catalog, pg_temp
+AS $$
+#variable_conflict use_variable
+BEGIN
+    IF snowflake_id_router.gate_closed_here() THEN
+        RETURN;   -- (a session lock is counted: never taken twice)
+    END IF;
+    -- Restored when this function returns (its SET clause makes a level of its own).
+    PERFORM set_config('lock_timeout', snowflake_id_router.ms(wait), true);
+    IF close THEN
+        PERFORM pg_advisory_lock(snowflake_id_router.gate_lock(), 0);
+    ELSE
+        PERFORM pg_advisory_lock_shared(snowflake_id_router.gate_lock(), 0);
+        PERFORM pg_advisory_unlock_shared(snowflake_id_router.gate_lock(), 0);
+    END IF;
+EXCEPTION WHEN lock_not_available THEN
+    RAISE EXCEPTION 'the moves in their fence (sessions %) did not end within %',
+        (SELECT string_agg(l.pid::text, ', ' ORDER BY l.pid) FROM pg_locks l
+          WHERE l.locktype = 'advisory' AND l.granted AND l.objsubid = 2 AND l.mode = 'ExclusiveLock'
+            AND l.classid = snowflake_id_router.gate_lock()::oid AND l.objid = 0), wait
+        USING ERRCODE = 'lock_not_available',
+              HINT = 'While a batch is fenced, other moves wait before their heavy steps (docs/cluster.md, "Batches moving at once").';
+END
+$$;
+COMMENT ON FUNCTION snowflake_id_router.gate(boolean, interval) IS
+  'Passes (close false) or closes (close true) the fence gate, waiting up to wait; 55P03 naming the fenced sessions if that is not enough.';
+
+-- Opens the fence gate if this session holds it closed.
+CREATE OR REPLACE FUNCTION snowflake_id_router.gate_open() RETURNS void
+LANGUAGE plpgsql VOLATILE STRICT PARALLEL UNSAFE
+SET search_path = pg_catalog, pg_temp
+AS $$
+BEGIN
+    IF snowflake_id_router.gate_closed_here() THEN
+        PERFORM pg_advisory_unlock(snowflake_id_router.gate_lock(), 0);
+    END IF;
+END
+$$;
+COMMENT ON FUNCTION snowflake_id_router.gate_open() IS 'Opens the fence gate if this session holds it closed.';
+
 CREATE OR REPLACE FUNCTION move_shards(shards integer[], node text, template text DEFAULT 'tpl') RETURNS bigint
 LANGUAGE plpgsql VOLATILE CALLED ON NULL INPUT PARALLEL UNSAFE SECURITY DEFINER
 SET search_path = pg_catalog, pg_temp SET DateStyle = 'ISO, MDY' SET IntervalStyle = 'postgres'
@@ -127,6 +194,7 @@ BEGIN
     BEGIN
         RETURN snowflake_id_router.run_move(todo, src, node, template);
     EXCEPTION WHEN query_canceled OR OTHERS THEN
+        PERFORM snowflake_id_router.gate_open();
         PERFORM snowflake_id_router.disconnect_all();
         RAISE;
     END;
@@ -227,6 +295,7 @@ BEGIN
         PERFORM snowflake_id_router.enter(move_id, 'preparing');
         step := 'preparing';
         made := true;
+        PERFORM snowflake_id_router.gate(false, long_step);
         PERFORM snowflake_id_router.call(dst, format('SELECT snowflake_id_node.prepare_target(%L, %L, %L, %L, %L, %L)',
                                                      k, router, src_id, shards, schemas, template), long_step, 'making the copies');
         -- The copies must be what the shards are, before any row moves. The copies' prints
@@ -234,6 +303,7 @@ BEGIN
         -- (DDL on the source since): nothing the move does to the copies changes them (rows,
         -- owners and privileges are not in them), and reading them again under the fence
         -- would lengthen the write pause by as much.
+        PERFORM snowflake_id_router.gate(false, long_step);
         dst_prints := snowflake_id_router.compare_fingerprints(src, dst, schemas, shards,
             format('node %L', source), format('the copy made from template %L on node %L', template, target),
             clock_timestamp() + long_step);
@@ -242,11 +312,13 @@ BEGIN
 
         PERFORM snowflake_id_router.enter(move_id, 'copying');
         copy_deadline := clock_timestamp() + snowflake_id_router.timeout('copy_timeout');
+        PERFORM snowflake_id_router.gate(false, long_step);
         step := 'publishing';
         PERFORM snowflake_id_router.call(src, format('SELECT snowflake_id_node.publish(%L)', k), long_step, step);
         -- The target makes the slot on the source and copies the rows at its snapshot
         -- (copy_rows: one connection, one transaction there), then subscribes to the slot
         -- with nothing left to copy: it applies what was committed after the snapshot.
+        PERFORM snowflake_id_router.gate(false, long_step);
         step := 'copying the rows';
         src_connstr := (SELECT n.connstr FROM snowflake_id_router.node n WHERE n.name = source);
         BEGIN
@@ -271,6 +343,7 @@ BEGIN
             RAISE EXCEPTION 'the rows were not copied within copy_timeout (%)', snowflake_id_router.timeout('copy_timeout')
                 USING ERRCODE = 'query_canceled', HINT = 'Raise copy_timeout (router_settings) for shards this large.';
         END;
+        PERFORM snowflake_id_router.gate(false, long_step);
         step := 'subscribing';
         suboid := snowflake_id_router.call(dst, format('SELECT snowflake_id_node.subscribe(%L, %L)', k, src_connstr),
                                            greatest(copy_deadline - clock_timestamp(), interval '0'), step)::oid;
@@ -282,6 +355,8 @@ BEGIN
         PERFORM snowflake_id_router.call(self, format('SELECT snowflake_id_router.rehearse_flip(%s)', move_id),
                                          snowflake_id_router.timeout('lock_timeout') + interval '10 s', step);
 
+        step := 'waiting for the fence gate';
+        PERFORM snowflake_id_router.gate(true, long_step);
         -- The fenced part: writes to the shards wait or get 40001 until the flip. The fence's
         -- lock is bounded by lock_timeout, what follows up to the seal by cutover_timeout;
         -- recorded once, before the seal (a repair reads the nodes' records for the rest).
@@ -348,6 +423,7 @@ BEGIN
         IF seal_open THEN
             PERFORM snowflake_id_router.end_transaction(src);
         END IF;
+        PERFORM snowflake_id_router.gate_open();
         IF NOT sealed THEN
             IF made THEN
                 what_left := snowflake_id_router.undo_move(move_id, format('%s while %s: %s', st, step, msg));
@@ -547,8 +623,10 @@ BEGIN
             step := 'flipping the map';
             PERFORM snowflake_id_router.call(snowflake_id_router.loopback(), format('SELECT snowflake_id_router.flip(%s)', move_id),
                                              snowflake_id_router.timeout('lock_timeout') + bound, step);
+            PERFORM snowflake_id_router.gate_open();
         EXCEPTION WHEN query_canceled OR OTHERS THEN
             PERFORM snowflake_id_router.settle_all();
+            PERFORM snowflake_id_router.gate_open();
             PERFORM snowflake_id_router.note(move_id, format('error = %L', SQLSTATE || ' while ' || step || ': ' || SQLERRM));
             -- A flip whose reply was lost is a flip: go on with the clean-up.
             IF (SELECT r.state FROM snowflake_id_router.move r WHERE r.id = move_id) IS DISTINCT FROM 'flipped' THEN
@@ -579,6 +657,8 @@ BEGIN
             USING HINT = 'repair_moves() pushes the map again and finishes the move once they route by it (router_status).';
         RETURN;
     END IF;
+    PERFORM snowflake_id_router.gate_open();   -- (a repair's completion, which closed none, passes)
+    PERFORM snowflake_id_router.gate(false, snowflake_id_router.timeout('copy_timeout'));
     PERFORM snowflake_id_router.enter(move_id, 'cleaning');
     PERFORM snowflake_id_router.wait_for_older_transactions(m.flipped);
     BEGIN
