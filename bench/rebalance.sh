@@ -22,7 +22,7 @@ out=${1:-bench/rebalance.json}
 work=$(mktemp -d); chmod 755 "$work"
 ROUTER_NODES=(node_a node_b node_c)
 trap 'touch "$work"/client{1,2,3,4}.log.stop 2>/dev/null; router_cluster_down; rm -rf "$work"' EXIT
-SMALL=${SMALL:-2000} BATCHES=${BATCHES:-"8 32 64 16x3 8x4 10x6"} BIG_ROWS=${BIG_ROWS:-1000000}
+SMALL=${SMALL:-2000} BATCHES=${BATCHES:-"8 32 64 12x3 16x4 10x6"} BIG_ROWS=${BIG_ROWS:-1000000}
 FEW=${FEW:-256}   # part 3: shards on y (drained twice); x holds 8192 - FEW
 SCALE=${SCALE:-1}
 
