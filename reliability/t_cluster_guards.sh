@@ -14,7 +14,8 @@
 #   19.7  an unlogged table; a view outside depending on the shard; the row counts compared
 #   25.3  DDL during the copy: a table added with rows, a column added
 #   20    while a move is fenced, another waits before its heavy steps (the fence gate),
-#         opened after the flip and after a failure
+#         opened after the flip and after a failure; a session keeping its node connections
+#         from move to move holds no lock between moves and opens a repointed node's again
 #   25.4  RUN ON ALL during the copy, and with a stale copy left by an interrupted move
 #   25.2  two router databases over the same nodes: a live move of the other router's
 #         refused (55P03), a dead one neither taken over nor in the way once repaired
@@ -337,6 +338,48 @@ PGOPTIONS="-c client_min_messages=warning" psql -X -q -At -h "$(node_dir node_c)
   -c "ALTER SUBSCRIPTION sfid_${router8}_$next SET (slot_name = NONE)" -c "DROP SUBSCRIPTION sfid_${router8}_$next"
 on node_c -c "DROP DATABASE otherdb"
 clean 25.8
+
+echo "20: a session that keeps its node connections (a rebalance's) from move to move"
+# One router session runs three moves of shard 1 (on node_c); between them, other sessions
+# move it and repoint node_b (alter_node). Printed: the node sessions behind its kept
+# connections and the advisory locks they hold after each move.
+sb=$(node_connstr node_b)
+other="PGOPTIONS='-c client_min_messages=warning' psql -X -q -At -v ON_ERROR_STOP=1 -h $SF_TMP/sfrouter -p $ROUTER_PORT -U postgres -d postgres"
+kept() { echo "SELECT '$1 ' || snowflake_id_router.fetch('sfid:node_b', 'SELECT pg_backend_pid()::text') || ' '
+  || snowflake_id_router.fetch('sfid:node_c', 'SELECT pg_backend_pid()::text') || ' '
+  || snowflake_id_router.fetch('sfid:node_b', 'SELECT count(*)::text FROM pg_locks WHERE locktype = ''advisory'' AND pid = pg_backend_pid()')
+  || snowflake_id_router.fetch('sfid:node_c', 'SELECT count(*)::text FROM pg_locks WHERE locktype = ''advisory'' AND pid = pg_backend_pid()');"; }
+on router >"$work/keep.log" 2>&1 <<SQL || fail "20: the session keeping its connections failed: $(cat "$work/keep.log")"
+SET snowflake_id_router.keep_connections = on;
+SELECT move_shard(1, 'node_b');
+$(kept first)
+\! $other -c "SELECT move_shard(1, 'node_c')"
+SELECT move_shard(1, 'node_b');
+$(kept second)
+\! $other -c "SELECT move_shard(1, 'node_c')" -c "SELECT alter_node('node_b', '$sb connect_timeout=9')"
+SELECT move_shard(1, 'node_b');
+$(kept third)
+SQL
+read -r _ b1 c1 l1 < <(grep '^first ' "$work/keep.log"); read -r _ b2 c2 l2 < <(grep '^second ' "$work/keep.log")
+read -r _ b3 c3 l3 < <(grep '^third ' "$work/keep.log")
+[[ $l1 == 00 && $l2 == 00 && $l3 == 00 ]] || fail "20: kept node sessions hold advisory locks after a move: $(cat "$work/keep.log")"
+[[ $b1 == "$b2" && $c1 == "$c2" && $c2 == "$c3" ]] || fail "20: the connections were not kept from move to move: $(cat "$work/keep.log")"
+[[ $b3 != "$b2" ]] || fail "20: a connection to node_b opened before alter_node was used after it: $(cat "$work/keep.log")"
+[[ $(served_by 1) == node_b ]] || fail "20: shard 1 is on $(served_by 1) after the kept session's moves"
+echo "  three moves in one session: the same node sessions (no lock held between moves) while another session moved the shard back; node_b's opened again once repointed"
+on router -c "SELECT alter_node('node_b', '$sb')" -c "SELECT move_shard(1, 'node_c')" >/dev/null
+# A role that is not a superuser, granted move_shard, keeps none: they are the owner's.
+on router -c "CREATE ROLE keep_user LOGIN" -c "GRANT USAGE ON SCHEMA snowflake_id_router TO keep_user" \
+  -c "GRANT EXECUTE ON FUNCTION move_shard(integer, text, text) TO keep_user"
+left=$(PGOPTIONS="-c client_min_messages=warning" psql -X -q -At -v ON_ERROR_STOP=1 -h "$SF_TMP/sfrouter" -p "$ROUTER_PORT" -U keep_user -d postgres \
+  -c "SET snowflake_id_router.keep_connections = on" -c "SELECT move_shard(1, 'node_b')" \
+  -c "SELECT coalesce(array_to_string($(on router -c "SELECT snowflake_id_router.dblink_schema()").dblink_get_connections(), ','), 'none')" 2>&1) \
+  || fail "20: keep_user's move failed: $left"
+[[ $(tail -1 <<<"$left") == none ]] || fail "20: a role that is not a superuser kept the owner's connections: $left"
+echo "  a role that is not a superuser keeps none (connections after its move: $(tail -1 <<<"$left"))"
+on router -c "SELECT move_shard(1, 'node_c')" -c "REVOKE ALL ON FUNCTION move_shard(integer, text, text) FROM keep_user" \
+  -c "REVOKE ALL ON SCHEMA snowflake_id_router FROM keep_user" -c "DROP ROLE keep_user" >/dev/null
+clean 20
 
 on router -c "SELECT string_agg(format('%s %s->%s %s', move, source, target, outcome), '; ' ORDER BY move) FROM move_history"
 router_invariants "$work"

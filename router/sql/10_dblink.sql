@@ -190,6 +190,10 @@ BEGIN
             USING ERRCODE = 'object_not_in_prerequisite_state',
                   HINT = 'A node is identified by its system identifier and database OID. Repoint it with alter_node(name, connstr) only to the same database (or its promoted standby).';
     END IF;
+    -- What it was opened with, kept in the node's session: a session that keeps its node
+    -- connections from move to move (keep_connections) opens it again once the node is
+    -- repointed (a promoted standby keeps the identity: the old primary could still answer).
+    PERFORM snowflake_id_router.fetch(conn, format('SELECT set_config(%L, %L, false)', 'snowflake_id_router.connstr', md5(n.connstr)));
 END
 $$;
 COMMENT ON FUNCTION snowflake_id_router.connect_node(text, text) IS

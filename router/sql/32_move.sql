@@ -175,6 +175,7 @@ BEGIN
     -- An interrupted move of these shards is completed or undone first, even when they are
     -- already where they are asked to go (a move interrupted after its flip).
     BEGIN
+        PERFORM snowflake_id_router.check_connections();   -- (kept from an earlier move: release_connections)
         PERFORM snowflake_id_router.repair_shards(todo);
     EXCEPTION WHEN query_canceled OR OTHERS THEN
         PERFORM snowflake_id_router.disconnect_all();
@@ -449,7 +450,7 @@ BEGIN
         END IF;
     END;
     PERFORM snowflake_id_router.complete_move(move_id, sequences);
-    PERFORM snowflake_id_router.disconnect_all();
+    PERFORM snowflake_id_router.release_connections();
     RETURN move_id;
 END
 $$;

@@ -82,6 +82,7 @@ BEGIN
         RAISE EXCEPTION 'repair_moves runs only in a READ COMMITTED transaction, not %', current_setting('transaction_isolation')
             USING ERRCODE = 'invalid_transaction_state';
     END IF;
+    PERFORM snowflake_id_router.disconnect_all();   -- (a session's kept ones: release_connections)
     -- Routers that are behind get the map first (the moves waiting for them then finish).
     PERFORM snowflake_id_router.routed_everywhere(snowflake_id_router.map_version());
     FOR m IN SELECT * FROM snowflake_id_router.move x WHERE x.state NOT IN ('done', 'undone') ORDER BY x.id LOOP

@@ -479,7 +479,8 @@ RETURN snowflake_id_router.open_conn('sfid-rebalance:' || n, NULL, format(
     $q$SELECT concat_ws(' ', set_config('application_name', %L, false), set_config('client_connection_check_interval', '1s', false),
               set_config('statement_timeout', '0', false), set_config('lock_timeout', '0', false),
               set_config('idle_in_transaction_session_timeout', '0', false),
-              set_config('default_transaction_isolation', 'read committed', false))$q$,
+              set_config('default_transaction_isolation', 'read committed', false),
+              set_config('snowflake_id_router.keep_connections', 'on', false))$q$,
     format('snowflake_id_router rebalance %s worker %s', pg_backend_pid(), n)), 'setting up a rebalance worker');
 COMMENT ON FUNCTION snowflake_id_router.rebalance_worker(integer) IS
   'The loopback connection of rebalance worker n of this session (opened and checked if not yet open).';
@@ -581,6 +582,7 @@ DECLARE
     msg text;
     det text;
     failure record;
+    keep text;                  -- keep_connections as it was, when this session keeps them meanwhile
 BEGIN
     -- A worker is a loopback session of the extension's owner (setting self_connstr), open in
     -- this session across commits: were the procedure cut short between two steps, a role
@@ -593,6 +595,12 @@ BEGIN
     COMMIT;
     PERFORM snowflake_id_router.disconnect_matching('sfid-rebalance:%');   -- workers of an earlier call cut short
     rid := snowflake_id_router.rebalance_begin(drain, strategy, batch_size, template, parallel_moves);
+    -- A superuser's session moving the batches itself keeps its node connections from batch
+    -- to batch, as the workers do (release_connections), and closes them at the end.
+    IF parallel_moves = 1 AND (SELECT r.rolsuper FROM pg_catalog.pg_roles r WHERE r.rolname = current_user) THEN
+        keep := coalesce(pg_catalog.current_setting('snowflake_id_router.keep_connections', true), '');
+        PERFORM pg_catalog.set_config('snowflake_id_router.keep_connections', 'on', false);
+    END IF;
     COMMIT;
     LOOP
         WHILE st IS NULL AND busy < parallel_moves LOOP
@@ -657,6 +665,10 @@ BEGIN
         COMMIT;
     END LOOP;
     PERFORM snowflake_id_router.disconnect_matching('sfid-rebalance:%');
+    IF keep IS NOT NULL THEN
+        PERFORM pg_catalog.set_config('snowflake_id_router.keep_connections', keep, false);
+        PERFORM snowflake_id_router.disconnect_all();
+    END IF;
     IF st IS NOT NULL THEN
         failure := snowflake_id_router.rebalance_failed(rid, failed, st, msg);
         COMMIT;
