@@ -5,7 +5,8 @@
 # anything is made (or is undone) with its SQLSTATE and a message naming the object, and
 # leaves nothing on any node; the data stays where it was.
 #   25.1  a schema of the shard's name already on the target; a node's registry entry
-#         pointed at another node's database
+#         pointed at another node's database; a node named 'self' (the loopback
+#         connection's old name) reached, not the router's own database
 #   25.5  a target template without the primary key, or with narrower types; a trigger, an
 #         extra index on the shard: refused while preparing, before any row is copied (issue
 #         21's template check); owners and privileges carried (an app role works after the
@@ -339,16 +340,32 @@ PGOPTIONS="-c client_min_messages=warning" psql -X -q -At -h "$(node_dir node_c)
 on node_c -c "DROP DATABASE otherdb"
 clean 25.8
 
+echo "25.1: a node named self (what the loopback connection was named after)"
+# Another database of node_b's server, registered as node 'self': a move onto it must reach
+# it, not the router's own database through the session's loopback connection.
+on node_b -c "CREATE DATABASE selfdb" >/dev/null
+sq() { PGOPTIONS="-c client_min_messages=warning" psql -X -q -At -v ON_ERROR_STOP=1 -h "$(node_dir node_b)" -p "$(node_port node_b)" -U postgres -d selfdb "$@"; }
+sq -c "CREATE EXTENSION snowflake_id" -f "$here/../router/examples/node.sql" >/dev/null
+on router -c "SELECT add_node('self', 'host=$(node_dir node_b) port=$(node_port node_b) dbname=selfdb user=postgres')" >/dev/null 2>&1
+on router -c "SELECT move_shard(1, 'self')" >/dev/null 2>"$work/self.log" || fail "25.1: the move onto node 'self' failed: $(cat "$work/self.log")"
+[[ $(sq -c "SELECT count(*) FROM pg_namespace WHERE nspname = 'shard_1'") == 1
+   && $(on router -c "SELECT count(*) FROM pg_namespace WHERE nspname = 'shard_1'") == 0 ]] \
+  || fail "25.1: the move onto node 'self' did not reach selfdb (shard_1 in the router's database: $(on router -c "SELECT count(*) FROM pg_namespace WHERE nspname = 'shard_1'"))"
+echo "  shard 1 moved onto node 'self' (node_b's selfdb): $(sq -c "SELECT count(*) FROM shard_1.posts") rows there, none in the router's database"
+on router -c "SELECT move_shard(1, 'node_c')" -c "SELECT remove_node('self')" >/dev/null
+on node_b -c "DROP DATABASE selfdb" >/dev/null
+clean 25.1
+
 echo "20: a session that keeps its node connections (a rebalance's) from move to move"
 # One router session runs three moves of shard 1 (on node_c); between them, other sessions
 # move it and repoint node_b (alter_node). Printed: the node sessions behind its kept
 # connections and the advisory locks they hold after each move.
 sb=$(node_connstr node_b)
 other="PGOPTIONS='-c client_min_messages=warning' psql -X -q -At -v ON_ERROR_STOP=1 -h $SF_TMP/sfrouter -p $ROUTER_PORT -U postgres -d postgres"
-kept() { echo "SELECT '$1 ' || snowflake_id_router.fetch('sfid:node_b', 'SELECT pg_backend_pid()::text') || ' '
-  || snowflake_id_router.fetch('sfid:node_c', 'SELECT pg_backend_pid()::text') || ' '
-  || snowflake_id_router.fetch('sfid:node_b', 'SELECT count(*)::text FROM pg_locks WHERE locktype = ''advisory'' AND pid = pg_backend_pid()')
-  || snowflake_id_router.fetch('sfid:node_c', 'SELECT count(*)::text FROM pg_locks WHERE locktype = ''advisory'' AND pid = pg_backend_pid()');"; }
+kept() { echo "SELECT '$1 ' || snowflake_id_router.fetch('sfid:node:node_b', 'SELECT pg_backend_pid()::text') || ' '
+  || snowflake_id_router.fetch('sfid:node:node_c', 'SELECT pg_backend_pid()::text') || ' '
+  || snowflake_id_router.fetch('sfid:node:node_b', 'SELECT count(*)::text FROM pg_locks WHERE locktype = ''advisory'' AND pid = pg_backend_pid()')
+  || snowflake_id_router.fetch('sfid:node:node_c', 'SELECT count(*)::text FROM pg_locks WHERE locktype = ''advisory'' AND pid = pg_backend_pid()');"; }
 on router >"$work/keep.log" 2>&1 <<SQL || fail "20: the session keeping its connections failed: $(cat "$work/keep.log")"
 SET snowflake_id_router.keep_connections = on;
 SELECT move_shard(1, 'node_b');

@@ -651,7 +651,7 @@ COMMENT ON VIEW shard_map IS 'The shard map: logical shard, its node and the nod
 -- ==== router/sql/31_remote.sql ====
 -- == Calls on nodes and on the router itself, every one bounded ==
 --
--- A move talks to its nodes through dblink connections named 'sfid:<node>' (one per node
+-- A move talks to its nodes through dblink connections named 'sfid:node:<node>' (one per node
 -- per session, reused by the repairs the move runs) and to its own database through
 -- 'sfid:self', the loopback connection that commits each step's record and the flip.
 -- Every call is sent asynchronously and polled against a deadline, then cancelled: a
@@ -691,14 +691,14 @@ COMMENT ON FUNCTION snowflake_id_router.open_conn(text, text, text, text) IS
 CREATE OR REPLACE FUNCTION snowflake_id_router.node_conn(node text) RETURNS text
 LANGUAGE sql VOLATILE STRICT PARALLEL UNSAFE
 SET search_path = pg_catalog, pg_temp
-RETURN snowflake_id_router.open_conn('sfid:' || node, node, format(
+RETURN snowflake_id_router.open_conn('sfid:node:' || node, node, format(
     $q$SELECT concat_ws(' ', set_config('application_name', %L, false), set_config('client_connection_check_interval', '1s', false),
               set_config('tcp_keepalives_idle', '5', false), set_config('tcp_keepalives_interval', '2', false),
               set_config('tcp_keepalives_count', '3', false), set_config('statement_timeout', '0', false),
               set_config('lock_timeout', '0', false), set_config('idle_in_transaction_session_timeout', '0', false))$q$,
     'snowflake_id_router mover ' || pg_backend_pid()), format('setting up the session on node %L', node));
 COMMENT ON FUNCTION snowflake_id_router.node_conn(text) IS
-  'The dblink connection sfid:<node> of this session to node (opened, identity checked, if not yet open).';
+  'The dblink connection sfid:node:<node> of this session to node (opened, identity checked, if not yet open).';
 
 -- The loopback connection to this router database (connect_self checks it reaches it).
 -- (PL/pgSQL: the settings it reads are defined further on.)
@@ -776,7 +776,7 @@ BEGIN
         RETURN;
     END IF;
     EXECUTE format('SELECT %s.dblink_get_connections()', snowflake_id_router.dblink_schema()) INTO open;
-    FOR c IN SELECT x FROM unnest(open) x WHERE x LIKE 'sfid:%' AND x <> 'sfid:self' LOOP
+    FOR c IN SELECT x FROM unnest(open) x WHERE x LIKE 'sfid:node:%' LOOP
         BEGIN
             PERFORM snowflake_id_router.call(c, 'SELECT pg_catalog.pg_advisory_unlock_all()', interval '10 s',
                                              'releasing the shard locks');
@@ -799,11 +799,11 @@ DECLARE
     c text;
 BEGIN
     EXECUTE format('SELECT %s.dblink_get_connections()', snowflake_id_router.dblink_schema()) INTO open;
-    FOR c IN SELECT x FROM unnest(open) x WHERE x LIKE 'sfid:%' AND x <> 'sfid:self' LOOP
+    FOR c IN SELECT x FROM unnest(open) x WHERE x LIKE 'sfid:node:%' LOOP
         BEGIN
             IF snowflake_id_router.call(c, $q$SELECT pg_catalog.current_setting('snowflake_id_router.connstr', true)$q$,
                                         interval '10 s', 'checking a kept connection')
-               IS DISTINCT FROM (SELECT md5(n.connstr) FROM snowflake_id_router.node n WHERE 'sfid:' || n.name = c) THEN
+               IS DISTINCT FROM (SELECT md5(n.connstr) FROM snowflake_id_router.node n WHERE 'sfid:node:' || n.name = c) THEN
                 PERFORM snowflake_id_router.disconnect(c);
             END IF;
         EXCEPTION WHEN query_canceled OR OTHERS THEN
@@ -908,7 +908,7 @@ DECLARE
     msg text;
     det text;
     hnt text;
-    place text := CASE WHEN conn = 'sfid:self' OR conn LIKE 'sfid-rebalance:%' THEN 'the router' ELSE format('node %L', substr(conn, 6)) END;
+    place text := CASE WHEN conn LIKE 'sfid:node:%' THEN format('node %L', substr(conn, 11)) ELSE 'the router' END;
 BEGIN
     LOOP
         EXECUTE format('SELECT %s.dblink_is_busy($1::text)', d) INTO busy USING conn;
@@ -1035,7 +1035,7 @@ BEGIN
             EXIT WHEN snowflake_id_router.call(conn, sql, greatest(deadline - clock_timestamp(), interval '0'), what)::boolean;
         END IF;
         IF clock_timestamp() >= deadline THEN
-            RAISE EXCEPTION '% on % did not finish in time', what, format('node %L', substr(conn, 6))
+            RAISE EXCEPTION '% on % did not finish in time', what, format('node %L', substr(conn, 11))
                 USING ERRCODE = 'query_canceled';
         END IF;
         PERFORM pg_sleep(snowflake_id_router.nap(began, 0.001, 0.02));   -- (each look is a round trip)
@@ -1603,7 +1603,7 @@ BEGIN
     BEGIN
         RETURN nullif(snowflake_id_router.call(snowflake_id_router.node_conn(node), q, wait + interval '10 s', 'reading the move''s record'), '');
     EXCEPTION WHEN connection_exception OR sqlclient_unable_to_establish_sqlconnection OR query_canceled THEN
-        PERFORM snowflake_id_router.disconnect('sfid:' || node);
+        PERFORM snowflake_id_router.disconnect('sfid:node:' || node);
     END;
     RETURN nullif(snowflake_id_router.call(snowflake_id_router.node_conn(node), q, wait + interval '10 s', 'reading the move''s record'), '');
 END
