@@ -6,7 +6,7 @@
 # leaves nothing on any node; the data stays where it was.
 #   25.1  a schema of the shard's name already on the target; a node's registry entry
 #         pointed at another node's database; a node named 'self' (the loopback
-#         connection's old name) reached, not the router's own database
+#         connection's name) and one named with 63 bytes reached
 #   25.5  a target template without the primary key, or with narrower types; a trigger, an
 #         extra index on the shard: refused while preparing, before any row is copied (issue
 #         21's template check); owners and privileges carried (an app role works after the
@@ -353,6 +353,13 @@ on router -c "SELECT move_shard(1, 'self')" >/dev/null 2>"$work/self.log" || fai
   || fail "25.1: the move onto node 'self' did not reach selfdb (shard_1 in the router's database: $(on router -c "SELECT count(*) FROM pg_namespace WHERE nspname = 'shard_1'"))"
 echo "  shard 1 moved onto node 'self' (node_b's selfdb): $(sq -c "SELECT count(*) FROM shard_1.posts") rows there, none in the router's database"
 on router -c "SELECT move_shard(1, 'node_c')" -c "SELECT remove_node('self')" >/dev/null
+# The same database under a name of 63 bytes (dblink cuts a connection's name there).
+long=$(printf 'n%.0s' {1..62})9
+on router -c "SELECT add_node('$long', 'host=$(node_dir node_b) port=$(node_port node_b) dbname=selfdb user=postgres')" >/dev/null 2>&1
+on router -c "SELECT move_shard(1, '$long')" >/dev/null 2>"$work/long.log" || fail "25.1: the move onto a node named with 63 bytes failed: $(cat "$work/long.log")"
+[[ $(sq -c "SELECT count(*) FROM pg_namespace WHERE nspname = 'shard_1'") == 1 ]] || fail "25.1: shard 1 is not on the node named with 63 bytes"
+echo "  and onto the same database registered under a name of 63 bytes"
+on router -c "SELECT move_shard(1, 'node_c')" -c "SELECT remove_node('$long')" >/dev/null
 on node_b -c "DROP DATABASE selfdb" >/dev/null
 clean 25.1
 
@@ -362,10 +369,10 @@ echo "20: a session that keeps its node connections (a rebalance's) from move to
 # connections and the advisory locks they hold after each move.
 sb=$(node_connstr node_b)
 other="PGOPTIONS='-c client_min_messages=warning' psql -X -q -At -v ON_ERROR_STOP=1 -h $SF_TMP/sfrouter -p $ROUTER_PORT -U postgres -d postgres"
-kept() { echo "SELECT '$1 ' || snowflake_id_router.fetch('sfid:node:node_b', 'SELECT pg_backend_pid()::text') || ' '
-  || snowflake_id_router.fetch('sfid:node:node_c', 'SELECT pg_backend_pid()::text') || ' '
-  || snowflake_id_router.fetch('sfid:node:node_b', 'SELECT count(*)::text FROM pg_locks WHERE locktype = ''advisory'' AND pid = pg_backend_pid()')
-  || snowflake_id_router.fetch('sfid:node:node_c', 'SELECT count(*)::text FROM pg_locks WHERE locktype = ''advisory'' AND pid = pg_backend_pid()');"; }
+kept() { echo "SELECT '$1 ' || snowflake_id_router.fetch(snowflake_id_router.node_conn_name('node_b'), 'SELECT pg_backend_pid()::text') || ' '
+  || snowflake_id_router.fetch(snowflake_id_router.node_conn_name('node_c'), 'SELECT pg_backend_pid()::text') || ' '
+  || snowflake_id_router.fetch(snowflake_id_router.node_conn_name('node_b'), 'SELECT count(*)::text FROM pg_locks WHERE locktype = ''advisory'' AND pid = pg_backend_pid()')
+  || snowflake_id_router.fetch(snowflake_id_router.node_conn_name('node_c'), 'SELECT count(*)::text FROM pg_locks WHERE locktype = ''advisory'' AND pid = pg_backend_pid()');"; }
 on router >"$work/keep.log" 2>&1 <<SQL || fail "20: the session keeping its connections failed: $(cat "$work/keep.log")"
 SET snowflake_id_router.keep_connections = on;
 SELECT move_shard(1, 'node_b');

@@ -1,6 +1,6 @@
 -- == Calls on nodes and on the router itself, every one bounded ==
 --
--- A move talks to its nodes through dblink connections named 'sfid:node:<node>' (one per node
+-- A move talks to its nodes through dblink connections named by node_conn_name (one per node
 -- per session, reused by the repairs the move runs) and to its own database through
 -- 'sfid:self', the loopback connection that commits each step's record and the flip.
 -- Every call is sent asynchronously and polled against a deadline, then cancelled: a
@@ -37,17 +37,35 @@ COMMENT ON FUNCTION snowflake_id_router.open_conn(text, text, text, text) IS
 
 -- The connection to node. Its session watches the router: if the mover dies, it ends (and
 -- its locks go) within seconds, even while it runs a statement or the network is cut.
+-- The name of this session's connection to a node: never the loopback's ('sfid:self', and a
+-- node may be named 'self'), and bounded (dblink cuts a name at 63 bytes, which a node's
+-- name may have: two nodes' connections would share one).
+CREATE OR REPLACE FUNCTION snowflake_id_router.node_conn_name(node text) RETURNS text
+LANGUAGE sql IMMUTABLE STRICT PARALLEL SAFE
+RETURN 'sfid:node:' || md5(node);
+COMMENT ON FUNCTION snowflake_id_router.node_conn_name(text) IS
+  'The name of this session''s dblink connection to a node: sfid:node:<md5 of its name>.';
+
+-- Where a connection leads, for messages: node '<name>', or the router.
+CREATE OR REPLACE FUNCTION snowflake_id_router.conn_place(conn text) RETURNS text
+LANGUAGE sql STABLE STRICT PARALLEL SAFE
+SET search_path = pg_catalog, pg_temp
+RETURN coalesce((SELECT format('node %L', n.name) FROM snowflake_id_router.node n
+                  WHERE snowflake_id_router.node_conn_name(n.name) = conn), 'the router');
+COMMENT ON FUNCTION snowflake_id_router.conn_place(text) IS
+  'What a dblink connection of this session leads to, for messages: node ''<name>'' or the router.';
+
 CREATE OR REPLACE FUNCTION snowflake_id_router.node_conn(node text) RETURNS text
 LANGUAGE sql VOLATILE STRICT PARALLEL UNSAFE
 SET search_path = pg_catalog, pg_temp
-RETURN snowflake_id_router.open_conn('sfid:node:' || node, node, format(
+RETURN snowflake_id_router.open_conn(snowflake_id_router.node_conn_name(node), node, format(
     $q$SELECT concat_ws(' ', set_config('application_name', %L, false), set_config('client_connection_check_interval', '1s', false),
               set_config('tcp_keepalives_idle', '5', false), set_config('tcp_keepalives_interval', '2', false),
               set_config('tcp_keepalives_count', '3', false), set_config('statement_timeout', '0', false),
               set_config('lock_timeout', '0', false), set_config('idle_in_transaction_session_timeout', '0', false))$q$,
     'snowflake_id_router mover ' || pg_backend_pid()), format('setting up the session on node %L', node));
 COMMENT ON FUNCTION snowflake_id_router.node_conn(text) IS
-  'The dblink connection sfid:node:<node> of this session to node (opened, identity checked, if not yet open).';
+  'The dblink connection of this session to node (node_conn_name; opened, identity checked, if not yet open).';
 
 -- The loopback connection to this router database (connect_self checks it reaches it).
 -- (PL/pgSQL: the settings it reads are defined further on.)
@@ -152,7 +170,7 @@ BEGIN
         BEGIN
             IF snowflake_id_router.call(c, $q$SELECT pg_catalog.current_setting('snowflake_id_router.connstr', true)$q$,
                                         interval '10 s', 'checking a kept connection')
-               IS DISTINCT FROM (SELECT md5(n.connstr) FROM snowflake_id_router.node n WHERE 'sfid:node:' || n.name = c) THEN
+               IS DISTINCT FROM (SELECT md5(n.connstr) FROM snowflake_id_router.node n WHERE snowflake_id_router.node_conn_name(n.name) = c) THEN
                 PERFORM snowflake_id_router.disconnect(c);
             END IF;
         EXCEPTION WHEN query_canceled OR OTHERS THEN
@@ -257,7 +275,6 @@ DECLARE
     msg text;
     det text;
     hnt text;
-    place text := CASE WHEN conn LIKE 'sfid:node:%' THEN format('node %L', substr(conn, 11)) ELSE 'the router' END;
 BEGIN
     LOOP
         EXECUTE format('SELECT %s.dblink_is_busy($1::text)', d) INTO busy USING conn;
@@ -265,7 +282,7 @@ BEGIN
         IF clock_timestamp() >= deadline THEN
             EXECUTE format('SELECT %s.dblink_cancel_query($1::text)', d) USING conn;
             PERFORM snowflake_id_router.drain(conn, clock_timestamp() + interval '2 s');
-            RAISE EXCEPTION '% on % did not finish in time', what, place USING ERRCODE = 'query_canceled';
+            RAISE EXCEPTION '% on % did not finish in time', what, snowflake_id_router.conn_place(conn) USING ERRCODE = 'query_canceled';
         END IF;
         PERFORM pg_sleep(snowflake_id_router.nap(began, 0.0002, 0.01));
     END LOOP;
@@ -281,7 +298,7 @@ BEGIN
             PERFORM snowflake_id_router.drain(conn, clock_timestamp() + interval '2 s');
         END IF;
         IF what IS NOT NULL THEN
-            msg := format('%s on %s: %s', what, place, msg);
+            msg := format('%s on %s: %s', what, snowflake_id_router.conn_place(conn), msg);
         END IF;
         PERFORM snowflake_id_router.raise_error(st, msg, det, hnt);
     END;
@@ -384,7 +401,7 @@ BEGIN
             EXIT WHEN snowflake_id_router.call(conn, sql, greatest(deadline - clock_timestamp(), interval '0'), what)::boolean;
         END IF;
         IF clock_timestamp() >= deadline THEN
-            RAISE EXCEPTION '% on % did not finish in time', what, format('node %L', substr(conn, 11))
+            RAISE EXCEPTION '% on % did not finish in time', what, snowflake_id_router.conn_place(conn)
                 USING ERRCODE = 'query_canceled';
         END IF;
         PERFORM pg_sleep(snowflake_id_router.nap(began, 0.001, 0.02));   -- (each look is a round trip)

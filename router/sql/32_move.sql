@@ -507,7 +507,7 @@ BEGIN
     BEGIN
         RETURN nullif(snowflake_id_router.call(snowflake_id_router.node_conn(node), q, wait + interval '10 s', 'reading the move''s record'), '');
     EXCEPTION WHEN connection_exception OR sqlclient_unable_to_establish_sqlconnection OR query_canceled THEN
-        PERFORM snowflake_id_router.disconnect('sfid:node:' || node);
+        PERFORM snowflake_id_router.disconnect(snowflake_id_router.node_conn_name(node));
     END;
     RETURN nullif(snowflake_id_router.call(snowflake_id_router.node_conn(node), q, wait + interval '10 s', 'reading the move''s record'), '');
 END
