@@ -37,10 +37,10 @@ on node_b -c "BEGIN" -c "LOCK TABLE shard_2740.posts IN ACCESS SHARE MODE" -c "S
 on router -c "SELECT * FROM alter_shards(\$\$$add_column\$\$)" >"$work/first.log" 2>&1 & first=$!
 for _ in $(seq 200); do
   [[ $(on router -c "SELECT count(*) FROM schema_change_status WHERE node = 'node_a' AND node_state = 'done'") == 1 ]] \
-    && [[ $(on node_b -c "SELECT count(*) FROM pg_stat_activity WHERE application_name = 'snowflake_id_router' AND wait_event_type = 'Lock'") == 1 ]] && break
+    && [[ $(on node_b -c "SELECT count(*) FROM pg_stat_activity WHERE application_name LIKE 'snowflake_id_router %' AND wait_event_type = 'Lock'") == 1 ]] && break
   sleep 0.05
 done
-[[ $(on node_b -c "SELECT count(*) FROM pg_stat_activity WHERE application_name = 'snowflake_id_router' AND wait_event_type = 'Lock'") == 1 ]] \
+[[ $(on node_b -c "SELECT count(*) FROM pg_stat_activity WHERE application_name LIKE 'snowflake_id_router %' AND wait_event_type = 'Lock'") == 1 ]] \
   || fail "alter_shards did not reach node_b: $(cat "$work/first.log")"
 
 # A move started during the change waits for it.
@@ -61,7 +61,7 @@ sleep 3
 on router -c "SELECT pg_terminate_backend(pid) FROM pg_stat_activity WHERE query LIKE '%alter_shards(%' AND pid <> pg_backend_pid()" >/dev/null
 if wait "$first"; then fail "alter_shards survived its session's end: $(cat "$work/first.log")"; fi
 for _ in $(seq 100); do
-  [[ $(on node_b -c "SELECT count(*) FROM pg_stat_activity WHERE application_name = 'snowflake_id_router' AND wait_event_type = 'Lock'") == 0 ]] && break
+  [[ $(on node_b -c "SELECT count(*) FROM pg_stat_activity WHERE application_name LIKE 'snowflake_id_router %' AND wait_event_type = 'Lock'") == 0 ]] && break
   sleep 0.05
 done
 state=$(on router -c "SELECT string_agg(format('%s %s %s', state, node, node_state), ', ' ORDER BY node) FROM schema_change_status")

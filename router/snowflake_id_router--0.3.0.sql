@@ -247,82 +247,78 @@ COMMENT ON TABLE snowflake_id_router.schema_change_node IS
 SELECT pg_catalog.pg_extension_config_dump('snowflake_id_router.schema_change', '');
 SELECT pg_catalog.pg_extension_config_dump('snowflake_id_router.schema_change_node', '');
 
--- ==== router/sql/10_dblink.sql ====
--- == dblink, wherever it is installed ==
+-- ==== router/sql/10_connections.sql ====
+-- == Connections: the router's own, in snowflake_id's private registry ==
+--
+-- Every connection the router makes (to its nodes, to other routers, to itself) lives in
+-- snowflake_id's registry (snowflake_id_node.remote_*, src/pg/remote.rs), not in dblink's
+-- session-wide names: a connection belongs to the role that opened it (the extension's
+-- owner, inside the router's SECURITY DEFINER functions) and no other role or code can use
+-- it; it is closed with the subtransaction that opened it if that aborts, and at the end of
+-- the transaction unless kept (superuser sessions only: release_connections); its session
+-- starts with the router's settings, given at connection time. Every wait is interruptible
+-- and bounded by the monotonic clock (snowflake_id_node.monotonic()).
 
-CREATE OR REPLACE FUNCTION snowflake_id_router.dblink_schema() RETURNS text
-LANGUAGE sql STABLE STRICT PARALLEL SAFE
+-- Opens (or reopens) connection conn by connstr; peer names it in messages. Waits at most
+-- the connect string's connect_timeout (10 s without one).
+CREATE OR REPLACE FUNCTION snowflake_id_router.connect(conn text, connstr text, peer text) RETURNS void
+LANGUAGE plpgsql VOLATILE STRICT PARALLEL UNSAFE
 SET search_path = pg_catalog, pg_temp
-RETURN (SELECT quote_ident(n.nspname) FROM pg_catalog.pg_extension e
-          JOIN pg_catalog.pg_namespace n ON n.oid = e.extnamespace WHERE e.extname = 'dblink');
-COMMENT ON FUNCTION snowflake_id_router.dblink_schema() IS 'Schema of the dblink extension, quoted.';
+AS $$
+DECLARE
+    options text;
+    timeout text;
+BEGIN
+    PERFORM snowflake_id_node.remote_close(conn);
+    SELECT max(c.value) FILTER (WHERE c.keyword = 'options'), max(c.value) FILTER (WHERE c.keyword = 'connect_timeout')
+      INTO options, timeout FROM snowflake_id_node.conninfo(connstr) c;
+    PERFORM snowflake_id_node.remote_open(conn, connstr, options, peer,
+        CASE WHEN timeout ~ '^\s*[0-9]{1,6}\s*$' AND timeout::integer > 0 THEN greatest(timeout::integer, 2) ELSE 10 END);
+END
+$$;
+COMMENT ON FUNCTION snowflake_id_router.connect(text, text, text) IS
+  'Opens (or reopens) the router''s connection conn by connstr (its session set up with the router''s settings); peer names it in messages.';
 
+-- (PL/pgSQL: conn_place is defined further on.)
 CREATE OR REPLACE FUNCTION snowflake_id_router.connect(conn text, connstr text) RETURNS void
 LANGUAGE plpgsql VOLATILE STRICT PARALLEL UNSAFE
 SET search_path = pg_catalog, pg_temp
 AS $$
-DECLARE
-    d text := snowflake_id_router.dblink_schema();
-    open text[];
 BEGIN
-    EXECUTE format('SELECT %s.dblink_get_connections()', d) INTO open;
-    IF conn = ANY (open) THEN
-        EXECUTE format('SELECT %s.dblink_disconnect($1::text)', d) USING conn;
-    END IF;
-    EXECUTE format('SELECT %s.dblink_connect($1::text, $2::text)', d) USING conn, connstr;
-    -- Every name sent below is schema-qualified; the remote session trusts no schema.
-    EXECUTE format('SELECT %s.dblink_exec($1::text, $2::text)', d)
-        USING conn, 'SET search_path = pg_catalog, pg_temp';
+    PERFORM snowflake_id_router.connect(conn, connstr, snowflake_id_router.conn_place(conn));
 END
 $$;
 COMMENT ON FUNCTION snowflake_id_router.connect(text, text) IS
-  'Opens (or reopens) dblink connection conn with search_path = pg_catalog, pg_temp.';
+  'Opens (or reopens) the router''s connection conn by connstr, named in messages by conn_place(conn).';
 
 CREATE OR REPLACE FUNCTION snowflake_id_router.disconnect(conn text) RETURNS void
-LANGUAGE plpgsql VOLATILE STRICT PARALLEL UNSAFE
+LANGUAGE sql VOLATILE STRICT PARALLEL UNSAFE
 SET search_path = pg_catalog, pg_temp
-AS $$
-DECLARE
-    d text := snowflake_id_router.dblink_schema();
-    open text[];
-BEGIN
-    EXECUTE format('SELECT %s.dblink_get_connections()', d) INTO open;
-    IF conn = ANY (open) THEN
-        EXECUTE format('SELECT %s.dblink_disconnect($1::text)', d) USING conn;
-    END IF;
-END
-$$;
-COMMENT ON FUNCTION snowflake_id_router.disconnect(text) IS 'Closes dblink connection conn if open.';
-
-CREATE OR REPLACE FUNCTION snowflake_id_router.exec(conn text, sql text) RETURNS text
-LANGUAGE plpgsql VOLATILE STRICT PARALLEL UNSAFE
-SET search_path = pg_catalog, pg_temp
-AS $$
-DECLARE
-    status text;
-BEGIN
-    EXECUTE format('SELECT %s.dblink_exec($1::text, $2::text)', snowflake_id_router.dblink_schema())
-        INTO status USING conn, sql;
-    RETURN status;
-END
-$$;
-COMMENT ON FUNCTION snowflake_id_router.exec(text, text) IS
-  'Runs sql on dblink connection conn (one implicit transaction; remote errors keep their SQLSTATE).';
+BEGIN ATOMIC
+    SELECT snowflake_id_node.remote_close(conn);
+END;
+COMMENT ON FUNCTION snowflake_id_router.disconnect(text) IS 'Closes the router''s connection conn if open.';
 
 CREATE OR REPLACE FUNCTION snowflake_id_router.fetch(conn text, sql text) RETURNS text
 LANGUAGE plpgsql VOLATILE STRICT PARALLEL UNSAFE
 SET search_path = pg_catalog, pg_temp
 AS $$
-DECLARE
-    v text;
 BEGIN
-    EXECUTE format('SELECT v FROM %s.dblink($1::text, $2::text) AS r(v text)', snowflake_id_router.dblink_schema())
-        INTO v USING conn, sql;
-    RETURN v;
+    PERFORM snowflake_id_node.remote_send(conn, sql);
+    RETURN snowflake_id_node.remote_receive(conn, 86400, NULL);
 END
 $$;
 COMMENT ON FUNCTION snowflake_id_router.fetch(text, text) IS
-  'First column of the first row of sql (one text column) run on dblink connection conn; NULL if no row.';
+  'First column of the first row of sql (one text column) run on the router''s connection conn; NULL if no row.';
+
+-- sql on conn, waited for without a bound of its own (interruptibly): for the steps whose
+-- length is the statement's (a schema change); remote errors keep their SQLSTATE.
+CREATE OR REPLACE FUNCTION snowflake_id_router.exec(conn text, sql text) RETURNS text
+LANGUAGE sql VOLATILE STRICT PARALLEL UNSAFE
+SET search_path = pg_catalog, pg_temp
+RETURN snowflake_id_router.fetch(conn, sql);
+COMMENT ON FUNCTION snowflake_id_router.exec(text, text) IS
+  'Runs sql on the router''s connection conn (remote errors keep their SQLSTATE); the first column of its first row.';
 
 -- Polls sql (returning one boolean) on conn until it is true; 57014 after timeout.
 CREATE OR REPLACE FUNCTION snowflake_id_router.wait_until(conn text, sql text, timeout interval, what text) RETURNS void
@@ -330,19 +326,19 @@ LANGUAGE plpgsql VOLATILE STRICT PARALLEL UNSAFE
 SET search_path = pg_catalog, pg_temp
 AS $$
 DECLARE
-    deadline timestamptz := clock_timestamp() + timeout;
+    deadline timestamptz := snowflake_id_node.monotonic() + timeout;
 BEGIN
-    WHILE clock_timestamp() < deadline LOOP
+    WHILE snowflake_id_node.monotonic() < deadline LOOP
         IF coalesce(snowflake_id_router.fetch(conn, sql)::boolean, false) THEN
             RETURN;
         END IF;
-        PERFORM pg_sleep(0.002);
+        PERFORM snowflake_id_node.sleep(0.002);
     END LOOP;
     RAISE EXCEPTION '% did not happen within %', what, timeout USING ERRCODE = 'query_canceled';
 END
 $$;
 COMMENT ON FUNCTION snowflake_id_router.wait_until(text, text, interval, text) IS
-  'Polls a boolean query on a dblink connection until true; 57014 after the timeout.';
+  'Polls a boolean query on the router''s connection conn until true; 57014 after the timeout.';
 
 -- A libpq connect string value, quoted.
 CREATE OR REPLACE FUNCTION snowflake_id_router.conn_value(v text) RETURNS text
@@ -351,7 +347,7 @@ RETURN '''' || replace(replace(v, '\', '\\'), '''', '\''') || '''';
 COMMENT ON FUNCTION snowflake_id_router.conn_value(text) IS 'A libpq connect string value, quoted.';
 
 -- A connect string as libpq reads it (PQconninfoParse, through snowflake_id), each value
--- quoted: whatever PL/Proxy, dblink or a subscription appends to it stays an option of its
+-- quoted: whatever PL/Proxy, the router or a subscription appends to it stays an option of its
 -- own. Secrets are refused: connect strings are readable by every role.
 CREATE OR REPLACE FUNCTION snowflake_id_router.normalize_connstr(connstr text) RETURNS text
 LANGUAGE plpgsql STABLE STRICT PARALLEL SAFE
@@ -405,16 +401,17 @@ COMMENT ON FUNCTION snowflake_id_router.setting(text) IS
   'A router setting: its override in snowflake_id_router.setting, else its default.';
 
 -- Options every connection the router makes to a node carries (before the node's own, which
--- win where they repeat one): a name in pg_stat_activity, and TCP keepalives, so that a
+-- win where they repeat one; the registry adds the session's settings and, unless the node's
+-- names one, the application name 'snowflake_id_router <pid>'): TCP keepalives, so that a
 -- node whose network to the router is cut ends the session, and with it the node locks it
 -- holds (docs/cluster-design.md: proof of life).
 CREATE OR REPLACE FUNCTION snowflake_id_router.connect_options() RETURNS text
 LANGUAGE sql IMMUTABLE PARALLEL SAFE
-RETURN 'application_name=''snowflake_id_router'' keepalives=1 keepalives_idle=5 keepalives_interval=2 keepalives_count=3 connect_timeout=10';
+RETURN 'keepalives=1 keepalives_idle=5 keepalives_interval=2 keepalives_count=3 connect_timeout=10';
 COMMENT ON FUNCTION snowflake_id_router.connect_options() IS
-  'Options of every router connection to a node: application name, TCP keepalives, connect timeout.';
+  'Options of every router connection to a node: TCP keepalives, connect timeout.';
 
--- Opens dblink connection conn to a node and checks that it reaches the database the node
+-- Opens connection conn to a node and checks that it reaches the database the node
 -- was registered as (its identity), recording the identity of a node added by 0.2.0.
 CREATE OR REPLACE FUNCTION snowflake_id_router.connect_node(conn text, node text) RETURNS void
 LANGUAGE plpgsql VOLATILE STRICT PARALLEL UNSAFE
@@ -428,7 +425,8 @@ BEGIN
     IF NOT FOUND THEN
         RAISE EXCEPTION 'node % does not exist', quote_literal(node) USING ERRCODE = 'undefined_object';
     END IF;
-    PERFORM snowflake_id_router.connect(conn, snowflake_id_router.connect_options() || ' ' || n.connstr);
+    PERFORM snowflake_id_router.connect(conn, snowflake_id_router.connect_options() || ' ' || n.connstr,
+                                        format('node %L', node));
     found_identity := snowflake_id_router.remote_identity(conn, node);
     IF n.identity IS NULL THEN
         PERFORM snowflake_id_router.check_new_identity(node, found_identity);
@@ -440,16 +438,12 @@ BEGIN
             USING ERRCODE = 'object_not_in_prerequisite_state',
                   HINT = 'A node is identified by its system identifier and database OID. Repoint it with alter_node(name, connstr) only to the same database (or its promoted standby).';
     END IF;
-    -- What it was opened with, kept in the node's session: a session that keeps its node
-    -- connections from move to move (keep_connections) opens it again once the node is
-    -- repointed (a promoted standby keeps the identity: the old primary could still answer).
-    PERFORM snowflake_id_router.fetch(conn, format('SELECT set_config(%L, %L, false)', 'snowflake_id_router.connstr', md5(n.connstr)));
 END
 $$;
 COMMENT ON FUNCTION snowflake_id_router.connect_node(text, text) IS
-  'Opens dblink connection conn to a node and checks that it reaches the database the node is registered as; 55000 otherwise.';
+  'Opens connection conn to a node and checks that it reaches the database the node is registered as; 55000 otherwise.';
 
--- The identity of what dblink connection conn reaches (a node with snowflake_id 0.3.0).
+-- The identity of what connection conn reaches (a node with snowflake_id 0.3.0).
 CREATE OR REPLACE FUNCTION snowflake_id_router.remote_identity(conn text, node text) RETURNS text
 LANGUAGE plpgsql VOLATILE STRICT PARALLEL UNSAFE
 SET search_path = pg_catalog, pg_temp
@@ -463,7 +457,7 @@ EXCEPTION WHEN undefined_function OR invalid_schema_name THEN
 END
 $$;
 COMMENT ON FUNCTION snowflake_id_router.remote_identity(text, text) IS
-  'The identity (system identifier/database OID) of what a dblink connection reaches; 55000 if snowflake_id is older than 0.3.0 there.';
+  'The identity (system identifier/database OID) of what a connection reaches; 55000 if snowflake_id is older than 0.3.0 there.';
 
 -- Opens the loopback connection conn to this router database (setting self_connstr) and
 -- checks that it reaches this very database: map flips and move records go through it.
@@ -474,8 +468,9 @@ AS $$
 DECLARE
     found_identity text;
 BEGIN
-    PERFORM snowflake_id_router.connect(conn, snowflake_id_router.setting('self_connstr'));
+    PERFORM snowflake_id_router.connect(conn, snowflake_id_router.setting('self_connstr'), 'the router');
     found_identity := snowflake_id_router.remote_identity(conn, 'self');
+    PERFORM snowflake_id_router.mark_router_session(conn);
     IF found_identity IS DISTINCT FROM snowflake_id_node.identity() THEN
         PERFORM snowflake_id_router.disconnect(conn);
         RAISE EXCEPTION 'the loopback connection reaches another database (identity %, this router is %)',
@@ -486,7 +481,41 @@ BEGIN
 END
 $$;
 COMMENT ON FUNCTION snowflake_id_router.connect_self(text) IS
-  'Opens the loopback dblink connection to this router database and checks that it reaches this very database.';
+  'Opens the loopback connection to this router database and checks that it reaches this very database.';
+
+-- The router's own sessions in a router database (its loopback connections, a rebalance's
+-- workers, the primary's sessions on a follower) hold this owner-only lock, shared: the
+-- waits for older transactions (wait_for_older_transactions, await_map) pass them over.
+-- An application_name proves nothing (any session sets its own); this lock, only the
+-- extension owner's code can take (snowflake_id_node.own_lock).
+CREATE OR REPLACE FUNCTION snowflake_id_router.session_lock() RETURNS integer
+LANGUAGE sql IMMUTABLE PARALLEL SAFE
+RETURN hashtext('snowflake_id_router.session');
+COMMENT ON FUNCTION snowflake_id_router.session_lock() IS
+  'Class of the owner-only lock (class, 0) that the router''s own sessions in a router database hold, shared.';
+
+CREATE OR REPLACE FUNCTION snowflake_id_router.mark_router_session(conn text) RETURNS void
+LANGUAGE plpgsql VOLATILE STRICT PARALLEL UNSAFE
+SET search_path = pg_catalog, pg_temp
+AS $$
+BEGIN
+    PERFORM snowflake_id_router.fetch(conn, format('SELECT snowflake_id_node.own_lock(%s, 0, true, true, false)::text',
+                                                   snowflake_id_router.session_lock()));
+END
+$$;
+COMMENT ON FUNCTION snowflake_id_router.mark_router_session(text) IS
+  'Marks the session behind connection conn (in a router database) as one of the router''s own.';
+
+-- The sessions of this database that are the router's own (mark_router_session).
+CREATE OR REPLACE FUNCTION snowflake_id_router.router_sessions() RETURNS integer[]
+LANGUAGE sql VOLATILE PARALLEL SAFE
+SET search_path = pg_catalog, pg_temp
+RETURN ARRAY(SELECT l.pid FROM pg_locks l
+              WHERE l.locktype = 'advisory' AND l.granted AND l.objsubid = 3
+                AND l.classid = snowflake_id_router.session_lock()::oid AND l.objid = 0
+                AND l.database = (SELECT d.oid FROM pg_database d WHERE d.datname = current_database()));
+COMMENT ON FUNCTION snowflake_id_router.router_sessions() IS
+  'The pids of the router''s own sessions in this database (holding the session lock).';
 
 -- A node about to be known by identity: not one already registered under another name (one
 -- server under two names: a move between them would copy a shard onto itself), and not this
@@ -588,7 +617,8 @@ BEGIN
         RAISE EXCEPTION 'node % already exists', quote_literal(name) USING ERRCODE = 'duplicate_object';
     END IF;
     -- Known by what it is: reach it once and read its identity.
-    PERFORM snowflake_id_router.connect('snowflake_id_router_add', snowflake_id_router.connect_options() || ' ' || normal);
+    PERFORM snowflake_id_router.connect('snowflake_id_router_add', snowflake_id_router.connect_options() || ' ' || normal,
+                                        format('node %L', name));
     found_identity := snowflake_id_router.remote_identity('snowflake_id_router_add', name);
     PERFORM snowflake_id_router.disconnect('snowflake_id_router_add');
     PERFORM snowflake_id_router.check_new_identity(name, found_identity);
@@ -651,27 +681,24 @@ COMMENT ON VIEW shard_map IS 'The shard map: logical shard, its node and the nod
 -- ==== router/sql/31_remote.sql ====
 -- == Calls on nodes and on the router itself, every one bounded ==
 --
--- A move talks to its nodes through dblink connections named by node_conn_name (one per node
--- per session, reused by the repairs the move runs) and to its own database through
--- 'sfid:self', the loopback connection that commits each step's record and the flip.
--- Every call is sent asynchronously and polled against a deadline, then cancelled: a
--- blocking dblink call cannot be interrupted, while a poll (pg_sleep) can, so a mover
--- waiting on a node can always be cancelled or terminated, and its node sessions, which
--- hold its shard locks, end with it.
+-- A move talks to its nodes through connections named by node_conn_name (one per node per
+-- call, reused by the repairs the move runs) and to its own database through 'sfid:self',
+-- the loopback connection that commits each step's record and the flip. Every call is
+-- sent, then waited for against a deadline of the monotonic clock, then cancelled; the wait
+-- is interruptible, so a mover waiting on a node can always be cancelled or terminated, and
+-- its node sessions, which hold its shard locks, end with it (10_connections.sql says whose
+-- connections these are and when they close).
 
--- A named dblink connection of this session: the one open under that name, or a new one
--- (to node, identity checked; to this router database when node is NULL) set up by
--- settings, a query run once.
+-- A named connection of this call (or kept by this superuser's session): the one open under
+-- that name, or a new one (to node, identity checked; to this router database when node is
+-- NULL) set up by settings, a query run once.
 CREATE OR REPLACE FUNCTION snowflake_id_router.open_conn(conn text, node text, settings text, what text) RETURNS text
 LANGUAGE plpgsql VOLATILE CALLED ON NULL INPUT PARALLEL UNSAFE
 SET search_path = pg_catalog, pg_temp
 AS $$
 #variable_conflict use_variable
-DECLARE
-    open text[];
 BEGIN
-    EXECUTE format('SELECT %s.dblink_get_connections()', snowflake_id_router.dblink_schema()) INTO open;
-    IF conn = ANY (open) THEN
+    IF conn = ANY (snowflake_id_node.remote_names()) THEN
         RETURN conn;
     END IF;
     IF node IS NULL THEN
@@ -684,18 +711,17 @@ BEGIN
 END
 $$;
 COMMENT ON FUNCTION snowflake_id_router.open_conn(text, text, text, text) IS
-  'The dblink connection conn of this session, opened (to node, or to this router when NULL) and set up by settings if not yet open.';
+  'The connection conn of this session, opened (to node, or to this router when NULL) and set up by settings if not yet open.';
 
 -- The connection to node. Its session watches the router: if the mover dies, it ends (and
 -- its locks go) within seconds, even while it runs a statement or the network is cut.
 -- The name of this session's connection to a node: never the loopback's ('sfid:self', and a
--- node may be named 'self'), and bounded (dblink cuts a name at 63 bytes, which a node's
--- name may have: two nodes' connections would share one).
+-- node may be named 'self'), and of one length whatever the node's name.
 CREATE OR REPLACE FUNCTION snowflake_id_router.node_conn_name(node text) RETURNS text
 LANGUAGE sql IMMUTABLE STRICT PARALLEL SAFE
 RETURN 'sfid:node:' || md5(node);
 COMMENT ON FUNCTION snowflake_id_router.node_conn_name(text) IS
-  'The name of this session''s dblink connection to a node: sfid:node:<md5 of its name>.';
+  'The name of this session''s connection to a node: sfid:node:<md5 of its name>.';
 
 -- Where a connection leads, for messages: node '<name>', or the router.
 CREATE OR REPLACE FUNCTION snowflake_id_router.conn_place(conn text) RETURNS text
@@ -704,7 +730,7 @@ SET search_path = pg_catalog, pg_temp
 RETURN coalesce((SELECT format('node %L', n.name) FROM snowflake_id_router.node n
                   WHERE snowflake_id_router.node_conn_name(n.name) = conn), 'the router');
 COMMENT ON FUNCTION snowflake_id_router.conn_place(text) IS
-  'What a dblink connection of this session leads to, for messages: node ''<name>'' or the router.';
+  'What a connection of this session leads to, for messages: node ''<name>'' or the router.';
 
 CREATE OR REPLACE FUNCTION snowflake_id_router.node_conn(node text) RETURNS text
 LANGUAGE sql VOLATILE STRICT PARALLEL UNSAFE
@@ -716,7 +742,7 @@ RETURN snowflake_id_router.open_conn(snowflake_id_router.node_conn_name(node), n
               set_config('lock_timeout', '0', false), set_config('idle_in_transaction_session_timeout', '0', false))$q$,
     'snowflake_id_router mover ' || pg_backend_pid()), format('setting up the session on node %L', node));
 COMMENT ON FUNCTION snowflake_id_router.node_conn(text) IS
-  'The dblink connection of this session to node (node_conn_name; opened, identity checked, if not yet open).';
+  'The connection of this session to node (node_conn_name; opened, identity checked, if not yet open).';
 
 -- The loopback connection to this router database (connect_self checks it reaches it).
 -- (PL/pgSQL: the settings it reads are defined further on.)
@@ -735,29 +761,18 @@ $$;
 COMMENT ON FUNCTION snowflake_id_router.loopback() IS
   'The loopback connection sfid:self of this session to this router database (opened and checked if not yet open).';
 
--- Closes every connection of this session whose name is LIKE pattern. Never fails.
+-- Closes every connection of this session whose name is LIKE pattern, which is a prefix
+-- followed by %. Never fails.
 CREATE OR REPLACE FUNCTION snowflake_id_router.disconnect_matching(pattern text) RETURNS void
 LANGUAGE plpgsql VOLATILE STRICT PARALLEL UNSAFE
 SET search_path = pg_catalog, pg_temp
 AS $$
-#variable_conflict use_variable
-DECLARE
-    d text := snowflake_id_router.dblink_schema();
-    open text[];
-    c text;
 BEGIN
-    EXECUTE format('SELECT %s.dblink_get_connections()', d) INTO open;
-    FOR c IN SELECT x FROM unnest(open) x WHERE x LIKE pattern LOOP
-        BEGIN
-            EXECUTE format('SELECT %s.dblink_disconnect($1::text)', d) USING c;
-        EXCEPTION WHEN query_canceled OR OTHERS THEN
-            NULL;  -- a broken connection is gone already
-        END;
-    END LOOP;
+    PERFORM snowflake_id_node.remote_close_prefixed(rtrim(pattern, '%'));
 END
 $$;
 COMMENT ON FUNCTION snowflake_id_router.disconnect_matching(text) IS
-  'Closes this session''s dblink connections whose names are LIKE pattern.';
+  'Closes this session''s connections whose names are LIKE pattern (a prefix, then %).';
 
 -- Closes every connection of this session named sfid:*, releasing the node locks held
 -- through them. Never fails.
@@ -766,26 +781,25 @@ LANGUAGE sql VOLATILE PARALLEL UNSAFE
 SET search_path = pg_catalog, pg_temp
 RETURN snowflake_id_router.disconnect_matching('sfid:%');
 COMMENT ON FUNCTION snowflake_id_router.disconnect_all() IS
-  'Closes this session''s sfid:* dblink connections (node locks held through them go with them).';
+  'Closes this session''s sfid:* connections (node locks held through them go with them).';
 
 -- Connections kept from one move to the next. A new node connection costs a move more than
 -- its connecting: a fresh node session reads the catalogs and compiles and plans every
 -- step's function again (batches of 12 with no other load: 401 ms a move with new
 -- connections, 285 ms with kept ones). A session whose snowflake_id_router.keep_connections
--- is on (a rebalance's or drain's: its own and its workers') keeps them after a move that
--- succeeded, with the node locks taken through them released; any other session closes
--- them, and so does a session whose user is not a superuser: the connections are the
--- extension owner's, and a role holding one after the move's SECURITY DEFINER function
--- returned could use it through dblink. Before a move reuses one it asks the node session
--- what it was opened with (connect_node): one whose node was repointed since (alter_node)
--- or removed is closed.
+-- is on and whose session user is a superuser (a rebalance's or drain's: its own and its
+-- workers') keeps them after a move that succeeded, with the node locks taken through them
+-- released; any other session closes them. Kept or not, only the extension owner's code
+-- can use them (the registry binds a connection to the role that opened it), and only a
+-- superuser's session keeps one past its transaction. Before a move reuses one, the
+-- registry's record of the connect string it was opened with is compared with the node's
+-- (check_connections): one whose node was repointed (alter_node) or removed is closed.
 CREATE OR REPLACE FUNCTION snowflake_id_router.release_connections() RETURNS void
 LANGUAGE plpgsql VOLATILE PARALLEL UNSAFE
 SET search_path = pg_catalog, pg_temp
 AS $$
 #variable_conflict use_variable
 DECLARE
-    open text[];
     c text;
 BEGIN
     IF current_setting('snowflake_id_router.keep_connections', true) IS DISTINCT FROM 'on'
@@ -793,11 +807,12 @@ BEGIN
         PERFORM snowflake_id_router.disconnect_all();
         RETURN;
     END IF;
-    EXECUTE format('SELECT %s.dblink_get_connections()', snowflake_id_router.dblink_schema()) INTO open;
-    FOR c IN SELECT x FROM unnest(open) x WHERE x LIKE 'sfid:node:%' LOOP
+    PERFORM snowflake_id_router.disconnect('sfid:self');
+    FOR c IN SELECT x FROM unnest(snowflake_id_node.remote_names()) x WHERE x LIKE 'sfid:node:%' LOOP
         BEGIN
             PERFORM snowflake_id_router.call(c, 'SELECT pg_catalog.pg_advisory_unlock_all()', interval '10 s',
                                              'releasing the shard locks');
+            PERFORM snowflake_id_node.remote_keep(c, true);
         EXCEPTION WHEN query_canceled OR OTHERS THEN
             PERFORM snowflake_id_router.disconnect(c);
         END;
@@ -805,7 +820,7 @@ BEGIN
 END
 $$;
 COMMENT ON FUNCTION snowflake_id_router.release_connections() IS
-  'After a move that succeeded: closes this session''s sfid:* connections, or, with keep_connections on, releases the node locks held through them.';
+  'After a move that succeeded: closes this session''s sfid:* connections, or, with keep_connections on in a superuser''s session, releases the node locks held through them and keeps them.';
 
 CREATE OR REPLACE FUNCTION snowflake_id_router.check_connections() RETURNS void
 LANGUAGE plpgsql VOLATILE PARALLEL UNSAFE
@@ -813,15 +828,14 @@ SET search_path = pg_catalog, pg_temp
 AS $$
 #variable_conflict use_variable
 DECLARE
-    open text[];
     c text;
 BEGIN
-    EXECUTE format('SELECT %s.dblink_get_connections()', snowflake_id_router.dblink_schema()) INTO open;
-    FOR c IN SELECT x FROM unnest(open) x WHERE x LIKE 'sfid:node:%' LOOP
+    FOR c IN SELECT x FROM unnest(snowflake_id_node.remote_names()) x WHERE x LIKE 'sfid:node:%' LOOP
         BEGIN
-            IF snowflake_id_router.call(c, $q$SELECT pg_catalog.current_setting('snowflake_id_router.connstr', true)$q$,
-                                        interval '10 s', 'checking a kept connection')
-               IS DISTINCT FROM (SELECT md5(n.connstr) FROM snowflake_id_router.node n WHERE snowflake_id_router.node_conn_name(n.name) = c) THEN
+            IF snowflake_id_node.remote_connstr(c)
+               IS DISTINCT FROM (SELECT snowflake_id_router.connect_options() || ' ' || n.connstr FROM snowflake_id_router.node n
+                                  WHERE snowflake_id_router.node_conn_name(n.name) = c)
+               OR snowflake_id_router.call(c, 'SELECT 1', interval '10 s', 'checking a kept connection') IS DISTINCT FROM '1' THEN
                 PERFORM snowflake_id_router.disconnect(c);
             END IF;
         EXCEPTION WHEN query_canceled OR OTHERS THEN
@@ -831,30 +845,25 @@ BEGIN
 END
 $$;
 COMMENT ON FUNCTION snowflake_id_router.check_connections() IS
-  'Before a move: closes this session''s node connections whose node was repointed or removed since they were opened.';
+  'Before a move: closes this session''s node connections whose node was repointed or removed since they were opened, or that do not answer.';
 
 -- After an interruption (a cancel, a timeout) a call may still run on a node: cancels every
--- call in flight on this session's sfid:* connections and consumes what is left (a
--- connection that will not settle is closed), so the undo that follows can use them.
+-- call in flight on this session's sfid:* connections (each cancel waited for 1 s at most;
+-- what is left of their results is consumed before the connection's next query), so the
+-- undo that follows can use them.
 CREATE OR REPLACE FUNCTION snowflake_id_router.settle_all() RETURNS void
 LANGUAGE plpgsql VOLATILE PARALLEL UNSAFE
 SET search_path = pg_catalog, pg_temp
 AS $$
 #variable_conflict use_variable
 DECLARE
-    d text := snowflake_id_router.dblink_schema();
-    open text[];
     c text;
-    busy integer;
 BEGIN
-    EXECUTE format('SELECT %s.dblink_get_connections()', d) INTO open;
-    FOR c IN SELECT x FROM unnest(open) x WHERE x LIKE 'sfid:%' LOOP
+    FOR c IN SELECT x FROM unnest(snowflake_id_node.remote_names()) x WHERE x LIKE 'sfid:%' LOOP
         BEGIN
-            EXECUTE format('SELECT %s.dblink_is_busy($1::text)', d) INTO busy USING c;
-            IF busy = 1 THEN
-                EXECUTE format('SELECT %s.dblink_cancel_query($1::text)', d) USING c;
+            IF snowflake_id_node.remote_busy(c) THEN
+                PERFORM snowflake_id_node.remote_cancel(c);
             END IF;
-            PERFORM snowflake_id_router.drain(c, clock_timestamp() + interval '2 s');
         EXCEPTION WHEN query_canceled OR OTHERS THEN
             PERFORM snowflake_id_router.disconnect(c);
         END;
@@ -862,7 +871,7 @@ BEGIN
 END
 $$;
 COMMENT ON FUNCTION snowflake_id_router.settle_all() IS
-  'Cancels the calls in flight on this session''s sfid:* connections and consumes their results (closing a connection that will not settle).';
+  'Cancels the calls in flight on this session''s sfid:* connections (closing a connection that fails).';
 
 -- Rolls back the transaction a multi-call step opened on conn (settle_all first); a
 -- connection on which that fails is closed, which ends the transaction there as well.
@@ -878,7 +887,7 @@ EXCEPTION WHEN query_canceled OR OTHERS THEN
 END
 $$;
 COMMENT ON FUNCTION snowflake_id_router.end_transaction(text) IS
-  'Rolls back the transaction open on dblink connection conn, closing the connection if that fails.';
+  'Rolls back the transaction open on connection conn, closing the connection if that fails.';
 
 -- How long a wait that began at began sleeps before its next look: a tenth of the time
 -- waited so far, between low and high seconds, so an answer is taken at most about 10% late
@@ -886,7 +895,7 @@ COMMENT ON FUNCTION snowflake_id_router.end_transaction(text) IS
 CREATE OR REPLACE FUNCTION snowflake_id_router.nap(began timestamptz, low double precision, high double precision)
 RETURNS double precision
 LANGUAGE sql VOLATILE STRICT PARALLEL SAFE
-RETURN least(greatest(pg_catalog.date_part('epoch', pg_catalog.clock_timestamp() - began) / 10, low), high);
+RETURN least(greatest(pg_catalog.date_part('epoch', snowflake_id_node.monotonic() - began) / 10, low), high);
 COMMENT ON FUNCTION snowflake_id_router.nap(timestamptz, double precision, double precision) IS
   'The sleep before a wait''s next look: a tenth of the time waited since began, between low and high seconds.';
 
@@ -895,70 +904,36 @@ CREATE OR REPLACE FUNCTION snowflake_id_router.send(conn text, sql text) RETURNS
 LANGUAGE plpgsql VOLATILE STRICT PARALLEL UNSAFE
 SET search_path = pg_catalog, pg_temp
 AS $$
-#variable_conflict use_variable
-DECLARE
-    sent integer;
 BEGIN
-    EXECUTE format('SELECT %s.dblink_send_query($1::text, $2::text)', snowflake_id_router.dblink_schema())
-        INTO sent USING conn, sql;
-    IF sent IS DISTINCT FROM 1 THEN
-        RAISE EXCEPTION 'could not send a query on connection %', conn USING ERRCODE = 'connection_failure';
-    END IF;
+    PERFORM snowflake_id_node.remote_send(conn, sql);
 END
 $$;
-COMMENT ON FUNCTION snowflake_id_router.send(text, text) IS 'Sends sql on dblink connection conn without waiting for it.';
+COMMENT ON FUNCTION snowflake_id_router.send(text, text) IS 'Sends sql on connection conn without waiting for it.';
 
 -- The result (first column of the first row, as text) of what was sent on conn, waited for
--- until deadline; then the query is cancelled and 57014 raised. A remote error is raised
--- again with its SQLSTATE, detail and hint, its message prefixed by what and where (unless
--- what is NULL).
+-- until deadline (of snowflake_id_node.monotonic()); then the query is cancelled and 57014
+-- raised. A remote error is raised again with its SQLSTATE, detail and hint, its message
+-- prefixed by what and where (unless what is NULL).
 CREATE OR REPLACE FUNCTION snowflake_id_router.receive(conn text, deadline timestamptz, what text) RETURNS text
 LANGUAGE plpgsql VOLATILE PARALLEL UNSAFE
 SET search_path = pg_catalog, pg_temp
 AS $$
 #variable_conflict use_variable
-DECLARE
-    d text := snowflake_id_router.dblink_schema();
-    busy integer;
-    began timestamptz := clock_timestamp();
-    result text;
-    st text;
-    msg text;
-    det text;
-    hnt text;
 BEGIN
-    LOOP
-        EXECUTE format('SELECT %s.dblink_is_busy($1::text)', d) INTO busy USING conn;
-        EXIT WHEN busy = 0;
-        IF clock_timestamp() >= deadline THEN
-            EXECUTE format('SELECT %s.dblink_cancel_query($1::text)', d) USING conn;
-            PERFORM snowflake_id_router.drain(conn, clock_timestamp() + interval '2 s');
-            RAISE EXCEPTION '% on % did not finish in time', what, snowflake_id_router.conn_place(conn) USING ERRCODE = 'query_canceled';
-        END IF;
-        PERFORM pg_sleep(snowflake_id_router.nap(began, 0.0002, 0.01));
-    END LOOP;
-    BEGIN
-        EXECUTE format('SELECT v FROM %s.dblink_get_result($1::text) AS r(v text)', d) INTO result USING conn;
-    EXCEPTION WHEN query_canceled OR OTHERS THEN
-        GET STACKED DIAGNOSTICS st = RETURNED_SQLSTATE, msg = MESSAGE_TEXT, det = PG_EXCEPTION_DETAIL, hnt = PG_EXCEPTION_HINT;
-        IF st LIKE '08%' AND conn = 'sfid:self' THEN
-            -- A broken loopback connection goes (it holds no lock): the next loopback()
-            -- opens another, so what follows (recording the error) still reaches the router.
-            PERFORM snowflake_id_router.disconnect(conn);
-        ELSE
-            PERFORM snowflake_id_router.drain(conn, clock_timestamp() + interval '2 s');
-        END IF;
-        IF what IS NOT NULL THEN
-            msg := format('%s on %s: %s', what, snowflake_id_router.conn_place(conn), msg);
-        END IF;
-        PERFORM snowflake_id_router.raise_error(st, msg, det, hnt);
-    END;
-    PERFORM snowflake_id_router.drain(conn, clock_timestamp() + interval '2 s');
-    RETURN result;
+    RETURN snowflake_id_node.remote_receive(conn,
+        greatest(date_part('epoch', deadline - snowflake_id_node.monotonic()), 0),
+        CASE WHEN what IS NOT NULL THEN format('%s on %s', what, snowflake_id_router.conn_place(conn)) END);
+EXCEPTION WHEN connection_exception THEN
+    IF conn = 'sfid:self' THEN
+        -- A broken loopback connection goes (it holds no lock): the next loopback()
+        -- opens another, so what follows (recording the error) still reaches the router.
+        PERFORM snowflake_id_router.disconnect(conn);
+    END IF;
+    RAISE;
 END
 $$;
 COMMENT ON FUNCTION snowflake_id_router.receive(text, timestamptz, text) IS
-  'Waits (until deadline, then cancels: 57014) for what was sent on dblink connection conn; returns the first column of its first row.';
+  'Waits (until deadline of the monotonic clock, then cancels: 57014) for what was sent on connection conn; returns the first column of its first row.';
 
 -- Raises an error with its SQLSTATE and message, and its detail and hint if not empty.
 CREATE OR REPLACE FUNCTION snowflake_id_router.raise_error(sqlstate text, message text, detail text, hint text) RETURNS void
@@ -983,46 +958,6 @@ $$;
 COMMENT ON FUNCTION snowflake_id_router.raise_error(text, text, text, text) IS
   'Raises an error with its SQLSTATE and message, and its detail and hint where not empty.';
 
--- Consumes what is left of the results on conn, up to the empty one that ends them; a
--- connection that stays busy past deadline (a cancel that does not take), or is broken, is
--- closed.
-CREATE OR REPLACE FUNCTION snowflake_id_router.drain(conn text, deadline timestamptz) RETURNS void
-LANGUAGE plpgsql VOLATILE STRICT PARALLEL UNSAFE
-SET search_path = pg_catalog, pg_temp
-AS $$
-#variable_conflict use_variable
-DECLARE
-    d text := snowflake_id_router.dblink_schema();
-    busy integer;
-    n integer;
-BEGIN
-    LOOP
-        BEGIN
-            EXECUTE format('SELECT %s.dblink_is_busy($1::text)', d) INTO busy USING conn;
-            IF busy = 1 THEN
-                IF clock_timestamp() >= deadline THEN
-                    PERFORM snowflake_id_router.disconnect(conn);
-                    RETURN;
-                END IF;
-                PERFORM pg_sleep(0.005);
-                CONTINUE;
-            END IF;
-            -- An empty result is the end: the queries sent here return one row or fail.
-            EXECUTE format('SELECT count(*) FROM %s.dblink_get_result($1::text) AS r(v text)', d) INTO n USING conn;
-            EXIT WHEN n = 0;
-        EXCEPTION WHEN query_canceled OR OTHERS THEN
-            -- An error result (a cancelled query's) is consumed too; a broken connection goes.
-            IF SQLSTATE LIKE '08%' OR clock_timestamp() >= deadline THEN
-                PERFORM snowflake_id_router.disconnect(conn);
-                RETURN;
-            END IF;
-        END;
-    END LOOP;
-END
-$$;
-COMMENT ON FUNCTION snowflake_id_router.drain(text, timestamptz) IS
-  'Consumes the remaining results on dblink connection conn; closes it if it stays busy past deadline or is broken.';
-
 -- send, then receive within timeout.
 CREATE OR REPLACE FUNCTION snowflake_id_router.call(conn text, sql text, timeout interval, what text) RETURNS text
 LANGUAGE plpgsql VOLATILE STRICT PARALLEL UNSAFE
@@ -1031,36 +966,37 @@ AS $$
 #variable_conflict use_variable
 BEGIN
     PERFORM snowflake_id_router.send(conn, sql);
-    RETURN snowflake_id_router.receive(conn, clock_timestamp() + timeout, what);
+    RETURN snowflake_id_router.receive(conn, snowflake_id_node.monotonic() + timeout, what);
 END
 $$;
 COMMENT ON FUNCTION snowflake_id_router.call(text, text, interval, text) IS
-  'Runs sql on dblink connection conn, bounded by timeout (then cancelled: 57014); the first column of its first row.';
+  'Runs sql on connection conn, bounded by timeout (then cancelled: 57014); the first column of its first row.';
 
--- Polls sql (a boolean) on conn until true; 57014 at the deadline, also one passed before
--- the first look (a wait's bound holds however quickly the answer would have come).
+-- Polls sql (a boolean) on conn until true; 57014 at the deadline (of the monotonic clock),
+-- also one passed before the first look (a wait's bound holds however quickly the answer
+-- would have come).
 CREATE OR REPLACE FUNCTION snowflake_id_router.poll(conn text, sql text, deadline timestamptz, what text) RETURNS void
 LANGUAGE plpgsql VOLATILE STRICT PARALLEL UNSAFE
 SET search_path = pg_catalog, pg_temp
 AS $$
 #variable_conflict use_variable
 DECLARE
-    began timestamptz := clock_timestamp();
+    began timestamptz := snowflake_id_node.monotonic();
 BEGIN
     LOOP
-        IF clock_timestamp() < deadline THEN
-            EXIT WHEN snowflake_id_router.call(conn, sql, greatest(deadline - clock_timestamp(), interval '0'), what)::boolean;
+        IF snowflake_id_node.monotonic() < deadline THEN
+            EXIT WHEN snowflake_id_router.call(conn, sql, greatest(deadline - snowflake_id_node.monotonic(), interval '0'), what)::boolean;
         END IF;
-        IF clock_timestamp() >= deadline THEN
+        IF snowflake_id_node.monotonic() >= deadline THEN
             RAISE EXCEPTION '% on % did not finish in time', what, snowflake_id_router.conn_place(conn)
                 USING ERRCODE = 'query_canceled';
         END IF;
-        PERFORM pg_sleep(snowflake_id_router.nap(began, 0.001, 0.02));   -- (each look is a round trip)
+        PERFORM snowflake_id_node.sleep(snowflake_id_router.nap(began, 0.001, 0.02));   -- (each look is a round trip)
     END LOOP;
 END
 $$;
 COMMENT ON FUNCTION snowflake_id_router.poll(text, text, timestamptz, text) IS
-  'Polls a boolean query on dblink connection conn until it is true; 57014 at the deadline.';
+  'Polls a boolean query on connection conn until it is true; 57014 at the deadline.';
 
 -- A step's record, committed through the loopback connection: UPDATE ... SET sets.
 CREATE OR REPLACE FUNCTION snowflake_id_router.note(move_id bigint, sets text) RETURNS void
@@ -1102,7 +1038,7 @@ BEGIN
             'UPDATE snowflake_id_router.breakpoint SET reached = clock_timestamp(), pid = %s WHERE step = %L RETURNING step',
             pg_backend_pid(), step), interval '10 s', 'noting a breakpoint');
         WHILE EXISTS (SELECT FROM snowflake_id_router.breakpoint b WHERE b.step = pause_at.step) LOOP
-            PERFORM pg_sleep(0.01);
+            PERFORM snowflake_id_node.sleep(0.01);
         END LOOP;
     END IF;
 END
@@ -1158,11 +1094,11 @@ BEGIN
     -- Not while alter_shards is half-way across the nodes: waits for it (bounded).
     PERFORM snowflake_id_router.lock_schema_changes(false);
     FOREACH s IN ARRAY shards LOOP
-        IF NOT pg_try_advisory_xact_lock(snowflake_id_node.lock_class(), s) THEN
+        IF NOT snowflake_id_node.own_lock(snowflake_id_node.lock_class(), s, false, false, false) THEN
             RAISE EXCEPTION 'shard % is being moved or repaired by another session (pid %)', s,
                 (SELECT l.pid FROM pg_locks l WHERE l.locktype = 'advisory' AND l.granted
                     AND l.database = (SELECT d.oid FROM pg_database d WHERE d.datname = current_database())
-                    AND l.classid = snowflake_id_node.lock_class()::oid AND l.objid::bigint = s AND l.objsubid = 2 LIMIT 1)
+                    AND l.classid = snowflake_id_node.lock_class()::oid AND l.objid::bigint = s AND l.objsubid = 3 LIMIT 1)
                 USING ERRCODE = 'lock_not_available';
         END IF;
     END LOOP;
@@ -1174,25 +1110,30 @@ COMMENT ON FUNCTION snowflake_id_router.lock_router(integer[]) IS
 -- The fence gate. A batch's fence lasts longest when other batches do heavy work beside it
 -- (making their copies, copying, subscribing, dropping old copies): on a busy machine that,
 -- more than the other fences, is what a write to the fenced shards waits for. So a move
--- closes the gate (a session advisory lock, exclusive) right before its fence and opens it
--- after its flip or on any failure; a move passes it (shared, at once given back) before
--- each heavy step. PostgreSQL queues a lock behind the requests waiting before it: while
--- a batch is fenced or waits to be, no other starts a heavy step; steps already running go
--- on, and a batch waiting to fence keeps catching up. A session that dies opens the gate.
+-- closes the gate (an owner-only lock, exclusive) right before its fence and opens it after
+-- its flip or on any failure; a move passes it (shared, at once given back) before each
+-- heavy step. PostgreSQL queues a lock behind the requests waiting before it: while a batch
+-- is fenced or waits to be, no other starts a heavy step; steps already running go on, and
+-- a batch waiting to fence keeps catching up. The lock is taken by the move's loopback
+-- session, not the caller's: it goes with that connection, which goes with the caller's
+-- transaction whatever ends it (10_connections.sql). No other role can take it
+-- (snowflake_id_node.own_lock).
 CREATE OR REPLACE FUNCTION snowflake_id_router.gate_lock() RETURNS integer
 LANGUAGE sql IMMUTABLE PARALLEL SAFE
 RETURN hashtext('snowflake_id_router.fence_gate');
 COMMENT ON FUNCTION snowflake_id_router.gate_lock() IS
-  'Class of the session advisory lock (class, 0): exclusive from a move''s fence to its flip, passed (shared) before heavy steps.';
+  'Class of the owner-only lock (class, 0): exclusive from a move''s fence to its flip, passed (shared) before heavy steps.';
 
--- Whether this session holds the gate closed.
+-- Whether this session's move holds the gate closed (through its loopback session).
 CREATE OR REPLACE FUNCTION snowflake_id_router.gate_closed_here() RETURNS boolean
 LANGUAGE sql VOLATILE PARALLEL SAFE
 SET search_path = pg_catalog, pg_temp
-RETURN EXISTS (SELECT FROM pg_locks l
-                WHERE l.locktype = 'advisory' AND l.granted AND l.objsubid = 2 AND l.pid = pg_backend_pid()
+RETURN 'sfid:self' = ANY (snowflake_id_node.remote_names())
+   AND EXISTS (SELECT FROM pg_locks l
+                WHERE l.locktype = 'advisory' AND l.granted AND l.objsubid = 3
+                  AND l.pid = snowflake_id_node.remote_pid('sfid:self')
                   AND l.classid = snowflake_id_router.gate_lock()::oid AND l.objid = 0 AND l.mode = 'ExclusiveLock');
-COMMENT ON FUNCTION snowflake_id_router.gate_closed_here() IS 'Whether this session holds the fence gate closed.';
+COMMENT ON FUNCTION snowflake_id_router.gate_closed_here() IS 'Whether this session''s move holds the fence gate closed.';
 
 -- Waits (up to wait) to pass the gate (shared: close false) or to close it (close true);
 -- 55P03 when the batches in their fence do not end within it.
@@ -1201,22 +1142,21 @@ LANGUAGE plpgsql VOLATILE STRICT PARALLEL UNSAFE
 SET search_path = pg_catalog, pg_temp
 AS $$
 #variable_conflict use_variable
+DECLARE
+    take text := format('snowflake_id_node.own_lock(%s, 0, true, %L, pg_catalog.set_config(''lock_timeout'', %L, true) IS NOT NULL)',
+                        snowflake_id_router.gate_lock(), NOT close, snowflake_id_router.ms(wait));
 BEGIN
     IF snowflake_id_router.gate_closed_here() THEN
         RETURN;   -- (a session lock is counted: never taken twice)
     END IF;
-    -- Restored when this function returns (its SET clause makes a level of its own).
-    PERFORM set_config('lock_timeout', snowflake_id_router.ms(wait), true);
-    IF close THEN
-        PERFORM pg_advisory_lock(snowflake_id_router.gate_lock(), 0);
-    ELSE
-        PERFORM pg_advisory_lock_shared(snowflake_id_router.gate_lock(), 0);
-        PERFORM pg_advisory_unlock_shared(snowflake_id_router.gate_lock(), 0);
-    END IF;
+    PERFORM snowflake_id_router.call(snowflake_id_router.loopback(),
+        CASE WHEN close THEN format('SELECT %s::text', take)
+             ELSE format('SELECT (%s AND snowflake_id_node.own_unlock(%s, 0, true, true))::text', take, snowflake_id_router.gate_lock()) END,
+        wait + interval '10 s', 'waiting for the fence gate');
 EXCEPTION WHEN lock_not_available THEN
     RAISE EXCEPTION 'the moves in their fence (sessions %) did not end within %',
         (SELECT string_agg(l.pid::text, ', ' ORDER BY l.pid) FROM pg_locks l
-          WHERE l.locktype = 'advisory' AND l.granted AND l.objsubid = 2 AND l.mode = 'ExclusiveLock'
+          WHERE l.locktype = 'advisory' AND l.granted AND l.objsubid = 3 AND l.mode = 'ExclusiveLock'
             AND l.classid = snowflake_id_router.gate_lock()::oid AND l.objid = 0), wait
         USING ERRCODE = 'lock_not_available',
               HINT = 'While a batch is fenced, other moves wait before their heavy steps (docs/cluster.md, "Batches moving at once").';
@@ -1225,18 +1165,21 @@ $$;
 COMMENT ON FUNCTION snowflake_id_router.gate(boolean, interval) IS
   'Passes (close false) or closes (close true) the fence gate, waiting up to wait; 55P03 naming the fenced sessions if that is not enough.';
 
--- Opens the fence gate if this session holds it closed.
+-- Opens the fence gate if this session's move holds it closed.
 CREATE OR REPLACE FUNCTION snowflake_id_router.gate_open() RETURNS void
 LANGUAGE plpgsql VOLATILE STRICT PARALLEL UNSAFE
 SET search_path = pg_catalog, pg_temp
 AS $$
 BEGIN
     IF snowflake_id_router.gate_closed_here() THEN
-        PERFORM pg_advisory_unlock(snowflake_id_router.gate_lock(), 0);
+        PERFORM snowflake_id_router.call('sfid:self', format('SELECT snowflake_id_node.own_unlock(%s, 0, true, false)::text',
+                                                             snowflake_id_router.gate_lock()), interval '10 s', 'opening the fence gate');
     END IF;
+EXCEPTION WHEN query_canceled OR OTHERS THEN
+    PERFORM snowflake_id_router.disconnect('sfid:self');   -- (which opens it)
 END
 $$;
-COMMENT ON FUNCTION snowflake_id_router.gate_open() IS 'Opens the fence gate if this session holds it closed.';
+COMMENT ON FUNCTION snowflake_id_router.gate_open() IS 'Opens the fence gate if this session''s move holds it closed.';
 
 CREATE OR REPLACE FUNCTION move_shards(shards integer[], node text, template text DEFAULT 'tpl') RETURNS bigint
 LANGUAGE plpgsql VOLATILE CALLED ON NULL INPUT PARALLEL UNSAFE SECURITY DEFINER
@@ -1420,12 +1363,12 @@ BEGIN
         PERFORM snowflake_id_router.gate(false, long_step);
         dst_prints := snowflake_id_router.compare_fingerprints(src, dst, schemas, shards,
             format('node %L', source), format('the copy made from template %L on node %L', template, target),
-            clock_timestamp() + long_step);
+            snowflake_id_node.monotonic() + long_step);
         PERFORM snowflake_id_router.call(src, format('SELECT snowflake_id_node.prepare_source(%L, %L, %L, %L, %L)',
                                                      k, router, dst_id, shards, schemas), long_step, 'preparing the source');
 
         PERFORM snowflake_id_router.enter(move_id, 'copying');
-        copy_deadline := clock_timestamp() + snowflake_id_router.timeout('copy_timeout');
+        copy_deadline := snowflake_id_node.monotonic() + snowflake_id_router.timeout('copy_timeout');
         PERFORM snowflake_id_router.gate(false, long_step);
         step := 'publishing';
         PERFORM snowflake_id_router.call(src, format('SELECT snowflake_id_node.publish(%L)', k), long_step, step);
@@ -1437,9 +1380,9 @@ BEGIN
         src_connstr := (SELECT n.connstr FROM snowflake_id_router.node n WHERE n.name = source);
         BEGIN
             PERFORM snowflake_id_router.call(dst, format('SELECT snowflake_id_node.copy_rows(%L, %L)', k, src_connstr),
-                                             greatest(copy_deadline - clock_timestamp(), interval '0'), step);
+                                             greatest(copy_deadline - snowflake_id_node.monotonic(), interval '0'), step);
         EXCEPTION WHEN query_canceled THEN
-            IF clock_timestamp() < copy_deadline THEN
+            IF snowflake_id_node.monotonic() < copy_deadline THEN
                 RAISE;  -- the mover was cancelled
             END IF;
             PERFORM snowflake_id_router.settle_all();
@@ -1460,7 +1403,7 @@ BEGIN
         PERFORM snowflake_id_router.gate(false, long_step);
         step := 'subscribing';
         suboid := snowflake_id_router.call(dst, format('SELECT snowflake_id_node.subscribe(%L, %L)', k, src_connstr),
-                                           greatest(copy_deadline - clock_timestamp(), interval '0'), step)::oid;
+                                           greatest(copy_deadline - snowflake_id_node.monotonic(), interval '0'), step)::oid;
         PERFORM snowflake_id_router.note(move_id, format('suboid = %s', suboid));
         PERFORM snowflake_id_router.pause_at('subscribed');
         -- The flip must not meet the map locked (by the caller's own transaction, say): find
@@ -1479,14 +1422,14 @@ BEGIN
         t_fence := clock_timestamp();
         PERFORM snowflake_id_router.call(src, format('SELECT snowflake_id_node.set_fence(%L, %L)', k, lock_ms),
                                          snowflake_id_router.timeout('lock_timeout') + interval '1 s', step);
-        fence_deadline := clock_timestamp() + snowflake_id_router.timeout('cutover_timeout');
+        fence_deadline := snowflake_id_node.monotonic() + snowflake_id_router.timeout('cutover_timeout');
         PERFORM snowflake_id_router.pause_at('fenced');
         -- The marker, and the owners and privileges the copies get once the target has it:
         -- as they are at the fence.
         step := 'waiting for the target to catch up';
         grants := snowflake_id_router.call(src, format('SELECT snowflake_id_node.grants(%L) FROM (SELECT snowflake_id_node.mark(%L) OFFSET 0) m',
                                                        schemas, k),
-                                           greatest(fence_deadline - clock_timestamp(), interval '0'), 'writing the marker');
+                                           greatest(fence_deadline - snowflake_id_node.monotonic(), interval '0'), 'writing the marker');
         PERFORM snowflake_id_router.pause_at('catching up');
         -- The source checks its side while the target catches up and gets its owners:
         -- seal_check, in a transaction there that the seal commits, compares the schemas'
@@ -1507,7 +1450,7 @@ BEGIN
         step := 'giving the copies their owners and privileges';
         dst_rows := snowflake_id_router.call(dst, format(
             'SELECT snowflake_id_node.row_counts(%L) FROM (SELECT snowflake_id_node.set_grants(%L, %L) OFFSET 0) g', k, k, grants),
-            greatest(fence_deadline - clock_timestamp(), interval '0'), step);
+            greatest(fence_deadline - snowflake_id_node.monotonic(), interval '0'), step);
         step := 'checking the source';
         checked := snowflake_id_router.receive(src, fence_deadline + lock_wait, 'checking the source under its locks')::json;
         -- The same rows on both sides.
@@ -1885,19 +1828,19 @@ SET search_path = pg_catalog, pg_temp
 AS $$
 #variable_conflict use_variable
 DECLARE
-    deadline timestamptz := clock_timestamp() + snowflake_id_router.timeout('lock_timeout');
+    deadline timestamptz := snowflake_id_node.monotonic() + snowflake_id_router.timeout('lock_timeout');
 BEGIN
-    WHILE clock_timestamp() < deadline LOOP
+    WHILE snowflake_id_node.monotonic() < deadline LOOP
         PERFORM pg_stat_clear_snapshot();
         EXIT WHEN NOT EXISTS (SELECT FROM pg_stat_activity a
                                WHERE a.datname = current_database() AND a.pid <> pg_backend_pid()
                                  AND a.backend_type = 'client backend' AND a.xact_start < since
-                                 -- (movers and their loopback sessions send no routed writes)
-                                 AND a.application_name NOT LIKE 'snowflake\_id\_router %'
+                                 -- (movers and the router's own sessions send no routed writes)
+                                 AND a.pid <> ALL (snowflake_id_router.router_sessions())
                                  AND a.pid NOT IN (SELECT l.pid FROM pg_locks l
-                                                    WHERE l.locktype = 'advisory' AND l.granted
+                                                    WHERE l.locktype = 'advisory' AND l.granted AND l.objsubid = 3
                                                       AND l.classid = snowflake_id_node.lock_class()::oid));
-        PERFORM pg_sleep(0.01);
+        PERFORM snowflake_id_node.sleep(0.01);
     END LOOP;
 END
 $$;
@@ -2069,7 +2012,7 @@ CREATE OR REPLACE VIEW move_history AS
            coalesce(m.flipped, m.ended) - m.fenced AS write_pause,
            CASE WHEN m.state IN ('done', 'undone') THEN m.state
                 WHEN EXISTS (SELECT FROM pg_catalog.pg_locks l
-                              WHERE l.locktype = 'advisory' AND l.granted AND l.objsubid = 2
+                              WHERE l.locktype = 'advisory' AND l.granted AND l.objsubid = 3
                                 AND l.database = (SELECT d.oid FROM pg_catalog.pg_database d WHERE d.datname = pg_catalog.current_database())
                                 AND l.classid = snowflake_id_node.lock_class()::oid AND l.objid::bigint = m.shards[1])
                 THEN 'running: ' || m.state
@@ -2100,7 +2043,6 @@ LANGUAGE plpgsql VOLATILE CALLED ON NULL INPUT PARALLEL UNSAFE
 SET search_path = pg_catalog, pg_temp
 AS $$
 DECLARE
-    d text := snowflake_id_router.dblink_schema();
     nodes snowflake_id_router.node[];
     conns text[] := '{}';
     errors text[] := '{}';
@@ -2110,7 +2052,8 @@ DECLARE
     pending boolean := true;
     found_identity text;
     answer jsonb;
-    remote_error text;
+    got text[];
+    deadline timestamptz := snowflake_id_node.monotonic() + snowflake_id_router.timeout('status_timeout');
 BEGIN
     SELECT coalesce(array_agg(n ORDER BY n.name), '{}') INTO nodes FROM snowflake_id_router.node n;
     FOR i IN 1 .. cardinality(nodes) LOOP
@@ -2118,9 +2061,11 @@ BEGIN
         after[i] := -1;
         results[i] := CASE WHEN chunk IS NULL THEN NULL ELSE '[]'::jsonb END;
         BEGIN
-            PERFORM snowflake_id_router.connect(conns[i], snowflake_id_router.connect_options() || ' ' || nodes[i].connstr);
-            PERFORM snowflake_id_router.exec(conns[i], format('SET statement_timeout = %L',
-                extract(epoch FROM snowflake_id_router.setting('status_timeout')::interval) * 1000));
+            PERFORM snowflake_id_router.connect(conns[i], snowflake_id_router.connect_options() || ' ' || nodes[i].connstr,
+                                                format('node %L', nodes[i].name));
+            PERFORM snowflake_id_router.call(conns[i], format('SET statement_timeout = %L',
+                extract(epoch FROM snowflake_id_router.setting('status_timeout')::interval) * 1000),
+                snowflake_id_router.timeout('status_timeout'), 'setting up the session');
         EXCEPTION WHEN OTHERS THEN
             errors[i] := SQLERRM;
         END;
@@ -2131,9 +2076,9 @@ BEGIN
             waiting[i] := errors[i] IS NULL AND (chunk IS NULL OR after[i] IS NOT NULL);
             CONTINUE WHEN NOT waiting[i];
             BEGIN
-                EXECUTE format('SELECT %s.dblink_send_query($1, $2)', d) USING conns[i],
-                    format('SELECT snowflake_id_node.identity(), (%s)',
-                           CASE WHEN chunk IS NULL THEN sql ELSE format(sql, after[i], chunk) END);
+                PERFORM snowflake_id_node.remote_send(conns[i],
+                    format('SELECT jsonb_build_array(snowflake_id_node.identity(), (%s))::text',
+                           CASE WHEN chunk IS NULL THEN sql ELSE format(sql, after[i], chunk) END));
             EXCEPTION WHEN OTHERS THEN
                 errors[i] := SQLERRM;
                 waiting[i] := false;
@@ -2141,16 +2086,20 @@ BEGIN
         END LOOP;
         FOR i IN 1 .. cardinality(nodes) LOOP
             CONTINUE WHEN NOT waiting[i];
-            -- fail => false: a remote error comes back as dblink_error_message, not raised.
-            EXECUTE format('SELECT r.i, r.a FROM %s.dblink_get_result($1, false) AS r(i text, a jsonb)', d)
-               INTO found_identity, answer USING conns[i];
-            EXECUTE format('SELECT %s.dblink_error_message($1)', d) INTO remote_error USING conns[i];
-            -- The end of the query's results, so that the connection takes the next one.
-            EXECUTE format('SELECT count(*) FROM %s.dblink_get_result($1, false) AS r(i text, a jsonb)', d) USING conns[i];
-            IF remote_error IS DISTINCT FROM 'OK' THEN
-                errors[i] := CASE WHEN remote_error LIKE '%snowflake_id_node.%does not exist%'
+            -- A remote error comes back as a value, not raised; a timeout (status_timeout
+            -- for all the nodes together) or a broken connection is this node's error.
+            BEGIN
+                got := snowflake_id_node.remote_result(conns[i],
+                    greatest(date_part('epoch', deadline - snowflake_id_node.monotonic()), 0), 'asking the node');
+                found_identity := (got[1]::jsonb)->>0;
+                answer := (got[1]::jsonb)->1;
+            EXCEPTION WHEN query_canceled OR OTHERS THEN
+                got := ARRAY[NULL, SQLSTATE, SQLERRM];
+            END;
+            IF got[2] IS NOT NULL THEN
+                errors[i] := CASE WHEN got[3] LIKE '%snowflake_id_node.%does not exist%'
                                   THEN 'the node runs snowflake_id older than 0.3.0 (there: ALTER EXTENSION snowflake_id UPDATE)'
-                                  ELSE coalesce(remote_error, 'no answer') END;
+                                  ELSE coalesce(got[3], 'no answer') END;
             ELSIF found_identity IS DISTINCT FROM coalesce(nodes[i].identity, found_identity) THEN
                 errors[i] := format('the connect string reaches another database (identity %s, registered as %s)',
                                     found_identity, nodes[i].identity);
@@ -2277,7 +2226,8 @@ BEGIN
             HINT = 'Register it with add_node(name, connstr).';
     END IF;
     BEGIN
-        PERFORM snowflake_id_router.connect('snowflake_id_router_alter', snowflake_id_router.connect_options() || ' ' || normal);
+        PERFORM snowflake_id_router.connect('snowflake_id_router_alter', snowflake_id_router.connect_options() || ' ' || normal,
+                                            format('node %L', node));
         found_identity := snowflake_id_router.remote_identity('snowflake_id_router_alter', node);
         recovering := snowflake_id_router.fetch('snowflake_id_router_alter', 'SELECT pg_catalog.pg_is_in_recovery()::text');
         PERFORM snowflake_id_router.disconnect('snowflake_id_router_alter');
@@ -2289,7 +2239,8 @@ BEGIN
         -- Registered by 0.2.0 and never reached since: the old connect string, if it still
         -- reaches anything, says what the node is.
         BEGIN
-            PERFORM snowflake_id_router.connect('snowflake_id_router_alter', snowflake_id_router.connect_options() || ' ' || n.connstr);
+            PERFORM snowflake_id_router.connect('snowflake_id_router_alter', snowflake_id_router.connect_options() || ' ' || n.connstr,
+                                                format('node %L', node));
             n.identity := snowflake_id_router.remote_identity('snowflake_id_router_alter', node);
         EXCEPTION WHEN OTHERS THEN
             PERFORM snowflake_id_router.check_new_identity(node, found_identity);
@@ -2386,20 +2337,21 @@ COMMENT ON FUNCTION remove_node(text) IS
 --   lightest node until it is down to the mean, skipping a shard that would take it below
 --   the mean, or the receiver above it, by more than the tolerance.
 
--- The session-level advisory lock of a running rebalance or drain (one at a time per
--- router): its proof of life, held across the procedure's commits, gone with its session.
+-- The session-level lock of a running rebalance or drain (one at a time per router): its
+-- proof of life, held across the procedure's commits, gone with its session. Owner-only
+-- (snowflake_id_node.own_lock): no other role can take it and so fake one running.
 CREATE OR REPLACE FUNCTION snowflake_id_router.rebalance_lock() RETURNS integer
 LANGUAGE sql IMMUTABLE PARALLEL SAFE
 RETURN hashtext('snowflake_id_router.rebalance');
 COMMENT ON FUNCTION snowflake_id_router.rebalance_lock() IS
-  'Class of the session advisory lock (class, 0) a running rebalance or drain holds.';
+  'Class of the owner-only session lock (class, 0) a running rebalance or drain holds.';
 
 -- The session holding the rebalance lock of this database, if any.
 CREATE OR REPLACE FUNCTION snowflake_id_router.rebalance_holder() RETURNS integer
 LANGUAGE sql VOLATILE PARALLEL SAFE
 SET search_path = pg_catalog, pg_temp
 RETURN (SELECT l.pid FROM pg_locks l
-         WHERE l.locktype = 'advisory' AND l.granted AND l.objsubid = 2
+         WHERE l.locktype = 'advisory' AND l.granted AND l.objsubid = 3
            AND l.classid = snowflake_id_router.rebalance_lock()::oid AND l.objid = 0
            AND l.database = (SELECT d.oid FROM pg_database d WHERE d.datname = current_database())
          LIMIT 1);
@@ -2591,11 +2543,31 @@ SET search_path = pg_catalog, pg_temp
 AS $$
 BEGIN
     WHILE snowflake_id_router.rebalance_holder() IS NOT DISTINCT FROM pg_backend_pid() LOOP
-        PERFORM pg_advisory_unlock(snowflake_id_router.rebalance_lock(), 0);
+        PERFORM snowflake_id_node.own_unlock(snowflake_id_router.rebalance_lock(), 0, true, false);
     END LOOP;
 END
 $$;
 COMMENT ON FUNCTION snowflake_id_router.rebalance_release() IS 'Releases the rebalance lock this session holds.';
+
+-- Waits (at most timeout) until no unfinished move has a live mover (its router locks held).
+CREATE OR REPLACE FUNCTION snowflake_id_router.await_running_moves(timeout interval) RETURNS void
+LANGUAGE plpgsql VOLATILE STRICT PARALLEL UNSAFE
+SET search_path = pg_catalog, pg_temp
+AS $$
+DECLARE
+    deadline timestamptz := snowflake_id_node.monotonic() + timeout;
+BEGIN
+    WHILE snowflake_id_node.monotonic() < deadline
+          AND EXISTS (SELECT FROM snowflake_id_router.move m, pg_locks l
+                       WHERE m.state NOT IN ('done', 'undone') AND l.locktype = 'advisory' AND l.granted AND l.objsubid = 3
+                         AND l.database = (SELECT d.oid FROM pg_database d WHERE d.datname = current_database())
+                         AND l.classid = snowflake_id_node.lock_class()::oid AND l.objid::bigint = m.shards[1]) LOOP
+        PERFORM snowflake_id_node.sleep(0.05);
+    END LOOP;
+END
+$$;
+COMMENT ON FUNCTION snowflake_id_router.await_running_moves(interval) IS
+  'Waits, at most timeout, until no unfinished move''s mover is alive.';
 
 -- The first step of rebalance() and drain_node(): the lock, dead moves repaired, then the
 -- unfinished rebalance resumed (same kind, and same node for a drain) or abandoned, and a
@@ -2625,7 +2597,7 @@ BEGIN
     END IF;
     holder := snowflake_id_router.rebalance_holder();
     IF holder IS DISTINCT FROM pg_backend_pid()
-       AND (holder IS NOT NULL OR NOT pg_try_advisory_lock(snowflake_id_router.rebalance_lock(), 0)) THEN
+       AND (holder IS NOT NULL OR NOT snowflake_id_node.own_lock(snowflake_id_router.rebalance_lock(), 0, true, false, false)) THEN
         SELECT * INTO r FROM snowflake_id_router.rebalance x WHERE x.state = 'running';
         RAISE EXCEPTION '% % is running in session %', coalesce(r.kind, 'a rebalance'), r.id,
             coalesce(snowflake_id_router.rebalance_holder(), r.pid)
@@ -2634,7 +2606,10 @@ BEGIN
     END IF;
     BEGIN
         -- A move cut short with a session of an earlier run is completed (sealed) or undone
-        -- now, before the map is read.
+        -- now, before the map is read. The workers of a run whose session just ended notice
+        -- it within a second or two (client_connection_check_interval) and end their moves
+        -- then: moves still running are waited for first (at most cleanup_timeout).
+        PERFORM snowflake_id_router.await_running_moves(snowflake_id_router.timeout('cleanup_timeout'));
         PERFORM @extschema@.repair_moves();
         SELECT * INTO r FROM snowflake_id_router.rebalance x WHERE x.state IN ('running', 'stopped', 'failed') FOR UPDATE;
         IF FOUND AND r.kind = kind AND r.node IS NOT DISTINCT FROM drain THEN
@@ -2815,7 +2790,7 @@ BEGIN
                 RAISE;
             END IF;
             RAISE NOTICE 'batch % of rebalance %: %; trying again', batch, rid, SQLERRM;
-            PERFORM pg_sleep(attempt);
+            PERFORM snowflake_id_node.sleep(attempt);
         END;
     END LOOP;
     SELECT min(s) INTO left_behind FROM unnest(b.shards) s
@@ -2839,15 +2814,23 @@ COMMENT ON FUNCTION snowflake_id_router.rebalance_move(integer, integer) IS
 
 -- The connection of worker n, opened (and checked to reach this router) if not yet open.
 CREATE OR REPLACE FUNCTION snowflake_id_router.rebalance_worker(n integer) RETURNS text
-LANGUAGE sql VOLATILE STRICT PARALLEL UNSAFE
+LANGUAGE plpgsql VOLATILE STRICT PARALLEL UNSAFE
 SET search_path = pg_catalog, pg_temp
-RETURN snowflake_id_router.open_conn('sfid-rebalance:' || n, NULL, format(
-    $q$SELECT concat_ws(' ', set_config('application_name', %L, false), set_config('client_connection_check_interval', '1s', false),
-              set_config('statement_timeout', '0', false), set_config('lock_timeout', '0', false),
-              set_config('idle_in_transaction_session_timeout', '0', false),
-              set_config('default_transaction_isolation', 'read committed', false),
-              set_config('snowflake_id_router.keep_connections', 'on', false))$q$,
-    format('snowflake_id_router rebalance %s worker %s', pg_backend_pid(), n)), 'setting up a rebalance worker');
+AS $$
+DECLARE
+    conn text := snowflake_id_router.open_conn('sfid-rebalance:' || n, NULL, format(
+        $q$SELECT concat_ws(' ', set_config('application_name', %L, false), set_config('client_connection_check_interval', '1s', false),
+                  set_config('statement_timeout', '0', false), set_config('lock_timeout', '0', false),
+                  set_config('idle_in_transaction_session_timeout', '0', false),
+                  set_config('default_transaction_isolation', 'read committed', false),
+                  set_config('snowflake_id_router.keep_connections', 'on', false))$q$,
+        format('snowflake_id_router rebalance %s worker %s', pg_backend_pid(), n)), 'setting up a rebalance worker');
+BEGIN
+    -- Across the rebalance's commits (a superuser's session: parallel_moves > 1 needs one).
+    PERFORM snowflake_id_node.remote_keep(conn, true);
+    RETURN conn;
+END
+$$;
 COMMENT ON FUNCTION snowflake_id_router.rebalance_worker(integer) IS
   'The loopback connection of rebalance worker n of this session (opened and checked if not yet open).';
 
@@ -2859,13 +2842,10 @@ SET search_path = pg_catalog, pg_temp
 AS $$
 #variable_conflict use_variable
 DECLARE
-    busy integer;
 BEGIN
     FOR n IN 1 .. coalesce(cardinality(moving), 0) LOOP
         CONTINUE WHEN moving[n] IS NULL;
-        EXECUTE format('SELECT %s.dblink_is_busy($1::text)', snowflake_id_router.dblink_schema()) INTO busy
-            USING 'sfid-rebalance:' || n;
-        IF busy = 0 THEN
+        IF NOT snowflake_id_node.remote_busy('sfid-rebalance:' || n) THEN
             RETURN n;
         END IF;
     END LOOP;
@@ -2885,8 +2865,7 @@ BEGIN
     FOR n IN 1 .. coalesce(cardinality(moving), 0) LOOP
         CONTINUE WHEN moving[n] IS NULL;
         BEGIN
-            EXECUTE format('SELECT %s.dblink_cancel_query($1::text)', snowflake_id_router.dblink_schema())
-                USING 'sfid-rebalance:' || n;
+            PERFORM snowflake_id_node.remote_cancel('sfid-rebalance:' || n);
         EXCEPTION WHEN OTHERS THEN
             NULL;   -- a broken connection: its worker has ended already
         END;
@@ -2950,16 +2929,17 @@ DECLARE
     failure record;
     keep text;                  -- keep_connections as it was, when this session keeps them meanwhile
 BEGIN
-    -- A worker is a loopback session of the extension's owner (setting self_connstr), open in
-    -- this session across commits: were the procedure cut short between two steps, a role
-    -- other than a superuser could use it through dblink.
+    -- A worker is a loopback session of the extension's owner (setting self_connstr), kept
+    -- open in this session across commits, which only a superuser's session may do.
     IF parallel_moves BETWEEN 2 AND 8 AND NOT (SELECT r.rolsuper FROM pg_catalog.pg_roles r WHERE r.rolname = current_user) THEN
         RAISE EXCEPTION 'parallel_moves % needs a superuser: batches moving at once run in loopback sessions of the extension''s owner',
             parallel_moves USING ERRCODE = 'insufficient_privilege',
                                  HINT = 'Call it with parallel_moves => 1 (the default), or as a superuser.';
     END IF;
     COMMIT;
-    PERFORM snowflake_id_router.disconnect_matching('sfid-rebalance:%');   -- workers of an earlier call cut short
+    IF (SELECT r.rolsuper FROM pg_catalog.pg_roles r WHERE r.rolname = current_user) THEN
+        PERFORM snowflake_id_router.disconnect_matching('sfid-rebalance:%');   -- workers of an earlier call cut short
+    END IF;
     rid := snowflake_id_router.rebalance_begin(drain, strategy, batch_size, template, parallel_moves);
     -- A superuser's session moving the batches itself keeps its node connections from batch
     -- to batch, as the workers do (release_connections), and closes them at the end.
@@ -3001,7 +2981,7 @@ BEGIN
         BEGIN
             n := snowflake_id_router.rebalance_ended(moving);
             IF n IS NULL THEN
-                PERFORM pg_catalog.pg_sleep(0.01);
+                PERFORM snowflake_id_node.sleep(0.01);
             END IF;
         EXCEPTION WHEN query_canceled OR OTHERS THEN
             IF st IS NULL THEN
@@ -3016,7 +2996,7 @@ BEGIN
         END IF;
         BEGIN
             -- How its batch ended: nothing, or its error raised again here.
-            PERFORM snowflake_id_router.receive('sfid-rebalance:' || n, pg_catalog.clock_timestamp(), NULL);
+            PERFORM snowflake_id_router.receive('sfid-rebalance:' || n, snowflake_id_node.monotonic(), NULL);
         EXCEPTION WHEN query_canceled OR OTHERS THEN
             IF st IS NULL THEN
                 GET STACKED DIAGNOSTICS st = RETURNED_SQLSTATE, msg = MESSAGE_TEXT, det = PG_EXCEPTION_DETAIL;
@@ -3030,7 +3010,9 @@ BEGIN
         busy := busy - 1;
         COMMIT;
     END LOOP;
-    PERFORM snowflake_id_router.disconnect_matching('sfid-rebalance:%');
+    IF parallel_moves > 1 THEN
+        PERFORM snowflake_id_router.disconnect_matching('sfid-rebalance:%');
+    END IF;
     IF keep IS NOT NULL THEN
         PERFORM pg_catalog.set_config('snowflake_id_router.keep_connections', keep, false);
         PERFORM snowflake_id_router.disconnect_all();
@@ -3106,7 +3088,7 @@ CREATE OR REPLACE VIEW rebalance_status AS
 SELECT r.id, r.kind, r.node, r.strategy,
        CASE WHEN r.state <> 'running' THEN r.state
             WHEN NOT EXISTS (SELECT FROM pg_catalog.pg_locks l
-                              WHERE l.locktype = 'advisory' AND l.granted AND l.objsubid = 2 AND l.pid = r.pid
+                              WHERE l.locktype = 'advisory' AND l.granted AND l.objsubid = 3 AND l.pid = r.pid
                                 AND l.classid = pg_catalog.hashtext('snowflake_id_router.rebalance')::oid AND l.objid = 0
                                 AND l.database = (SELECT d.oid FROM pg_catalog.pg_database d WHERE d.datname = pg_catalog.current_database()))
                  THEN 'interrupted'
@@ -3200,7 +3182,7 @@ $$;
 COMMENT ON FUNCTION snowflake_id_router.require_primary(text) IS
   'Raises 55000 naming the primary when this router follows another: cluster functions run on the primary only.';
 
--- == Follower side (called by the primary over dblink) ==
+-- == Follower side (called by the primary over its connections) ==
 
 -- Makes this router database follow the primary with identity primary_identity. It must
 -- have no map of its own (a primary's map would be lost) and no followers.
@@ -3306,20 +3288,20 @@ LANGUAGE plpgsql VOLATILE STRICT PARALLEL UNSAFE
 SET search_path = pg_catalog, pg_temp
 AS $$
 DECLARE
-    deadline timestamptz := clock_timestamp() + timeout;
+    deadline timestamptz := snowflake_id_node.monotonic() + timeout;
 BEGIN
     LOOP
         PERFORM pg_stat_clear_snapshot();
         IF NOT EXISTS (SELECT FROM pg_stat_activity a
                         WHERE a.datname = current_database() AND a.pid <> pg_backend_pid()
                           AND a.backend_type = 'client backend' AND a.xact_start < now()
-                          AND a.application_name IS DISTINCT FROM 'snowflake_id_router') THEN
+                          AND a.pid <> ALL (snowflake_id_router.router_sessions())) THEN
             RETURN true;
         END IF;
-        IF clock_timestamp() > deadline THEN
+        IF snowflake_id_node.monotonic() > deadline THEN
             RETURN false;
         END IF;
-        PERFORM pg_sleep(0.01);
+        PERFORM snowflake_id_node.sleep(0.01);
     END LOOP;
 END
 $$;
@@ -3328,7 +3310,7 @@ COMMENT ON FUNCTION snowflake_id_router.await_map(interval) IS
 
 -- == Primary side ==
 
--- Opens dblink connection conn to a follower and checks that it reaches the router
+-- Opens connection conn to a follower and checks that it reaches the router
 -- registered under that name.
 CREATE OR REPLACE FUNCTION snowflake_id_router.connect_router(conn text, router_name text) RETURNS void
 LANGUAGE plpgsql VOLATILE STRICT PARALLEL UNSAFE
@@ -3342,8 +3324,10 @@ BEGIN
     IF NOT FOUND THEN
         RAISE EXCEPTION 'router % does not exist', quote_literal(router_name) USING ERRCODE = 'undefined_object';
     END IF;
-    PERFORM snowflake_id_router.connect(conn, snowflake_id_router.connect_options() || ' ' || r.connstr);
+    PERFORM snowflake_id_router.connect(conn, snowflake_id_router.connect_options() || ' ' || r.connstr,
+                                        format('router %L', router_name));
     found_identity := snowflake_id_router.remote_identity(conn, router_name);
+    PERFORM snowflake_id_router.mark_router_session(conn);
     IF found_identity <> r.identity THEN
         PERFORM snowflake_id_router.disconnect(conn);
         RAISE EXCEPTION 'router % now reaches another database (identity %, registered as %)',
@@ -3354,7 +3338,7 @@ BEGIN
 END
 $$;
 COMMENT ON FUNCTION snowflake_id_router.connect_router(text, text) IS
-  'Opens dblink connection conn to a follower router and checks that it reaches the database registered; 55000 otherwise.';
+  'Opens connection conn to a follower router and checks that it reaches the database registered; 55000 otherwise.';
 
 -- Pushes the committed map to every follower (or only to one, by name): each applies it
 -- in its own transaction and then waits (cleanup_timeout) for its transactions older than
@@ -3516,7 +3500,8 @@ BEGIN
     IF EXISTS (SELECT FROM snowflake_id_router.router r WHERE r.name = add_router.name) THEN
         RAISE EXCEPTION 'router % already exists', quote_literal(name) USING ERRCODE = 'duplicate_object';
     END IF;
-    PERFORM snowflake_id_router.connect('snowflake_id_router_add', snowflake_id_router.connect_options() || ' ' || normal);
+    PERFORM snowflake_id_router.connect('snowflake_id_router_add', snowflake_id_router.connect_options() || ' ' || normal,
+                                        format('router %L', name));
     found_identity := snowflake_id_router.remote_identity('snowflake_id_router_add', name);
     IF found_identity = snowflake_id_node.identity() THEN
         RAISE EXCEPTION 'router % is this router database itself (identity %)', quote_literal(name), found_identity
@@ -3637,19 +3622,19 @@ DECLARE
     timeout interval := snowflake_id_router.setting('schema_change_timeout')::interval;
 BEGIN
     IF exclusive THEN
-        IF pg_try_advisory_xact_lock(snowflake_id_node.lock_class(), -1) THEN
+        IF snowflake_id_node.own_lock(snowflake_id_node.lock_class(), -1, false, false, false) THEN
             RETURN;
         END IF;
-    ELSIF pg_try_advisory_xact_lock_shared(snowflake_id_node.lock_class(), -1) THEN
+    ELSIF snowflake_id_node.own_lock(snowflake_id_node.lock_class(), -1, false, true, false) THEN
         RETURN;
     END IF;
     -- Queued behind the holders (a waiting alter_shards keeps new moves out meanwhile).
     BEGIN
         PERFORM set_config('lock_timeout', (extract(epoch FROM timeout) * 1000)::bigint::text, true);
         IF exclusive THEN
-            PERFORM pg_advisory_xact_lock(snowflake_id_node.lock_class(), -1);
+            PERFORM snowflake_id_node.own_lock(snowflake_id_node.lock_class(), -1, false, false, true);
         ELSE
-            PERFORM pg_advisory_xact_lock_shared(snowflake_id_node.lock_class(), -1);
+            PERFORM snowflake_id_node.own_lock(snowflake_id_node.lock_class(), -1, false, true, true);
         END IF;
     EXCEPTION WHEN lock_not_available THEN
         RAISE EXCEPTION '%', CASE WHEN exclusive THEN format('moves still run after %s', timeout)
@@ -3791,7 +3776,7 @@ BEGIN
                 -- be rolling back): again, a few times.
                 IF st IN ('55P03', '40P01') AND attempt < 5 THEN
                     attempt := attempt + 1;
-                    PERFORM pg_sleep(0.5 * attempt);
+                    PERFORM snowflake_id_node.sleep(0.5 * attempt);
                     CONTINUE;
                 END IF;
                 IF resumed THEN
@@ -3833,7 +3818,7 @@ BEGIN
                 -- node rolled back; again, a few times.
                 IF st IN ('55P03', '40P01') AND attempt < 5 THEN
                     attempt := attempt + 1;
-                    PERFORM pg_sleep(0.5 * attempt);
+                    PERFORM snowflake_id_node.sleep(0.5 * attempt);
                     CONTINUE;
                 END IF;
                 PERFORM snowflake_id_router.exec('snowflake_id_router_self', format(
@@ -3899,7 +3884,7 @@ CREATE OR REPLACE VIEW schema_change_status AS
     SELECT c.id AS change, c.ddl, c.template,
            CASE WHEN c.state = 'running' AND NOT EXISTS (
                     SELECT FROM pg_locks l WHERE l.locktype = 'advisory' AND l.granted AND l.database = (SELECT d.oid FROM pg_database d WHERE d.datname = current_database())
-                       AND l.classid = snowflake_id_node.lock_class()::oid AND l.objid = (-1)::oid AND l.objsubid = 2
+                       AND l.classid = snowflake_id_node.lock_class()::oid AND l.objid = (-1)::oid AND l.objsubid = 3
                        AND l.mode = 'ExclusiveLock')
                 THEN 'interrupted' ELSE c.state END AS state,
            cn.node, cn.state AS node_state, cn.schemas, cn.seconds, cn.error,

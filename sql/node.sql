@@ -11,8 +11,9 @@
 -- publication, slot, subscription, fence triggers, the target's copies) is named by its
 -- record, so whoever removes it later removes exactly that.
 --
--- Proof of life: the mover's session on each node holds a session-level advisory lock
--- (lock_class(), shard) for every shard it moves. A record whose locks nobody holds belongs
+-- Proof of life: the mover's session on each node holds a session-level owner-only lock
+-- (lock_class(), shard) for every shard it moves (snowflake_id_node.own_lock: an advisory
+-- lock in a key space no other role can reach, pg_locks.objsubid 3). A record whose locks nobody holds belongs
 -- to a mover that is gone; only then may another session (a repair) undo or complete it,
 -- and every step function here refuses unless the calling session holds them.
 --
@@ -44,7 +45,8 @@ RETURN (SELECT c.system_identifier::text FROM pg_control_system() c) || '/'
 COMMENT ON FUNCTION snowflake_id_node.identity() IS
   'This database''s identity: <system identifier>/<database OID>, the same through any connect string and on a promoted standby.';
 
--- The advisory lock class of shard locks ('SFID' as a 32-bit integer), on nodes and routers.
+-- The lock class of shard locks ('SFID' as a 32-bit integer), on nodes and routers: owner-only
+-- advisory locks (snowflake_id_node.own_lock, pg_locks.objsubid 3).
 CREATE OR REPLACE FUNCTION snowflake_id_node.lock_class() RETURNS integer
 LANGUAGE sql IMMUTABLE PARALLEL SAFE
 RETURN 1397114180;
@@ -59,7 +61,7 @@ CREATE TABLE snowflake_id_node.move (
     shards integer[] NOT NULL,
     schemas text[] NOT NULL CHECK (cardinality(schemas) = cardinality(shards) AND cardinality(shards) > 0),
     state text NOT NULL CHECK (state IN ('preparing', 'copying', 'fenced', 'sealed', 'incoming', 'serving')),
-    marker text NOT NULL,                       -- marker table, in schemas[1]
+    marker text NOT NULL,                       -- marker table, in snowflake_id_node
     created text[] NOT NULL DEFAULT '{}',       -- target: the schemas this move made
     publication text,                           -- source
     slot text,                                  -- source
@@ -80,7 +82,7 @@ SET search_path = pg_catalog, pg_temp
 RETURN shards IS NOT NULL AND (SELECT count(DISTINCT l.objid) FROM pg_locks l
          WHERE l.locktype = 'advisory' AND l.granted AND l.pid = pg_backend_pid()
            AND l.database = (SELECT d.oid FROM pg_database d WHERE d.datname = current_database())
-           AND l.classid = snowflake_id_node.lock_class()::oid AND l.objsubid = 2
+           AND l.classid = snowflake_id_node.lock_class()::oid AND l.objsubid = 3
            AND l.objid::bigint = ANY (shards::bigint[])) = (SELECT count(DISTINCT s) FROM unnest(shards) s);
 COMMENT ON FUNCTION snowflake_id_node.holds(integer[]) IS 'True when this session holds the shard locks of all shards.';
 
@@ -91,7 +93,7 @@ SET search_path = pg_catalog, pg_temp
 RETURN EXISTS (SELECT FROM pg_locks l
                 WHERE l.locktype = 'advisory' AND l.granted
                   AND l.database = (SELECT d.oid FROM pg_database d WHERE d.datname = current_database())
-                  AND l.classid = snowflake_id_node.lock_class()::oid AND l.objsubid = 2
+                  AND l.classid = snowflake_id_node.lock_class()::oid AND l.objsubid = 3
                   AND l.objid::bigint = ANY (shards::bigint[]));
 COMMENT ON FUNCTION snowflake_id_node.alive(integer[]) IS
   'True when some session holds the shard lock of one of the shards (its mover or a repair is alive).';
@@ -107,7 +109,7 @@ SET search_path = pg_catalog, pg_temp
 AS $$
 #variable_conflict use_variable
 DECLARE
-    deadline timestamptz := clock_timestamp() + wait;
+    deadline timestamptz := snowflake_id_node.monotonic() + wait;
     s integer;
     taken integer[] := '{}';
     holder text;
@@ -116,24 +118,24 @@ DECLARE
     held bigint[] := ARRAY(SELECT l.objid::bigint FROM pg_locks l
                             WHERE l.locktype = 'advisory' AND l.granted AND l.pid = pg_backend_pid()
                               AND l.database = (SELECT d.oid FROM pg_database d WHERE d.datname = current_database())
-                              AND l.classid = snowflake_id_node.lock_class()::oid AND l.objsubid = 2
+                              AND l.classid = snowflake_id_node.lock_class()::oid AND l.objsubid = 3
                               AND l.objid::bigint = ANY (shards::bigint[]));
 BEGIN
     FOREACH s IN ARRAY shards LOOP
         CONTINUE WHEN s = ANY (taken) OR s = ANY (held);
-        WHILE NOT pg_try_advisory_lock(snowflake_id_node.lock_class(), s) LOOP
-            IF clock_timestamp() >= deadline THEN
-                PERFORM pg_advisory_unlock(snowflake_id_node.lock_class(), t) FROM unnest(taken) t;
+        WHILE NOT snowflake_id_node.own_lock(snowflake_id_node.lock_class(), s, true, false, false) LOOP
+            IF snowflake_id_node.monotonic() >= deadline THEN
+                PERFORM snowflake_id_node.own_unlock(snowflake_id_node.lock_class(), t, true, false) FROM unnest(taken) t;
                 SELECT format('pid %s, %s', a.pid, coalesce(nullif(a.application_name, ''), a.usename::text)) INTO holder
                   FROM pg_locks l JOIN pg_stat_activity a ON a.pid = l.pid
                  WHERE l.locktype = 'advisory' AND l.granted AND l.classid = snowflake_id_node.lock_class()::oid
-                   AND l.objsubid = 2 AND l.objid::bigint = s
+                   AND l.objsubid = 3 AND l.objid::bigint = s
                    AND l.database = (SELECT d.oid FROM pg_database d WHERE d.datname = current_database())
                  LIMIT 1;
                 RAISE EXCEPTION 'shard % is being moved or repaired by another session on this node (%)', s,
                     coalesce(holder, 'gone since') USING ERRCODE = 'lock_not_available';
             END IF;
-            PERFORM pg_sleep(0.01);
+            PERFORM snowflake_id_node.sleep(0.01);
         END LOOP;
         taken := taken || s;
     END LOOP;
@@ -152,7 +154,7 @@ DECLARE
 BEGIN
     FOREACH s IN ARRAY shards LOOP
         WHILE snowflake_id_node.holds(ARRAY[s]) LOOP
-            PERFORM pg_advisory_unlock(snowflake_id_node.lock_class(), s);
+            PERFORM snowflake_id_node.own_unlock(snowflake_id_node.lock_class(), s, true, false);
         END LOOP;
     END LOOP;
 END
@@ -189,7 +191,7 @@ COMMENT ON FUNCTION snowflake_id_node.record(text, text[]) IS
 
 -- == What a shard's schema is made of ==
 
--- The tables of a schema (oid, name), not the markers of moves. Found through pg_depend's
+-- The tables of a schema (oid, name). Found through pg_depend's
 -- index on the namespace, not by scanning pg_class: a node may hold thousands of shards.
 -- Neither STRICT nor SET search_path, so that the planner inlines it into each query that
 -- calls it: a function it cannot inline is planned afresh on every call, which was 40% of
@@ -202,12 +204,10 @@ BEGIN ATOMIC
       FROM pg_depend d JOIN pg_class c ON c.oid = d.objid
      WHERE d.refclassid = 'pg_namespace'::regclass AND d.refobjid = nsp AND d.classid = 'pg_class'::regclass
        AND d.deptype = 'n' AND c.relkind IN ('r', 'p', 'f', 'v', 'm')
-       AND NOT EXISTS (SELECT FROM snowflake_id_node.move m WHERE m.marker = c.relname
-                          AND m.schemas[1] = (SELECT n.nspname FROM pg_namespace n WHERE n.oid = nsp))
      ORDER BY c.relname;
 END;
 COMMENT ON FUNCTION snowflake_id_node.tables(oid) IS
-  'The tables (and views, foreign tables) of a schema, moves'' marker tables left out.';
+  'The tables (and views, foreign tables) of a schema.';
 
 -- The fingerprint of a schema's layout, compared wherever two layouts must agree: a shard
 -- and its copy on another node (a move refuses when they differ, before any row moves and
@@ -469,8 +469,7 @@ BEGIN ATOMIC
                           AND o.refclassid = 'pg_class'::regclass AND o.deptype IN ('a', 'i')) AS owned
           FROM nsp n JOIN pg_depend d ON d.refclassid = 'pg_namespace'::regclass AND d.refobjid = n.oid
                AND d.classid = 'pg_class'::regclass AND d.deptype = 'n'
-          JOIN pg_class c ON c.oid = d.objid AND c.relkind IN ('r', 'S')
-         WHERE NOT EXISTS (SELECT FROM snowflake_id_node.move m WHERE m.marker = c.relname AND m.schemas[1] = n.nspname))
+          JOIN pg_class c ON c.oid = d.objid AND c.relkind IN ('r', 'S'))
     SELECT coalesce(json_agg(g ORDER BY g.kind, g.object, g.col), '[]')::text FROM (
         SELECT 'schema' AS kind, quote_ident(n.nspname) AS object, NULL::text AS col, false AS owned,
                n.nspowner::regrole::text AS owner, n.nspacl::text AS acl, n.nspname AS schema
@@ -711,7 +710,7 @@ BEGIN
     PERFORM snowflake_id_node.no_other_move(router, shards, schemas);
     INSERT INTO snowflake_id_node.move (key, router, role, peer, shards, schemas, state, marker)
     VALUES (key, router, 'source', peer, shards, schemas, 'preparing', marker);
-    EXECUTE format('CREATE TABLE %I.%I (fenced boolean PRIMARY KEY)', schemas[1], marker);
+    EXECUTE format('CREATE TABLE snowflake_id_node.%I (fenced boolean PRIMARY KEY)', marker);
 END
 $$;
 COMMENT ON FUNCTION snowflake_id_node.prepare_source(text, text, text, integer[], text[]) IS
@@ -731,7 +730,8 @@ BEGIN
     -- PostgreSQL finds a schema's tables by reading all of pg_class, at each look-up of the
     -- publication's tables (every table sync, the WAL sender's start). A table made here
     -- later is not published; the checks under the fence refuse the move then.
-    EXECUTE format('CREATE PUBLICATION %I FOR TABLE %I.%I%s', m.marker, m.schemas[1], m.marker,
+    PERFORM snowflake_id_node.clear_squatter('publication', m.marker);
+    EXECUTE format('CREATE PUBLICATION %I FOR TABLE snowflake_id_node.%I%s', m.marker, m.marker,
                    (SELECT string_agg(format(', %I.%I', s, t.name), '' ORDER BY s, t.name)
                       FROM unnest(m.schemas) s, snowflake_id_node.tables(to_regnamespace(quote_ident(s))) t
                      WHERE t.kind = 'r'));
@@ -740,6 +740,41 @@ END
 $$;
 COMMENT ON FUNCTION snowflake_id_node.publish(text) IS
   'Move step on the source: publishes the tables of move key and records the publication and slot names (copying).';
+
+-- A publication or subscription of a move's name made by another role (any role with CREATE
+-- on the database can make a publication, pg_create_subscription members a subscription):
+-- it would stop the move, so it goes, with a WARNING naming its owner. One of the router's
+-- superuser's is left alone (the move then fails on it: two moves never share a name).
+CREATE OR REPLACE FUNCTION snowflake_id_node.clear_squatter(kind text, name text) RETURNS void
+LANGUAGE plpgsql VOLATILE STRICT
+SET search_path = pg_catalog, pg_temp
+AS $$
+#variable_conflict use_variable
+DECLARE
+    owner oid;
+BEGIN
+    IF kind = 'publication' THEN
+        SELECT p.pubowner INTO owner FROM pg_publication p WHERE p.pubname = name;
+    ELSE
+        SELECT s.subowner INTO owner FROM pg_subscription s
+         WHERE s.subname = name AND s.subdbid = (SELECT d.oid FROM pg_database d WHERE d.datname = current_database());
+    END IF;
+    IF owner IS NULL OR snowflake_id_node.made_by_superuser(owner) THEN
+        RETURN;
+    END IF;
+    RAISE WARNING '% % belongs to role %, not to the router: dropped', kind, quote_ident(name), owner::regrole
+        USING DETAIL = 'A move makes a publication and a subscription of that name.';
+    IF kind = 'publication' THEN
+        EXECUTE format('DROP PUBLICATION %I', name);
+    ELSE
+        EXECUTE format('ALTER SUBSCRIPTION %I DISABLE', name);
+        EXECUTE format('ALTER SUBSCRIPTION %I SET (slot_name = NONE)', name);
+        EXECUTE format('DROP SUBSCRIPTION %I', name);
+    END IF;
+END
+$$;
+COMMENT ON FUNCTION snowflake_id_node.clear_squatter(text, text) IS
+  'Drops a publication or subscription of a move''s name that a role other than a superuser made (WARNING naming it).';
 
 -- The fence (fenced): in one transaction, every table of the schemas locked EXCLUSIVE
 -- (writers in flight finish, new ones wait; readers pass) and given a statement trigger
@@ -766,7 +801,7 @@ $$;
 COMMENT ON FUNCTION snowflake_id_node.set_fence(text, text) IS
   'Move step on the source: fences every table of move key''s schemas (EXCLUSIVE lock, bounded by lock_timeout; statement triggers) (fenced).';
 
--- The tables of the schemas (regclass), markers left out.
+-- The tables of the schemas (regclass).
 CREATE OR REPLACE FUNCTION snowflake_id_node.move_tables(schemas text[]) RETURNS TABLE (t regclass)
 LANGUAGE sql STABLE STRICT PARALLEL SAFE ROWS 5
 SET search_path = pg_catalog, pg_temp
@@ -774,7 +809,7 @@ BEGIN ATOMIC
     SELECT x.oid::regclass FROM unnest(schemas) s JOIN pg_namespace n ON n.nspname = s, snowflake_id_node.tables(n.oid) x
      ORDER BY n.nspname COLLATE "C", x.name COLLATE "C";   -- by name: OIDs differ from node to node
 END;
-COMMENT ON FUNCTION snowflake_id_node.move_tables(text[]) IS 'The tables of the schemas, moves'' markers left out.';
+COMMENT ON FUNCTION snowflake_id_node.move_tables(text[]) IS 'The tables of the schemas.';
 
 -- The marker row, written after the fence: once the target has it, it has every write before.
 CREATE OR REPLACE FUNCTION snowflake_id_node.mark(key text) RETURNS void
@@ -785,33 +820,24 @@ AS $$
 DECLARE
     m snowflake_id_node.move := snowflake_id_node.record(key, '{fenced}');
 BEGIN
-    EXECUTE format('INSERT INTO %I.%I VALUES (true) ON CONFLICT DO NOTHING', m.schemas[1], m.marker);
+    EXECUTE format('INSERT INTO snowflake_id_node.%I VALUES (true) ON CONFLICT DO NOTHING', m.marker);
 END
 $$;
 COMMENT ON FUNCTION snowflake_id_node.mark(text) IS 'Move step on the source: writes the marker row of move key, after the fence.';
 
 -- Row counts of every table of the move's schemas, one line each (both nodes, under the
--- fence): a query counting up to 256 tables at once (a query per table took twice as long).
+-- fence), counted by snowflake_id_node.count_rows: a sequential scan with no planner, so
+-- nothing the tables' owner defined (an index expression's function, which planning a
+-- count(*) folds) runs as the router's superuser.
+-- (PL/pgSQL: count_rows is declared after this file, in sql/remote.sql.)
 CREATE OR REPLACE FUNCTION snowflake_id_node.row_counts(key text) RETURNS text
-LANGUAGE plpgsql STABLE STRICT
+LANGUAGE plpgsql VOLATILE STRICT
 SET search_path = pg_catalog, pg_temp
 AS $$
-#variable_conflict use_variable
-DECLARE
-    m snowflake_id_node.move;
-    q text;
-    part text;
-    lines text[] := '{}';
 BEGIN
-    SELECT * INTO m FROM snowflake_id_node.move r WHERE r.key = row_counts.key;
-    FOR q IN SELECT string_agg(format('SELECT %s AS o, %L || count(*) || '' rows'' AS l FROM %s', x.o, 'table ' || x.t || ': ', x.t),
-                               ' UNION ALL ' ORDER BY x.o)
-               FROM snowflake_id_node.move_tables(m.schemas) WITH ORDINALITY x(t, o)
-              GROUP BY (x.o - 1) / 256 ORDER BY (x.o - 1) / 256 LOOP
-        EXECUTE 'SELECT string_agg(c.l, E''\n'' ORDER BY c.o) FROM (' || q || ') c' INTO part;
-        lines := lines || part;
-    END LOOP;
-    RETURN array_to_string(lines, E'\n');
+    RETURN (SELECT string_agg('table ' || x.t || ': ' || snowflake_id_node.count_rows(x.t) || ' rows', E'\n' ORDER BY x.o)
+              FROM snowflake_id_node.move m, snowflake_id_node.move_tables(m.schemas) WITH ORDINALITY x(t, o)
+             WHERE m.key = row_counts.key);
 END
 $$;
 COMMENT ON FUNCTION snowflake_id_node.row_counts(text) IS 'Rows of every table of move key''s schemas here, one line each.';
@@ -921,6 +947,7 @@ BEGIN
         RAISE EXCEPTION 'the sealed copy of shards % is kept: %', m.shards, why USING ERRCODE = 'object_not_in_prerequisite_state';
     END IF;
     PERFORM snowflake_id_node.drop_schemas(m.schemas);
+    EXECUTE format('DROP TABLE IF EXISTS snowflake_id_node.%I', m.marker);
     DELETE FROM snowflake_id_node.move r WHERE r.key = m.key;
 END
 $$;
@@ -959,7 +986,7 @@ SET search_path = pg_catalog, pg_temp
 AS $$
 #variable_conflict use_variable
 DECLARE
-    deadline timestamptz := clock_timestamp() + wait_timeout;
+    deadline timestamptz := snowflake_id_node.monotonic() + wait_timeout;
     slot text;
 BEGIN
     IF m.publication IS NOT NULL THEN
@@ -976,11 +1003,11 @@ BEGIN
         BEGIN
             PERFORM pg_drop_replication_slot(slot);
         EXCEPTION WHEN object_in_use OR undefined_object THEN
-            IF clock_timestamp() > deadline THEN
+            IF snowflake_id_node.monotonic() > deadline THEN
                 RAISE EXCEPTION 'replication slot % is still in use after %', slot, wait_timeout
                     USING ERRCODE = 'object_in_use';
             END IF;
-            PERFORM pg_sleep(0.01);
+            PERFORM snowflake_id_node.sleep(0.01);
         END;
     END LOOP;
 END
@@ -1065,7 +1092,7 @@ BEGIN
     -- create_shard(schemas[i], shards[i], template) for each, in one call: the template read
     -- and checked once for the batch, not once per shard.
     PERFORM snowflake_id_internal.create_shards_from(schemas, shards, template);
-    EXECUTE format('CREATE TABLE %I.%I (fenced boolean PRIMARY KEY)', schemas[1], marker);
+    EXECUTE format('CREATE TABLE snowflake_id_node.%I (fenced boolean PRIMARY KEY)', marker);
 END
 $$;
 COMMENT ON FUNCTION snowflake_id_node.prepare_target(text, text, text, integer[], text[], text) IS
@@ -1094,7 +1121,7 @@ BEGIN
     END IF;
     RETURN snowflake_id_node.copy_from_source(source_connstr, m.peer, m.marker,
         ARRAY(SELECT x.t::oid FROM snowflake_id_node.move_tables(m.schemas) x)
-        || to_regclass(format('%I.%I', m.schemas[1], m.marker))::oid);
+        || to_regclass(format('snowflake_id_node.%I', m.marker))::oid);
 END
 $$;
 COMMENT ON FUNCTION snowflake_id_node.copy_rows(text, text) IS
@@ -1177,6 +1204,7 @@ BEGIN
     IF m.subscription IS NOT NULL THEN
         RAISE EXCEPTION 'move % has subscribed already', key USING ERRCODE = 'object_not_in_prerequisite_state';
     END IF;
+    PERFORM snowflake_id_node.clear_squatter('subscription', m.marker);
     EXECUTE format('CREATE SUBSCRIPTION %I CONNECTION %L PUBLICATION %I
                       WITH (create_slot = false, slot_name = %L, copy_data = false, disable_on_error = true)',
                    m.marker, source_connstr, m.marker, m.marker);
@@ -1234,7 +1262,7 @@ DECLARE
     seen boolean;
 BEGIN
     SELECT * INTO m FROM snowflake_id_node.move r WHERE r.key = marked.key AND r.role = 'target';
-    EXECUTE format('SELECT EXISTS (SELECT FROM %I.%I)', m.schemas[1], m.marker) INTO seen;
+    EXECUTE format('SELECT EXISTS (SELECT FROM snowflake_id_node.%I)', m.marker) INTO seen;
     IF NOT seen THEN
         PERFORM snowflake_id_node.check_subscription(m);
     END IF;
@@ -1299,7 +1327,7 @@ DECLARE
     m snowflake_id_node.move := snowflake_id_node.record(key, '{serving}');
 BEGIN
     PERFORM snowflake_id_node.drop_subscription(m);
-    EXECUTE format('DROP TABLE IF EXISTS %I.%I', m.schemas[1], m.marker);
+    EXECUTE format('DROP TABLE IF EXISTS snowflake_id_node.%I', m.marker);
     DELETE FROM snowflake_id_node.move r WHERE r.key = m.key;
 END
 $$;
@@ -1343,6 +1371,7 @@ BEGIN
     IF m.role = 'target' THEN
         PERFORM snowflake_id_node.drop_subscription(m);
         PERFORM snowflake_id_node.drop_schemas(m.created);
+        EXECUTE format('DROP TABLE IF EXISTS snowflake_id_node.%I', m.marker);
     ELSE
         FOR t IN SELECT g.tgrelid::regclass FROM unnest(m.schemas) x JOIN pg_namespace n ON n.nspname = x,
                         snowflake_id_node.tables(n.oid) r JOIN pg_trigger g ON g.tgrelid = r.oid
@@ -1350,9 +1379,7 @@ BEGIN
             EXECUTE format('DROP TRIGGER %I ON %s', m.marker, t);
         END LOOP;
         PERFORM snowflake_id_node.drop_replication(m, wait_timeout);
-        IF to_regnamespace(quote_ident(m.schemas[1])) IS NOT NULL THEN
-            EXECUTE format('DROP TABLE IF EXISTS %I.%I', m.schemas[1], m.marker);
-        END IF;
+        EXECUTE format('DROP TABLE IF EXISTS snowflake_id_node.%I', m.marker);
     END IF;
     DELETE FROM snowflake_id_node.move r WHERE r.key = m.key;
 END
@@ -1411,6 +1438,16 @@ END;
 COMMENT ON FUNCTION snowflake_id_node.moves() IS
   'The move records on this node as JSON, each with whether another session holds its shard locks (its mover lives).';
 
+-- Whether a role is a superuser: what the router makes on a node (publications,
+-- subscriptions) its superuser owns. A name proves nothing (any role with CREATE on the
+-- database can make a publication named like a move's); an owner does.
+CREATE OR REPLACE FUNCTION snowflake_id_node.made_by_superuser(owner oid) RETURNS boolean
+LANGUAGE sql STABLE STRICT PARALLEL SAFE
+SET search_path = pg_catalog, pg_temp
+RETURN coalesce((SELECT r.rolsuper FROM pg_roles r WHERE r.oid = owner), false);
+COMMENT ON FUNCTION snowflake_id_node.made_by_superuser(oid) IS
+  'Whether role owner is a superuser (what the router makes on a node is its superuser''s).';
+
 -- Everything moves have made here and not removed, one line each (for tests and status).
 CREATE OR REPLACE FUNCTION snowflake_id_node.leftovers() RETURNS SETOF text
 LANGUAGE sql STABLE
@@ -1421,23 +1458,28 @@ BEGIN ATOMIC
     SELECT format('replication slot %s', s.slot_name) FROM pg_replication_slots s
      WHERE s.slot_name LIKE 'sfid\_%' OR s.slot_name ~ '^pg_[0-9]+_sync_'
     UNION ALL
-    SELECT format('publication %s', p.pubname) FROM pg_publication p WHERE p.pubname LIKE 'sfid\_%'
+    SELECT format('publication %s', p.pubname) FROM pg_publication p
+     WHERE p.pubname LIKE 'sfid\_%' AND snowflake_id_node.made_by_superuser(p.pubowner)
     UNION ALL
     SELECT format('subscription %s', s.subname) FROM pg_subscription s
      WHERE s.subname LIKE 'sfid\_%' AND s.subdbid = (SELECT d.oid FROM pg_database d WHERE d.datname = current_database())
+       AND snowflake_id_node.made_by_superuser(s.subowner)
     UNION ALL
     SELECT format('fence trigger %s on %s', g.tgname, g.tgrelid::regclass) FROM pg_trigger g
      WHERE g.tgfoid = 'snowflake_id_node.fence()'::regprocedure
     UNION ALL
     SELECT format('marker table %s', c.oid::regclass) FROM pg_class c
-     WHERE c.relname LIKE 'sfid\_%' AND c.relkind = 'r';
+     WHERE c.relname LIKE 'sfid\_%' AND c.relkind = 'r' AND c.relnamespace = 'snowflake_id_node'::regnamespace;
 END;
 COMMENT ON FUNCTION snowflake_id_node.leftovers() IS
   'What moves made on this node and have not removed (records, slots, publications, subscriptions, fences, markers), one line each.';
 
 -- What moves of a router (its short identity) left here without a record: publications,
 -- slots, subscriptions, fence triggers and marker tables named sfid_<router8>_<id> whose
--- move has no record on this node (a restored dump, say). Nothing without a record is
+-- move has no record on this node (a restored dump, say), and that only the router's
+-- superuser could have made (a superuser's publication or subscription, a trigger calling
+-- snowflake_id_node.fence(), a table in snowflake_id_node): another role's object of such a
+-- name is never touched. Nothing without a record is
 -- in use: every one is made after its record, in the same transaction or the next. Drops
 -- them and names each.
 CREATE OR REPLACE FUNCTION snowflake_id_node.drop_orphans(router8 text, wait_timeout interval) RETURNS text[]
@@ -1453,7 +1495,7 @@ DECLARE
 BEGIN
     FOR x IN SELECT s.subname FROM pg_subscription s
               WHERE s.subdbid = (SELECT d.oid FROM pg_database d WHERE d.datname = current_database())
-                AND starts_with(s.subname, prefix)
+                AND starts_with(s.subname, prefix) AND snowflake_id_node.made_by_superuser(s.subowner)
                 AND NOT EXISTS (SELECT FROM snowflake_id_node.move r WHERE r.marker = s.subname) LOOP
         EXECUTE format('ALTER SUBSCRIPTION %I DISABLE', x.subname);
         EXECUTE format('ALTER SUBSCRIPTION %I SET (slot_name = NONE)', x.subname);
@@ -1467,13 +1509,13 @@ BEGIN
         dropped := dropped || format('fence trigger %s on %s', x.tgname, x.rel);
     END LOOP;
     FOR x IN SELECT c.oid::regclass::text AS rel FROM pg_class c
-              WHERE c.relkind = 'r' AND starts_with(c.relname, prefix)
+              WHERE c.relkind = 'r' AND starts_with(c.relname, prefix) AND c.relnamespace = 'snowflake_id_node'::regnamespace
                 AND NOT EXISTS (SELECT FROM snowflake_id_node.move r WHERE r.marker = c.relname) LOOP
         EXECUTE format('DROP TABLE %s', x.rel);
         dropped := dropped || format('marker table %s', x.rel);
     END LOOP;
     FOR x IN SELECT p.pubname FROM pg_publication p
-              WHERE starts_with(p.pubname, prefix)
+              WHERE starts_with(p.pubname, prefix) AND snowflake_id_node.made_by_superuser(p.pubowner)
                 AND NOT EXISTS (SELECT FROM snowflake_id_node.move r WHERE r.marker = p.pubname) LOOP
         m.publication := x.pubname;
         PERFORM snowflake_id_node.drop_replication(m, wait_timeout);

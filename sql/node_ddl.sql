@@ -83,6 +83,54 @@ $$;
 COMMENT ON FUNCTION snowflake_id_node.lock_room(integer, integer) IS
   'NULL when a change taking per_schema locks on each of schemas fits in the lock table; otherwise why not.';
 
+-- The role a schema change runs as in a schema: the owner of its tables, sequences and
+-- views, under restricted-operation rules (snowflake_id_node.as_owner). A change re-checks
+-- constraints, rebuilds indexes and fills defaults: what the tables' owner defined runs,
+-- and must not run as the router's superuser. Run as that owner, the change can do what
+-- the owner could do by hand, and what it runs has the owner's rights. A schema whose
+-- relations several roles own, one of them not a superuser, is refused (42501): no one role
+-- runs the change safely there. A schema without relations: its owner.
+CREATE OR REPLACE FUNCTION snowflake_id_node.change_role(schema_name text) RETURNS oid
+LANGUAGE plpgsql STABLE STRICT
+SET search_path = pg_catalog, pg_temp
+AS $$
+#variable_conflict use_variable
+DECLARE
+    nsp oid := to_regnamespace(quote_ident(schema_name));
+    owners oid[];
+BEGIN
+    SELECT array_agg(DISTINCT c.relowner ORDER BY c.relowner) INTO owners
+      FROM pg_depend d JOIN pg_class c ON c.oid = d.objid
+     WHERE d.refclassid = 'pg_namespace'::regclass AND d.refobjid = nsp AND d.classid = 'pg_class'::regclass
+       AND d.deptype = 'n' AND c.relkind IN ('r', 'p', 'S', 'v', 'm', 'f');
+    IF owners IS NULL THEN
+        RETURN (SELECT n.nspowner FROM pg_namespace n WHERE n.oid = nsp);
+    ELSIF cardinality(owners) = 1 THEN
+        RETURN owners[1];
+    ELSIF EXISTS (SELECT FROM unnest(owners) o WHERE NOT snowflake_id_node.made_by_superuser(o)) THEN
+        RAISE EXCEPTION 'the relations of schema % belong to several roles (%): a schema change runs as the owner of a shard''s tables',
+            quote_ident(schema_name), (SELECT string_agg(o::regrole::text, ', ') FROM unnest(owners) o)
+            USING ERRCODE = 'insufficient_privilege',
+                  HINT = 'Give the schema''s tables one owner (ALTER TABLE ... OWNER TO), then call alter_shards again.';
+    END IF;
+    RETURN (SELECT r.oid FROM pg_roles r WHERE r.rolname = current_user);
+END
+$$;
+COMMENT ON FUNCTION snowflake_id_node.change_role(text) IS
+  'The role alter_shards runs a change as in a schema: its relations'' one owner (42501 for several, one not a superuser).';
+
+-- The statement ddl (for schema_name) run as change_role(schema_name).
+CREATE OR REPLACE FUNCTION snowflake_id_node.change_schema(ddl text, schema_name text) RETURNS void
+LANGUAGE plpgsql VOLATILE STRICT
+SET search_path = pg_catalog, pg_temp
+AS $$
+BEGIN
+    PERFORM snowflake_id_node.as_owner(snowflake_id_node.change_role(schema_name), snowflake_id_node.ddl_for(ddl, schema_name));
+END
+$$;
+COMMENT ON FUNCTION snowflake_id_node.change_schema(text, text) IS
+  'Runs alter_shards'' statement on schema_name as the owner of its tables, under restricted-operation rules.';
+
 -- Up front, on every node before any applies: the change is tried on the template and
 -- undone, which checks it here (it parses, its objects exist, it is allowed) and counts
 -- the locks it takes per schema. 'applied' when this node has the change already, 'ready'
@@ -97,7 +145,7 @@ DECLARE
 BEGIN
     PERFORM set_config('lock_timeout', lock_timeout, true);
     -- One change at a time on a node: a session of an interrupted run may still be applying.
-    PERFORM pg_advisory_xact_lock(hashtext('snowflake_id_node.schema_change'), 0);
+    PERFORM snowflake_id_node.own_lock(hashtext('snowflake_id_node.schema_change'), 0, false, false, true);
     IF EXISTS (SELECT FROM snowflake_id_node.schema_change c WHERE c.key = schema_change_check.key) THEN
         RETURN 'applied';
     END IF;
@@ -107,7 +155,7 @@ BEGIN
     END IF;
     BEGIN
         per_schema := (SELECT count(*) FROM pg_locks WHERE pid = pg_backend_pid());
-        EXECUTE snowflake_id_node.ddl_for(ddl, template);
+        PERFORM snowflake_id_node.change_schema(ddl, template);
         per_schema := (SELECT count(*) FROM pg_locks WHERE pid = pg_backend_pid()) - per_schema;
         RAISE EXCEPTION USING ERRCODE = 'SFDRY';  -- undoes the try
     EXCEPTION WHEN SQLSTATE 'SFDRY' THEN
@@ -143,7 +191,7 @@ DECLARE
     hnt text;
 BEGIN
     PERFORM set_config('lock_timeout', lock_timeout, true);
-    PERFORM pg_advisory_xact_lock(hashtext('snowflake_id_node.schema_change'), 0);
+    PERFORM snowflake_id_node.own_lock(hashtext('snowflake_id_node.schema_change'), 0, false, false, true);
     SELECT c.schemas INTO done FROM snowflake_id_node.schema_change c WHERE c.key = schema_change_apply.key;
     IF FOUND THEN
         RETURN done;
@@ -156,7 +204,7 @@ BEGIN
     -- schema, thousands of them): an error names the schema it stopped at.
     BEGIN
         per_schema := (SELECT count(*) FROM pg_locks WHERE pid = pg_backend_pid());
-        EXECUTE snowflake_id_node.ddl_for(ddl, template);
+        PERFORM snowflake_id_node.change_schema(ddl, template);
         per_schema := (SELECT count(*) FROM pg_locks WHERE pid = pg_backend_pid()) - per_schema;
         too_many := snowflake_id_node.lock_room(greatest(per_schema, 1), (SELECT count(*) FROM @extschema@.snowflake_id_shard)::integer);
         IF too_many IS NOT NULL THEN
@@ -164,7 +212,7 @@ BEGIN
                 USING ERRCODE = 'configuration_limit_exceeded', HINT = split_part(too_many, E'\nHINT: ', 2);
         END IF;
         FOR at IN SELECT s.schema_name FROM @extschema@.snowflake_id_shard s ORDER BY s.shard LOOP
-            EXECUTE snowflake_id_node.ddl_for(ddl, at);
+            PERFORM snowflake_id_node.change_schema(ddl, at);
             schemas := schemas + 1;
         END LOOP;
     EXCEPTION WHEN OTHERS THEN
@@ -209,5 +257,7 @@ END
 $$;
 COMMENT ON FUNCTION snowflake_id_node.shards_unlike(text) IS
   'How many shard schemas of this node were checked against the template, how many differ, and the first difference.';
+
+REVOKE ALL ON ALL FUNCTIONS IN SCHEMA snowflake_id_node FROM PUBLIC;
 
 REVOKE ALL ON ALL FUNCTIONS IN SCHEMA snowflake_id_node FROM PUBLIC;

@@ -26,8 +26,9 @@
 -- publication, slot, subscription, fence triggers, the target's copies) is named by its
 -- record, so whoever removes it later removes exactly that.
 --
--- Proof of life: the mover's session on each node holds a session-level advisory lock
--- (lock_class(), shard) for every shard it moves. A record whose locks nobody holds belongs
+-- Proof of life: the mover's session on each node holds a session-level owner-only lock
+-- (lock_class(), shard) for every shard it moves (snowflake_id_node.own_lock: an advisory
+-- lock in a key space no other role can reach, pg_locks.objsubid 3). A record whose locks nobody holds belongs
 -- to a mover that is gone; only then may another session (a repair) undo or complete it,
 -- and every step function here refuses unless the calling session holds them.
 --
@@ -59,7 +60,8 @@ RETURN (SELECT c.system_identifier::text FROM pg_control_system() c) || '/'
 COMMENT ON FUNCTION snowflake_id_node.identity() IS
   'This database''s identity: <system identifier>/<database OID>, the same through any connect string and on a promoted standby.';
 
--- The advisory lock class of shard locks ('SFID' as a 32-bit integer), on nodes and routers.
+-- The lock class of shard locks ('SFID' as a 32-bit integer), on nodes and routers: owner-only
+-- advisory locks (snowflake_id_node.own_lock, pg_locks.objsubid 3).
 CREATE OR REPLACE FUNCTION snowflake_id_node.lock_class() RETURNS integer
 LANGUAGE sql IMMUTABLE PARALLEL SAFE
 RETURN 1397114180;
@@ -74,7 +76,7 @@ CREATE TABLE snowflake_id_node.move (
     shards integer[] NOT NULL,
     schemas text[] NOT NULL CHECK (cardinality(schemas) = cardinality(shards) AND cardinality(shards) > 0),
     state text NOT NULL CHECK (state IN ('preparing', 'copying', 'fenced', 'sealed', 'incoming', 'serving')),
-    marker text NOT NULL,                       -- marker table, in schemas[1]
+    marker text NOT NULL,                       -- marker table, in snowflake_id_node
     created text[] NOT NULL DEFAULT '{}',       -- target: the schemas this move made
     publication text,                           -- source
     slot text,                                  -- source
@@ -95,7 +97,7 @@ SET search_path = pg_catalog, pg_temp
 RETURN shards IS NOT NULL AND (SELECT count(DISTINCT l.objid) FROM pg_locks l
          WHERE l.locktype = 'advisory' AND l.granted AND l.pid = pg_backend_pid()
            AND l.database = (SELECT d.oid FROM pg_database d WHERE d.datname = current_database())
-           AND l.classid = snowflake_id_node.lock_class()::oid AND l.objsubid = 2
+           AND l.classid = snowflake_id_node.lock_class()::oid AND l.objsubid = 3
            AND l.objid::bigint = ANY (shards::bigint[])) = (SELECT count(DISTINCT s) FROM unnest(shards) s);
 COMMENT ON FUNCTION snowflake_id_node.holds(integer[]) IS 'True when this session holds the shard locks of all shards.';
 
@@ -106,7 +108,7 @@ SET search_path = pg_catalog, pg_temp
 RETURN EXISTS (SELECT FROM pg_locks l
                 WHERE l.locktype = 'advisory' AND l.granted
                   AND l.database = (SELECT d.oid FROM pg_database d WHERE d.datname = current_database())
-                  AND l.classid = snowflake_id_node.lock_class()::oid AND l.objsubid = 2
+                  AND l.classid = snowflake_id_node.lock_class()::oid AND l.objsubid = 3
                   AND l.objid::bigint = ANY (shards::bigint[]));
 COMMENT ON FUNCTION snowflake_id_node.alive(integer[]) IS
   'True when some session holds the shard lock of one of the shards (its mover or a repair is alive).';
@@ -122,7 +124,7 @@ SET search_path = pg_catalog, pg_temp
 AS $$
 #variable_conflict use_variable
 DECLARE
-    deadline timestamptz := clock_timestamp() + wait;
+    deadline timestamptz := snowflake_id_node.monotonic() + wait;
     s integer;
     taken integer[] := '{}';
     holder text;
@@ -131,24 +133,24 @@ DECLARE
     held bigint[] := ARRAY(SELECT l.objid::bigint FROM pg_locks l
                             WHERE l.locktype = 'advisory' AND l.granted AND l.pid = pg_backend_pid()
                               AND l.database = (SELECT d.oid FROM pg_database d WHERE d.datname = current_database())
-                              AND l.classid = snowflake_id_node.lock_class()::oid AND l.objsubid = 2
+                              AND l.classid = snowflake_id_node.lock_class()::oid AND l.objsubid = 3
                               AND l.objid::bigint = ANY (shards::bigint[]));
 BEGIN
     FOREACH s IN ARRAY shards LOOP
         CONTINUE WHEN s = ANY (taken) OR s = ANY (held);
-        WHILE NOT pg_try_advisory_lock(snowflake_id_node.lock_class(), s) LOOP
-            IF clock_timestamp() >= deadline THEN
-                PERFORM pg_advisory_unlock(snowflake_id_node.lock_class(), t) FROM unnest(taken) t;
+        WHILE NOT snowflake_id_node.own_lock(snowflake_id_node.lock_class(), s, true, false, false) LOOP
+            IF snowflake_id_node.monotonic() >= deadline THEN
+                PERFORM snowflake_id_node.own_unlock(snowflake_id_node.lock_class(), t, true, false) FROM unnest(taken) t;
                 SELECT format('pid %s, %s', a.pid, coalesce(nullif(a.application_name, ''), a.usename::text)) INTO holder
                   FROM pg_locks l JOIN pg_stat_activity a ON a.pid = l.pid
                  WHERE l.locktype = 'advisory' AND l.granted AND l.classid = snowflake_id_node.lock_class()::oid
-                   AND l.objsubid = 2 AND l.objid::bigint = s
+                   AND l.objsubid = 3 AND l.objid::bigint = s
                    AND l.database = (SELECT d.oid FROM pg_database d WHERE d.datname = current_database())
                  LIMIT 1;
                 RAISE EXCEPTION 'shard % is being moved or repaired by another session on this node (%)', s,
                     coalesce(holder, 'gone since') USING ERRCODE = 'lock_not_available';
             END IF;
-            PERFORM pg_sleep(0.01);
+            PERFORM snowflake_id_node.sleep(0.01);
         END LOOP;
         taken := taken || s;
     END LOOP;
@@ -167,7 +169,7 @@ DECLARE
 BEGIN
     FOREACH s IN ARRAY shards LOOP
         WHILE snowflake_id_node.holds(ARRAY[s]) LOOP
-            PERFORM pg_advisory_unlock(snowflake_id_node.lock_class(), s);
+            PERFORM snowflake_id_node.own_unlock(snowflake_id_node.lock_class(), s, true, false);
         END LOOP;
     END LOOP;
 END
@@ -204,7 +206,7 @@ COMMENT ON FUNCTION snowflake_id_node.record(text, text[]) IS
 
 -- == What a shard's schema is made of ==
 
--- The tables of a schema (oid, name), not the markers of moves. Found through pg_depend's
+-- The tables of a schema (oid, name). Found through pg_depend's
 -- index on the namespace, not by scanning pg_class: a node may hold thousands of shards.
 -- Neither STRICT nor SET search_path, so that the planner inlines it into each query that
 -- calls it: a function it cannot inline is planned afresh on every call, which was 40% of
@@ -217,12 +219,10 @@ BEGIN ATOMIC
       FROM pg_depend d JOIN pg_class c ON c.oid = d.objid
      WHERE d.refclassid = 'pg_namespace'::regclass AND d.refobjid = nsp AND d.classid = 'pg_class'::regclass
        AND d.deptype = 'n' AND c.relkind IN ('r', 'p', 'f', 'v', 'm')
-       AND NOT EXISTS (SELECT FROM snowflake_id_node.move m WHERE m.marker = c.relname
-                          AND m.schemas[1] = (SELECT n.nspname FROM pg_namespace n WHERE n.oid = nsp))
      ORDER BY c.relname;
 END;
 COMMENT ON FUNCTION snowflake_id_node.tables(oid) IS
-  'The tables (and views, foreign tables) of a schema, moves'' marker tables left out.';
+  'The tables (and views, foreign tables) of a schema.';
 
 -- The fingerprint of a schema's layout, compared wherever two layouts must agree: a shard
 -- and its copy on another node (a move refuses when they differ, before any row moves and
@@ -484,8 +484,7 @@ BEGIN ATOMIC
                           AND o.refclassid = 'pg_class'::regclass AND o.deptype IN ('a', 'i')) AS owned
           FROM nsp n JOIN pg_depend d ON d.refclassid = 'pg_namespace'::regclass AND d.refobjid = n.oid
                AND d.classid = 'pg_class'::regclass AND d.deptype = 'n'
-          JOIN pg_class c ON c.oid = d.objid AND c.relkind IN ('r', 'S')
-         WHERE NOT EXISTS (SELECT FROM snowflake_id_node.move m WHERE m.marker = c.relname AND m.schemas[1] = n.nspname))
+          JOIN pg_class c ON c.oid = d.objid AND c.relkind IN ('r', 'S'))
     SELECT coalesce(json_agg(g ORDER BY g.kind, g.object, g.col), '[]')::text FROM (
         SELECT 'schema' AS kind, quote_ident(n.nspname) AS object, NULL::text AS col, false AS owned,
                n.nspowner::regrole::text AS owner, n.nspacl::text AS acl, n.nspname AS schema
@@ -726,7 +725,7 @@ BEGIN
     PERFORM snowflake_id_node.no_other_move(router, shards, schemas);
     INSERT INTO snowflake_id_node.move (key, router, role, peer, shards, schemas, state, marker)
     VALUES (key, router, 'source', peer, shards, schemas, 'preparing', marker);
-    EXECUTE format('CREATE TABLE %I.%I (fenced boolean PRIMARY KEY)', schemas[1], marker);
+    EXECUTE format('CREATE TABLE snowflake_id_node.%I (fenced boolean PRIMARY KEY)', marker);
 END
 $$;
 COMMENT ON FUNCTION snowflake_id_node.prepare_source(text, text, text, integer[], text[]) IS
@@ -746,7 +745,8 @@ BEGIN
     -- PostgreSQL finds a schema's tables by reading all of pg_class, at each look-up of the
     -- publication's tables (every table sync, the WAL sender's start). A table made here
     -- later is not published; the checks under the fence refuse the move then.
-    EXECUTE format('CREATE PUBLICATION %I FOR TABLE %I.%I%s', m.marker, m.schemas[1], m.marker,
+    PERFORM snowflake_id_node.clear_squatter('publication', m.marker);
+    EXECUTE format('CREATE PUBLICATION %I FOR TABLE snowflake_id_node.%I%s', m.marker, m.marker,
                    (SELECT string_agg(format(', %I.%I', s, t.name), '' ORDER BY s, t.name)
                       FROM unnest(m.schemas) s, snowflake_id_node.tables(to_regnamespace(quote_ident(s))) t
                      WHERE t.kind = 'r'));
@@ -755,6 +755,41 @@ END
 $$;
 COMMENT ON FUNCTION snowflake_id_node.publish(text) IS
   'Move step on the source: publishes the tables of move key and records the publication and slot names (copying).';
+
+-- A publication or subscription of a move's name made by another role (any role with CREATE
+-- on the database can make a publication, pg_create_subscription members a subscription):
+-- it would stop the move, so it goes, with a WARNING naming its owner. One of the router's
+-- superuser's is left alone (the move then fails on it: two moves never share a name).
+CREATE OR REPLACE FUNCTION snowflake_id_node.clear_squatter(kind text, name text) RETURNS void
+LANGUAGE plpgsql VOLATILE STRICT
+SET search_path = pg_catalog, pg_temp
+AS $$
+#variable_conflict use_variable
+DECLARE
+    owner oid;
+BEGIN
+    IF kind = 'publication' THEN
+        SELECT p.pubowner INTO owner FROM pg_publication p WHERE p.pubname = name;
+    ELSE
+        SELECT s.subowner INTO owner FROM pg_subscription s
+         WHERE s.subname = name AND s.subdbid = (SELECT d.oid FROM pg_database d WHERE d.datname = current_database());
+    END IF;
+    IF owner IS NULL OR snowflake_id_node.made_by_superuser(owner) THEN
+        RETURN;
+    END IF;
+    RAISE WARNING '% % belongs to role %, not to the router: dropped', kind, quote_ident(name), owner::regrole
+        USING DETAIL = 'A move makes a publication and a subscription of that name.';
+    IF kind = 'publication' THEN
+        EXECUTE format('DROP PUBLICATION %I', name);
+    ELSE
+        EXECUTE format('ALTER SUBSCRIPTION %I DISABLE', name);
+        EXECUTE format('ALTER SUBSCRIPTION %I SET (slot_name = NONE)', name);
+        EXECUTE format('DROP SUBSCRIPTION %I', name);
+    END IF;
+END
+$$;
+COMMENT ON FUNCTION snowflake_id_node.clear_squatter(text, text) IS
+  'Drops a publication or subscription of a move''s name that a role other than a superuser made (WARNING naming it).';
 
 -- The fence (fenced): in one transaction, every table of the schemas locked EXCLUSIVE
 -- (writers in flight finish, new ones wait; readers pass) and given a statement trigger
@@ -781,7 +816,7 @@ $$;
 COMMENT ON FUNCTION snowflake_id_node.set_fence(text, text) IS
   'Move step on the source: fences every table of move key''s schemas (EXCLUSIVE lock, bounded by lock_timeout; statement triggers) (fenced).';
 
--- The tables of the schemas (regclass), markers left out.
+-- The tables of the schemas (regclass).
 CREATE OR REPLACE FUNCTION snowflake_id_node.move_tables(schemas text[]) RETURNS TABLE (t regclass)
 LANGUAGE sql STABLE STRICT PARALLEL SAFE ROWS 5
 SET search_path = pg_catalog, pg_temp
@@ -789,7 +824,7 @@ BEGIN ATOMIC
     SELECT x.oid::regclass FROM unnest(schemas) s JOIN pg_namespace n ON n.nspname = s, snowflake_id_node.tables(n.oid) x
      ORDER BY n.nspname COLLATE "C", x.name COLLATE "C";   -- by name: OIDs differ from node to node
 END;
-COMMENT ON FUNCTION snowflake_id_node.move_tables(text[]) IS 'The tables of the schemas, moves'' markers left out.';
+COMMENT ON FUNCTION snowflake_id_node.move_tables(text[]) IS 'The tables of the schemas.';
 
 -- The marker row, written after the fence: once the target has it, it has every write before.
 CREATE OR REPLACE FUNCTION snowflake_id_node.mark(key text) RETURNS void
@@ -800,33 +835,24 @@ AS $$
 DECLARE
     m snowflake_id_node.move := snowflake_id_node.record(key, '{fenced}');
 BEGIN
-    EXECUTE format('INSERT INTO %I.%I VALUES (true) ON CONFLICT DO NOTHING', m.schemas[1], m.marker);
+    EXECUTE format('INSERT INTO snowflake_id_node.%I VALUES (true) ON CONFLICT DO NOTHING', m.marker);
 END
 $$;
 COMMENT ON FUNCTION snowflake_id_node.mark(text) IS 'Move step on the source: writes the marker row of move key, after the fence.';
 
 -- Row counts of every table of the move's schemas, one line each (both nodes, under the
--- fence): a query counting up to 256 tables at once (a query per table took twice as long).
+-- fence), counted by snowflake_id_node.count_rows: a sequential scan with no planner, so
+-- nothing the tables' owner defined (an index expression's function, which planning a
+-- count(*) folds) runs as the router's superuser.
+-- (PL/pgSQL: count_rows is declared after this file, in sql/remote.sql.)
 CREATE OR REPLACE FUNCTION snowflake_id_node.row_counts(key text) RETURNS text
-LANGUAGE plpgsql STABLE STRICT
+LANGUAGE plpgsql VOLATILE STRICT
 SET search_path = pg_catalog, pg_temp
 AS $$
-#variable_conflict use_variable
-DECLARE
-    m snowflake_id_node.move;
-    q text;
-    part text;
-    lines text[] := '{}';
 BEGIN
-    SELECT * INTO m FROM snowflake_id_node.move r WHERE r.key = row_counts.key;
-    FOR q IN SELECT string_agg(format('SELECT %s AS o, %L || count(*) || '' rows'' AS l FROM %s', x.o, 'table ' || x.t || ': ', x.t),
-                               ' UNION ALL ' ORDER BY x.o)
-               FROM snowflake_id_node.move_tables(m.schemas) WITH ORDINALITY x(t, o)
-              GROUP BY (x.o - 1) / 256 ORDER BY (x.o - 1) / 256 LOOP
-        EXECUTE 'SELECT string_agg(c.l, E''\n'' ORDER BY c.o) FROM (' || q || ') c' INTO part;
-        lines := lines || part;
-    END LOOP;
-    RETURN array_to_string(lines, E'\n');
+    RETURN (SELECT string_agg('table ' || x.t || ': ' || snowflake_id_node.count_rows(x.t) || ' rows', E'\n' ORDER BY x.o)
+              FROM snowflake_id_node.move m, snowflake_id_node.move_tables(m.schemas) WITH ORDINALITY x(t, o)
+             WHERE m.key = row_counts.key);
 END
 $$;
 COMMENT ON FUNCTION snowflake_id_node.row_counts(text) IS 'Rows of every table of move key''s schemas here, one line each.';
@@ -936,6 +962,7 @@ BEGIN
         RAISE EXCEPTION 'the sealed copy of shards % is kept: %', m.shards, why USING ERRCODE = 'object_not_in_prerequisite_state';
     END IF;
     PERFORM snowflake_id_node.drop_schemas(m.schemas);
+    EXECUTE format('DROP TABLE IF EXISTS snowflake_id_node.%I', m.marker);
     DELETE FROM snowflake_id_node.move r WHERE r.key = m.key;
 END
 $$;
@@ -974,7 +1001,7 @@ SET search_path = pg_catalog, pg_temp
 AS $$
 #variable_conflict use_variable
 DECLARE
-    deadline timestamptz := clock_timestamp() + wait_timeout;
+    deadline timestamptz := snowflake_id_node.monotonic() + wait_timeout;
     slot text;
 BEGIN
     IF m.publication IS NOT NULL THEN
@@ -991,11 +1018,11 @@ BEGIN
         BEGIN
             PERFORM pg_drop_replication_slot(slot);
         EXCEPTION WHEN object_in_use OR undefined_object THEN
-            IF clock_timestamp() > deadline THEN
+            IF snowflake_id_node.monotonic() > deadline THEN
                 RAISE EXCEPTION 'replication slot % is still in use after %', slot, wait_timeout
                     USING ERRCODE = 'object_in_use';
             END IF;
-            PERFORM pg_sleep(0.01);
+            PERFORM snowflake_id_node.sleep(0.01);
         END;
     END LOOP;
 END
@@ -1080,7 +1107,7 @@ BEGIN
     -- create_shard(schemas[i], shards[i], template) for each, in one call: the template read
     -- and checked once for the batch, not once per shard.
     PERFORM snowflake_id_internal.create_shards_from(schemas, shards, template);
-    EXECUTE format('CREATE TABLE %I.%I (fenced boolean PRIMARY KEY)', schemas[1], marker);
+    EXECUTE format('CREATE TABLE snowflake_id_node.%I (fenced boolean PRIMARY KEY)', marker);
 END
 $$;
 COMMENT ON FUNCTION snowflake_id_node.prepare_target(text, text, text, integer[], text[], text) IS
@@ -1109,7 +1136,7 @@ BEGIN
     END IF;
     RETURN snowflake_id_node.copy_from_source(source_connstr, m.peer, m.marker,
         ARRAY(SELECT x.t::oid FROM snowflake_id_node.move_tables(m.schemas) x)
-        || to_regclass(format('%I.%I', m.schemas[1], m.marker))::oid);
+        || to_regclass(format('snowflake_id_node.%I', m.marker))::oid);
 END
 $$;
 COMMENT ON FUNCTION snowflake_id_node.copy_rows(text, text) IS
@@ -1192,6 +1219,7 @@ BEGIN
     IF m.subscription IS NOT NULL THEN
         RAISE EXCEPTION 'move % has subscribed already', key USING ERRCODE = 'object_not_in_prerequisite_state';
     END IF;
+    PERFORM snowflake_id_node.clear_squatter('subscription', m.marker);
     EXECUTE format('CREATE SUBSCRIPTION %I CONNECTION %L PUBLICATION %I
                       WITH (create_slot = false, slot_name = %L, copy_data = false, disable_on_error = true)',
                    m.marker, source_connstr, m.marker, m.marker);
@@ -1249,7 +1277,7 @@ DECLARE
     seen boolean;
 BEGIN
     SELECT * INTO m FROM snowflake_id_node.move r WHERE r.key = marked.key AND r.role = 'target';
-    EXECUTE format('SELECT EXISTS (SELECT FROM %I.%I)', m.schemas[1], m.marker) INTO seen;
+    EXECUTE format('SELECT EXISTS (SELECT FROM snowflake_id_node.%I)', m.marker) INTO seen;
     IF NOT seen THEN
         PERFORM snowflake_id_node.check_subscription(m);
     END IF;
@@ -1314,7 +1342,7 @@ DECLARE
     m snowflake_id_node.move := snowflake_id_node.record(key, '{serving}');
 BEGIN
     PERFORM snowflake_id_node.drop_subscription(m);
-    EXECUTE format('DROP TABLE IF EXISTS %I.%I', m.schemas[1], m.marker);
+    EXECUTE format('DROP TABLE IF EXISTS snowflake_id_node.%I', m.marker);
     DELETE FROM snowflake_id_node.move r WHERE r.key = m.key;
 END
 $$;
@@ -1358,6 +1386,7 @@ BEGIN
     IF m.role = 'target' THEN
         PERFORM snowflake_id_node.drop_subscription(m);
         PERFORM snowflake_id_node.drop_schemas(m.created);
+        EXECUTE format('DROP TABLE IF EXISTS snowflake_id_node.%I', m.marker);
     ELSE
         FOR t IN SELECT g.tgrelid::regclass FROM unnest(m.schemas) x JOIN pg_namespace n ON n.nspname = x,
                         snowflake_id_node.tables(n.oid) r JOIN pg_trigger g ON g.tgrelid = r.oid
@@ -1365,9 +1394,7 @@ BEGIN
             EXECUTE format('DROP TRIGGER %I ON %s', m.marker, t);
         END LOOP;
         PERFORM snowflake_id_node.drop_replication(m, wait_timeout);
-        IF to_regnamespace(quote_ident(m.schemas[1])) IS NOT NULL THEN
-            EXECUTE format('DROP TABLE IF EXISTS %I.%I', m.schemas[1], m.marker);
-        END IF;
+        EXECUTE format('DROP TABLE IF EXISTS snowflake_id_node.%I', m.marker);
     END IF;
     DELETE FROM snowflake_id_node.move r WHERE r.key = m.key;
 END
@@ -1426,6 +1453,16 @@ END;
 COMMENT ON FUNCTION snowflake_id_node.moves() IS
   'The move records on this node as JSON, each with whether another session holds its shard locks (its mover lives).';
 
+-- Whether a role is a superuser: what the router makes on a node (publications,
+-- subscriptions) its superuser owns. A name proves nothing (any role with CREATE on the
+-- database can make a publication named like a move's); an owner does.
+CREATE OR REPLACE FUNCTION snowflake_id_node.made_by_superuser(owner oid) RETURNS boolean
+LANGUAGE sql STABLE STRICT PARALLEL SAFE
+SET search_path = pg_catalog, pg_temp
+RETURN coalesce((SELECT r.rolsuper FROM pg_roles r WHERE r.oid = owner), false);
+COMMENT ON FUNCTION snowflake_id_node.made_by_superuser(oid) IS
+  'Whether role owner is a superuser (what the router makes on a node is its superuser''s).';
+
 -- Everything moves have made here and not removed, one line each (for tests and status).
 CREATE OR REPLACE FUNCTION snowflake_id_node.leftovers() RETURNS SETOF text
 LANGUAGE sql STABLE
@@ -1436,23 +1473,28 @@ BEGIN ATOMIC
     SELECT format('replication slot %s', s.slot_name) FROM pg_replication_slots s
      WHERE s.slot_name LIKE 'sfid\_%' OR s.slot_name ~ '^pg_[0-9]+_sync_'
     UNION ALL
-    SELECT format('publication %s', p.pubname) FROM pg_publication p WHERE p.pubname LIKE 'sfid\_%'
+    SELECT format('publication %s', p.pubname) FROM pg_publication p
+     WHERE p.pubname LIKE 'sfid\_%' AND snowflake_id_node.made_by_superuser(p.pubowner)
     UNION ALL
     SELECT format('subscription %s', s.subname) FROM pg_subscription s
      WHERE s.subname LIKE 'sfid\_%' AND s.subdbid = (SELECT d.oid FROM pg_database d WHERE d.datname = current_database())
+       AND snowflake_id_node.made_by_superuser(s.subowner)
     UNION ALL
     SELECT format('fence trigger %s on %s', g.tgname, g.tgrelid::regclass) FROM pg_trigger g
      WHERE g.tgfoid = 'snowflake_id_node.fence()'::regprocedure
     UNION ALL
     SELECT format('marker table %s', c.oid::regclass) FROM pg_class c
-     WHERE c.relname LIKE 'sfid\_%' AND c.relkind = 'r';
+     WHERE c.relname LIKE 'sfid\_%' AND c.relkind = 'r' AND c.relnamespace = 'snowflake_id_node'::regnamespace;
 END;
 COMMENT ON FUNCTION snowflake_id_node.leftovers() IS
   'What moves made on this node and have not removed (records, slots, publications, subscriptions, fences, markers), one line each.';
 
 -- What moves of a router (its short identity) left here without a record: publications,
 -- slots, subscriptions, fence triggers and marker tables named sfid_<router8>_<id> whose
--- move has no record on this node (a restored dump, say). Nothing without a record is
+-- move has no record on this node (a restored dump, say), and that only the router's
+-- superuser could have made (a superuser's publication or subscription, a trigger calling
+-- snowflake_id_node.fence(), a table in snowflake_id_node): another role's object of such a
+-- name is never touched. Nothing without a record is
 -- in use: every one is made after its record, in the same transaction or the next. Drops
 -- them and names each.
 CREATE OR REPLACE FUNCTION snowflake_id_node.drop_orphans(router8 text, wait_timeout interval) RETURNS text[]
@@ -1468,7 +1510,7 @@ DECLARE
 BEGIN
     FOR x IN SELECT s.subname FROM pg_subscription s
               WHERE s.subdbid = (SELECT d.oid FROM pg_database d WHERE d.datname = current_database())
-                AND starts_with(s.subname, prefix)
+                AND starts_with(s.subname, prefix) AND snowflake_id_node.made_by_superuser(s.subowner)
                 AND NOT EXISTS (SELECT FROM snowflake_id_node.move r WHERE r.marker = s.subname) LOOP
         EXECUTE format('ALTER SUBSCRIPTION %I DISABLE', x.subname);
         EXECUTE format('ALTER SUBSCRIPTION %I SET (slot_name = NONE)', x.subname);
@@ -1482,13 +1524,13 @@ BEGIN
         dropped := dropped || format('fence trigger %s on %s', x.tgname, x.rel);
     END LOOP;
     FOR x IN SELECT c.oid::regclass::text AS rel FROM pg_class c
-              WHERE c.relkind = 'r' AND starts_with(c.relname, prefix)
+              WHERE c.relkind = 'r' AND starts_with(c.relname, prefix) AND c.relnamespace = 'snowflake_id_node'::regnamespace
                 AND NOT EXISTS (SELECT FROM snowflake_id_node.move r WHERE r.marker = c.relname) LOOP
         EXECUTE format('DROP TABLE %s', x.rel);
         dropped := dropped || format('marker table %s', x.rel);
     END LOOP;
     FOR x IN SELECT p.pubname FROM pg_publication p
-              WHERE starts_with(p.pubname, prefix)
+              WHERE starts_with(p.pubname, prefix) AND snowflake_id_node.made_by_superuser(p.pubowner)
                 AND NOT EXISTS (SELECT FROM snowflake_id_node.move r WHERE r.marker = p.pubname) LOOP
         m.publication := x.pubname;
         PERFORM snowflake_id_node.drop_replication(m, wait_timeout);
@@ -1509,6 +1551,121 @@ COMMENT ON FUNCTION snowflake_id_node.drop_orphans(text, interval) IS
   'Drops what a router''s moves (router8: its short identity) left here without a move record, naming each.';
 
 REVOKE ALL ON ALL FUNCTIONS IN SCHEMA snowflake_id_node FROM PUBLIC;
+-- ==== sql/remote.sql ====
+-- The router's private machinery, written in C (src/pg/remote.rs, own_lock.rs, as_owner.rs,
+-- time.rs), in the internal schema snowflake_id_node and closed to PUBLIC: only the
+-- extension's owner (the superuser who created it) and code running with its rights (the
+-- router's SECURITY DEFINER functions) may call these. docs/security.md says what each
+-- guarantees; docs/cluster-design.md how the router uses them.
+--
+-- Connections (remote_*): a registry of this backend's, in place of dblink's session-wide
+-- names. A connection belongs to the role that opened it; every other role finds none of
+-- that name. It is closed with the subtransaction that opened it if that aborts, and at the
+-- end of the top-level transaction unless kept (remote_keep, superuser sessions only). Its
+-- session starts with the router's settings (search_path and the rest, in the startup
+-- packet, above what the peer's database or role set). Every wait is interruptible and
+-- bounded by the monotonic clock; a cancel sent to a frozen peer is waited for 1 s at most.
+
+CREATE OR REPLACE FUNCTION snowflake_id_node.remote_open(name text, connstr text, options text, peer text, timeout double precision)
+RETURNS integer LANGUAGE c VOLATILE CALLED ON NULL INPUT PARALLEL UNSAFE AS 'MODULE_PATHNAME', 'remote_open_wrapper';
+COMMENT ON FUNCTION snowflake_id_node.remote_open(text, text, text, text, double precision) IS
+  'Opens connection name (this role''s) by connstr, its own libpq options being options, within timeout seconds; peer names it in messages. Returns the peer''s backend pid. 42710 if open already.';
+
+CREATE OR REPLACE FUNCTION snowflake_id_node.remote_close(name text)
+RETURNS boolean LANGUAGE c VOLATILE STRICT PARALLEL UNSAFE AS 'MODULE_PATHNAME', 'remote_close_wrapper';
+COMMENT ON FUNCTION snowflake_id_node.remote_close(text) IS 'Closes this role''s connection name; whether it was open.';
+
+CREATE OR REPLACE FUNCTION snowflake_id_node.remote_close_prefixed(prefix text)
+RETURNS integer LANGUAGE c VOLATILE STRICT PARALLEL UNSAFE AS 'MODULE_PATHNAME', 'remote_close_prefixed_wrapper';
+COMMENT ON FUNCTION snowflake_id_node.remote_close_prefixed(text) IS 'Closes this role''s connections whose names start with prefix; how many.';
+
+CREATE OR REPLACE FUNCTION snowflake_id_node.remote_names()
+RETURNS text[] LANGUAGE c VOLATILE PARALLEL UNSAFE AS 'MODULE_PATHNAME', 'remote_names_wrapper';
+COMMENT ON FUNCTION snowflake_id_node.remote_names() IS 'The names of this role''s open connections, sorted.';
+
+CREATE OR REPLACE FUNCTION snowflake_id_node.remote_connstr(name text)
+RETURNS text LANGUAGE c VOLATILE STRICT PARALLEL UNSAFE AS 'MODULE_PATHNAME', 'remote_connstr_wrapper';
+COMMENT ON FUNCTION snowflake_id_node.remote_connstr(text) IS 'The connect string this role''s connection name was opened with (NULL: not open).';
+
+CREATE OR REPLACE FUNCTION snowflake_id_node.remote_pid(name text)
+RETURNS integer LANGUAGE c VOLATILE STRICT PARALLEL UNSAFE AS 'MODULE_PATHNAME', 'remote_pid_wrapper';
+COMMENT ON FUNCTION snowflake_id_node.remote_pid(text) IS 'The peer''s backend pid of this role''s connection name.';
+
+CREATE OR REPLACE FUNCTION snowflake_id_node.remote_keep(name text, keep boolean)
+RETURNS void LANGUAGE c VOLATILE STRICT PARALLEL UNSAFE AS 'MODULE_PATHNAME', 'remote_keep_wrapper';
+COMMENT ON FUNCTION snowflake_id_node.remote_keep(text, boolean) IS
+  'Marks connection name to outlive the transaction (keep) or not; only a superuser''s session keeps any (42501).';
+
+CREATE OR REPLACE FUNCTION snowflake_id_node.remote_send(name text, sql text)
+RETURNS void LANGUAGE c VOLATILE STRICT PARALLEL UNSAFE AS 'MODULE_PATHNAME', 'remote_send_wrapper';
+COMMENT ON FUNCTION snowflake_id_node.remote_send(text, text) IS 'Sends sql on connection name without waiting for it.';
+
+CREATE OR REPLACE FUNCTION snowflake_id_node.remote_busy(name text)
+RETURNS boolean LANGUAGE c VOLATILE STRICT PARALLEL UNSAFE AS 'MODULE_PATHNAME', 'remote_busy_wrapper';
+COMMENT ON FUNCTION snowflake_id_node.remote_busy(text) IS 'Whether what was sent on connection name still runs.';
+
+CREATE OR REPLACE FUNCTION snowflake_id_node.remote_cancel(name text)
+RETURNS boolean LANGUAGE c VOLATILE STRICT PARALLEL UNSAFE AS 'MODULE_PATHNAME', 'remote_cancel_wrapper';
+COMMENT ON FUNCTION snowflake_id_node.remote_cancel(text) IS
+  'Asks the peer to cancel what runs on connection name, waiting 1 s at most; whether the request was taken.';
+
+CREATE OR REPLACE FUNCTION snowflake_id_node.remote_receive(name text, timeout double precision, what text)
+RETURNS text LANGUAGE c VOLATILE CALLED ON NULL INPUT PARALLEL UNSAFE AS 'MODULE_PATHNAME', 'remote_receive_wrapper';
+COMMENT ON FUNCTION snowflake_id_node.remote_receive(text, double precision, text) IS
+  'Waits up to timeout seconds for what was sent on connection name: the first column of its first row; a remote error raised again with its SQLSTATE (message after "what: "); 57014 "what did not finish in time" after cancelling it.';
+
+CREATE OR REPLACE FUNCTION snowflake_id_node.remote_result(name text, timeout double precision, what text)
+RETURNS text[] LANGUAGE c VOLATILE STRICT PARALLEL UNSAFE AS 'MODULE_PATHNAME', 'remote_result_wrapper';
+COMMENT ON FUNCTION snowflake_id_node.remote_result(text, double precision, text) IS
+  'As remote_receive, but a remote error is returned: {value, sqlstate, message}.';
+
+-- Locks only the owner can take: advisory locks whose pg_locks.objsubid is 3, a key space
+-- no pg_advisory_* function reaches (they use 1 and 2).
+CREATE OR REPLACE FUNCTION snowflake_id_node.own_lock(class integer, key integer, session boolean, shared boolean, wait boolean)
+RETURNS boolean LANGUAGE c VOLATILE STRICT PARALLEL UNSAFE AS 'MODULE_PATHNAME', 'own_lock_wrapper';
+COMMENT ON FUNCTION snowflake_id_node.own_lock(integer, integer, boolean, boolean, boolean) IS
+  'Takes the owner-only advisory lock (class, key) (pg_locks.objsubid 3) for the session or transaction, shared or exclusive; without wait false if taken by another session, with it waits under lock_timeout.';
+
+CREATE OR REPLACE FUNCTION snowflake_id_node.own_unlock(class integer, key integer, session boolean, shared boolean)
+RETURNS boolean LANGUAGE c VOLATILE STRICT PARALLEL UNSAFE AS 'MODULE_PATHNAME', 'own_unlock_wrapper';
+COMMENT ON FUNCTION snowflake_id_node.own_unlock(integer, integer, boolean, boolean) IS
+  'Releases one hold of the owner-only advisory lock (class, key); whether this session held it.';
+
+-- The clock of deadlines: monotonic, so a wall clock stepped back stretches no wait.
+CREATE OR REPLACE FUNCTION snowflake_id_node.monotonic()
+RETURNS timestamptz LANGUAGE c VOLATILE PARALLEL SAFE AS 'MODULE_PATHNAME', 'monotonic_wrapper';
+COMMENT ON FUNCTION snowflake_id_node.monotonic() IS
+  'This backend''s monotonic clock, as 2000-01-01 plus the time since its first reading: for deadlines, not a time of day.';
+
+CREATE OR REPLACE FUNCTION snowflake_id_node.sleep(seconds double precision)
+RETURNS void LANGUAGE c VOLATILE STRICT PARALLEL SAFE AS 'MODULE_PATHNAME', 'sleep_wrapper';
+COMMENT ON FUNCTION snowflake_id_node.sleep(double precision) IS
+  'Sleeps seconds by the monotonic clock, interruptibly (pg_sleep sleeps to an end read from the wall clock).';
+
+-- Queries on other roles' tables: as their owner, under restricted-operation rules.
+CREATE OR REPLACE FUNCTION snowflake_id_node.as_owner(role oid, query text)
+RETURNS text LANGUAGE c VOLATILE STRICT PARALLEL UNSAFE AS 'MODULE_PATHNAME', 'as_owner_wrapper';
+COMMENT ON FUNCTION snowflake_id_node.as_owner(oid, text) IS
+  'Runs query as role with SECURITY_RESTRICTED_OPERATION, search_path pg_catalog, pg_temp and row_security off (as VACUUM and REINDEX run a table owner''s code): its first column, first row, as text.';
+
+-- A table's rows as count(*) counts them, without planning a query on it (planning runs its
+-- owner's index expressions): a sequential scan at the statement's snapshot.
+CREATE OR REPLACE FUNCTION snowflake_id_node.count_rows(rel oid)
+RETURNS bigint LANGUAGE c VOLATILE STRICT PARALLEL UNSAFE AS 'MODULE_PATHNAME', 'count_rows_wrapper';
+COMMENT ON FUNCTION snowflake_id_node.count_rows(oid) IS
+  'The rows of table rel visible to the statement''s snapshot, counted by a sequential scan with no planner and nothing of its owner''s run.';
+
+REVOKE ALL ON FUNCTION snowflake_id_node.remote_open(text, text, text, text, double precision),
+    snowflake_id_node.remote_close(text), snowflake_id_node.remote_close_prefixed(text),
+    snowflake_id_node.remote_names(), snowflake_id_node.remote_connstr(text), snowflake_id_node.remote_pid(text),
+    snowflake_id_node.remote_keep(text, boolean), snowflake_id_node.remote_send(text, text),
+    snowflake_id_node.remote_busy(text), snowflake_id_node.remote_cancel(text),
+    snowflake_id_node.remote_receive(text, double precision, text),
+    snowflake_id_node.remote_result(text, double precision, text),
+    snowflake_id_node.own_lock(integer, integer, boolean, boolean, boolean),
+    snowflake_id_node.own_unlock(integer, integer, boolean, boolean),
+    snowflake_id_node.monotonic(), snowflake_id_node.sleep(double precision),
+    snowflake_id_node.as_owner(oid, text), snowflake_id_node.count_rows(oid) FROM PUBLIC;
 
 -- == The shard catalog's bound is the layout's largest shard (sql/shard_catalog.sql) ==
 ALTER TABLE snowflake_id_shard DROP CONSTRAINT snowflake_id_shard_shard_check,
@@ -2245,7 +2402,7 @@ COMMENT ON FUNCTION snowflake_id_node.served_shards() IS
 CREATE OR REPLACE FUNCTION snowflake_id_node.shard_stats(recent boolean, after integer, count integer)
 RETURNS TABLE (shard integer, schema_name text, tables integer, rows bigint, bytes bigint,
                newest_id bigint, newest_at timestamptz, ahead_of_clock interval, ids_last_minute bigint)
-LANGUAGE plpgsql STABLE STRICT PARALLEL SAFE
+LANGUAGE plpgsql VOLATILE STRICT PARALLEL UNSAFE
 SET search_path = pg_catalog, pg_temp
 AS $$
 DECLARE
@@ -2277,7 +2434,7 @@ BEGIN
             -- Once, before the query: a lookup by name there ran once per row.
             fn := snowflake_id_internal.shard_function(nsp);
             FOR col IN
-                SELECT c.oid::regclass AS rel, a.attname
+                SELECT c.oid::regclass AS rel, a.attname, c.relowner AS owner
                   FROM (SELECT d.objid FROM pg_depend d
                          WHERE d.refclassid = 'pg_proc'::regclass AND d.classid = 'pg_attrdef'::regclass
                            AND d.refobjid = fn
@@ -2291,9 +2448,15 @@ BEGIN
             LOOP
                 -- Each plain table on its own (ONLY: an inheritance child may be a foreign
                 -- table), a bigint column against a bigint: pg_catalog's operator and the
-                -- column's index, whoever owns the table; nothing of its owner's runs.
-                EXECUTE format('SELECT count(*) FROM ONLY %s WHERE %I >= $1', col.rel, col.attname)
-                   INTO n USING @extschema@.make_id(clock_timestamp() - interval '1 minute', s.shard);
+                -- column's index. Run as the table's owner under restricted-operation rules:
+                -- planning it folds what the owner's index expressions call.
+                -- (An owner who may not read its own table there is not asked: unknown.)
+                IF has_schema_privilege(col.owner, nsp, 'USAGE') AND has_table_privilege(col.owner, col.rel, 'SELECT') THEN
+                    n := snowflake_id_node.as_owner(col.owner, format('SELECT count(*)::text FROM ONLY %s WHERE %I >= %s',
+                             col.rel, col.attname, @extschema@.make_id(clock_timestamp() - interval '1 minute', s.shard)));
+                ELSE
+                    n := NULL;
+                END IF;
                 ids_last_minute := ids_last_minute + n;
             END LOOP;
         END IF;
@@ -2302,7 +2465,7 @@ BEGIN
 END
 $$;
 COMMENT ON FUNCTION snowflake_id_node.shard_stats(boolean, integer, integer) IS
-  'At most count shards this node serves, from the first above after, for snowflake_id_router''s shard_status and rebalancer: tables, rows (estimated), bytes, newest ID, its time and lead over the clock, and (recent) rows with an ID made in the last minute.';
+  'At most count shards this node serves, from the first above after, for snowflake_id_router''s shard_status and rebalancer: tables, rows (estimated), bytes, newest ID, its time and lead over the clock, and (recent) rows with an ID made in the last minute (counted as each table''s owner).';
 
 REVOKE ALL ON FUNCTION snowflake_id_node.node_stats(), snowflake_id_node.served_shards(),
     snowflake_id_node.shard_stats(boolean, integer, integer) FROM PUBLIC;
@@ -2650,6 +2813,54 @@ $$;
 COMMENT ON FUNCTION snowflake_id_node.lock_room(integer, integer) IS
   'NULL when a change taking per_schema locks on each of schemas fits in the lock table; otherwise why not.';
 
+-- The role a schema change runs as in a schema: the owner of its tables, sequences and
+-- views, under restricted-operation rules (snowflake_id_node.as_owner). A change re-checks
+-- constraints, rebuilds indexes and fills defaults: what the tables' owner defined runs,
+-- and must not run as the router's superuser. Run as that owner, the change can do what
+-- the owner could do by hand, and what it runs has the owner's rights. A schema whose
+-- relations several roles own, one of them not a superuser, is refused (42501): no one role
+-- runs the change safely there. A schema without relations: its owner.
+CREATE OR REPLACE FUNCTION snowflake_id_node.change_role(schema_name text) RETURNS oid
+LANGUAGE plpgsql STABLE STRICT
+SET search_path = pg_catalog, pg_temp
+AS $$
+#variable_conflict use_variable
+DECLARE
+    nsp oid := to_regnamespace(quote_ident(schema_name));
+    owners oid[];
+BEGIN
+    SELECT array_agg(DISTINCT c.relowner ORDER BY c.relowner) INTO owners
+      FROM pg_depend d JOIN pg_class c ON c.oid = d.objid
+     WHERE d.refclassid = 'pg_namespace'::regclass AND d.refobjid = nsp AND d.classid = 'pg_class'::regclass
+       AND d.deptype = 'n' AND c.relkind IN ('r', 'p', 'S', 'v', 'm', 'f');
+    IF owners IS NULL THEN
+        RETURN (SELECT n.nspowner FROM pg_namespace n WHERE n.oid = nsp);
+    ELSIF cardinality(owners) = 1 THEN
+        RETURN owners[1];
+    ELSIF EXISTS (SELECT FROM unnest(owners) o WHERE NOT snowflake_id_node.made_by_superuser(o)) THEN
+        RAISE EXCEPTION 'the relations of schema % belong to several roles (%): a schema change runs as the owner of a shard''s tables',
+            quote_ident(schema_name), (SELECT string_agg(o::regrole::text, ', ') FROM unnest(owners) o)
+            USING ERRCODE = 'insufficient_privilege',
+                  HINT = 'Give the schema''s tables one owner (ALTER TABLE ... OWNER TO), then call alter_shards again.';
+    END IF;
+    RETURN (SELECT r.oid FROM pg_roles r WHERE r.rolname = current_user);
+END
+$$;
+COMMENT ON FUNCTION snowflake_id_node.change_role(text) IS
+  'The role alter_shards runs a change as in a schema: its relations'' one owner (42501 for several, one not a superuser).';
+
+-- The statement ddl (for schema_name) run as change_role(schema_name).
+CREATE OR REPLACE FUNCTION snowflake_id_node.change_schema(ddl text, schema_name text) RETURNS void
+LANGUAGE plpgsql VOLATILE STRICT
+SET search_path = pg_catalog, pg_temp
+AS $$
+BEGIN
+    PERFORM snowflake_id_node.as_owner(snowflake_id_node.change_role(schema_name), snowflake_id_node.ddl_for(ddl, schema_name));
+END
+$$;
+COMMENT ON FUNCTION snowflake_id_node.change_schema(text, text) IS
+  'Runs alter_shards'' statement on schema_name as the owner of its tables, under restricted-operation rules.';
+
 -- Up front, on every node before any applies: the change is tried on the template and
 -- undone, which checks it here (it parses, its objects exist, it is allowed) and counts
 -- the locks it takes per schema. 'applied' when this node has the change already, 'ready'
@@ -2664,7 +2875,7 @@ DECLARE
 BEGIN
     PERFORM set_config('lock_timeout', lock_timeout, true);
     -- One change at a time on a node: a session of an interrupted run may still be applying.
-    PERFORM pg_advisory_xact_lock(hashtext('snowflake_id_node.schema_change'), 0);
+    PERFORM snowflake_id_node.own_lock(hashtext('snowflake_id_node.schema_change'), 0, false, false, true);
     IF EXISTS (SELECT FROM snowflake_id_node.schema_change c WHERE c.key = schema_change_check.key) THEN
         RETURN 'applied';
     END IF;
@@ -2674,7 +2885,7 @@ BEGIN
     END IF;
     BEGIN
         per_schema := (SELECT count(*) FROM pg_locks WHERE pid = pg_backend_pid());
-        EXECUTE snowflake_id_node.ddl_for(ddl, template);
+        PERFORM snowflake_id_node.change_schema(ddl, template);
         per_schema := (SELECT count(*) FROM pg_locks WHERE pid = pg_backend_pid()) - per_schema;
         RAISE EXCEPTION USING ERRCODE = 'SFDRY';  -- undoes the try
     EXCEPTION WHEN SQLSTATE 'SFDRY' THEN
@@ -2710,7 +2921,7 @@ DECLARE
     hnt text;
 BEGIN
     PERFORM set_config('lock_timeout', lock_timeout, true);
-    PERFORM pg_advisory_xact_lock(hashtext('snowflake_id_node.schema_change'), 0);
+    PERFORM snowflake_id_node.own_lock(hashtext('snowflake_id_node.schema_change'), 0, false, false, true);
     SELECT c.schemas INTO done FROM snowflake_id_node.schema_change c WHERE c.key = schema_change_apply.key;
     IF FOUND THEN
         RETURN done;
@@ -2723,7 +2934,7 @@ BEGIN
     -- schema, thousands of them): an error names the schema it stopped at.
     BEGIN
         per_schema := (SELECT count(*) FROM pg_locks WHERE pid = pg_backend_pid());
-        EXECUTE snowflake_id_node.ddl_for(ddl, template);
+        PERFORM snowflake_id_node.change_schema(ddl, template);
         per_schema := (SELECT count(*) FROM pg_locks WHERE pid = pg_backend_pid()) - per_schema;
         too_many := snowflake_id_node.lock_room(greatest(per_schema, 1), (SELECT count(*) FROM @extschema@.snowflake_id_shard)::integer);
         IF too_many IS NOT NULL THEN
@@ -2731,7 +2942,7 @@ BEGIN
                 USING ERRCODE = 'configuration_limit_exceeded', HINT = split_part(too_many, E'\nHINT: ', 2);
         END IF;
         FOR at IN SELECT s.schema_name FROM @extschema@.snowflake_id_shard s ORDER BY s.shard LOOP
-            EXECUTE snowflake_id_node.ddl_for(ddl, at);
+            PERFORM snowflake_id_node.change_schema(ddl, at);
             schemas := schemas + 1;
         END LOOP;
     EXCEPTION WHEN OTHERS THEN
@@ -2776,5 +2987,7 @@ END
 $$;
 COMMENT ON FUNCTION snowflake_id_node.shards_unlike(text) IS
   'How many shard schemas of this node were checked against the template, how many differ, and the first difference.';
+
+REVOKE ALL ON ALL FUNCTIONS IN SCHEMA snowflake_id_node FROM PUBLIC;
 
 REVOKE ALL ON ALL FUNCTIONS IN SCHEMA snowflake_id_node FROM PUBLIC;

@@ -2,6 +2,8 @@
 //! surface. Each unsafe module states at its top the invariants it keeps and the PostgreSQL
 //! source it mirrors.
 
+/// Queries on other roles' tables, run as their owner under restricted-operation rules.
+pub mod as_owner;
 /// One table's rows from another node into a local table: a remote COPY fed into COPY FROM.
 pub mod copy_in;
 /// Which statements alter_shards runs: one schema change, read by PostgreSQL's parser.
@@ -18,6 +20,14 @@ pub mod libpq;
 pub mod mask_key_file;
 /// PostgreSQL's C structs and macros the generator needs, mirrored; the unguarded calls.
 mod mirror;
+/// Locks only the extension's owner can take: advisory locks in a key space of their own.
+pub mod own_lock;
+/// The router's connections: a registry of this backend's, bound to the role that opened
+/// them and closed with the (sub)transaction.
+pub mod remote;
+/// A table's rows counted by a sequential scan, without the planner or anything its owner
+/// defined.
+pub mod row_count;
 /// What a backend remembers per sequence between calls, as `sequence.c`'s `SeqTableData`.
 mod sequence_cache;
 /// The checks `nextval()` makes, made when what the cache remembers no longer holds.

@@ -16,10 +16,15 @@ mod instagram;
 mod node_ddl;
 /// Other people's IDs (docs/other-ids.md): named layouts, UUID/ULID/ObjectID times.
 mod other_ids;
+/// The router's private connections, owner-only locks, monotonic clock, and queries run as a
+/// table's owner.
+mod remote;
 
 // The node side of snowflake_id_router's protocol (schema snowflake_id_node): identity,
 // connect strings, moves. Before the installer: snowflake_id_shards reads the moves.
 extension_sql_file!("../sql/node.sql", name = "node");
+// The router's private connections, locks and clock (in snowflake_id_node).
+extension_sql_file!("../sql/remote.sql", name = "remote", requires = ["node"]);
 // What the router's node_status, shard_status and rebalancer read on a node.
 extension_sql_file!(
     "../sql/node_status.sql",

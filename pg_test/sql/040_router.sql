@@ -4,8 +4,10 @@
 SET client_min_messages = warning;
 CREATE EXTENSION snowflake_id_router CASCADE;
 RESET client_min_messages;
-SELECT extname, CASE WHEN extname LIKE 'snowflake%' THEN extversion END AS extversion  -- (PL/Proxy's and dblink's differ by version)
-  FROM pg_extension WHERE extname IN ('plproxy', 'snowflake_id', 'dblink', 'snowflake_id_router') ORDER BY 1;
+SELECT extname, CASE WHEN extname LIKE 'snowflake%' THEN extversion END AS extversion  -- (PL/Proxy's differs by version)
+  FROM pg_extension WHERE extname IN ('plproxy', 'snowflake_id', 'snowflake_id_router') ORDER BY 1;
+-- The router makes its connections through snowflake_id's own registry, not dblink.
+SELECT requires FROM pg_available_extension_versions WHERE name = 'snowflake_id_router' AND version = '0.3.0';
 -- The cluster: 8192 partitions, all assigned to no node at first.
 SELECT srvname, array_length(srvoptions, 1) AS options, srvoptions[8] AS p7 FROM pg_foreign_server WHERE srvname = 'snowflake_id';
 -- A node: another database of this server, with snowflake_id and a function to route to.
@@ -159,6 +161,7 @@ DROP ROLE router_reg_user;
 -- trust here, ~/.pgpass or certificates elsewhere), and an application role that may use
 -- the server cannot log in anywhere through it with dblink: it has no password to give.
 SELECT current_user AS regress_user \gset
+CREATE EXTENSION IF NOT EXISTS dblink;
 CREATE ROLE router_reg_app LOGIN;
 GRANT USAGE ON FOREIGN SERVER snowflake_id TO router_reg_app;
 SELECT srvname, umoptions FROM pg_user_mappings WHERE srvname = 'snowflake_id';
@@ -173,6 +176,7 @@ DROP ROLE router_reg_app;
 DROP FUNCTION routed(integer), routed_by_id(bigint);
 SET client_min_messages = warning;
 DROP EXTENSION snowflake_id_router CASCADE;
-DROP EXTENSION plproxy, dblink;
+DROP EXTENSION plproxy;
+DROP EXTENSION IF EXISTS dblink;
 -- (The node databases stay: dropping them would wait for this session's routed connections.)
 RESET client_min_messages;

@@ -178,7 +178,8 @@ SELECT p.oid::regprocedure, p.prokind, p.prosecdef, p.proconfig
 
 SET client_min_messages = warning;
 DROP EXTENSION snowflake_id_router CASCADE;
-DROP EXTENSION plproxy, dblink;
+DROP EXTENSION plproxy;
+DROP EXTENSION IF EXISTS dblink;
 DROP DATABASE sfops_a;
 DROP DATABASE sfops_b;
 RESET client_min_messages;

@@ -143,7 +143,8 @@ SELECT count(*) AS shards, (SELECT count(*) FROM router_status) AS routers FROM 
 
 SET client_min_messages = warning;
 DROP EXTENSION snowflake_id_router CASCADE;
-DROP EXTENSION plproxy, dblink;
+DROP EXTENSION plproxy;
+DROP EXTENSION IF EXISTS dblink;
 DROP FUNCTION ddl_reg_refusal(text);
 DROP DATABASE ddl_reg_node_a;
 DROP DATABASE ddl_reg_node_b;

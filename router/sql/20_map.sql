@@ -71,7 +71,8 @@ BEGIN
         RAISE EXCEPTION 'node % already exists', quote_literal(name) USING ERRCODE = 'duplicate_object';
     END IF;
     -- Known by what it is: reach it once and read its identity.
-    PERFORM snowflake_id_router.connect('snowflake_id_router_add', snowflake_id_router.connect_options() || ' ' || normal);
+    PERFORM snowflake_id_router.connect('snowflake_id_router_add', snowflake_id_router.connect_options() || ' ' || normal,
+                                        format('node %L', name));
     found_identity := snowflake_id_router.remote_identity('snowflake_id_router_add', name);
     PERFORM snowflake_id_router.disconnect('snowflake_id_router_add');
     PERFORM snowflake_id_router.check_new_identity(name, found_identity);

@@ -45,11 +45,11 @@ BEGIN
     -- Not while alter_shards is half-way across the nodes: waits for it (bounded).
     PERFORM snowflake_id_router.lock_schema_changes(false);
     FOREACH s IN ARRAY shards LOOP
-        IF NOT pg_try_advisory_xact_lock(snowflake_id_node.lock_class(), s) THEN
+        IF NOT snowflake_id_node.own_lock(snowflake_id_node.lock_class(), s, false, false, false) THEN
             RAISE EXCEPTION 'shard % is being moved or repaired by another session (pid %)', s,
                 (SELECT l.pid FROM pg_locks l WHERE l.locktype = 'advisory' AND l.granted
                     AND l.database = (SELECT d.oid FROM pg_database d WHERE d.datname = current_database())
-                    AND l.classid = snowflake_id_node.lock_class()::oid AND l.objid::bigint = s AND l.objsubid = 2 LIMIT 1)
+                    AND l.classid = snowflake_id_node.lock_class()::oid AND l.objid::bigint = s AND l.objsubid = 3 LIMIT 1)
                 USING ERRCODE = 'lock_not_available';
         END IF;
     END LOOP;
@@ -61,25 +61,30 @@ COMMENT ON FUNCTION snowflake_id_router.lock_router(integer[]) IS
 -- The fence gate. A batch's fence lasts longest when other batches do heavy work beside it
 -- (making their copies, copying, subscribing, dropping old copies): on a busy machine that,
 -- more than the other fences, is what a write to the fenced shards waits for. So a move
--- closes the gate (a session advisory lock, exclusive) right before its fence and opens it
--- after its flip or on any failure; a move passes it (shared, at once given back) before
--- each heavy step. PostgreSQL queues a lock behind the requests waiting before it: while
--- a batch is fenced or waits to be, no other starts a heavy step; steps already running go
--- on, and a batch waiting to fence keeps catching up. A session that dies opens the gate.
+-- closes the gate (an owner-only lock, exclusive) right before its fence and opens it after
+-- its flip or on any failure; a move passes it (shared, at once given back) before each
+-- heavy step. PostgreSQL queues a lock behind the requests waiting before it: while a batch
+-- is fenced or waits to be, no other starts a heavy step; steps already running go on, and
+-- a batch waiting to fence keeps catching up. The lock is taken by the move's loopback
+-- session, not the caller's: it goes with that connection, which goes with the caller's
+-- transaction whatever ends it (10_connections.sql). No other role can take it
+-- (snowflake_id_node.own_lock).
 CREATE OR REPLACE FUNCTION snowflake_id_router.gate_lock() RETURNS integer
 LANGUAGE sql IMMUTABLE PARALLEL SAFE
 RETURN hashtext('snowflake_id_router.fence_gate');
 COMMENT ON FUNCTION snowflake_id_router.gate_lock() IS
-  'Class of the session advisory lock (class, 0): exclusive from a move''s fence to its flip, passed (shared) before heavy steps.';
+  'Class of the owner-only lock (class, 0): exclusive from a move''s fence to its flip, passed (shared) before heavy steps.';
 
--- Whether this session holds the gate closed.
+-- Whether this session's move holds the gate closed (through its loopback session).
 CREATE OR REPLACE FUNCTION snowflake_id_router.gate_closed_here() RETURNS boolean
 LANGUAGE sql VOLATILE PARALLEL SAFE
 SET search_path = pg_catalog, pg_temp
-RETURN EXISTS (SELECT FROM pg_locks l
-                WHERE l.locktype = 'advisory' AND l.granted AND l.objsubid = 2 AND l.pid = pg_backend_pid()
+RETURN 'sfid:self' = ANY (snowflake_id_node.remote_names())
+   AND EXISTS (SELECT FROM pg_locks l
+                WHERE l.locktype = 'advisory' AND l.granted AND l.objsubid = 3
+                  AND l.pid = snowflake_id_node.remote_pid('sfid:self')
                   AND l.classid = snowflake_id_router.gate_lock()::oid AND l.objid = 0 AND l.mode = 'ExclusiveLock');
-COMMENT ON FUNCTION snowflake_id_router.gate_closed_here() IS 'Whether this session holds the fence gate closed.';
+COMMENT ON FUNCTION snowflake_id_router.gate_closed_here() IS 'Whether this session''s move holds the fence gate closed.';
 
 -- Waits (up to wait) to pass the gate (shared: close false) or to close it (close true);
 -- 55P03 when the batches in their fence do not end within it.
@@ -88,22 +93,21 @@ LANGUAGE plpgsql VOLATILE STRICT PARALLEL UNSAFE
 SET search_path = pg_catalog, pg_temp
 AS $$
 #variable_conflict use_variable
+DECLARE
+    take text := format('snowflake_id_node.own_lock(%s, 0, true, %L, pg_catalog.set_config(''lock_timeout'', %L, true) IS NOT NULL)',
+                        snowflake_id_router.gate_lock(), NOT close, snowflake_id_router.ms(wait));
 BEGIN
     IF snowflake_id_router.gate_closed_here() THEN
         RETURN;   -- (a session lock is counted: never taken twice)
     END IF;
-    -- Restored when this function returns (its SET clause makes a level of its own).
-    PERFORM set_config('lock_timeout', snowflake_id_router.ms(wait), true);
-    IF close THEN
-        PERFORM pg_advisory_lock(snowflake_id_router.gate_lock(), 0);
-    ELSE
-        PERFORM pg_advisory_lock_shared(snowflake_id_router.gate_lock(), 0);
-        PERFORM pg_advisory_unlock_shared(snowflake_id_router.gate_lock(), 0);
-    END IF;
+    PERFORM snowflake_id_router.call(snowflake_id_router.loopback(),
+        CASE WHEN close THEN format('SELECT %s::text', take)
+             ELSE format('SELECT (%s AND snowflake_id_node.own_unlock(%s, 0, true, true))::text', take, snowflake_id_router.gate_lock()) END,
+        wait + interval '10 s', 'waiting for the fence gate');
 EXCEPTION WHEN lock_not_available THEN
     RAISE EXCEPTION 'the moves in their fence (sessions %) did not end within %',
         (SELECT string_agg(l.pid::text, ', ' ORDER BY l.pid) FROM pg_locks l
-          WHERE l.locktype = 'advisory' AND l.granted AND l.objsubid = 2 AND l.mode = 'ExclusiveLock'
+          WHERE l.locktype = 'advisory' AND l.granted AND l.objsubid = 3 AND l.mode = 'ExclusiveLock'
             AND l.classid = snowflake_id_router.gate_lock()::oid AND l.objid = 0), wait
         USING ERRCODE = 'lock_not_available',
               HINT = 'While a batch is fenced, other moves wait before their heavy steps (docs/cluster.md, "Batches moving at once").';
@@ -112,18 +116,21 @@ $$;
 COMMENT ON FUNCTION snowflake_id_router.gate(boolean, interval) IS
   'Passes (close false) or closes (close true) the fence gate, waiting up to wait; 55P03 naming the fenced sessions if that is not enough.';
 
--- Opens the fence gate if this session holds it closed.
+-- Opens the fence gate if this session's move holds it closed.
 CREATE OR REPLACE FUNCTION snowflake_id_router.gate_open() RETURNS void
 LANGUAGE plpgsql VOLATILE STRICT PARALLEL UNSAFE
 SET search_path = pg_catalog, pg_temp
 AS $$
 BEGIN
     IF snowflake_id_router.gate_closed_here() THEN
-        PERFORM pg_advisory_unlock(snowflake_id_router.gate_lock(), 0);
+        PERFORM snowflake_id_router.call('sfid:self', format('SELECT snowflake_id_node.own_unlock(%s, 0, true, false)::text',
+                                                             snowflake_id_router.gate_lock()), interval '10 s', 'opening the fence gate');
     END IF;
+EXCEPTION WHEN query_canceled OR OTHERS THEN
+    PERFORM snowflake_id_router.disconnect('sfid:self');   -- (which opens it)
 END
 $$;
-COMMENT ON FUNCTION snowflake_id_router.gate_open() IS 'Opens the fence gate if this session holds it closed.';
+COMMENT ON FUNCTION snowflake_id_router.gate_open() IS 'Opens the fence gate if this session''s move holds it closed.';
 
 CREATE OR REPLACE FUNCTION move_shards(shards integer[], node text, template text DEFAULT 'tpl') RETURNS bigint
 LANGUAGE plpgsql VOLATILE CALLED ON NULL INPUT PARALLEL UNSAFE SECURITY DEFINER
@@ -307,12 +314,12 @@ BEGIN
         PERFORM snowflake_id_router.gate(false, long_step);
         dst_prints := snowflake_id_router.compare_fingerprints(src, dst, schemas, shards,
             format('node %L', source), format('the copy made from template %L on node %L', template, target),
-            clock_timestamp() + long_step);
+            snowflake_id_node.monotonic() + long_step);
         PERFORM snowflake_id_router.call(src, format('SELECT snowflake_id_node.prepare_source(%L, %L, %L, %L, %L)',
                                                      k, router, dst_id, shards, schemas), long_step, 'preparing the source');
 
         PERFORM snowflake_id_router.enter(move_id, 'copying');
-        copy_deadline := clock_timestamp() + snowflake_id_router.timeout('copy_timeout');
+        copy_deadline := snowflake_id_node.monotonic() + snowflake_id_router.timeout('copy_timeout');
         PERFORM snowflake_id_router.gate(false, long_step);
         step := 'publishing';
         PERFORM snowflake_id_router.call(src, format('SELECT snowflake_id_node.publish(%L)', k), long_step, step);
@@ -324,9 +331,9 @@ BEGIN
         src_connstr := (SELECT n.connstr FROM snowflake_id_router.node n WHERE n.name = source);
         BEGIN
             PERFORM snowflake_id_router.call(dst, format('SELECT snowflake_id_node.copy_rows(%L, %L)', k, src_connstr),
-                                             greatest(copy_deadline - clock_timestamp(), interval '0'), step);
+                                             greatest(copy_deadline - snowflake_id_node.monotonic(), interval '0'), step);
         EXCEPTION WHEN query_canceled THEN
-            IF clock_timestamp() < copy_deadline THEN
+            IF snowflake_id_node.monotonic() < copy_deadline THEN
                 RAISE;  -- the mover was cancelled
             END IF;
             PERFORM snowflake_id_router.settle_all();
@@ -347,7 +354,7 @@ BEGIN
         PERFORM snowflake_id_router.gate(false, long_step);
         step := 'subscribing';
         suboid := snowflake_id_router.call(dst, format('SELECT snowflake_id_node.subscribe(%L, %L)', k, src_connstr),
-                                           greatest(copy_deadline - clock_timestamp(), interval '0'), step)::oid;
+                                           greatest(copy_deadline - snowflake_id_node.monotonic(), interval '0'), step)::oid;
         PERFORM snowflake_id_router.note(move_id, format('suboid = %s', suboid));
         PERFORM snowflake_id_router.pause_at('subscribed');
         -- The flip must not meet the map locked (by the caller's own transaction, say): find
@@ -366,14 +373,14 @@ BEGIN
         t_fence := clock_timestamp();
         PERFORM snowflake_id_router.call(src, format('SELECT snowflake_id_node.set_fence(%L, %L)', k, lock_ms),
                                          snowflake_id_router.timeout('lock_timeout') + interval '1 s', step);
-        fence_deadline := clock_timestamp() + snowflake_id_router.timeout('cutover_timeout');
+        fence_deadline := snowflake_id_node.monotonic() + snowflake_id_router.timeout('cutover_timeout');
         PERFORM snowflake_id_router.pause_at('fenced');
         -- The marker, and the owners and privileges the copies get once the target has it:
         -- as they are at the fence.
         step := 'waiting for the target to catch up';
         grants := snowflake_id_router.call(src, format('SELECT snowflake_id_node.grants(%L) FROM (SELECT snowflake_id_node.mark(%L) OFFSET 0) m',
                                                        schemas, k),
-                                           greatest(fence_deadline - clock_timestamp(), interval '0'), 'writing the marker');
+                                           greatest(fence_deadline - snowflake_id_node.monotonic(), interval '0'), 'writing the marker');
         PERFORM snowflake_id_router.pause_at('catching up');
         -- The source checks its side while the target catches up and gets its owners:
         -- seal_check, in a transaction there that the seal commits, compares the schemas'
@@ -394,7 +401,7 @@ BEGIN
         step := 'giving the copies their owners and privileges';
         dst_rows := snowflake_id_router.call(dst, format(
             'SELECT snowflake_id_node.row_counts(%L) FROM (SELECT snowflake_id_node.set_grants(%L, %L) OFFSET 0) g', k, k, grants),
-            greatest(fence_deadline - clock_timestamp(), interval '0'), step);
+            greatest(fence_deadline - snowflake_id_node.monotonic(), interval '0'), step);
         step := 'checking the source';
         checked := snowflake_id_router.receive(src, fence_deadline + lock_wait, 'checking the source under its locks')::json;
         -- The same rows on both sides.
@@ -772,19 +779,19 @@ SET search_path = pg_catalog, pg_temp
 AS $$
 #variable_conflict use_variable
 DECLARE
-    deadline timestamptz := clock_timestamp() + snowflake_id_router.timeout('lock_timeout');
+    deadline timestamptz := snowflake_id_node.monotonic() + snowflake_id_router.timeout('lock_timeout');
 BEGIN
-    WHILE clock_timestamp() < deadline LOOP
+    WHILE snowflake_id_node.monotonic() < deadline LOOP
         PERFORM pg_stat_clear_snapshot();
         EXIT WHEN NOT EXISTS (SELECT FROM pg_stat_activity a
                                WHERE a.datname = current_database() AND a.pid <> pg_backend_pid()
                                  AND a.backend_type = 'client backend' AND a.xact_start < since
-                                 -- (movers and their loopback sessions send no routed writes)
-                                 AND a.application_name NOT LIKE 'snowflake\_id\_router %'
+                                 -- (movers and the router's own sessions send no routed writes)
+                                 AND a.pid <> ALL (snowflake_id_router.router_sessions())
                                  AND a.pid NOT IN (SELECT l.pid FROM pg_locks l
-                                                    WHERE l.locktype = 'advisory' AND l.granted
+                                                    WHERE l.locktype = 'advisory' AND l.granted AND l.objsubid = 3
                                                       AND l.classid = snowflake_id_node.lock_class()::oid));
-        PERFORM pg_sleep(0.01);
+        PERFORM snowflake_id_node.sleep(0.01);
     END LOOP;
 END
 $$;

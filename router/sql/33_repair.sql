@@ -162,7 +162,7 @@ CREATE OR REPLACE VIEW move_history AS
            coalesce(m.flipped, m.ended) - m.fenced AS write_pause,
            CASE WHEN m.state IN ('done', 'undone') THEN m.state
                 WHEN EXISTS (SELECT FROM pg_catalog.pg_locks l
-                              WHERE l.locktype = 'advisory' AND l.granted AND l.objsubid = 2
+                              WHERE l.locktype = 'advisory' AND l.granted AND l.objsubid = 3
                                 AND l.database = (SELECT d.oid FROM pg_catalog.pg_database d WHERE d.datname = pg_catalog.current_database())
                                 AND l.classid = snowflake_id_node.lock_class()::oid AND l.objid::bigint = m.shards[1])
                 THEN 'running: ' || m.state

@@ -17,7 +17,6 @@ LANGUAGE plpgsql VOLATILE CALLED ON NULL INPUT PARALLEL UNSAFE
 SET search_path = pg_catalog, pg_temp
 AS $$
 DECLARE
-    d text := snowflake_id_router.dblink_schema();
     nodes snowflake_id_router.node[];
     conns text[] := '{}';
     errors text[] := '{}';
@@ -27,7 +26,8 @@ DECLARE
     pending boolean := true;
     found_identity text;
     answer jsonb;
-    remote_error text;
+    got text[];
+    deadline timestamptz := snowflake_id_node.monotonic() + snowflake_id_router.timeout('status_timeout');
 BEGIN
     SELECT coalesce(array_agg(n ORDER BY n.name), '{}') INTO nodes FROM snowflake_id_router.node n;
     FOR i IN 1 .. cardinality(nodes) LOOP
@@ -35,9 +35,11 @@ BEGIN
         after[i] := -1;
         results[i] := CASE WHEN chunk IS NULL THEN NULL ELSE '[]'::jsonb END;
         BEGIN
-            PERFORM snowflake_id_router.connect(conns[i], snowflake_id_router.connect_options() || ' ' || nodes[i].connstr);
-            PERFORM snowflake_id_router.exec(conns[i], format('SET statement_timeout = %L',
-                extract(epoch FROM snowflake_id_router.setting('status_timeout')::interval) * 1000));
+            PERFORM snowflake_id_router.connect(conns[i], snowflake_id_router.connect_options() || ' ' || nodes[i].connstr,
+                                                format('node %L', nodes[i].name));
+            PERFORM snowflake_id_router.call(conns[i], format('SET statement_timeout = %L',
+                extract(epoch FROM snowflake_id_router.setting('status_timeout')::interval) * 1000),
+                snowflake_id_router.timeout('status_timeout'), 'setting up the session');
         EXCEPTION WHEN OTHERS THEN
             errors[i] := SQLERRM;
         END;
@@ -48,9 +50,9 @@ BEGIN
             waiting[i] := errors[i] IS NULL AND (chunk IS NULL OR after[i] IS NOT NULL);
             CONTINUE WHEN NOT waiting[i];
             BEGIN
-                EXECUTE format('SELECT %s.dblink_send_query($1, $2)', d) USING conns[i],
-                    format('SELECT snowflake_id_node.identity(), (%s)',
-                           CASE WHEN chunk IS NULL THEN sql ELSE format(sql, after[i], chunk) END);
+                PERFORM snowflake_id_node.remote_send(conns[i],
+                    format('SELECT jsonb_build_array(snowflake_id_node.identity(), (%s))::text',
+                           CASE WHEN chunk IS NULL THEN sql ELSE format(sql, after[i], chunk) END));
             EXCEPTION WHEN OTHERS THEN
                 errors[i] := SQLERRM;
                 waiting[i] := false;
@@ -58,16 +60,20 @@ BEGIN
         END LOOP;
         FOR i IN 1 .. cardinality(nodes) LOOP
             CONTINUE WHEN NOT waiting[i];
-            -- fail => false: a remote error comes back as dblink_error_message, not raised.
-            EXECUTE format('SELECT r.i, r.a FROM %s.dblink_get_result($1, false) AS r(i text, a jsonb)', d)
-               INTO found_identity, answer USING conns[i];
-            EXECUTE format('SELECT %s.dblink_error_message($1)', d) INTO remote_error USING conns[i];
-            -- The end of the query's results, so that the connection takes the next one.
-            EXECUTE format('SELECT count(*) FROM %s.dblink_get_result($1, false) AS r(i text, a jsonb)', d) USING conns[i];
-            IF remote_error IS DISTINCT FROM 'OK' THEN
-                errors[i] := CASE WHEN remote_error LIKE '%snowflake_id_node.%does not exist%'
+            -- A remote error comes back as a value, not raised; a timeout (status_timeout
+            -- for all the nodes together) or a broken connection is this node's error.
+            BEGIN
+                got := snowflake_id_node.remote_result(conns[i],
+                    greatest(date_part('epoch', deadline - snowflake_id_node.monotonic()), 0), 'asking the node');
+                found_identity := (got[1]::jsonb)->>0;
+                answer := (got[1]::jsonb)->1;
+            EXCEPTION WHEN query_canceled OR OTHERS THEN
+                got := ARRAY[NULL, SQLSTATE, SQLERRM];
+            END;
+            IF got[2] IS NOT NULL THEN
+                errors[i] := CASE WHEN got[3] LIKE '%snowflake_id_node.%does not exist%'
                                   THEN 'the node runs snowflake_id older than 0.3.0 (there: ALTER EXTENSION snowflake_id UPDATE)'
-                                  ELSE coalesce(remote_error, 'no answer') END;
+                                  ELSE coalesce(got[3], 'no answer') END;
             ELSIF found_identity IS DISTINCT FROM coalesce(nodes[i].identity, found_identity) THEN
                 errors[i] := format('the connect string reaches another database (identity %s, registered as %s)',
                                     found_identity, nodes[i].identity);
@@ -194,7 +200,8 @@ BEGIN
             HINT = 'Register it with add_node(name, connstr).';
     END IF;
     BEGIN
-        PERFORM snowflake_id_router.connect('snowflake_id_router_alter', snowflake_id_router.connect_options() || ' ' || normal);
+        PERFORM snowflake_id_router.connect('snowflake_id_router_alter', snowflake_id_router.connect_options() || ' ' || normal,
+                                            format('node %L', node));
         found_identity := snowflake_id_router.remote_identity('snowflake_id_router_alter', node);
         recovering := snowflake_id_router.fetch('snowflake_id_router_alter', 'SELECT pg_catalog.pg_is_in_recovery()::text');
         PERFORM snowflake_id_router.disconnect('snowflake_id_router_alter');
@@ -206,7 +213,8 @@ BEGIN
         -- Registered by 0.2.0 and never reached since: the old connect string, if it still
         -- reaches anything, says what the node is.
         BEGIN
-            PERFORM snowflake_id_router.connect('snowflake_id_router_alter', snowflake_id_router.connect_options() || ' ' || n.connstr);
+            PERFORM snowflake_id_router.connect('snowflake_id_router_alter', snowflake_id_router.connect_options() || ' ' || n.connstr,
+                                                format('node %L', node));
             n.identity := snowflake_id_router.remote_identity('snowflake_id_router_alter', node);
         EXCEPTION WHEN OTHERS THEN
             PERFORM snowflake_id_router.check_new_identity(node, found_identity);

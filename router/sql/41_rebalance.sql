@@ -20,20 +20,21 @@
 --   lightest node until it is down to the mean, skipping a shard that would take it below
 --   the mean, or the receiver above it, by more than the tolerance.
 
--- The session-level advisory lock of a running rebalance or drain (one at a time per
--- router): its proof of life, held across the procedure's commits, gone with its session.
+-- The session-level lock of a running rebalance or drain (one at a time per router): its
+-- proof of life, held across the procedure's commits, gone with its session. Owner-only
+-- (snowflake_id_node.own_lock): no other role can take it and so fake one running.
 CREATE OR REPLACE FUNCTION snowflake_id_router.rebalance_lock() RETURNS integer
 LANGUAGE sql IMMUTABLE PARALLEL SAFE
 RETURN hashtext('snowflake_id_router.rebalance');
 COMMENT ON FUNCTION snowflake_id_router.rebalance_lock() IS
-  'Class of the session advisory lock (class, 0) a running rebalance or drain holds.';
+  'Class of the owner-only session lock (class, 0) a running rebalance or drain holds.';
 
 -- The session holding the rebalance lock of this database, if any.
 CREATE OR REPLACE FUNCTION snowflake_id_router.rebalance_holder() RETURNS integer
 LANGUAGE sql VOLATILE PARALLEL SAFE
 SET search_path = pg_catalog, pg_temp
 RETURN (SELECT l.pid FROM pg_locks l
-         WHERE l.locktype = 'advisory' AND l.granted AND l.objsubid = 2
+         WHERE l.locktype = 'advisory' AND l.granted AND l.objsubid = 3
            AND l.classid = snowflake_id_router.rebalance_lock()::oid AND l.objid = 0
            AND l.database = (SELECT d.oid FROM pg_database d WHERE d.datname = current_database())
          LIMIT 1);
@@ -225,11 +226,31 @@ SET search_path = pg_catalog, pg_temp
 AS $$
 BEGIN
     WHILE snowflake_id_router.rebalance_holder() IS NOT DISTINCT FROM pg_backend_pid() LOOP
-        PERFORM pg_advisory_unlock(snowflake_id_router.rebalance_lock(), 0);
+        PERFORM snowflake_id_node.own_unlock(snowflake_id_router.rebalance_lock(), 0, true, false);
     END LOOP;
 END
 $$;
 COMMENT ON FUNCTION snowflake_id_router.rebalance_release() IS 'Releases the rebalance lock this session holds.';
+
+-- Waits (at most timeout) until no unfinished move has a live mover (its router locks held).
+CREATE OR REPLACE FUNCTION snowflake_id_router.await_running_moves(timeout interval) RETURNS void
+LANGUAGE plpgsql VOLATILE STRICT PARALLEL UNSAFE
+SET search_path = pg_catalog, pg_temp
+AS $$
+DECLARE
+    deadline timestamptz := snowflake_id_node.monotonic() + timeout;
+BEGIN
+    WHILE snowflake_id_node.monotonic() < deadline
+          AND EXISTS (SELECT FROM snowflake_id_router.move m, pg_locks l
+                       WHERE m.state NOT IN ('done', 'undone') AND l.locktype = 'advisory' AND l.granted AND l.objsubid = 3
+                         AND l.database = (SELECT d.oid FROM pg_database d WHERE d.datname = current_database())
+                         AND l.classid = snowflake_id_node.lock_class()::oid AND l.objid::bigint = m.shards[1]) LOOP
+        PERFORM snowflake_id_node.sleep(0.05);
+    END LOOP;
+END
+$$;
+COMMENT ON FUNCTION snowflake_id_router.await_running_moves(interval) IS
+  'Waits, at most timeout, until no unfinished move''s mover is alive.';
 
 -- The first step of rebalance() and drain_node(): the lock, dead moves repaired, then the
 -- unfinished rebalance resumed (same kind, and same node for a drain) or abandoned, and a
@@ -259,7 +280,7 @@ BEGIN
     END IF;
     holder := snowflake_id_router.rebalance_holder();
     IF holder IS DISTINCT FROM pg_backend_pid()
-       AND (holder IS NOT NULL OR NOT pg_try_advisory_lock(snowflake_id_router.rebalance_lock(), 0)) THEN
+       AND (holder IS NOT NULL OR NOT snowflake_id_node.own_lock(snowflake_id_router.rebalance_lock(), 0, true, false, false)) THEN
         SELECT * INTO r FROM snowflake_id_router.rebalance x WHERE x.state = 'running';
         RAISE EXCEPTION '% % is running in session %', coalesce(r.kind, 'a rebalance'), r.id,
             coalesce(snowflake_id_router.rebalance_holder(), r.pid)
@@ -268,7 +289,10 @@ BEGIN
     END IF;
     BEGIN
         -- A move cut short with a session of an earlier run is completed (sealed) or undone
-        -- now, before the map is read.
+        -- now, before the map is read. The workers of a run whose session just ended notice
+        -- it within a second or two (client_connection_check_interval) and end their moves
+        -- then: moves still running are waited for first (at most cleanup_timeout).
+        PERFORM snowflake_id_router.await_running_moves(snowflake_id_router.timeout('cleanup_timeout'));
         PERFORM @extschema@.repair_moves();
         SELECT * INTO r FROM snowflake_id_router.rebalance x WHERE x.state IN ('running', 'stopped', 'failed') FOR UPDATE;
         IF FOUND AND r.kind = kind AND r.node IS NOT DISTINCT FROM drain THEN
@@ -449,7 +473,7 @@ BEGIN
                 RAISE;
             END IF;
             RAISE NOTICE 'batch % of rebalance %: %; trying again', batch, rid, SQLERRM;
-            PERFORM pg_sleep(attempt);
+            PERFORM snowflake_id_node.sleep(attempt);
         END;
     END LOOP;
     SELECT min(s) INTO left_behind FROM unnest(b.shards) s
@@ -473,15 +497,23 @@ COMMENT ON FUNCTION snowflake_id_router.rebalance_move(integer, integer) IS
 
 -- The connection of worker n, opened (and checked to reach this router) if not yet open.
 CREATE OR REPLACE FUNCTION snowflake_id_router.rebalance_worker(n integer) RETURNS text
-LANGUAGE sql VOLATILE STRICT PARALLEL UNSAFE
+LANGUAGE plpgsql VOLATILE STRICT PARALLEL UNSAFE
 SET search_path = pg_catalog, pg_temp
-RETURN snowflake_id_router.open_conn('sfid-rebalance:' || n, NULL, format(
-    $q$SELECT concat_ws(' ', set_config('application_name', %L, false), set_config('client_connection_check_interval', '1s', false),
-              set_config('statement_timeout', '0', false), set_config('lock_timeout', '0', false),
-              set_config('idle_in_transaction_session_timeout', '0', false),
-              set_config('default_transaction_isolation', 'read committed', false),
-              set_config('snowflake_id_router.keep_connections', 'on', false))$q$,
-    format('snowflake_id_router rebalance %s worker %s', pg_backend_pid(), n)), 'setting up a rebalance worker');
+AS $$
+DECLARE
+    conn text := snowflake_id_router.open_conn('sfid-rebalance:' || n, NULL, format(
+        $q$SELECT concat_ws(' ', set_config('application_name', %L, false), set_config('client_connection_check_interval', '1s', false),
+                  set_config('statement_timeout', '0', false), set_config('lock_timeout', '0', false),
+                  set_config('idle_in_transaction_session_timeout', '0', false),
+                  set_config('default_transaction_isolation', 'read committed', false),
+                  set_config('snowflake_id_router.keep_connections', 'on', false))$q$,
+        format('snowflake_id_router rebalance %s worker %s', pg_backend_pid(), n)), 'setting up a rebalance worker');
+BEGIN
+    -- Across the rebalance's commits (a superuser's session: parallel_moves > 1 needs one).
+    PERFORM snowflake_id_node.remote_keep(conn, true);
+    RETURN conn;
+END
+$$;
 COMMENT ON FUNCTION snowflake_id_router.rebalance_worker(integer) IS
   'The loopback connection of rebalance worker n of this session (opened and checked if not yet open).';
 
@@ -493,13 +525,10 @@ SET search_path = pg_catalog, pg_temp
 AS $$
 #variable_conflict use_variable
 DECLARE
-    busy integer;
 BEGIN
     FOR n IN 1 .. coalesce(cardinality(moving), 0) LOOP
         CONTINUE WHEN moving[n] IS NULL;
-        EXECUTE format('SELECT %s.dblink_is_busy($1::text)', snowflake_id_router.dblink_schema()) INTO busy
-            USING 'sfid-rebalance:' || n;
-        IF busy = 0 THEN
+        IF NOT snowflake_id_node.remote_busy('sfid-rebalance:' || n) THEN
             RETURN n;
         END IF;
     END LOOP;
@@ -519,8 +548,7 @@ BEGIN
     FOR n IN 1 .. coalesce(cardinality(moving), 0) LOOP
         CONTINUE WHEN moving[n] IS NULL;
         BEGIN
-            EXECUTE format('SELECT %s.dblink_cancel_query($1::text)', snowflake_id_router.dblink_schema())
-                USING 'sfid-rebalance:' || n;
+            PERFORM snowflake_id_node.remote_cancel('sfid-rebalance:' || n);
         EXCEPTION WHEN OTHERS THEN
             NULL;   -- a broken connection: its worker has ended already
         END;
@@ -584,16 +612,17 @@ DECLARE
     failure record;
     keep text;                  -- keep_connections as it was, when this session keeps them meanwhile
 BEGIN
-    -- A worker is a loopback session of the extension's owner (setting self_connstr), open in
-    -- this session across commits: were the procedure cut short between two steps, a role
-    -- other than a superuser could use it through dblink.
+    -- A worker is a loopback session of the extension's owner (setting self_connstr), kept
+    -- open in this session across commits, which only a superuser's session may do.
     IF parallel_moves BETWEEN 2 AND 8 AND NOT (SELECT r.rolsuper FROM pg_catalog.pg_roles r WHERE r.rolname = current_user) THEN
         RAISE EXCEPTION 'parallel_moves % needs a superuser: batches moving at once run in loopback sessions of the extension''s owner',
             parallel_moves USING ERRCODE = 'insufficient_privilege',
                                  HINT = 'Call it with parallel_moves => 1 (the default), or as a superuser.';
     END IF;
     COMMIT;
-    PERFORM snowflake_id_router.disconnect_matching('sfid-rebalance:%');   -- workers of an earlier call cut short
+    IF (SELECT r.rolsuper FROM pg_catalog.pg_roles r WHERE r.rolname = current_user) THEN
+        PERFORM snowflake_id_router.disconnect_matching('sfid-rebalance:%');   -- workers of an earlier call cut short
+    END IF;
     rid := snowflake_id_router.rebalance_begin(drain, strategy, batch_size, template, parallel_moves);
     -- A superuser's session moving the batches itself keeps its node connections from batch
     -- to batch, as the workers do (release_connections), and closes them at the end.
@@ -635,7 +664,7 @@ BEGIN
         BEGIN
             n := snowflake_id_router.rebalance_ended(moving);
             IF n IS NULL THEN
-                PERFORM pg_catalog.pg_sleep(0.01);
+                PERFORM snowflake_id_node.sleep(0.01);
             END IF;
         EXCEPTION WHEN query_canceled OR OTHERS THEN
             IF st IS NULL THEN
@@ -650,7 +679,7 @@ BEGIN
         END IF;
         BEGIN
             -- How its batch ended: nothing, or its error raised again here.
-            PERFORM snowflake_id_router.receive('sfid-rebalance:' || n, pg_catalog.clock_timestamp(), NULL);
+            PERFORM snowflake_id_router.receive('sfid-rebalance:' || n, snowflake_id_node.monotonic(), NULL);
         EXCEPTION WHEN query_canceled OR OTHERS THEN
             IF st IS NULL THEN
                 GET STACKED DIAGNOSTICS st = RETURNED_SQLSTATE, msg = MESSAGE_TEXT, det = PG_EXCEPTION_DETAIL;
@@ -664,7 +693,9 @@ BEGIN
         busy := busy - 1;
         COMMIT;
     END LOOP;
-    PERFORM snowflake_id_router.disconnect_matching('sfid-rebalance:%');
+    IF parallel_moves > 1 THEN
+        PERFORM snowflake_id_router.disconnect_matching('sfid-rebalance:%');
+    END IF;
     IF keep IS NOT NULL THEN
         PERFORM pg_catalog.set_config('snowflake_id_router.keep_connections', keep, false);
         PERFORM snowflake_id_router.disconnect_all();
@@ -740,7 +771,7 @@ CREATE OR REPLACE VIEW rebalance_status AS
 SELECT r.id, r.kind, r.node, r.strategy,
        CASE WHEN r.state <> 'running' THEN r.state
             WHEN NOT EXISTS (SELECT FROM pg_catalog.pg_locks l
-                              WHERE l.locktype = 'advisory' AND l.granted AND l.objsubid = 2 AND l.pid = r.pid
+                              WHERE l.locktype = 'advisory' AND l.granted AND l.objsubid = 3 AND l.pid = r.pid
                                 AND l.classid = pg_catalog.hashtext('snowflake_id_router.rebalance')::oid AND l.objid = 0
                                 AND l.database = (SELECT d.oid FROM pg_catalog.pg_database d WHERE d.datname = pg_catalog.current_database()))
                  THEN 'interrupted'

@@ -64,7 +64,7 @@ $$;
 COMMENT ON FUNCTION snowflake_id_router.require_primary(text) IS
   'Raises 55000 naming the primary when this router follows another: cluster functions run on the primary only.';
 
--- == Follower side (called by the primary over dblink) ==
+-- == Follower side (called by the primary over its connections) ==
 
 -- Makes this router database follow the primary with identity primary_identity. It must
 -- have no map of its own (a primary's map would be lost) and no followers.
@@ -170,20 +170,20 @@ LANGUAGE plpgsql VOLATILE STRICT PARALLEL UNSAFE
 SET search_path = pg_catalog, pg_temp
 AS $$
 DECLARE
-    deadline timestamptz := clock_timestamp() + timeout;
+    deadline timestamptz := snowflake_id_node.monotonic() + timeout;
 BEGIN
     LOOP
         PERFORM pg_stat_clear_snapshot();
         IF NOT EXISTS (SELECT FROM pg_stat_activity a
                         WHERE a.datname = current_database() AND a.pid <> pg_backend_pid()
                           AND a.backend_type = 'client backend' AND a.xact_start < now()
-                          AND a.application_name IS DISTINCT FROM 'snowflake_id_router') THEN
+                          AND a.pid <> ALL (snowflake_id_router.router_sessions())) THEN
             RETURN true;
         END IF;
-        IF clock_timestamp() > deadline THEN
+        IF snowflake_id_node.monotonic() > deadline THEN
             RETURN false;
         END IF;
-        PERFORM pg_sleep(0.01);
+        PERFORM snowflake_id_node.sleep(0.01);
     END LOOP;
 END
 $$;
@@ -192,7 +192,7 @@ COMMENT ON FUNCTION snowflake_id_router.await_map(interval) IS
 
 -- == Primary side ==
 
--- Opens dblink connection conn to a follower and checks that it reaches the router
+-- Opens connection conn to a follower and checks that it reaches the router
 -- registered under that name.
 CREATE OR REPLACE FUNCTION snowflake_id_router.connect_router(conn text, router_name text) RETURNS void
 LANGUAGE plpgsql VOLATILE STRICT PARALLEL UNSAFE
@@ -206,8 +206,10 @@ BEGIN
     IF NOT FOUND THEN
         RAISE EXCEPTION 'router % does not exist', quote_literal(router_name) USING ERRCODE = 'undefined_object';
     END IF;
-    PERFORM snowflake_id_router.connect(conn, snowflake_id_router.connect_options() || ' ' || r.connstr);
+    PERFORM snowflake_id_router.connect(conn, snowflake_id_router.connect_options() || ' ' || r.connstr,
+                                        format('router %L', router_name));
     found_identity := snowflake_id_router.remote_identity(conn, router_name);
+    PERFORM snowflake_id_router.mark_router_session(conn);
     IF found_identity <> r.identity THEN
         PERFORM snowflake_id_router.disconnect(conn);
         RAISE EXCEPTION 'router % now reaches another database (identity %, registered as %)',
@@ -218,7 +220,7 @@ BEGIN
 END
 $$;
 COMMENT ON FUNCTION snowflake_id_router.connect_router(text, text) IS
-  'Opens dblink connection conn to a follower router and checks that it reaches the database registered; 55000 otherwise.';
+  'Opens connection conn to a follower router and checks that it reaches the database registered; 55000 otherwise.';
 
 -- Pushes the committed map to every follower (or only to one, by name): each applies it
 -- in its own transaction and then waits (cleanup_timeout) for its transactions older than
@@ -380,7 +382,8 @@ BEGIN
     IF EXISTS (SELECT FROM snowflake_id_router.router r WHERE r.name = add_router.name) THEN
         RAISE EXCEPTION 'router % already exists', quote_literal(name) USING ERRCODE = 'duplicate_object';
     END IF;
-    PERFORM snowflake_id_router.connect('snowflake_id_router_add', snowflake_id_router.connect_options() || ' ' || normal);
+    PERFORM snowflake_id_router.connect('snowflake_id_router_add', snowflake_id_router.connect_options() || ' ' || normal,
+                                        format('router %L', name));
     found_identity := snowflake_id_router.remote_identity('snowflake_id_router_add', name);
     IF found_identity = snowflake_id_node.identity() THEN
         RAISE EXCEPTION 'router % is this router database itself (identity %)', quote_literal(name), found_identity

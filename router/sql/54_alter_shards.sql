@@ -25,19 +25,19 @@ DECLARE
     timeout interval := snowflake_id_router.setting('schema_change_timeout')::interval;
 BEGIN
     IF exclusive THEN
-        IF pg_try_advisory_xact_lock(snowflake_id_node.lock_class(), -1) THEN
+        IF snowflake_id_node.own_lock(snowflake_id_node.lock_class(), -1, false, false, false) THEN
             RETURN;
         END IF;
-    ELSIF pg_try_advisory_xact_lock_shared(snowflake_id_node.lock_class(), -1) THEN
+    ELSIF snowflake_id_node.own_lock(snowflake_id_node.lock_class(), -1, false, true, false) THEN
         RETURN;
     END IF;
     -- Queued behind the holders (a waiting alter_shards keeps new moves out meanwhile).
     BEGIN
         PERFORM set_config('lock_timeout', (extract(epoch FROM timeout) * 1000)::bigint::text, true);
         IF exclusive THEN
-            PERFORM pg_advisory_xact_lock(snowflake_id_node.lock_class(), -1);
+            PERFORM snowflake_id_node.own_lock(snowflake_id_node.lock_class(), -1, false, false, true);
         ELSE
-            PERFORM pg_advisory_xact_lock_shared(snowflake_id_node.lock_class(), -1);
+            PERFORM snowflake_id_node.own_lock(snowflake_id_node.lock_class(), -1, false, true, true);
         END IF;
     EXCEPTION WHEN lock_not_available THEN
         RAISE EXCEPTION '%', CASE WHEN exclusive THEN format('moves still run after %s', timeout)
@@ -179,7 +179,7 @@ BEGIN
                 -- be rolling back): again, a few times.
                 IF st IN ('55P03', '40P01') AND attempt < 5 THEN
                     attempt := attempt + 1;
-                    PERFORM pg_sleep(0.5 * attempt);
+                    PERFORM snowflake_id_node.sleep(0.5 * attempt);
                     CONTINUE;
                 END IF;
                 IF resumed THEN
@@ -221,7 +221,7 @@ BEGIN
                 -- node rolled back; again, a few times.
                 IF st IN ('55P03', '40P01') AND attempt < 5 THEN
                     attempt := attempt + 1;
-                    PERFORM pg_sleep(0.5 * attempt);
+                    PERFORM snowflake_id_node.sleep(0.5 * attempt);
                     CONTINUE;
                 END IF;
                 PERFORM snowflake_id_router.exec('snowflake_id_router_self', format(
@@ -287,7 +287,7 @@ CREATE OR REPLACE VIEW schema_change_status AS
     SELECT c.id AS change, c.ddl, c.template,
            CASE WHEN c.state = 'running' AND NOT EXISTS (
                     SELECT FROM pg_locks l WHERE l.locktype = 'advisory' AND l.granted AND l.database = (SELECT d.oid FROM pg_database d WHERE d.datname = current_database())
-                       AND l.classid = snowflake_id_node.lock_class()::oid AND l.objid = (-1)::oid AND l.objsubid = 2
+                       AND l.classid = snowflake_id_node.lock_class()::oid AND l.objid = (-1)::oid AND l.objsubid = 3
                        AND l.mode = 'ExclusiveLock')
                 THEN 'interrupted' ELSE c.state END AS state,
            cn.node, cn.state AS node_state, cn.schemas, cn.seconds, cn.error,

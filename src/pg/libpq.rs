@@ -3,7 +3,15 @@
 //! backend's latch and the connection's socket together, so a cancel, a terminate or the
 //! postmaster's death ends it at once, and the connection counts against the backend's
 //! file descriptors (`AcquireExternalFD`). Those helpers are static inline C, out of reach
-//! of the bindings: this is their mirror, for `copy_rows` (`src/sql/copy_rows.rs`).
+//! of the bindings: this is their mirror, for `copy_rows` (`src/sql/copy_rows.rs`) and the
+//! router's connections (`src/pg/remote.rs`).
+//!
+//! Waits may have a deadline, an `Instant` (the monotonic clock: a wall clock stepped back
+//! does not stretch them). Connections are non-blocking (`PQsetnonblocking`): a query is
+//! flushed by waiting for the socket, so sending a long one to a peer that stopped reading
+//! waits interruptibly too, and so does closing one (`PQfinish` never blocks). A cancel
+//! (`PQcancel`, which connects to the peer's postmaster and waits for it) runs on a thread
+//! of its own and is waited for at most a bound: a frozen peer cannot hold this backend.
 //!
 //! A [`Conn`] is closed when it is dropped, on every path: an `ereport(ERROR)` raised in
 //! PostgreSQL's code under it comes back as a Rust panic (pgrx's guard at each call) and
@@ -17,6 +25,9 @@ use pgrx::pg_sys;
 use pgrx::pg_sys::panic::ErrorReport;
 use pgrx::{PgLogLevel, PgSqlErrorCode};
 use std::ffi::{c_char, c_int, c_void, CStr};
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::Arc;
+use std::time::{Duration, Instant};
 
 /// libpq's `PGconn` and `PGresult`: opaque.
 #[repr(C)]
@@ -25,6 +36,10 @@ pub struct PGconn {
 }
 #[repr(C)]
 pub struct PGresult {
+    _opaque: [u8; 0],
+}
+#[repr(C)]
+pub struct PGcancel {
     _opaque: [u8; 0],
 }
 
@@ -38,6 +53,7 @@ const PGRES_POLLING_OK: c_int = 3;
 pub const PGRES_COMMAND_OK: c_int = 1;
 pub const PGRES_TUPLES_OK: c_int = 2;
 pub const PGRES_COPY_OUT: c_int = 3;
+const PQTRANS_IDLE: c_int = 0;
 // postgres_ext.h's error fields.
 const PG_DIAG_SQLSTATE: c_int = b'C' as c_int;
 const PG_DIAG_MESSAGE_PRIMARY: c_int = b'M' as c_int;
@@ -64,6 +80,13 @@ extern "C" {
     fn PQclear(res: *mut PGresult);
     fn PQgetCopyData(conn: *mut PGconn, buffer: *mut *mut c_char, is_async: c_int) -> c_int;
     pub fn PQfreemem(ptr: *mut c_void);
+    fn PQsetnonblocking(conn: *mut PGconn, arg: c_int) -> c_int;
+    fn PQflush(conn: *mut PGconn) -> c_int;
+    fn PQtransactionStatus(conn: *const PGconn) -> c_int;
+    fn PQbackendPID(conn: *const PGconn) -> c_int;
+    fn PQgetCancel(conn: *mut PGconn) -> *mut PGcancel;
+    fn PQcancel(cancel: *mut PGcancel, errbuf: *mut c_char, errbufsize: c_int) -> c_int;
+    fn PQfreeCancel(cancel: *mut PGcancel);
 }
 
 /// A C string of libpq's (null: none), as owned text, its trailing newline dropped.
@@ -79,8 +102,41 @@ fn text(s: *const c_char) -> Option<String> {
 
 /// `ereport(ERROR)` with `code` and `message`.
 pub fn raise(code: PgSqlErrorCode, message: String) -> ! {
-    ErrorReport::new(code, message, "copy_rows").report(PgLogLevel::ERROR);
+    ErrorReport::new(code, message, "libpq").report(PgLogLevel::ERROR);
     unreachable!("ereport(ERROR) returned")
+}
+
+/// An error a peer reported: its SQLSTATE (five characters), message, detail and hint.
+#[derive(Debug, Clone)]
+pub struct RemoteError {
+    pub sqlstate: String,
+    pub message: String,
+    pub detail: Option<String>,
+    pub hint: Option<String>,
+}
+
+impl RemoteError {
+    /// `ereport(ERROR)` with the peer's SQLSTATE, its message after `prefix` (`prefix: …`),
+    /// its detail and hint.
+    pub fn raise(&self, prefix: Option<&str>) -> ! {
+        let code = match self.sqlstate.as_bytes() {
+            &[a, b, c, d, e] => PgSqlErrorCode::from(sqlstate([a, b, c, d, e])),
+            _ => PgSqlErrorCode::ERRCODE_CONNECTION_EXCEPTION,
+        };
+        let message = match prefix {
+            Some(p) => format!("{p}: {}", self.message),
+            None => self.message.clone(),
+        };
+        let mut report = ErrorReport::new(code, message, "libpq");
+        if let Some(detail) = &self.detail {
+            report = report.set_detail(detail.clone());
+        }
+        if let Some(hint) = &self.hint {
+            report = report.set_hint(hint.clone());
+        }
+        report.report(PgLogLevel::ERROR);
+        unreachable!("ereport(ERROR) returned")
+    }
 }
 
 /// One result, cleared when dropped.
@@ -90,6 +146,19 @@ impl Res {
     pub fn status(&self) -> c_int {
         // SAFETY: a live result.
         unsafe { PQresultStatus(self.0) }
+    }
+
+    /// The error this result reports, if it reports one.
+    pub fn error(&self) -> Option<RemoteError> {
+        // SAFETY: a live result; each field copied at once.
+        let field = |f| text(unsafe { PQresultErrorField(self.0, f) });
+        let message = field(PG_DIAG_MESSAGE_PRIMARY)?;
+        Some(RemoteError {
+            sqlstate: field(PG_DIAG_SQLSTATE).unwrap_or_else(|| "08000".into()),
+            message,
+            detail: field(PG_DIAG_MESSAGE_DETAIL),
+            hint: field(PG_DIAG_MESSAGE_HINT),
+        })
     }
 
     /// The value at row 0, column `col` (None: no such row or column).
@@ -112,27 +181,44 @@ impl Drop for Res {
 }
 
 /// A connection of this backend's, closed (and its file descriptor given back) when dropped.
-pub struct Conn(*mut PGconn);
+/// `peer` names it in messages ("the source node", "node 'b'").
+pub struct Conn {
+    raw: *mut PGconn,
+    peer: String,
+}
 
 impl Drop for Conn {
     fn drop(&mut self) {
-        // SAFETY: ours, finished once; the descriptor was acquired in `connect`. Neither can
-        // raise an error, so this is safe while an error unwinds.
+        // SAFETY: ours, finished once; the descriptor was acquired in `open`. Neither can
+        // raise an error, so this is safe while an error unwinds (or in a transaction's
+        // callback); the connection is non-blocking, so its Terminate message never waits.
         unsafe {
-            PQfinish(self.0);
+            PQfinish(self.raw);
             pg_sys::ReleaseExternalFD();
         }
     }
 }
 
+/// A cancel request in flight on its own thread (`PQcancel` is thread-safe and touches
+/// nothing of PostgreSQL's).
+struct CancelRequest(*mut PGcancel);
+// SAFETY: the PGcancel is moved to the thread, which alone uses and frees it.
+unsafe impl Send for CancelRequest {}
+
 impl Conn {
-    /// Connects (`libpqsrv_connect`): 08001 with libpq's message on failure.
+    /// Connects (`libpqsrv_connect`) to the source node of a move, with no deadline.
     pub fn connect(conninfo: &CStr) -> Conn {
+        Conn::open(conninfo, "the source node".into(), None)
+    }
+
+    /// Connects to `peer` (a name for messages) by `conninfo`, waiting at most until
+    /// `deadline`: 08001 with libpq's message on failure or when the deadline passes.
+    pub fn open(conninfo: &CStr, peer: String, deadline: Option<Instant>) -> Conn {
         // SAFETY: fd.c's count of descriptors outside its own, given back by Drop (or below).
         if !unsafe { pg_sys::AcquireExternalFD() } {
             raise(
                 PgSqlErrorCode::ERRCODE_SQLCLIENT_UNABLE_TO_ESTABLISH_SQLCONNECTION,
-                "could not connect to the source node: too many open files on this server".into(),
+                format!("could not connect to {peer}: too many open files on this server"),
             );
         }
         // SAFETY: a NUL-terminated connect string; null only when libpq is out of memory.
@@ -142,14 +228,14 @@ impl Conn {
             unsafe { pg_sys::ReleaseExternalFD() };
             raise(
                 PgSqlErrorCode::ERRCODE_OUT_OF_MEMORY,
-                "could not connect to the source node: out of memory".into(),
+                format!("could not connect to {peer}: out of memory"),
             );
         }
-        let conn = Conn(raw);
+        let conn = Conn { raw, peer };
         // As PQconnectPoll's contract says: first wait until the socket is writable.
         let mut status = PGRES_POLLING_WRITING;
         // SAFETY: a live connection.
-        while unsafe { PQstatus(conn.0) } != CONNECTION_BAD
+        while unsafe { PQstatus(conn.raw) } != CONNECTION_BAD
             && status != PGRES_POLLING_OK
             && status != PGRES_POLLING_FAILED
         {
@@ -158,49 +244,140 @@ impl Conn {
             } else {
                 pg_sys::WL_SOCKET_WRITEABLE
             };
-            if conn.wait(io) & io as c_int != 0 {
+            let events = conn.wait(io, deadline);
+            if events & io as c_int != 0 {
                 // SAFETY: a live connection, its socket ready.
-                status = unsafe { PQconnectPoll(conn.0) };
+                status = unsafe { PQconnectPoll(conn.raw) };
+            } else if events & pg_sys::WL_TIMEOUT as c_int != 0 {
+                raise(
+                    PgSqlErrorCode::ERRCODE_SQLCLIENT_UNABLE_TO_ESTABLISH_SQLCONNECTION,
+                    format!("could not connect to {}: timed out", conn.peer),
+                );
             }
         }
         // SAFETY: a live connection.
-        if unsafe { PQstatus(conn.0) } != CONNECTION_OK {
+        if unsafe { PQstatus(conn.raw) } != CONNECTION_OK {
             raise(
                 PgSqlErrorCode::ERRCODE_SQLCLIENT_UNABLE_TO_ESTABLISH_SQLCONNECTION,
-                format!("could not connect to the source node: {}", conn.error()),
+                format!("could not connect to {}: {}", conn.peer, conn.error()),
             );
         }
+        // SAFETY: a live connection; 0 on success (it cannot fail on an idle connection).
+        unsafe { PQsetnonblocking(conn.raw, 1) };
         conn
+    }
+
+    /// The backend process of the peer serving this connection.
+    pub fn backend_pid(&self) -> i32 {
+        // SAFETY: a live connection.
+        unsafe { PQbackendPID(self.raw) }
+    }
+
+    /// Whether the peer's session is outside any transaction block (and not in a query).
+    pub fn idle(&self) -> bool {
+        // SAFETY: a live connection.
+        unsafe { PQtransactionStatus(self.raw) == PQTRANS_IDLE }
+    }
+
+    /// Whether the connection is broken.
+    pub fn broken(&self) -> bool {
+        // SAFETY: a live connection.
+        unsafe { PQstatus(self.raw) == CONNECTION_BAD }
+    }
+
+    /// Reads what has arrived and says whether a result is still being waited for.
+    pub fn busy(&self, what: &str) -> bool {
+        // SAFETY: a live connection.
+        unsafe {
+            if PQconsumeInput(self.raw) == 0 {
+                self.lost(what);
+            }
+            PQisBusy(self.raw) != 0
+        }
+    }
+
+    /// Asks the peer's postmaster to cancel the query in progress, waiting at most `bound`
+    /// (interruptibly) for it to take the request. The request goes on a thread of its own:
+    /// `PQcancel` connects to the postmaster and waits for its answer without a timeout,
+    /// which a frozen or unreachable peer would never give. Returns whether it was taken.
+    pub fn cancel(&self, bound: Duration) -> bool {
+        // SAFETY: a live connection; null when it has no backend key.
+        let request = unsafe { PQgetCancel(self.raw) };
+        if request.is_null() {
+            return false;
+        }
+        let request = CancelRequest(request);
+        let done = Arc::new(AtomicBool::new(false));
+        let sent = Arc::new(AtomicBool::new(false));
+        let (thread_done, thread_sent) = (done.clone(), sent.clone());
+        let spawned = std::thread::Builder::new()
+            .name("snowflake_id cancel".into())
+            .spawn(move || {
+                let request = request;
+                let mut errbuf = [0 as c_char; 256];
+                // SAFETY: the request is this thread's alone; libpq documents PQcancel and
+                // PQfreeCancel as safe on any thread.
+                unsafe {
+                    let ok = PQcancel(request.0, errbuf.as_mut_ptr(), errbuf.len() as c_int);
+                    PQfreeCancel(request.0);
+                    thread_sent.store(ok == 1, Ordering::Release);
+                }
+                thread_done.store(true, Ordering::Release);
+            });
+        if spawned.is_err() {
+            return false;
+        }
+        let deadline = Instant::now() + bound;
+        while !done.load(Ordering::Acquire) && Instant::now() < deadline {
+            crate::pg::time::sleep_until((Instant::now() + Duration::from_millis(5)).min(deadline));
+        }
+        done.load(Ordering::Acquire) && sent.load(Ordering::Acquire)
     }
 
     /// libpq's message about the connection's last failure.
     fn error(&self) -> String {
         // SAFETY: a live connection; the message is copied at once.
-        text(unsafe { PQerrorMessage(self.0) }).unwrap_or_default()
+        text(unsafe { PQerrorMessage(self.raw) }).unwrap_or_default()
     }
 
     /// 08006 for a connection that failed while `what`.
-    fn lost(&self, what: &str) -> ! {
+    pub fn lost(&self, what: &str) -> ! {
         raise(
             PgSqlErrorCode::ERRCODE_CONNECTION_FAILURE,
             format!(
-                "{what}: the connection to the source node failed: {}",
+                "{what}: the connection to {} failed: {}",
+                self.peer,
                 self.error()
             ),
         )
     }
 
-    /// Sleeps until the socket is ready for `io` or the latch is set; a latch set is this
-    /// backend's interrupts (cancel, terminate), processed here. Returns WaitLatchOrSocket's
-    /// events.
-    fn wait(&self, io: u32) -> c_int {
-        // SAFETY: this backend's latch and the connection's socket; no timeout.
+    /// Sleeps until the socket is ready for `io`, the latch is set or `deadline` passes; a
+    /// latch set is this backend's interrupts (cancel, terminate), processed here. Returns
+    /// WaitLatchOrSocket's events (WL_TIMEOUT once the deadline has passed).
+    fn wait(&self, io: u32, deadline: Option<Instant>) -> c_int {
+        let timeout = match deadline {
+            None => -1,
+            Some(d) => {
+                let left = d.saturating_duration_since(Instant::now());
+                if left.is_zero() {
+                    return pg_sys::WL_TIMEOUT as c_int;
+                }
+                left.as_millis().clamp(1, i32::MAX as u128) as std::ffi::c_long
+            }
+        };
+        let timeout_flag = if deadline.is_some() {
+            pg_sys::WL_TIMEOUT
+        } else {
+            0
+        };
+        // SAFETY: this backend's latch and the connection's socket.
         let events = unsafe {
             pg_sys::WaitLatchOrSocket(
                 pg_sys::MyLatch,
-                (pg_sys::WL_LATCH_SET | pg_sys::WL_EXIT_ON_PM_DEATH | io) as c_int,
-                PQsocket(self.0),
-                -1,
+                (pg_sys::WL_LATCH_SET | pg_sys::WL_EXIT_ON_PM_DEATH | timeout_flag | io) as c_int,
+                PQsocket(self.raw),
+                timeout,
                 pg_sys::PG_WAIT_EXTENSION,
             )
         };
@@ -212,27 +389,56 @@ impl Conn {
         events
     }
 
-    /// Sends `query` (`PQsendQuery`: the text is short, so sending it cannot block for long).
-    pub fn send(&self, query: &CStr, what: &str) {
-        // SAFETY: a live connection and a NUL-terminated query.
-        if unsafe { PQsendQuery(self.0, query.as_ptr()) } == 0 {
+    /// Sends `query`, waiting (interruptibly, at most until `deadline`) until libpq has
+    /// handed all of it to the socket. False if the deadline passed first.
+    pub fn send_until(&self, query: &CStr, what: &str, deadline: Option<Instant>) -> bool {
+        // SAFETY: a live, non-blocking connection and a NUL-terminated query.
+        if unsafe { PQsendQuery(self.raw, query.as_ptr()) } == 0 {
             self.lost(what);
         }
+        loop {
+            // SAFETY: a live connection; 0: all sent, 1: more to send, -1: failed.
+            match unsafe { PQflush(self.raw) } {
+                0 => return true,
+                1 => {
+                    let events = self.wait(
+                        pg_sys::WL_SOCKET_WRITEABLE | pg_sys::WL_SOCKET_READABLE,
+                        deadline,
+                    );
+                    if events & pg_sys::WL_TIMEOUT as c_int != 0 {
+                        return false;
+                    }
+                    if events & pg_sys::WL_SOCKET_READABLE as c_int != 0 {
+                        self.busy(what);
+                    }
+                }
+                _ => self.lost(what),
+            }
+        }
+    }
+
+    /// Sends `query` with no deadline.
+    pub fn send(&self, query: &CStr, what: &str) {
+        self.send_until(query, what, None);
+    }
+
+    /// Waits (interruptibly) until a result can be read without blocking, or `deadline`
+    /// passes (false).
+    pub fn ready_by(&self, what: &str, deadline: Option<Instant>) -> bool {
+        while self.busy(what) {
+            if self.wait(pg_sys::WL_SOCKET_READABLE, deadline) & pg_sys::WL_TIMEOUT as c_int != 0 {
+                return false;
+            }
+        }
+        true
     }
 
     /// The next result of what was sent (`libpqsrv_get_result`), None once all are read.
     pub fn next_result(&self, what: &str) -> Option<Res> {
-        // SAFETY: a live connection throughout.
-        unsafe {
-            while PQisBusy(self.0) != 0 {
-                self.wait(pg_sys::WL_SOCKET_READABLE);
-                if PQconsumeInput(self.0) == 0 {
-                    self.lost(what);
-                }
-            }
-            let res = PQgetResult(self.0);
-            (!res.is_null()).then_some(Res(res))
-        }
+        self.ready_by(what, None);
+        // SAFETY: a live connection, not busy: PQgetResult returns at once.
+        let res = unsafe { PQgetResult(self.raw) };
+        (!res.is_null()).then_some(Res(res))
     }
 
     /// The result of what was sent, which must have `status` (and be the last, unless it
@@ -260,24 +466,10 @@ impl Conn {
 
     /// Raises the error `res` reports: the remote's SQLSTATE, message, detail and hint.
     pub fn remote_error(&self, res: &Res, what: &str) -> ! {
-        // SAFETY: a live result; each field copied at once.
-        let field = |f| text(unsafe { PQresultErrorField(res.0, f) });
-        let Some(message) = field(PG_DIAG_MESSAGE_PRIMARY) else {
-            self.lost(what)
-        };
-        let code = match field(PG_DIAG_SQLSTATE).as_deref().map(str::as_bytes) {
-            Some(&[a, b, c, d, e]) => PgSqlErrorCode::from(sqlstate([a, b, c, d, e])),
-            _ => PgSqlErrorCode::ERRCODE_CONNECTION_EXCEPTION,
-        };
-        let mut report = ErrorReport::new(code, format!("{what}: {message}"), "copy_rows");
-        if let Some(detail) = field(PG_DIAG_MESSAGE_DETAIL) {
-            report = report.set_detail(detail);
+        match res.error() {
+            Some(e) => e.raise(Some(what)),
+            None => self.lost(what),
         }
-        if let Some(hint) = field(PG_DIAG_MESSAGE_HINT) {
-            report = report.set_hint(hint);
-        }
-        report.report(PgLogLevel::ERROR);
-        unreachable!("ereport(ERROR) returned")
     }
 
     /// The next row of a COPY TO STDOUT in progress: its bytes, malloc'd by libpq (to be
@@ -287,14 +479,14 @@ impl Conn {
         loop {
             let mut buf: *mut c_char = std::ptr::null_mut();
             // SAFETY: a live connection in COPY OUT; asynchronous: 0 when no row is whole yet.
-            let len = unsafe { PQgetCopyData(self.0, &mut buf, 1) };
+            let len = unsafe { PQgetCopyData(self.raw, &mut buf, 1) };
             match len {
                 n if n > 0 => return Some((buf, n as usize)),
                 -1 => return None,
                 0 => {
-                    self.wait(pg_sys::WL_SOCKET_READABLE);
+                    self.wait(pg_sys::WL_SOCKET_READABLE, None);
                     // SAFETY: a live connection.
-                    if unsafe { PQconsumeInput(self.0) } == 0 {
+                    if unsafe { PQconsumeInput(self.raw) } == 0 {
                         self.lost(what);
                     }
                 }

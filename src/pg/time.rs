@@ -5,6 +5,9 @@ use super::error::IdError;
 use super::mirror::unguarded;
 use crate::id::layouts::LayoutError;
 use pgrx::prelude::*;
+use std::ffi::{c_int, c_long};
+use std::sync::OnceLock;
+use std::time::Instant;
 
 /// Milliseconds between 1970-01-01 and PostgreSQL's epoch, 2000-01-01 (both UTC).
 pub const PG_EPOCH_UNIX_MS: i64 =
@@ -58,4 +61,45 @@ pub fn timestamp_of_unix_ms(unix_ms: i64) -> Option<TimestampWithTimeZone> {
 /// Unix microseconds as a timestamptz, or `None` where PostgreSQL's range ends.
 pub fn timestamp_of_unix_us(unix_us: i64) -> Option<TimestampWithTimeZone> {
     timestamp_of_pg_us(unix_us.checked_sub(PG_EPOCH_UNIX_MS * 1000)?)
+}
+
+/// The start of this backend's monotonic clock (its first reading).
+static MONOTONIC_BASE: OnceLock<Instant> = OnceLock::new();
+
+/// This backend's monotonic clock as a timestamptz: PostgreSQL's epoch (2000-01-01) plus
+/// the time since its first reading. Not a time of day: deadlines computed from it and
+/// compared with it hold whatever the wall clock does (a clock stepped back stretches no
+/// wait), within one backend.
+pub fn monotonic_now() -> TimestampWithTimeZone {
+    let micros = MONOTONIC_BASE
+        .get_or_init(Instant::now)
+        .elapsed()
+        .as_micros();
+    TimestampWithTimeZone::try_from(micros.min(i64::MAX as u128 / 2) as i64)
+        .expect("within timestamptz's range")
+}
+
+/// Sleeps (interruptibly: a cancel or terminate ends it at once) until `deadline` of the
+/// monotonic clock. `pg_sleep` sleeps to an end read from the wall clock.
+pub fn sleep_until(deadline: Instant) {
+    loop {
+        let left = deadline.saturating_duration_since(Instant::now());
+        if left.is_zero() {
+            return;
+        }
+        // SAFETY: this backend's latch.
+        let events = unsafe {
+            pg_sys::WaitLatch(
+                pg_sys::MyLatch,
+                (pg_sys::WL_LATCH_SET | pg_sys::WL_TIMEOUT | pg_sys::WL_EXIT_ON_PM_DEATH) as c_int,
+                left.as_millis().clamp(1, i32::MAX as u128) as c_long,
+                pg_sys::PG_WAIT_EXTENSION,
+            )
+        };
+        if events & pg_sys::WL_LATCH_SET as c_int != 0 {
+            // SAFETY: this backend's latch.
+            unsafe { pg_sys::ResetLatch(pg_sys::MyLatch) };
+            pgrx::check_for_interrupts!();
+        }
+    }
 }

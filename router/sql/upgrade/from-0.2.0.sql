@@ -48,3 +48,6 @@ $$;
 
 -- 0.2.0's move machinery, replaced by the recorded moves of router/sql/3x_*.sql.
 DROP FUNCTION snowflake_id_router.clean_move(integer, text, text, text, boolean);
+
+-- Connections: the router's own registry (snowflake_id_node.remote_*), not dblink.
+DROP FUNCTION snowflake_id_router.dblink_schema();

@@ -1,78 +1,74 @@
--- == dblink, wherever it is installed ==
+-- == Connections: the router's own, in snowflake_id's private registry ==
+--
+-- Every connection the router makes (to its nodes, to other routers, to itself) lives in
+-- snowflake_id's registry (snowflake_id_node.remote_*, src/pg/remote.rs), not in dblink's
+-- session-wide names: a connection belongs to the role that opened it (the extension's
+-- owner, inside the router's SECURITY DEFINER functions) and no other role or code can use
+-- it; it is closed with the subtransaction that opened it if that aborts, and at the end of
+-- the transaction unless kept (superuser sessions only: release_connections); its session
+-- starts with the router's settings, given at connection time. Every wait is interruptible
+-- and bounded by the monotonic clock (snowflake_id_node.monotonic()).
 
-CREATE OR REPLACE FUNCTION snowflake_id_router.dblink_schema() RETURNS text
-LANGUAGE sql STABLE STRICT PARALLEL SAFE
+-- Opens (or reopens) connection conn by connstr; peer names it in messages. Waits at most
+-- the connect string's connect_timeout (10 s without one).
+CREATE OR REPLACE FUNCTION snowflake_id_router.connect(conn text, connstr text, peer text) RETURNS void
+LANGUAGE plpgsql VOLATILE STRICT PARALLEL UNSAFE
 SET search_path = pg_catalog, pg_temp
-RETURN (SELECT quote_ident(n.nspname) FROM pg_catalog.pg_extension e
-          JOIN pg_catalog.pg_namespace n ON n.oid = e.extnamespace WHERE e.extname = 'dblink');
-COMMENT ON FUNCTION snowflake_id_router.dblink_schema() IS 'Schema of the dblink extension, quoted.';
+AS $$
+DECLARE
+    options text;
+    timeout text;
+BEGIN
+    PERFORM snowflake_id_node.remote_close(conn);
+    SELECT max(c.value) FILTER (WHERE c.keyword = 'options'), max(c.value) FILTER (WHERE c.keyword = 'connect_timeout')
+      INTO options, timeout FROM snowflake_id_node.conninfo(connstr) c;
+    PERFORM snowflake_id_node.remote_open(conn, connstr, options, peer,
+        CASE WHEN timeout ~ '^\s*[0-9]{1,6}\s*$' AND timeout::integer > 0 THEN greatest(timeout::integer, 2) ELSE 10 END);
+END
+$$;
+COMMENT ON FUNCTION snowflake_id_router.connect(text, text, text) IS
+  'Opens (or reopens) the router''s connection conn by connstr (its session set up with the router''s settings); peer names it in messages.';
 
+-- (PL/pgSQL: conn_place is defined further on.)
 CREATE OR REPLACE FUNCTION snowflake_id_router.connect(conn text, connstr text) RETURNS void
 LANGUAGE plpgsql VOLATILE STRICT PARALLEL UNSAFE
 SET search_path = pg_catalog, pg_temp
 AS $$
-DECLARE
-    d text := snowflake_id_router.dblink_schema();
-    open text[];
 BEGIN
-    EXECUTE format('SELECT %s.dblink_get_connections()', d) INTO open;
-    IF conn = ANY (open) THEN
-        EXECUTE format('SELECT %s.dblink_disconnect($1::text)', d) USING conn;
-    END IF;
-    EXECUTE format('SELECT %s.dblink_connect($1::text, $2::text)', d) USING conn, connstr;
-    -- Every name sent below is schema-qualified; the remote session trusts no schema.
-    EXECUTE format('SELECT %s.dblink_exec($1::text, $2::text)', d)
-        USING conn, 'SET search_path = pg_catalog, pg_temp';
+    PERFORM snowflake_id_router.connect(conn, connstr, snowflake_id_router.conn_place(conn));
 END
 $$;
 COMMENT ON FUNCTION snowflake_id_router.connect(text, text) IS
-  'Opens (or reopens) dblink connection conn with search_path = pg_catalog, pg_temp.';
+  'Opens (or reopens) the router''s connection conn by connstr, named in messages by conn_place(conn).';
 
 CREATE OR REPLACE FUNCTION snowflake_id_router.disconnect(conn text) RETURNS void
-LANGUAGE plpgsql VOLATILE STRICT PARALLEL UNSAFE
+LANGUAGE sql VOLATILE STRICT PARALLEL UNSAFE
 SET search_path = pg_catalog, pg_temp
-AS $$
-DECLARE
-    d text := snowflake_id_router.dblink_schema();
-    open text[];
-BEGIN
-    EXECUTE format('SELECT %s.dblink_get_connections()', d) INTO open;
-    IF conn = ANY (open) THEN
-        EXECUTE format('SELECT %s.dblink_disconnect($1::text)', d) USING conn;
-    END IF;
-END
-$$;
-COMMENT ON FUNCTION snowflake_id_router.disconnect(text) IS 'Closes dblink connection conn if open.';
-
-CREATE OR REPLACE FUNCTION snowflake_id_router.exec(conn text, sql text) RETURNS text
-LANGUAGE plpgsql VOLATILE STRICT PARALLEL UNSAFE
-SET search_path = pg_catalog, pg_temp
-AS $$
-DECLARE
-    status text;
-BEGIN
-    EXECUTE format('SELECT %s.dblink_exec($1::text, $2::text)', snowflake_id_router.dblink_schema())
-        INTO status USING conn, sql;
-    RETURN status;
-END
-$$;
-COMMENT ON FUNCTION snowflake_id_router.exec(text, text) IS
-  'Runs sql on dblink connection conn (one implicit transaction; remote errors keep their SQLSTATE).';
+BEGIN ATOMIC
+    SELECT snowflake_id_node.remote_close(conn);
+END;
+COMMENT ON FUNCTION snowflake_id_router.disconnect(text) IS 'Closes the router''s connection conn if open.';
 
 CREATE OR REPLACE FUNCTION snowflake_id_router.fetch(conn text, sql text) RETURNS text
 LANGUAGE plpgsql VOLATILE STRICT PARALLEL UNSAFE
 SET search_path = pg_catalog, pg_temp
 AS $$
-DECLARE
-    v text;
 BEGIN
-    EXECUTE format('SELECT v FROM %s.dblink($1::text, $2::text) AS r(v text)', snowflake_id_router.dblink_schema())
-        INTO v USING conn, sql;
-    RETURN v;
+    PERFORM snowflake_id_node.remote_send(conn, sql);
+    RETURN snowflake_id_node.remote_receive(conn, 86400, NULL);
 END
 $$;
 COMMENT ON FUNCTION snowflake_id_router.fetch(text, text) IS
-  'First column of the first row of sql (one text column) run on dblink connection conn; NULL if no row.';
+  'First column of the first row of sql (one text column) run on the router''s connection conn; NULL if no row.';
+
+-- sql on conn, waited for without a bound of its own (interruptibly): for the steps whose
+-- length is the statement's (a schema change); remote errors keep their SQLSTATE.
+CREATE OR REPLACE FUNCTION snowflake_id_router.exec(conn text, sql text) RETURNS text
+LANGUAGE sql VOLATILE STRICT PARALLEL UNSAFE
+SET search_path = pg_catalog, pg_temp
+RETURN snowflake_id_router.fetch(conn, sql);
+COMMENT ON FUNCTION snowflake_id_router.exec(text, text) IS
+  'Runs sql on the router''s connection conn (remote errors keep their SQLSTATE); the first column of its first row.';
 
 -- Polls sql (returning one boolean) on conn until it is true; 57014 after timeout.
 CREATE OR REPLACE FUNCTION snowflake_id_router.wait_until(conn text, sql text, timeout interval, what text) RETURNS void
@@ -80,19 +76,19 @@ LANGUAGE plpgsql VOLATILE STRICT PARALLEL UNSAFE
 SET search_path = pg_catalog, pg_temp
 AS $$
 DECLARE
-    deadline timestamptz := clock_timestamp() + timeout;
+    deadline timestamptz := snowflake_id_node.monotonic() + timeout;
 BEGIN
-    WHILE clock_timestamp() < deadline LOOP
+    WHILE snowflake_id_node.monotonic() < deadline LOOP
         IF coalesce(snowflake_id_router.fetch(conn, sql)::boolean, false) THEN
             RETURN;
         END IF;
-        PERFORM pg_sleep(0.002);
+        PERFORM snowflake_id_node.sleep(0.002);
     END LOOP;
     RAISE EXCEPTION '% did not happen within %', what, timeout USING ERRCODE = 'query_canceled';
 END
 $$;
 COMMENT ON FUNCTION snowflake_id_router.wait_until(text, text, interval, text) IS
-  'Polls a boolean query on a dblink connection until true; 57014 after the timeout.';
+  'Polls a boolean query on the router''s connection conn until true; 57014 after the timeout.';
 
 -- A libpq connect string value, quoted.
 CREATE OR REPLACE FUNCTION snowflake_id_router.conn_value(v text) RETURNS text
@@ -101,7 +97,7 @@ RETURN '''' || replace(replace(v, '\', '\\'), '''', '\''') || '''';
 COMMENT ON FUNCTION snowflake_id_router.conn_value(text) IS 'A libpq connect string value, quoted.';
 
 -- A connect string as libpq reads it (PQconninfoParse, through snowflake_id), each value
--- quoted: whatever PL/Proxy, dblink or a subscription appends to it stays an option of its
+-- quoted: whatever PL/Proxy, the router or a subscription appends to it stays an option of its
 -- own. Secrets are refused: connect strings are readable by every role.
 CREATE OR REPLACE FUNCTION snowflake_id_router.normalize_connstr(connstr text) RETURNS text
 LANGUAGE plpgsql STABLE STRICT PARALLEL SAFE
@@ -155,16 +151,17 @@ COMMENT ON FUNCTION snowflake_id_router.setting(text) IS
   'A router setting: its override in snowflake_id_router.setting, else its default.';
 
 -- Options every connection the router makes to a node carries (before the node's own, which
--- win where they repeat one): a name in pg_stat_activity, and TCP keepalives, so that a
+-- win where they repeat one; the registry adds the session's settings and, unless the node's
+-- names one, the application name 'snowflake_id_router <pid>'): TCP keepalives, so that a
 -- node whose network to the router is cut ends the session, and with it the node locks it
 -- holds (docs/cluster-design.md: proof of life).
 CREATE OR REPLACE FUNCTION snowflake_id_router.connect_options() RETURNS text
 LANGUAGE sql IMMUTABLE PARALLEL SAFE
-RETURN 'application_name=''snowflake_id_router'' keepalives=1 keepalives_idle=5 keepalives_interval=2 keepalives_count=3 connect_timeout=10';
+RETURN 'keepalives=1 keepalives_idle=5 keepalives_interval=2 keepalives_count=3 connect_timeout=10';
 COMMENT ON FUNCTION snowflake_id_router.connect_options() IS
-  'Options of every router connection to a node: application name, TCP keepalives, connect timeout.';
+  'Options of every router connection to a node: TCP keepalives, connect timeout.';
 
--- Opens dblink connection conn to a node and checks that it reaches the database the node
+-- Opens connection conn to a node and checks that it reaches the database the node
 -- was registered as (its identity), recording the identity of a node added by 0.2.0.
 CREATE OR REPLACE FUNCTION snowflake_id_router.connect_node(conn text, node text) RETURNS void
 LANGUAGE plpgsql VOLATILE STRICT PARALLEL UNSAFE
@@ -178,7 +175,8 @@ BEGIN
     IF NOT FOUND THEN
         RAISE EXCEPTION 'node % does not exist', quote_literal(node) USING ERRCODE = 'undefined_object';
     END IF;
-    PERFORM snowflake_id_router.connect(conn, snowflake_id_router.connect_options() || ' ' || n.connstr);
+    PERFORM snowflake_id_router.connect(conn, snowflake_id_router.connect_options() || ' ' || n.connstr,
+                                        format('node %L', node));
     found_identity := snowflake_id_router.remote_identity(conn, node);
     IF n.identity IS NULL THEN
         PERFORM snowflake_id_router.check_new_identity(node, found_identity);
@@ -190,16 +188,12 @@ BEGIN
             USING ERRCODE = 'object_not_in_prerequisite_state',
                   HINT = 'A node is identified by its system identifier and database OID. Repoint it with alter_node(name, connstr) only to the same database (or its promoted standby).';
     END IF;
-    -- What it was opened with, kept in the node's session: a session that keeps its node
-    -- connections from move to move (keep_connections) opens it again once the node is
-    -- repointed (a promoted standby keeps the identity: the old primary could still answer).
-    PERFORM snowflake_id_router.fetch(conn, format('SELECT set_config(%L, %L, false)', 'snowflake_id_router.connstr', md5(n.connstr)));
 END
 $$;
 COMMENT ON FUNCTION snowflake_id_router.connect_node(text, text) IS
-  'Opens dblink connection conn to a node and checks that it reaches the database the node is registered as; 55000 otherwise.';
+  'Opens connection conn to a node and checks that it reaches the database the node is registered as; 55000 otherwise.';
 
--- The identity of what dblink connection conn reaches (a node with snowflake_id 0.3.0).
+-- The identity of what connection conn reaches (a node with snowflake_id 0.3.0).
 CREATE OR REPLACE FUNCTION snowflake_id_router.remote_identity(conn text, node text) RETURNS text
 LANGUAGE plpgsql VOLATILE STRICT PARALLEL UNSAFE
 SET search_path = pg_catalog, pg_temp
@@ -213,7 +207,7 @@ EXCEPTION WHEN undefined_function OR invalid_schema_name THEN
 END
 $$;
 COMMENT ON FUNCTION snowflake_id_router.remote_identity(text, text) IS
-  'The identity (system identifier/database OID) of what a dblink connection reaches; 55000 if snowflake_id is older than 0.3.0 there.';
+  'The identity (system identifier/database OID) of what a connection reaches; 55000 if snowflake_id is older than 0.3.0 there.';
 
 -- Opens the loopback connection conn to this router database (setting self_connstr) and
 -- checks that it reaches this very database: map flips and move records go through it.
@@ -224,8 +218,9 @@ AS $$
 DECLARE
     found_identity text;
 BEGIN
-    PERFORM snowflake_id_router.connect(conn, snowflake_id_router.setting('self_connstr'));
+    PERFORM snowflake_id_router.connect(conn, snowflake_id_router.setting('self_connstr'), 'the router');
     found_identity := snowflake_id_router.remote_identity(conn, 'self');
+    PERFORM snowflake_id_router.mark_router_session(conn);
     IF found_identity IS DISTINCT FROM snowflake_id_node.identity() THEN
         PERFORM snowflake_id_router.disconnect(conn);
         RAISE EXCEPTION 'the loopback connection reaches another database (identity %, this router is %)',
@@ -236,7 +231,41 @@ BEGIN
 END
 $$;
 COMMENT ON FUNCTION snowflake_id_router.connect_self(text) IS
-  'Opens the loopback dblink connection to this router database and checks that it reaches this very database.';
+  'Opens the loopback connection to this router database and checks that it reaches this very database.';
+
+-- The router's own sessions in a router database (its loopback connections, a rebalance's
+-- workers, the primary's sessions on a follower) hold this owner-only lock, shared: the
+-- waits for older transactions (wait_for_older_transactions, await_map) pass them over.
+-- An application_name proves nothing (any session sets its own); this lock, only the
+-- extension owner's code can take (snowflake_id_node.own_lock).
+CREATE OR REPLACE FUNCTION snowflake_id_router.session_lock() RETURNS integer
+LANGUAGE sql IMMUTABLE PARALLEL SAFE
+RETURN hashtext('snowflake_id_router.session');
+COMMENT ON FUNCTION snowflake_id_router.session_lock() IS
+  'Class of the owner-only lock (class, 0) that the router''s own sessions in a router database hold, shared.';
+
+CREATE OR REPLACE FUNCTION snowflake_id_router.mark_router_session(conn text) RETURNS void
+LANGUAGE plpgsql VOLATILE STRICT PARALLEL UNSAFE
+SET search_path = pg_catalog, pg_temp
+AS $$
+BEGIN
+    PERFORM snowflake_id_router.fetch(conn, format('SELECT snowflake_id_node.own_lock(%s, 0, true, true, false)::text',
+                                                   snowflake_id_router.session_lock()));
+END
+$$;
+COMMENT ON FUNCTION snowflake_id_router.mark_router_session(text) IS
+  'Marks the session behind connection conn (in a router database) as one of the router''s own.';
+
+-- The sessions of this database that are the router's own (mark_router_session).
+CREATE OR REPLACE FUNCTION snowflake_id_router.router_sessions() RETURNS integer[]
+LANGUAGE sql VOLATILE PARALLEL SAFE
+SET search_path = pg_catalog, pg_temp
+RETURN ARRAY(SELECT l.pid FROM pg_locks l
+              WHERE l.locktype = 'advisory' AND l.granted AND l.objsubid = 3
+                AND l.classid = snowflake_id_router.session_lock()::oid AND l.objid = 0
+                AND l.database = (SELECT d.oid FROM pg_database d WHERE d.datname = current_database()));
+COMMENT ON FUNCTION snowflake_id_router.router_sessions() IS
+  'The pids of the router''s own sessions in this database (holding the session lock).';
 
 -- A node about to be known by identity: not one already registered under another name (one
 -- server under two names: a move between them would copy a shard onto itself), and not this

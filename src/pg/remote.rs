@@ -1,0 +1,408 @@
+//! The router's connections to its nodes, to other routers and to itself: a registry of
+//! this backend's, which no SQL but the extension owner's can reach.
+//!
+//! Until 0.3.0 these were dblink connections, named per session: any code in the session
+//! (the caller's own SQL, another role's SECURITY DEFINER function) could use one opened
+//! with the extension owner's rights, or open one under a name the router would then use.
+//! Here a connection belongs to the role that opened it (the user id current at the call:
+//! the owner, inside the router's SECURITY DEFINER functions), and every function on it
+//! refuses any other role: another role finds no connection of that name. The functions are
+//! closed to PUBLIC as well (sql/remote.sql).
+//!
+//! Lifetime, on every path out (as postgres_fdw keeps its connections' transaction state):
+//! - a connection opened inside a subtransaction that aborts (an error or a cancel caught by
+//!   a PL/pgSQL block) is closed with it;
+//! - at the end of the top-level transaction (commit or abort) every connection is closed,
+//!   but those marked `keep` (`remote_keep`), which only a session whose session user is a
+//!   superuser may keep: they then outlive the transaction (a rebalance's workers across its
+//!   commits, a superuser's node connections from move to move) unless the transaction
+//!   aborted with a query of theirs in flight. A terminated backend closes them all.
+//! - a query whose results were not all read (its reader interrupted) is settled (cancelled,
+//!   its results consumed, at most a few seconds) before the connection takes the next one;
+//!   a connection that will not settle is closed.
+//!
+//! Every wait is on the backend's latch with a deadline of the monotonic clock (`Instant`):
+//! a cancel or terminate ends it at once, a clock stepped back does not stretch it, and a
+//! cancel sent to a frozen peer is waited for at most a bound (`libpq::Conn::cancel`).
+//!
+//! Every session opened here starts with settings of the router's choosing, given in the
+//! startup packet (libpq's `options`), which outrank what the peer's database or role set
+//! (`ALTER DATABASE … SET search_path`): nothing runs in it under a search_path, date style
+//! or timeout that another role chose.
+
+use crate::pg::libpq::{Conn, RemoteError, PGRES_COMMAND_OK, PGRES_TUPLES_OK};
+use pgrx::pg_sys;
+use pgrx::PgSqlErrorCode;
+use std::cell::{Cell, RefCell};
+use std::ffi::{c_void, CString};
+use std::time::{Duration, Instant};
+
+/// The settings every session opened here starts with (libpq `options`, `-c name=value`,
+/// a space inside a value escaped by `\`), after whatever options the connect string has:
+/// the last of a setting given twice wins.
+pub const SESSION_OPTIONS: &str = "-c search_path=pg_catalog,pg_temp -c DateStyle=ISO,MDY \
+-c IntervalStyle=postgres -c extra_float_digits=3 -c bytea_output=hex \
+-c default_transaction_isolation=read\\ committed -c default_transaction_read_only=off \
+-c statement_timeout=0 -c lock_timeout=0 -c idle_in_transaction_session_timeout=0 \
+-c client_connection_check_interval=1000 -c check_function_bodies=on";
+
+/// How long a cancel request is waited for, and then the cancelled query's results.
+const CANCEL_BOUND: Duration = Duration::from_secs(1);
+const SETTLE_BOUND: Duration = Duration::from_secs(2);
+
+struct Entry {
+    owner: pg_sys::Oid,
+    name: String,
+    conn: Conn,
+    /// The connect string it was opened with (without the options added here).
+    connstr: String,
+    /// The subtransaction it was opened in (moved to the parent when that one commits).
+    subxact: pg_sys::SubTransactionId,
+    keep: bool,
+    /// A query was sent whose results are not all read.
+    pending: bool,
+}
+
+thread_local! {
+    static OPEN: RefCell<Vec<Entry>> = const { RefCell::new(Vec::new()) };
+    static HOOKED: Cell<bool> = const { Cell::new(false) };
+}
+
+/// The role whose connections the current code may use.
+fn current_role() -> pg_sys::Oid {
+    // SAFETY: reads a backend global.
+    unsafe { pg_sys::GetUserId() }
+}
+
+fn raise(code: PgSqlErrorCode, message: String) -> ! {
+    crate::pg::libpq::raise(code, message)
+}
+
+fn no_such(name: &str) -> ! {
+    raise(
+        PgSqlErrorCode::ERRCODE_CONNECTION_DOES_NOT_EXIST,
+        format!("no connection named \"{name}\" is open"),
+    )
+}
+
+/// Runs `f` on this role's connection `name`; 08003 if there is none.
+fn with<T>(name: &str, f: impl FnOnce(&mut Entry) -> T) -> T {
+    let role = current_role();
+    OPEN.with(|open| {
+        let mut open = open.borrow_mut();
+        match open.iter_mut().find(|e| e.owner == role && e.name == name) {
+            Some(e) => f(e),
+            None => no_such(name),
+        }
+    })
+}
+
+/// Removes (and so closes) this role's connection `name`; whether there was one.
+pub fn close(name: &str) -> bool {
+    let role = current_role();
+    let gone = OPEN.with(|open| {
+        let mut open = open.borrow_mut();
+        let at = open.iter().position(|e| e.owner == role && e.name == name);
+        at.map(|i| open.swap_remove(i))
+    });
+    gone.is_some()
+}
+
+/// Closes this role's connections whose names start with `prefix`; how many.
+pub fn close_prefixed(prefix: &str) -> i32 {
+    let role = current_role();
+    let gone: Vec<Entry> = OPEN.with(|open| {
+        let mut open = open.borrow_mut();
+        let (gone, kept) = std::mem::take(&mut *open)
+            .into_iter()
+            .partition(|e| e.owner == role && e.name.starts_with(prefix));
+        *open = kept;
+        gone
+    });
+    gone.len() as i32
+}
+
+/// The names of this role's connections, sorted.
+pub fn names() -> Vec<String> {
+    let role = current_role();
+    let mut names: Vec<String> = OPEN.with(|open| {
+        open.borrow()
+            .iter()
+            .filter(|e| e.owner == role)
+            .map(|e| e.name.clone())
+            .collect()
+    });
+    names.sort();
+    names
+}
+
+/// The connect string connection `name` was opened with, if this role has it open.
+pub fn connstr(name: &str) -> Option<String> {
+    let role = current_role();
+    OPEN.with(|open| {
+        open.borrow()
+            .iter()
+            .find(|e| e.owner == role && e.name == name)
+            .map(|e| e.connstr.clone())
+    })
+}
+
+/// `connstr` with the session options appended to its own `options` (libpq reads the last
+/// of a keyword given twice, so they are given once, together), the client encoding of
+/// this database, and, unless it names one, the application name `snowflake_id_router
+/// <this backend's pid>` (so that a node's `pg_stat_activity` says whose session it is).
+fn with_session_options(connstr: &str, own_options: Option<&str>) -> CString {
+    let quote = |v: &str| format!("'{}'", v.replace('\\', "\\\\").replace('\'', "\\'"));
+    let options = match own_options {
+        Some(o) if !o.trim().is_empty() => format!("{o} {SESSION_OPTIONS}"),
+        _ => SESSION_OPTIONS.to_string(),
+    };
+    // SAFETY: the database's encoding name, a static string.
+    let encoding = unsafe { std::ffi::CStr::from_ptr(pg_sys::GetDatabaseEncodingName()) };
+    // SAFETY: reads a backend global.
+    let pid = unsafe { pg_sys::MyProcPid };
+    let full = format!(
+        "{connstr} options={} client_encoding={} fallback_application_name={}",
+        quote(&options),
+        quote(&encoding.to_string_lossy()),
+        quote(&format!("snowflake_id_router {pid}"))
+    );
+    CString::new(full).unwrap_or_else(|_| {
+        raise(
+            PgSqlErrorCode::ERRCODE_INVALID_PARAMETER_VALUE,
+            "connect string contains a NUL byte".into(),
+        )
+    })
+}
+
+/// Opens connection `name` for the current role by `connstr` (whose own `options` value is
+/// `own_options`), waiting at most `timeout` to connect; `peer` names it in messages.
+/// Returns the peer's backend pid. 42710 if this role has a connection of that name open.
+pub fn open(
+    name: &str,
+    connstr: &str,
+    own_options: Option<&str>,
+    peer: String,
+    timeout: Duration,
+) -> i32 {
+    hook();
+    if self::connstr(name).is_some() {
+        raise(
+            PgSqlErrorCode::ERRCODE_DUPLICATE_OBJECT,
+            format!("a connection named \"{name}\" is open already"),
+        );
+    }
+    let conninfo = with_session_options(connstr, own_options);
+    let conn = Conn::open(&conninfo, peer, Some(Instant::now() + timeout));
+    let pid = conn.backend_pid();
+    // SAFETY: reads the current subtransaction's id.
+    let subxact = unsafe { pg_sys::GetCurrentSubTransactionId() };
+    OPEN.with(|open| {
+        open.borrow_mut().push(Entry {
+            owner: current_role(),
+            name: name.to_string(),
+            conn,
+            connstr: connstr.to_string(),
+            subxact,
+            keep: false,
+            pending: false,
+        })
+    });
+    pid
+}
+
+/// Marks connection `name` to outlive the transaction (or not). Only a session whose
+/// session user is a superuser keeps any: the connections are the extension owner's.
+pub fn keep(name: &str, keep: bool) {
+    // SAFETY: reads backend globals.
+    let superuser = unsafe { pg_sys::superuser_arg(pg_sys::GetSessionUserId()) };
+    if keep && !superuser {
+        raise(
+            PgSqlErrorCode::ERRCODE_INSUFFICIENT_PRIVILEGE,
+            "only a superuser's session keeps connections past its transaction".into(),
+        );
+    }
+    with(name, |e| e.keep = keep);
+}
+
+/// Cancels what is in flight on `e` and consumes its results, within the bounds; false if
+/// it would not settle (the caller closes it).
+fn settle(e: &mut Entry, what: &str) -> bool {
+    if !e.pending {
+        return true;
+    }
+    if e.conn.busy(what) {
+        e.conn.cancel(CANCEL_BOUND);
+    }
+    let deadline = Some(Instant::now() + SETTLE_BOUND);
+    loop {
+        if !e.conn.ready_by(what, deadline) {
+            return false;
+        }
+        if e.conn.next_result(what).is_none() {
+            e.pending = false;
+            return true;
+        }
+    }
+}
+
+/// Sends `sql` on connection `name`, settling first what an interrupted reader left.
+pub fn send(name: &str, sql: &str) {
+    let query = CString::new(sql).unwrap_or_else(|_| {
+        raise(
+            PgSqlErrorCode::ERRCODE_PROGRAM_LIMIT_EXCEEDED,
+            "a query sent to a node contains a NUL byte".into(),
+        )
+    });
+    let settled = with(name, |e| settle(e, "settling an earlier query"));
+    if !settled {
+        close(name);
+        raise(
+            PgSqlErrorCode::ERRCODE_CONNECTION_FAILURE,
+            format!("connection \"{name}\" did not settle after an interrupted query: closed"),
+        );
+    }
+    with(name, |e| {
+        e.pending = true;
+        e.conn.send(&query, "sending a query");
+    });
+}
+
+/// Whether what was sent on `name` is still running (reads what has arrived).
+pub fn busy(name: &str) -> bool {
+    with(name, |e| e.pending && e.conn.busy("polling a query"))
+}
+
+/// Asks the peer to cancel what runs on `name` (bounded); whether the request was taken.
+pub fn cancel(name: &str) -> bool {
+    with(name, |e| e.pending && e.conn.cancel(CANCEL_BOUND))
+}
+
+/// What a query sent on a connection came to.
+pub enum Outcome {
+    /// The first column of its first row (None: no row, or NULL).
+    Value(Option<String>),
+    Failed(RemoteError),
+}
+
+/// Waits at most `timeout` for what was sent on `name`, then reads all its results: the
+/// first column of the first row, or the first error. Past the timeout the query is
+/// cancelled and its results consumed (bounded; a connection that does not settle is
+/// closed) and 57014 raised: "`what` did not finish in time".
+pub fn receive(name: &str, timeout: Duration, what: &str) -> Outcome {
+    let deadline = Instant::now() + timeout;
+    let ready = with(name, |e| {
+        if !e.pending {
+            raise(
+                PgSqlErrorCode::ERRCODE_OBJECT_NOT_IN_PREREQUISITE_STATE,
+                format!("nothing was sent on connection \"{name}\""),
+            );
+        }
+        e.conn.ready_by(what, Some(deadline))
+    });
+    if !ready {
+        let settled = with(name, |e| settle(e, what));
+        if !settled {
+            close(name);
+        }
+        raise(
+            PgSqlErrorCode::ERRCODE_QUERY_CANCELED,
+            format!("{what} did not finish in time"),
+        );
+    }
+    with(name, |e| {
+        let mut outcome: Option<Outcome> = None;
+        // The results end with none; each is read once it has arrived whole, bounded by a
+        // grace past the deadline (the first is there: later ones follow at once). Were the
+        // grace to run out, what is left is settled before the next query.
+        let grace = Some(Instant::now().max(deadline) + SETTLE_BOUND);
+        while e.conn.ready_by(what, grace) {
+            let Some(res) = e.conn.next_result(what) else {
+                e.pending = false;
+                break;
+            };
+            if outcome.is_none() {
+                outcome = Some(match res.status() {
+                    PGRES_TUPLES_OK => Outcome::Value(res.value(0)),
+                    PGRES_COMMAND_OK => Outcome::Value(None),
+                    _ => match res.error() {
+                        Some(err) => Outcome::Failed(err),
+                        None => e.conn.lost(what),
+                    },
+                });
+            }
+        }
+        outcome.unwrap_or_else(|| e.conn.lost(what))
+    })
+}
+
+/// The remote pid of connection `name`.
+pub fn pid(name: &str) -> i32 {
+    with(name, |e| e.conn.backend_pid())
+}
+
+/// Registers the transaction callbacks once per backend.
+fn hook() {
+    if HOOKED.with(|h| h.replace(true)) {
+        return;
+    }
+    // SAFETY: registering callbacks that live as long as the library, once.
+    unsafe {
+        pg_sys::RegisterXactCallback(Some(at_transaction_end), std::ptr::null_mut());
+        pg_sys::RegisterSubXactCallback(Some(at_subtransaction_end), std::ptr::null_mut());
+    }
+}
+
+/// At the end of the top-level transaction: every connection goes but the kept ones, and
+/// on an abort a kept one with a query in flight or a transaction open on the peer goes too.
+/// (Closing cannot fail or wait: the connections are non-blocking.)
+unsafe extern "C-unwind" fn at_transaction_end(event: pg_sys::XactEvent::Type, _arg: *mut c_void) {
+    use pg_sys::XactEvent::*;
+    let aborted = match event {
+        XACT_EVENT_ABORT | XACT_EVENT_PARALLEL_ABORT => true,
+        XACT_EVENT_COMMIT | XACT_EVENT_PARALLEL_COMMIT | XACT_EVENT_PREPARE => false,
+        _ => return,
+    };
+    let gone: Vec<Entry> = OPEN.with(|open| match open.try_borrow_mut() {
+        Ok(mut open) => {
+            let (gone, kept) = std::mem::take(&mut *open).into_iter().partition(|e| {
+                !e.keep || e.conn.broken() || (aborted && (e.pending || !e.conn.idle()))
+            });
+            *open = kept;
+            gone
+        }
+        Err(_) => Vec::new(),
+    });
+    drop(gone);
+}
+
+/// At a subtransaction's end: an abort closes what was opened inside it; a commit hands it
+/// to the parent.
+unsafe extern "C-unwind" fn at_subtransaction_end(
+    event: pg_sys::SubXactEvent::Type,
+    my_subid: pg_sys::SubTransactionId,
+    parent_subid: pg_sys::SubTransactionId,
+    _arg: *mut c_void,
+) {
+    use pg_sys::SubXactEvent::*;
+    let gone: Vec<Entry> = OPEN.with(|open| match open.try_borrow_mut() {
+        Ok(mut open) => match event {
+            SUBXACT_EVENT_ABORT_SUB => {
+                let (gone, kept) = std::mem::take(&mut *open)
+                    .into_iter()
+                    .partition(|e| e.subxact == my_subid);
+                *open = kept;
+                gone
+            }
+            SUBXACT_EVENT_COMMIT_SUB => {
+                for e in open.iter_mut().filter(|e| e.subxact == my_subid) {
+                    e.subxact = parent_subid;
+                }
+                Vec::new()
+            }
+            _ => Vec::new(),
+        },
+        Err(_) => Vec::new(),
+    });
+    drop(gone);
+}
