@@ -14,6 +14,8 @@ pub mod error;
 pub mod fmgr;
 /// `next_id`: the clock, the rule and the sequence's tuple, put together.
 pub mod generator;
+/// A query run with query cancels held off (a move from its seal to its flip).
+pub mod hold_cancel;
 /// libpq inside a backend: interruptible waits, connections closed on every path.
 pub mod libpq;
 /// The server's mask key, read from the file `snowflake_id.mask_key_file` names.

@@ -226,13 +226,16 @@ pub fn keep(name: &str, keep: bool) {
 }
 
 /// Cancels what is in flight on `e` and consumes its results, within the bounds; false if
-/// it would not settle (the caller closes it).
+/// it would not settle (the caller closes it). A peer whose postmaster does not take the
+/// cancel within its bound (frozen, unreachable) will not send the results either: false at
+/// once, so that what waits on this connection (a fence held on a healthy source while the
+/// target is frozen) waits no longer than the cancel's bound.
 fn settle(e: &mut Entry, what: &str) -> bool {
     if !e.pending {
         return true;
     }
-    if e.conn.busy(what) {
-        e.conn.cancel(CANCEL_BOUND);
+    if e.conn.busy(what) && !e.conn.cancel(CANCEL_BOUND) {
+        return false;
     }
     let deadline = Some(Instant::now() + SETTLE_BOUND);
     loop {

@@ -1,9 +1,10 @@
 //! The router's private connections, locks and clock, for SQL: thin skins over
-//! `src/pg/remote.rs`, `src/pg/own_lock.rs`, `src/pg/as_owner.rs` and `src/pg/time.rs`,
-//! declared in sql/remote.sql (schema snowflake_id_node, closed to PUBLIC).
+//! `src/pg/remote.rs`, `src/pg/own_lock.rs`, `src/pg/as_owner.rs`, `src/pg/hold_cancel.rs`
+//! and `src/pg/time.rs`, declared in sql/remote.sql (schema snowflake_id_node, closed to
+//! PUBLIC).
 
 use crate::pg::remote::{self, Outcome};
-use crate::pg::{as_owner, own_lock, row_count, time};
+use crate::pg::{as_owner, hold_cancel, own_lock, row_count, time};
 use pgrx::prelude::*;
 use std::time::Duration;
 
@@ -113,4 +114,9 @@ fn as_owner(role: pg_sys::Oid, query: &str) -> Option<String> {
 #[pg_extern(sql = false)]
 fn count_rows(rel: pg_sys::Oid) -> i64 {
     row_count::rows(rel)
+}
+
+#[pg_extern(sql = false)]
+fn hold_cancel(query: &str) -> Option<String> {
+    hold_cancel::query(query)
 }
