@@ -62,22 +62,17 @@ LANGUAGE plpgsql VOLATILE STRICT PARALLEL SAFE
 SET search_path = pg_catalog, pg_temp
 AS $$
 DECLARE
-    -- The lock table holds max_locks_per_transaction for each process that can take locks.
-    slots bigint := current_setting('max_connections')::bigint
-        + coalesce(current_setting('autovacuum_worker_slots', true), current_setting('autovacuum_max_workers'))::bigint
-        + current_setting('max_worker_processes')::bigint + current_setting('max_wal_senders')::bigint
-        + current_setting('max_prepared_transactions')::bigint + 1;
-    capacity bigint := current_setting('max_locks_per_transaction')::bigint * slots;
-    in_use bigint := (SELECT count(*) FROM pg_locks WHERE NOT fastpath);
+    t record;
     needed bigint := per_schema::bigint * schemas;
 BEGIN
-    IF needed <= capacity - in_use THEN
+    SELECT * INTO t FROM snowflake_id_node.lock_table();   -- (sql/node.sql)
+    IF needed <= t.capacity - t.in_use THEN
         RETURN NULL;
     END IF;
     RETURN format('the change takes about %s locks here (%s per schema, %s schemas) in one transaction, and the lock table has room for %s more (max_locks_per_transaction = %s, for %s processes; %s in use)',
-        needed, per_schema, schemas, capacity - in_use, current_setting('max_locks_per_transaction'), slots, in_use)
+        needed, per_schema, schemas, t.capacity - t.in_use, current_setting('max_locks_per_transaction'), t.processes, t.in_use)
         || format(E'\nHINT: Set max_locks_per_transaction to at least %s on this node and restart it.',
-                  ceil((needed + in_use) * 1.2 / slots));
+                  ceil((needed + t.in_use) * 1.2 / t.processes));
 END
 $$;
 COMMENT ON FUNCTION snowflake_id_node.lock_room(integer, integer) IS

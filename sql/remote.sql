@@ -1,8 +1,8 @@
 -- The router's private machinery, written in C (src/pg/remote.rs, own_lock.rs, as_owner.rs,
--- time.rs), in the internal schema snowflake_id_node and closed to PUBLIC: only the
--- extension's owner (the superuser who created it) and code running with its rights (the
--- router's SECURITY DEFINER functions) may call these. docs/security.md says what each
--- guarantees; docs/cluster-design.md how the router uses them.
+-- hold_cancel.rs, time.rs), in the internal schema snowflake_id_node and closed to PUBLIC:
+-- only the extension's owner (the superuser who created it) and code running with its
+-- rights (the router's SECURITY DEFINER functions) may call these. docs/security.md says
+-- what each guarantees; docs/cluster-design.md how the router uses them.
 --
 -- Connections (remote_*): a registry of this backend's, in place of dblink's session-wide
 -- names. A connection belongs to the role that opened it; every other role finds none of
@@ -94,6 +94,13 @@ RETURNS text LANGUAGE c VOLATILE STRICT PARALLEL UNSAFE AS 'MODULE_PATHNAME', 'a
 COMMENT ON FUNCTION snowflake_id_node.as_owner(oid, text) IS
   'Runs query as role with SECURITY_RESTRICTED_OPERATION, search_path pg_catalog, pg_temp and row_security off (as VACUUM and REINDEX run a table owner''s code): its first column, first row, as text.';
 
+-- The part of a move that must not stop half-way (its seal's commit to its flip): a query
+-- run with query cancels held off (src/pg/hold_cancel.rs).
+CREATE OR REPLACE FUNCTION snowflake_id_node.hold_cancel(query text)
+RETURNS text LANGUAGE c VOLATILE STRICT PARALLEL UNSAFE AS 'MODULE_PATHNAME', 'hold_cancel_wrapper';
+COMMENT ON FUNCTION snowflake_id_node.hold_cancel(text) IS
+  'Runs query with query cancels (cancel requests, statement_timeout) held off until it ends: one that arrives meanwhile is taken right after; a terminate is not held off. Its first column, first row, as text.';
+
 -- A table's rows as count(*) counts them, without planning a query on it (planning runs its
 -- owner's index expressions): a sequential scan at the statement's snapshot.
 CREATE OR REPLACE FUNCTION snowflake_id_node.count_rows(rel oid)
@@ -111,4 +118,5 @@ REVOKE ALL ON FUNCTION snowflake_id_node.remote_open(text, text, text, text, dou
     snowflake_id_node.own_lock(integer, integer, boolean, boolean, boolean),
     snowflake_id_node.own_unlock(integer, integer, boolean, boolean),
     snowflake_id_node.monotonic(), snowflake_id_node.sleep(double precision),
-    snowflake_id_node.as_owner(oid, text), snowflake_id_node.count_rows(oid) FROM PUBLIC;
+    snowflake_id_node.as_owner(oid, text), snowflake_id_node.count_rows(oid),
+    snowflake_id_node.hold_cancel(text) FROM PUBLIC;

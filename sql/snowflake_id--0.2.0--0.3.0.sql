@@ -82,7 +82,8 @@ CREATE TABLE snowflake_id_node.move (
     slot text,                                  -- source
     subscription text,                          -- target
     suboid oid,                                 -- target: the subscription's OID
-    fingerprint text,                           -- source: the schemas' fingerprint when sealed
+    fingerprints text[],                        -- source: each schema's fingerprint when sealed (md5)
+    dropped integer NOT NULL DEFAULT 0,         -- source, sealed: how many of schemas are dropped (in order)
     made timestamptz NOT NULL DEFAULT clock_timestamp(),
     CHECK ((role = 'source') = (state IN ('preparing', 'copying', 'fenced', 'sealed')))
 );
@@ -864,7 +865,8 @@ COMMENT ON FUNCTION snowflake_id_node.row_counts(text) IS 'Rows of every table o
 -- returns, as JSON, the rows the copies must hold (row_counts) and the sequences to carry
 -- (sequences), both final: the fence has refused every write since. seal: the fence refuses
 -- every write whatever becomes of the mover, and the copy leaves snowflake_id_shards; only after
--- seal_check of the same move in the same transaction, so nothing can change in between.
+-- seal_check of the same move in the same transaction, so nothing can change in between. The
+-- record keeps each schema's fingerprint as sealed (its md5), for the clean-up (drop_copy).
 CREATE OR REPLACE FUNCTION snowflake_id_node.seal_check(key text, target_fingerprints text[], lock_timeout text) RETURNS text
 LANGUAGE plpgsql VOLATILE CALLED ON NULL INPUT
 SET search_path = pg_catalog, pg_temp
@@ -889,7 +891,8 @@ BEGIN
         prints := prints || mine;
     END LOOP;
     PERFORM set_config('snowflake_id_node.seal_checked', key, true),
-            set_config('snowflake_id_node.seal_fingerprint', md5(array_to_string(prints, ' ')), true);
+            set_config('snowflake_id_node.seal_fingerprints',
+                       (SELECT array_agg(md5(p) ORDER BY o) FROM unnest(prints) WITH ORDINALITY x(p, o))::text, true);
     RETURN json_build_object('rows', snowflake_id_node.row_counts(key), 'sequences', snowflake_id_node.sequences(key))::text;
 END
 $$;
@@ -908,7 +911,7 @@ BEGIN
         RAISE EXCEPTION 'move % is sealed only after seal_check(%L, ...) in the same transaction', key, key
             USING ERRCODE = 'object_not_in_prerequisite_state';
     END IF;
-    UPDATE snowflake_id_node.move r SET state = 'sealed', fingerprint = current_setting('snowflake_id_node.seal_fingerprint')
+    UPDATE snowflake_id_node.move r SET state = 'sealed', fingerprints = current_setting('snowflake_id_node.seal_fingerprints')::text[]
      WHERE r.key = m.key;
 END
 $$;
@@ -933,41 +936,174 @@ END;
 COMMENT ON FUNCTION snowflake_id_node.sequences(text) IS
   'Every sequence of move key''s schemas (identity ones too) with the newest value it gave, as JSON.';
 
--- Clean-up on the source after the flip: the publication, the slot (its WAL sender ended
--- first), then the sealed copies, under
--- ACCESS EXCLUSIVE locks, only if nothing outside depends on them and they are as sealed.
-CREATE OR REPLACE FUNCTION snowflake_id_node.drop_copy(key text, lock_timeout text, wait_timeout interval) RETURNS void
+-- Clean-up on the source right after the flip, whatever the other routers do: the
+-- publication and the slot (its WAL sender ended first, within wait_timeout: the WAL it
+-- holds goes with it) and the marker. The sealed copies stay, refusing writes (drop_copy
+-- drops them once every router routes by the flip).
+CREATE OR REPLACE FUNCTION snowflake_id_node.end_replication(key text, wait_timeout interval) RETURNS void
 LANGUAGE plpgsql VOLATILE CALLED ON NULL INPUT
 SET search_path = pg_catalog, pg_temp
 AS $$
 #variable_conflict use_variable
 DECLARE
     m snowflake_id_node.move := snowflake_id_node.record(key, '{sealed}');
-    prints text;
+BEGIN
+    PERFORM snowflake_id_node.drop_replication(m, wait_timeout);
+    EXECUTE format('DROP TABLE IF EXISTS snowflake_id_node.%I', m.marker);
+    UPDATE snowflake_id_node.move r SET publication = NULL, slot = NULL WHERE r.key = m.key;
+END
+$$;
+COMMENT ON FUNCTION snowflake_id_node.end_replication(text, interval) IS
+  'Move clean-up on the source after the flip: drops the publication, slot and marker of move key; the sealed copies stay.';
+
+-- Clean-up on the source once every router routes by the flip: the publication and the slot
+-- if they are still there, then the sealed copies, as many schemas as one transaction has
+-- room for (drop_some), each only as it was sealed and with nothing outside the move
+-- depending on it (55000 otherwise: kept); then the marker and the record. Returns how many
+-- schemas are left: the router calls again, each call a transaction of its own, until none.
+-- (Two of the move's schemas depending on each other and dropped in different calls: the
+-- dependent object goes with the first, and the second is then kept, as changed.)
+CREATE OR REPLACE FUNCTION snowflake_id_node.drop_copy(key text, lock_timeout text, wait_timeout interval) RETURNS integer
+LANGUAGE plpgsql VOLATILE CALLED ON NULL INPUT
+SET search_path = pg_catalog, pg_temp
+AS $$
+#variable_conflict use_variable
+DECLARE
+    m snowflake_id_node.move := snowflake_id_node.record(key, '{sealed}');
+    todo text[] := m.schemas[m.dropped + 1:];
     why text;
+    n integer;
 BEGIN
     PERFORM snowflake_id_node.drop_replication(m, wait_timeout);
     PERFORM set_config('lock_timeout', lock_timeout, true);
-    EXECUTE 'LOCK TABLE ' || (SELECT string_agg(x.t::text, ', ') FROM snowflake_id_node.move_tables(m.schemas) x)
-            || ' IN ACCESS EXCLUSIVE MODE';
-    SELECT md5(string_agg(snowflake_id_node.fingerprint(x)::text, ' ' ORDER BY o)) INTO prints
-      FROM unnest(m.schemas) WITH ORDINALITY u(x, o);
-    IF prints IS DISTINCT FROM m.fingerprint THEN
-        RAISE EXCEPTION 'the sealed copy of shards % (schemas %) changed after the seal: it is kept', m.shards, m.schemas
-            USING ERRCODE = 'object_not_in_prerequisite_state',
-                  HINT = 'Something was made in it after the move sealed it; look, save what must be kept, then drop it by hand and SELECT repair_moves().';
-    END IF;
-    why := snowflake_id_node.refusal(m.schemas);
+    why := snowflake_id_node.refusal(todo);
     IF why IS NOT NULL THEN
         RAISE EXCEPTION 'the sealed copy of shards % is kept: %', m.shards, why USING ERRCODE = 'object_not_in_prerequisite_state';
     END IF;
-    PERFORM snowflake_id_node.drop_schemas(m.schemas);
+    n := snowflake_id_node.drop_some(m, todo);
+    IF n < cardinality(todo) THEN
+        UPDATE snowflake_id_node.move r SET dropped = m.dropped + n WHERE r.key = m.key;
+        RETURN cardinality(todo) - n;
+    END IF;
     EXECUTE format('DROP TABLE IF EXISTS snowflake_id_node.%I', m.marker);
     DELETE FROM snowflake_id_node.move r WHERE r.key = m.key;
+    RETURN 0;
 END
 $$;
 COMMENT ON FUNCTION snowflake_id_node.drop_copy(text, text, interval) IS
-  'Move clean-up on the source: drops the publication, slots and the sealed copies of move key (if nothing outside depends on them), and its record.';
+  'Move clean-up on the source: drops the publication, slot and the sealed copies of move key (as many as fit in one transaction, if nothing outside depends on them), and, the last gone, its record; returns how many schemas are left.';
+
+-- The lock table every session of this server shares: how many locks it holds in all
+-- (max_locks_per_transaction for each process that can take locks), for how many processes,
+-- and how many are in it now (not those held by the fast path). A transaction holds its
+-- locks until it ends: one that locks more than the room left fails, out of shared memory.
+CREATE OR REPLACE FUNCTION snowflake_id_node.lock_table(OUT capacity bigint, OUT processes bigint, OUT in_use bigint)
+LANGUAGE plpgsql VOLATILE PARALLEL SAFE
+SET search_path = pg_catalog, pg_temp
+AS $$
+BEGIN
+    processes := current_setting('max_connections')::bigint
+        + coalesce(current_setting('autovacuum_worker_slots', true), current_setting('autovacuum_max_workers'))::bigint
+        + current_setting('max_worker_processes')::bigint + current_setting('max_wal_senders')::bigint
+        + current_setting('max_prepared_transactions')::bigint + 1;
+    capacity := current_setting('max_locks_per_transaction')::bigint * processes;
+    in_use := (SELECT count(*) FROM pg_locks WHERE NOT fastpath);
+END
+$$;
+COMMENT ON FUNCTION snowflake_id_node.lock_table() IS
+  'The server''s shared lock table: the locks it holds in all, for how many processes, and how many are in it now.';
+
+-- The fence and the seal each lock every table of a move's schemas in one transaction (the
+-- seal reads every sequence too, and holds its locks until it commits): a batch too large
+-- for the lock table here is refused before anything is made (53400), not once its writes
+-- are fenced. The shard locks the mover holds already are in use.
+CREATE OR REPLACE FUNCTION snowflake_id_node.fence_room(schemas text[]) RETURNS void
+LANGUAGE plpgsql VOLATILE STRICT
+SET search_path = pg_catalog, pg_temp
+AS $$
+#variable_conflict use_variable
+DECLARE
+    t record;
+    -- Their tables and sequences, and the catalogs and their indexes the checks read.
+    needed bigint := 64 + (SELECT count(*) FROM unnest(schemas) s JOIN pg_namespace n ON n.nspname = s
+                             JOIN pg_depend d ON d.refclassid = 'pg_namespace'::regclass AND d.refobjid = n.oid
+                                  AND d.classid = 'pg_class'::regclass AND d.deptype = 'n'
+                             JOIN pg_class c ON c.oid = d.objid AND c.relkind IN ('r', 'p', 'S'));
+BEGIN
+    SELECT * INTO t FROM snowflake_id_node.lock_table();
+    IF needed > t.capacity - t.in_use THEN
+        RAISE EXCEPTION 'fencing % shards at once takes about % locks here in one transaction, and the lock table has room for % more (max_locks_per_transaction = %, for % processes; % in use)',
+            cardinality(schemas), needed, t.capacity - t.in_use, current_setting('max_locks_per_transaction'), t.processes, t.in_use
+            USING ERRCODE = 'configuration_limit_exceeded',
+                  HINT = format('Move fewer shards at once (batch_size of rebalance and drain_node), or set max_locks_per_transaction to at least %s on this node and restart it.',
+                                ceil((needed + t.in_use) * 1.2 / t.processes));
+    END IF;
+END
+$$;
+COMMENT ON FUNCTION snowflake_id_node.fence_room(text[]) IS
+  'Move check on the source: 53400 when fencing and sealing the schemas at once would take more locks than the lock table has room for.';
+
+-- Drops the first of a move's schemas here, then as many more as this transaction has room
+-- for in the lock table, and returns how many it dropped (the caller records them; the rest
+-- go in transactions of their own). A drop locks every object of a schema until it commits:
+-- the copies of a batch of a thousand shards, dropped at once, would take tens of thousands
+-- of locks and fail, out of shared memory, on every try. So the first schema's locks are
+-- counted, and the others take at most half the room then left (other sessions need some).
+CREATE OR REPLACE FUNCTION snowflake_id_node.drop_some(m snowflake_id_node.move, schemas text[]) RETURNS integer
+LANGUAGE plpgsql VOLATILE CALLED ON NULL INPUT
+SET search_path = pg_catalog, pg_temp
+AS $$
+#variable_conflict use_variable
+DECLARE
+    held bigint := (SELECT count(*) FROM pg_locks l WHERE l.pid = pg_backend_pid());
+    n integer;
+BEGIN
+    PERFORM snowflake_id_node.drop_checked(m, schemas[1:1]);
+    SELECT least(cardinality(schemas),
+                 1 + greatest((t.capacity - t.in_use) / 2
+                              / greatest((SELECT count(*) FROM pg_locks l WHERE l.pid = pg_backend_pid()) - held, 1), 0))
+      INTO n FROM snowflake_id_node.lock_table() t;
+    PERFORM snowflake_id_node.drop_checked(m, schemas[2:n]);
+    RETURN n;
+END
+$$;
+COMMENT ON FUNCTION snowflake_id_node.drop_some(snowflake_id_node.move, text[]) IS
+  'Drops the first of schemas of move m, then as many more as the lock table has room for in this transaction; returns how many.';
+
+-- Drops schemas of move m here (drop_schemas). A sealed copy (the source's) only as it was
+-- sealed, under ACCESS EXCLUSIVE locks: each schema's fingerprint the one its seal kept,
+-- 55000 otherwise (kept: something was made in it since).
+CREATE OR REPLACE FUNCTION snowflake_id_node.drop_checked(m snowflake_id_node.move, schemas text[]) RETURNS void
+LANGUAGE plpgsql VOLATILE CALLED ON NULL INPUT
+SET search_path = pg_catalog, pg_temp
+AS $$
+#variable_conflict use_variable
+DECLARE
+    s text;
+    i integer;
+BEGIN
+    IF coalesce(cardinality(schemas), 0) = 0 THEN
+        RETURN;
+    END IF;
+    IF m.role = 'source' THEN
+        IF EXISTS (SELECT FROM snowflake_id_node.move_tables(schemas)) THEN
+            EXECUTE 'LOCK TABLE ' || (SELECT string_agg(x.t::text, ', ') FROM snowflake_id_node.move_tables(schemas) x)
+                    || ' IN ACCESS EXCLUSIVE MODE';
+        END IF;
+        FOREACH s IN ARRAY schemas LOOP
+            i := array_position(m.schemas, s);
+            IF md5(snowflake_id_node.fingerprint(s)::text) IS DISTINCT FROM m.fingerprints[i] THEN
+                RAISE EXCEPTION 'the sealed copy of shard % (schema %) changed after the seal: it is kept', m.shards[i], quote_ident(s)
+                    USING ERRCODE = 'object_not_in_prerequisite_state',
+                          HINT = 'Something was made in it after the move sealed it; look, save what must be kept, then drop it by hand and SELECT repair_moves().';
+            END IF;
+        END LOOP;
+    END IF;
+    PERFORM snowflake_id_node.drop_schemas(schemas);
+END
+$$;
+COMMENT ON FUNCTION snowflake_id_node.drop_checked(snowflake_id_node.move, text[]) IS
+  'Drops schemas of move m here; a sealed copy only as it was sealed (55000 otherwise).';
 
 -- Drops a move's copies (the sealed ones on the source, those it made on the target): each
 -- schema whole, and its row in the shard catalog, under the catalog's lock as drop_shard
@@ -1369,10 +1505,12 @@ COMMENT ON FUNCTION snowflake_id_node.drop_subscription(snowflake_id_node.move) 
 
 -- == Undo, either node: everything a move made here before the seal ==
 
--- Target: the subscription, the copies the move made (never a schema it did not make),
--- the record. Source: the fence triggers, publication, slots, marker, record. Refused once
--- the move is past its decision point (a sealed source, a serving target).
-CREATE OR REPLACE FUNCTION snowflake_id_node.undo(key text, wait_timeout interval, suboid oid) RETURNS void
+-- Target: the subscription, the copies the move made (never a schema it did not make), as
+-- many as one transaction has room for (drop_some), then the marker and the record. Source:
+-- the fence triggers, publication, slots, marker, record. Returns how many copies are left
+-- (the router calls again until none is). Refused once the move is past its decision point
+-- (a sealed source, a serving target).
+CREATE OR REPLACE FUNCTION snowflake_id_node.undo(key text, wait_timeout interval, suboid oid) RETURNS integer
 LANGUAGE plpgsql VOLATILE CALLED ON NULL INPUT
 SET search_path = pg_catalog, pg_temp
 AS $$
@@ -1380,12 +1518,19 @@ AS $$
 DECLARE
     m snowflake_id_node.move := snowflake_id_node.record(key, '{preparing,copying,fenced,incoming}');
     t regclass;
+    n integer;
 BEGIN
     -- The router knows the subscription's OID even if this node never heard of it.
     m.suboid := coalesce(m.suboid, nullif(suboid, 0));
     IF m.role = 'target' THEN
         PERFORM snowflake_id_node.drop_subscription(m);
-        PERFORM snowflake_id_node.drop_schemas(m.created);
+        IF cardinality(m.created) > 0 THEN
+            n := snowflake_id_node.drop_some(m, m.created);
+            IF n < cardinality(m.created) THEN
+                UPDATE snowflake_id_node.move r SET created = m.created[n + 1:] WHERE r.key = m.key;
+                RETURN cardinality(m.created) - n;
+            END IF;
+        END IF;
         EXECUTE format('DROP TABLE IF EXISTS snowflake_id_node.%I', m.marker);
     ELSE
         FOR t IN SELECT g.tgrelid::regclass FROM unnest(m.schemas) x JOIN pg_namespace n ON n.nspname = x,
@@ -1397,10 +1542,11 @@ BEGIN
         EXECUTE format('DROP TABLE IF EXISTS snowflake_id_node.%I', m.marker);
     END IF;
     DELETE FROM snowflake_id_node.move r WHERE r.key = m.key;
+    RETURN 0;
 END
 $$;
 COMMENT ON FUNCTION snowflake_id_node.undo(text, interval, oid) IS
-  'Undoes what move key made on this node before its decision point (target: subscription, copies; source: fence, publication, slot, marker) and its record.';
+  'Undoes what move key made on this node before its decision point (target: subscription, copies; source: fence, publication, slot, marker) and, all gone, its record; returns how many copies are left to drop.';
 
 -- == The fence ==
 
@@ -1553,10 +1699,10 @@ COMMENT ON FUNCTION snowflake_id_node.drop_orphans(text, interval) IS
 REVOKE ALL ON ALL FUNCTIONS IN SCHEMA snowflake_id_node FROM PUBLIC;
 -- ==== sql/remote.sql ====
 -- The router's private machinery, written in C (src/pg/remote.rs, own_lock.rs, as_owner.rs,
--- time.rs), in the internal schema snowflake_id_node and closed to PUBLIC: only the
--- extension's owner (the superuser who created it) and code running with its rights (the
--- router's SECURITY DEFINER functions) may call these. docs/security.md says what each
--- guarantees; docs/cluster-design.md how the router uses them.
+-- hold_cancel.rs, time.rs), in the internal schema snowflake_id_node and closed to PUBLIC:
+-- only the extension's owner (the superuser who created it) and code running with its
+-- rights (the router's SECURITY DEFINER functions) may call these. docs/security.md says
+-- what each guarantees; docs/cluster-design.md how the router uses them.
 --
 -- Connections (remote_*): a registry of this backend's, in place of dblink's session-wide
 -- names. A connection belongs to the role that opened it; every other role finds none of
@@ -1648,6 +1794,13 @@ RETURNS text LANGUAGE c VOLATILE STRICT PARALLEL UNSAFE AS 'MODULE_PATHNAME', 'a
 COMMENT ON FUNCTION snowflake_id_node.as_owner(oid, text) IS
   'Runs query as role with SECURITY_RESTRICTED_OPERATION, search_path pg_catalog, pg_temp and row_security off (as VACUUM and REINDEX run a table owner''s code): its first column, first row, as text.';
 
+-- The part of a move that must not stop half-way (its seal's commit to its flip): a query
+-- run with query cancels held off (src/pg/hold_cancel.rs).
+CREATE OR REPLACE FUNCTION snowflake_id_node.hold_cancel(query text)
+RETURNS text LANGUAGE c VOLATILE STRICT PARALLEL UNSAFE AS 'MODULE_PATHNAME', 'hold_cancel_wrapper';
+COMMENT ON FUNCTION snowflake_id_node.hold_cancel(text) IS
+  'Runs query with query cancels (cancel requests, statement_timeout) held off until it ends: one that arrives meanwhile is taken right after; a terminate is not held off. Its first column, first row, as text.';
+
 -- A table's rows as count(*) counts them, without planning a query on it (planning runs its
 -- owner's index expressions): a sequential scan at the statement's snapshot.
 CREATE OR REPLACE FUNCTION snowflake_id_node.count_rows(rel oid)
@@ -1665,7 +1818,8 @@ REVOKE ALL ON FUNCTION snowflake_id_node.remote_open(text, text, text, text, dou
     snowflake_id_node.own_lock(integer, integer, boolean, boolean, boolean),
     snowflake_id_node.own_unlock(integer, integer, boolean, boolean),
     snowflake_id_node.monotonic(), snowflake_id_node.sleep(double precision),
-    snowflake_id_node.as_owner(oid, text), snowflake_id_node.count_rows(oid) FROM PUBLIC;
+    snowflake_id_node.as_owner(oid, text), snowflake_id_node.count_rows(oid),
+    snowflake_id_node.hold_cancel(text) FROM PUBLIC;
 
 -- == The shard catalog's bound is the layout's largest shard (sql/shard_catalog.sql) ==
 ALTER TABLE snowflake_id_shard DROP CONSTRAINT snowflake_id_shard_shard_check,
@@ -2792,22 +2946,17 @@ LANGUAGE plpgsql VOLATILE STRICT PARALLEL SAFE
 SET search_path = pg_catalog, pg_temp
 AS $$
 DECLARE
-    -- The lock table holds max_locks_per_transaction for each process that can take locks.
-    slots bigint := current_setting('max_connections')::bigint
-        + coalesce(current_setting('autovacuum_worker_slots', true), current_setting('autovacuum_max_workers'))::bigint
-        + current_setting('max_worker_processes')::bigint + current_setting('max_wal_senders')::bigint
-        + current_setting('max_prepared_transactions')::bigint + 1;
-    capacity bigint := current_setting('max_locks_per_transaction')::bigint * slots;
-    in_use bigint := (SELECT count(*) FROM pg_locks WHERE NOT fastpath);
+    t record;
     needed bigint := per_schema::bigint * schemas;
 BEGIN
-    IF needed <= capacity - in_use THEN
+    SELECT * INTO t FROM snowflake_id_node.lock_table();   -- (sql/node.sql)
+    IF needed <= t.capacity - t.in_use THEN
         RETURN NULL;
     END IF;
     RETURN format('the change takes about %s locks here (%s per schema, %s schemas) in one transaction, and the lock table has room for %s more (max_locks_per_transaction = %s, for %s processes; %s in use)',
-        needed, per_schema, schemas, capacity - in_use, current_setting('max_locks_per_transaction'), slots, in_use)
+        needed, per_schema, schemas, t.capacity - t.in_use, current_setting('max_locks_per_transaction'), t.processes, t.in_use)
         || format(E'\nHINT: Set max_locks_per_transaction to at least %s on this node and restart it.',
-                  ceil((needed + in_use) * 1.2 / slots));
+                  ceil((needed + t.in_use) * 1.2 / t.processes));
 END
 $$;
 COMMENT ON FUNCTION snowflake_id_node.lock_room(integer, integer) IS

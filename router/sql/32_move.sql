@@ -226,8 +226,9 @@ $$;
 COMMENT ON FUNCTION move_shard(integer, text, text) IS
   'Moves a logical shard to another node online: move_shards(ARRAY[shard], node, template).';
 
--- A move from its record to the seal; then complete_move. Before the seal, any failure
--- (or cancel) undoes both sides; the error says what step failed and what is left.
+-- A move from its record to the seal, then complete_move (which commits the seal). Before
+-- the seal, any failure (or cancel) undoes both sides (fail_move); the error says what step
+-- failed and what is left.
 CREATE OR REPLACE FUNCTION snowflake_id_router.run_move(shards integer[], source text, target text, template text)
 RETURNS bigint
 LANGUAGE plpgsql VOLATILE STRICT PARALLEL UNSAFE
@@ -253,7 +254,6 @@ DECLARE
     src_connstr text;
     sequences text;
     step text := 'connecting to the nodes';
-    sealed boolean := false;
     seal_open boolean := false;  -- the seal's transaction open on the source
     checked json;
     grants text;
@@ -261,7 +261,6 @@ DECLARE
     copy_deadline timestamptz;
     fence_deadline timestamptz;
     t_fence timestamptz;
-    what_left text;
     st text;
     msg text;
     det text;
@@ -298,6 +297,10 @@ BEGIN
         roles := snowflake_id_router.call(src, format('SELECT snowflake_id_node.roles(%L)', schemas), long_step, 'checking the source');
         PERFORM snowflake_id_router.call(dst, format('SELECT snowflake_id_node.target_check(%L, %L, %L, %L, %L, %L)',
                                                      router, src_id, shards, schemas, roles, template), long_step, 'checking the target');
+        -- The fence and the seal lock every table of the batch in one transaction: a batch
+        -- too large for the source's lock table is refused now (53400), not once fenced.
+        PERFORM snowflake_id_router.call(src, format('SELECT snowflake_id_node.fence_room(%L)', schemas), long_step,
+                                         'checking the source''s lock table');
         PERFORM snowflake_id_router.note(move_id, format('schemas = %L', schemas));
 
         PERFORM snowflake_id_router.enter(move_id, 'preparing');
@@ -420,43 +423,16 @@ BEGIN
         PERFORM snowflake_id_router.pause_at('sealing');
         step := 'sealing the source';
         PERFORM snowflake_id_router.call(src, format('SELECT snowflake_id_node.seal(%L)', k), interval '10 s', step);
-        PERFORM snowflake_id_router.call(src, 'COMMIT', interval '10 s', step);
-        seal_open := false;
         sequences := checked->>'sequences';
-        sealed := true;
-        PERFORM snowflake_id_router.pause_at('sealed');
     EXCEPTION WHEN query_canceled OR OTHERS THEN
         GET STACKED DIAGNOSTICS st = RETURNED_SQLSTATE, msg = MESSAGE_TEXT, det = PG_EXCEPTION_DETAIL, hnt = PG_EXCEPTION_HINT;
-        PERFORM snowflake_id_router.settle_all();
-        IF seal_open THEN
-            PERFORM snowflake_id_router.end_transaction(src);
-        END IF;
-        PERFORM snowflake_id_router.gate_open();
-        IF NOT sealed THEN
-            IF made THEN
-                what_left := snowflake_id_router.undo_move(move_id, format('%s while %s: %s', st, step, msg));
-            ELSE
-                -- Nothing was made on a node yet: nothing to undo.
-                PERFORM snowflake_id_router.note(move_id, format('state = %L, ended = clock_timestamp(), error = %L', 'undone',
-                                                                 format('%s while %s: %s', st, step, msg)));
-            END IF;
-            IF what_left IS DISTINCT FROM 'sealed' THEN
-                PERFORM snowflake_id_router.disconnect_all();
-                msg := format('moving %s from node %L to node %L failed while %s: %s',
-                              CASE WHEN cardinality(shards) = 1 THEN 'shard ' || shards[1] ELSE 'shards ' || array_to_string(shards, ', ') END,
-                              source, target, step, msg);
-                det := concat_ws(' ', nullif(det, ''), nullif(hnt, ''));
-                hnt := CASE WHEN what_left IS NULL
-                            THEN format('The shards stay on node %L, which takes their writes again; everything the move made is removed (move %s in move_history). Re-run the move once the cause is fixed.',
-                                        source, move_id)
-                            ELSE format('The shards stay on node %L, which takes their writes again. Left for SELECT repair_moves() to remove: %s (move %s).',
-                                        source, what_left, move_id) END;
-                PERFORM snowflake_id_router.raise_error(st, msg, det, hnt);
-            END IF;
-            -- The seal committed after all (its reply was lost): complete the move.
-        END IF;
+        PERFORM snowflake_id_router.fail_move(move_id, step, made, CASE WHEN seal_open THEN src END, st, msg, det, hnt);
+        -- (Returned: the source is sealed after all. The nodes' records say what is left.)
+        seal_open := false;
+        sequences := NULL;
     END;
-    PERFORM snowflake_id_router.complete_move(move_id, sequences);
+    -- The seal's commit on, the move is completed, whoever cancels what.
+    PERFORM snowflake_id_router.complete_move(move_id, sequences, CASE WHEN seal_open THEN src END);
     PERFORM snowflake_id_router.release_connections();
     RETURN move_id;
 END
@@ -497,6 +473,23 @@ $$;
 COMMENT ON FUNCTION snowflake_id_router.compare_fingerprints(text, text, text[], integer[], text, text, timestamptz) IS
   'Compares the fingerprints of schemas on two nodes; 55000 naming the first difference.';
 
+-- A move's shards for messages: 'shard 5' or 'shards 5, 6'.
+CREATE OR REPLACE FUNCTION snowflake_id_router.shard_list(shards integer[]) RETURNS text
+LANGUAGE sql IMMUTABLE STRICT PARALLEL SAFE
+RETURN CASE WHEN cardinality(shards) = 1 THEN 'shard ' || shards[1] ELSE 'shards ' || array_to_string(shards, ', ') END;
+COMMENT ON FUNCTION snowflake_id_router.shard_list(integer[]) IS 'Shards for messages: ''shard 5'' or ''shards 5, 6''.';
+
+-- Whether an error a handler caught is a cancel of this session (a cancel request,
+-- statement_timeout, a rebalance cancelling its worker), not the timeout of one of the
+-- router's own waits on a node or on itself, which says what did not finish in time
+-- (snowflake_id_node.remote_receive, poll). A handler that goes on past a step that failed
+-- raises a cancel on instead: the caller asked to stop.
+CREATE OR REPLACE FUNCTION snowflake_id_router.cancelled(code text, message text) RETURNS boolean
+LANGUAGE sql IMMUTABLE STRICT PARALLEL SAFE
+RETURN code = '57014' AND message NOT LIKE '% did not finish in time';
+COMMENT ON FUNCTION snowflake_id_router.cancelled(text, text) IS
+  'Whether an error caught (SQLSTATE, message) is a cancel of this session rather than the timeout of a router''s wait.';
+
 -- The state of a move's record on a node (NULL: none), through this session's connection,
 -- after taking the move's shard locks there.
 CREATE OR REPLACE FUNCTION snowflake_id_router.node_state(node text, move_id bigint, shards integer[]) RETURNS text
@@ -510,10 +503,14 @@ DECLARE
     q text := format('SELECT concat(snowflake_id_node.lock_shards(%L, %L), (SELECT state FROM snowflake_id_node.move WHERE key = %L))',
                      shards, wait, snowflake_id_router.move_key(move_id));
 BEGIN
-    -- This session's connection may be broken (the node restarted): then once more afresh.
+    -- This session's connection may be broken (the node restarted) or stuck: then once more
+    -- afresh (not after a cancel of this session, nor when a new one could not connect).
     BEGIN
         RETURN nullif(snowflake_id_router.call(snowflake_id_router.node_conn(node), q, wait + interval '10 s', 'reading the move''s record'), '');
-    EXCEPTION WHEN connection_exception OR sqlclient_unable_to_establish_sqlconnection OR query_canceled THEN
+    EXCEPTION WHEN connection_exception OR query_canceled THEN
+        IF SQLSTATE = '08001' OR snowflake_id_router.cancelled(SQLSTATE, SQLERRM) THEN
+            RAISE;
+        END IF;
         PERFORM snowflake_id_router.disconnect(snowflake_id_router.node_conn_name(node));
     END;
     RETURN nullif(snowflake_id_router.call(snowflake_id_router.node_conn(node), q, wait + interval '10 s', 'reading the move''s record'), '');
@@ -522,9 +519,59 @@ $$;
 COMMENT ON FUNCTION snowflake_id_router.node_state(text, bigint, integer[]) IS
   'The state of a move''s record on node (NULL: none), read under the move''s shard locks there.';
 
--- Undoes a move that has not been sealed, target first, each node on its own. Returns
--- NULL when everything is removed (state undone), 'sealed' when the source turns out to be
--- sealed (complete it instead), or what is left where (state undoing, for repair_moves()).
+-- A move that failed before its seal (or whose seal's commit went unanswered): the calls in
+-- flight cancelled, the seal's transaction rolled back (seal_conn, if open), the gate
+-- opened, what the move made undone (made: something was; the records say what), and the
+-- error raised, saying where the shards are and what is left. Returns instead, having
+-- undone nothing, when the source turns out to be sealed (a commit whose reply was lost):
+-- the caller completes the move.
+CREATE OR REPLACE FUNCTION snowflake_id_router.fail_move(move_id bigint, step text, made boolean, seal_conn text,
+                                                         st text, msg text, det text, hnt text) RETURNS void
+LANGUAGE plpgsql VOLATILE CALLED ON NULL INPUT PARALLEL UNSAFE
+SET search_path = pg_catalog, pg_temp
+AS $$
+#variable_conflict use_variable
+DECLARE
+    m snowflake_id_router.move;
+    what_left text;
+    reason text := format('%s while %s: %s', st, step, msg);
+BEGIN
+    SELECT * INTO m FROM snowflake_id_router.move r WHERE r.id = move_id;
+    PERFORM snowflake_id_router.settle_all();
+    IF seal_conn IS NOT NULL THEN
+        PERFORM snowflake_id_router.end_transaction(seal_conn);
+    END IF;
+    PERFORM snowflake_id_router.gate_open();
+    IF made THEN
+        what_left := snowflake_id_router.undo_move(move_id, reason);
+        IF what_left = 'sealed' THEN
+            RETURN;
+        END IF;
+    ELSE
+        -- Nothing was made on a node yet: nothing to undo.
+        PERFORM snowflake_id_router.note(move_id, format('state = %L, ended = clock_timestamp(), error = %L', 'undone', reason));
+    END IF;
+    PERFORM snowflake_id_router.disconnect_all();
+    msg := format('moving %s from node %L to node %L failed while %s: %s', snowflake_id_router.shard_list(m.shards),
+                  m.source, m.target, step, msg);
+    det := concat_ws(' ', nullif(det, ''), nullif(hnt, ''));
+    hnt := CASE WHEN what_left IS NULL
+                THEN format('The shards stay on node %L, which takes their writes again; everything the move made is removed (move %s in move_history). Re-run the move once the cause is fixed.',
+                            m.source, move_id)
+                ELSE format('The shards stay on node %L, which takes their writes again. Left for SELECT repair_moves() to remove: %s (move %s).',
+                            m.source, what_left, move_id) END;
+    PERFORM snowflake_id_router.raise_error(st, msg, det, hnt);
+END
+$$;
+COMMENT ON FUNCTION snowflake_id_router.fail_move(bigint, text, boolean, text, text, text, text, text) IS
+  'A move failed before its seal: undoes it and raises the error, saying what is left where; returns if the source is sealed after all.';
+
+-- Undoes a move that has not been sealed, each node on its own: the source first, whose
+-- fence goes with its undo whatever becomes of the target (a frozen or unreachable target
+-- holds the source's writes no longer than the step that found it so), then the target,
+-- its copies dropped in as many transactions as its lock table needs. Returns NULL when
+-- everything is removed (state undone), 'sealed' when the source turns out to be sealed
+-- (complete it instead), or what is left where (state undoing, for repair_moves()).
 CREATE OR REPLACE FUNCTION snowflake_id_router.undo_move(move_id bigint, reason text) RETURNS text
 LANGUAGE plpgsql VOLATILE STRICT PARALLEL UNSAFE
 SET search_path = pg_catalog, pg_temp
@@ -536,9 +583,12 @@ DECLARE
     src_state text;
     src_ok boolean := false;
     left_over text[] := '{}';
-    wait text := snowflake_id_router.timeout('cleanup_timeout')::text;
+    undo text;
+    bound interval := snowflake_id_router.timeout('cleanup_timeout') + interval '5 s';
 BEGIN
     SELECT * INTO m FROM snowflake_id_router.move r WHERE r.id = move_id;
+    undo := format('SELECT snowflake_id_node.undo(r.key, %L, %s) FROM snowflake_id_node.move r WHERE r.key = %L',
+                   snowflake_id_router.timeout('cleanup_timeout'), coalesce(m.suboid, 0), k);
     -- The source first, to learn whether it was sealed (a seal whose reply was lost).
     BEGIN
         src_state := snowflake_id_router.node_state(m.source, move_id, m.shards);
@@ -557,25 +607,22 @@ BEGIN
                || quote_literal(m.target) || ' is kept until the source can be reached';
     END IF;
     PERFORM snowflake_id_router.note(move_id, format('state = %L, error = %L', 'undoing', reason));
-    BEGIN
-        PERFORM snowflake_id_router.node_state(m.target, move_id, m.shards);
-        PERFORM snowflake_id_router.call(snowflake_id_router.node_conn(m.target), format(
-            'SELECT snowflake_id_node.undo(r.key, %L, %s) FROM snowflake_id_node.move r WHERE r.key = %L',
-            wait, coalesce(m.suboid, 0), k), snowflake_id_router.timeout('cleanup_timeout') + interval '5 s',
-            'undoing the move on the target');
-    EXCEPTION WHEN query_canceled OR OTHERS THEN
-        left_over := left_over || format('on node %L (the target): %s', m.target, SQLERRM);
-    END;
     IF src_ok THEN
         BEGIN
-            PERFORM snowflake_id_router.call(snowflake_id_router.node_conn(m.source), format(
-                'SELECT snowflake_id_node.undo(r.key, %L, %s) FROM snowflake_id_node.move r WHERE r.key = %L',
-                wait, coalesce(m.suboid, 0), k), snowflake_id_router.timeout('cleanup_timeout') + interval '5 s',
-                'undoing the move on the source');
+            PERFORM snowflake_id_router.call(snowflake_id_router.node_conn(m.source), undo, bound, 'undoing the move on the source');
         EXCEPTION WHEN query_canceled OR OTHERS THEN
             left_over := left_over || format('on node %L (the source): %s', m.source, SQLERRM);
         END;
     END IF;
+    BEGIN
+        PERFORM snowflake_id_router.node_state(m.target, move_id, m.shards);
+        FOR i IN 0 .. cardinality(m.shards) LOOP   -- (each call drops some copies, the last the record)
+            EXIT WHEN coalesce(snowflake_id_router.call(snowflake_id_router.node_conn(m.target), undo, bound,
+                                                        'undoing the move on the target')::integer, 0) = 0;
+        END LOOP;
+    EXCEPTION WHEN query_canceled OR OTHERS THEN
+        left_over := left_over || format('on node %L (the target): %s', m.target, SQLERRM);
+    END;
     IF cardinality(left_over) = 0 THEN
         PERFORM snowflake_id_router.note(move_id, format('state = %L, ended = clock_timestamp()', 'undone'));
         RETURN NULL;
@@ -584,12 +631,130 @@ BEGIN
 END
 $$;
 COMMENT ON FUNCTION snowflake_id_router.undo_move(bigint, text) IS
-  'Undoes a move not yet sealed on both nodes; NULL when all is removed, ''sealed'' if it was sealed after all, else what is left where.';
+  'Undoes a move not yet sealed on both nodes, the source first; NULL when all is removed, ''sealed'' if it was sealed after all, else what is left where.';
 
--- Completes a sealed move: the target activated (sequences carried), the map flipped, then
--- the clean-up. A failure before the flip raises (the shards' writes stay refused until a
--- repair completes it); one in the clean-up is a WARNING, the move being done.
-CREATE OR REPLACE FUNCTION snowflake_id_router.complete_move(move_id bigint, sequences text DEFAULT NULL) RETURNS void
+-- Completes a sealed move: its flip (flip_sealed, which first commits the seal's transaction
+-- when seal_conn has it open), then its clean-up (clean_up). The flip runs with query
+-- cancels held off (snowflake_id_node.hold_cancel): a cancel of the caller (Ctrl-C,
+-- pg_cancel_backend, statement_timeout, a rebalance cancelling its workers) waits until the
+-- map is flipped, then ends the call (57014) once what replicated the move is removed (unless
+-- cancelled again): its old copy stays, sealed, for repair_moves(). What the flip waits for
+-- is bounded by deadlines of its own: a node or the router that does not answer in time
+-- fails it ("sealed but failed", left for repair_moves()), as does a terminate
+-- (pg_terminate_backend, which nothing holds off).
+CREATE OR REPLACE FUNCTION snowflake_id_router.complete_move(move_id bigint, sequences text DEFAULT NULL, seal_conn text DEFAULT NULL)
+RETURNS void
+LANGUAGE plpgsql VOLATILE CALLED ON NULL INPUT PARALLEL UNSAFE
+SET search_path = pg_catalog, pg_temp
+AS $$
+#variable_conflict use_variable
+DECLARE
+    m snowflake_id_router.move;
+BEGIN
+    BEGIN
+        IF (SELECT r.state FROM snowflake_id_router.move r WHERE r.id = move_id) NOT IN ('flipped', 'cleaning') THEN
+            PERFORM snowflake_id_node.hold_cancel(format('SELECT snowflake_id_router.flip_sealed(%s, %L, %L)',
+                                                         move_id, sequences, seal_conn));
+        END IF;
+        PERFORM snowflake_id_router.pause_at('flipped');
+        PERFORM snowflake_id_router.clean_up(move_id);
+    EXCEPTION WHEN query_canceled THEN
+        SELECT * INTO m FROM snowflake_id_router.move r WHERE r.id = move_id;
+        IF m.state NOT IN ('flipped', 'cleaning') THEN
+            RAISE;   -- (the flip failed: flip_sealed said so)
+        END IF;
+        -- What replicated it goes all the same (the slot holds the source's WAL), unless
+        -- cancelled again; the old copy is left, sealed.
+        PERFORM snowflake_id_router.settle_all();
+        PERFORM snowflake_id_router.note(move_id, format('error = %L', concat_ws('; ', 'clean-up cancelled: ' || SQLERRM,
+                                                 nullif(array_to_string(snowflake_id_router.end_replication(move_id), '; '), ''))));
+        RAISE EXCEPTION 'move % of % to node % is done, but its clean-up was cancelled: %', move_id,
+            snowflake_id_router.shard_list(m.shards), quote_literal(m.target), SQLERRM
+            USING ERRCODE = 'query_canceled',
+                  HINT = format('The map sends the shards to node %s. Their old copy on node %s stays, sealed (it refuses writes), until SELECT repair_moves() removes it.',
+                                quote_literal(m.target), quote_literal(m.source));
+    END;
+END
+$$;
+COMMENT ON FUNCTION snowflake_id_router.complete_move(bigint, text, text) IS
+  'Completes a sealed move: commits the seal (seal_conn), activates the copies and flips the map with cancels held off, then cleans up.';
+
+-- From a move's seal to its flip, run with query cancels held off (complete_move): the
+-- seal's transaction committed (seal_conn; NULL: committed already), the target activated
+-- (activate_target), the map flipped through the loopback connection, the gate opened. A
+-- commit that fails may have committed: the source's record says (fail_move undoes the move
+-- if it did not). A step that fails quickly (a node's or the loopback's session cancelled
+-- or ended by someone) is tried again, from the nodes' records, within cleanup_timeout; a
+-- failure that stays raises "sealed but failed": the source refuses the shards' writes
+-- until repair_moves() completes the move.
+CREATE OR REPLACE FUNCTION snowflake_id_router.flip_sealed(move_id bigint, sequences text, seal_conn text) RETURNS text
+LANGUAGE plpgsql VOLATILE CALLED ON NULL INPUT PARALLEL UNSAFE
+SET search_path = pg_catalog, pg_temp
+AS $$
+#variable_conflict use_variable
+DECLARE
+    m snowflake_id_router.move;
+    step text := 'sealing the source';
+    deadline timestamptz := snowflake_id_node.monotonic() + snowflake_id_router.timeout('cleanup_timeout');
+    st text;
+    msg text;
+    det text;
+    hnt text;
+BEGIN
+    SELECT * INTO m FROM snowflake_id_router.move r WHERE r.id = move_id;
+    IF seal_conn IS NOT NULL THEN
+        BEGIN
+            PERFORM snowflake_id_router.call(seal_conn, 'COMMIT', interval '10 s', step);
+        EXCEPTION WHEN query_canceled OR OTHERS THEN
+            GET STACKED DIAGNOSTICS st = RETURNED_SQLSTATE, msg = MESSAGE_TEXT, det = PG_EXCEPTION_DETAIL, hnt = PG_EXCEPTION_HINT;
+            PERFORM snowflake_id_router.fail_move(move_id, step, true, seal_conn, st, msg, det, hnt);
+            sequences := NULL;   -- (sealed after all: read again)
+        END;
+        PERFORM snowflake_id_router.pause_at('sealed');
+    END IF;
+    FOR attempt IN 1 .. 3 LOOP
+        BEGIN
+            step := 'activating the copies';
+            PERFORM snowflake_id_router.activate_target(move_id, sequences);
+            PERFORM snowflake_id_router.pause_at('flipping');
+            step := 'flipping the map';
+            PERFORM snowflake_id_router.call(snowflake_id_router.loopback(), format('SELECT snowflake_id_router.flip(%s)', move_id),
+                                             snowflake_id_router.timeout('lock_timeout') + snowflake_id_router.timeout('cleanup_timeout'), step);
+            EXIT;
+        EXCEPTION WHEN query_canceled OR OTHERS THEN
+            GET STACKED DIAGNOSTICS st = RETURNED_SQLSTATE, msg = MESSAGE_TEXT;
+            PERFORM snowflake_id_router.settle_all();
+            -- A flip whose reply was lost is a flip.
+            EXIT WHEN (SELECT r.state FROM snowflake_id_router.move r WHERE r.id = move_id) = 'flipped';
+            BEGIN
+                PERFORM snowflake_id_router.note(move_id, format('error = %L', st || ' while ' || step || ': ' || msg));
+            EXCEPTION WHEN OTHERS THEN
+                NULL;   -- (the loopback connection failed too: the next attempt opens another)
+            END;
+            IF attempt = 3 OR snowflake_id_node.monotonic() >= deadline THEN
+                PERFORM snowflake_id_router.gate_open();
+                PERFORM snowflake_id_router.disconnect_all();
+                RAISE EXCEPTION 'move % of % from node % to node % is sealed but failed while %: %', move_id,
+                    snowflake_id_router.shard_list(m.shards), quote_literal(m.source), quote_literal(m.target), step, msg
+                    USING ERRCODE = st,
+                          HINT = format('The copy on node %s is complete and node %s refuses the shards'' writes (40001) until the move is completed: SELECT repair_moves() completes it once the cause is fixed.',
+                                        quote_literal(m.target), quote_literal(m.source));
+            END IF;
+            sequences := NULL;   -- (again, as the nodes' records say)
+        END;
+    END LOOP;
+    PERFORM snowflake_id_router.gate_open();
+    RETURN 'flipped';
+END
+$$;
+COMMENT ON FUNCTION snowflake_id_router.flip_sealed(bigint, text, text) IS
+  'A sealed move''s commit, activation and flip, each bounded, tried again within cleanup_timeout; raises "sealed but failed" if they fail (run with cancels held off).';
+
+-- The target's activation, once the source is sealed: with the sequences the seal read, or
+-- (sequences NULL: a repair, a second attempt) as the nodes' records say: nothing to do if
+-- the target serves already, else the sequences read again from the source. 55000 if the
+-- records are not those of a sealed move.
+CREATE OR REPLACE FUNCTION snowflake_id_router.activate_target(move_id bigint, sequences text) RETURNS void
 LANGUAGE plpgsql VOLATILE CALLED ON NULL INPUT PARALLEL UNSAFE
 SET search_path = pg_catalog, pg_temp
 AS $$
@@ -597,118 +762,164 @@ AS $$
 DECLARE
     m snowflake_id_router.move;
     k text := snowflake_id_router.move_key(move_id);
+    bound interval := snowflake_id_router.timeout('cleanup_timeout');
     src_state text;
     dst_state text;
-    step text := 'activating the copies';
-    bound interval := snowflake_id_router.timeout('cleanup_timeout');
-    left_over text[] := '{}';
 BEGIN
     SELECT * INTO m FROM snowflake_id_router.move r WHERE r.id = move_id;
-    IF m.state NOT IN ('flipped', 'cleaning') THEN
-        BEGIN
-            IF sequences IS NULL THEN
-                -- A repair: the nodes' records say where the move is.
-                src_state := snowflake_id_router.node_state(m.source, move_id, m.shards);
-                dst_state := snowflake_id_router.node_state(m.target, move_id, m.shards);
-                IF src_state IS DISTINCT FROM 'sealed' OR dst_state NOT IN ('incoming', 'serving') THEN
-                    RAISE EXCEPTION 'move % cannot be completed: its record is % on node % and % on node %', move_id,
-                        coalesce(src_state, 'absent'), quote_literal(m.source), coalesce(dst_state, 'absent'), quote_literal(m.target)
-                        USING ERRCODE = 'object_not_in_prerequisite_state';
-                END IF;
-                PERFORM snowflake_id_router.note(move_id, format('state = %L', 'sealed'));
-                IF dst_state = 'incoming' THEN
-                    sequences := snowflake_id_router.call(snowflake_id_router.node_conn(m.source),
-                        format('SELECT snowflake_id_node.sequences(%L)', k), bound, 'reading the sequences');
-                END IF;
-            ELSE
-                dst_state := 'incoming';  -- the mover's own call, right after the seal
-            END IF;
-            IF dst_state = 'incoming' THEN
-                PERFORM snowflake_id_router.call(snowflake_id_router.node_conn(m.target),
-                    format('SELECT snowflake_id_node.activate(%L, %L)', k, sequences), bound, 'carrying the sequences');
-            END IF;
-            PERFORM snowflake_id_router.pause_at('flipping');
-            step := 'flipping the map';
-            PERFORM snowflake_id_router.call(snowflake_id_router.loopback(), format('SELECT snowflake_id_router.flip(%s)', move_id),
-                                             snowflake_id_router.timeout('lock_timeout') + bound, step);
-            PERFORM snowflake_id_router.gate_open();
-        EXCEPTION WHEN query_canceled OR OTHERS THEN
-            PERFORM snowflake_id_router.settle_all();
-            PERFORM snowflake_id_router.gate_open();
-            PERFORM snowflake_id_router.note(move_id, format('error = %L', SQLSTATE || ' while ' || step || ': ' || SQLERRM));
-            -- A flip whose reply was lost is a flip: go on with the clean-up.
-            IF (SELECT r.state FROM snowflake_id_router.move r WHERE r.id = move_id) IS DISTINCT FROM 'flipped' THEN
-                PERFORM snowflake_id_router.disconnect_all();
-                RAISE EXCEPTION 'move % of % from node % to node % is sealed but failed while %: %', move_id,
-                    CASE WHEN cardinality(m.shards) = 1 THEN 'shard ' || m.shards[1] ELSE 'shards ' || array_to_string(m.shards, ', ') END,
-                    quote_literal(m.source), quote_literal(m.target), step, SQLERRM
-                    USING ERRCODE = SQLSTATE,
-                          HINT = format('The copy on node %s is complete and node %s refuses the shards'' writes (40001) until the move is completed: SELECT repair_moves() completes it once the cause is fixed.',
-                                        quote_literal(m.target), quote_literal(m.source));
-            END IF;
-        END;
-        PERFORM snowflake_id_router.pause_at('flipped');
+    IF sequences IS NULL THEN
+        src_state := snowflake_id_router.node_state(m.source, move_id, m.shards);
+        dst_state := snowflake_id_router.node_state(m.target, move_id, m.shards);
+        IF src_state IS DISTINCT FROM 'sealed' OR coalesce(dst_state, 'absent') NOT IN ('incoming', 'serving') THEN
+            RAISE EXCEPTION 'move % cannot be completed: its record is % on node % and % on node %', move_id,
+                coalesce(src_state, 'absent'), quote_literal(m.source), coalesce(dst_state, 'absent'), quote_literal(m.target)
+                USING ERRCODE = 'object_not_in_prerequisite_state';
+        END IF;
+        PERFORM snowflake_id_router.note(move_id, format('state = %L', 'sealed'));
+        IF dst_state = 'serving' THEN
+            RETURN;
+        END IF;
+        sequences := snowflake_id_router.call(snowflake_id_router.node_conn(m.source),
+            format('SELECT snowflake_id_node.sequences(%L)', k), bound, 'reading the sequences');
     END IF;
+    PERFORM snowflake_id_router.call(snowflake_id_router.node_conn(m.target),
+        format('SELECT snowflake_id_node.activate(%L, %L)', k, sequences), bound, 'carrying the sequences');
+END
+$$;
+COMMENT ON FUNCTION snowflake_id_router.activate_target(bigint, text) IS
+  'Activates a sealed move''s target (sequences carried: those given, or read from the source as the nodes'' records say).';
+
+-- One clean-up step of a move on node: sql through this session's connection there, after
+-- the move's record is read under its shard locks (nothing to do without one). Returns its
+-- value, or what failed (the caller goes on, and leaves the step for a repair); a cancel of
+-- this session is raised, not returned.
+CREATE OR REPLACE FUNCTION snowflake_id_router.cleanup_step(node text, move_id bigint, shards integer[], sql text,
+                                                            bound interval, what text, OUT value text, OUT failed text)
+LANGUAGE plpgsql VOLATILE STRICT PARALLEL UNSAFE
+SET search_path = pg_catalog, pg_temp
+AS $$
+#variable_conflict use_variable
+BEGIN
+    IF snowflake_id_router.node_state(node, move_id, shards) IS NOT NULL THEN
+        value := snowflake_id_router.call(snowflake_id_router.node_conn(node), sql, bound, what);
+    END IF;
+EXCEPTION WHEN query_canceled OR OTHERS THEN
+    IF snowflake_id_router.cancelled(SQLSTATE, SQLERRM) THEN
+        RAISE;
+    END IF;
+    failed := format('on node %L: %s', node, SQLERRM);
+END
+$$;
+COMMENT ON FUNCTION snowflake_id_router.cleanup_step(text, bigint, integer[], text, interval, text) IS
+  'A clean-up step of a move on a node (skipped without its record there): its value, or what failed; a cancel is raised.';
+
+-- What replicated a flipped move, useless once flipped, and removed at once whatever the
+-- other routers do: on the target the subscription (its worker), the marker and the record;
+-- on the source the publication, the slot (and the WAL it holds) and the marker. Returns
+-- what failed, where.
+CREATE OR REPLACE FUNCTION snowflake_id_router.end_replication(move_id bigint) RETURNS text[]
+LANGUAGE plpgsql VOLATILE STRICT PARALLEL UNSAFE
+SET search_path = pg_catalog, pg_temp
+AS $$
+#variable_conflict use_variable
+DECLARE
+    m snowflake_id_router.move;
+    k text := snowflake_id_router.move_key(move_id);
+    bound interval := snowflake_id_router.timeout('cleanup_timeout');
+BEGIN
     SELECT * INTO m FROM snowflake_id_router.move r WHERE r.id = move_id;
-    -- The old copy goes only once every router routes by the flip: a follower behind would
-    -- still send the shards' calls there (writes refused with 40001 until it has the map).
+    RETURN array_remove(ARRAY[
+        (snowflake_id_router.cleanup_step(m.target, move_id, m.shards, format('SELECT snowflake_id_node.finish(%L)', k),
+                                          bound, 'removing the subscription and marker')).failed,
+        (snowflake_id_router.cleanup_step(m.source, move_id, m.shards, format('SELECT snowflake_id_node.end_replication(%L, %L)', k, bound),
+                                          bound + interval '5 s', 'removing the publication and slot')).failed], NULL);
+END
+$$;
+COMMENT ON FUNCTION snowflake_id_router.end_replication(bigint) IS
+  'Removes what replicated a flipped move (the target''s subscription, the source''s publication and slot); what failed, where.';
+
+-- The clean-up of a flipped move. What replicated it goes at once, whatever the other
+-- routers do: on the target the subscription (its worker), the marker and the record; on
+-- the source the publication, the slot (and the WAL it holds) and the marker. The old copy
+-- stays, sealed (its writes refused with 40001), until every router routes by the flip
+-- (routed_everywhere): a follower behind would still send the shards' calls there. Then the
+-- router transactions older than the flip are let end, and the old copy goes, as many of its
+-- schemas at a time as the source's lock table has room for (drop_copy). A step that fails
+-- is a WARNING, left for a repair (the move is done); a cancel of the caller is raised.
+CREATE OR REPLACE FUNCTION snowflake_id_router.clean_up(move_id bigint) RETURNS void
+LANGUAGE plpgsql VOLATILE STRICT PARALLEL UNSAFE
+SET search_path = pg_catalog, pg_temp
+AS $$
+#variable_conflict use_variable
+DECLARE
+    m snowflake_id_router.move;
+    k text := snowflake_id_router.move_key(move_id);
+    bound interval := snowflake_id_router.timeout('cleanup_timeout');
+    left_over text[] := '{}';
+    done record;   -- (a step's value and failure)
+    behind text;
+BEGIN
+    SELECT * INTO m FROM snowflake_id_router.move r WHERE r.id = move_id;
+    BEGIN
+        PERFORM snowflake_id_router.gate_open();   -- (a repair's completion, which closed none, passes)
+        PERFORM snowflake_id_router.gate(false, snowflake_id_router.timeout('copy_timeout'));
+    EXCEPTION WHEN lock_not_available THEN
+        NULL;   -- (the gate orders heavy steps; it guards nothing)
+    END;
+    left_over := snowflake_id_router.end_replication(move_id);
     IF NOT snowflake_id_router.routed_everywhere(m.map_version) THEN
-        PERFORM snowflake_id_router.note(move_id, format('error = %L', 'waiting for router(s) '
-            || (SELECT string_agg(quote_literal(x.name), ', ' ORDER BY x.name) FROM snowflake_id_router.router x
-                 WHERE x.map_version < coalesce(m.map_version, 0)) || ' to route by the flip'));
+        behind := (SELECT string_agg(quote_literal(x.name), ', ' ORDER BY x.name) FROM snowflake_id_router.router x
+                    WHERE x.map_version < coalesce(m.map_version, 0));
+        PERFORM snowflake_id_router.note(move_id, format('error = %L', concat_ws('; ', 'waiting for router(s) ' || behind || ' to route by the flip',
+                                                                                 nullif(array_to_string(left_over, '; '), ''))));
         RAISE WARNING 'move % of % to node % is flipped, but router(s) % do not route by it yet: the old copy on node % stays, sealed, until they do',
-            move_id, CASE WHEN cardinality(m.shards) = 1 THEN 'shard ' || m.shards[1] ELSE 'shards ' || array_to_string(m.shards, ', ') END,
-            quote_literal(m.target),
-            (SELECT string_agg(quote_literal(x.name), ', ' ORDER BY x.name) FROM snowflake_id_router.router x
-              WHERE x.map_version < coalesce(m.map_version, 0)),
-            quote_literal(m.source)
+            move_id, snowflake_id_router.shard_list(m.shards), quote_literal(m.target), behind, quote_literal(m.source)
             USING HINT = 'repair_moves() pushes the map again and finishes the move once they route by it (router_status).';
         RETURN;
     END IF;
-    PERFORM snowflake_id_router.gate_open();   -- (a repair's completion, which closed none, passes)
-    PERFORM snowflake_id_router.gate(false, snowflake_id_router.timeout('copy_timeout'));
     PERFORM snowflake_id_router.enter(move_id, 'cleaning');
     PERFORM snowflake_id_router.wait_for_older_transactions(m.flipped);
-    BEGIN
-        dst_state := snowflake_id_router.node_state(m.target, move_id, m.shards);
-        IF dst_state IS NOT NULL THEN
-            PERFORM snowflake_id_router.call(snowflake_id_router.node_conn(m.target),
-                format('SELECT snowflake_id_node.finish(%L)', k), bound, 'removing the subscription and marker');
-        END IF;
-    EXCEPTION WHEN query_canceled OR OTHERS THEN
-        left_over := left_over || format('on node %L: %s', m.target, SQLERRM);
-    END;
     PERFORM snowflake_id_router.pause_at('cleaning the source');
-    BEGIN
-        src_state := snowflake_id_router.node_state(m.source, move_id, m.shards);
-        IF src_state IS NOT NULL THEN
-            PERFORM snowflake_id_router.call(snowflake_id_router.node_conn(m.source),
-                format('SELECT snowflake_id_node.drop_copy(%L, %L, %L)', k,
-                       snowflake_id_router.ms(snowflake_id_router.timeout('lock_timeout')), bound),
-                bound + snowflake_id_router.timeout('lock_timeout') + interval '5 s', 'dropping the old copy');
-        END IF;
-    EXCEPTION WHEN query_canceled OR OTHERS THEN
-        left_over := left_over || format('on node %L: %s', m.source, SQLERRM);
-    END;
+    FOR i IN 0 .. cardinality(m.shards) LOOP   -- (each call drops some schemas, the last the record)
+        done := snowflake_id_router.cleanup_step(m.source, move_id, m.shards,
+                 format('SELECT snowflake_id_node.drop_copy(%L, %L, %L)', k, snowflake_id_router.ms(snowflake_id_router.timeout('lock_timeout')), bound),
+                 bound + snowflake_id_router.timeout('lock_timeout') + interval '5 s', 'dropping the old copy');
+        left_over := array_remove(left_over || done.failed, NULL);
+        EXIT WHEN coalesce(done.value, '0') = '0';
+    END LOOP;
+    PERFORM snowflake_id_router.finished(move_id, left_over);
+END
+$$;
+COMMENT ON FUNCTION snowflake_id_router.clean_up(bigint) IS
+  'Removes what a flipped move made: its replication at once, its old copy once every router routes by the flip.';
+
+-- A move's clean-up ended: done (NOTICE with its figures), or a WARNING naming what is left.
+CREATE OR REPLACE FUNCTION snowflake_id_router.finished(move_id bigint, left_over text[]) RETURNS void
+LANGUAGE plpgsql VOLATILE STRICT PARALLEL UNSAFE
+SET search_path = pg_catalog, pg_temp
+AS $$
+#variable_conflict use_variable
+DECLARE
+    m snowflake_id_router.move;
+BEGIN
+    SELECT * INTO m FROM snowflake_id_router.move r WHERE r.id = move_id;
     IF cardinality(left_over) > 0 THEN
         PERFORM snowflake_id_router.note(move_id, format('error = %L', 'clean-up: ' || array_to_string(left_over, '; ')));
         RAISE WARNING 'move % of % to node % is done, but its clean-up is not: %', move_id,
-            CASE WHEN cardinality(m.shards) = 1 THEN 'shard ' || m.shards[1] ELSE 'shards ' || array_to_string(m.shards, ', ') END,
-            quote_literal(m.target), array_to_string(left_over, '; ')
+            snowflake_id_router.shard_list(m.shards), quote_literal(m.target), array_to_string(left_over, '; ')
             USING HINT = 'SELECT repair_moves() finishes it once the cause is fixed.';
         RETURN;
     END IF;
     PERFORM snowflake_id_router.note(move_id, format('state = %L, ended = clock_timestamp()', 'done'));
     SELECT * INTO m FROM snowflake_id_router.move r WHERE r.id = move_id;
     RAISE NOTICE '% moved from node % to node %: % rows, % ms in all, writes fenced for % ms',
-        CASE WHEN cardinality(m.shards) = 1 THEN 'shard ' || m.shards[1] ELSE 'shards ' || array_to_string(m.shards, ', ') END,
-        quote_literal(m.source), quote_literal(m.target), m.rows,
+        snowflake_id_router.shard_list(m.shards), quote_literal(m.source), quote_literal(m.target), m.rows,
         round(extract(epoch FROM m.ended - m.started) * 1000),
         round(extract(epoch FROM m.flipped - m.fenced) * 1000, 1);
 END
 $$;
-COMMENT ON FUNCTION snowflake_id_router.complete_move(bigint, text) IS
-  'Completes a sealed move: activates the copies, flips the map, removes the old copy and what the move made.';
+COMMENT ON FUNCTION snowflake_id_router.finished(bigint, text[]) IS
+  'Records a move''s clean-up as done (NOTICE) or says what is left (WARNING).';
 
 -- The flip, run through the loopback connection (committed at once for every router
 -- session): the map of the move's shards from its source to its target, and its record.
