@@ -2140,6 +2140,9 @@ BEGIN
             BEGIN
                 outcome := snowflake_id_router.repair_move(m.id);
             EXCEPTION WHEN query_canceled OR OTHERS THEN
+                IF snowflake_id_router.cancelled(SQLSTATE, SQLERRM) THEN
+                    RAISE;   -- (the caller asked to stop, not a node)
+                END IF;
                 outcome := format('not repaired: %s (%s)', SQLERRM, SQLSTATE);
             END;
         EXCEPTION WHEN lock_not_available THEN
@@ -2178,6 +2181,9 @@ BEGIN
                                                          bound, 'unlocking the shards');
                         outcome := format('undone on node %L (a record without a move on this router)', n.name);
                     EXCEPTION WHEN query_canceled OR OTHERS THEN
+                        IF snowflake_id_router.cancelled(SQLSTATE, SQLERRM) THEN
+                            RAISE;
+                        END IF;
                         outcome := format('not undone on node %L: %s (%s)', n.name, SQLERRM, SQLSTATE);
                     END;
                 END IF;
@@ -2192,6 +2198,9 @@ BEGIN
                 RETURN NEXT;
             END LOOP;
         EXCEPTION WHEN query_canceled OR OTHERS THEN
+            IF snowflake_id_router.cancelled(SQLSTATE, SQLERRM) THEN
+                RAISE;
+            END IF;
             move := NULL;
             shards := NULL;
             outcome := format('node %L not checked: %s (%s)', n.name, SQLERRM, SQLSTATE);

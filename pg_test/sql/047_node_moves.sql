@@ -201,3 +201,35 @@ DROP OWNED BY mv_app;
 DROP ROLE mv_app;
 SELECT drop_shard('mv_' || s, cascade => true) FROM generate_series(7002, 7003) s;
 DROP SCHEMA mvtpl CASCADE;
+
+-- A move's commit, activation and flip run with query cancels held off
+-- (snowflake_id_node.hold_cancel): a cancel (statement_timeout here) that comes while its
+-- query runs is taken right after it ends; the hold is given back on every path.
+CREATE TEMP TABLE hc_began AS SELECT clock_timestamp() AS t;
+SET statement_timeout = '100ms';
+SELECT snowflake_id_node.hold_cancel('SELECT pg_sleep(0.4)::text');             -- 57014, after the sleep
+RESET statement_timeout;
+SELECT clock_timestamp() - t >= interval '0.4 s' AS held_to_its_end FROM hc_began;
+-- Given back after a return and after an error a block caught: a cancel is taken at once.
+SELECT snowflake_id_node.hold_cancel('SELECT 1::text') AS returned;
+DO $$ BEGIN PERFORM snowflake_id_node.hold_cancel('SELECT (1 / 0)::text'); EXCEPTION WHEN division_by_zero THEN NULL; END $$;
+SET statement_timeout = '100ms';
+SELECT pg_sleep(2);                                                               -- 57014 at 100 ms
+RESET statement_timeout;
+-- An error caught inside the query does not end the hold: what follows it is held too.
+CREATE FUNCTION pg_temp.caught_then_sleep() RETURNS text LANGUAGE plpgsql AS $$
+BEGIN
+    BEGIN
+        PERFORM 1 / 0;
+    EXCEPTION WHEN division_by_zero THEN
+        NULL;
+    END;
+    PERFORM pg_sleep(0.4);
+    RETURN 'slept';
+END
+$$;
+UPDATE hc_began SET t = clock_timestamp();
+SET statement_timeout = '100ms';
+SELECT snowflake_id_node.hold_cancel('SELECT pg_temp.caught_then_sleep()');     -- 57014, after the sleep
+RESET statement_timeout;
+SELECT clock_timestamp() - t >= interval '0.4 s' AS held_past_a_caught_error FROM hc_began;
