@@ -11,9 +11,10 @@
 #   15  a target frozen (kill -STOP of its postmaster and backends) while the move waits
 #       for it under the fence: the healthy source takes writes again within
 #       lock_timeout + cutover_timeout + 1 s (the undo does the source first).
-#   16  the router's clock stepped back one hour while a move is fenced (and the target
-#       frozen): the fence still ends within that bound (every wait's deadline is
-#       monotonic); the move, run again with the clock still behind, completes.
+#   16  the router's clock stepped back one hour while a fenced move waits for a target
+#       slow to catch up (its apply held up by a lock there): the fence still ends within
+#       that bound (every wait's deadline and sleep is monotonic); the move, run again with
+#       the clock still behind, completes.
 #   19  a follower router down during a drain of single-shard batches (more than a
 #       target's logical replication workers): every batch flips; each keeps only its
 #       sealed old copy, no subscription, publication, slot or WAL held; repaired once the
@@ -185,31 +186,51 @@ case14() {
   local left; left=$(leftovers); [[ -z $left ]] || fail "left after the resumed rebalance: $left"
 }
 
-# 15 (and 16 with the router's clock stepped back): a move held at its fence, its target
-# frozen, then let go: the source's fence ends within the bound.
-frozen_target() {
-  local item=$1 shard=$2 to=$3 from t0 p
+# 15 and 16: a move held at its fence, its target then stuck (HOW: frozen, kill -STOP of
+# its postmaster and processes; or slow: the marker's apply held up by a lock there, and the
+# router's clock stepped back 1 h while the mover waits for it), then let go: the healthy
+# source's fence ends within lock_timeout + cutover_timeout + 1 s.
+stuck_target() {
+  local item=$1 shard=$2 to=$3 how=$4 from t0 p marker
   from=$(map "$shard")
   held fenced "SELECT move_shard($shard, '$to')"
   fence_watch "$from" "$shard" "$work/fence"
-  [[ $item == 16 ]] && faketime_set "$work/clock" "-1h"
-  freeze "$to"
+  if [[ $how == frozen ]]; then
+    freeze "$to"
+  else
+    marker=$(on router -c "SELECT 'sfid_' || replace(snowflake_id_router.move_key(max(id)), '/', '_') FROM snowflake_id_router.move")
+    on "$to" -c "BEGIN" -c "LOCK TABLE snowflake_id_node.$marker IN SHARE MODE" -c "SELECT pg_sleep(120)" >/dev/null 2>&1 &
+    for _ in $(seq 100); do
+      [[ $(on "$to" -c "SELECT count(*) FROM pg_locks WHERE relation = 'snowflake_id_node.$marker'::regclass AND mode = 'ShareLock' AND granted") == 1 ]] && break
+      sleep 0.05
+    done
+  fi
   t0=$(now); release
-  if ended; then fail "move_shard($shard) with its target frozen succeeded"; fi
+  if [[ $how == slow ]]; then sleep 1; faketime_set "$work/clock" "-1h"; fi
+  for _ in $(seq 600); do   # (the source's fence ends with its record there)
+    [[ $(on "$from" -c "SELECT count(*) FROM snowflake_id_node.move WHERE $shard = ANY (shards)") == 0 ]] && break
+    sleep 0.1
+  done
   fence_end "$work/fence"; p=$(pause "$shard" "$t0" "$(now)")
-  thaw
-  grep -q "shards stay on node '$from'" "$work/mover.log" || fail "the move with its target frozen: $(cat "$work/mover.log")"
-  echo "$item: target $to frozen under the fence${4:-}: node $from refused shard $shard's writes for $fence s, the writers' longest write $p s (bound $bound s); the move: $(grep -o 'failed while [^:]*' "$work/mover.log" | head -1)"
+  echo "$item: target $to $how under the fence${5:-}: node $from refused shard $shard's writes for $fence s, the writers' longest write $p s (bound $bound s)"
   python3 -c "import sys; sys.exit(not ($fence <= $bound and $p <= $bound + 0.5))" \
     || fail "the fence on the healthy source outlasted lock_timeout + cutover_timeout + 1 s: $fence s (writes: $p s)"
+  if [[ $how == frozen ]]; then
+    thaw
+  else
+    on "$to" -c "SELECT pg_terminate_backend(pid) FROM pg_locks WHERE relation = 'snowflake_id_node.$marker'::regclass AND mode = 'ShareLock'" >/dev/null
+  fi
+  if ended; then fail "move_shard($shard) with its target $how succeeded"; fi
+  grep -q "shards stay on node '$from'" "$work/mover.log" || fail "the move with its target $how: $(cat "$work/mover.log")"
+  echo "$item: the move $(grep -o 'failed while [^:]*' "$work/mover.log" | head -1), undone"
   repaired
 }
 
-case15() { frozen_target 15 3 node_c; }
+case15() { stuck_target 15 3 node_c frozen; }
 
 case16() {
   local t0 t1 p fence
-  frozen_target 16 4 node_c " and the router's clock stepped back 1 h"
+  stuck_target 16 4 node_c slow " and the router's clock stepped back 1 h while the mover waited for it"
   [[ $(on router -c "SELECT now() < timestamptz '$(date -u +%FT%T)Z' - interval '50 minutes'") == t ]] \
     || fail "libfaketime did not put the router's clock behind"
   # Run again with the clock still behind: completes, the writes' pause within the bound.
