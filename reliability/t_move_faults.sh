@@ -10,7 +10,8 @@
 #       its old copy left sealed for the repair, nothing else; resumed, the rebalance ends.
 #   15  a target frozen (kill -STOP of its postmaster and backends) while the move waits
 #       for it under the fence: the healthy source takes writes again within
-#       lock_timeout + cutover_timeout + 1 s (the undo does the source first).
+#       lock_timeout + cutover_timeout + 1 s (the undo does the source first); the mover
+#       terminated there ends at once, its fence with it (3 s).
 #   16  the router's clock stepped back one hour while a fenced move waits for a target
 #       slow to catch up (its apply held up by a lock there): the fence still ends within
 #       that bound (every wait's deadline and sleep is monotonic); the move, run again with
@@ -226,7 +227,23 @@ stuck_target() {
   repaired
 }
 
-case15() { stuck_target 15 3 node_c frozen; }
+case15() {
+  local t0 t1 t2
+  stuck_target 15 3 node_c frozen
+  # The mover terminated while it waits for its frozen target: it ends at once, and with it
+  # (its node sessions gone) its fence.
+  held fenced "SELECT move_shard(3, 'node_c')"
+  freeze node_c; release; sleep 0.5
+  t0=$(now); on router -c "SELECT pg_terminate_backend($mpid)" >/dev/null
+  for _ in $(seq 200); do [[ $(on router -c "SELECT count(*) FROM pg_stat_activity WHERE pid = $mpid") == 0 ]] && break; sleep 0.02; done
+  t1=$(now)
+  for _ in $(seq 200); do on router -c "SELECT insert_post(3, 0, 'after the terminate')" >/dev/null 2>&1 && break; sleep 0.02; done
+  t2=$(now); thaw
+  echo "15: the mover terminated while its target is frozen: gone $(secs "$t0" "$t1") s later, shard 3 took writes $(secs "$t0" "$t2") s later (bound 3 s)"
+  python3 -c "import sys; sys.exit(not $t2 - $t0 <= 3)" || fail "the terminated mover's fence outlived it by more than 3 s"
+  wait "$mover" || true
+  repaired
+}
 
 case16() {
   local t0 t1 p fence

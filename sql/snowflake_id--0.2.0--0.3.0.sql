@@ -971,15 +971,10 @@ AS $$
 DECLARE
     m snowflake_id_node.move := snowflake_id_node.record(key, '{sealed}');
     todo text[] := m.schemas[m.dropped + 1:];
-    why text;
     n integer;
 BEGIN
     PERFORM snowflake_id_node.drop_replication(m, wait_timeout);
     PERFORM set_config('lock_timeout', lock_timeout, true);
-    why := snowflake_id_node.refusal(todo);
-    IF why IS NOT NULL THEN
-        RAISE EXCEPTION 'the sealed copy of shards % is kept: %', m.shards, why USING ERRCODE = 'object_not_in_prerequisite_state';
-    END IF;
     n := snowflake_id_node.drop_some(m, todo);
     IF n < cardinality(todo) THEN
         UPDATE snowflake_id_node.move r SET dropped = m.dropped + n WHERE r.key = m.key;
@@ -1058,12 +1053,12 @@ DECLARE
     held bigint := (SELECT count(*) FROM pg_locks l WHERE l.pid = pg_backend_pid());
     n integer;
 BEGIN
-    PERFORM snowflake_id_node.drop_checked(m, schemas[1:1]);
+    PERFORM snowflake_id_node.drop_checked(m, schemas[1:1], schemas);
     SELECT least(cardinality(schemas),
                  1 + greatest((t.capacity - t.in_use) / 2
                               / greatest((SELECT count(*) FROM pg_locks l WHERE l.pid = pg_backend_pid()) - held, 1), 0))
       INTO n FROM snowflake_id_node.lock_table() t;
-    PERFORM snowflake_id_node.drop_checked(m, schemas[2:n]);
+    PERFORM snowflake_id_node.drop_checked(m, schemas[2:n], schemas);
     RETURN n;
 END
 $$;
@@ -1071,9 +1066,10 @@ COMMENT ON FUNCTION snowflake_id_node.drop_some(snowflake_id_node.move, text[]) 
   'Drops the first of schemas of move m, then as many more as the lock table has room for in this transaction; returns how many.';
 
 -- Drops schemas of move m here (drop_schemas). A sealed copy (the source's) only as it was
--- sealed, under ACCESS EXCLUSIVE locks: each schema's fingerprint the one its seal kept,
--- 55000 otherwise (kept: something was made in it since).
-CREATE OR REPLACE FUNCTION snowflake_id_node.drop_checked(m snowflake_id_node.move, schemas text[]) RETURNS void
+-- sealed, under ACCESS EXCLUSIVE locks (nothing can come to depend on it meanwhile): each
+-- schema's fingerprint the one its seal kept, and nothing outside the move's schemas still
+-- to drop (rest) depending on it; 55000 otherwise, and it is kept.
+CREATE OR REPLACE FUNCTION snowflake_id_node.drop_checked(m snowflake_id_node.move, schemas text[], rest text[]) RETURNS void
 LANGUAGE plpgsql VOLATILE CALLED ON NULL INPUT
 SET search_path = pg_catalog, pg_temp
 AS $$
@@ -1081,6 +1077,7 @@ AS $$
 DECLARE
     s text;
     i integer;
+    why text;
 BEGIN
     IF coalesce(cardinality(schemas), 0) = 0 THEN
         RETURN;
@@ -1098,12 +1095,16 @@ BEGIN
                           HINT = 'Something was made in it after the move sealed it; look, save what must be kept, then drop it by hand and SELECT repair_moves().';
             END IF;
         END LOOP;
+        why := snowflake_id_node.refusal(rest);
+        IF why IS NOT NULL THEN
+            RAISE EXCEPTION 'the sealed copy of shards % is kept: %', m.shards, why USING ERRCODE = 'object_not_in_prerequisite_state';
+        END IF;
     END IF;
     PERFORM snowflake_id_node.drop_schemas(schemas);
 END
 $$;
-COMMENT ON FUNCTION snowflake_id_node.drop_checked(snowflake_id_node.move, text[]) IS
-  'Drops schemas of move m here; a sealed copy only as it was sealed (55000 otherwise).';
+COMMENT ON FUNCTION snowflake_id_node.drop_checked(snowflake_id_node.move, text[], text[]) IS
+  'Drops schemas of move m here; a sealed copy only as it was sealed and if nothing outside the move''s schemas left (rest) depends on it (55000 otherwise).';
 
 -- Drops a move's copies (the sealed ones on the source, those it made on the target): each
 -- schema whole, and its row in the shard catalog, under the catalog's lock as drop_shard
