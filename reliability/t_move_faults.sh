@@ -6,8 +6,9 @@
 #   14  a sealed move completes whoever cancels what: move_shard cancelled
 #       (pg_cancel_backend) between its seal and its flip, another by its own
 #       statement_timeout there, and CALL rebalance(parallel_moves => 2) stopped by Ctrl-C
-#       (SIGINT to psql) with both its workers sealed: each flips, then stops (57014),
+#       (SIGINT to psql) with a batch sealed: each sealed move flips, then stops (57014),
 #       its old copy left sealed for the repair, nothing else; resumed, the rebalance ends.
+#       A cancel of the mover's session on a node there: that step tried again, the move done.
 #   15  a target frozen (kill -STOP of its postmaster and backends) while the move waits
 #       for it under the fence: the healthy source takes writes again within
 #       lock_timeout + cutover_timeout + 1 s (the undo does the source first); the mover
@@ -158,6 +159,22 @@ cancelled_between() {
 case14() {
   cancelled_between flipping statement_timeout 1 node_b
   cancelled_between sealed pg_cancel_backend 2 node_b
+  # Someone cancels the mover's session on the target while it activates the copy (held
+  # there by a lock on the move's record): the activation is tried again, the move done.
+  local key
+  held sealed "SELECT move_shard(5, 'node_b')"
+  key=$(on router -c "SELECT snowflake_id_router.move_key(max(id)) FROM snowflake_id_router.move")
+  on node_b -c "BEGIN" -c "SELECT key FROM snowflake_id_node.move WHERE key = '$key' FOR UPDATE" -c "SELECT pg_sleep(1)" >/dev/null &
+  sleep 0.3; release
+  for _ in $(seq 100); do
+    [[ $(on node_b -c "SELECT count(pg_cancel_backend(pid)) FROM pg_stat_activity
+                        WHERE application_name LIKE 'snowflake_id_router mover %' AND query LIKE '%activate%'") == 1 ]] && break
+    sleep 0.02
+  done
+  ended || fail "move_shard(5) whose node session was cancelled while it activated failed: $(cat "$work/mover.log")"
+  [[ $(map 5) == node_b && $(on router -c "SELECT error FROM move_history ORDER BY move DESC LIMIT 1") == *"canceling statement"* ]] \
+    || fail "move_shard(5): not moved after the cancel of its node session, or not cancelled: $(on router -c "SELECT * FROM move_history ORDER BY move DESC LIMIT 1")"
+  echo "14: the mover's session on the target cancelled while it activated the copy: tried again, the move done"
   # Ctrl-C of a rebalance with two batches moving (a=14, b=18, c=16 shards: two of b's to
   # a), one of them sealed (the other waits for the fence gate, which the sealed one holds
   # until its flip): the sealed one flips, the other is undone.
