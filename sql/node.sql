@@ -221,6 +221,7 @@ COMMENT ON FUNCTION snowflake_id_node.tables(oid) IS
 --   column posts.edits: integer NOT NULL DEFAULT 0, position 4
 --   constraint on posts: PRIMARY KEY (id)
 --   index on posts: CREATE INDEX ON %I.posts USING btree (user_id, id)
+-- (an index marked " (invalid)", or " (replica identity)" when it is the table's).
 -- Not in it: names of constraints and indexes (LIKE ... INCLUDING ALL makes its own), the
 -- default and identity of a bigint primary key column (create_shard sets it to the shard's
 -- next_id()), NOT NULL constraints as such (PostgreSQL 18 lists them as constraints, 15
@@ -279,9 +280,9 @@ BEGIN
           FROM t JOIN pg_constraint k ON k.conrelid = t.oid WHERE k.contype <> 'n'
         UNION ALL
         -- pg_get_indexdef without the index's name: CREATE [UNIQUE] INDEX ON ...
-        SELECT format('index on %s: %s%s', quote_ident(t.name),
+        SELECT format('index on %s: %s%s%s', quote_ident(t.name),
                    overlay(x.def PLACING '' FROM position(' INDEX ' IN x.def) + 7 FOR length(quote_ident(x.relname)) + 1),
-                   CASE WHEN NOT i.indisvalid THEN ' (invalid)' END)
+                   CASE WHEN NOT i.indisvalid THEN ' (invalid)' END, CASE WHEN i.indisreplident THEN ' (replica identity)' END)
           FROM t JOIN pg_index i ON i.indrelid = t.oid,
                LATERAL (SELECT pg_get_indexdef(i.indexrelid) AS def, c.relname FROM pg_class c WHERE c.oid = i.indexrelid) x
         UNION ALL
