@@ -458,7 +458,9 @@ COMMENT ON FUNCTION snowflake_id_node.outside_dependents(oid[], text) IS
 -- == Privileges and owners: carried from the source's schemas to the target's copies ==
 
 -- The schemas' owners and privileges as JSON (schema, tables, sequences, columns,
--- functions), role names as text: the target resolves them to its own roles.
+-- functions): owners as role names (pg_authid.rolname, not identifiers: whoever puts one
+-- in a statement quotes it, once), privileges as aclitem[] text: the target resolves
+-- them to its own roles.
 CREATE OR REPLACE FUNCTION snowflake_id_node.grants(schemas text[]) RETURNS text
 LANGUAGE sql STABLE STRICT PARALLEL SAFE
 SET search_path = pg_catalog, pg_temp
@@ -473,11 +475,11 @@ BEGIN ATOMIC
           JOIN pg_class c ON c.oid = d.objid AND c.relkind IN ('r', 'S'))
     SELECT coalesce(json_agg(g ORDER BY g.kind, g.object, g.col), '[]')::text FROM (
         SELECT 'schema' AS kind, quote_ident(n.nspname) AS object, NULL::text AS col, false AS owned,
-               n.nspowner::regrole::text AS owner, n.nspacl::text AS acl, n.nspname AS schema
+               pg_get_userbyid(n.nspowner)::text AS owner, n.nspacl::text AS acl, n.nspname AS schema
           FROM nsp x JOIN pg_namespace n ON n.oid = x.oid
         UNION ALL
         SELECT CASE r.relkind WHEN 'S' THEN 'sequence' ELSE 'table' END, format('%I.%I', r.nspname, r.relname), NULL,
-               r.owned, r.relowner::regrole::text, r.relacl::text, r.nspname
+               r.owned, pg_get_userbyid(r.relowner)::text, r.relacl::text, r.nspname
           FROM rels r
         UNION ALL
         SELECT 'column', format('%I.%I', r.nspname, r.relname), quote_ident(a.attname), true, NULL, a.attacl::text, r.nspname
@@ -485,7 +487,7 @@ BEGIN ATOMIC
          WHERE a.attacl IS NOT NULL
         UNION ALL
         SELECT 'function', format('%I.%I(%s)', n.nspname, p.proname, pg_get_function_identity_arguments(p.oid)), NULL, false,
-               p.proowner::regrole::text, p.proacl::text, n.nspname
+               pg_get_userbyid(p.proowner)::text, p.proacl::text, n.nspname
           FROM nsp n JOIN pg_depend d ON d.refclassid = 'pg_namespace'::regclass AND d.refobjid = n.oid
                AND d.classid = 'pg_proc'::regclass AND d.deptype = 'n'
           JOIN pg_proc p ON p.oid = d.objid) g;
@@ -493,7 +495,8 @@ END;
 COMMENT ON FUNCTION snowflake_id_node.grants(text[]) IS
   'Owners and privileges of the schemas and everything in them, as JSON, for set_grants on another node.';
 
--- The roles grants(...) names (owners, grantees, grantors) and the schemas' policies name.
+-- The roles grants(...) names (owners, grantees, grantors) and the schemas' policies name,
+-- as role names (not identifiers).
 CREATE OR REPLACE FUNCTION snowflake_id_node.roles(schemas text[]) RETURNS text[]
 LANGUAGE sql STABLE STRICT PARALLEL SAFE
 SET search_path = pg_catalog, pg_temp
@@ -503,16 +506,16 @@ BEGIN ATOMIC
     SELECT coalesce(array_agg(DISTINCT r ORDER BY r), '{}') FROM (
         SELECT g.owner FROM g WHERE g.owner IS NOT NULL
         UNION ALL
-        SELECT e.grantor::regrole::text FROM g, aclexplode(nullif(g.acl, '{}')::aclitem[]) e
+        SELECT pg_get_userbyid(e.grantor)::text FROM g, aclexplode(nullif(g.acl, '{}')::aclitem[]) e
         UNION ALL
-        SELECT e.grantee::regrole::text FROM g, aclexplode(nullif(g.acl, '{}')::aclitem[]) e WHERE e.grantee <> 0
+        SELECT pg_get_userbyid(e.grantee)::text FROM g, aclexplode(nullif(g.acl, '{}')::aclitem[]) e WHERE e.grantee <> 0
         UNION ALL
-        SELECT r::regrole::text FROM unnest(schemas) s
+        SELECT pg_get_userbyid(r)::text FROM unnest(schemas) s
           JOIN pg_namespace n ON n.nspname = s, snowflake_id_node.tables(n.oid) t
           JOIN pg_policy p ON p.polrelid = t.oid, unnest(p.polroles) r WHERE r <> 0) x(r);
 END;
 COMMENT ON FUNCTION snowflake_id_node.roles(text[]) IS
-  'The roles the schemas'' owners, privileges and policies name.';
+  'The names of the roles the schemas'' owners, privileges and policies name.';
 
 -- The owner and privileges (NULL: the default) of one object of grants(...).
 CREATE OR REPLACE FUNCTION snowflake_id_node.acl(kind text, object text, col text, schema_name text)
@@ -542,6 +545,7 @@ COMMENT ON FUNCTION snowflake_id_node.acl(text, text, text, text) IS
 
 -- Gives the copies the owners and privileges grants(...) read on the source, then checks
 -- that each object's privileges equal the source's (55000 naming the first that does not).
+-- Roles are names, quoted once where a statement names them (%I).
 CREATE OR REPLACE FUNCTION snowflake_id_node.set_grants(key text, grants text) RETURNS void
 LANGUAGE plpgsql VOLATILE CALLED ON NULL INPUT
 SET search_path = pg_catalog, pg_temp
@@ -576,8 +580,9 @@ BEGIN
                 USING ERRCODE = 'object_not_in_prerequisite_state';
         END IF;
         -- Only what differs is changed (ALTER FUNCTION looks up every function of the name).
-        IF g.owner IS NOT NULL AND NOT g.owned AND owner_oid <> g.owner::regrole THEN
-            EXECUTE format('ALTER %s OWNER TO %s', target_sql, g.owner);
+        IF g.owner IS NOT NULL AND NOT g.owned
+           AND owner_oid IS DISTINCT FROM (SELECT o.oid FROM pg_roles o WHERE o.rolname = g.owner) THEN
+            EXECUTE format('ALTER %s OWNER TO %I', target_sql, g.owner);
             SELECT a.owner, a.acl INTO owner_oid, cur FROM snowflake_id_node.acl(g.kind, g.object, g.col, g.schema) a;
         END IF;
         want := coalesce(g.acl::aclitem[], CASE g.kind WHEN 'column' THEN '{}'::aclitem[]
@@ -587,16 +592,16 @@ BEGIN
         -- (An empty aclitem[] is not one acl functions take: none of its items to explode.)
         FOR e IN SELECT DISTINCT x.grantee FROM aclexplode(CASE WHEN cardinality(cur) > 0 THEN cur END) x LOOP
             EXECUTE format('REVOKE ALL %s ON %s FROM %s CASCADE', coalesce('(' || g.col || ')', ''), target_sql,
-                           CASE WHEN e.grantee = 0 THEN 'PUBLIC' ELSE quote_ident(e.grantee::regrole::text) END);
+                           CASE WHEN e.grantee = 0 THEN 'PUBLIC' ELSE quote_ident(pg_get_userbyid(e.grantee)) END);
         END LOOP;
         FOR e IN SELECT x.grantor, x.grantee, x.is_grantable, string_agg(x.privilege_type, ', ') AS privs
                    FROM aclexplode(CASE WHEN cardinality(want) > 0 THEN want END) x
                   GROUP BY 1, 2, 3 ORDER BY x.grantor <> owner_oid, 1, 2, 3 LOOP
             IF e.grantor <> owner_oid THEN
-                EXECUTE format('SET LOCAL ROLE %I', e.grantor::regrole::text);
+                EXECUTE format('SET LOCAL ROLE %I', pg_get_userbyid(e.grantor));
             END IF;
             EXECUTE format('GRANT %s %s ON %s TO %s%s', e.privs, coalesce('(' || g.col || ')', ''), target_sql,
-                           CASE WHEN e.grantee = 0 THEN 'PUBLIC' ELSE quote_ident(e.grantee::regrole::text) END,
+                           CASE WHEN e.grantee = 0 THEN 'PUBLIC' ELSE quote_ident(pg_get_userbyid(e.grantee)) END,
                            CASE WHEN e.is_grantable THEN ' WITH GRANT OPTION' ELSE '' END);
             IF e.grantor <> owner_oid THEN
                 RESET ROLE;
@@ -1049,9 +1054,9 @@ BEGIN
     IF to_regnamespace(quote_ident(template)) IS NULL THEN
         RAISE EXCEPTION 'template schema "%" does not exist on this node', template USING ERRCODE = 'invalid_schema_name';
     END IF;
-    SELECT r INTO what FROM unnest(roles) r WHERE NOT EXISTS (SELECT FROM pg_roles o WHERE quote_ident(o.rolname) = r) LIMIT 1;
+    SELECT r INTO what FROM unnest(roles) r WHERE NOT EXISTS (SELECT FROM pg_roles o WHERE o.rolname = r) LIMIT 1;
     IF FOUND THEN
-        RAISE EXCEPTION 'role % does not exist on this node: the shard''s owners, privileges or policies name it', what
+        RAISE EXCEPTION 'role % does not exist on this node: the shard''s owners, privileges or policies name it', quote_ident(what)
             USING ERRCODE = 'object_not_in_prerequisite_state';
     END IF;
     -- The subscription's apply worker (the rows are copied by copy_rows, not by table-sync workers).
