@@ -360,9 +360,12 @@ COMMENT ON FUNCTION snowflake_id_node.fingerprint_difference(text[], text[], tex
 -- A move copies tables with logical replication and drops the source's schemas at the end:
 -- an unlogged, foreign or partitioned table, a partition or inheritance child, a view,
 -- materialized view, trigger or rule in them would not arrive, a table without primary key
--- or replica identity could not replicate UPDATE and DELETE, and anything outside them
--- that depends on them (a view, a foreign key, a function, a column of their row type, an
--- extension installed in them) would be dropped with them.
+-- or replica identity could not replicate UPDATE and DELETE, a column holding OIDs (type
+-- oid, the lo extension's lo, or a domain, array, composite or range made of them: what
+-- references large objects) would arrive naming objects of the source that the move does
+-- not carry (large objects), and anything outside them that depends on them (a view, a
+-- foreign key, a function, a column of their row type, an extension installed in them)
+-- would be dropped with them.
 CREATE OR REPLACE FUNCTION snowflake_id_node.refusal(schemas text[], own_publication text DEFAULT NULL) RETURNS text
 LANGUAGE plpgsql STABLE CALLED ON NULL INPUT PARALLEL SAFE
 SET search_path = pg_catalog, pg_temp
@@ -372,7 +375,22 @@ DECLARE
     nsps oid[] := ARRAY(SELECT to_regnamespace(quote_ident(s)) FROM unnest(schemas) s);
     why text;
 BEGIN
-    WITH tabs AS (SELECT t.* FROM unnest(nsps) n, snowflake_id_node.tables(n) t)
+    WITH RECURSIVE tabs AS (SELECT t.* FROM unnest(nsps) n, snowflake_id_node.tables(n) t),
+    -- Each column of the tables and every type its values are made of: a domain's base
+    -- type, an array's (or a vector's) element type, a composite type's columns, a range's
+    -- subtype, a multirange's range.
+    made_of(rel, col, coltype, typ) AS (
+        SELECT t.oid, a.attname, a.atttypid, a.atttypid FROM tabs t
+          JOIN pg_attribute a ON a.attrelid = t.oid AND a.attnum > 0 AND NOT a.attisdropped
+         WHERE t.kind = 'r'
+        UNION
+        SELECT m.rel, m.col, m.coltype, p.typ FROM made_of m JOIN pg_type y ON y.oid = m.typ
+          CROSS JOIN LATERAL (SELECT y.typbasetype WHERE y.typtype = 'd'
+                              UNION ALL SELECT y.typelem WHERE y.typelem <> 0
+                              UNION ALL SELECT a.atttypid FROM pg_attribute a
+                                         WHERE a.attrelid = y.typrelid AND a.attnum > 0 AND NOT a.attisdropped
+                              UNION ALL SELECT r.rngsubtype FROM pg_range r WHERE r.rngtypid = y.oid
+                              UNION ALL SELECT r.rngtypid FROM pg_range r WHERE r.rngmultitypid = y.oid) p(typ))
     SELECT x.why INTO why FROM (
         SELECT 1 AS prio, format('%s %s cannot move: %s', CASE t.kind WHEN 'v' THEN 'view' WHEN 'm' THEN 'materialized view'
                              WHEN 'f' THEN 'foreign table' ELSE 'partitioned table' END, t.oid::regclass,
@@ -398,7 +416,12 @@ BEGIN
                OR (c.relreplident = 'd' AND EXISTS (SELECT FROM pg_index i WHERE i.indrelid = c.oid AND i.indisprimary))
                OR (c.relreplident = 'i' AND EXISTS (SELECT FROM pg_index i WHERE i.indrelid = c.oid AND i.indisreplident)))
         UNION ALL
-        SELECT 7, format('%s depends on %s, which a move would drop with the old copy',
+        SELECT DISTINCT 7, format('table %s cannot move: its column %s of type %s holds OIDs, which name objects of this node '
+                                  'such as large objects, and a move does not carry large objects',
+                                  m.rel::regclass, quote_ident(m.col), format_type(m.coltype, NULL))
+          FROM made_of m WHERE m.typ = 'oid'::regtype
+        UNION ALL
+        SELECT 8, format('%s depends on %s, which a move would drop with the old copy',
                          coalesce((SELECT pg_describe_object('pg_class'::regclass, r.ev_class, 0) FROM pg_rewrite r
                                     WHERE o.classid = 'pg_rewrite'::regclass AND r.oid = o.objid),
                                   pg_describe_object(o.classid, o.objid, 0)),

@@ -81,6 +81,29 @@ DROP FUNCTION public.mv_count();
 CREATE TABLE public.mv_saved (p mv_7003.posts);
 SELECT snowflake_id_node.refusal('{mv_7003}');
 DROP TABLE public.mv_saved;
+-- A column holding OIDs, which name objects of this node (large objects, say: a move
+-- copies rows, not large objects), whatever type wraps them: the lo extension's lo (a
+-- domain over oid), an array, a composite type, a domain over an array. Named by table and
+-- column.
+CREATE DOMAIN public.lo AS pg_catalog.oid;   -- (as the lo extension makes it)
+CREATE TYPE public.mv_attachment AS (name text, data public.lo);
+CREATE DOMAIN public.mv_blobs AS oid[];
+CREATE TABLE mv_7003.files (id bigint PRIMARY KEY, name text, raw oid);
+SELECT snowflake_id_node.refusal('{mv_7003}');
+ALTER TABLE mv_7003.files DROP COLUMN raw, ADD COLUMN content public.lo;
+SELECT snowflake_id_node.refusal('{mv_7003}');
+ALTER TABLE mv_7003.files DROP COLUMN content, ADD COLUMN parts oid[];
+SELECT snowflake_id_node.refusal('{mv_7003}');
+ALTER TABLE mv_7003.files DROP COLUMN parts, ADD COLUMN attached public.mv_attachment;
+SELECT snowflake_id_node.refusal('{mv_7003}');
+ALTER TABLE mv_7003.files DROP COLUMN attached, ADD COLUMN many public.mv_blobs;
+SELECT snowflake_id_node.refusal('{mv_7003}');
+ALTER TABLE mv_7003.files DROP COLUMN many;
+SELECT snowflake_id_node.refusal('{mv_7003}') AS no_oids_left;
+DROP TABLE mv_7003.files;
+DROP TYPE public.mv_attachment;
+DROP DOMAIN public.mv_blobs;
+DROP DOMAIN public.lo;
 SELECT snowflake_id_node.refusal('{mv_7003}') AS clean_again;
 
 -- Owners and privileges go to the copies by role name, whatever the name: upper case, a
