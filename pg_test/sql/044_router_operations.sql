@@ -124,6 +124,7 @@ SELECT alter_node('a', NULL);
 SELECT alter_node('nope', pg_temp.connstr('sfops_a'));
 SELECT alter_node('a', pg_temp.connstr('sfops_b'));          -- 55000: another database
 SELECT alter_node('a', pg_temp.connstr('sfops_a') || ' password=x');   -- 22023
+SELECT alter_node('a', pg_temp.connstr('sfops_a') || ' service=x');    -- 22023: a service can hold a user and password
 -- The same database by another spelling: accepted, and every shard of a follows at once.
 SELECT alter_node('a', format('postgresql:///sfops_a?host=%s&port=%s', current_setting('unix_socket_directories'), current_setting('port')));
 SELECT count(*) AS options_of_a FROM pg_foreign_server, unnest(srvoptions) o
