@@ -33,7 +33,7 @@ SHARDS_PER_NODE=4 router_cluster_up
 on() {
   local who=$1 host port; shift
   if [[ $who == router ]]; then host=$SF_TMP/sfrouter port=$ROUTER_PORT; else host=$(node_dir "$who") port=$(node_port "$who"); fi
-  PGOPTIONS="-c client_min_messages=warning -c search_path=pg_catalog,public" \
+  PGOPTIONS="-c client_min_messages=warning -c search_path=pg_catalog,public -c role=none" \
     psql -X -q -At -v ON_ERROR_STOP=1 -h "$host" -p "$port" -U postgres -d postgres "$@"
 }
 
@@ -76,13 +76,17 @@ END $f$;
 CREATE OPERATOR public.= (LEFTARG = name, RIGHTARG = name, FUNCTION = public.name_eq,
                           COMMUTATOR = OPERATOR(public.=), RESTRICT = eqsel, JOIN = eqjoinsel);
 ALTER DATABASE postgres SET search_path = public, pg_catalog;
+-- and every session there runs as dbown, a superuser's too, unless it says otherwise
+ALTER DATABASE postgres SET role = dbown;
 SQL
+# The test's own sessions there say otherwise.
+export PGOPTIONS="${PGOPTIONS:-} -c role=none"   # (psql by hand below)
 # The trap works: a superuser session of the test's own, under the database's search_path.
 PGAPPNAME=control psql -X -q -At -h "$(node_dir node_b)" -p "$(node_port node_b)" -U postgres -d postgres \
   -c "SELECT 'x'::name = 'x'::name" >/dev/null
 [[ $(on node_b -c "SELECT count(*) FROM public.seen WHERE super AND app = 'control'") == 1 ]] \
   || fail "the trap on node_b did not catch the test's own superuser session"
-echo "node_b: its database belongs to dbown, whose public.=(name, name) runs under the database's search_path"
+echo "node_b: its database belongs to dbown, whose public.=(name, name) runs under the database's search_path, and sessions there run as dbown"
 
 # Shard 1 on node_a: rows, awkward privileges and owners.
 on node_a <<'SQL' >/dev/null

@@ -26,9 +26,9 @@ node_connstr() { echo "host=$(node_dir "$1") port=$(node_port "$1") dbname=postg
 on() {
   local who=$1; shift
   if [[ $who == router ]]; then
-    PGOPTIONS="-c client_min_messages=warning" psql -X -q -At -v ON_ERROR_STOP=1 -h "$SF_TMP/sfrouter" -p "$ROUTER_PORT" -U postgres -d postgres "$@"
+    PGOPTIONS="-c client_min_messages=warning -c role=none" psql -X -q -At -v ON_ERROR_STOP=1 -h "$SF_TMP/sfrouter" -p "$ROUTER_PORT" -U postgres -d postgres "$@"
   else
-    PGOPTIONS="-c client_min_messages=warning" psql -X -q -At -v ON_ERROR_STOP=1 -h "$(node_dir "$who")" -p "$(node_port "$who")" -U postgres -d postgres "$@"
+    PGOPTIONS="-c client_min_messages=warning -c role=none" psql -X -q -At -v ON_ERROR_STOP=1 -h "$(node_dir "$who")" -p "$(node_port "$who")" -U postgres -d postgres "$@"
   fi
 }
 
