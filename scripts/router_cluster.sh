@@ -47,7 +47,7 @@ node_restart() {
   for try in $(seq 50); do
     rm -f "$dir/data/postmaster.pid" "$dir/.s.PGSQL.$(node_port "$1").lock"
     sudo -u postgres env ${!var:-} "$PGBIN/pg_ctl" -D "$dir/data" -l "$dir/server.log" \
-      -o "-p $(node_port "$1") -k $dir -c listen_addresses='' -c wal_level=logical -c fsync=off -c max_wal_senders=20 -c max_replication_slots=20 -c wal_retrieve_retry_interval=100ms" \
+      -o "$(cat "$dir/options")" \
       -w start >/dev/null 2>&1 && return 0
     sleep 0.2
   done

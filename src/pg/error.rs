@@ -3,6 +3,7 @@
 //! Each variant maps to one SQLSTATE; each message says what was wrong and what is valid.
 //! `error!` (XX000) is left for what cannot happen.
 
+use crate::id::key_file::KeyFileError;
 use crate::id::layouts;
 use crate::id::layouts::LayoutError;
 use crate::id::mask::KeyError;
@@ -10,7 +11,6 @@ use crate::id::text_form::TextError;
 use crate::id::utc::utc;
 use crate::id::wide_ids::WideIdError;
 use crate::pg::ddl_statement::DdlError;
-use crate::pg::mask_key_file::KeyFileError;
 use pgrx::pg_sys::panic::ErrorReport;
 use pgrx::{PgLogLevel, PgSqlErrorCode};
 
