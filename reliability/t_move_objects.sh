@@ -135,6 +135,12 @@ move() {
   out=$(on router -c "SELECT move_shard($1, '$2')" 2>&1) || fail "move of shard $1 to $2 failed: $out"
   echo "shard $1 moved to $2"
 }
+# While node_b's database sets role for every session, a move onto it (or off it) is
+# refused before anything is made: its replication would run as dbown. Then reset.
+if out=$(on router -v VERBOSITY=verbose -c "SELECT move_shard(1, 'node_b')" 2>&1); then fail "a move onto a database that sets role for all was accepted"; fi
+[[ $out == *'ERROR:  55000'*'sets role = dbown for every session'* ]] || fail "the refusal of a move onto a database that sets role: $out"
+echo "refused while node_b's database sets role: $(grep -m1 -o 'checking the target.*' <<<"$out" | cut -c1-150)"
+psql -X -q -h "$(node_dir node_b)" -p "$(node_port node_b)" -U dbown -d postgres -c "ALTER DATABASE postgres RESET role" >/dev/null
 move 1 node_b
 [[ $(grant_lines node_b shard_1) == "$grants_before" ]] || fail "shard 1 on node_b has other privileges: $(grant_lines node_b shard_1)"
 [[ $(contents node_b shard_1) == "$contents_1" ]] || fail "shard 1 on node_b holds $(contents node_b shard_1), not $contents_1"

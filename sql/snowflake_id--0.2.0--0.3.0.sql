@@ -686,6 +686,7 @@ BEGIN
             HINT = 'create_shard(schema_name, shard, template => ...) makes it here.';
     END IF;
     PERFORM snowflake_id_node.no_other_move(router, shards, schemas);
+    PERFORM snowflake_id_node.no_role_for_all();
     why := snowflake_id_node.refusal(schemas);
     IF why IS NOT NULL THEN
         RAISE EXCEPTION '%', why USING ERRCODE = 'object_not_in_prerequisite_state';
@@ -709,6 +710,33 @@ END
 $$;
 COMMENT ON FUNCTION snowflake_id_node.source_check(text, text, integer[]) IS
   'The schemas of shards here, after the checks a move''s source must pass (55000 naming what fails).';
+
+-- 55000 when this database makes every session run as a role (ALTER DATABASE ... SET role,
+-- or ALTER ROLE <a superuser> IN DATABASE ... SET role): the move's replication (the
+-- target's apply worker, the source's WAL sender) starts with this database's settings
+-- and cannot say otherwise, so it would run as that role, not as the router's superuser.
+CREATE OR REPLACE FUNCTION snowflake_id_node.no_role_for_all() RETURNS void
+LANGUAGE plpgsql STABLE STRICT
+SET search_path = pg_catalog, pg_temp
+AS $$
+DECLARE
+    what text;
+BEGIN
+    SELECT format('%s sets role = %s', CASE WHEN s.setrole = 0 THEN 'this database' ELSE format('role %s in this database', s.setrole::regrole) END,
+                  substr(c, 6)) INTO what
+      FROM pg_db_role_setting s, unnest(s.setconfig) c
+     WHERE s.setdatabase = (SELECT d.oid FROM pg_database d WHERE d.datname = current_database())
+       AND (s.setrole = 0 OR snowflake_id_node.made_by_superuser(s.setrole)) AND c LIKE 'role=%'
+     LIMIT 1;
+    IF FOUND THEN
+        RAISE EXCEPTION '% for every session: a move''s replication would run as that role', what
+            USING ERRCODE = 'object_not_in_prerequisite_state',
+                  HINT = 'ALTER DATABASE ... RESET role (as its owner or a superuser), then move again.';
+    END IF;
+END
+$$;
+COMMENT ON FUNCTION snowflake_id_node.no_role_for_all() IS
+  '55000 when this database (or a superuser in it) sets role for every session: a move''s replication workers would run as that role.';
 
 -- 55000 when another move's record names one of the shards or schemas here: another
 -- router's (it must repair it), or this router's (repair it first).
@@ -1089,6 +1117,7 @@ BEGIN
             HINT = 'Drop that copy (drop_shard) if it is stale.';
     END IF;
     PERFORM snowflake_id_node.no_other_move(router, shards, schemas);
+    PERFORM snowflake_id_node.no_role_for_all();
     IF to_regnamespace(quote_ident(template)) IS NULL THEN
         RAISE EXCEPTION 'template schema "%" does not exist on this node', template USING ERRCODE = 'invalid_schema_name';
     END IF;
