@@ -1,32 +1,40 @@
 #!/usr/bin/env bash
-# pg_upgrade of servers whose databases have snowflake_id, from 15 to 17 and 18 and from 17 to
-# 18, with PostgreSQL's own pg_upgrade. Run once per CI run (scripts/test, after every
+# pg_upgrade of servers whose databases have snowflake_id, with PostgreSQL's own pg_upgrade:
+# 15 -> 17, 15 -> 18, 17 -> 18 and 18 -> 19. Run once per CI run (scripts/test, after every
 # version has its extension installed), not per version. Each old server holds a database
-# made at 0.3.0 and one made at 0.2.0 and updated: shards, rows, snowflake columns, next_id(seq)
-# and next_id(shard, seq) defaults, views over the type's casts. pg_upgrade must succeed; on
-# the new server every row is there, the extension's surface is the old one's, and new IDs
-# continue above the old ones in every table.
+# made at the current release and one made at 0.2.0 and updated: shards, rows, snowflake
+# columns, next_id(seq) and next_id(shard, seq) defaults, views over the type's casts.
+# pg_upgrade must succeed; on the new server every row is there, the extension's surface is
+# the old one's, and new IDs continue above the old ones in every table.
 #
-# Where each version runs: 15 and 18 on this machine (Debian 12); 17 only in the trixie chroot
-# (scripts/trixie.sh). So 15 -> 18 runs here, then this script runs itself in the chroot for
-# 15 -> 17 and 17 -> 18, with 15's and 18's installations bind-mounted at their own paths.
-# 18 (built on Debian 12) runs on trixie's newer libc; 15's binaries need six libraries of
-# Debian 12 that trixie has only in newer versions (ICU 72, OpenLDAP 2.5, libunistring 2):
-# they are copied from this machine into a directory of the chroot, on LD_LIBRARY_PATH for
-# the upgrades from 15 (their sonames differ from trixie's, so 17 and 18 never load them).
-#   bash reliability/pg_upgrade.sh               all three (15 -> 17 and 17 -> 18 need the chroot)
-#   bash reliability/pg_upgrade.sh 15 18         one pair, here or (inside the chroot) there
+# Where each version runs: 15 and 18 on this machine (Debian 12); 17 only in the trixie
+# chroot, 19 only in the sid chroot (scripts/chroot.sh). So 15 -> 18 runs here, 15 -> 17 and
+# 17 -> 18 in the trixie chroot with 15's and 18's installations bind-mounted at their own
+# paths, 18 -> 19 in the sid chroot with 18's. 18 (built on Debian 12) runs on the newer
+# libcs; 15's binaries need six libraries of Debian 12 that trixie has only in newer versions
+# (ICU 72, OpenLDAP 2.5, libunistring 2): they are copied from this machine into a directory
+# of the chroot, on LD_LIBRARY_PATH for the upgrades from 15 (their sonames differ from
+# trixie's, so 17 and 18 never load them).
+#
+# A pair that this machine's packages block (not snowflake_id: shown on a database without
+# it) is reported SKIPPED, with the reason, and never counts as passed; the run fails unless
+# every other pair passed and at least one upgrade into 18 or 19 ran to the end.
+#   bash reliability/pg_upgrade.sh               every pair, and a summary
+#   bash reliability/pg_upgrade.sh 15 18         one pair, here or (inside a chroot) there: exit
+#                                                0 passed, 77 skipped (blocked), else failed
 set -euo pipefail
 here=$(cd "$(dirname "$0")" && pwd)
 source "$here/../scripts/pg.sh"
 source "$here/lib.sh"
 SF_TMP=${SF_TMP:-/tmp/snowflake_id}
+SKIPPED=77
 # The pg_config of each version, where this runs; PG17_CONFIG and PG18_CONFIG may name copies.
 config_of() {
   case $1 in
     15) echo "$PG15_CONFIG" ;;
     17) echo "${PG17_CONFIG:-$(pg_config_of 17)}" ;;
     18) echo "${PG18_CONFIG:-$(pg_config_of 18)}" ;;
+    19) pg_config_of 19 ;;
   esac
 }
 libs15=$SF_TMP/pg15-libs   # 15's Debian 12 libraries, inside the chroot
@@ -50,11 +58,33 @@ prepare() {
 }
 if [[ ${1:-} == prepare ]]; then prepare; exit 0; fi
 if (($# == 0)); then
-  bash "$0" 15 18
+  summary=() failed=0 into_new=0
+  # pair OLD NEW [WRAPPER...]: one pair (through WRAPPER: a chroot), its outcome noted.
+  pair() {
+    local rc=0
+    "${@:3}" bash reliability/pg_upgrade.sh "$1" "$2" || rc=$?
+    case $rc in
+      0) summary+=("$1 -> $2: passed"); ((${2} < 18)) || into_new=1 ;;
+      "$SKIPPED") summary+=("$1 -> $2: SKIPPED (blocked by this machine's packages, above)") ;;
+      *) summary+=("$1 -> $2: FAILED"); failed=1 ;;
+    esac
+  }
+  pair 15 18
   prepare
-  CHROOT_BINDS=$(cat "$SF_TMP/pg_upgrade_binds") PG15_CONFIG=$PG15_CONFIG PG18_CONFIG=$(config_of 18) \
-    PG17_CONFIG=${PG17_CONFIG:-} bash "$here/../scripts/trixie.sh" bash -c \
-    'bash reliability/pg_upgrade.sh 15 17 && bash reliability/pg_upgrade.sh 17 18'
+  binds=$(cat "$SF_TMP/pg_upgrade_binds")
+  pair 15 17 env CHROOT_BINDS="$binds" PG15_CONFIG="$PG15_CONFIG" PG18_CONFIG="$(config_of 18)" \
+    PG17_CONFIG="${PG17_CONFIG:-}" bash "$here/../scripts/trixie.sh"
+  pair 17 18 env CHROOT_BINDS="$binds" PG15_CONFIG="$PG15_CONFIG" PG18_CONFIG="$(config_of 18)" \
+    PG17_CONFIG="${PG17_CONFIG:-}" bash "$here/../scripts/trixie.sh"
+  if [[ " $PG_VERSIONS " == *" 19 "* ]]; then
+    pair 18 19 env CHROOT_BINDS="$(realpath "$(dirname "$(config_of 18)")/..")" PG18_CONFIG="$(config_of 18)" \
+      bash "$here/../scripts/chroot.sh" 19
+  else
+    summary+=("18 -> 19: SKIPPED (19 is not in PG_VERSIONS)")
+  fi
+  printf 'pg_upgrade: %s\n' "${summary[@]}"
+  ((failed == 0)) || fail "a pg_upgrade pair failed"
+  ((into_new == 1)) || fail "no upgrade into 18 or 19 ran to the end"
   exit 0
 fi
 
@@ -166,7 +196,7 @@ if ! as_pg "$new_bin/pg_upgrade" -b "$old_bin" -B "$new_bin" -d "$work/old" -D "
   echo "  attribute option (pg_attver) that $new does not know: a database with one plain table and no"
   echo "  extension fails alike. Restored before the first table ($first_table): all $casts of"
   echo "  snowflake_id's casts (operators, their families and aggregates come later: see 15 -> 17)."
-  exit 0
+  exit "$SKIPPED"
 fi
 echo "pg_upgrade $old -> $new: done in $((SECONDS - start)) s"
 

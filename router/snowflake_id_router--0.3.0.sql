@@ -348,23 +348,34 @@ COMMENT ON FUNCTION snowflake_id_router.conn_value(text) IS 'A libpq connect str
 
 -- A connect string as libpq reads it (PQconninfoParse, through snowflake_id), each value
 -- quoted: whatever PL/Proxy, the router or a subscription appends to it stays an option of its
--- own. Secrets are refused: connect strings are readable by every role.
+-- own. Secrets are refused: connect strings are readable by every role. So is a service
+-- (service, servicefile: an entry of a connection service file, which libpq reads only when
+-- it connects): it can hold a user and a password, which would pass the checks here and
+-- the callers' (a user's warning) unseen.
 CREATE OR REPLACE FUNCTION snowflake_id_router.normalize_connstr(connstr text) RETURNS text
 LANGUAGE plpgsql STABLE STRICT PARALLEL SAFE
 SET search_path = pg_catalog, pg_temp
 AS $$
 DECLARE
     secret text;
+    service text;
     normal text;
 BEGIN
     SELECT string_agg(c.keyword, ', ') FILTER (WHERE c.secret),
+           string_agg(c.keyword, ', ') FILTER (WHERE c.keyword IN ('service', 'servicefile')),
            string_agg(c.keyword || '=' || snowflake_id_router.conn_value(c.value), ' ')
-      INTO secret, normal FROM snowflake_id_node.conninfo(connstr) c;
+      INTO secret, service, normal FROM snowflake_id_node.conninfo(connstr) c;
     IF secret IS NOT NULL THEN
         RAISE EXCEPTION 'the connect string holds a secret (%)', secret
             USING ERRCODE = 'invalid_parameter_value',
                   DETAIL = 'Connect strings are readable by every role (pg_foreign_server.srvoptions).',
                   HINT = 'Put the password in ~/.pgpass of the router''s server user (see docs/security.md).';
+    END IF;
+    IF service IS NOT NULL THEN
+        RAISE EXCEPTION 'the connect string names a connection service (%)', service
+            USING ERRCODE = 'invalid_parameter_value',
+                  DETAIL = 'A service file entry can hold a user and a password, which the router would not see.',
+                  HINT = 'Give the options directly (host, port, dbname ...), the password in ~/.pgpass of the router''s server user.';
     END IF;
     IF normal IS NULL THEN
         RAISE EXCEPTION 'the connect string is empty' USING ERRCODE = 'invalid_parameter_value';
@@ -373,7 +384,7 @@ BEGIN
 END
 $$;
 COMMENT ON FUNCTION snowflake_id_router.normalize_connstr(text) IS
-  'A connect string as libpq reads it, as key=''value'' pairs; 22023 for a secret or what libpq refuses.';
+  'A connect string as libpq reads it, as key=''value'' pairs; 22023 for a secret, a service or what libpq refuses.';
 
 -- The router's settings: an override in snowflake_id_router.setting, else the default.
 CREATE OR REPLACE FUNCTION snowflake_id_router.setting(name text) RETURNS text
@@ -603,6 +614,7 @@ AS $$
 DECLARE
     normal text;
     found_identity text;
+    router boolean;
 BEGIN
     IF name IS NULL OR connstr IS NULL THEN
         RAISE EXCEPTION 'add_node: name and connstr must not be NULL' USING ERRCODE = 'null_value_not_allowed';
@@ -620,8 +632,17 @@ BEGIN
     PERFORM snowflake_id_router.connect('snowflake_id_router_add', snowflake_id_router.connect_options() || ' ' || normal,
                                         format('node %L', name));
     found_identity := snowflake_id_router.remote_identity('snowflake_id_router_add', name);
+    router := snowflake_id_router.fetch('snowflake_id_router_add',
+        $q$SELECT EXISTS (SELECT FROM pg_catalog.pg_extension e WHERE e.extname = 'snowflake_id_router')::text$q$)::boolean;
     PERFORM snowflake_id_router.disconnect('snowflake_id_router_add');
     PERFORM snowflake_id_router.check_new_identity(name, found_identity);
+    -- Not a router database (a follower, or any other): shards mapped there would make it
+    -- route their calls to itself, or to its own map's nodes.
+    IF router THEN
+        RAISE EXCEPTION 'node % is a router database (it has the extension snowflake_id_router)', quote_literal(name)
+            USING ERRCODE = 'object_not_in_prerequisite_state',
+                  HINT = 'A node is a database of data (snowflake_id and the shards); another router database follows this one with add_router(name, connstr).';
+    END IF;
     IF EXISTS (SELECT FROM snowflake_id_node.conninfo(normal) c WHERE c.keyword = 'user') THEN
         RAISE WARNING 'the connect string of node % names a user: every role''s routed calls will connect as %',
             quote_literal(name), (SELECT c.value FROM snowflake_id_node.conninfo(normal) c WHERE c.keyword = 'user')
@@ -631,7 +652,7 @@ BEGIN
 END
 $$;
 COMMENT ON FUNCTION add_node(text, text) IS
-  'Registers a data node by name and libpq connect string (no password: use ~/.pgpass); it must be reachable, and is known by its identity.';
+  'Registers a data node by name and libpq connect string (no password: use ~/.pgpass); it must be reachable, not a router database, and is known by its identity.';
 
 CREATE OR REPLACE FUNCTION assign_shards(first_shard integer, count integer, node text) RETURNS void
 LANGUAGE plpgsql VOLATILE CALLED ON NULL INPUT PARALLEL UNSAFE SECURITY DEFINER
@@ -2493,8 +2514,12 @@ $$;
 COMMENT ON FUNCTION alter_node(text, text) IS
   'Repoints a node to a new connect string reaching the same database (another address, its promoted standby), for every router session at once.';
 
--- Removes a node that holds no shard (drain_node moves its shards off first) and takes part
--- in no unfinished move.
+-- Removes a node that holds no shard: none mapped to it (drain_node moves them off first),
+-- none it still serves whatever the map says (a shard made there by hand, a copy left
+-- behind: its rows would vanish from every view and from the router's reach), and none in an
+-- unfinished move from or to it. A node that cannot be reached (or no longer reaches its
+-- database) and to which no shard is mapped is removed with a WARNING: what it may still
+-- serve is not checked, and is no longer the router's.
 CREATE OR REPLACE FUNCTION remove_node(node text) RETURNS void
 LANGUAGE plpgsql VOLATILE CALLED ON NULL INPUT PARALLEL UNSAFE SECURITY DEFINER
 SET search_path = pg_catalog, pg_temp
@@ -2503,11 +2528,26 @@ DECLARE
     held integer;
     first_held integer;
     unfinished text;
+    served integer[];
+    unreachable text;
 BEGIN
     IF node IS NULL THEN
         RAISE EXCEPTION 'remove_node: node must not be NULL' USING ERRCODE = 'null_value_not_allowed';
     END IF;
     PERFORM snowflake_id_router.require_primary('remove_node');
+    IF NOT EXISTS (SELECT FROM snowflake_id_router.node n WHERE n.name = remove_node.node) THEN
+        RAISE EXCEPTION 'node % does not exist', quote_literal(node) USING ERRCODE = 'undefined_object';
+    END IF;
+    -- What it serves, asked before the map is locked (reaching it may take connect_timeout).
+    BEGIN
+        PERFORM snowflake_id_router.connect_node('snowflake_id_router_remove', node);
+        served := snowflake_id_router.call('snowflake_id_router_remove', 'SELECT snowflake_id_node.served_shards()::text',
+                                           snowflake_id_router.timeout('status_timeout'), 'asking for its shards');
+        PERFORM snowflake_id_router.disconnect('snowflake_id_router_remove');
+    EXCEPTION WHEN OTHERS THEN
+        PERFORM snowflake_id_router.disconnect('snowflake_id_router_remove');
+        unreachable := SQLERRM;
+    END;
     -- Serialises with assign_shards and map flips: no shard can be assigned to it meanwhile.
     LOCK TABLE snowflake_id_router.shard IN SHARE ROW EXCLUSIVE MODE;
     IF NOT EXISTS (SELECT FROM snowflake_id_router.node n WHERE n.name = remove_node.node) THEN
@@ -2530,11 +2570,25 @@ BEGIN
             USING ERRCODE = 'object_not_in_prerequisite_state',
                   HINT = 'SELECT * FROM repair_moves() completes or undoes it once its mover is gone.';
     END IF;
+    IF cardinality(served) > 0 THEN
+        RAISE EXCEPTION 'node % still serves % shard schema(s), which the map sends elsewhere: %', quote_literal(node),
+            cardinality(served),
+            (SELECT string_agg(format('shard %s (mapped to %s)', s, coalesce(quote_literal(m.node), 'no node')), ', ' ORDER BY s)
+               FROM unnest(served[1:5]) s LEFT JOIN snowflake_id_router.shard m ON m.shard = s)
+            || CASE WHEN cardinality(served) > 5 THEN ', ...' ELSE '' END
+            USING ERRCODE = 'object_not_in_prerequisite_state',
+                  DETAIL = 'Removed, the node''s schemas and their rows would vanish from every view of the router.',
+                  HINT = 'shard_status lists them (mapped false): carry what they hold to the node the map names, or drop them there (drop_shard), then remove the node.';
+    END IF;
+    IF unreachable IS NOT NULL THEN
+        RAISE WARNING 'node % cannot be reached: whether it still serves shard schemas was not checked (%)', quote_literal(node), unreachable
+            USING DETAIL = 'No shard is mapped to it: it is removed. What it may still hold is no longer the router''s.';
+    END IF;
     DELETE FROM snowflake_id_router.node n WHERE n.name = remove_node.node;
 END
 $$;
 COMMENT ON FUNCTION remove_node(text) IS
-  'Removes a node that holds no shard and takes part in no unfinished move (55000 otherwise: drain_node, repair_moves first).';
+  'Removes a node to which no shard is mapped, that serves no shard schema and takes part in no unfinished move (55000 otherwise); one that cannot be reached, with a WARNING.';
 
 -- ==== router/sql/41_rebalance.sql ====
 -- == Rebalancing and draining ==
@@ -2657,6 +2711,45 @@ $$;
 COMMENT ON FUNCTION snowflake_id_router.plan_moves(text, text, text[], integer[], text[], bigint[]) IS
   'The planner of rebalance and drain_node: given each shard''s node and bytes, the moves that balance the nodes (or empty one), each shard at most once.';
 
+-- The shards in a move that is not finished, which no plan, remap or schema change may
+-- touch, and the move that holds each: a sealed copy is served by no node and an incoming
+-- one not yet, so by what the nodes serve such a shard looks like one without data, and a
+-- remap by the map alone would send it where its rows are not (its flip then fails for
+-- good). Those of every move of this router whose record is neither done nor undone, its
+-- mover alive or gone; with on_nodes, also those of every move record on a node (another
+-- router's move, a record this router does not know), every node asked at once (55000
+-- naming the first that does not answer: a plan must not miss one).
+CREATE OR REPLACE FUNCTION snowflake_id_router.moving_shards(on_nodes boolean)
+RETURNS TABLE (shard integer, move text)
+LANGUAGE plpgsql VOLATILE STRICT PARALLEL UNSAFE
+SET search_path = pg_catalog, pg_temp
+AS $$
+DECLARE
+    o record;
+BEGIN
+    RETURN QUERY
+    SELECT s, format('move %s (%s) of shard(s) %s from node %L to node %L', m.id, m.state,
+                     array_to_string(m.shards, ', '), m.source, m.target)
+      FROM snowflake_id_router.move m, unnest(m.shards) s
+     WHERE m.state NOT IN ('done', 'undone');
+    IF NOT on_nodes THEN
+        RETURN;
+    END IF;
+    FOR o IN SELECT * FROM snowflake_id_router.on_nodes('SELECT snowflake_id_node.moves()::jsonb') LOOP
+        IF o.error IS NOT NULL THEN
+            RAISE EXCEPTION 'node % cannot be asked for its moves: %', quote_literal(o.node), o.error
+                USING ERRCODE = 'object_not_in_prerequisite_state',
+                      HINT = 'Planning needs every node: bring it back, repoint it (alter_node), or drain it and remove it (remove_node).';
+        END IF;
+        RETURN QUERY
+        SELECT s, format('move %s (%s, %s on node %L)', x->>'key', x->>'role', x->>'state', o.node)
+          FROM jsonb_array_elements(o.result) x, jsonb_array_elements_text(x->'shards') t, CAST(t AS integer) s;
+    END LOOP;
+END
+$$;
+COMMENT ON FUNCTION snowflake_id_router.moving_shards(boolean) IS
+  'The shards of unfinished moves (this router''s records; with on_nodes, every node''s move records too) and the move holding each.';
+
 -- The shards that hold data, where the map sends them: (shard, node, bytes), with bytes only
 -- when sizes are asked for (by_disk_size: a query per node per status_chunk() shards, as
 -- sizes lock the relations; without, one query per node and no lock). Every node must
@@ -2718,7 +2811,8 @@ COMMENT ON FUNCTION snowflake_id_router.check_plan_args(text, integer, text) IS
 
 -- The batches that would balance the nodes (or empty node drain) now: each shard's move
 -- grouped by source and target, batch_size shards at most per batch, the pairs taking turns
--- so that a rebalance stopped half-way has taken about as much from each node.
+-- so that a rebalance stopped half-way has taken about as much from each node. A shard in
+-- an unfinished move (moving_shards) is left out.
 CREATE OR REPLACE FUNCTION snowflake_id_router.plan(strategy text, batch_size integer, drain text)
 RETURNS TABLE (batch integer, source text, target text, shards integer[], bytes bigint)
 LANGUAGE plpgsql VOLATILE CALLED ON NULL INPUT PARALLEL UNSAFE
@@ -2729,11 +2823,22 @@ DECLARE
     data_shards integer[];
     owners text[];
     sizes bigint[];
+    moving integer[];
+    held_by text;
 BEGIN
     PERFORM snowflake_id_router.check_plan_args(strategy, batch_size, drain);
     SELECT coalesce(array_agg(n.name ORDER BY n.name), '{}') INTO nodes FROM snowflake_id_router.node n;
+    -- A shard in an unfinished move is its move's to finish: left out, said so.
+    SELECT coalesce(array_agg(DISTINCT m.shard), '{}'), min(m.move) INTO moving, held_by
+      FROM snowflake_id_router.moving_shards(true) m;
+    IF cardinality(moving) > 0 THEN
+        RAISE NOTICE 'shard(s) % not planned: in unfinished moves (%)',
+            array_to_string(moving[1:5], ', ') || CASE WHEN cardinality(moving) > 5 THEN ', ...' ELSE '' END, held_by
+            USING HINT = 'A move whose mover is gone is completed or undone by SELECT * FROM repair_moves().';
+    END IF;
     SELECT coalesce(array_agg(d.shard), '{}'), coalesce(array_agg(d.node), '{}'), coalesce(array_agg(d.bytes), '{}')
-      INTO data_shards, owners, sizes FROM snowflake_id_router.data_shards(strategy = 'by_disk_size') d;
+      INTO data_shards, owners, sizes FROM snowflake_id_router.data_shards(strategy = 'by_disk_size') d
+     WHERE d.shard NOT IN (SELECT unnest(moving));
     RETURN QUERY
     WITH moves AS (
         SELECT m.*, (row_number() OVER (PARTITION BY m.source, m.target ORDER BY m.shard) - 1) / batch_size AS turn
@@ -2882,14 +2987,34 @@ COMMENT ON FUNCTION snowflake_id_router.rebalance_begin(text, text, integer, tex
   'First step of rebalance and drain_node: takes the rebalance lock, resumes or starts a rebalance record, plans its batches.';
 
 -- Gives the shards of a drained node that hold no data (no schema there) to the other
--- nodes, by the map alone: contiguous runs, one per node.
-CREATE OR REPLACE FUNCTION snowflake_id_router.remap_empty(drained text) RETURNS integer
+-- nodes, by the map alone: contiguous runs, one per node. Run through the loopback
+-- connection (committed at once). Not while one of them is in an unfinished move (55000
+-- naming it): its sealed copy is on the drained node or its incoming one elsewhere, and the
+-- map must name the node its flip expects. held: the shards in move records on the nodes
+-- (moving_shards(true), asked by the caller), as jsonb [{shard, move}]. This router's moves
+-- are read here, with the move table held against new records (SHARE) until the remap
+-- commits: a move recorded before is seen; one recorded after read the map before the
+-- remap and finds it changed when it rehearses its flip, before its fence (32_move.sql).
+CREATE OR REPLACE FUNCTION snowflake_id_router.remap_empty(drained text, held jsonb) RETURNS integer
 LANGUAGE plpgsql VOLATILE STRICT PARALLEL UNSAFE
 SET search_path = pg_catalog, pg_temp
 AS $$
 DECLARE
+    moving text;
     moved integer;
 BEGIN
+    LOCK TABLE snowflake_id_router.move IN SHARE MODE;
+    SELECT string_agg(format('shard %s is in %s', b.shard, b.move), '; ' ORDER BY b.shard) INTO moving
+      FROM (SELECT m.shard, min(m.move) AS move
+              FROM (SELECT * FROM snowflake_id_router.moving_shards(false)
+                    UNION ALL SELECT (x->>'shard')::integer, x->>'move' FROM jsonb_array_elements(held) x) m
+              JOIN snowflake_id_router.shard s ON s.shard = m.shard AND s.node = drained
+             GROUP BY m.shard ORDER BY m.shard LIMIT 3) b;
+    IF moving IS NOT NULL THEN
+        RAISE EXCEPTION 'the shards of node % cannot be mapped elsewhere while a move of theirs is unfinished: %', quote_literal(drained), moving
+            USING ERRCODE = 'object_not_in_prerequisite_state',
+                  DETAIL = 'A move whose mover is gone is completed or undone by SELECT * FROM repair_moves(); a live one ends by itself. Then call the drain again.';
+    END IF;
     WITH empty AS (
         SELECT s.shard, ntile((SELECT count(*) FROM snowflake_id_router.node n WHERE n.name <> drained)::integer)
                             OVER (ORDER BY s.shard) AS part
@@ -2904,8 +3029,8 @@ BEGIN
     RETURN moved;
 END
 $$;
-COMMENT ON FUNCTION snowflake_id_router.remap_empty(text) IS
-  'Maps the shards of a drained node that hold no data to the other nodes (map only).';
+COMMENT ON FUNCTION snowflake_id_router.remap_empty(text, jsonb) IS
+  'Maps the shards of a drained node that hold no data to the other nodes (map only); 55000 while one is in an unfinished move.';
 
 -- The next batch to move (its shards still where the plan found them), marked moving; NULL
 -- when the rebalance is over: stopped (rebalance_stop) or done. A drain with nothing left to
@@ -2956,7 +3081,9 @@ BEGIN
                 -- Committed at once through the loopback connection, then pushed to the
                 -- other routers, as a move's flip is.
                 remapped := snowflake_id_router.call(snowflake_id_router.loopback(),
-                    format('SELECT snowflake_id_router.remap_empty(%L)::text', r.node),
+                    format('SELECT snowflake_id_router.remap_empty(%L, %L)::text', r.node,
+                           (SELECT coalesce(jsonb_agg(jsonb_build_object('shard', m.shard, 'move', m.move)), '[]')
+                              FROM snowflake_id_router.moving_shards(true) m)),
                     snowflake_id_router.timeout('lock_timeout') + interval '5 s',
                     'mapping the drained node''s shards without data')::integer;
                 RAISE NOTICE 'drain %: % shard(s) of node % without data mapped to the other nodes', rid, remapped, quote_literal(r.node);
@@ -2972,9 +3099,11 @@ BEGIN
                 (SELECT count(*) FROM snowflake_id_router.rebalance_batch x WHERE x.rebalance = rid);
             RETURN NULL;
         END IF;
-        -- A shard moved meanwhile by someone else is no longer this batch's to move.
+        -- A shard moved meanwhile by someone else, or in a move of someone else's now, is no
+        -- longer this batch's to move.
         still := ARRAY(SELECT s FROM unnest(b.shards) s
                         WHERE EXISTS (SELECT FROM snowflake_id_router.shard m WHERE m.shard = s AND m.node = b.source)
+                          AND s NOT IN (SELECT m.shard FROM snowflake_id_router.moving_shards(false) m)
                         ORDER BY s);
         IF cardinality(still) = 0 THEN
             DELETE FROM snowflake_id_router.rebalance_batch x WHERE x.rebalance = rid AND x.batch = b.batch;
@@ -3830,7 +3959,9 @@ COMMENT ON VIEW router_status IS
 -- The router-wide schema-change lock: alter_shards holds it alone, moves and rebalances
 -- share it (snowflake_id_router.lock_schema_changes), so no move runs while a change is
 -- half-way across the nodes. A move between two nodes that differ anyway (a change that
--- is incomplete, a node skipped) is refused by the move's own template check.
+-- is incomplete, a node skipped) is refused by the move's own template check. No change
+-- runs while a move is unfinished (its mover gone): its hidden copies would change too; the
+-- nodes refuse one while they hold a move's record, whoever's (node_ddl.sql).
 
 -- Takes the router-wide schema-change lock, (snowflake_id_node.lock_class(), -1) beside the
 -- moves' shard locks, to the end of the transaction: exclusive for alter_shards, shared
@@ -3906,6 +4037,7 @@ DECLARE
     rows_state text[] := '{}';
     rows_schemas integer[] := '{}';
     rows_seconds numeric[] := '{}';
+    unfinished text;
 BEGIN
     IF ddl IS NULL OR template IS NULL OR skip_unreachable IS NULL THEN
         RAISE EXCEPTION 'alter_shards: ddl, template and skip_unreachable must not be NULL' USING ERRCODE = 'null_value_not_allowed';
@@ -3924,6 +4056,17 @@ BEGIN
     lock_timeout := snowflake_id_router.setting('lock_timeout');
 
     PERFORM snowflake_id_router.lock_schema_changes(true);
+    -- A move not finished has copies no change may reach: its sealed copy on its source,
+    -- its incoming one on its target, both hidden from the shard catalog's readers; changed,
+    -- the old copy is kept for good and the new one may lack the change. A live move holds
+    -- the lock just taken (shared), so these are moves whose mover is gone.
+    SELECT string_agg(x.move, '; ') INTO unfinished
+      FROM (SELECT m.move FROM snowflake_id_router.moving_shards(false) m GROUP BY m.move ORDER BY min(m.shard) LIMIT 3) x;
+    IF unfinished IS NOT NULL THEN
+        RAISE EXCEPTION 'alter_shards: % is not finished: a schema change must not reach its copies', unfinished
+            USING ERRCODE = 'object_not_in_prerequisite_state',
+                  HINT = 'SELECT * FROM repair_moves() completes or undoes it (its mover is gone); then call alter_shards again.';
+    END IF;
     PERFORM snowflake_id_router.connect_self('snowflake_id_router_self');
     -- The same statement, unfinished: this call resumes it.
     SELECT c.id INTO cid FROM snowflake_id_router.schema_change c

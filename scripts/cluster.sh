@@ -14,11 +14,23 @@ cluster_start() {
   cluster_stop "$name" 2>/dev/null || true
   rm -rf "$dir"; mkdir -p "$dir"; chown postgres: "$SF_TMP" "$dir"
   sudo -u postgres "$PGBIN/initdb" -D "$dir/data" -A trust -U postgres --no-sync >"$dir/initdb.log" 2>&1
-  local opts="-p $port -k $dir -c listen_addresses=''"
+  # Every line of the server log carries its SQLSTATE: the test runners look for XX000
+  # (an internal error), which no user-reachable path may raise (xx000_in).
+  local opts="-p $port -k $dir -c listen_addresses='' -c log_line_prefix='%m [%p] %e '"
   local o; for o in "$@"; do opts+=" -c $o"; done
   echo "$opts" >"$dir/options"; echo "${CLUSTER_ENV:-}" >"$dir/environment"
   sudo -u postgres env ${CLUSTER_ENV:-} "$PGBIN/pg_ctl" -D "$dir/data" -l "$dir/server.log" -o "$opts" -w start >/dev/null
   export PGHOST=$dir PGPORT=$port PGUSER=postgres PGDATABASE=postgres
+}
+
+# xx000_in SINCE DIR...: the errors in the server logs under DIR..., logged at SINCE or later
+# (UTC, 'YYYY-MM-DD HH:MM:SS'), whose SQLSTATE is XX000: an internal error. PL/Proxy's own
+# errors are left out: it raises every failure to reach a partition (a node down, a shard
+# assigned to no node: docs/cluster.md) as XX000, and that code is not ours.
+xx000_in() {
+  local since=$1; shift
+  find "$@" -name server.log -print0 2>/dev/null | xargs -0r cat \
+    | awk -v since="$since" 'substr($0, 1, 19) >= since && / XX000 (ERROR|FATAL|PANIC):/ && !/PL\/Proxy function /'
 }
 
 # cluster_stop NAME [MODE]: pg_ctl stop -m MODE (default fast; `immediate` is a crash).

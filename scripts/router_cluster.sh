@@ -26,9 +26,9 @@ node_connstr() { echo "host=$(node_dir "$1") port=$(node_port "$1") dbname=postg
 on() {
   local who=$1; shift
   if [[ $who == router ]]; then
-    PGOPTIONS="-c client_min_messages=warning" psql -X -q -At -v ON_ERROR_STOP=1 -h "$SF_TMP/sfrouter" -p "$ROUTER_PORT" -U postgres -d postgres "$@"
+    PGOPTIONS="-c client_min_messages=warning -c role=none" psql -X -q -At -v ON_ERROR_STOP=1 -h "$SF_TMP/sfrouter" -p "$ROUTER_PORT" -U postgres -d postgres "$@"
   else
-    PGOPTIONS="-c client_min_messages=warning" psql -X -q -At -v ON_ERROR_STOP=1 -h "$(node_dir "$who")" -p "$(node_port "$who")" -U postgres -d postgres "$@"
+    PGOPTIONS="-c client_min_messages=warning -c role=none" psql -X -q -At -v ON_ERROR_STOP=1 -h "$(node_dir "$who")" -p "$(node_port "$who")" -U postgres -d postgres "$@"
   fi
 }
 
@@ -47,7 +47,7 @@ node_restart() {
   for try in $(seq 50); do
     rm -f "$dir/data/postmaster.pid" "$dir/.s.PGSQL.$(node_port "$1").lock"
     sudo -u postgres env ${!var:-} "$PGBIN/pg_ctl" -D "$dir/data" -l "$dir/server.log" \
-      -o "-p $(node_port "$1") -k $dir -c listen_addresses='' -c wal_level=logical -c fsync=off -c max_wal_senders=20 -c max_replication_slots=20 -c wal_retrieve_retry_interval=100ms" \
+      -o "$(cat "$dir/options")" \
       -w start >/dev/null 2>&1 && return 0
     sleep 0.2
   done

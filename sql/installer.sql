@@ -291,7 +291,8 @@ COMMENT ON FUNCTION drop_shard(text, boolean) IS
 -- After create_shard(schema_name, shard), every table of schema tpl is made in the shard's
 -- schema with CREATE TABLE ... (LIKE tpl.t INCLUDING ALL): columns, defaults, generated
 -- columns, NOT NULL, CHECK, primary key, unique and exclusion constraints, indexes, extended
--- statistics, comments, identity; then its row-level security settings and policies. A
+-- statistics, comments, identity; then its row-level security settings, policies and replica
+-- identity (FULL, NOTHING, or USING INDEX: the copy's index made from the template's). A
 -- single-column bigint (or snowflake) primary key then defaults to the shard's own next_id()
 -- (identity dropped); a key of several columns keeps its columns as they are. Foreign keys are not
 -- copied; a table with triggers or rules, or with a policy that reads a table of the
@@ -367,6 +368,58 @@ SET jit = off SET extra_float_digits = 3;
 COMMENT ON FUNCTION snowflake_id_internal.template_read(oid) IS
   'create_shard''s reading of a template schema: its tables locked, then what the shards would copy and run, at a snapshot taken after the locks.';
 
+-- An index's definition but for its name and its table's: pg_get_indexdef from USING on
+-- (method, columns, operator classes, INCLUDE, storage parameters, predicate), after UNIQUE.
+-- An index LIKE made from another has the other's shape (NULL: not an index of a table).
+CREATE OR REPLACE FUNCTION snowflake_id_internal.index_shape(idx oid) RETURNS text
+LANGUAGE sql STABLE STRICT PARALLEL SAFE
+SET search_path = pg_catalog, pg_temp
+RETURN (SELECT CASE WHEN starts_with(x.def, x.head) THEN u.u || substr(x.def, length(x.head) + 1) END
+          FROM pg_index i JOIN pg_class c ON c.oid = i.indexrelid JOIN pg_class t ON t.oid = i.indrelid
+          JOIN pg_namespace n ON n.oid = t.relnamespace,
+               LATERAL (SELECT CASE WHEN i.indisunique THEN 'UNIQUE ' ELSE '' END) u(u),
+               LATERAL (SELECT pg_get_indexdef(i.indexrelid),
+                               format('CREATE %sINDEX %I ON %I.%I ', u.u, c.relname, n.nspname, t.relname)) x(def, head)
+         WHERE i.indexrelid = idx);
+COMMENT ON FUNCTION snowflake_id_internal.index_shape(oid) IS
+  'An index''s definition without its name or its table''s (pg_get_indexdef from USING on): equal for an index and its copy made by LIKE.';
+
+-- Gives table copy (made from template table tpl_table by LIKE) the template's replica
+-- identity, FULL, NOTHING or USING INDEX (identity: template_read's detail): for an index,
+-- the copy's index of the same shape (index_shape; LIKE names the copies of indexes after
+-- their new table). A template whose identity index is gone has the identity NOTHING in
+-- effect (PostgreSQL's rule), and so gets its copy.
+CREATE OR REPLACE FUNCTION snowflake_id_internal.copy_replica_identity(tpl_table oid, copy regclass, identity text) RETURNS void
+LANGUAGE plpgsql VOLATILE STRICT PARALLEL UNSAFE
+SET search_path = pg_catalog, pg_temp
+AS $$
+DECLARE
+    shape text;
+    idx name;
+BEGIN
+    IF identity IN ('FULL', 'NOTHING') THEN
+        EXECUTE format('ALTER TABLE %s REPLICA IDENTITY %s', copy, identity);
+        RETURN;
+    END IF;
+    SELECT snowflake_id_internal.index_shape(i.indexrelid) INTO shape FROM pg_index i
+     WHERE i.indrelid = tpl_table AND i.indisreplident;
+    IF NOT FOUND THEN
+        EXECUTE format('ALTER TABLE %s REPLICA IDENTITY NOTHING', copy);
+        RETURN;
+    END IF;
+    SELECT c.relname INTO idx FROM pg_index i JOIN pg_class c ON c.oid = i.indexrelid
+     WHERE i.indrelid = copy AND snowflake_id_internal.index_shape(i.indexrelid) = shape
+     ORDER BY i.indexrelid LIMIT 1;
+    IF NOT FOUND THEN
+        RAISE EXCEPTION 'table % has no copy of its template''s replica identity index (%)', copy, shape
+            USING ERRCODE = 'object_not_in_prerequisite_state';
+    END IF;
+    EXECUTE format('ALTER TABLE %s REPLICA IDENTITY USING INDEX %I', copy, idx);
+END
+$$;
+COMMENT ON FUNCTION snowflake_id_internal.copy_replica_identity(oid, regclass, text) IS
+  'Gives a table copy made by LIKE its template table''s replica identity (an index: the copy''s index of the same definition).';
+
 -- The template form of create_shard and create_shards: the template's tables locked and read
 -- once (snowflake_id_internal.template_read), then each shard made and filled.
 CREATE OR REPLACE FUNCTION snowflake_id_internal.create_shards_from(schema_names text[], shards integer[], template text) RETURNS void
@@ -386,6 +439,8 @@ DECLARE
     policy_name text[];
     policy_def text[];
     policy_deps text[];
+    identity_rel oid[];
+    identity text[];
     s text;
     kind "char";
     made oid;
@@ -425,8 +480,11 @@ BEGIN
            array_agg(r.rel ORDER BY r.rel, r.name) FILTER (WHERE r.kind = 'policy'),
            array_agg(r.name ORDER BY r.rel, r.name) FILTER (WHERE r.kind = 'policy'),
            array_agg(r.detail ORDER BY r.rel, r.name) FILTER (WHERE r.kind = 'policy'),
-           array_agg(coalesce(r.deps, '') ORDER BY r.rel, r.name) FILTER (WHERE r.kind = 'policy')
-      INTO other, refused, untrusted, tables, names, rls_rel, rls, policy_rel, policy_name, policy_def, policy_deps
+           array_agg(coalesce(r.deps, '') ORDER BY r.rel, r.name) FILTER (WHERE r.kind = 'policy'),
+           array_agg(r.rel ORDER BY r.rel) FILTER (WHERE r.kind = 'identity'),
+           array_agg(r.detail ORDER BY r.rel) FILTER (WHERE r.kind = 'identity')
+      INTO other, refused, untrusted, tables, names, rls_rel, rls, policy_rel, policy_name, policy_def, policy_deps,
+           identity_rel, identity
       FROM snowflake_id_internal.template_read(tpl) r;
     IF other IS NOT NULL THEN
         RAISE EXCEPTION 'template schema % is not a plain schema of tables: it holds %', quote_ident(template), other
@@ -490,6 +548,10 @@ BEGIN
                         USING ERRCODE = 'object_not_in_prerequisite_state',
                               DETAIL = format('The template''s refers to %s, the copy to %s (pg_depend classid:objid).', policy_deps[k], deps);
                 END IF;
+            END LOOP;
+            FOR k IN 1 .. coalesce(cardinality(identity_rel), 0) LOOP
+                CONTINUE WHEN identity_rel[k] <> tables[j];
+                PERFORM snowflake_id_internal.copy_replica_identity(tables[j], made, identity[k]);
             END LOOP;
         END LOOP;
         IF fn <> 'next_id' THEN

@@ -222,6 +222,7 @@ COMMENT ON FUNCTION snowflake_id_node.tables(oid) IS
 --   column posts.edits: integer NOT NULL DEFAULT 0, position 4
 --   constraint on posts: PRIMARY KEY (id)
 --   index on posts: CREATE INDEX ON %I.posts USING btree (user_id, id)
+-- (an index marked " (invalid)", or " (replica identity)" when it is the table's).
 -- Not in it: names of constraints and indexes (LIKE ... INCLUDING ALL makes its own), the
 -- default and identity of a bigint primary key column (create_shard sets it to the shard's
 -- next_id()), NOT NULL constraints as such (PostgreSQL 18 lists them as constraints, 15
@@ -280,9 +281,9 @@ BEGIN
           FROM t JOIN pg_constraint k ON k.conrelid = t.oid WHERE k.contype <> 'n'
         UNION ALL
         -- pg_get_indexdef without the index's name: CREATE [UNIQUE] INDEX ON ...
-        SELECT format('index on %s: %s%s', quote_ident(t.name),
+        SELECT format('index on %s: %s%s%s', quote_ident(t.name),
                    overlay(x.def PLACING '' FROM position(' INDEX ' IN x.def) + 7 FOR length(quote_ident(x.relname)) + 1),
-                   CASE WHEN NOT i.indisvalid THEN ' (invalid)' END)
+                   CASE WHEN NOT i.indisvalid THEN ' (invalid)' END, CASE WHEN i.indisreplident THEN ' (replica identity)' END)
           FROM t JOIN pg_index i ON i.indrelid = t.oid,
                LATERAL (SELECT pg_get_indexdef(i.indexrelid) AS def, c.relname FROM pg_class c WHERE c.oid = i.indexrelid) x
         UNION ALL
@@ -360,9 +361,12 @@ COMMENT ON FUNCTION snowflake_id_node.fingerprint_difference(text[], text[], tex
 -- A move copies tables with logical replication and drops the source's schemas at the end:
 -- an unlogged, foreign or partitioned table, a partition or inheritance child, a view,
 -- materialized view, trigger or rule in them would not arrive, a table without primary key
--- or replica identity could not replicate UPDATE and DELETE, and anything outside them
--- that depends on them (a view, a foreign key, a function, a column of their row type, an
--- extension installed in them) would be dropped with them.
+-- or replica identity could not replicate UPDATE and DELETE, a column holding OIDs (type
+-- oid, the lo extension's lo, or a domain, array, composite or range made of them: what
+-- references large objects) would arrive naming objects of the source that the move does
+-- not carry (large objects), and anything outside them that depends on them (a view, a
+-- foreign key, a function, a column of their row type, an extension installed in them)
+-- would be dropped with them.
 CREATE OR REPLACE FUNCTION snowflake_id_node.refusal(schemas text[], own_publication text DEFAULT NULL) RETURNS text
 LANGUAGE plpgsql STABLE CALLED ON NULL INPUT PARALLEL SAFE
 SET search_path = pg_catalog, pg_temp
@@ -372,7 +376,22 @@ DECLARE
     nsps oid[] := ARRAY(SELECT to_regnamespace(quote_ident(s)) FROM unnest(schemas) s);
     why text;
 BEGIN
-    WITH tabs AS (SELECT t.* FROM unnest(nsps) n, snowflake_id_node.tables(n) t)
+    WITH RECURSIVE tabs AS (SELECT t.* FROM unnest(nsps) n, snowflake_id_node.tables(n) t),
+    -- Each column of the tables and every type its values are made of: a domain's base
+    -- type, an array's (or a vector's) element type, a composite type's columns, a range's
+    -- subtype, a multirange's range.
+    made_of(rel, col, coltype, typ) AS (
+        SELECT t.oid, a.attname, a.atttypid, a.atttypid FROM tabs t
+          JOIN pg_attribute a ON a.attrelid = t.oid AND a.attnum > 0 AND NOT a.attisdropped
+         WHERE t.kind = 'r'
+        UNION
+        SELECT m.rel, m.col, m.coltype, p.typ FROM made_of m JOIN pg_type y ON y.oid = m.typ
+          CROSS JOIN LATERAL (SELECT y.typbasetype WHERE y.typtype = 'd'
+                              UNION ALL SELECT y.typelem WHERE y.typelem <> 0
+                              UNION ALL SELECT a.atttypid FROM pg_attribute a
+                                         WHERE a.attrelid = y.typrelid AND a.attnum > 0 AND NOT a.attisdropped
+                              UNION ALL SELECT r.rngsubtype FROM pg_range r WHERE r.rngtypid = y.oid
+                              UNION ALL SELECT r.rngtypid FROM pg_range r WHERE r.rngmultitypid = y.oid) p(typ))
     SELECT x.why INTO why FROM (
         SELECT 1 AS prio, format('%s %s cannot move: %s', CASE t.kind WHEN 'v' THEN 'view' WHEN 'm' THEN 'materialized view'
                              WHEN 'f' THEN 'foreign table' ELSE 'partitioned table' END, t.oid::regclass,
@@ -398,7 +417,12 @@ BEGIN
                OR (c.relreplident = 'd' AND EXISTS (SELECT FROM pg_index i WHERE i.indrelid = c.oid AND i.indisprimary))
                OR (c.relreplident = 'i' AND EXISTS (SELECT FROM pg_index i WHERE i.indrelid = c.oid AND i.indisreplident)))
         UNION ALL
-        SELECT 7, format('%s depends on %s, which a move would drop with the old copy',
+        SELECT DISTINCT 7, format('table %s cannot move: its column %s of type %s holds OIDs, which name objects of this node '
+                                  'such as large objects, and a move does not carry large objects',
+                                  m.rel::regclass, quote_ident(m.col), format_type(m.coltype, NULL))
+          FROM made_of m WHERE m.typ = 'oid'::regtype
+        UNION ALL
+        SELECT 8, format('%s depends on %s, which a move would drop with the old copy',
                          coalesce((SELECT pg_describe_object('pg_class'::regclass, r.ev_class, 0) FROM pg_rewrite r
                                     WHERE o.classid = 'pg_rewrite'::regclass AND r.oid = o.objid),
                                   pg_describe_object(o.classid, o.objid, 0)),
@@ -458,7 +482,9 @@ COMMENT ON FUNCTION snowflake_id_node.outside_dependents(oid[], text) IS
 -- == Privileges and owners: carried from the source's schemas to the target's copies ==
 
 -- The schemas' owners and privileges as JSON (schema, tables, sequences, columns,
--- functions), role names as text: the target resolves them to its own roles.
+-- functions): owners as role names (pg_authid.rolname, not identifiers: whoever puts one
+-- in a statement quotes it, once), privileges as aclitem[] text: the target resolves
+-- them to its own roles.
 CREATE OR REPLACE FUNCTION snowflake_id_node.grants(schemas text[]) RETURNS text
 LANGUAGE sql STABLE STRICT PARALLEL SAFE
 SET search_path = pg_catalog, pg_temp
@@ -473,11 +499,11 @@ BEGIN ATOMIC
           JOIN pg_class c ON c.oid = d.objid AND c.relkind IN ('r', 'S'))
     SELECT coalesce(json_agg(g ORDER BY g.kind, g.object, g.col), '[]')::text FROM (
         SELECT 'schema' AS kind, quote_ident(n.nspname) AS object, NULL::text AS col, false AS owned,
-               n.nspowner::regrole::text AS owner, n.nspacl::text AS acl, n.nspname AS schema
+               pg_get_userbyid(n.nspowner)::text AS owner, n.nspacl::text AS acl, n.nspname AS schema
           FROM nsp x JOIN pg_namespace n ON n.oid = x.oid
         UNION ALL
         SELECT CASE r.relkind WHEN 'S' THEN 'sequence' ELSE 'table' END, format('%I.%I', r.nspname, r.relname), NULL,
-               r.owned, r.relowner::regrole::text, r.relacl::text, r.nspname
+               r.owned, pg_get_userbyid(r.relowner)::text, r.relacl::text, r.nspname
           FROM rels r
         UNION ALL
         SELECT 'column', format('%I.%I', r.nspname, r.relname), quote_ident(a.attname), true, NULL, a.attacl::text, r.nspname
@@ -485,7 +511,7 @@ BEGIN ATOMIC
          WHERE a.attacl IS NOT NULL
         UNION ALL
         SELECT 'function', format('%I.%I(%s)', n.nspname, p.proname, pg_get_function_identity_arguments(p.oid)), NULL, false,
-               p.proowner::regrole::text, p.proacl::text, n.nspname
+               pg_get_userbyid(p.proowner)::text, p.proacl::text, n.nspname
           FROM nsp n JOIN pg_depend d ON d.refclassid = 'pg_namespace'::regclass AND d.refobjid = n.oid
                AND d.classid = 'pg_proc'::regclass AND d.deptype = 'n'
           JOIN pg_proc p ON p.oid = d.objid) g;
@@ -493,7 +519,8 @@ END;
 COMMENT ON FUNCTION snowflake_id_node.grants(text[]) IS
   'Owners and privileges of the schemas and everything in them, as JSON, for set_grants on another node.';
 
--- The roles grants(...) names (owners, grantees, grantors) and the schemas' policies name.
+-- The roles grants(...) names (owners, grantees, grantors) and the schemas' policies name,
+-- as role names (not identifiers).
 CREATE OR REPLACE FUNCTION snowflake_id_node.roles(schemas text[]) RETURNS text[]
 LANGUAGE sql STABLE STRICT PARALLEL SAFE
 SET search_path = pg_catalog, pg_temp
@@ -503,16 +530,16 @@ BEGIN ATOMIC
     SELECT coalesce(array_agg(DISTINCT r ORDER BY r), '{}') FROM (
         SELECT g.owner FROM g WHERE g.owner IS NOT NULL
         UNION ALL
-        SELECT e.grantor::regrole::text FROM g, aclexplode(nullif(g.acl, '{}')::aclitem[]) e
+        SELECT pg_get_userbyid(e.grantor)::text FROM g, aclexplode(nullif(g.acl, '{}')::aclitem[]) e
         UNION ALL
-        SELECT e.grantee::regrole::text FROM g, aclexplode(nullif(g.acl, '{}')::aclitem[]) e WHERE e.grantee <> 0
+        SELECT pg_get_userbyid(e.grantee)::text FROM g, aclexplode(nullif(g.acl, '{}')::aclitem[]) e WHERE e.grantee <> 0
         UNION ALL
-        SELECT r::regrole::text FROM unnest(schemas) s
+        SELECT pg_get_userbyid(r)::text FROM unnest(schemas) s
           JOIN pg_namespace n ON n.nspname = s, snowflake_id_node.tables(n.oid) t
           JOIN pg_policy p ON p.polrelid = t.oid, unnest(p.polroles) r WHERE r <> 0) x(r);
 END;
 COMMENT ON FUNCTION snowflake_id_node.roles(text[]) IS
-  'The roles the schemas'' owners, privileges and policies name.';
+  'The names of the roles the schemas'' owners, privileges and policies name.';
 
 -- The owner and privileges (NULL: the default) of one object of grants(...).
 CREATE OR REPLACE FUNCTION snowflake_id_node.acl(kind text, object text, col text, schema_name text)
@@ -542,6 +569,7 @@ COMMENT ON FUNCTION snowflake_id_node.acl(text, text, text, text) IS
 
 -- Gives the copies the owners and privileges grants(...) read on the source, then checks
 -- that each object's privileges equal the source's (55000 naming the first that does not).
+-- Roles are names, quoted once where a statement names them (%I).
 CREATE OR REPLACE FUNCTION snowflake_id_node.set_grants(key text, grants text) RETURNS void
 LANGUAGE plpgsql VOLATILE CALLED ON NULL INPUT
 SET search_path = pg_catalog, pg_temp
@@ -576,8 +604,9 @@ BEGIN
                 USING ERRCODE = 'object_not_in_prerequisite_state';
         END IF;
         -- Only what differs is changed (ALTER FUNCTION looks up every function of the name).
-        IF g.owner IS NOT NULL AND NOT g.owned AND owner_oid <> g.owner::regrole THEN
-            EXECUTE format('ALTER %s OWNER TO %s', target_sql, g.owner);
+        IF g.owner IS NOT NULL AND NOT g.owned
+           AND owner_oid IS DISTINCT FROM (SELECT o.oid FROM pg_roles o WHERE o.rolname = g.owner) THEN
+            EXECUTE format('ALTER %s OWNER TO %I', target_sql, g.owner);
             SELECT a.owner, a.acl INTO owner_oid, cur FROM snowflake_id_node.acl(g.kind, g.object, g.col, g.schema) a;
         END IF;
         want := coalesce(g.acl::aclitem[], CASE g.kind WHEN 'column' THEN '{}'::aclitem[]
@@ -587,16 +616,16 @@ BEGIN
         -- (An empty aclitem[] is not one acl functions take: none of its items to explode.)
         FOR e IN SELECT DISTINCT x.grantee FROM aclexplode(CASE WHEN cardinality(cur) > 0 THEN cur END) x LOOP
             EXECUTE format('REVOKE ALL %s ON %s FROM %s CASCADE', coalesce('(' || g.col || ')', ''), target_sql,
-                           CASE WHEN e.grantee = 0 THEN 'PUBLIC' ELSE quote_ident(e.grantee::regrole::text) END);
+                           CASE WHEN e.grantee = 0 THEN 'PUBLIC' ELSE quote_ident(pg_get_userbyid(e.grantee)) END);
         END LOOP;
         FOR e IN SELECT x.grantor, x.grantee, x.is_grantable, string_agg(x.privilege_type, ', ') AS privs
                    FROM aclexplode(CASE WHEN cardinality(want) > 0 THEN want END) x
                   GROUP BY 1, 2, 3 ORDER BY x.grantor <> owner_oid, 1, 2, 3 LOOP
             IF e.grantor <> owner_oid THEN
-                EXECUTE format('SET LOCAL ROLE %I', e.grantor::regrole::text);
+                EXECUTE format('SET LOCAL ROLE %I', pg_get_userbyid(e.grantor));
             END IF;
             EXECUTE format('GRANT %s %s ON %s TO %s%s', e.privs, coalesce('(' || g.col || ')', ''), target_sql,
-                           CASE WHEN e.grantee = 0 THEN 'PUBLIC' ELSE quote_ident(e.grantee::regrole::text) END,
+                           CASE WHEN e.grantee = 0 THEN 'PUBLIC' ELSE quote_ident(pg_get_userbyid(e.grantee)) END,
                            CASE WHEN e.is_grantable THEN ' WITH GRANT OPTION' ELSE '' END);
             IF e.grantor <> owner_oid THEN
                 RESET ROLE;
@@ -643,6 +672,7 @@ BEGIN
             HINT = 'create_shard(schema_name, shard, template => ...) makes it here.';
     END IF;
     PERFORM snowflake_id_node.no_other_move(router, shards, schemas);
+    PERFORM snowflake_id_node.no_role_for_all();
     why := snowflake_id_node.refusal(schemas);
     IF why IS NOT NULL THEN
         RAISE EXCEPTION '%', why USING ERRCODE = 'object_not_in_prerequisite_state';
@@ -666,6 +696,33 @@ END
 $$;
 COMMENT ON FUNCTION snowflake_id_node.source_check(text, text, integer[]) IS
   'The schemas of shards here, after the checks a move''s source must pass (55000 naming what fails).';
+
+-- 55000 when this database makes every session run as a role (ALTER DATABASE ... SET role,
+-- or ALTER ROLE <a superuser> IN DATABASE ... SET role): the move's replication (the
+-- target's apply worker, the source's WAL sender) starts with this database's settings
+-- and cannot say otherwise, so it would run as that role, not as the router's superuser.
+CREATE OR REPLACE FUNCTION snowflake_id_node.no_role_for_all() RETURNS void
+LANGUAGE plpgsql STABLE STRICT
+SET search_path = pg_catalog, pg_temp
+AS $$
+DECLARE
+    what text;
+BEGIN
+    SELECT format('%s sets role = %s', CASE WHEN s.setrole = 0 THEN 'this database' ELSE format('role %s in this database', s.setrole::regrole) END,
+                  substr(c, 6)) INTO what
+      FROM pg_db_role_setting s, unnest(s.setconfig) c
+     WHERE s.setdatabase = (SELECT d.oid FROM pg_database d WHERE d.datname = current_database())
+       AND (s.setrole = 0 OR snowflake_id_node.made_by_superuser(s.setrole)) AND c LIKE 'role=%'
+     LIMIT 1;
+    IF FOUND THEN
+        RAISE EXCEPTION '% for every session: a move''s replication would run as that role', what
+            USING ERRCODE = 'object_not_in_prerequisite_state',
+                  HINT = 'ALTER DATABASE ... RESET role (as its owner or a superuser), then move again.';
+    END IF;
+END
+$$;
+COMMENT ON FUNCTION snowflake_id_node.no_role_for_all() IS
+  '55000 when this database (or a superuser in it) sets role for every session: a move''s replication workers would run as that role.';
 
 -- 55000 when another move's record names one of the shards or schemas here: another
 -- router's (it must repair it), or this router's (repair it first).
@@ -1182,12 +1239,13 @@ BEGIN
             HINT = 'Drop that copy (drop_shard) if it is stale.';
     END IF;
     PERFORM snowflake_id_node.no_other_move(router, shards, schemas);
+    PERFORM snowflake_id_node.no_role_for_all();
     IF to_regnamespace(quote_ident(template)) IS NULL THEN
         RAISE EXCEPTION 'template schema "%" does not exist on this node', template USING ERRCODE = 'invalid_schema_name';
     END IF;
-    SELECT r INTO what FROM unnest(roles) r WHERE NOT EXISTS (SELECT FROM pg_roles o WHERE quote_ident(o.rolname) = r) LIMIT 1;
+    SELECT r INTO what FROM unnest(roles) r WHERE NOT EXISTS (SELECT FROM pg_roles o WHERE o.rolname = r) LIMIT 1;
     IF FOUND THEN
-        RAISE EXCEPTION 'role % does not exist on this node: the shard''s owners, privileges or policies name it', what
+        RAISE EXCEPTION 'role % does not exist on this node: the shard''s owners, privileges or policies name it', quote_ident(what)
             USING ERRCODE = 'object_not_in_prerequisite_state';
     END IF;
     -- The subscription's apply worker (the rows are copied by copy_rows, not by table-sync workers).

@@ -4,41 +4,52 @@
 -- change, so that a run resumed after an interruption knows this node is done.
 --
 -- The statement is the router's text with %I standing for the schema (quoted, as format()
--- quotes it) and %% for a percent sign; no other % is accepted. It runs with search_path =
--- pg_catalog, pg_temp: names outside pg_catalog are written qualified (%I.posts).
+-- quotes it), each a name standing alone, and %% for a percent sign; no other % is accepted.
+-- It runs with search_path = pg_catalog, pg_temp: names outside pg_catalog are written
+-- qualified (%I.posts). A node with a move record refuses it (no_moves_here).
 
 -- The statement for one schema, parsed (not run) by PostgreSQL's parser: its command tag,
--- or an error when it is not exactly one schema change that can run in a transaction block.
+-- or an error when it is not exactly one schema change that can run in a transaction block
+-- and runs no query (CREATE TABLE AS, SELECT INTO and materialized views are refused).
 CREATE OR REPLACE FUNCTION snowflake_id_node.ddl_statement(ddl text) RETURNS text
 LANGUAGE c STABLE STRICT PARALLEL SAFE
 AS 'MODULE_PATHNAME', 'ddl_statement_wrapper';
 COMMENT ON FUNCTION snowflake_id_node.ddl_statement(text) IS
   'Command tag of a statement alter_shards may run on every shard (one schema change that can run in a transaction block); an error otherwise.';
 
--- The statement for one schema: %I replaced by the schema's name, quoted.
+-- The template's command tag, as every shard's statement has it: each %I a name standing
+-- alone (PostgreSQL's scanner finds a name exactly there, nothing joined to it: in a string
+-- constant, a dollar quote or a comment a schema's name holding a quote would end it), %%
+-- a percent sign and no other %, and, with a name in each place, one schema change that
+-- runs in a transaction block and runs no query (ddl_statement's rules); an error otherwise.
+CREATE OR REPLACE FUNCTION snowflake_id_node.ddl_template(ddl text) RETURNS text
+LANGUAGE c STABLE STRICT PARALLEL SAFE
+AS 'MODULE_PATHNAME', 'ddl_template_wrapper';
+COMMENT ON FUNCTION snowflake_id_node.ddl_template(text) IS
+  'Command tag of an alter_shards template (%I for the schema, each a name standing alone; %% a percent sign); an error otherwise.';
+
+-- The statement for one schema: %I replaced by the schema's name, quoted, after the template
+-- is checked (ddl_template), and parsed again as this schema's statement: the same one
+-- statement, the same command tag, whatever the name.
 CREATE OR REPLACE FUNCTION snowflake_id_node.ddl_for(ddl text, schema_name text) RETURNS text
-LANGUAGE plpgsql IMMUTABLE STRICT PARALLEL SAFE
+LANGUAGE plpgsql STABLE STRICT PARALLEL SAFE
 SET search_path = pg_catalog, pg_temp
 AS $$
 DECLARE
-    n integer;
+    tag text := snowflake_id_node.ddl_template(ddl);
+    n integer := (SELECT count(*) FROM regexp_matches(ddl, '%[%I]', 'g') m WHERE m[1] = '%I');
+    statement text;
 BEGIN
-    -- format()'s reading, left to right: %% is a percent sign, %I the schema.
-    IF strpos(regexp_replace(ddl, '%[%I]', '', 'g'), '%') > 0 THEN
-        RAISE EXCEPTION 'alter_shards: the statement holds a %% other than %%I (the schema) and %%%% (a percent sign)'
-            USING ERRCODE = 'invalid_parameter_value',
-                  HINT = 'Write a percent sign in a literal as %%, e.g. DEFAULT ''100%%''.';
+    statement := format(ddl, VARIADIC array_fill(schema_name, ARRAY[n]));
+    IF snowflake_id_node.ddl_statement(statement) IS DISTINCT FROM tag THEN
+        RAISE EXCEPTION 'alter_shards: the statement for schema % is not the template''s %', quote_ident(schema_name), tag
+            USING ERRCODE = 'syntax_error';
     END IF;
-    SELECT count(*) INTO n FROM regexp_matches(ddl, '%[%I]', 'g') m WHERE m[1] = '%I';
-    IF n = 0 THEN
-        RAISE EXCEPTION 'alter_shards: the statement does not name the schema: write %%I where it goes, e.g. ALTER TABLE %%I.posts ...'
-            USING ERRCODE = 'invalid_parameter_value';
-    END IF;
-    RETURN format(ddl, VARIADIC array_fill(schema_name, ARRAY[n]));
+    RETURN statement;
 END
 $$;
 COMMENT ON FUNCTION snowflake_id_node.ddl_for(text, text) IS
-  'An alter_shards statement for one schema: %I becomes the schema''s name, quoted; %% a percent sign.';
+  'An alter_shards statement for one schema: %I becomes the schema''s name, quoted; %% a percent sign; checked to be the template''s statement.';
 
 -- What each change did here, keyed by the router's name for it ('<router8>/<change id>').
 -- Dumped with the database: a restored node still knows the changes it has.
@@ -114,6 +125,37 @@ $$;
 COMMENT ON FUNCTION snowflake_id_node.change_role(text) IS
   'The role alter_shards runs a change as in a schema: its relations'' one owner (42501 for several, one not a superuser).';
 
+-- A schema change never reaches a shard that a move holds on this node: its sealed copy
+-- (hidden; the move drops it only while its definition is the one sealed), its incoming
+-- copy (hidden; made from the template and compared at the seal) or its source while it is
+-- copied (the seal would find it changed and undo the move). Skipping those would leave a
+-- shard without the change once its move completes, on a node recorded as having it; so
+-- while this node has a move record, whoever's, the change is refused (55000): the move is
+-- completed or undone first, then the change called again. The move table is held (SHARE)
+-- to the end of the change's transaction: no move records a step here meanwhile (its step
+-- waits, bounded by its own lock_timeout). Waits at most the transaction's lock_timeout.
+CREATE OR REPLACE FUNCTION snowflake_id_node.no_moves_here() RETURNS void
+LANGUAGE plpgsql VOLATILE PARALLEL UNSAFE
+SET search_path = pg_catalog, pg_temp
+AS $$
+DECLARE
+    held text;
+BEGIN
+    LOCK TABLE snowflake_id_node.move IN SHARE MODE;
+    SELECT string_agg(format('move %s (%s, %s) of shard(s) %s', m.key, m.role, m.state, array_to_string(m.shards, ', ')),
+                      '; ' ORDER BY m.key)
+      INTO held FROM (SELECT * FROM snowflake_id_node.move x ORDER BY x.key LIMIT 3) m;
+    IF held IS NOT NULL THEN
+        RAISE EXCEPTION 'this node has shards in a move: %', held
+            USING ERRCODE = 'object_not_in_prerequisite_state',
+                  DETAIL = 'A schema change must not reach a move''s sealed or incoming copy, nor a shard being copied.',
+                  HINT = 'Complete or undo the move first (SELECT * FROM repair_moves() on its router once its mover is gone), then call alter_shards again.';
+    END IF;
+END
+$$;
+COMMENT ON FUNCTION snowflake_id_node.no_moves_here() IS
+  'Refuses (55000) a schema change on this node while it has a move record; holds the move table (SHARE) to the end of the transaction.';
+
 -- The statement ddl (for schema_name) run as change_role(schema_name).
 CREATE OR REPLACE FUNCTION snowflake_id_node.change_schema(ddl text, schema_name text) RETURNS void
 LANGUAGE plpgsql VOLATILE STRICT
@@ -144,7 +186,8 @@ BEGIN
     IF EXISTS (SELECT FROM snowflake_id_node.schema_change c WHERE c.key = schema_change_check.key) THEN
         RETURN 'applied';
     END IF;
-    PERFORM snowflake_id_node.ddl_statement(snowflake_id_node.ddl_for(ddl, template));
+    PERFORM snowflake_id_node.ddl_for(ddl, template);
+    PERFORM snowflake_id_node.no_moves_here();
     IF to_regnamespace(quote_ident(template)) IS NULL THEN
         RAISE EXCEPTION 'template schema % does not exist', quote_ident(template) USING ERRCODE = 'invalid_schema_name';
     END IF;
@@ -191,7 +234,8 @@ BEGIN
     IF FOUND THEN
         RETURN done;
     END IF;
-    PERFORM snowflake_id_node.ddl_statement(snowflake_id_node.ddl_for(ddl, template));
+    PERFORM snowflake_id_node.ddl_for(ddl, template);
+    PERFORM snowflake_id_node.no_moves_here();
     IF to_regnamespace(quote_ident(template)) IS NULL THEN
         RAISE EXCEPTION 'template schema % does not exist', quote_ident(template) USING ERRCODE = 'invalid_schema_name';
     END IF;

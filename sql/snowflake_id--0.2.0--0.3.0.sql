@@ -237,6 +237,7 @@ COMMENT ON FUNCTION snowflake_id_node.tables(oid) IS
 --   column posts.edits: integer NOT NULL DEFAULT 0, position 4
 --   constraint on posts: PRIMARY KEY (id)
 --   index on posts: CREATE INDEX ON %I.posts USING btree (user_id, id)
+-- (an index marked " (invalid)", or " (replica identity)" when it is the table's).
 -- Not in it: names of constraints and indexes (LIKE ... INCLUDING ALL makes its own), the
 -- default and identity of a bigint primary key column (create_shard sets it to the shard's
 -- next_id()), NOT NULL constraints as such (PostgreSQL 18 lists them as constraints, 15
@@ -295,9 +296,9 @@ BEGIN
           FROM t JOIN pg_constraint k ON k.conrelid = t.oid WHERE k.contype <> 'n'
         UNION ALL
         -- pg_get_indexdef without the index's name: CREATE [UNIQUE] INDEX ON ...
-        SELECT format('index on %s: %s%s', quote_ident(t.name),
+        SELECT format('index on %s: %s%s%s', quote_ident(t.name),
                    overlay(x.def PLACING '' FROM position(' INDEX ' IN x.def) + 7 FOR length(quote_ident(x.relname)) + 1),
-                   CASE WHEN NOT i.indisvalid THEN ' (invalid)' END)
+                   CASE WHEN NOT i.indisvalid THEN ' (invalid)' END, CASE WHEN i.indisreplident THEN ' (replica identity)' END)
           FROM t JOIN pg_index i ON i.indrelid = t.oid,
                LATERAL (SELECT pg_get_indexdef(i.indexrelid) AS def, c.relname FROM pg_class c WHERE c.oid = i.indexrelid) x
         UNION ALL
@@ -375,9 +376,12 @@ COMMENT ON FUNCTION snowflake_id_node.fingerprint_difference(text[], text[], tex
 -- A move copies tables with logical replication and drops the source's schemas at the end:
 -- an unlogged, foreign or partitioned table, a partition or inheritance child, a view,
 -- materialized view, trigger or rule in them would not arrive, a table without primary key
--- or replica identity could not replicate UPDATE and DELETE, and anything outside them
--- that depends on them (a view, a foreign key, a function, a column of their row type, an
--- extension installed in them) would be dropped with them.
+-- or replica identity could not replicate UPDATE and DELETE, a column holding OIDs (type
+-- oid, the lo extension's lo, or a domain, array, composite or range made of them: what
+-- references large objects) would arrive naming objects of the source that the move does
+-- not carry (large objects), and anything outside them that depends on them (a view, a
+-- foreign key, a function, a column of their row type, an extension installed in them)
+-- would be dropped with them.
 CREATE OR REPLACE FUNCTION snowflake_id_node.refusal(schemas text[], own_publication text DEFAULT NULL) RETURNS text
 LANGUAGE plpgsql STABLE CALLED ON NULL INPUT PARALLEL SAFE
 SET search_path = pg_catalog, pg_temp
@@ -387,7 +391,22 @@ DECLARE
     nsps oid[] := ARRAY(SELECT to_regnamespace(quote_ident(s)) FROM unnest(schemas) s);
     why text;
 BEGIN
-    WITH tabs AS (SELECT t.* FROM unnest(nsps) n, snowflake_id_node.tables(n) t)
+    WITH RECURSIVE tabs AS (SELECT t.* FROM unnest(nsps) n, snowflake_id_node.tables(n) t),
+    -- Each column of the tables and every type its values are made of: a domain's base
+    -- type, an array's (or a vector's) element type, a composite type's columns, a range's
+    -- subtype, a multirange's range.
+    made_of(rel, col, coltype, typ) AS (
+        SELECT t.oid, a.attname, a.atttypid, a.atttypid FROM tabs t
+          JOIN pg_attribute a ON a.attrelid = t.oid AND a.attnum > 0 AND NOT a.attisdropped
+         WHERE t.kind = 'r'
+        UNION
+        SELECT m.rel, m.col, m.coltype, p.typ FROM made_of m JOIN pg_type y ON y.oid = m.typ
+          CROSS JOIN LATERAL (SELECT y.typbasetype WHERE y.typtype = 'd'
+                              UNION ALL SELECT y.typelem WHERE y.typelem <> 0
+                              UNION ALL SELECT a.atttypid FROM pg_attribute a
+                                         WHERE a.attrelid = y.typrelid AND a.attnum > 0 AND NOT a.attisdropped
+                              UNION ALL SELECT r.rngsubtype FROM pg_range r WHERE r.rngtypid = y.oid
+                              UNION ALL SELECT r.rngtypid FROM pg_range r WHERE r.rngmultitypid = y.oid) p(typ))
     SELECT x.why INTO why FROM (
         SELECT 1 AS prio, format('%s %s cannot move: %s', CASE t.kind WHEN 'v' THEN 'view' WHEN 'm' THEN 'materialized view'
                              WHEN 'f' THEN 'foreign table' ELSE 'partitioned table' END, t.oid::regclass,
@@ -413,7 +432,12 @@ BEGIN
                OR (c.relreplident = 'd' AND EXISTS (SELECT FROM pg_index i WHERE i.indrelid = c.oid AND i.indisprimary))
                OR (c.relreplident = 'i' AND EXISTS (SELECT FROM pg_index i WHERE i.indrelid = c.oid AND i.indisreplident)))
         UNION ALL
-        SELECT 7, format('%s depends on %s, which a move would drop with the old copy',
+        SELECT DISTINCT 7, format('table %s cannot move: its column %s of type %s holds OIDs, which name objects of this node '
+                                  'such as large objects, and a move does not carry large objects',
+                                  m.rel::regclass, quote_ident(m.col), format_type(m.coltype, NULL))
+          FROM made_of m WHERE m.typ = 'oid'::regtype
+        UNION ALL
+        SELECT 8, format('%s depends on %s, which a move would drop with the old copy',
                          coalesce((SELECT pg_describe_object('pg_class'::regclass, r.ev_class, 0) FROM pg_rewrite r
                                     WHERE o.classid = 'pg_rewrite'::regclass AND r.oid = o.objid),
                                   pg_describe_object(o.classid, o.objid, 0)),
@@ -473,7 +497,9 @@ COMMENT ON FUNCTION snowflake_id_node.outside_dependents(oid[], text) IS
 -- == Privileges and owners: carried from the source's schemas to the target's copies ==
 
 -- The schemas' owners and privileges as JSON (schema, tables, sequences, columns,
--- functions), role names as text: the target resolves them to its own roles.
+-- functions): owners as role names (pg_authid.rolname, not identifiers: whoever puts one
+-- in a statement quotes it, once), privileges as aclitem[] text: the target resolves
+-- them to its own roles.
 CREATE OR REPLACE FUNCTION snowflake_id_node.grants(schemas text[]) RETURNS text
 LANGUAGE sql STABLE STRICT PARALLEL SAFE
 SET search_path = pg_catalog, pg_temp
@@ -488,11 +514,11 @@ BEGIN ATOMIC
           JOIN pg_class c ON c.oid = d.objid AND c.relkind IN ('r', 'S'))
     SELECT coalesce(json_agg(g ORDER BY g.kind, g.object, g.col), '[]')::text FROM (
         SELECT 'schema' AS kind, quote_ident(n.nspname) AS object, NULL::text AS col, false AS owned,
-               n.nspowner::regrole::text AS owner, n.nspacl::text AS acl, n.nspname AS schema
+               pg_get_userbyid(n.nspowner)::text AS owner, n.nspacl::text AS acl, n.nspname AS schema
           FROM nsp x JOIN pg_namespace n ON n.oid = x.oid
         UNION ALL
         SELECT CASE r.relkind WHEN 'S' THEN 'sequence' ELSE 'table' END, format('%I.%I', r.nspname, r.relname), NULL,
-               r.owned, r.relowner::regrole::text, r.relacl::text, r.nspname
+               r.owned, pg_get_userbyid(r.relowner)::text, r.relacl::text, r.nspname
           FROM rels r
         UNION ALL
         SELECT 'column', format('%I.%I', r.nspname, r.relname), quote_ident(a.attname), true, NULL, a.attacl::text, r.nspname
@@ -500,7 +526,7 @@ BEGIN ATOMIC
          WHERE a.attacl IS NOT NULL
         UNION ALL
         SELECT 'function', format('%I.%I(%s)', n.nspname, p.proname, pg_get_function_identity_arguments(p.oid)), NULL, false,
-               p.proowner::regrole::text, p.proacl::text, n.nspname
+               pg_get_userbyid(p.proowner)::text, p.proacl::text, n.nspname
           FROM nsp n JOIN pg_depend d ON d.refclassid = 'pg_namespace'::regclass AND d.refobjid = n.oid
                AND d.classid = 'pg_proc'::regclass AND d.deptype = 'n'
           JOIN pg_proc p ON p.oid = d.objid) g;
@@ -508,7 +534,8 @@ END;
 COMMENT ON FUNCTION snowflake_id_node.grants(text[]) IS
   'Owners and privileges of the schemas and everything in them, as JSON, for set_grants on another node.';
 
--- The roles grants(...) names (owners, grantees, grantors) and the schemas' policies name.
+-- The roles grants(...) names (owners, grantees, grantors) and the schemas' policies name,
+-- as role names (not identifiers).
 CREATE OR REPLACE FUNCTION snowflake_id_node.roles(schemas text[]) RETURNS text[]
 LANGUAGE sql STABLE STRICT PARALLEL SAFE
 SET search_path = pg_catalog, pg_temp
@@ -518,16 +545,16 @@ BEGIN ATOMIC
     SELECT coalesce(array_agg(DISTINCT r ORDER BY r), '{}') FROM (
         SELECT g.owner FROM g WHERE g.owner IS NOT NULL
         UNION ALL
-        SELECT e.grantor::regrole::text FROM g, aclexplode(nullif(g.acl, '{}')::aclitem[]) e
+        SELECT pg_get_userbyid(e.grantor)::text FROM g, aclexplode(nullif(g.acl, '{}')::aclitem[]) e
         UNION ALL
-        SELECT e.grantee::regrole::text FROM g, aclexplode(nullif(g.acl, '{}')::aclitem[]) e WHERE e.grantee <> 0
+        SELECT pg_get_userbyid(e.grantee)::text FROM g, aclexplode(nullif(g.acl, '{}')::aclitem[]) e WHERE e.grantee <> 0
         UNION ALL
-        SELECT r::regrole::text FROM unnest(schemas) s
+        SELECT pg_get_userbyid(r)::text FROM unnest(schemas) s
           JOIN pg_namespace n ON n.nspname = s, snowflake_id_node.tables(n.oid) t
           JOIN pg_policy p ON p.polrelid = t.oid, unnest(p.polroles) r WHERE r <> 0) x(r);
 END;
 COMMENT ON FUNCTION snowflake_id_node.roles(text[]) IS
-  'The roles the schemas'' owners, privileges and policies name.';
+  'The names of the roles the schemas'' owners, privileges and policies name.';
 
 -- The owner and privileges (NULL: the default) of one object of grants(...).
 CREATE OR REPLACE FUNCTION snowflake_id_node.acl(kind text, object text, col text, schema_name text)
@@ -557,6 +584,7 @@ COMMENT ON FUNCTION snowflake_id_node.acl(text, text, text, text) IS
 
 -- Gives the copies the owners and privileges grants(...) read on the source, then checks
 -- that each object's privileges equal the source's (55000 naming the first that does not).
+-- Roles are names, quoted once where a statement names them (%I).
 CREATE OR REPLACE FUNCTION snowflake_id_node.set_grants(key text, grants text) RETURNS void
 LANGUAGE plpgsql VOLATILE CALLED ON NULL INPUT
 SET search_path = pg_catalog, pg_temp
@@ -591,8 +619,9 @@ BEGIN
                 USING ERRCODE = 'object_not_in_prerequisite_state';
         END IF;
         -- Only what differs is changed (ALTER FUNCTION looks up every function of the name).
-        IF g.owner IS NOT NULL AND NOT g.owned AND owner_oid <> g.owner::regrole THEN
-            EXECUTE format('ALTER %s OWNER TO %s', target_sql, g.owner);
+        IF g.owner IS NOT NULL AND NOT g.owned
+           AND owner_oid IS DISTINCT FROM (SELECT o.oid FROM pg_roles o WHERE o.rolname = g.owner) THEN
+            EXECUTE format('ALTER %s OWNER TO %I', target_sql, g.owner);
             SELECT a.owner, a.acl INTO owner_oid, cur FROM snowflake_id_node.acl(g.kind, g.object, g.col, g.schema) a;
         END IF;
         want := coalesce(g.acl::aclitem[], CASE g.kind WHEN 'column' THEN '{}'::aclitem[]
@@ -602,16 +631,16 @@ BEGIN
         -- (An empty aclitem[] is not one acl functions take: none of its items to explode.)
         FOR e IN SELECT DISTINCT x.grantee FROM aclexplode(CASE WHEN cardinality(cur) > 0 THEN cur END) x LOOP
             EXECUTE format('REVOKE ALL %s ON %s FROM %s CASCADE', coalesce('(' || g.col || ')', ''), target_sql,
-                           CASE WHEN e.grantee = 0 THEN 'PUBLIC' ELSE quote_ident(e.grantee::regrole::text) END);
+                           CASE WHEN e.grantee = 0 THEN 'PUBLIC' ELSE quote_ident(pg_get_userbyid(e.grantee)) END);
         END LOOP;
         FOR e IN SELECT x.grantor, x.grantee, x.is_grantable, string_agg(x.privilege_type, ', ') AS privs
                    FROM aclexplode(CASE WHEN cardinality(want) > 0 THEN want END) x
                   GROUP BY 1, 2, 3 ORDER BY x.grantor <> owner_oid, 1, 2, 3 LOOP
             IF e.grantor <> owner_oid THEN
-                EXECUTE format('SET LOCAL ROLE %I', e.grantor::regrole::text);
+                EXECUTE format('SET LOCAL ROLE %I', pg_get_userbyid(e.grantor));
             END IF;
             EXECUTE format('GRANT %s %s ON %s TO %s%s', e.privs, coalesce('(' || g.col || ')', ''), target_sql,
-                           CASE WHEN e.grantee = 0 THEN 'PUBLIC' ELSE quote_ident(e.grantee::regrole::text) END,
+                           CASE WHEN e.grantee = 0 THEN 'PUBLIC' ELSE quote_ident(pg_get_userbyid(e.grantee)) END,
                            CASE WHEN e.is_grantable THEN ' WITH GRANT OPTION' ELSE '' END);
             IF e.grantor <> owner_oid THEN
                 RESET ROLE;
@@ -658,6 +687,7 @@ BEGIN
             HINT = 'create_shard(schema_name, shard, template => ...) makes it here.';
     END IF;
     PERFORM snowflake_id_node.no_other_move(router, shards, schemas);
+    PERFORM snowflake_id_node.no_role_for_all();
     why := snowflake_id_node.refusal(schemas);
     IF why IS NOT NULL THEN
         RAISE EXCEPTION '%', why USING ERRCODE = 'object_not_in_prerequisite_state';
@@ -681,6 +711,33 @@ END
 $$;
 COMMENT ON FUNCTION snowflake_id_node.source_check(text, text, integer[]) IS
   'The schemas of shards here, after the checks a move''s source must pass (55000 naming what fails).';
+
+-- 55000 when this database makes every session run as a role (ALTER DATABASE ... SET role,
+-- or ALTER ROLE <a superuser> IN DATABASE ... SET role): the move's replication (the
+-- target's apply worker, the source's WAL sender) starts with this database's settings
+-- and cannot say otherwise, so it would run as that role, not as the router's superuser.
+CREATE OR REPLACE FUNCTION snowflake_id_node.no_role_for_all() RETURNS void
+LANGUAGE plpgsql STABLE STRICT
+SET search_path = pg_catalog, pg_temp
+AS $$
+DECLARE
+    what text;
+BEGIN
+    SELECT format('%s sets role = %s', CASE WHEN s.setrole = 0 THEN 'this database' ELSE format('role %s in this database', s.setrole::regrole) END,
+                  substr(c, 6)) INTO what
+      FROM pg_db_role_setting s, unnest(s.setconfig) c
+     WHERE s.setdatabase = (SELECT d.oid FROM pg_database d WHERE d.datname = current_database())
+       AND (s.setrole = 0 OR snowflake_id_node.made_by_superuser(s.setrole)) AND c LIKE 'role=%'
+     LIMIT 1;
+    IF FOUND THEN
+        RAISE EXCEPTION '% for every session: a move''s replication would run as that role', what
+            USING ERRCODE = 'object_not_in_prerequisite_state',
+                  HINT = 'ALTER DATABASE ... RESET role (as its owner or a superuser), then move again.';
+    END IF;
+END
+$$;
+COMMENT ON FUNCTION snowflake_id_node.no_role_for_all() IS
+  '55000 when this database (or a superuser in it) sets role for every session: a move''s replication workers would run as that role.';
 
 -- 55000 when another move's record names one of the shards or schemas here: another
 -- router's (it must repair it), or this router's (repair it first).
@@ -1197,12 +1254,13 @@ BEGIN
             HINT = 'Drop that copy (drop_shard) if it is stale.';
     END IF;
     PERFORM snowflake_id_node.no_other_move(router, shards, schemas);
+    PERFORM snowflake_id_node.no_role_for_all();
     IF to_regnamespace(quote_ident(template)) IS NULL THEN
         RAISE EXCEPTION 'template schema "%" does not exist on this node', template USING ERRCODE = 'invalid_schema_name';
     END IF;
-    SELECT r INTO what FROM unnest(roles) r WHERE NOT EXISTS (SELECT FROM pg_roles o WHERE quote_ident(o.rolname) = r) LIMIT 1;
+    SELECT r INTO what FROM unnest(roles) r WHERE NOT EXISTS (SELECT FROM pg_roles o WHERE o.rolname = r) LIMIT 1;
     IF FOUND THEN
-        RAISE EXCEPTION 'role % does not exist on this node: the shard''s owners, privileges or policies name it', what
+        RAISE EXCEPTION 'role % does not exist on this node: the shard''s owners, privileges or policies name it', quote_ident(what)
             USING ERRCODE = 'object_not_in_prerequisite_state';
     END IF;
     -- The subscription's apply worker (the rows are copied by copy_rows, not by table-sync workers).
@@ -2128,7 +2186,8 @@ COMMENT ON FUNCTION drop_shard(text, boolean) IS
 -- After create_shard(schema_name, shard), every table of schema tpl is made in the shard's
 -- schema with CREATE TABLE ... (LIKE tpl.t INCLUDING ALL): columns, defaults, generated
 -- columns, NOT NULL, CHECK, primary key, unique and exclusion constraints, indexes, extended
--- statistics, comments, identity; then its row-level security settings and policies. A
+-- statistics, comments, identity; then its row-level security settings, policies and replica
+-- identity (FULL, NOTHING, or USING INDEX: the copy's index made from the template's). A
 -- single-column bigint (or snowflake) primary key then defaults to the shard's own next_id()
 -- (identity dropped); a key of several columns keeps its columns as they are. Foreign keys are not
 -- copied; a table with triggers or rules, or with a policy that reads a table of the
@@ -2204,6 +2263,58 @@ SET jit = off SET extra_float_digits = 3;
 COMMENT ON FUNCTION snowflake_id_internal.template_read(oid) IS
   'create_shard''s reading of a template schema: its tables locked, then what the shards would copy and run, at a snapshot taken after the locks.';
 
+-- An index's definition but for its name and its table's: pg_get_indexdef from USING on
+-- (method, columns, operator classes, INCLUDE, storage parameters, predicate), after UNIQUE.
+-- An index LIKE made from another has the other's shape (NULL: not an index of a table).
+CREATE OR REPLACE FUNCTION snowflake_id_internal.index_shape(idx oid) RETURNS text
+LANGUAGE sql STABLE STRICT PARALLEL SAFE
+SET search_path = pg_catalog, pg_temp
+RETURN (SELECT CASE WHEN starts_with(x.def, x.head) THEN u.u || substr(x.def, length(x.head) + 1) END
+          FROM pg_index i JOIN pg_class c ON c.oid = i.indexrelid JOIN pg_class t ON t.oid = i.indrelid
+          JOIN pg_namespace n ON n.oid = t.relnamespace,
+               LATERAL (SELECT CASE WHEN i.indisunique THEN 'UNIQUE ' ELSE '' END) u(u),
+               LATERAL (SELECT pg_get_indexdef(i.indexrelid),
+                               format('CREATE %sINDEX %I ON %I.%I ', u.u, c.relname, n.nspname, t.relname)) x(def, head)
+         WHERE i.indexrelid = idx);
+COMMENT ON FUNCTION snowflake_id_internal.index_shape(oid) IS
+  'An index''s definition without its name or its table''s (pg_get_indexdef from USING on): equal for an index and its copy made by LIKE.';
+
+-- Gives table copy (made from template table tpl_table by LIKE) the template's replica
+-- identity, FULL, NOTHING or USING INDEX (identity: template_read's detail): for an index,
+-- the copy's index of the same shape (index_shape; LIKE names the copies of indexes after
+-- their new table). A template whose identity index is gone has the identity NOTHING in
+-- effect (PostgreSQL's rule), and so gets its copy.
+CREATE OR REPLACE FUNCTION snowflake_id_internal.copy_replica_identity(tpl_table oid, copy regclass, identity text) RETURNS void
+LANGUAGE plpgsql VOLATILE STRICT PARALLEL UNSAFE
+SET search_path = pg_catalog, pg_temp
+AS $$
+DECLARE
+    shape text;
+    idx name;
+BEGIN
+    IF identity IN ('FULL', 'NOTHING') THEN
+        EXECUTE format('ALTER TABLE %s REPLICA IDENTITY %s', copy, identity);
+        RETURN;
+    END IF;
+    SELECT snowflake_id_internal.index_shape(i.indexrelid) INTO shape FROM pg_index i
+     WHERE i.indrelid = tpl_table AND i.indisreplident;
+    IF NOT FOUND THEN
+        EXECUTE format('ALTER TABLE %s REPLICA IDENTITY NOTHING', copy);
+        RETURN;
+    END IF;
+    SELECT c.relname INTO idx FROM pg_index i JOIN pg_class c ON c.oid = i.indexrelid
+     WHERE i.indrelid = copy AND snowflake_id_internal.index_shape(i.indexrelid) = shape
+     ORDER BY i.indexrelid LIMIT 1;
+    IF NOT FOUND THEN
+        RAISE EXCEPTION 'table % has no copy of its template''s replica identity index (%)', copy, shape
+            USING ERRCODE = 'object_not_in_prerequisite_state';
+    END IF;
+    EXECUTE format('ALTER TABLE %s REPLICA IDENTITY USING INDEX %I', copy, idx);
+END
+$$;
+COMMENT ON FUNCTION snowflake_id_internal.copy_replica_identity(oid, regclass, text) IS
+  'Gives a table copy made by LIKE its template table''s replica identity (an index: the copy''s index of the same definition).';
+
 -- The template form of create_shard and create_shards: the template's tables locked and read
 -- once (snowflake_id_internal.template_read), then each shard made and filled.
 CREATE OR REPLACE FUNCTION snowflake_id_internal.create_shards_from(schema_names text[], shards integer[], template text) RETURNS void
@@ -2223,6 +2334,8 @@ DECLARE
     policy_name text[];
     policy_def text[];
     policy_deps text[];
+    identity_rel oid[];
+    identity text[];
     s text;
     kind "char";
     made oid;
@@ -2262,8 +2375,11 @@ BEGIN
            array_agg(r.rel ORDER BY r.rel, r.name) FILTER (WHERE r.kind = 'policy'),
            array_agg(r.name ORDER BY r.rel, r.name) FILTER (WHERE r.kind = 'policy'),
            array_agg(r.detail ORDER BY r.rel, r.name) FILTER (WHERE r.kind = 'policy'),
-           array_agg(coalesce(r.deps, '') ORDER BY r.rel, r.name) FILTER (WHERE r.kind = 'policy')
-      INTO other, refused, untrusted, tables, names, rls_rel, rls, policy_rel, policy_name, policy_def, policy_deps
+           array_agg(coalesce(r.deps, '') ORDER BY r.rel, r.name) FILTER (WHERE r.kind = 'policy'),
+           array_agg(r.rel ORDER BY r.rel) FILTER (WHERE r.kind = 'identity'),
+           array_agg(r.detail ORDER BY r.rel) FILTER (WHERE r.kind = 'identity')
+      INTO other, refused, untrusted, tables, names, rls_rel, rls, policy_rel, policy_name, policy_def, policy_deps,
+           identity_rel, identity
       FROM snowflake_id_internal.template_read(tpl) r;
     IF other IS NOT NULL THEN
         RAISE EXCEPTION 'template schema % is not a plain schema of tables: it holds %', quote_ident(template), other
@@ -2327,6 +2443,10 @@ BEGIN
                         USING ERRCODE = 'object_not_in_prerequisite_state',
                               DETAIL = format('The template''s refers to %s, the copy to %s (pg_depend classid:objid).', policy_deps[k], deps);
                 END IF;
+            END LOOP;
+            FOR k IN 1 .. coalesce(cardinality(identity_rel), 0) LOOP
+                CONTINUE WHEN identity_rel[k] <> tables[j];
+                PERFORM snowflake_id_internal.copy_replica_identity(tables[j], made, identity[k]);
             END LOOP;
         END LOOP;
         IF fn <> 'next_id' THEN
@@ -2889,41 +3009,52 @@ $$;
 -- change, so that a run resumed after an interruption knows this node is done.
 --
 -- The statement is the router's text with %I standing for the schema (quoted, as format()
--- quotes it) and %% for a percent sign; no other % is accepted. It runs with search_path =
--- pg_catalog, pg_temp: names outside pg_catalog are written qualified (%I.posts).
+-- quotes it), each a name standing alone, and %% for a percent sign; no other % is accepted.
+-- It runs with search_path = pg_catalog, pg_temp: names outside pg_catalog are written
+-- qualified (%I.posts). A node with a move record refuses it (no_moves_here).
 
 -- The statement for one schema, parsed (not run) by PostgreSQL's parser: its command tag,
--- or an error when it is not exactly one schema change that can run in a transaction block.
+-- or an error when it is not exactly one schema change that can run in a transaction block
+-- and runs no query (CREATE TABLE AS, SELECT INTO and materialized views are refused).
 CREATE OR REPLACE FUNCTION snowflake_id_node.ddl_statement(ddl text) RETURNS text
 LANGUAGE c STABLE STRICT PARALLEL SAFE
 AS 'MODULE_PATHNAME', 'ddl_statement_wrapper';
 COMMENT ON FUNCTION snowflake_id_node.ddl_statement(text) IS
   'Command tag of a statement alter_shards may run on every shard (one schema change that can run in a transaction block); an error otherwise.';
 
--- The statement for one schema: %I replaced by the schema's name, quoted.
+-- The template's command tag, as every shard's statement has it: each %I a name standing
+-- alone (PostgreSQL's scanner finds a name exactly there, nothing joined to it: in a string
+-- constant, a dollar quote or a comment a schema's name holding a quote would end it), %%
+-- a percent sign and no other %, and, with a name in each place, one schema change that
+-- runs in a transaction block and runs no query (ddl_statement's rules); an error otherwise.
+CREATE OR REPLACE FUNCTION snowflake_id_node.ddl_template(ddl text) RETURNS text
+LANGUAGE c STABLE STRICT PARALLEL SAFE
+AS 'MODULE_PATHNAME', 'ddl_template_wrapper';
+COMMENT ON FUNCTION snowflake_id_node.ddl_template(text) IS
+  'Command tag of an alter_shards template (%I for the schema, each a name standing alone; %% a percent sign); an error otherwise.';
+
+-- The statement for one schema: %I replaced by the schema's name, quoted, after the template
+-- is checked (ddl_template), and parsed again as this schema's statement: the same one
+-- statement, the same command tag, whatever the name.
 CREATE OR REPLACE FUNCTION snowflake_id_node.ddl_for(ddl text, schema_name text) RETURNS text
-LANGUAGE plpgsql IMMUTABLE STRICT PARALLEL SAFE
+LANGUAGE plpgsql STABLE STRICT PARALLEL SAFE
 SET search_path = pg_catalog, pg_temp
 AS $$
 DECLARE
-    n integer;
+    tag text := snowflake_id_node.ddl_template(ddl);
+    n integer := (SELECT count(*) FROM regexp_matches(ddl, '%[%I]', 'g') m WHERE m[1] = '%I');
+    statement text;
 BEGIN
-    -- format()'s reading, left to right: %% is a percent sign, %I the schema.
-    IF strpos(regexp_replace(ddl, '%[%I]', '', 'g'), '%') > 0 THEN
-        RAISE EXCEPTION 'alter_shards: the statement holds a %% other than %%I (the schema) and %%%% (a percent sign)'
-            USING ERRCODE = 'invalid_parameter_value',
-                  HINT = 'Write a percent sign in a literal as %%, e.g. DEFAULT ''100%%''.';
+    statement := format(ddl, VARIADIC array_fill(schema_name, ARRAY[n]));
+    IF snowflake_id_node.ddl_statement(statement) IS DISTINCT FROM tag THEN
+        RAISE EXCEPTION 'alter_shards: the statement for schema % is not the template''s %', quote_ident(schema_name), tag
+            USING ERRCODE = 'syntax_error';
     END IF;
-    SELECT count(*) INTO n FROM regexp_matches(ddl, '%[%I]', 'g') m WHERE m[1] = '%I';
-    IF n = 0 THEN
-        RAISE EXCEPTION 'alter_shards: the statement does not name the schema: write %%I where it goes, e.g. ALTER TABLE %%I.posts ...'
-            USING ERRCODE = 'invalid_parameter_value';
-    END IF;
-    RETURN format(ddl, VARIADIC array_fill(schema_name, ARRAY[n]));
+    RETURN statement;
 END
 $$;
 COMMENT ON FUNCTION snowflake_id_node.ddl_for(text, text) IS
-  'An alter_shards statement for one schema: %I becomes the schema''s name, quoted; %% a percent sign.';
+  'An alter_shards statement for one schema: %I becomes the schema''s name, quoted; %% a percent sign; checked to be the template''s statement.';
 
 -- What each change did here, keyed by the router's name for it ('<router8>/<change id>').
 -- Dumped with the database: a restored node still knows the changes it has.
@@ -2999,6 +3130,37 @@ $$;
 COMMENT ON FUNCTION snowflake_id_node.change_role(text) IS
   'The role alter_shards runs a change as in a schema: its relations'' one owner (42501 for several, one not a superuser).';
 
+-- A schema change never reaches a shard that a move holds on this node: its sealed copy
+-- (hidden; the move drops it only while its definition is the one sealed), its incoming
+-- copy (hidden; made from the template and compared at the seal) or its source while it is
+-- copied (the seal would find it changed and undo the move). Skipping those would leave a
+-- shard without the change once its move completes, on a node recorded as having it; so
+-- while this node has a move record, whoever's, the change is refused (55000): the move is
+-- completed or undone first, then the change called again. The move table is held (SHARE)
+-- to the end of the change's transaction: no move records a step here meanwhile (its step
+-- waits, bounded by its own lock_timeout). Waits at most the transaction's lock_timeout.
+CREATE OR REPLACE FUNCTION snowflake_id_node.no_moves_here() RETURNS void
+LANGUAGE plpgsql VOLATILE PARALLEL UNSAFE
+SET search_path = pg_catalog, pg_temp
+AS $$
+DECLARE
+    held text;
+BEGIN
+    LOCK TABLE snowflake_id_node.move IN SHARE MODE;
+    SELECT string_agg(format('move %s (%s, %s) of shard(s) %s', m.key, m.role, m.state, array_to_string(m.shards, ', ')),
+                      '; ' ORDER BY m.key)
+      INTO held FROM (SELECT * FROM snowflake_id_node.move x ORDER BY x.key LIMIT 3) m;
+    IF held IS NOT NULL THEN
+        RAISE EXCEPTION 'this node has shards in a move: %', held
+            USING ERRCODE = 'object_not_in_prerequisite_state',
+                  DETAIL = 'A schema change must not reach a move''s sealed or incoming copy, nor a shard being copied.',
+                  HINT = 'Complete or undo the move first (SELECT * FROM repair_moves() on its router once its mover is gone), then call alter_shards again.';
+    END IF;
+END
+$$;
+COMMENT ON FUNCTION snowflake_id_node.no_moves_here() IS
+  'Refuses (55000) a schema change on this node while it has a move record; holds the move table (SHARE) to the end of the transaction.';
+
 -- The statement ddl (for schema_name) run as change_role(schema_name).
 CREATE OR REPLACE FUNCTION snowflake_id_node.change_schema(ddl text, schema_name text) RETURNS void
 LANGUAGE plpgsql VOLATILE STRICT
@@ -3029,7 +3191,8 @@ BEGIN
     IF EXISTS (SELECT FROM snowflake_id_node.schema_change c WHERE c.key = schema_change_check.key) THEN
         RETURN 'applied';
     END IF;
-    PERFORM snowflake_id_node.ddl_statement(snowflake_id_node.ddl_for(ddl, template));
+    PERFORM snowflake_id_node.ddl_for(ddl, template);
+    PERFORM snowflake_id_node.no_moves_here();
     IF to_regnamespace(quote_ident(template)) IS NULL THEN
         RAISE EXCEPTION 'template schema % does not exist', quote_ident(template) USING ERRCODE = 'invalid_schema_name';
     END IF;
@@ -3076,7 +3239,8 @@ BEGIN
     IF FOUND THEN
         RETURN done;
     END IF;
-    PERFORM snowflake_id_node.ddl_statement(snowflake_id_node.ddl_for(ddl, template));
+    PERFORM snowflake_id_node.ddl_for(ddl, template);
+    PERFORM snowflake_id_node.no_moves_here();
     IF to_regnamespace(quote_ident(template)) IS NULL THEN
         RAISE EXCEPTION 'template schema % does not exist', quote_ident(template) USING ERRCODE = 'invalid_schema_name';
     END IF;

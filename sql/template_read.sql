@@ -12,6 +12,8 @@
 --              caller nor a superuser, who could change what it does (detail: which, owner);
 --              or a function the copies must not call whoever owns it (detail: which, why)
 --   rls        row-level security of table rel (detail: ENABLE or FORCE)
+--   identity   the replica identity of table rel, when not the default (detail: FULL,
+--              NOTHING or USING INDEX), which LIKE does not copy and a move's copy needs
 --   policy     policy `name` of table rel; detail: the rest of its CREATE POLICY after
 --              "ON table"; deps: what it refers to, besides its table ("classid:objid")
 --   watch      a relation the walk went through (src/pg/template_read.rs watches it)
@@ -255,6 +257,11 @@ SELECT 'rls', t.rel, t.relname::text, x.x, NULL
   FROM tables t JOIN pg_catalog.pg_class c ON c.oid = t.rel,
        LATERAL (VALUES ('ENABLE', c.relrowsecurity), ('FORCE', c.relforcerowsecurity)) x(x, flag)
  WHERE x.flag
+UNION ALL
+SELECT 'identity', t.rel, t.relname::text,
+       CASE c.relreplident WHEN 'f' THEN 'FULL' WHEN 'n' THEN 'NOTHING' ELSE 'USING INDEX' END, NULL
+  FROM tables t JOIN pg_catalog.pg_class c ON c.oid = t.rel
+ WHERE c.relreplident <> 'd'
 UNION ALL
 SELECT 'policy', p.polrelid, p.polname::text,
        pg_catalog.format('AS %s FOR %s TO %s', CASE WHEN p.polpermissive THEN 'PERMISSIVE' ELSE 'RESTRICTIVE' END,

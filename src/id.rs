@@ -2,6 +2,8 @@
 //! PostgreSQL, so all of it is tested exhaustively by `cargo test` (property tests over
 //! whole ranges).
 
+/// The server's mask key file, read and checked (plain `std::fs`).
+pub mod key_file;
 /// The layouts by name, Instagram's among them: decode, compose, the generator's view, what
 /// can be wrong.
 pub mod layouts;

@@ -137,6 +137,34 @@ GRANT SELECT ON tshard17.notes TO snowflake_reg_reader;
 SET ROLE snowflake_reg_reader;
 SELECT owner_name, body FROM tshard17.notes;
 RESET ROLE;
+-- The replica identity is copied: FULL, NOTHING, and USING INDEX by the copy's index made
+-- from the template's, whatever name either has (LIKE names its copies after the new table),
+-- among indexes of other shapes. So the template, its shards and a move's copy have one
+-- fingerprint, the identity's index marked.
+CREATE SCHEMA tpl_ident;
+CREATE TABLE tpl_ident.events (id bigint NOT NULL, at timestamptz NOT NULL, kind text NOT NULL, note text);
+CREATE UNIQUE INDEX event_key ON tpl_ident.events (at, id);
+CREATE UNIQUE INDEX events_id_kind ON tpl_ident.events (id, kind);
+CREATE UNIQUE INDEX event_ident ON tpl_ident.events (kind, id) INCLUDE (at);
+CREATE INDEX events_kind ON tpl_ident.events (kind, id);
+ALTER TABLE tpl_ident.events REPLICA IDENTITY USING INDEX event_ident;
+CREATE TABLE tpl_ident.log (line text);
+ALTER TABLE tpl_ident.log REPLICA IDENTITY FULL;
+CREATE TABLE tpl_ident.scratch (id bigint PRIMARY KEY, v text);
+ALTER TABLE tpl_ident.scratch REPLICA IDENTITY NOTHING;
+CREATE TABLE tpl_ident.plain (id bigint PRIMARY KEY);
+SELECT create_shard('tshard19', 19, template => 'tpl_ident');
+SELECT c.relname, c.relreplident, i.indexrelid::regclass AS identity_index, pg_get_indexdef(i.indexrelid) AS def
+  FROM pg_class c LEFT JOIN pg_index i ON i.indrelid = c.oid AND i.indisreplident
+ WHERE c.relnamespace = 'tshard19'::regnamespace AND c.relkind = 'r' ORDER BY 1;
+SELECT snowflake_id_node.fingerprint('tshard19') = snowflake_id_node.fingerprint('tpl_ident') AS same_layout;
+SELECT l FROM unnest(snowflake_id_node.fingerprint('tshard19')) l WHERE l LIKE '%replica identity%';
+-- Another identity index on the shard alone is a difference, named.
+ALTER TABLE tshard19.events REPLICA IDENTITY USING INDEX events_id_kind_idx;
+SELECT snowflake_id_node.fingerprint_difference(snowflake_id_node.fingerprint('tshard19'), snowflake_id_node.fingerprint('tpl_ident'),
+                                                'the shard', 'the template') AS other_identity;
+SELECT drop_shard('tshard19', cascade => true);
+DROP SCHEMA tpl_ident CASCADE;
 -- A policy that reads a table of the template would read the template's in every copy: refused
 -- (0A000), as are triggers and rules, which create_shard does not copy. Nothing is made.
 CREATE FUNCTION pg_temp.refusal(schema_name text, shard integer, template text) RETURNS text LANGUAGE plpgsql AS $$

@@ -59,8 +59,16 @@ SELECT add_node('other', 'postgresql://u@/db?host=/tmp/x&password=S3cret2'); -- 
 SELECT add_node('other', 'host=/tmp/x sslpassword=S3cret3');               -- 22023
 SELECT add_node('other', 'postgresql://u:secret@x/db');                    -- 22023
 SELECT add_node('other', 'host=x port');                                   -- 22023, libpq's own message
+-- So is a connection service, which libpq reads only when it connects: its entry can hold a
+-- user and a password that no check here would see. In both syntaxes, without a file.
+SELECT add_node('other', 'service=nodes host=x');                          -- 22023
+SELECT add_node('other', 'host=x servicefile=/tmp/x/pg_service.conf');     -- 22023
+SELECT add_node('other', 'postgresql://x/db?service=nodes');               -- 22023
+SELECT add_node('other', 'postgresql:///db?host=/tmp/x&servicefile=%2Ftmp%2Fx');  -- 22023
+SELECT count(*) AS nodes_named_other FROM snowflake_id_router.node WHERE name = 'other';
 \set VERBOSITY default
 SELECT add_node('other', $$dbname='postgres'password=S3cret1$$);
+SELECT add_node('other', 'postgresql://x/db?service=nodes');
 \set VERBOSITY sqlstate
 -- Settings are not session settings: a session's SET steers nothing; only the owner writes them.
 SET snowflake_id_router.self_connstr = 'dbname=decoy';

@@ -124,13 +124,21 @@ SELECT alter_node('a', NULL);
 SELECT alter_node('nope', pg_temp.connstr('sfops_a'));
 SELECT alter_node('a', pg_temp.connstr('sfops_b'));          -- 55000: another database
 SELECT alter_node('a', pg_temp.connstr('sfops_a') || ' password=x');   -- 22023
+SELECT alter_node('a', pg_temp.connstr('sfops_a') || ' service=x');    -- 22023: a service can hold a user and password
 -- The same database by another spelling: accepted, and every shard of a follows at once.
 SELECT alter_node('a', format('postgresql:///sfops_a?host=%s&port=%s', current_setting('unix_socket_directories'), current_setting('port')));
 SELECT count(*) AS options_of_a FROM pg_foreign_server, unnest(srvoptions) o
  WHERE srvname = 'snowflake_id' AND o LIKE '%sfops_a%';
 SELECT node, reachable FROM node_status;
--- A node without shards goes (b's shards unassigned by hand, as the owner may).
+-- A node without shards goes (b's shards unassigned by hand, as the owner may), once it
+-- serves none: the copy s7 there is refused by name, then dropped there.
 DELETE FROM snowflake_id_router.shard WHERE node = 'b';
+\set VERBOSITY terse
+SELECT remove_node('b');
+\c sfops_b
+SELECT drop_shard('s7', true);
+\c snowflake_regress
+\set VERBOSITY sqlstate
 SELECT remove_node('b');
 SELECT name FROM snowflake_id_router.node ORDER BY 1;
 

@@ -81,7 +81,74 @@ DROP FUNCTION public.mv_count();
 CREATE TABLE public.mv_saved (p mv_7003.posts);
 SELECT snowflake_id_node.refusal('{mv_7003}');
 DROP TABLE public.mv_saved;
+-- A column holding OIDs, which name objects of this node (large objects, say: a move
+-- copies rows, not large objects), whatever type wraps them: the lo extension's lo (a
+-- domain over oid), an array, a composite type, a domain over an array. Named by table and
+-- column.
+CREATE DOMAIN public.lo AS pg_catalog.oid;   -- (as the lo extension makes it)
+CREATE TYPE public.mv_attachment AS (name text, data public.lo);
+CREATE DOMAIN public.mv_blobs AS oid[];
+CREATE TABLE mv_7003.files (id bigint PRIMARY KEY, name text, raw oid);
+SELECT snowflake_id_node.refusal('{mv_7003}');
+ALTER TABLE mv_7003.files DROP COLUMN raw, ADD COLUMN content public.lo;
+SELECT snowflake_id_node.refusal('{mv_7003}');
+ALTER TABLE mv_7003.files DROP COLUMN content, ADD COLUMN parts oid[];
+SELECT snowflake_id_node.refusal('{mv_7003}');
+ALTER TABLE mv_7003.files DROP COLUMN parts, ADD COLUMN attached public.mv_attachment;
+SELECT snowflake_id_node.refusal('{mv_7003}');
+ALTER TABLE mv_7003.files DROP COLUMN attached, ADD COLUMN many public.mv_blobs;
+SELECT snowflake_id_node.refusal('{mv_7003}');
+ALTER TABLE mv_7003.files DROP COLUMN many;
+SELECT snowflake_id_node.refusal('{mv_7003}') AS no_oids_left;
+DROP TABLE mv_7003.files;
+DROP TYPE public.mv_attachment;
+DROP DOMAIN public.mv_blobs;
+DROP DOMAIN public.lo;
 SELECT snowflake_id_node.refusal('{mv_7003}') AS clean_again;
+
+-- Owners and privileges go to the copies by role name, whatever the name: upper case, a
+-- quote, a space, letters outside ASCII, aclitem's own punctuation. A grant of a grantor
+-- other than the owner is given as that grantor.
+CREATE ROLE "Reader";
+CREATE ROLE "we""ird";
+CREATE ROLE "with space";
+CREATE ROLE "ünï";
+CREATE ROLE "Ünï Owner";
+CREATE ROLE "a=r/b,c";
+SELECT create_shard('mv_7005', 7005, template => 'mvtpl');
+GRANT USAGE ON SCHEMA mv_7005 TO "we""ird", "Reader", "with space";
+GRANT SELECT ON mv_7005.posts TO "Reader" WITH GRANT OPTION;
+SET ROLE "Reader";
+GRANT SELECT ON mv_7005.posts TO "with space";
+RESET ROLE;
+GRANT UPDATE (body) ON mv_7005.posts TO "ünï";
+ALTER TABLE mv_7005.counters OWNER TO "Ünï Owner";
+GRANT EXECUTE ON FUNCTION mv_7005.next_id() TO "we""ird";
+GRANT USAGE ON SEQUENCE mv_7005.table_id_seq TO "a=r/b,c";
+SELECT r AS role_names FROM unnest(snowflake_id_node.roles('{mv_7005}')) r WHERE r <> current_user;
+-- (grants() as lines, each object's privileges sorted, the schema's name as %I)
+CREATE FUNCTION pg_temp.grant_lines(s text) RETURNS SETOF text LANGUAGE sql AS $$
+    SELECT format('%s %s%s owner %s: %s', g.kind, replace(g.object, s, '%I'), ' ' || g.col, g.owner,
+                  (SELECT string_agg(x::text, ' ' ORDER BY x::text) FROM unnest(g.acl::aclitem[]) x))
+      FROM json_to_recordset(snowflake_id_node.grants(ARRAY[s])::json)
+           AS g(kind text, object text, col text, owned boolean, owner text, acl text)
+$$;
+-- A copy made as a move's target makes it (on one server: named mv_7006), then gets them.
+SELECT snowflake_id_node.lock_shards('{7006}');
+SELECT snowflake_id_node.target_check('a router', 'a source', '{7006}', '{mv_7006}', snowflake_id_node.roles('{mv_7005}'), 'mvtpl');
+SELECT snowflake_id_node.prepare_target('test/9', 'a router', 'a source', '{7006}', '{mv_7006}', 'mvtpl');
+SELECT snowflake_id_node.set_grants('test/9', replace(snowflake_id_node.grants('{mv_7005}'), 'mv_7005', 'mv_7006'));
+SELECT replace(l, ' postgres=arwdDxtm/postgres', ' postgres=arwdDxt/postgres') AS copy_grants   -- (MAINTAIN: from 17)
+  FROM pg_temp.grant_lines('mv_7006') l ORDER BY 1;
+SELECT count(*) AS differing FROM ((SELECT pg_temp.grant_lines('mv_7006') EXCEPT ALL SELECT pg_temp.grant_lines('mv_7005'))
+                                   UNION ALL (SELECT pg_temp.grant_lines('mv_7005') EXCEPT ALL SELECT pg_temp.grant_lines('mv_7006'))) x;
+SELECT snowflake_id_node.undo('test/9', '1 s', 0);
+SELECT snowflake_id_node.unlock_shards('{7006}');
+SELECT to_regnamespace('mv_7006') IS NULL AS undone;
+-- A role missing on the target is named, quoted.
+SELECT pg_temp.refused($$SELECT snowflake_id_node.target_check('a router', 'a source', '{7006}', '{mv_7006}', '{"Nobody \"here\""}', 'mvtpl')$$);
+SELECT drop_shard('mv_7005', cascade => true);
+DROP ROLE "Reader", "we""ird", "with space", "ünï", "Ünï Owner", "a=r/b,c";
 
 -- The fence. The mover's session (here a dblink session of this server) holds the shard's
 -- lock: while it lives, a fenced shard refuses every write with 40001; once it is gone, the

@@ -75,6 +75,26 @@ SELECT snowflake_id_node.ddl_for('ALTER TABLE %I.posts ADD note text DEFAULT ''1
 SELECT pg_temp.refusal($q$SELECT snowflake_id_node.ddl_for('ALTER TABLE %I.posts ADD note text DEFAULT ''100%''', 's')$q$);
 SELECT pg_temp.refusal($q$SELECT snowflake_id_node.ddl_for('ALTER TABLE %s.posts ADD note text', 's')$q$);
 SELECT pg_temp.refusal($q$SELECT snowflake_id_node.ddl_for('ALTER TABLE posts ADD note text', 's')$q$);
+-- Each %I a name standing alone, as PostgreSQL's scanner reads the statement: inside a
+-- string constant, a dollar quote, a quoted name or a comment, or joined to other text, a
+-- name holding a quote would end it (42601, before anything runs).
+SELECT snowflake_id_node.ddl_for($q$COMMENT ON TABLE %I.posts IS 'posts'$q$, 'a''b"c');
+SELECT pg_temp.refusal(format('SELECT snowflake_id_node.ddl_for(%L, %L)', t, 'x'))
+  FROM (VALUES ($q$COMMENT ON TABLE %I.posts IS 'posts of %I'$q$),
+               ($q$COMMENT ON TABLE %I.posts IS E'posts of %I'$q$),
+               ($q$COMMENT ON TABLE %I.posts IS U&'posts of %I'$q$),
+               ('CREATE FUNCTION %I.n() RETURNS bigint LANGUAGE sql AS $f$ SELECT count(*) FROM %I.posts $f$'),
+               ($q$ALTER TABLE %I.posts ADD note text -- %I$q$),
+               ($q$ALTER TABLE %I.posts ADD note text /* %I */$q$),
+               ($q$ALTER TABLE "x%I".posts ADD note text$q$),
+               ($q$ALTER TABLE U&%I.posts ADD note text$q$),
+               ($q$ALTER TABLE %Ix.posts ADD note text$q$),
+               ($q$ALTER TABLE %I"x".posts ADD note text$q$)) v(t);
+-- A statement that runs a query on every shard is refused like any other non-schema-change.
+SELECT pg_temp.refusal(format('SELECT snowflake_id_node.ddl_for(%L, %L)', t, 'x'))
+  FROM (VALUES ('CREATE TABLE %I.copy AS SELECT * FROM %I.posts'), ('SELECT * INTO %I.copy FROM %I.posts'),
+               ('CREATE MATERIALIZED VIEW %I.counts AS SELECT count(*) FROM %I.posts'),
+               ('REFRESH MATERIALIZED VIEW %I.counts')) v(t);
 
 -- The check before any node changes: tried on the template and undone.
 SELECT snowflake_id_node.schema_change_check('r/1', 'ALTER TABLE %I.posts ADD COLUMN likes integer NOT NULL DEFAULT 0', 'ftpl', '1s');
@@ -98,6 +118,14 @@ ALTER TABLE fshard2.posts RENAME COLUMN body TO text;
 SELECT pg_temp.refusal($q$SELECT snowflake_id_node.schema_change_apply('r/2', 'CREATE INDEX ON %I.posts (body)', 'ftpl', '1s')$q$);
 SELECT count(*) AS indexes_on_body FROM pg_indexes WHERE indexdef LIKE '%(body)%' AND schemaname IN ('ftpl', 'fshard1');
 SELECT count(*) AS recorded FROM snowflake_id_node.schema_change WHERE key = 'r/2';
+-- A node holding a move's record refuses any change (its sealed or incoming copies are
+-- hidden; changed, they would be kept for good or served without the change).
+INSERT INTO snowflake_id_node.move (key, router, role, peer, shards, schemas, state, marker)
+VALUES ('r8/7', 'router', 'source', 'peer', '{2}', '{fshard2}', 'sealed', 'm');
+SELECT pg_temp.refusal($q$SELECT snowflake_id_node.schema_change_check('r/4', 'ALTER TABLE %I.users ADD COLUMN age integer', 'ftpl', '1s')$q$);
+SELECT pg_temp.refusal($q$SELECT snowflake_id_node.schema_change_apply('r/4', 'ALTER TABLE %I.users ADD COLUMN age integer', 'ftpl', '1s')$q$);
+SELECT count(*) AS changed FROM pg_attribute WHERE attname = 'age';
+DELETE FROM snowflake_id_node.move;
 -- A shard's writer waits for the change's locks, the change for a writer's: lock_timeout.
 BEGIN;
 SELECT snowflake_id_node.schema_change_apply('r/3', 'ALTER TABLE %I.users ADD COLUMN age integer', 'ftpl', '1s');

@@ -44,6 +44,14 @@ SELECT ddl_reg_refusal($q$SELECT alter_shards('ALTER TABLE %I.posts ADD a int; D
 SELECT ddl_reg_refusal($q$SELECT alter_shards('ALTER TABLE %I.posts ADD b text DEFAULT ''50%''')$q$);
 SELECT ddl_reg_refusal($q$SELECT alter_shards('ALTER TABLE posts ADD b text')$q$);
 SELECT ddl_reg_refusal($q$SELECT alter_shards(NULL)$q$);
+SELECT ddl_reg_refusal($q$SELECT alter_shards($$COMMENT ON TABLE %I.posts IS 'posts of %I'$$)$q$);
+SELECT ddl_reg_refusal($q$SELECT alter_shards('CREATE TABLE %I.copy AS SELECT * FROM %I.posts')$q$);
+SELECT ddl_reg_refusal($q$SELECT alter_shards('CREATE MATERIALIZED VIEW %I.n AS SELECT count(*) FROM %I.posts')$q$);
+-- Refused while a move is unfinished (its mover gone): its hidden copies must not change.
+INSERT INTO snowflake_id_router.move (shards, source, target, source_identity, target_identity, template, state)
+VALUES ('{1}', 'node_a', 'node_b', 'a', 'b', 'tpl', 'sealing');
+SELECT ddl_reg_refusal($q$SELECT alter_shards('COMMENT ON TABLE %I.posts IS ''x''')$q$);
+DELETE FROM snowflake_id_router.move;
 -- Refused by a node's template, before any node changes: nothing recorded.
 SELECT ddl_reg_refusal($q$SELECT alter_shards('ALTER TABLE %I.posts ADD COLUMN note text')$q$);
 SELECT count(*) AS changes FROM snowflake_id_router.schema_change;
@@ -109,6 +117,11 @@ SELECT ddl_reg_refusal(format($q$SELECT add_router('myself', 'host=%s port=%s db
 SELECT ddl_reg_refusal(format($q$SELECT add_router('a_node', 'host=%s port=%s dbname=ddl_reg_node_a')$q$,
                               current_setting('unix_socket_directories'), current_setting('port')));
 SELECT ddl_reg_refusal($q$SELECT add_router('router_c', 'host=x password=secret')$q$);
+-- A router database is no node: the follower, this router itself.
+SELECT ddl_reg_refusal(format($q$SELECT add_node('follower', 'host=%s port=%s dbname=ddl_reg_router_b')$q$,
+                              current_setting('unix_socket_directories'), current_setting('port')));
+SELECT ddl_reg_refusal(format($q$SELECT add_node('myself', 'host=%s port=%s dbname=%s')$q$,
+                              current_setting('unix_socket_directories'), current_setting('port'), current_database()));
 \c ddl_reg_router_b
 -- The follower has the map, and refuses cluster functions, naming the primary.
 SELECT count(*) AS shards, count(DISTINCT node) AS nodes FROM shard_map;
@@ -140,6 +153,9 @@ SELECT count(*) AS routers FROM router_status;
 \c ddl_reg_router_b
 SELECT count(*) AS shards, (SELECT count(*) FROM router_status) AS routers FROM shard_map;
 \c :regress_db
+-- Nor is a router database that follows no one.
+SELECT ddl_reg_refusal(format($q$SELECT add_node('router_b', 'host=%s port=%s dbname=ddl_reg_router_b')$q$,
+                              current_setting('unix_socket_directories'), current_setting('port')));
 
 SET client_min_messages = warning;
 DROP EXTENSION snowflake_id_router CASCADE;

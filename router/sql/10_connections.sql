@@ -98,23 +98,34 @@ COMMENT ON FUNCTION snowflake_id_router.conn_value(text) IS 'A libpq connect str
 
 -- A connect string as libpq reads it (PQconninfoParse, through snowflake_id), each value
 -- quoted: whatever PL/Proxy, the router or a subscription appends to it stays an option of its
--- own. Secrets are refused: connect strings are readable by every role.
+-- own. Secrets are refused: connect strings are readable by every role. So is a service
+-- (service, servicefile: an entry of a connection service file, which libpq reads only when
+-- it connects): it can hold a user and a password, which would pass the checks here and
+-- the callers' (a user's warning) unseen.
 CREATE OR REPLACE FUNCTION snowflake_id_router.normalize_connstr(connstr text) RETURNS text
 LANGUAGE plpgsql STABLE STRICT PARALLEL SAFE
 SET search_path = pg_catalog, pg_temp
 AS $$
 DECLARE
     secret text;
+    service text;
     normal text;
 BEGIN
     SELECT string_agg(c.keyword, ', ') FILTER (WHERE c.secret),
+           string_agg(c.keyword, ', ') FILTER (WHERE c.keyword IN ('service', 'servicefile')),
            string_agg(c.keyword || '=' || snowflake_id_router.conn_value(c.value), ' ')
-      INTO secret, normal FROM snowflake_id_node.conninfo(connstr) c;
+      INTO secret, service, normal FROM snowflake_id_node.conninfo(connstr) c;
     IF secret IS NOT NULL THEN
         RAISE EXCEPTION 'the connect string holds a secret (%)', secret
             USING ERRCODE = 'invalid_parameter_value',
                   DETAIL = 'Connect strings are readable by every role (pg_foreign_server.srvoptions).',
                   HINT = 'Put the password in ~/.pgpass of the router''s server user (see docs/security.md).';
+    END IF;
+    IF service IS NOT NULL THEN
+        RAISE EXCEPTION 'the connect string names a connection service (%)', service
+            USING ERRCODE = 'invalid_parameter_value',
+                  DETAIL = 'A service file entry can hold a user and a password, which the router would not see.',
+                  HINT = 'Give the options directly (host, port, dbname ...), the password in ~/.pgpass of the router''s server user.';
     END IF;
     IF normal IS NULL THEN
         RAISE EXCEPTION 'the connect string is empty' USING ERRCODE = 'invalid_parameter_value';
@@ -123,7 +134,7 @@ BEGIN
 END
 $$;
 COMMENT ON FUNCTION snowflake_id_router.normalize_connstr(text) IS
-  'A connect string as libpq reads it, as key=''value'' pairs; 22023 for a secret or what libpq refuses.';
+  'A connect string as libpq reads it, as key=''value'' pairs; 22023 for a secret, a service or what libpq refuses.';
 
 -- The router's settings: an override in snowflake_id_router.setting, else the default.
 CREATE OR REPLACE FUNCTION snowflake_id_router.setting(name text) RETURNS text

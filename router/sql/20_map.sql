@@ -57,6 +57,7 @@ AS $$
 DECLARE
     normal text;
     found_identity text;
+    router boolean;
 BEGIN
     IF name IS NULL OR connstr IS NULL THEN
         RAISE EXCEPTION 'add_node: name and connstr must not be NULL' USING ERRCODE = 'null_value_not_allowed';
@@ -74,8 +75,17 @@ BEGIN
     PERFORM snowflake_id_router.connect('snowflake_id_router_add', snowflake_id_router.connect_options() || ' ' || normal,
                                         format('node %L', name));
     found_identity := snowflake_id_router.remote_identity('snowflake_id_router_add', name);
+    router := snowflake_id_router.fetch('snowflake_id_router_add',
+        $q$SELECT EXISTS (SELECT FROM pg_catalog.pg_extension e WHERE e.extname = 'snowflake_id_router')::text$q$)::boolean;
     PERFORM snowflake_id_router.disconnect('snowflake_id_router_add');
     PERFORM snowflake_id_router.check_new_identity(name, found_identity);
+    -- Not a router database (a follower, or any other): shards mapped there would make it
+    -- route their calls to itself, or to its own map's nodes.
+    IF router THEN
+        RAISE EXCEPTION 'node % is a router database (it has the extension snowflake_id_router)', quote_literal(name)
+            USING ERRCODE = 'object_not_in_prerequisite_state',
+                  HINT = 'A node is a database of data (snowflake_id and the shards); another router database follows this one with add_router(name, connstr).';
+    END IF;
     IF EXISTS (SELECT FROM snowflake_id_node.conninfo(normal) c WHERE c.keyword = 'user') THEN
         RAISE WARNING 'the connect string of node % names a user: every role''s routed calls will connect as %',
             quote_literal(name), (SELECT c.value FROM snowflake_id_node.conninfo(normal) c WHERE c.keyword = 'user')
@@ -85,7 +95,7 @@ BEGIN
 END
 $$;
 COMMENT ON FUNCTION add_node(text, text) IS
-  'Registers a data node by name and libpq connect string (no password: use ~/.pgpass); it must be reachable, and is known by its identity.';
+  'Registers a data node by name and libpq connect string (no password: use ~/.pgpass); it must be reachable, not a router database, and is known by its identity.';
 
 CREATE OR REPLACE FUNCTION assign_shards(first_shard integer, count integer, node text) RETURNS void
 LANGUAGE plpgsql VOLATILE CALLED ON NULL INPUT PARALLEL UNSAFE SECURITY DEFINER

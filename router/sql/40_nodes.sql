@@ -245,8 +245,12 @@ $$;
 COMMENT ON FUNCTION alter_node(text, text) IS
   'Repoints a node to a new connect string reaching the same database (another address, its promoted standby), for every router session at once.';
 
--- Removes a node that holds no shard (drain_node moves its shards off first) and takes part
--- in no unfinished move.
+-- Removes a node that holds no shard: none mapped to it (drain_node moves them off first),
+-- none it still serves whatever the map says (a shard made there by hand, a copy left
+-- behind: its rows would vanish from every view and from the router's reach), and none in an
+-- unfinished move from or to it. A node that cannot be reached (or no longer reaches its
+-- database) and to which no shard is mapped is removed with a WARNING: what it may still
+-- serve is not checked, and is no longer the router's.
 CREATE OR REPLACE FUNCTION remove_node(node text) RETURNS void
 LANGUAGE plpgsql VOLATILE CALLED ON NULL INPUT PARALLEL UNSAFE SECURITY DEFINER
 SET search_path = pg_catalog, pg_temp
@@ -255,11 +259,26 @@ DECLARE
     held integer;
     first_held integer;
     unfinished text;
+    served integer[];
+    unreachable text;
 BEGIN
     IF node IS NULL THEN
         RAISE EXCEPTION 'remove_node: node must not be NULL' USING ERRCODE = 'null_value_not_allowed';
     END IF;
     PERFORM snowflake_id_router.require_primary('remove_node');
+    IF NOT EXISTS (SELECT FROM snowflake_id_router.node n WHERE n.name = remove_node.node) THEN
+        RAISE EXCEPTION 'node % does not exist', quote_literal(node) USING ERRCODE = 'undefined_object';
+    END IF;
+    -- What it serves, asked before the map is locked (reaching it may take connect_timeout).
+    BEGIN
+        PERFORM snowflake_id_router.connect_node('snowflake_id_router_remove', node);
+        served := snowflake_id_router.call('snowflake_id_router_remove', 'SELECT snowflake_id_node.served_shards()::text',
+                                           snowflake_id_router.timeout('status_timeout'), 'asking for its shards');
+        PERFORM snowflake_id_router.disconnect('snowflake_id_router_remove');
+    EXCEPTION WHEN OTHERS THEN
+        PERFORM snowflake_id_router.disconnect('snowflake_id_router_remove');
+        unreachable := SQLERRM;
+    END;
     -- Serialises with assign_shards and map flips: no shard can be assigned to it meanwhile.
     LOCK TABLE snowflake_id_router.shard IN SHARE ROW EXCLUSIVE MODE;
     IF NOT EXISTS (SELECT FROM snowflake_id_router.node n WHERE n.name = remove_node.node) THEN
@@ -282,8 +301,22 @@ BEGIN
             USING ERRCODE = 'object_not_in_prerequisite_state',
                   HINT = 'SELECT * FROM repair_moves() completes or undoes it once its mover is gone.';
     END IF;
+    IF cardinality(served) > 0 THEN
+        RAISE EXCEPTION 'node % still serves % shard schema(s), which the map sends elsewhere: %', quote_literal(node),
+            cardinality(served),
+            (SELECT string_agg(format('shard %s (mapped to %s)', s, coalesce(quote_literal(m.node), 'no node')), ', ' ORDER BY s)
+               FROM unnest(served[1:5]) s LEFT JOIN snowflake_id_router.shard m ON m.shard = s)
+            || CASE WHEN cardinality(served) > 5 THEN ', ...' ELSE '' END
+            USING ERRCODE = 'object_not_in_prerequisite_state',
+                  DETAIL = 'Removed, the node''s schemas and their rows would vanish from every view of the router.',
+                  HINT = 'shard_status lists them (mapped false): carry what they hold to the node the map names, or drop them there (drop_shard), then remove the node.';
+    END IF;
+    IF unreachable IS NOT NULL THEN
+        RAISE WARNING 'node % cannot be reached: whether it still serves shard schemas was not checked (%)', quote_literal(node), unreachable
+            USING DETAIL = 'No shard is mapped to it: it is removed. What it may still hold is no longer the router''s.';
+    END IF;
     DELETE FROM snowflake_id_router.node n WHERE n.name = remove_node.node;
 END
 $$;
 COMMENT ON FUNCTION remove_node(text) IS
-  'Removes a node that holds no shard and takes part in no unfinished move (55000 otherwise: drain_node, repair_moves first).';
+  'Removes a node to which no shard is mapped, that serves no shard schema and takes part in no unfinished move (55000 otherwise); one that cannot be reached, with a WARNING.';

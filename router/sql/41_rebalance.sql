@@ -118,6 +118,45 @@ $$;
 COMMENT ON FUNCTION snowflake_id_router.plan_moves(text, text, text[], integer[], text[], bigint[]) IS
   'The planner of rebalance and drain_node: given each shard''s node and bytes, the moves that balance the nodes (or empty one), each shard at most once.';
 
+-- The shards in a move that is not finished, which no plan, remap or schema change may
+-- touch, and the move that holds each: a sealed copy is served by no node and an incoming
+-- one not yet, so by what the nodes serve such a shard looks like one without data, and a
+-- remap by the map alone would send it where its rows are not (its flip then fails for
+-- good). Those of every move of this router whose record is neither done nor undone, its
+-- mover alive or gone; with on_nodes, also those of every move record on a node (another
+-- router's move, a record this router does not know), every node asked at once (55000
+-- naming the first that does not answer: a plan must not miss one).
+CREATE OR REPLACE FUNCTION snowflake_id_router.moving_shards(on_nodes boolean)
+RETURNS TABLE (shard integer, move text)
+LANGUAGE plpgsql VOLATILE STRICT PARALLEL UNSAFE
+SET search_path = pg_catalog, pg_temp
+AS $$
+DECLARE
+    o record;
+BEGIN
+    RETURN QUERY
+    SELECT s, format('move %s (%s) of shard(s) %s from node %L to node %L', m.id, m.state,
+                     array_to_string(m.shards, ', '), m.source, m.target)
+      FROM snowflake_id_router.move m, unnest(m.shards) s
+     WHERE m.state NOT IN ('done', 'undone');
+    IF NOT on_nodes THEN
+        RETURN;
+    END IF;
+    FOR o IN SELECT * FROM snowflake_id_router.on_nodes('SELECT snowflake_id_node.moves()::jsonb') LOOP
+        IF o.error IS NOT NULL THEN
+            RAISE EXCEPTION 'node % cannot be asked for its moves: %', quote_literal(o.node), o.error
+                USING ERRCODE = 'object_not_in_prerequisite_state',
+                      HINT = 'Planning needs every node: bring it back, repoint it (alter_node), or drain it and remove it (remove_node).';
+        END IF;
+        RETURN QUERY
+        SELECT s, format('move %s (%s, %s on node %L)', x->>'key', x->>'role', x->>'state', o.node)
+          FROM jsonb_array_elements(o.result) x, jsonb_array_elements_text(x->'shards') t, CAST(t AS integer) s;
+    END LOOP;
+END
+$$;
+COMMENT ON FUNCTION snowflake_id_router.moving_shards(boolean) IS
+  'The shards of unfinished moves (this router''s records; with on_nodes, every node''s move records too) and the move holding each.';
+
 -- The shards that hold data, where the map sends them: (shard, node, bytes), with bytes only
 -- when sizes are asked for (by_disk_size: a query per node per status_chunk() shards, as
 -- sizes lock the relations; without, one query per node and no lock). Every node must
@@ -179,7 +218,8 @@ COMMENT ON FUNCTION snowflake_id_router.check_plan_args(text, integer, text) IS
 
 -- The batches that would balance the nodes (or empty node drain) now: each shard's move
 -- grouped by source and target, batch_size shards at most per batch, the pairs taking turns
--- so that a rebalance stopped half-way has taken about as much from each node.
+-- so that a rebalance stopped half-way has taken about as much from each node. A shard in
+-- an unfinished move (moving_shards) is left out.
 CREATE OR REPLACE FUNCTION snowflake_id_router.plan(strategy text, batch_size integer, drain text)
 RETURNS TABLE (batch integer, source text, target text, shards integer[], bytes bigint)
 LANGUAGE plpgsql VOLATILE CALLED ON NULL INPUT PARALLEL UNSAFE
@@ -190,11 +230,22 @@ DECLARE
     data_shards integer[];
     owners text[];
     sizes bigint[];
+    moving integer[];
+    held_by text;
 BEGIN
     PERFORM snowflake_id_router.check_plan_args(strategy, batch_size, drain);
     SELECT coalesce(array_agg(n.name ORDER BY n.name), '{}') INTO nodes FROM snowflake_id_router.node n;
+    -- A shard in an unfinished move is its move's to finish: left out, said so.
+    SELECT coalesce(array_agg(DISTINCT m.shard), '{}'), min(m.move) INTO moving, held_by
+      FROM snowflake_id_router.moving_shards(true) m;
+    IF cardinality(moving) > 0 THEN
+        RAISE NOTICE 'shard(s) % not planned: in unfinished moves (%)',
+            array_to_string(moving[1:5], ', ') || CASE WHEN cardinality(moving) > 5 THEN ', ...' ELSE '' END, held_by
+            USING HINT = 'A move whose mover is gone is completed or undone by SELECT * FROM repair_moves().';
+    END IF;
     SELECT coalesce(array_agg(d.shard), '{}'), coalesce(array_agg(d.node), '{}'), coalesce(array_agg(d.bytes), '{}')
-      INTO data_shards, owners, sizes FROM snowflake_id_router.data_shards(strategy = 'by_disk_size') d;
+      INTO data_shards, owners, sizes FROM snowflake_id_router.data_shards(strategy = 'by_disk_size') d
+     WHERE d.shard NOT IN (SELECT unnest(moving));
     RETURN QUERY
     WITH moves AS (
         SELECT m.*, (row_number() OVER (PARTITION BY m.source, m.target ORDER BY m.shard) - 1) / batch_size AS turn
@@ -343,14 +394,34 @@ COMMENT ON FUNCTION snowflake_id_router.rebalance_begin(text, text, integer, tex
   'First step of rebalance and drain_node: takes the rebalance lock, resumes or starts a rebalance record, plans its batches.';
 
 -- Gives the shards of a drained node that hold no data (no schema there) to the other
--- nodes, by the map alone: contiguous runs, one per node.
-CREATE OR REPLACE FUNCTION snowflake_id_router.remap_empty(drained text) RETURNS integer
+-- nodes, by the map alone: contiguous runs, one per node. Run through the loopback
+-- connection (committed at once). Not while one of them is in an unfinished move (55000
+-- naming it): its sealed copy is on the drained node or its incoming one elsewhere, and the
+-- map must name the node its flip expects. held: the shards in move records on the nodes
+-- (moving_shards(true), asked by the caller), as jsonb [{shard, move}]. This router's moves
+-- are read here, with the move table held against new records (SHARE) until the remap
+-- commits: a move recorded before is seen; one recorded after read the map before the
+-- remap and finds it changed when it rehearses its flip, before its fence (32_move.sql).
+CREATE OR REPLACE FUNCTION snowflake_id_router.remap_empty(drained text, held jsonb) RETURNS integer
 LANGUAGE plpgsql VOLATILE STRICT PARALLEL UNSAFE
 SET search_path = pg_catalog, pg_temp
 AS $$
 DECLARE
+    moving text;
     moved integer;
 BEGIN
+    LOCK TABLE snowflake_id_router.move IN SHARE MODE;
+    SELECT string_agg(format('shard %s is in %s', b.shard, b.move), '; ' ORDER BY b.shard) INTO moving
+      FROM (SELECT m.shard, min(m.move) AS move
+              FROM (SELECT * FROM snowflake_id_router.moving_shards(false)
+                    UNION ALL SELECT (x->>'shard')::integer, x->>'move' FROM jsonb_array_elements(held) x) m
+              JOIN snowflake_id_router.shard s ON s.shard = m.shard AND s.node = drained
+             GROUP BY m.shard ORDER BY m.shard LIMIT 3) b;
+    IF moving IS NOT NULL THEN
+        RAISE EXCEPTION 'the shards of node % cannot be mapped elsewhere while a move of theirs is unfinished: %', quote_literal(drained), moving
+            USING ERRCODE = 'object_not_in_prerequisite_state',
+                  DETAIL = 'A move whose mover is gone is completed or undone by SELECT * FROM repair_moves(); a live one ends by itself. Then call the drain again.';
+    END IF;
     WITH empty AS (
         SELECT s.shard, ntile((SELECT count(*) FROM snowflake_id_router.node n WHERE n.name <> drained)::integer)
                             OVER (ORDER BY s.shard) AS part
@@ -365,8 +436,8 @@ BEGIN
     RETURN moved;
 END
 $$;
-COMMENT ON FUNCTION snowflake_id_router.remap_empty(text) IS
-  'Maps the shards of a drained node that hold no data to the other nodes (map only).';
+COMMENT ON FUNCTION snowflake_id_router.remap_empty(text, jsonb) IS
+  'Maps the shards of a drained node that hold no data to the other nodes (map only); 55000 while one is in an unfinished move.';
 
 -- The next batch to move (its shards still where the plan found them), marked moving; NULL
 -- when the rebalance is over: stopped (rebalance_stop) or done. A drain with nothing left to
@@ -417,7 +488,9 @@ BEGIN
                 -- Committed at once through the loopback connection, then pushed to the
                 -- other routers, as a move's flip is.
                 remapped := snowflake_id_router.call(snowflake_id_router.loopback(),
-                    format('SELECT snowflake_id_router.remap_empty(%L)::text', r.node),
+                    format('SELECT snowflake_id_router.remap_empty(%L, %L)::text', r.node,
+                           (SELECT coalesce(jsonb_agg(jsonb_build_object('shard', m.shard, 'move', m.move)), '[]')
+                              FROM snowflake_id_router.moving_shards(true) m)),
                     snowflake_id_router.timeout('lock_timeout') + interval '5 s',
                     'mapping the drained node''s shards without data')::integer;
                 RAISE NOTICE 'drain %: % shard(s) of node % without data mapped to the other nodes', rid, remapped, quote_literal(r.node);
@@ -433,9 +506,11 @@ BEGIN
                 (SELECT count(*) FROM snowflake_id_router.rebalance_batch x WHERE x.rebalance = rid);
             RETURN NULL;
         END IF;
-        -- A shard moved meanwhile by someone else is no longer this batch's to move.
+        -- A shard moved meanwhile by someone else, or in a move of someone else's now, is no
+        -- longer this batch's to move.
         still := ARRAY(SELECT s FROM unnest(b.shards) s
                         WHERE EXISTS (SELECT FROM snowflake_id_router.shard m WHERE m.shard = s AND m.node = b.source)
+                          AND s NOT IN (SELECT m.shard FROM snowflake_id_router.moving_shards(false) m)
                         ORDER BY s);
         IF cardinality(still) = 0 THEN
             DELETE FROM snowflake_id_router.rebalance_batch x WHERE x.rebalance = rid AND x.batch = b.batch;

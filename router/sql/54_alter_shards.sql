@@ -11,7 +11,9 @@
 -- The router-wide schema-change lock: alter_shards holds it alone, moves and rebalances
 -- share it (snowflake_id_router.lock_schema_changes), so no move runs while a change is
 -- half-way across the nodes. A move between two nodes that differ anyway (a change that
--- is incomplete, a node skipped) is refused by the move's own template check.
+-- is incomplete, a node skipped) is refused by the move's own template check. No change
+-- runs while a move is unfinished (its mover gone): its hidden copies would change too; the
+-- nodes refuse one while they hold a move's record, whoever's (node_ddl.sql).
 
 -- Takes the router-wide schema-change lock, (snowflake_id_node.lock_class(), -1) beside the
 -- moves' shard locks, to the end of the transaction: exclusive for alter_shards, shared
@@ -87,6 +89,7 @@ DECLARE
     rows_state text[] := '{}';
     rows_schemas integer[] := '{}';
     rows_seconds numeric[] := '{}';
+    unfinished text;
 BEGIN
     IF ddl IS NULL OR template IS NULL OR skip_unreachable IS NULL THEN
         RAISE EXCEPTION 'alter_shards: ddl, template and skip_unreachable must not be NULL' USING ERRCODE = 'null_value_not_allowed';
@@ -105,6 +108,17 @@ BEGIN
     lock_timeout := snowflake_id_router.setting('lock_timeout');
 
     PERFORM snowflake_id_router.lock_schema_changes(true);
+    -- A move not finished has copies no change may reach: its sealed copy on its source,
+    -- its incoming one on its target, both hidden from the shard catalog's readers; changed,
+    -- the old copy is kept for good and the new one may lack the change. A live move holds
+    -- the lock just taken (shared), so these are moves whose mover is gone.
+    SELECT string_agg(x.move, '; ') INTO unfinished
+      FROM (SELECT m.move FROM snowflake_id_router.moving_shards(false) m GROUP BY m.move ORDER BY min(m.shard) LIMIT 3) x;
+    IF unfinished IS NOT NULL THEN
+        RAISE EXCEPTION 'alter_shards: % is not finished: a schema change must not reach its copies', unfinished
+            USING ERRCODE = 'object_not_in_prerequisite_state',
+                  HINT = 'SELECT * FROM repair_moves() completes or undoes it (its mover is gone); then call alter_shards again.';
+    END IF;
     PERFORM snowflake_id_router.connect_self('snowflake_id_router_self');
     -- The same statement, unfinished: this call resumes it.
     SELECT c.id INTO cid FROM snowflake_id_router.schema_change c

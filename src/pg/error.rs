@@ -3,6 +3,7 @@
 //! Each variant maps to one SQLSTATE; each message says what was wrong and what is valid.
 //! `error!` (XX000) is left for what cannot happen.
 
+use crate::id::key_file::KeyFileError;
 use crate::id::layouts;
 use crate::id::layouts::LayoutError;
 use crate::id::mask::KeyError;
@@ -10,7 +11,6 @@ use crate::id::text_form::TextError;
 use crate::id::utc::utc;
 use crate::id::wide_ids::WideIdError;
 use crate::pg::ddl_statement::DdlError;
-use crate::pg::mask_key_file::KeyFileError;
 use pgrx::pg_sys::panic::ErrorReport;
 use pgrx::{PgLogLevel, PgSqlErrorCode};
 
@@ -315,6 +315,30 @@ fn ddl_parts(e: &DdlError) -> Parts {
             format!("alter_shards runs schema changes, and {tag} is not one"),
             None,
             Some("It runs CREATE, ALTER, DROP, COMMENT, GRANT and the like on the objects of every shard's schema; queries, row changes, maintenance and server commands are each node's own.".into()),
+        ),
+        DdlError::RunsAQuery { tag } => (
+            ERRCODE_INVALID_PARAMETER_VALUE,
+            format!("alter_shards does not run {tag}: it would run a query on every shard of every node"),
+            None,
+            Some("Make the object with a schema change (CREATE TABLE %I.t (...), CREATE VIEW ...), then fill it shard by shard as your own work.".into()),
+        ),
+        DdlError::StrayPercent => (
+            ERRCODE_INVALID_PARAMETER_VALUE,
+            "alter_shards: the statement holds a % other than %I (the schema) and %% (a percent sign)".into(),
+            None,
+            Some("Write a percent sign in a literal as %%, e.g. DEFAULT '100%%'.".into()),
+        ),
+        DdlError::NoPlaceholder => (
+            ERRCODE_INVALID_PARAMETER_VALUE,
+            "alter_shards: the statement does not name the schema: write %I where it goes, e.g. ALTER TABLE %I.posts ...".into(),
+            None,
+            None,
+        ),
+        DdlError::PlaceholderNotAName { at } => (
+            ERRCODE_SYNTAX_ERROR,
+            format!("alter_shards: the %I at character {at} is not a name standing alone: it is inside a string constant, a dollar-quoted string, a quoted name or a comment, or joined to the text beside it"),
+            None,
+            Some("%I stands for a schema's name, quoted, and goes only where a name does (ALTER TABLE %I.posts): in a string a name holding a quote would end the string and write SQL of its own.".into()),
         ),
     }
 }

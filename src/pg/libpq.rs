@@ -42,6 +42,18 @@ pub struct PGresult {
 pub struct PGcancel {
     _opaque: [u8; 0],
 }
+/// libpq's `PQconninfoOption` (libpq-fe.h), a stable part of its ABI: one option of a
+/// connect string as `PQconninfoParse` read it (`val` null: not given).
+#[repr(C)]
+pub struct PQconninfoOption {
+    pub keyword: *mut c_char,
+    pub envvar: *mut c_char,
+    pub compiled: *mut c_char,
+    pub val: *mut c_char,
+    pub label: *mut c_char,
+    pub dispchar: *mut c_char,
+    pub dispsize: c_int,
+}
 
 // libpq-fe.h's enums, a stable part of its ABI.
 const CONNECTION_OK: c_int = 0;
@@ -87,6 +99,36 @@ extern "C" {
     fn PQgetCancel(conn: *mut PGconn) -> *mut PGcancel;
     fn PQcancel(cancel: *mut PGcancel, errbuf: *mut c_char, errbufsize: c_int) -> c_int;
     fn PQfreeCancel(cancel: *mut PGcancel);
+    pub fn PQconninfoParse(
+        conninfo: *const c_char,
+        errmsg: *mut *mut c_char,
+    ) -> *mut PQconninfoOption;
+    pub fn PQconninfoFree(options: *mut PQconninfoOption);
+}
+
+/// The value libpq reads for `keyword` in `conninfo` (`PQconninfoParse`, the parser
+/// `PQconnectdb` uses, in every syntax it accepts), as bytes; None when the string gives
+/// none, or libpq cannot read it (connecting then says why).
+pub fn conninfo_value(conninfo: &CStr, keyword: &CStr) -> Option<Vec<u8>> {
+    // SAFETY: a NUL-terminated string; a null error pointer asks for no message.
+    let options = unsafe { PQconninfoParse(conninfo.as_ptr(), std::ptr::null_mut()) };
+    if options.is_null() {
+        return None;
+    }
+    let mut found = None;
+    // SAFETY: libpq's array, ended by an option whose keyword is null, freed below; the
+    // value is copied before.
+    unsafe {
+        let mut option = options;
+        while !(*option).keyword.is_null() {
+            if CStr::from_ptr((*option).keyword) == keyword && !(*option).val.is_null() {
+                found = Some(CStr::from_ptr((*option).val).to_bytes().to_vec());
+            }
+            option = option.add(1);
+        }
+        PQconninfoFree(options);
+    }
+    found
 }
 
 /// A C string of libpq's (null: none), as owned text, its trailing newline dropped.

@@ -10,6 +10,9 @@
 //! closed to PUBLIC as well (sql/remote.sql).
 //!
 //! Lifetime, on every path out (as postgres_fdw keeps its connections' transaction state):
+//! - a connection opened inside a SECURITY DEFINER function's call is closed when that call
+//!   ends, by return or error (fmgr's hook around every such call): a function that shares
+//!   its session with its caller leaves nothing of its own in it;
 //! - a connection opened inside a subtransaction that aborts (an error or a cancel caught by
 //!   a PL/pgSQL block) is closed with it;
 //! - at the end of the top-level transaction (commit or abort) every connection is closed,
@@ -39,11 +42,15 @@ use std::time::{Duration, Instant};
 
 /// The settings every session opened here starts with (libpq `options`, `-c name=value`,
 /// a space inside a value escaped by `\`), after whatever options the connect string has:
-/// the last of a setting given twice wins.
-pub const SESSION_OPTIONS: &str = "-c search_path=pg_catalog,pg_temp -c DateStyle=ISO,MDY \
--c IntervalStyle=postgres -c extra_float_digits=3 -c bytea_output=hex \
+/// the last of a setting given twice wins. Each is one that a database's or role's owner
+/// may set for every session there (`ALTER DATABASE … SET`) and that would steer the
+/// router's: `role` above all (a superuser's session would run as that owner), then
+/// search_path, output formats, transaction defaults, durability and timeouts.
+pub const SESSION_OPTIONS: &str = "-c role=none -c search_path=pg_catalog,pg_temp \
+-c DateStyle=ISO,MDY -c IntervalStyle=postgres -c extra_float_digits=3 -c bytea_output=hex \
 -c default_transaction_isolation=read\\ committed -c default_transaction_read_only=off \
--c statement_timeout=0 -c lock_timeout=0 -c idle_in_transaction_session_timeout=0 \
+-c synchronous_commit=on -c statement_timeout=0 -c lock_timeout=0 \
+-c idle_in_transaction_session_timeout=0 -c idle_session_timeout=0 \
 -c client_connection_check_interval=1000 -c check_function_bodies=on";
 
 /// How long a cancel request is waited for, and then the cancelled query's results.
@@ -51,6 +58,8 @@ const CANCEL_BOUND: Duration = Duration::from_secs(1);
 const SETTLE_BOUND: Duration = Duration::from_secs(2);
 
 struct Entry {
+    /// The order of opening, for the SECURITY DEFINER call frames (`FRAMES`).
+    seq: u64,
     owner: pg_sys::Oid,
     name: String,
     conn: Conn,
@@ -66,6 +75,10 @@ struct Entry {
 thread_local! {
     static OPEN: RefCell<Vec<Entry>> = const { RefCell::new(Vec::new()) };
     static HOOKED: Cell<bool> = const { Cell::new(false) };
+    /// The next `Entry::seq`.
+    static NEXT_SEQ: Cell<u64> = const { Cell::new(0) };
+    /// Each SECURITY DEFINER call in progress: the `seq` of the first connection it may open.
+    static FRAMES: RefCell<Vec<u64>> = const { RefCell::new(Vec::new()) };
 }
 
 /// The role whose connections the current code may use.
@@ -197,8 +210,10 @@ pub fn open(
     let pid = conn.backend_pid();
     // SAFETY: reads the current subtransaction's id.
     let subxact = unsafe { pg_sys::GetCurrentSubTransactionId() };
+    let seq = NEXT_SEQ.with(|n| n.replace(n.get() + 1));
     OPEN.with(|open| {
         open.borrow_mut().push(Entry {
+            seq,
             owner: current_role(),
             name: name.to_string(),
             conn,
@@ -377,6 +392,11 @@ unsafe extern "C-unwind" fn at_transaction_end(event: pg_sys::XactEvent::Type, _
         Err(_) => Vec::new(),
     });
     drop(gone);
+    FRAMES.with(|f| {
+        if let Ok(mut f) = f.try_borrow_mut() {
+            f.clear();
+        }
+    });
 }
 
 /// At a subtransaction's end: an abort closes what was opened inside it; a commit hands it
@@ -408,4 +428,77 @@ unsafe extern "C-unwind" fn at_subtransaction_end(
         Err(_) => Vec::new(),
     });
     drop(gone);
+}
+
+/// The previous holder of fmgr's hook, called on.
+static mut NEXT_FMGR_HOOK: pg_sys::fmgr_hook_type = None;
+
+/// Installs fmgr's hook (from `_PG_init`): every call of a SECURITY DEFINER function gets a
+/// frame, and at its end (return or error) the connections opened during it are closed,
+/// but those a superuser's session keeps (`keep`).
+pub fn init() {
+    // SAFETY: _PG_init, once per backend; the previous hook is chained.
+    unsafe {
+        NEXT_FMGR_HOOK = pg_sys::fmgr_hook;
+        pg_sys::fmgr_hook = Some(around_security_definer);
+    }
+}
+
+/// Whether function `oid` is SECURITY DEFINER (its pg_proc row, from the syscache).
+fn security_definer(oid: pg_sys::Oid) -> bool {
+    // SAFETY: a syscache look-up of PROCOID, released at once.
+    unsafe {
+        let tuple = pg_sys::SearchSysCache1(pg_sys::SysCacheIdentifier::PROCOID as i32, oid.into());
+        if tuple.is_null() {
+            return false;
+        }
+        let definer = (*pg_sys::heap_tuple_get_struct::<pg_sys::FormData_pg_proc>(tuple)).prosecdef;
+        pg_sys::ReleaseSysCache(tuple);
+        definer
+    }
+}
+
+/// fmgr's hook, around every call that fmgr_security_definer makes (SECURITY DEFINER
+/// functions, and those with SET clauses): a SECURITY DEFINER call pushes a frame at its
+/// start (noted in the call site's `arg`), and pops it at its end or abort, closing what
+/// was opened since and is not kept. (The end and abort run after the caller's user id is
+/// back; closing cannot fail or wait.)
+#[pgrx::pg_guard]
+unsafe extern "C-unwind" fn around_security_definer(
+    event: pg_sys::FmgrHookEventType::Type,
+    flinfo: *mut pg_sys::FmgrInfo,
+    arg: *mut pg_sys::Datum,
+) {
+    use pg_sys::FmgrHookEventType::*;
+    match event {
+        FHET_START => {
+            let framed = security_definer((*flinfo).fn_oid);
+            if framed {
+                let first = NEXT_SEQ.with(|n| n.get());
+                FRAMES.with(|f| f.borrow_mut().push(first));
+            }
+            *arg = pg_sys::Datum::from(framed);
+        }
+        FHET_END | FHET_ABORT if (*arg).value() != 0 => {
+            *arg = pg_sys::Datum::from(false);
+            let first = FRAMES.with(|f| f.try_borrow_mut().ok().and_then(|mut f| f.pop()));
+            if let Some(first) = first {
+                let gone: Vec<Entry> = OPEN.with(|open| match open.try_borrow_mut() {
+                    Ok(mut open) => {
+                        let (gone, kept) = std::mem::take(&mut *open)
+                            .into_iter()
+                            .partition(|e| e.seq >= first && !e.keep);
+                        *open = kept;
+                        gone
+                    }
+                    Err(_) => Vec::new(),
+                });
+                drop(gone);
+            }
+        }
+        _ => {}
+    }
+    if let Some(next) = NEXT_FMGR_HOOK {
+        next(event, flinfo, arg);
+    }
 }

@@ -13,32 +13,14 @@
 //! in the call's memory context), after a length check: nothing here allocates in Rust in
 //! proportion to the input, and libpq's own allocations fail with a message, not an abort.
 
+use crate::pg::libpq::{PQconninfoFree, PQconninfoParse, PQfreemem};
 use pgrx::pg_sys;
 use pgrx::pg_sys::panic::ErrorReport;
 use pgrx::{PgLogLevel, PgSqlErrorCode};
-use std::ffi::{c_char, c_int, c_void, CStr};
+use std::ffi::{c_char, CStr};
 
 /// Longer connect strings are refused before libpq sees them (no real one comes close).
 const MAX_CONNSTR_BYTES: usize = 64 * 1024;
-
-/// libpq's `PQconninfoOption` (libpq-fe.h), a stable part of its ABI.
-#[repr(C)]
-struct PQconninfoOption {
-    keyword: *mut c_char,
-    envvar: *mut c_char,
-    compiled: *mut c_char,
-    val: *mut c_char,
-    label: *mut c_char,
-    dispchar: *mut c_char,
-    dispsize: c_int,
-}
-
-#[link(name = "pq")]
-extern "C" {
-    fn PQconninfoParse(conninfo: *const c_char, errmsg: *mut *mut c_char) -> *mut PQconninfoOption;
-    fn PQconninfoFree(options: *mut PQconninfoOption);
-    fn PQfreemem(ptr: *mut c_void);
-}
 
 fn refuse(message: String) -> ! {
     ErrorReport::new(

@@ -9,9 +9,11 @@
 //! connection, in one transaction of the source, as tablesync.c does for one table:
 //!
 //! 1. connect to the source with the node's connect string and `replication='database'`
-//!    (a WAL sender that also runs SQL), its output set to be read back unambiguously here
-//!    (the settings libpqwalreceiver.c gives a subscription's connections), and check that
-//!    it reaches the move's source (its identity, `<system identifier>/<database OID>`);
+//!    (a WAL sender that also runs SQL), its session set up in the startup packet as the
+//!    router's connections are (`SESSION_OPTIONS`: a search_path, output read back
+//!    unambiguously here, no timeouts), which outranks what the source database's owner
+//!    set, and check that it reaches the move's source (its identity, `<system
+//!    identifier>/<database OID>`);
 //! 2. `BEGIN READ ONLY ISOLATION LEVEL REPEATABLE READ`, then `CREATE_REPLICATION_SLOT …
 //!    LOGICAL pgoutput (SNAPSHOT 'use')`: the slot, and this transaction's snapshot its
 //!    consistent point (it waits for the transactions running on the source, as any new
@@ -28,7 +30,8 @@
 //! is dropped by the source itself when its WAL sender ends.
 
 use crate::pg::copy_in;
-use crate::pg::libpq::{raise, Conn, PGRES_COMMAND_OK, PGRES_TUPLES_OK};
+use crate::pg::libpq::{conninfo_value, raise, Conn, PGRES_COMMAND_OK, PGRES_TUPLES_OK};
+use crate::pg::remote::SESSION_OPTIONS;
 use crate::pg::text_arg::Text;
 use pgrx::prelude::*;
 use pgrx::PgSqlErrorCode;
@@ -50,16 +53,9 @@ fn quoted(value: &[u8]) -> Vec<u8> {
     out
 }
 
-/// The connect string: the node's, then the options the copy needs (libpq reads the last
-/// of a keyword given twice; the stored strings are `key='value'` pairs, so appending is
-/// safe).
-fn conninfo(connstr: &[u8], slot: &str, encoding: &[u8]) -> CString {
-    let mut s = connstr.to_vec();
-    s.extend_from_slice(b" replication='database' fallback_application_name=");
-    s.extend(quoted(slot.as_bytes()));
-    s.extend_from_slice(b" client_encoding=");
-    s.extend(quoted(encoding));
-    CString::new(s).unwrap_or_else(|_| {
+/// `bytes` as a C string; 22023 if it holds a NUL.
+fn c_string(bytes: Vec<u8>) -> CString {
+    CString::new(bytes).unwrap_or_else(|_| {
         raise(
             PgSqlErrorCode::ERRCODE_INVALID_PARAMETER_VALUE,
             "connect string contains a NUL byte".into(),
@@ -67,18 +63,39 @@ fn conninfo(connstr: &[u8], slot: &str, encoding: &[u8]) -> CString {
     })
 }
 
-/// The session settings of the copy's connection: output read back alike whatever the
-/// source's defaults (as libpqwalreceiver.c sets them for a subscription), an empty
-/// search_path, no timeout of the source's cutting the copy short, and the client's loss
-/// noticed within a second (a WAL sender waiting to make the slot reads no input: a target
-/// cancelled meanwhile must not leave it waiting). Returns the database's OID.
-const SESSION: &std::ffi::CStr = c"SELECT (SELECT d.oid FROM pg_catalog.pg_database d
-        WHERE d.datname = pg_catalog.current_database())::text,
-    pg_catalog.set_config('search_path', '', false), pg_catalog.set_config('datestyle', 'ISO', false),
-    pg_catalog.set_config('intervalstyle', 'postgres', false), pg_catalog.set_config('extra_float_digits', '3', false),
-    pg_catalog.set_config('statement_timeout', '0', false), pg_catalog.set_config('lock_timeout', '0', false),
-    pg_catalog.set_config('idle_in_transaction_session_timeout', '0', false),
-    pg_catalog.set_config('client_connection_check_interval', '1s', false)";
+/// The connect string: the node's, then the options the copy needs (libpq reads the last
+/// of a keyword given twice; the stored strings are `key='value'` pairs, so appending is
+/// safe). Among them the session's settings, as the router gives its own connections
+/// (`SESSION_OPTIONS`, after the node's own `options`, which they outrank where they
+/// repeat one): given in the startup packet, they outrank what the source's database or
+/// role set (a database owner's `ALTER DATABASE … SET search_path = public, pg_catalog`
+/// would otherwise resolve the first query's operators to functions of theirs, run with
+/// the connect string's superuser rights), from the first query on.
+fn conninfo(connstr: &[u8], slot: &str, encoding: &[u8]) -> CString {
+    let own = conninfo_value(&c_string(connstr.to_vec()), c"options");
+    let mut options = own.unwrap_or_default();
+    if !options.iter().all(u8::is_ascii_whitespace) {
+        options.push(b' ');
+    }
+    options.extend_from_slice(SESSION_OPTIONS.as_bytes());
+    let mut s = connstr.to_vec();
+    s.extend_from_slice(b" replication='database' fallback_application_name=");
+    s.extend(quoted(slot.as_bytes()));
+    s.extend_from_slice(b" client_encoding=");
+    s.extend(quoted(encoding));
+    s.extend_from_slice(b" options=");
+    s.extend(quoted(&options));
+    c_string(s)
+}
+
+/// The source database's OID. The session's settings came with its startup packet
+/// (`conninfo`): the output read back alike whatever the source's defaults (as
+/// libpqwalreceiver.c sets them for a subscription), no timeout of the source's cutting the
+/// copy short, and the client's loss noticed within a second (a WAL sender waiting to make
+/// the slot reads no input: a target cancelled meanwhile must not leave it waiting). Every
+/// operator is schema-qualified all the same: nothing here depends on a search_path.
+const DATABASE_OID: &std::ffi::CStr = c"SELECT d.oid::pg_catalog.text FROM pg_catalog.pg_database d
+  WHERE d.datname OPERATOR(pg_catalog.=) pg_catalog.current_database()";
 
 /// A table whose heap on the source is at least this large gets its indexes made after its
 /// rows are copied, as `pg_restore` does: a B-tree filled row by row costs several times one
@@ -164,7 +181,7 @@ fn copy_from_source(connstr: Text, source: Text, slot: Text, tables: Array<pg_sy
     let conn = Conn::connect(&conninfo(connstr.bytes(), slot, encoding.to_bytes()));
 
     let what = "setting up the connection to the source node";
-    let dboid = conn.exec(SESSION, PGRES_TUPLES_OK, what).value(0);
+    let dboid = conn.exec(DATABASE_OID, PGRES_TUPLES_OK, what).value(0);
     let sysid = conn
         .exec(c"IDENTIFY_SYSTEM", PGRES_TUPLES_OK, what)
         .value(0);

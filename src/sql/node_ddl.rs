@@ -1,5 +1,5 @@
-//! The node side of alter_shards written in Rust: `snowflake_id_node.ddl_statement(text)`,
-//! declared in sql/node_ddl.sql with the rest of it.
+//! The node side of alter_shards written in Rust: `snowflake_id_node.ddl_statement(text)` and
+//! `snowflake_id_node.ddl_template(text)`, declared in sql/node_ddl.sql with the rest of it.
 
 use crate::pg::ddl_statement;
 use crate::pg::error::OrReport;
@@ -11,4 +11,11 @@ use pgrx::prelude::*;
 #[pg_extern(sql = false)]
 fn ddl_statement(ddl: Text) -> String {
     ddl_statement::command_tag(ddl.bytes()).or_report()
+}
+
+/// The command tag of an alter_shards template (`%I` for the schema, each a name standing
+/// alone; `%%` a percent sign), as every shard's statement will have it; an error otherwise.
+#[pg_extern(sql = false)]
+fn ddl_template(ddl: Text) -> String {
+    ddl_statement::template_tag(ddl.bytes()).or_report()
 }
