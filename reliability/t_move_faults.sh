@@ -1,4 +1,5 @@
 #!/usr/bin/env bash
+# alone
 # Moves under faults the operator does not control (issue 33, items 14, 15, 16, 18, 19). A
 # router (its clock under libfaketime) and three data nodes, 16 logical shards made on each;
 # four client sessions write through the router (reliability/router_client.py) the whole
