@@ -170,6 +170,43 @@ wait "$mover" || fail "the move of shard 2731 back to node_b failed: $(cat "$wor
 [[ $(contents node_b shard_2731) == "$changed" ]] || fail "shard 2731 back on node_b holds $(contents node_b shard_2731), not $changed"
 echo "shard 2731 moved to node_b, with an update and a delete on each table without a primary key made during the move"
 
+# A shard in a move refuses schema and privilege changes as it refuses writes (item 25):
+# held at its fence (before the marker) and then just after its seal, a GRANT, a COMMENT, an
+# ALTER TABLE and a DROP on shard 1 by its owner's role or a superuser are refused (55000);
+# once it is done, the same GRANT goes through on the new node and its privileges are there.
+# (step: a move's breakpoint; changes: what each session tries, one psql -c each)
+changes=("GRANT SELECT ON shard_1.events TO \"Reader\"" "COMMENT ON TABLE shard_1.posts IS 'moving'"
+         "ALTER TABLE shard_1.events ADD COLUMN extra text" "DROP TABLE shard_1.audit" "REVOKE ALL ON shard_1.posts FROM \"Reader\" CASCADE")
+on node_a -c "GRANT USAGE ON SCHEMA shard_1 TO \"Ünï Owner\"" >/dev/null   # (so that its COMMENT reaches the guard)
+grants_before=$(grant_lines node_a shard_1)
+for step in fenced sealed; do
+  on router -c "INSERT INTO snowflake_id_router.breakpoint (step) VALUES ('$step')"
+  on router -c "SELECT move_shard(1, 'node_c')" >"$work/held.log" 2>&1 & mover=$!
+  for _ in $(seq 600); do
+    [[ -n $(on router -c "SELECT pid FROM snowflake_id_router.breakpoint WHERE reached IS NOT NULL") ]] && break
+    kill -0 "$mover" 2>/dev/null || fail "the move of shard 1 ended before '$step': $(cat "$work/held.log")"
+    sleep 0.05
+  done
+  for c in "${changes[@]}"; do
+    if out=$(on node_a -v VERBOSITY=verbose -c "$c" 2>&1); then fail "25: '$c' went through on shard 1 held at '$step'"; fi
+    [[ $out == *'ERROR:  55000:'*'the shard is being moved'* ]] || fail "25: '$c' at '$step': $out"
+  done
+  # (as the owner of shard_1.audit, a role that is not a superuser)
+  if out=$(on node_a -v VERBOSITY=verbose -c "SET ROLE \"Ünï Owner\"" -c "COMMENT ON TABLE shard_1.audit IS 'mine'" 2>&1); then
+    fail "25: the owner of shard_1.audit commented it, held at '$step'"
+  fi
+  [[ $out == *'ERROR:  55000:'* ]] || fail "25: the owner's COMMENT at '$step': $out"
+  on router -c "DELETE FROM snowflake_id_router.breakpoint" >/dev/null
+  wait "$mover" || fail "the move of shard 1 held at '$step' failed: $(cat "$work/held.log")"
+  [[ $(grant_lines node_c shard_1) == "$grants_before" ]] || fail "25: shard 1 on node_c has other privileges: $(grant_lines node_c shard_1)"
+  echo "25: shard 1 held at '$step': ${#changes[@]} changes and its owner's COMMENT refused (55000), its privileges as before on node_c"
+  on router -c "SELECT move_shard(1, 'node_a')" >/dev/null
+done
+on node_a -c "${changes[0]}" >/dev/null
+[[ $(grant_lines node_a shard_1) != "$grants_before" ]] || fail "25: the GRANT after the moves changed nothing"
+on node_a -c "REVOKE SELECT ON shard_1.events FROM \"Reader\"" >/dev/null
+echo "25: once the moves were done, the same GRANT went through"
+
 # Whoever ran node_b's trap, no superuser did, but the test's own control session.
 ran=$(on node_b -c "SELECT count(*) || ' runs, by ' || coalesce(string_agg(DISTINCT format('%s (%s, %s)', who, app, backend), ', '), 'no one')
                     FROM public.seen WHERE app IS DISTINCT FROM 'control'")

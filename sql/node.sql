@@ -68,6 +68,7 @@ CREATE TABLE snowflake_id_node.move (
     subscription text,                          -- target
     suboid oid,                                 -- target: the subscription's OID
     fingerprints text[],                        -- source: each schema's fingerprint when sealed (md5)
+    guarded text,                               -- source: md5 of the schemas' owners and privileges at the fence (set_fence)
     dropped integer NOT NULL DEFAULT 0,         -- source, sealed: how many of schemas are dropped (in order)
     made timestamptz NOT NULL DEFAULT clock_timestamp(),
     CHECK ((role = 'source') = (state IN ('preparing', 'copying', 'fenced', 'sealed')))
@@ -853,7 +854,9 @@ BEGIN
         EXECUTE format('CREATE TRIGGER %I BEFORE INSERT OR UPDATE OR DELETE OR TRUNCATE ON %s
                           FOR EACH STATEMENT EXECUTE FUNCTION snowflake_id_node.fence()', m.marker, t);
     END LOOP;
-    UPDATE snowflake_id_node.move r SET state = 'fenced' WHERE r.key = m.key;
+    -- The owners and privileges the copies get (grants(), read after the marker): none may
+    -- change from now on until the move ends (sql/node_guard.sql; seal_check compares again).
+    UPDATE snowflake_id_node.move r SET state = 'fenced', guarded = md5(snowflake_id_node.grants(m.schemas)) WHERE r.key = m.key;
 END
 $$;
 COMMENT ON FUNCTION snowflake_id_node.set_fence(text, text) IS
@@ -932,6 +935,12 @@ BEGIN
         END IF;
         prints := prints || mine;
     END LOOP;
+    IF md5(snowflake_id_node.grants(m.schemas)) IS DISTINCT FROM m.guarded THEN
+        RAISE EXCEPTION 'the owners or privileges of shard % (schema %) changed after the move''s fence', m.shards[1],
+            quote_ident(m.schemas[1])
+            USING ERRCODE = 'object_not_in_prerequisite_state',
+                  HINT = 'What the copies get was read at the fence; run the move again.';
+    END IF;
     PERFORM set_config('snowflake_id_node.seal_checked', key, true),
             set_config('snowflake_id_node.seal_fingerprints',
                        (SELECT array_agg(md5(p) ORDER BY o) FROM unnest(prints) WITH ORDINALITY x(p, o))::text, true);

@@ -30,8 +30,8 @@ LANGUAGE plpgsql STABLE CALLED ON NULL INPUT
 SET search_path = pg_catalog, pg_temp
 AS $$
 BEGIN
-    RAISE EXCEPTION '% of shard % (schema %): it is being moved (move %, %)', what, m.shards[1], quote_ident(m.schemas[1]),
-        m.key, m.state
+    RAISE EXCEPTION '% on shard % (schema %) refused: the shard is being moved (move %, %)', what, m.shards[1],
+        quote_ident(m.schemas[1]), m.key, m.state
         USING ERRCODE = 'object_not_in_prerequisite_state',
               HINT = 'Writes, schema and privilege changes to a shard wait for its move; try again once move_history shows it done.';
 END
@@ -89,5 +89,8 @@ COMMENT ON FUNCTION snowflake_id_node.guard_drop() IS
 REVOKE ALL ON FUNCTION snowflake_id_node.guarded_moves(), snowflake_id_node.refuse_change(snowflake_id_node.move, text),
     snowflake_id_node.guard_ddl(), snowflake_id_node.guard_drop() FROM PUBLIC;
 
+-- ALWAYS: in a session whose session_replication_role is replica too.
 CREATE EVENT TRIGGER snowflake_id_guard_ddl ON ddl_command_end EXECUTE FUNCTION snowflake_id_node.guard_ddl();
+ALTER EVENT TRIGGER snowflake_id_guard_ddl ENABLE ALWAYS;
 CREATE EVENT TRIGGER snowflake_id_guard_drop ON sql_drop EXECUTE FUNCTION snowflake_id_node.guard_drop();
+ALTER EVENT TRIGGER snowflake_id_guard_drop ENABLE ALWAYS;

@@ -83,6 +83,7 @@ CREATE TABLE snowflake_id_node.move (
     subscription text,                          -- target
     suboid oid,                                 -- target: the subscription's OID
     fingerprints text[],                        -- source: each schema's fingerprint when sealed (md5)
+    guarded text,                               -- source: md5 of the schemas' owners and privileges at the fence (set_fence)
     dropped integer NOT NULL DEFAULT 0,         -- source, sealed: how many of schemas are dropped (in order)
     made timestamptz NOT NULL DEFAULT clock_timestamp(),
     CHECK ((role = 'source') = (state IN ('preparing', 'copying', 'fenced', 'sealed')))
@@ -868,7 +869,9 @@ BEGIN
         EXECUTE format('CREATE TRIGGER %I BEFORE INSERT OR UPDATE OR DELETE OR TRUNCATE ON %s
                           FOR EACH STATEMENT EXECUTE FUNCTION snowflake_id_node.fence()', m.marker, t);
     END LOOP;
-    UPDATE snowflake_id_node.move r SET state = 'fenced' WHERE r.key = m.key;
+    -- The owners and privileges the copies get (grants(), read after the marker): none may
+    -- change from now on until the move ends (sql/node_guard.sql; seal_check compares again).
+    UPDATE snowflake_id_node.move r SET state = 'fenced', guarded = md5(snowflake_id_node.grants(m.schemas)) WHERE r.key = m.key;
 END
 $$;
 COMMENT ON FUNCTION snowflake_id_node.set_fence(text, text) IS
@@ -947,6 +950,12 @@ BEGIN
         END IF;
         prints := prints || mine;
     END LOOP;
+    IF md5(snowflake_id_node.grants(m.schemas)) IS DISTINCT FROM m.guarded THEN
+        RAISE EXCEPTION 'the owners or privileges of shard % (schema %) changed after the move''s fence', m.shards[1],
+            quote_ident(m.schemas[1])
+            USING ERRCODE = 'object_not_in_prerequisite_state',
+                  HINT = 'What the copies get was read at the fence; run the move again.';
+    END IF;
     PERFORM set_config('snowflake_id_node.seal_checked', key, true),
             set_config('snowflake_id_node.seal_fingerprints',
                        (SELECT array_agg(md5(p) ORDER BY o) FROM unnest(prints) WITH ORDINALITY x(p, o))::text, true);
@@ -1879,6 +1888,103 @@ REVOKE ALL ON FUNCTION snowflake_id_node.remote_open(text, text, text, text, dou
     snowflake_id_node.monotonic(), snowflake_id_node.sleep(double precision),
     snowflake_id_node.as_owner(oid, text), snowflake_id_node.count_rows(oid),
     snowflake_id_node.hold_cancel(text) FROM PUBLIC;
+-- ==== sql/node_guard.sql ====
+-- A shard in a move refuses schema and privilege changes as it refuses writes.
+--
+-- From its fence on, a move carries what the source's schemas were at the fence: their
+-- definitions (compared with the target's copies under the seal's locks: a change made
+-- meanwhile undoes the move), their owners and privileges (read at the fence, carried to the
+-- copies, and compared again under the seal's locks), nothing made later. So a change
+-- committed on the source after its fence would be lost with the old copy, and one on a
+-- target's copy before it serves would be overwritten: while a move record here is fenced
+-- or sealed (the source) or incoming (the target), these event triggers refuse, with 55000,
+-- any DDL, GRANT, REVOKE, COMMENT or DROP on its schemas by a session that does not hold the
+-- move's shard locks (the mover and a repair hold them). A GRANT or REVOKE names no schema
+-- to an event trigger: it is refused when it changed the owners or privileges of a fenced
+-- or sealed move's schemas (their fingerprint no longer the one taken at the fence).
+-- Writes are refused by the fence itself (snowflake_id_node.fence()).
+
+-- The moves whose schemas a session other than their mover may not change now.
+CREATE OR REPLACE FUNCTION snowflake_id_node.guarded_moves() RETURNS SETOF snowflake_id_node.move
+LANGUAGE sql STABLE PARALLEL SAFE
+SET search_path = pg_catalog, pg_temp
+BEGIN ATOMIC
+    SELECT m.* FROM snowflake_id_node.move m
+     WHERE m.state IN ('fenced', 'sealed', 'incoming') AND NOT snowflake_id_node.holds(m.shards);
+END;
+COMMENT ON FUNCTION snowflake_id_node.guarded_moves() IS
+  'The move records here whose schemas only their mover (holding their shard locks) may change now: fenced, sealed, incoming.';
+
+-- 55000 naming the move: what refuses a change of its schemas.
+CREATE OR REPLACE FUNCTION snowflake_id_node.refuse_change(m snowflake_id_node.move, what text) RETURNS void
+LANGUAGE plpgsql STABLE CALLED ON NULL INPUT
+SET search_path = pg_catalog, pg_temp
+AS $$
+BEGIN
+    RAISE EXCEPTION '% on shard % (schema %) refused: the shard is being moved (move %, %)', what, m.shards[1],
+        quote_ident(m.schemas[1]), m.key, m.state
+        USING ERRCODE = 'object_not_in_prerequisite_state',
+              HINT = 'Writes, schema and privilege changes to a shard wait for its move; try again once move_history shows it done.';
+END
+$$;
+COMMENT ON FUNCTION snowflake_id_node.refuse_change(snowflake_id_node.move, text) IS
+  '55000: a change of a moving shard''s schema, refused.';
+
+-- ddl_command_end: a command on an object of a guarded move's schemas, or one (GRANT,
+-- REVOKE) that changed the owners or privileges of a fenced or sealed move's schemas.
+-- SECURITY DEFINER: whoever runs DDL reads the move records through it; it trusts only what
+-- PostgreSQL reports of the command.
+CREATE OR REPLACE FUNCTION snowflake_id_node.guard_ddl() RETURNS event_trigger
+LANGUAGE plpgsql VOLATILE SECURITY DEFINER
+SET search_path = pg_catalog, pg_temp
+AS $$
+DECLARE
+    m snowflake_id_node.move;
+    c record;
+BEGIN
+    FOR m IN SELECT * FROM snowflake_id_node.guarded_moves() LOOP
+        FOR c IN SELECT * FROM pg_event_trigger_ddl_commands() LOOP
+            IF c.schema_name = ANY (m.schemas)
+               OR (c.schema_name IS NULL AND c.object_type = 'schema' AND c.object_identity = ANY (SELECT quote_ident(s) FROM unnest(m.schemas) s)) THEN
+                PERFORM snowflake_id_node.refuse_change(m, c.command_tag);
+            ELSIF c.schema_name IS NULL AND m.state <> 'incoming' AND m.guarded IS NOT NULL
+                  AND md5(snowflake_id_node.grants(m.schemas)) IS DISTINCT FROM m.guarded THEN
+                PERFORM snowflake_id_node.refuse_change(m, c.command_tag);
+            END IF;
+        END LOOP;
+    END LOOP;
+END
+$$;
+COMMENT ON FUNCTION snowflake_id_node.guard_ddl() IS
+  'Event trigger (ddl_command_end): refuses DDL, GRANT, REVOKE and COMMENT on the schemas of a shard being moved (55000).';
+
+-- sql_drop: an object of a guarded move's schemas dropped (or the schema itself).
+CREATE OR REPLACE FUNCTION snowflake_id_node.guard_drop() RETURNS event_trigger
+LANGUAGE plpgsql VOLATILE SECURITY DEFINER
+SET search_path = pg_catalog, pg_temp
+AS $$
+DECLARE
+    m snowflake_id_node.move;
+BEGIN
+    FOR m IN SELECT * FROM snowflake_id_node.guarded_moves() LOOP
+        IF EXISTS (SELECT FROM pg_event_trigger_dropped_objects() d
+                    WHERE d.schema_name = ANY (m.schemas) OR (d.object_type = 'schema' AND d.object_name = ANY (m.schemas))) THEN
+            PERFORM snowflake_id_node.refuse_change(m, 'DROP');
+        END IF;
+    END LOOP;
+END
+$$;
+COMMENT ON FUNCTION snowflake_id_node.guard_drop() IS
+  'Event trigger (sql_drop): refuses dropping anything of the schemas of a shard being moved (55000).';
+
+REVOKE ALL ON FUNCTION snowflake_id_node.guarded_moves(), snowflake_id_node.refuse_change(snowflake_id_node.move, text),
+    snowflake_id_node.guard_ddl(), snowflake_id_node.guard_drop() FROM PUBLIC;
+
+-- ALWAYS: in a session whose session_replication_role is replica too.
+CREATE EVENT TRIGGER snowflake_id_guard_ddl ON ddl_command_end EXECUTE FUNCTION snowflake_id_node.guard_ddl();
+ALTER EVENT TRIGGER snowflake_id_guard_ddl ENABLE ALWAYS;
+CREATE EVENT TRIGGER snowflake_id_guard_drop ON sql_drop EXECUTE FUNCTION snowflake_id_node.guard_drop();
+ALTER EVENT TRIGGER snowflake_id_guard_drop ENABLE ALWAYS;
 
 -- == The shard catalog's bound is the layout's largest shard (sql/shard_catalog.sql) ==
 ALTER TABLE snowflake_id_shard DROP CONSTRAINT snowflake_id_shard_shard_check,

@@ -31,6 +31,12 @@ extension_sql_file!(
     name = "node_status",
     requires = ["node", "installer", id_timestamp, make_id]
 );
+// A shard in a move refuses schema and privilege changes (event triggers).
+extension_sql_file!(
+    "../sql/node_guard.sql",
+    name = "node_guard",
+    requires = ["node", "remote"]
+);
 // alter_shards' change of every shard on a node.
 extension_sql_file!(
     "../sql/node_ddl.sql",

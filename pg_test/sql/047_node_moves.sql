@@ -160,12 +160,18 @@ SELECT regexp_replace(pg_temp.refused($$SELECT snowflake_id_node.lock_shards('{7
 SELECT * FROM dblink('mover', $$SELECT concat(
     snowflake_id_node.prepare_source('test/1', 'a router', 'a target', '{7001}', '{mv_7001}'),
     snowflake_id_node.publish('test/1'))$$) AS t(x text);
-SELECT pg_temp.refused($$SELECT snowflake_id_node.set_fence('test/1', '1000')$$);  -- 55000: only the locks' holder steps
-SELECT * FROM dblink('mover', $$SELECT snowflake_id_node.set_fence('test/1', '1000')::text$$) AS t(x text);
 CREATE ROLE mv_app;
 GRANT USAGE ON SCHEMA mv_7001 TO mv_app;
 GRANT INSERT ON mv_7001.posts TO mv_app;
 GRANT USAGE, UPDATE ON SEQUENCE mv_7001.table_id_seq TO mv_app;
+SELECT pg_temp.refused($$SELECT snowflake_id_node.set_fence('test/1', '1000')$$);  -- 55000: only the locks' holder steps
+SELECT * FROM dblink('mover', $$SELECT snowflake_id_node.set_fence('test/1', '1000')::text$$) AS t(x text);
+-- Fenced: schema and privilege changes are refused as writes are (sql/node_guard.sql), but
+-- the mover's (it holds the shard's locks).
+SELECT pg_temp.refused($$GRANT SELECT ON mv_7001.posts TO mv_app$$);                       -- 55000
+SELECT pg_temp.refused($$COMMENT ON TABLE mv_7001.posts IS 'fenced'$$);                    -- 55000
+SELECT pg_temp.refused($$ALTER TABLE mv_7001.posts ADD COLUMN fenced text$$);              -- 55000
+SELECT pg_temp.refused($$DROP INDEX mv_7001.posts_user_id_id_idx$$);                       -- 55000
 SET ROLE mv_app;
 SELECT pg_temp.refused($$INSERT INTO mv_7001.posts (user_id, body) VALUES (1, 'fenced')$$);   -- 40001
 RESET ROLE;
@@ -205,7 +211,11 @@ SELECT dblink_connect('mover', format('host=%s port=%s dbname=%s', current_setti
 SELECT * FROM dblink('mover', $$SELECT concat(snowflake_id_node.lock_shards('{7002}'),
     snowflake_id_node.prepare_source('test/3', 'a router', 'a target', '{7002}', '{mv_7002}'),
     snowflake_id_node.publish('test/3'), snowflake_id_node.set_fence('test/3', '1000'))$$) AS t(x text);
+ALTER TABLE mv_7002.posts ADD COLUMN visibility text NOT NULL DEFAULT 'private';         -- 55000: fenced
+-- With the guard disabled (a superuser's choice), the seal still sees the change under its locks.
+ALTER EVENT TRIGGER snowflake_id_guard_ddl DISABLE;
 ALTER TABLE mv_7002.posts ADD COLUMN visibility text NOT NULL DEFAULT 'private';
+ALTER EVENT TRIGGER snowflake_id_guard_ddl ENABLE ALWAYS;
 \set VERBOSITY default
 SELECT * FROM dblink('mover', $$SELECT snowflake_id_node.seal_check('test/3', ARRAY[snowflake_id_node.fingerprint('mv_7001')::text], '1000')$$)
     AS t(x text);

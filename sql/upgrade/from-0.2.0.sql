@@ -10,6 +10,7 @@
 -- == The node side of snowflake_id_router ==
 --#include sql/node.sql
 --#include sql/remote.sql
+--#include sql/node_guard.sql
 
 -- == The shard catalog's bound is the layout's largest shard (sql/shard_catalog.sql) ==
 ALTER TABLE snowflake_id_shard DROP CONSTRAINT snowflake_id_shard_shard_check,
