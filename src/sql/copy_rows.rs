@@ -71,9 +71,12 @@ fn conninfo(connstr: &[u8], slot: &str, encoding: &[u8]) -> CString {
 /// source's defaults (as libpqwalreceiver.c sets them for a subscription), an empty
 /// search_path, no timeout of the source's cutting the copy short, and the client's loss
 /// noticed within a second (a WAL sender waiting to make the slot reads no input: a target
-/// cancelled meanwhile must not leave it waiting). Returns the database's OID.
+/// cancelled meanwhile must not leave it waiting). Returns the database's OID. The session
+/// starts with the source database's search_path (ALTER DATABASE … SET, which its owner
+/// chooses), so every name and operator here is schema-qualified: an operator or type of
+/// that owner's found first would run as the superuser.
 const SESSION: &std::ffi::CStr = c"SELECT (SELECT d.oid FROM pg_catalog.pg_database d
-        WHERE d.datname = pg_catalog.current_database())::text,
+        WHERE d.datname OPERATOR(pg_catalog.=) pg_catalog.current_database())::pg_catalog.text,
     pg_catalog.set_config('search_path', '', false), pg_catalog.set_config('datestyle', 'ISO', false),
     pg_catalog.set_config('intervalstyle', 'postgres', false), pg_catalog.set_config('extra_float_digits', '3', false),
     pg_catalog.set_config('statement_timeout', '0', false), pg_catalog.set_config('lock_timeout', '0', false),
