@@ -2495,6 +2495,9 @@ BEGIN
         RAISE WARNING 'node % is repointed on this router, but not yet on every other router', quote_literal(node)
             USING HINT = 'See router_status; repair_moves() or snowflake_id_router.push_map() brings them up to date once they can be reached.';
     END IF;
+    -- The loopback connection repoint_node committed through is this call's: it must not
+    -- stay open in the caller's session (and transaction) once the call returns.
+    PERFORM snowflake_id_router.disconnect('sfid:self');
 END
 $$;
 COMMENT ON FUNCTION alter_node(text, text) IS
@@ -3077,6 +3080,8 @@ BEGIN
                     RAISE WARNING 'drain %: not every other router routes by the new map yet', rid
                         USING HINT = 'See router_status; repair_moves() or snowflake_id_router.push_map() brings them up to date once they can be reached.';
                 END IF;
+                -- This call's loopback: not left open in the caller's transaction.
+                PERFORM snowflake_id_router.disconnect('sfid:self');
             END IF;
             UPDATE snowflake_id_router.rebalance x SET state = 'done', ended = clock_timestamp() WHERE x.id = rid;
             PERFORM snowflake_id_router.rebalance_release();

@@ -1689,7 +1689,7 @@ COMMENT ON FUNCTION snowflake_id_node.leftovers() IS
   'What moves made on this node and have not removed (records, slots, publications, subscriptions, fences, markers), one line each.';
 
 -- What moves of a router (its short identity) left here without a record: publications,
--- slots, subscriptions, fence triggers and marker tables named sfid_<router8>_<id> whose
+-- subscriptions, fence triggers and marker tables named sfid_<router8>_<id> whose
 -- move has no record on this node (a restored dump, say), and that only the router's
 -- superuser could have made (a superuser's publication or subscription, a trigger calling
 -- snowflake_id_node.fence(), a table in snowflake_id_node): another role's object of such a
@@ -1735,14 +1735,10 @@ BEGIN
         PERFORM snowflake_id_node.drop_replication(m, wait_timeout);
         dropped := dropped || format('publication %s', x.pubname);
     END LOOP;
-    m.publication := NULL;
-    FOR x IN SELECT s.slot_name FROM pg_replication_slots s
-              WHERE starts_with(s.slot_name, prefix)
-                AND NOT EXISTS (SELECT FROM snowflake_id_node.move r WHERE r.marker = s.slot_name) LOOP
-        m.slot := x.slot_name;
-        PERFORM snowflake_id_node.drop_replication(m, wait_timeout);
-        dropped := dropped || format('replication slot %s', x.slot_name);
-    END LOOP;
+    -- No replication slot: a slot has no owner, and any role with REPLICATION can make one
+    -- of a move's name (a change-data-capture tool's, say), so a name proves nothing. A
+    -- move's slot never outlives its record: made after it (copy_rows), and dropped in the
+    -- transaction that deletes it (undo, complete), which a failed drop rolls back.
     RETURN dropped;
 END
 $$;

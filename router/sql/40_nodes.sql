@@ -240,6 +240,9 @@ BEGIN
         RAISE WARNING 'node % is repointed on this router, but not yet on every other router', quote_literal(node)
             USING HINT = 'See router_status; repair_moves() or snowflake_id_router.push_map() brings them up to date once they can be reached.';
     END IF;
+    -- The loopback connection repoint_node committed through is this call's: it must not
+    -- stay open in the caller's session (and transaction) once the call returns.
+    PERFORM snowflake_id_router.disconnect('sfid:self');
 END
 $$;
 COMMENT ON FUNCTION alter_node(text, text) IS

@@ -498,6 +498,8 @@ BEGIN
                     RAISE WARNING 'drain %: not every other router routes by the new map yet', rid
                         USING HINT = 'See router_status; repair_moves() or snowflake_id_router.push_map() brings them up to date once they can be reached.';
                 END IF;
+                -- This call's loopback: not left open in the caller's transaction.
+                PERFORM snowflake_id_router.disconnect('sfid:self');
             END IF;
             UPDATE snowflake_id_router.rebalance x SET state = 'done', ended = clock_timestamp() WHERE x.id = rid;
             PERFORM snowflake_id_router.rebalance_release();

@@ -1,0 +1,293 @@
+#!/usr/bin/env bash
+# Class 2 of issue 33, as a class: no privileged operation of either extension runs, as a
+# superuser, code that a less-privileged role defines (docs/security.md). A role mallory owns
+#   - shard 0 (node_a): its schema, tables and sequence (no code of hers at first: its moves
+#     go through; code she adds during a move, on the source or on the target's copy once
+#     it is hers, is met by what the move does next);
+#   - shard 1 (node_a): its tables and sequence, with every kind of code PostgreSQL runs
+#     implicitly: an expression index calling an IMMUTABLE function that calls a volatile
+#     one, a partial index through an operator of hers, a CHECK constraint, a column
+#     default, a generated column, a domain with a check, BEFORE and AFTER row and statement
+#     triggers (ENABLE ALWAYS and ENABLE REPLICA too), a rule, a forced RLS policy;
+#   - node_c's template tables, with the same code, and node_c's database, whose
+#     search_path (ALTER DATABASE ... SET) puts her public.=(name,name) and other operators
+#     before pg_catalog's.
+# Every function of hers logs (current_user, session_user, superuser) to a table everyone may
+# insert into, counts runs as a superuser in a sequence and in the server log (neither rolls
+# back), and tries ALTER ROLE mallory SUPERUSER. Then the router's superuser runs every
+# privileged operation over those shards: the status views, rebalance_plan (both
+# strategies), moves in and out of shard 0 and 1 and onto and off node_c, rebalance,
+# drain_node, alter_shards (a type change, a column with a default, a CHECK), repair_moves,
+# create_shard from node_c's template. Each may run her code as mallory, or refuse: printed.
+# None may run it as a superuser, and mallory never becomes one.
+set -euo pipefail
+here=$(cd "$(dirname "$0")" && pwd)
+source "$here/../scripts/cluster.sh"; source "$here/lib.sh"
+source "$here/../scripts/router_cluster.sh"
+work=$(mktemp -d); chmod 755 "$work"
+bg=()
+trap 'kill "${bg[@]}" 2>/dev/null || true; router_cluster_down; rm -rf "$work"' EXIT
+SHARDS_PER_NODE=2 router_cluster_up >/dev/null 2>&1
+# This test's own sessions on the nodes never run mallory's operators: pg_catalog comes first.
+on() {
+  local who=$1; shift
+  local opts="-c client_min_messages=warning -c search_path=pg_catalog,public,pg_temp"
+  if [[ $who == router ]]; then
+    PGOPTIONS=$opts psql -X -q -At -v ON_ERROR_STOP=1 -h "$SF_TMP/sfrouter" -p "$ROUTER_PORT" -U postgres -d postgres "$@"
+  else
+    PGOPTIONS=$opts psql -X -q -At -v ON_ERROR_STOP=1 -h "$(node_dir "$who")" -p "$(node_port "$who")" -U postgres -d postgres "$@"
+  fi
+}
+on_all() { local n; for n in "${ROUTER_NODES[@]}"; do on "$n" "$@"; done; }
+served_by() { on router -c "SELECT node FROM shard_map WHERE shard = $1"; }
+for n in "${ROUTER_NODES[@]}"; do
+  on "$n" -c "ALTER SYSTEM SET autovacuum = off" -c "SELECT pg_reload_conf()" \
+    -c "SELECT count(*) FROM (SELECT public.insert_post(shard, 1, 'row') FROM public.snowflake_id_shards, generate_series(1, 20)) x" >/dev/null
+done
+
+echo "mallory's code, on every node"
+setup_sql=$(cat <<'SQL'
+CREATE ROLE mallory LOGIN;
+CREATE TABLE public.hostile_log (id bigint GENERATED ALWAYS AS IDENTITY, who name, sess name, su boolean, what text,
+                                 app text, query text);
+GRANT INSERT, SELECT ON public.hostile_log TO PUBLIC;
+GRANT USAGE ON SEQUENCE public.hostile_log_id_seq TO PUBLIC;
+CREATE SEQUENCE public.hostile_su;
+GRANT USAGE, UPDATE ON SEQUENCE public.hostile_su TO PUBLIC;
+CREATE SCHEMA mallory AUTHORIZATION mallory;
+SET ROLE mallory;
+GRANT USAGE ON SCHEMA mallory TO PUBLIC;
+-- What every piece of her code does: log, count a superuser's run where no rollback undoes
+-- it, and try to become a superuser.
+CREATE FUNCTION mallory.escalate(what text) RETURNS boolean LANGUAGE plpgsql VOLATILE
+SET search_path = pg_catalog, pg_temp AS $$
+DECLARE
+    su boolean := (SELECT r.rolsuper FROM pg_catalog.pg_roles r WHERE r.rolname OPERATOR(pg_catalog.=) current_user);
+BEGIN
+    RAISE LOG 'hostile: % ran as % (session %, superuser %)', what, current_user, session_user, su;
+    IF su THEN
+        PERFORM pg_catalog.nextval('public.hostile_su');
+    END IF;
+    INSERT INTO public.hostile_log (who, sess, su, what, app, query)
+    VALUES (current_user, session_user, su, what, pg_catalog.current_setting('application_name'), pg_catalog.left(pg_catalog.current_query(), 300));
+    BEGIN
+        EXECUTE 'ALTER ROLE mallory SUPERUSER';
+    EXCEPTION WHEN OTHERS THEN
+        NULL;
+    END;
+    RETURN true;
+END $$;
+CREATE FUNCTION mallory.k(integer) RETURNS bigint LANGUAGE plpgsql IMMUTABLE SET search_path = pg_catalog, pg_temp
+AS $$ BEGIN PERFORM mallory.escalate('index expression'); RETURN 0; END $$;
+CREATE FUNCTION mallory.chk(text) RETURNS boolean LANGUAGE plpgsql IMMUTABLE SET search_path = pg_catalog, pg_temp
+AS $$ BEGIN RETURN mallory.escalate('check constraint'); END $$;
+CREATE FUNCTION mallory.def() RETURNS integer LANGUAGE plpgsql VOLATILE SET search_path = pg_catalog, pg_temp
+AS $$ BEGIN PERFORM mallory.escalate('column default'); RETURN 0; END $$;
+CREATE FUNCTION mallory.gen(bigint) RETURNS bigint LANGUAGE plpgsql IMMUTABLE SET search_path = pg_catalog, pg_temp
+AS $$ BEGIN PERFORM mallory.escalate('generated column'); RETURN $1; END $$;
+CREATE FUNCTION mallory.dchk(text) RETURNS boolean LANGUAGE plpgsql IMMUTABLE SET search_path = pg_catalog, pg_temp
+AS $$ BEGIN RETURN mallory.escalate('domain check'); END $$;
+CREATE DOMAIN mallory.dom AS text CHECK (mallory.dchk(VALUE));
+CREATE FUNCTION mallory.pol(bigint) RETURNS boolean LANGUAGE plpgsql STABLE SET search_path = pg_catalog, pg_temp
+AS $$ BEGIN RETURN mallory.escalate('policy'); END $$;
+CREATE FUNCTION mallory.opf(bigint, bigint) RETURNS boolean LANGUAGE plpgsql IMMUTABLE SET search_path = pg_catalog, pg_temp
+AS $$ BEGIN PERFORM mallory.escalate('operator of an index'); RETURN true; END $$;
+CREATE OPERATOR mallory.=== (LEFTARG = bigint, RIGHTARG = bigint, FUNCTION = mallory.opf);
+CREATE FUNCTION mallory.trg() RETURNS trigger LANGUAGE plpgsql SET search_path = pg_catalog, pg_temp
+AS $$ BEGIN PERFORM mallory.escalate(pg_catalog.format('trigger %s %s %s', TG_NAME, TG_WHEN, TG_LEVEL));
+          RETURN CASE WHEN TG_LEVEL = 'ROW' AND TG_OP <> 'DELETE' THEN NEW ELSE OLD END; END $$;
+CREATE FUNCTION mallory.rule_fn() RETURNS boolean LANGUAGE plpgsql VOLATILE SET search_path = pg_catalog, pg_temp
+AS $$ BEGIN RETURN mallory.escalate('rule'); END $$;
+RESET ROLE;
+SQL
+)
+for n in "${ROUTER_NODES[@]}"; do on "$n" <<<"$setup_sql" >/dev/null; done
+# code TABLE: the code of hers that a table's copy would carry (what CREATE TABLE ... LIKE
+# copies), added as mallory; all_code TABLE: that and what a copy would not.
+code() {
+  cat <<SQL
+SET ROLE mallory;
+CREATE INDEX hostile_k ON $1 ((id + mallory.k(0)));
+CREATE INDEX hostile_op ON $1 (id) WHERE (id OPERATOR(mallory.===) 0);
+ALTER TABLE $1 ADD CONSTRAINT posts_chk CHECK (mallory.chk(body));
+ALTER TABLE $1 ALTER COLUMN edits SET DEFAULT mallory.def();
+ALTER TABLE $1 ADD COLUMN g bigint GENERATED ALWAYS AS (mallory.gen(id)) STORED;
+ALTER TABLE $1 ADD COLUMN d mallory.dom;
+RESET ROLE;
+SQL
+}
+all_code() {
+  code "$1"
+  cat <<SQL
+SET ROLE mallory;
+CREATE TRIGGER b_row BEFORE INSERT OR UPDATE OR DELETE ON $1 FOR EACH ROW EXECUTE FUNCTION mallory.trg();
+CREATE TRIGGER a_row AFTER INSERT OR UPDATE OR DELETE ON $1 FOR EACH ROW EXECUTE FUNCTION mallory.trg();
+CREATE TRIGGER b_stmt BEFORE INSERT OR UPDATE OR DELETE OR TRUNCATE ON $1 FOR EACH STATEMENT EXECUTE FUNCTION mallory.trg();
+CREATE TRIGGER a_stmt AFTER INSERT OR UPDATE OR DELETE OR TRUNCATE ON $1 FOR EACH STATEMENT EXECUTE FUNCTION mallory.trg();
+CREATE TRIGGER always_row BEFORE INSERT OR UPDATE OR DELETE ON $1 FOR EACH ROW EXECUTE FUNCTION mallory.trg();
+ALTER TABLE $1 ENABLE ALWAYS TRIGGER always_row;
+CREATE TRIGGER replica_row BEFORE INSERT OR UPDATE OR DELETE ON $1 FOR EACH ROW EXECUTE FUNCTION mallory.trg();
+ALTER TABLE $1 ENABLE REPLICA TRIGGER replica_row;
+CREATE RULE posts_rule AS ON UPDATE TO $1 DO ALSO SELECT mallory.rule_fn();
+ALTER TABLE $1 ENABLE ROW LEVEL SECURITY;
+ALTER TABLE $1 FORCE ROW LEVEL SECURITY;
+CREATE POLICY posts_policy ON $1 USING (mallory.pol(id));
+RESET ROLE;
+SQL
+}
+# Shard 0: hers, without code. Shard 1: hers, with all of it (and rows written through it, as her).
+on node_a >/dev/null <<SQL
+ALTER SCHEMA shard_0 OWNER TO mallory;
+ALTER TABLE shard_0.posts OWNER TO mallory;
+ALTER SEQUENCE shard_0.table_id_seq OWNER TO mallory;
+GRANT USAGE, CREATE ON SCHEMA shard_1 TO mallory;
+ALTER TABLE shard_1.posts OWNER TO mallory;
+ALTER SEQUENCE shard_1.table_id_seq OWNER TO mallory;
+$(all_code shard_1.posts)
+SET ROLE mallory;
+UPDATE shard_1.posts SET edits = edits + 1 WHERE id IN (SELECT id FROM shard_1.posts LIMIT 3);
+RESET ROLE;
+SQL
+# node_c: her template, her database, her operators first on its search_path.
+on node_c >/dev/null <<SQL
+ALTER DATABASE postgres OWNER TO mallory;
+GRANT USAGE, CREATE ON SCHEMA tpl TO mallory;
+ALTER TABLE tpl.posts OWNER TO mallory;
+$(code tpl.posts)
+SET ROLE mallory;
+ALTER DATABASE postgres SET search_path = public, pg_catalog;
+CREATE FUNCTION public.hostile_eq(name, name) RETURNS boolean LANGUAGE plpgsql IMMUTABLE SET search_path = pg_catalog, pg_temp
+AS \$\$ BEGIN PERFORM mallory.escalate('operator =(name, name)'); RETURN \$1::text OPERATOR(pg_catalog.=) \$2::text; END \$\$;
+CREATE OPERATOR public.= (LEFTARG = name, RIGHTARG = name, FUNCTION = public.hostile_eq);
+CREATE FUNCTION public.hostile_eq(text, text) RETURNS boolean LANGUAGE plpgsql IMMUTABLE SET search_path = pg_catalog, pg_temp
+AS \$\$ BEGIN PERFORM mallory.escalate('operator =(text, text)'); RETURN \$1 OPERATOR(pg_catalog.=) \$2; END \$\$;
+CREATE OPERATOR public.= (LEFTARG = text, RIGHTARG = text, FUNCTION = public.hostile_eq);
+CREATE FUNCTION public.hostile_eq(oid, oid) RETURNS boolean LANGUAGE plpgsql IMMUTABLE SET search_path = pg_catalog, pg_temp
+AS \$\$ BEGIN PERFORM mallory.escalate('operator =(oid, oid)'); RETURN \$1 OPERATOR(pg_catalog.=) \$2; END \$\$;
+CREATE OPERATOR public.= (LEFTARG = oid, RIGHTARG = oid, FUNCTION = public.hostile_eq);
+CREATE FUNCTION public.hostile_eq(integer, integer) RETURNS boolean LANGUAGE plpgsql IMMUTABLE SET search_path = pg_catalog, pg_temp
+AS \$\$ BEGIN PERFORM mallory.escalate('operator =(integer, integer)'); RETURN \$1 OPERATOR(pg_catalog.=) \$2; END \$\$;
+CREATE OPERATOR public.= (LEFTARG = integer, RIGHTARG = integer, FUNCTION = public.hostile_eq);
+CREATE FUNCTION public.hostile_ne(text, text) RETURNS boolean LANGUAGE plpgsql IMMUTABLE SET search_path = pg_catalog, pg_temp
+AS \$\$ BEGIN PERFORM mallory.escalate('operator <>(text, text)'); RETURN \$1 OPERATOR(pg_catalog.<>) \$2; END \$\$;
+CREATE OPERATOR public.<> (LEFTARG = text, RIGHTARG = text, FUNCTION = public.hostile_ne);
+CREATE FUNCTION public.hostile_like(text, text) RETURNS boolean LANGUAGE plpgsql IMMUTABLE SET search_path = pg_catalog, pg_temp
+AS \$\$ BEGIN PERFORM mallory.escalate('operator ~~(text, text)'); RETURN \$1 OPERATOR(pg_catalog.~~) \$2; END \$\$;
+CREATE OPERATOR public.~~ (LEFTARG = text, RIGHTARG = text, FUNCTION = public.hostile_like);
+-- Types found by name before pg_catalog's: a cast to one runs its check.
+CREATE FUNCTION public.hostile_domain(anyelement) RETURNS boolean LANGUAGE plpgsql IMMUTABLE SET search_path = pg_catalog, pg_temp
+AS \$\$ BEGIN RETURN mallory.escalate('a domain named like a type of pg_catalog'); END \$\$;
+CREATE DOMAIN public.text AS pg_catalog.text CHECK (public.hostile_domain(VALUE));
+CREATE DOMAIN public.oid AS pg_catalog.oid CHECK (public.hostile_domain(VALUE));
+CREATE DOMAIN public.regclass AS pg_catalog.regclass CHECK (public.hostile_domain(VALUE));
+CREATE DOMAIN public.jsonb AS pg_catalog.jsonb CHECK (public.hostile_domain(VALUE));
+CREATE DOMAIN public.json AS pg_catalog.json CHECK (public.hostile_domain(VALUE));
+RESET ROLE;
+SQL
+
+# == What must hold after every operation ==
+declare -A mark
+marks() { local n; for n in "${ROUTER_NODES[@]}"; do mark[$n]=$(on "$n" -c "SELECT coalesce(max(id), 0) FROM public.hostile_log"); done; }
+# safe WHAT: no run of hers as a superuser (logged, counted, or in the server log), and she is
+# no superuser anywhere; sets ran to what of hers ran since marks, as whom.
+safe() {
+  local n r; ran=""
+  for n in "${ROUTER_NODES[@]}"; do
+    r=$(on "$n" -c "SELECT (SELECT rolsuper FROM pg_roles WHERE rolname = 'mallory')
+                          OR (SELECT last_value > 1 OR is_called FROM public.hostile_su)
+                          OR EXISTS (SELECT FROM public.hostile_log WHERE su)")
+    [[ $r == f ]] || fail "$1: mallory's code ran as a superuser on $n: $(on "$n" -c "SELECT string_agg(DISTINCT format('%s as %s (session %s, %s): %s', what, who, sess, app, query), E'\\n') FROM public.hostile_log WHERE su")"
+    if grep -q "hostile: .*superuser true" "$(node_dir "$n")/server.log"; then
+      fail "$1: mallory's code ran as a superuser on $n (server log): $(grep -m3 "hostile: .*superuser true" "$(node_dir "$n")/server.log")"
+    fi
+    r=$(on "$n" -c "SELECT string_agg(DISTINCT format('%s as %s', what, who), ', ') FROM public.hostile_log WHERE id > ${mark[$n]}")
+    [[ -z $r ]] || ran+="${ran:+; }$n: $r"
+  done
+  ran=${ran:-none}
+}
+# op WHAT SQL: runs SQL on the router as its superuser; prints whether it ran or refused, and
+# what of mallory's ran.
+op() {
+  local what=$1 sql=$2 out outcome
+  marks
+  if out=$(on router -v VERBOSITY=verbose -c "$sql" 2>&1); then outcome=done
+  else outcome="refused: $(grep -m1 -o 'ERROR: .*' <<<"$out" | cut -c8- | cut -c1-150)"; fi
+  safe "$what"; echo "  $what: $outcome; mallory's code ran: $ran"
+}
+# held STEP SQL MALLORY_SQL NODE: SQL on the router, paused at STEP while mallory runs
+# MALLORY_SQL on NODE (as herself), then let go.
+held() {
+  local step=$1 sql=$2 node=$4 out outcome mover
+  marks
+  on router -c "INSERT INTO snowflake_id_router.breakpoint (step) VALUES ('$step')"
+  on router -v VERBOSITY=verbose -c "$sql" >"$work/held.log" 2>&1 & mover=$!; bg+=($mover)
+  for _ in $(seq 600); do
+    [[ -n $(on router -c "SELECT pid FROM snowflake_id_router.breakpoint WHERE reached IS NOT NULL") ]] && break
+    kill -0 "$mover" 2>/dev/null || break; sleep 0.05
+  done
+  [[ -n $(on router -c "SELECT pid FROM snowflake_id_router.breakpoint WHERE reached IS NOT NULL") ]] \
+    || fail "'$sql' did not reach step '$step': $(cat "$work/held.log")"
+  psql -X -q -At -v ON_ERROR_STOP=1 -h "$(node_dir "$node")" -p "$(node_port "$node")" -U mallory -d postgres -c "$3" \
+    || fail "mallory's change on $node at step $step failed"
+  on router -c "DELETE FROM snowflake_id_router.breakpoint"
+  if wait "$mover"; then outcome=done
+  else outcome="refused: $(grep -m1 -o 'ERROR: .*' "$work/held.log" | cut -c8- | cut -c1-150)"; fi
+  safe "$sql at $step"; echo "  $sql, mallory changing node $node at '$step': $outcome; mallory's code ran: $ran"
+}
+marks; safe setup
+
+echo "status and plans"
+op "node_status" "SELECT * FROM node_status"
+op "shard_status" "SELECT * FROM shard_status"
+op "template_status" "SELECT * FROM template_status('tpl', true)"
+op "rebalance_plan by_shard_count" "SELECT * FROM rebalance_plan('by_shard_count', 1)"
+op "rebalance_plan by_disk_size" "SELECT * FROM rebalance_plan('by_disk_size', 1)"
+
+echo "moves"
+op "move_shard out of her shard 0" "SELECT move_shard(0, 'node_b')"
+op "move_shard back into node_a" "SELECT move_shard(0, 'node_a')"
+op "move_shard of her shard 1 (code in it)" "SELECT move_shard(1, 'node_b')"
+op "move_shard onto node_c (her template and database)" "SELECT move_shard(2731, 'node_c')"
+op "move_shard off node_c (her database)" "SELECT move_shard(5462, 'node_a')"
+op "move_shards off node_c" "SELECT move_shards('{5463}', 'node_b')"
+# During a move of shard 0: she adds code to the source (seen by the seal), and to the
+# target's copy once it is hers (after it was given its owners).
+shard0=$(served_by 0); other=$( [[ $shard0 == node_a ]] && echo node_b || echo node_a )
+held subscribed "SELECT move_shard(0, '$other')" "$(code shard_0.posts | grep -v ROLE)" "$shard0"
+# (she takes it back: only the next move's target copy gets it)
+uncode() {
+  cat <<SQL
+SET ROLE mallory;
+DROP INDEX shard_0.hostile_k, shard_0.hostile_op;
+ALTER TABLE shard_0.posts DROP CONSTRAINT posts_chk, DROP COLUMN g, DROP COLUMN d, ALTER COLUMN edits SET DEFAULT 0;
+DROP TRIGGER IF EXISTS b_row ON shard_0.posts; DROP TRIGGER IF EXISTS a_row ON shard_0.posts;
+DROP TRIGGER IF EXISTS b_stmt ON shard_0.posts; DROP TRIGGER IF EXISTS a_stmt ON shard_0.posts;
+DROP TRIGGER IF EXISTS always_row ON shard_0.posts; DROP TRIGGER IF EXISTS replica_row ON shard_0.posts;
+DROP RULE IF EXISTS posts_rule ON shard_0.posts; DROP POLICY IF EXISTS posts_policy ON shard_0.posts;
+ALTER TABLE shard_0.posts NO FORCE ROW LEVEL SECURITY, DISABLE ROW LEVEL SECURITY;
+SQL
+}
+on "$shard0" -c "$(uncode)" >/dev/null
+held sealing "SELECT move_shard(0, '$other')" "$(all_code shard_0.posts | grep -v ROLE)" "$other"
+op "move_shard back of shard 0 (code in it now)" "SELECT move_shard(0, '$shard0')"
+on "$(served_by 0)" -c "$(uncode)" >/dev/null
+
+echo "rebalance and drain"
+op "CALL rebalance()" "CALL rebalance(batch_size => 1)"
+op "CALL drain_node('node_c')" "CALL drain_node('node_c', batch_size => 1)"
+op "CALL rebalance() by_disk_size" "CALL rebalance('by_disk_size', 1)"
+
+echo "schema changes"
+op "alter_shards ALTER COLUMN TYPE" "SELECT * FROM alter_shards('ALTER TABLE %I.posts ALTER COLUMN body TYPE varchar')"
+op "alter_shards ADD COLUMN with default" "SELECT * FROM alter_shards('ALTER TABLE %I.posts ADD COLUMN flag integer NOT NULL DEFAULT 1')"
+op "alter_shards ADD CHECK" "SELECT * FROM alter_shards('ALTER TABLE %I.posts ADD CHECK (edits >= 0)')"
+op "repair_moves" "SELECT * FROM repair_moves()"
+
+echo "create_shard from node_c's template"
+marks
+if out=$(on node_c -v VERBOSITY=verbose -c "SELECT public.create_shard('shard_7000', 7000, template => 'tpl')" 2>&1); then outcome=done
+else outcome="refused: $(grep -m1 -o 'ERROR: .*' <<<"$out" | cut -c8- | cut -c1-150)"; fi
+safe create_shard; echo "  create_shard('shard_7000', 7000, template => 'tpl') on node_c: $outcome; mallory's code ran: $ran"
+
+on router -c "SELECT count(*) FROM repair_moves()" >/dev/null
+router_invariants "$work"
