@@ -104,7 +104,7 @@ CREATE FUNCTION public.sfid_session() RETURNS text LANGUAGE sql SET search_path 
 $$;
 SQL
 )
-on router -c "$probe_sql"; on node_a -c "$probe_sql"
+on router -c "$probe_sql"; on node_a -c "$probe_sql"; on node_b -c "$probe_sql"
 
 # == The table of calls ==
 # One row per call: the SECURITY DEFINER functions it reaches (as regprocedure prints them
@@ -186,6 +186,10 @@ row rebalance_steps "snowflake_id_router.rebalance_begin(text,text,integer,text,
      LOOP b := snowflake_id_router.rebalance_next(r, false); EXIT WHEN b IS NULL; PERFORM snowflake_id_router.rebalance_move(r, b); END LOOP; END \$\$" 00000 \
   "DO \$\$ DECLARE r integer; b integer; BEGIN r := snowflake_id_router.rebalance_begin('node_c', 'by_shard_count', 32, 'tpl_narrow', 1);
      b := snowflake_id_router.rebalance_next(r, false); PERFORM snowflake_id_router.rebalance_move(r, b); END \$\$" 55000 c_full
+row session_alive "snowflake_id_router.session_alive(integer,timestamp with time zone)" \
+  "GRANT USAGE ON SCHEMA snowflake_id_router TO ROLE; GRANT EXECUTE ON FUNCTION snowflake_id_router.session_alive(integer, timestamptz) TO ROLE" \
+  "SELECT snowflake_id_router.session_alive(pg_backend_pid(), now())" 00000 \
+  "SELECT snowflake_id_router.session_alive(1, 'infinity')" 00000 : "$local_variants"
 row rebalance_stop "rebalance_stop()" "GRANT EXECUTE ON FUNCTION rebalance_stop() TO ROLE" \
   "SELECT rebalance_stop()" 00000 "SELECT rebalance_stop()" 00000 : "$local_variants"
 row add_router "add_router(text,text)" "GRANT EXECUTE ON FUNCTION add_router(text, text) TO ROLE" \
@@ -204,6 +208,13 @@ row fence "snowflake_id_node.fence()" \
   "GRANT USAGE ON SCHEMA shard_1 TO ROLE; GRANT INSERT ON shard_1.posts TO ROLE; GRANT USAGE ON SEQUENCE shard_1.table_id_seq TO ROLE" \
   "INSERT INTO shard_1.posts (user_id, body) VALUES (1, 'x')" 40001 \
   "INSERT INTO shard_1.posts (user_id, body) VALUES (1, 'x')" 40001 : "normal tx error" node_a
+# The guard's event triggers run for a role's DDL on a node while its shard is fenced (shard 1,
+# on node_b after the fence's row, held moving back to node_a; its
+# DROP path is exercised by pg_test/sql/047_node_moves.sql and t_move_objects.sh).
+row guard "snowflake_id_node.guard_ddl() snowflake_id_node.guard_drop()" \
+  "GRANT USAGE, CREATE ON SCHEMA shard_1 TO ROLE" \
+  "CREATE TABLE shard_1.guard_probe (a int)" 55000 \
+  "CREATE TABLE shard_1.guard_probe (a int)" 55000 : "normal tx error" node_b
 
 echo "every SECURITY DEFINER function of both extensions is in the table"
 secdef_sql="SELECT p.oid::regprocedure FROM pg_proc p
@@ -296,10 +307,10 @@ for i in "${!rows[@]}"; do
   [[ -z ${ONLY_ROWS:-} || " $ONLY_ROWS " == *" $name "* ]] || continue
   if [[ $srv == router ]]; then on router -c "CREATE ROLE c_$name LOGIN" -c "${grants[$i]//ROLE/c_$name}" >/dev/null
   else on_all -c "CREATE ROLE c_$name LOGIN"; on "$srv" -c "${grants[$i]//ROLE/c_$name}" >/dev/null; fi   # (a move carries its grants)
-  if [[ $name == fence ]]; then
-    # shard 1's move held once fenced, for the writer's calls
+  if [[ $name == fence || $name == guard ]]; then
+    # shard 1's move held once fenced, for the writer's (or DDL's) calls on its source
     on router -c "INSERT INTO snowflake_id_router.breakpoint (step) VALUES ('fenced')"
-    on router -c "SELECT move_shard(1, 'node_b')" >"$work/held.log" 2>&1 & hold_pid=$!; bg+=($hold_pid)
+    on router -c "SELECT move_shard(1, '$([[ $name == fence ]] && echo node_b || echo node_a)')" >"$work/held.log" 2>&1 & hold_pid=$!; bg+=($hold_pid)
     for _ in $(seq 400); do
       [[ -n $(on router -c "SELECT pid FROM snowflake_id_router.breakpoint WHERE reached IS NOT NULL") ]] && break
       kill -0 "$hold_pid" 2>/dev/null || break; sleep 0.05
@@ -309,7 +320,7 @@ for i in "${!rows[@]}"; do
   fi
   summary=(); t0=$SECONDS
   for v in ${variants[$i]}; do [[ -z ${ONLY_VARIANTS:-} || " $ONLY_VARIANTS " == *" $v "* ]] && run_case "$i" "$v"; done
-  if [[ $name == fence ]]; then
+  if [[ $name == fence || $name == guard ]]; then
     on router -c "DELETE FROM snowflake_id_router.breakpoint"; wait "$hold_pid" || fail "the held move failed: $(cat "$work/held.log")"
   fi
   no_router; no_node   # (what a call cut short may have left registered)

@@ -121,9 +121,10 @@ SELECT pg_catalog.pg_extension_config_dump('snowflake_id_router.setting', '');
 -- (with parallel_moves > 1, its batches move in loopback sessions it opens, one each), so
 -- these rows show its progress to every session, and outlive the session: a call after an
 -- interruption (the session terminated, the router restarted, rebalance_stop(), a failed
--- batch) resumes the unfinished one. While it runs, its session holds the router's
--- rebalance lock (snowflake_id_router.rebalance_lock()): a row in state running whose
--- session no longer holds it was interrupted.
+-- batch) resumes the unfinished one. A row in state running whose session (pid and
+-- session_start, as pg_stat_activity shows them) is gone was interrupted: nothing of the
+-- rebalance's stays in its caller's session between its steps, no lock or connection, and
+-- no other role can fake a running one.
 CREATE TABLE snowflake_id_router.rebalance (
     id integer PRIMARY KEY,
     kind text NOT NULL CHECK (kind IN ('rebalance', 'drain')),
@@ -134,6 +135,7 @@ CREATE TABLE snowflake_id_router.rebalance (
     template text NOT NULL,
     state text NOT NULL CHECK (state IN ('running', 'stopped', 'failed', 'done', 'abandoned')),
     pid integer,                                 -- the session that runs (or last ran) it
+    session_start timestamptz,                   -- that session's backend_start (pids are reused)
     stop_requested timestamptz,                  -- by rebalance_stop(): stop after the current batch
     started timestamptz NOT NULL,
     ended timestamptz,
@@ -2602,23 +2604,23 @@ COMMENT ON FUNCTION remove_node(text) IS
 --   lightest node until it is down to the mean, skipping a shard that would take it below
 --   the mean, or the receiver above it, by more than the tolerance.
 
--- The session-level lock of a running rebalance or drain (one at a time per router): its
--- proof of life, held across the procedure's commits, gone with its session. Owner-only
--- (snowflake_id_node.own_lock): no other role can take it and so fake one running.
-CREATE OR REPLACE FUNCTION snowflake_id_router.rebalance_lock() RETURNS integer
-LANGUAGE sql IMMUTABLE PARALLEL SAFE
-RETURN hashtext('snowflake_id_router.rebalance');
-COMMENT ON FUNCTION snowflake_id_router.rebalance_lock() IS
-  'Class of the owner-only session lock (class, 0) a running rebalance or drain holds.';
+-- Whether the session of pid, started at started, still lives (pg_stat_activity; a pid is
+-- reused only by a session started later). SECURITY DEFINER: a role reading
+-- rebalance_status sees only its own sessions' start times in pg_stat_activity.
+CREATE OR REPLACE FUNCTION snowflake_id_router.session_alive(pid integer, started timestamptz) RETURNS boolean
+LANGUAGE sql VOLATILE CALLED ON NULL INPUT PARALLEL SAFE SECURITY DEFINER
+SET search_path = pg_catalog, pg_temp
+RETURN EXISTS (SELECT FROM pg_stat_activity a WHERE a.pid = session_alive.pid AND a.backend_start = started);  -- (NULL: not alive)
+COMMENT ON FUNCTION snowflake_id_router.session_alive(integer, timestamptz) IS
+  'Whether the session of pid, started at started, still lives.';
 
--- The session holding the rebalance lock of this database, if any.
+-- The session running a rebalance or drain on this router, if any (its record running, its
+-- session alive).
 CREATE OR REPLACE FUNCTION snowflake_id_router.rebalance_holder() RETURNS integer
 LANGUAGE sql VOLATILE PARALLEL SAFE
 SET search_path = pg_catalog, pg_temp
-RETURN (SELECT l.pid FROM pg_locks l
-         WHERE l.locktype = 'advisory' AND l.granted AND l.objsubid = 3
-           AND l.classid = snowflake_id_router.rebalance_lock()::oid AND l.objid = 0
-           AND l.database = (SELECT d.oid FROM pg_database d WHERE d.datname = current_database())
+RETURN (SELECT r.pid FROM snowflake_id_router.rebalance r
+         WHERE r.state = 'running' AND snowflake_id_router.session_alive(r.pid, r.session_start)
          LIMIT 1);
 COMMENT ON FUNCTION snowflake_id_router.rebalance_holder() IS
   'PID of the session running a rebalance or drain on this router, or NULL.';
@@ -2852,19 +2854,6 @@ END;
 COMMENT ON FUNCTION rebalance_plan(text, integer, text) IS
   'The batches CALL rebalance(strategy, batch_size) (or, with drain, drain_node) would move now, without moving anything: batch, source, target, shards, bytes.';
 
--- Ends this session's hold on the rebalance lock (however many times it took it).
-CREATE OR REPLACE FUNCTION snowflake_id_router.rebalance_release() RETURNS void
-LANGUAGE plpgsql VOLATILE PARALLEL UNSAFE
-SET search_path = pg_catalog, pg_temp
-AS $$
-BEGIN
-    WHILE snowflake_id_router.rebalance_holder() IS NOT DISTINCT FROM pg_backend_pid() LOOP
-        PERFORM snowflake_id_node.own_unlock(snowflake_id_router.rebalance_lock(), 0, true, false);
-    END LOOP;
-END
-$$;
-COMMENT ON FUNCTION snowflake_id_router.rebalance_release() IS 'Releases the rebalance lock this session holds.';
-
 -- Waits (at most timeout) until no unfinished move has a live mover (its router locks held).
 CREATE OR REPLACE FUNCTION snowflake_id_router.await_running_moves(timeout interval) RETURNS void
 LANGUAGE plpgsql VOLATILE STRICT PARALLEL UNSAFE
@@ -2911,9 +2900,10 @@ BEGIN
             USING ERRCODE = 'invalid_parameter_value',
                   HINT = 'Each batch moving at once takes a replication slot and a WAL sender on its source and a logical replication worker on its target.';
     END IF;
+    -- One begins at a time (to the end of this transaction, committed by the procedure).
+    LOCK TABLE snowflake_id_router.rebalance IN SHARE ROW EXCLUSIVE MODE;
     holder := snowflake_id_router.rebalance_holder();
-    IF holder IS DISTINCT FROM pg_backend_pid()
-       AND (holder IS NOT NULL OR NOT snowflake_id_node.own_lock(snowflake_id_router.rebalance_lock(), 0, true, false, false)) THEN
+    IF holder IS DISTINCT FROM pg_backend_pid() AND holder IS NOT NULL THEN
         SELECT * INTO r FROM snowflake_id_router.rebalance x WHERE x.state = 'running';
         RAISE EXCEPTION '% % is running in session %', coalesce(r.kind, 'a rebalance'), r.id,
             coalesce(snowflake_id_router.rebalance_holder(), r.pid)
@@ -2934,6 +2924,7 @@ BEGIN
                SET strategy = rebalance_begin.strategy, batch_size = rebalance_begin.batch_size,
                    parallel_moves = rebalance_begin.parallel_moves,
                    template = rebalance_begin.template, state = 'running', pid = pg_backend_pid(),
+                   session_start = (SELECT a.backend_start FROM pg_stat_activity a WHERE a.pid = pg_backend_pid()),
                    stop_requested = NULL, ended = NULL, error = NULL
              WHERE x.id = rid;
             -- A batch cut short: done if the move was completed (a repair completes a move
@@ -2953,8 +2944,10 @@ BEGIN
             END IF;
             LOCK TABLE snowflake_id_router.rebalance IN SHARE ROW EXCLUSIVE MODE;
             rid := coalesce((SELECT max(x.id) FROM snowflake_id_router.rebalance x), 0) + 1;
-            INSERT INTO snowflake_id_router.rebalance (id, kind, node, strategy, batch_size, parallel_moves, template, state, pid, started)
-            VALUES (rid, kind, drain, strategy, batch_size, parallel_moves, template, 'running', pg_backend_pid(), clock_timestamp());
+            INSERT INTO snowflake_id_router.rebalance (id, kind, node, strategy, batch_size, parallel_moves, template, state, pid,
+                                                       session_start, started)
+            VALUES (rid, kind, drain, strategy, batch_size, parallel_moves, template, 'running', pg_backend_pid(),
+                    (SELECT a.backend_start FROM pg_stat_activity a WHERE a.pid = pg_backend_pid()), clock_timestamp());
         END IF;
         first_batch := coalesce((SELECT max(b.batch) FROM snowflake_id_router.rebalance_batch b WHERE b.rebalance = rid), 0);
         INSERT INTO snowflake_id_router.rebalance_batch (rebalance, batch, source, target, shards, bytes, state)
@@ -2965,15 +2958,12 @@ BEGIN
           FROM snowflake_id_router.rebalance_batch b WHERE b.rebalance = rid AND b.state = 'planned';
         RAISE NOTICE '% %: % shard(s)% to move in % batch(es)', kind, rid, planned.shards,
             CASE WHEN planned.bytes IS NOT NULL THEN format(' (%s)', pg_size_pretty(planned.bytes)) ELSE '' END, planned.batches;
-    EXCEPTION WHEN query_canceled OR OTHERS THEN
-        PERFORM snowflake_id_router.rebalance_release();
-        RAISE;
     END;
     RETURN rid;
 END
 $$;
 COMMENT ON FUNCTION snowflake_id_router.rebalance_begin(text, text, integer, text, integer) IS
-  'First step of rebalance and drain_node: takes the rebalance lock, resumes or starts a rebalance record, plans its batches.';
+  'First step of rebalance and drain_node: refuses while another session runs one, resumes or starts a rebalance record (this session''s), plans its batches.';
 
 -- Gives the shards of a drained node that hold no data (no schema there) to the other
 -- nodes, by the map alone: contiguous runs, one per node. Run through the loopback
@@ -3045,7 +3035,6 @@ BEGIN
     END IF;
     IF r.stop_requested IS NOT NULL THEN
         UPDATE snowflake_id_router.rebalance x SET state = 'stopped', ended = clock_timestamp() WHERE x.id = rid;
-        PERFORM snowflake_id_router.rebalance_release();
         RAISE NOTICE '% % stopped (rebalance_stop): % of % batch(es) done', r.kind, rid,
             (SELECT count(*) FILTER (WHERE x.state = 'done') FROM snowflake_id_router.rebalance_batch x WHERE x.rebalance = rid),
             (SELECT count(*) FROM snowflake_id_router.rebalance_batch x WHERE x.rebalance = rid)
@@ -3084,7 +3073,6 @@ BEGIN
                 PERFORM snowflake_id_router.disconnect('sfid:self');
             END IF;
             UPDATE snowflake_id_router.rebalance x SET state = 'done', ended = clock_timestamp() WHERE x.id = rid;
-            PERFORM snowflake_id_router.rebalance_release();
             RAISE NOTICE '% % done: % shard(s) moved in % batch(es)', r.kind, rid,
                 (SELECT coalesce(sum(cardinality(x.shards)), 0) FROM snowflake_id_router.rebalance_batch x WHERE x.rebalance = rid),
                 (SELECT count(*) FROM snowflake_id_router.rebalance_batch x WHERE x.rebalance = rid);
@@ -3107,7 +3095,7 @@ BEGIN
 END
 $$;
 COMMENT ON FUNCTION snowflake_id_router.rebalance_next(integer, boolean) IS
-  'Next batch of a rebalance or drain to move (marked moving), or NULL when it is stopped or done (lock released), or, with others_moving, has nothing to start now.';
+  'Next batch of a rebalance or drain to move (marked moving), or NULL when it is stopped or done, or, with others_moving, has nothing to start now.';
 
 -- Moves one batch: one move_shards() of its shards. Lock conflicts (another move of one of
 -- the shards, the fence's lock_timeout under a long transaction) are tried again, twice,
@@ -3217,8 +3205,8 @@ $$;
 COMMENT ON FUNCTION snowflake_id_router.rebalance_cancel(integer[]) IS
   'Cancels the batches this session''s rebalance workers are moving.';
 
--- A step failed (or was cancelled: then the rebalance counts as stopped): recorded, the
--- lock released. Returns the message and hint to raise.
+-- A step failed (or was cancelled: then the rebalance counts as stopped): recorded.
+-- Returns the message and hint to raise.
 CREATE OR REPLACE FUNCTION snowflake_id_router.rebalance_failed(rid integer, batch integer, code text, why text,
                                                                 OUT message text, OUT hint text)
 LANGUAGE plpgsql VOLATILE CALLED ON NULL INPUT PARALLEL UNSAFE SECURITY DEFINER
@@ -3235,7 +3223,6 @@ BEGIN
     UPDATE snowflake_id_router.rebalance x
        SET state = CASE WHEN code = '57014' THEN 'stopped' ELSE 'failed' END, ended = clock_timestamp(), error = why
      WHERE x.id = rid;
-    PERFORM snowflake_id_router.rebalance_release();
     message := CASE WHEN b.batch IS NULL THEN format('%s %s: %s', r.kind, rid, why)
                     ELSE format('%s %s, batch %s (shard(s) %s from node %L to node %L): %s', r.kind, rid, b.batch,
                                 array_to_string(b.shards, ', '), b.source, b.target, why) END;
@@ -3244,7 +3231,7 @@ BEGIN
 END
 $$;
 COMMENT ON FUNCTION snowflake_id_router.rebalance_failed(integer, integer, text, text) IS
-  'Records a failed step of a rebalance or drain and releases its lock; the message and hint to raise.';
+  'Records a failed step of a rebalance or drain; the message and hint to raise.';
 
 -- The loop of rebalance() and drain_node(), in the caller's session: a commit before the
 -- first step (so that a call inside a transaction block, where a procedure cannot commit,
@@ -3429,11 +3416,7 @@ COMMENT ON FUNCTION rebalance_stop() IS
 CREATE OR REPLACE VIEW rebalance_status AS
 SELECT r.id, r.kind, r.node, r.strategy,
        CASE WHEN r.state <> 'running' THEN r.state
-            WHEN NOT EXISTS (SELECT FROM pg_catalog.pg_locks l
-                              WHERE l.locktype = 'advisory' AND l.granted AND l.objsubid = 3 AND l.pid = r.pid
-                                AND l.classid = pg_catalog.hashtext('snowflake_id_router.rebalance')::oid AND l.objid = 0
-                                AND l.database = (SELECT d.oid FROM pg_catalog.pg_database d WHERE d.datname = pg_catalog.current_database()))
-                 THEN 'interrupted'
+            WHEN NOT snowflake_id_router.session_alive(r.pid, r.session_start) THEN 'interrupted'
             WHEN r.stop_requested IS NOT NULL THEN 'stopping'
             ELSE 'running' END AS state,
        r.pid, r.started, r.ended, b.batches, b.batches_done, b.shards, b.shards_done, b.shards - b.shards_done AS shards_left,

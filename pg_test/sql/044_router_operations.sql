@@ -105,7 +105,7 @@ CALL rebalance();                                    -- 2D000: it commits, so no
 ROLLBACK;
 SELECT rebalance_stop();                             -- none running
 SELECT count(*) FROM rebalance_status;               -- none of the refused left a record
--- A rebalance whose session is gone (no lock held): interrupted; rebalance_stop marks it
+-- A rebalance whose session is gone (no session start recorded matches): interrupted; rebalance_stop marks it
 -- stopped; the view counts its batches.
 INSERT INTO snowflake_id_router.rebalance (id, kind, strategy, batch_size, template, state, pid, started)
 VALUES (1, 'rebalance', 'by_shard_count', 2, 'tpl', 'running', pg_backend_pid(), now() - interval '1 minute');

@@ -3,9 +3,10 @@
 -- (with parallel_moves > 1, its batches move in loopback sessions it opens, one each), so
 -- these rows show its progress to every session, and outlive the session: a call after an
 -- interruption (the session terminated, the router restarted, rebalance_stop(), a failed
--- batch) resumes the unfinished one. While it runs, its session holds the router's
--- rebalance lock (snowflake_id_router.rebalance_lock()): a row in state running whose
--- session no longer holds it was interrupted.
+-- batch) resumes the unfinished one. A row in state running whose session (pid and
+-- session_start, as pg_stat_activity shows them) is gone was interrupted: nothing of the
+-- rebalance's stays in its caller's session between its steps, no lock or connection, and
+-- no other role can fake a running one.
 CREATE TABLE snowflake_id_router.rebalance (
     id integer PRIMARY KEY,
     kind text NOT NULL CHECK (kind IN ('rebalance', 'drain')),
@@ -16,6 +17,7 @@ CREATE TABLE snowflake_id_router.rebalance (
     template text NOT NULL,
     state text NOT NULL CHECK (state IN ('running', 'stopped', 'failed', 'done', 'abandoned')),
     pid integer,                                 -- the session that runs (or last ran) it
+    session_start timestamptz,                   -- that session's backend_start (pids are reused)
     stop_requested timestamptz,                  -- by rebalance_stop(): stop after the current batch
     started timestamptz NOT NULL,
     ended timestamptz,
