@@ -97,7 +97,7 @@ work=$SF_TMP/pg_upgrade_${old}_$new
 rm -rf "$work"; mkdir -p "$work"; chown postgres: "$SF_TMP" "$work"
 as_pg() { (cd "$work" && sudo -u postgres env ${LD_LIBRARY_PATH:+LD_LIBRARY_PATH=$LD_LIBRARY_PATH} "$@"); }
 for cfg in "$old_cfg" "$new_cfg"; do
-  for f in "$here"/../pg_test/upgrade/snowflake_id--*.sql; do install -m 644 "$f" "$("$cfg" --sharedir)/extension/"; done
+  for f in "$here"/../released/*.sql; do install -m 644 "$f" "$("$cfg" --sharedir)/extension/"; done
 done
 start() {  # start BINDIR DATA PORT (no JIT: in the chroot, 15's llvmjit.so would need Debian 12's LLVM)
   as_pg "$1/pg_ctl" -D "$2" -l "$2.log" -o "-p $3 -k $work -c listen_addresses='' -c jit=off" -w start >/dev/null

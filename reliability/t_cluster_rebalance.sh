@@ -1,8 +1,8 @@
 #!/usr/bin/env bash
 # Growing a cluster and emptying a node under write load (docs/cluster.md, runbook). A router
 # and two data nodes set up with 0.2.0 as released (snowflake_id and snowflake_id_router),
-# 500 shards holding rows on each, then both extensions updated to 0.3.0; a third node
-# (0.3.0) added. Four client sessions write through the router (reliability/router_client.py:
+# 500 shards holding rows on each, then both extensions updated to the current version
+# (through each release since); a third node (current) added. Four client sessions write through the router (reliability/router_client.py:
 # inserts on every 8th shard, updates of their own rows) throughout, while:
 #   CALL rebalance(parallel_moves => 3)
 #                           three batches moving at once, refusing a second one (55P03),
@@ -31,7 +31,7 @@ work=$(mktemp -d); chmod 755 "$work"
 trap 'touch "$work"/client{1,2,3,4}.log.stop; router_cluster_down; rm -rf "$work"' EXIT
 N=${REBALANCE_SHARDS:-500}   # shards made on each of the first two nodes
 extdir=$("$PG_CONFIG" --sharedir)/extension
-install -m 644 "$here/../pg_test/upgrade/snowflake_id--0.2.0.sql" "$extdir/"
+for f in "$here"/../released/*.sql; do install -m 644 "$f" "$extdir/"; done
 
 # A node with snowflake_id 0.2.0 as released and N shards from FIRST on, each with 3 rows,
 # made in the ORDER given (asc or desc: shards made over time, not in their numbers' order).
@@ -58,13 +58,14 @@ on router -c "CREATE EXTENSION snowflake_id VERSION '0.2.0'" -c "CREATE EXTENSIO
   -c "SELECT add_node('node_a', '$(node_connstr node_a)'), add_node('node_b', '$(node_connstr node_b)')" \
   -c "SELECT assign_shards(0, 4096, 'node_a'), assign_shards(4096, 4096, 'node_b')" \
   -f "$here/../router/examples/router.sql" >/dev/null
-# To 0.3.0: the nodes, then the router (which needs 0.3.0's snowflake_id where it runs).
+# To the current version: the nodes, then the router (which needs its own version's
+# snowflake_id where it runs).
 for n in node_a node_b router; do on "$n" -c "ALTER EXTENSION snowflake_id UPDATE"; done
 on router -c "ALTER EXTENSION snowflake_id_router UPDATE"
 node_start node_c
 on node_c -c "CREATE EXTENSION snowflake_id" -f "$here/../router/examples/node.sql" >/dev/null
 on router -c "SELECT add_node('node_c', '$(node_connstr node_c)')" >/dev/null
-echo "set up with 0.2.0 ($((2 * N)) shards with rows on two nodes), updated to 0.3.0, node_c added: $((SECONDS - t0)) s"
+echo "set up with 0.2.0 ($((2 * N)) shards with rows on two nodes), updated to $(on router -c "SELECT extversion FROM pg_extension WHERE extname = 'snowflake_id_router'"), node_c added: $((SECONDS - t0)) s"
 
 # sqlstate SQL: the SQLSTATE of SQL run on the router (empty if it succeeds).
 sqlstate() { on router -v VERBOSITY=sqlstate -c "$1" 2>&1 | sed -nE 's/.*ERROR:  ([0-9A-Z]{5}).*/\1/p'; }

@@ -1,17 +1,18 @@
 #!/usr/bin/env bash
 # Upgrades in place, from every released version to the current one. A database runs a
-# released snowflake_id (pg_test/upgrade holds each release's SQL as generated at release)
-# with shards and rows; ALTER EXTENSION snowflake_id UPDATE must keep every row and shard,
+# released snowflake_id (released/ holds each release's scripts as they shipped) with shards and rows; ALTER EXTENSION snowflake_id UPDATE must keep every row and shard,
 # keep IDs increasing, and leave exactly the SQL surface of a fresh install
 # (reliability/surface.sql: signatures, volatility, bodies, comments, tables, views, types,
-# casts, operators). The same for snowflake_id_router from 0.2.0, with a map set up. And
+# casts, operators). The same for snowflake_id_router from each release, with two nodes and a
+# map set up. And
 # every function, type, cast and operator of each extension has a comment.
 set -euo pipefail
 here=$(cd "$(dirname "$0")" && pwd)
 source "$here/../scripts/cluster.sh"; source "$here/lib.sh"
 extdir=$("$PG_CONFIG" --sharedir)/extension
 current=$(sed -nE 's/^version = "(.*)"/\1/p' "$here/../Cargo.toml" | head -1)
-for f in "$here"/../pg_test/upgrade/snowflake_id--*.sql; do install -m 644 "$f" "$extdir/"; done
+released=$here/../released
+for f in "$released"/*.sql; do install -m 644 "$f" "$extdir/"; done
 cluster_start relupgrade 55470
 trap 'cluster_stop relupgrade' EXIT
 work=$SF_TMP/relupgrade
@@ -50,7 +51,7 @@ q -d fresh_snowflake_id -c "CREATE EXTENSION snowflake_id"
 surface fresh_snowflake_id snowflake_id >"$work/fresh_snowflake_id.txt"
 commented fresh_snowflake_id snowflake_id
 
-for from in $(ls "$here"/../pg_test/upgrade/ | sed -nE 's/^snowflake_id--([0-9.]+)\.sql$/\1/p' | sort -V); do
+for from in $(ls "$released" | sed -nE 's/^snowflake_id--([0-9.]+)\.sql$/\1/p' | sort -V); do
   db=from_${from//./_}
   q -c "CREATE DATABASE $db"
   q -d "$db" -c "CREATE EXTENSION snowflake_id VERSION '$from'" \
@@ -79,7 +80,7 @@ if [[ ! -f $extdir/plproxy.control ]]; then
   echo "router upgrade: skipped, no PL/Proxy for PostgreSQL $PG_MAJOR here"
   exit 0
 fi
-router_versions=$(ls "$here"/../router/ | sed -nE 's/^snowflake_id_router--([0-9.]+)\.sql$/\1/p' | sort -V)
+router_versions=$(ls "$released" | sed -nE 's/^snowflake_id_router--([0-9.]+)\.sql$/\1/p' | sort -V)
 q -c "CREATE DATABASE fresh_snowflake_id_router"
 q -d fresh_snowflake_id_router -c "SET client_min_messages = warning" -c "CREATE EXTENSION snowflake_id_router CASCADE"
 surface fresh_snowflake_id_router snowflake_id_router >"$work/fresh_snowflake_id_router.txt"
@@ -88,10 +89,16 @@ for from in $router_versions; do
   [[ $from != "$current" ]] || continue
   db=router_from_${from//./_}
   q -c "CREATE DATABASE $db"
-  # The snowflake_id it ran with, then the router as released.
+  # Two nodes (databases here) and the router, each with the snowflake_id it ran with, then
+  # the router as released.
+  for node in a b; do
+    q -c "CREATE DATABASE ${db}_$node"
+    q -d "${db}_$node" -c "CREATE EXTENSION snowflake_id VERSION '$from'"
+  done
   q -d "$db" -c "SET client_min_messages = warning" -c "CREATE EXTENSION snowflake_id VERSION '$from'" \
     -c "CREATE EXTENSION snowflake_id_router VERSION '$from' CASCADE" \
-    -c "SELECT add_node('a', 'host=/nonexistent dbname=a'), add_node('b', 'host=/nonexistent dbname=b')" \
+    -c "SELECT add_node('a', 'host=$PGHOST port=$PGPORT dbname=${db}_a'),
+               add_node('b', 'host=$PGHOST port=$PGPORT dbname=${db}_b')" \
     -c "SELECT assign_shards(0, 4096, 'a'), assign_shards(4096, 4096, 'b')" >/dev/null
   q -d "$db" -c "SET client_min_messages = warning" -c "ALTER EXTENSION snowflake_id UPDATE" \
     -c "ALTER EXTENSION snowflake_id_router UPDATE"

@@ -2,7 +2,7 @@
 -- functions written in Rust (src/sql/instagram.rs) are declared by cargo pgrx, save next_id's
 -- two column-default forms, plain fmgr functions declared here; each function's description
 -- is its COMMENT here, and nowhere else. Every statement can run again (CREATE OR REPLACE,
--- COMMENT), so an upgrade script includes this file as it is (scripts/assemble-sql).
+-- COMMENT), so a migration includes this file as it is (scripts/build-sql).
 
 CREATE OR REPLACE FUNCTION next_id(shard integer, seq regclass) RETURNS bigint
 STRICT VOLATILE PARALLEL UNSAFE

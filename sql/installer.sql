@@ -28,7 +28,7 @@
 -- and a shard number is checked by make_id, with its own error.
 --
 -- The catalog table is sql/shard_catalog.sql's; everything here can run again (CREATE OR
--- REPLACE), so an upgrade script includes this file as it is (scripts/assemble-sql).
+-- REPLACE), so a migration includes this file as it is (scripts/build-sql).
 
 -- The shards this node serves: not a move's copy before it is activated, nor a copy a move
 -- has sealed (snowflake_id_node.move), so a fan-out never sees a shard twice.

@@ -1,15 +1,18 @@
 -- The node side of snowflake_id_router's protocol, in the internal schema snowflake_id_node
 -- (docs/cluster-design.md). Nothing here is for applications: the schema is on no one's
 -- search_path, and only its owner (the superuser who created the extension) may use it; the
--- router calls it over dblink as a superuser. Every function is CREATE OR REPLACE, so that
--- the upgrade script loads this same text.
+-- router calls it over its own connections as a superuser. The schema and the move table are
+-- sql/node_objects.sql's (made once); every function here is CREATE OR REPLACE, so that a
+-- migration loads this same text.
 --
 -- Moves. A move of shards from a source node to a target node is driven by the router;
 -- every step it takes on a node is one call of one function here, one transaction that
 -- checks its preconditions, does its work and records it in snowflake_id_node.move (one row
 -- per move and node, key '<router8>/<move id>'). What a move makes on a node (marker table,
 -- publication, slot, subscription, fence triggers, the target's copies) is named by its
--- record, so whoever removes it later removes exactly that.
+-- record, so whoever removes it later removes exactly that. The schema and the move table
+-- are sql/node_objects.sql's (made once); every function here is CREATE OR REPLACE, so a
+-- migration includes this file whole.
 --
 -- Proof of life: the mover's session on each node holds a session-level owner-only lock
 -- (lock_class(), shard) for every shard it moves (snowflake_id_node.own_lock: an advisory
@@ -22,11 +25,6 @@
 -- once the record is 'sealed' (the decision point: from there the move is completed, never
 -- undone). A mover that dies before the seal leaves a fence that lets writes through.
 -- The move table is not dumped: a dump taken mid-move restores inert triggers, no state.
-
-CREATE SCHEMA snowflake_id_node;
-COMMENT ON SCHEMA snowflake_id_node IS
-  'Internals of snowflake_id: the node side of snowflake_id_router''s protocol (moves, identity, connect strings).';
-REVOKE ALL ON SCHEMA snowflake_id_node FROM PUBLIC;
 
 CREATE OR REPLACE FUNCTION snowflake_id_node.conninfo(connstr text, OUT keyword text, OUT value text, OUT secret boolean)
 RETURNS SETOF record
@@ -53,29 +51,6 @@ RETURN 1397114180;
 COMMENT ON FUNCTION snowflake_id_node.lock_class() IS
   'Advisory lock class of the shard locks (key 2: the shard) that movers hold on nodes and routers.';
 
-CREATE TABLE snowflake_id_node.move (
-    key text PRIMARY KEY,                       -- '<router8>/<move id>'
-    router text NOT NULL,                       -- the router's identity
-    role text NOT NULL CHECK (role IN ('source', 'target')),
-    peer text NOT NULL,                         -- the other node's identity
-    shards integer[] NOT NULL,
-    schemas text[] NOT NULL CHECK (cardinality(schemas) = cardinality(shards) AND cardinality(shards) > 0),
-    state text NOT NULL CHECK (state IN ('preparing', 'copying', 'fenced', 'sealed', 'incoming', 'serving')),
-    marker text NOT NULL,                       -- marker table, in snowflake_id_node
-    created text[] NOT NULL DEFAULT '{}',       -- target: the schemas this move made
-    publication text,                           -- source
-    slot text,                                  -- source
-    subscription text,                          -- target
-    suboid oid,                                 -- target: the subscription's OID
-    fingerprints text[],                        -- source: each schema's fingerprint when sealed (md5)
-    guarded text,                               -- source: md5 of the schemas' owners and privileges at the fence (set_fence)
-    dropped integer NOT NULL DEFAULT 0,         -- source, sealed: how many of schemas are dropped (in order)
-    made timestamptz NOT NULL DEFAULT clock_timestamp(),
-    CHECK ((role = 'source') = (state IN ('preparing', 'copying', 'fenced', 'sealed')))
-);
-COMMENT ON TABLE snowflake_id_node.move IS
-  'Moves of snowflake_id_router in progress on this node: one row per move, what it made here and its state.';
-CREATE INDEX ON snowflake_id_node.move USING gin (schemas);
 
 -- True when this session holds the shard locks of all shards.
 CREATE OR REPLACE FUNCTION snowflake_id_node.holds(shards integer[]) RETURNS boolean

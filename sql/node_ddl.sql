@@ -51,18 +51,6 @@ $$;
 COMMENT ON FUNCTION snowflake_id_node.ddl_for(text, text) IS
   'An alter_shards statement for one schema: %I becomes the schema''s name, quoted; %% a percent sign; checked to be the template''s statement.';
 
--- What each change did here, keyed by the router's name for it ('<router8>/<change id>').
--- Dumped with the database: a restored node still knows the changes it has.
-CREATE TABLE snowflake_id_node.schema_change (
-    key text PRIMARY KEY,
-    ddl text NOT NULL,
-    template text NOT NULL,
-    schemas integer NOT NULL,
-    applied timestamptz NOT NULL
-);
-COMMENT ON TABLE snowflake_id_node.schema_change IS
-  'Changes alter_shards applied on this node, each in the transaction that applied it.';
-SELECT pg_catalog.pg_extension_config_dump('snowflake_id_node.schema_change', '');
 
 -- The room a change needs in the lock table: every schema's objects stay locked until the
 -- node's one transaction commits. per_schema locks were counted on the template; NULL

@@ -89,8 +89,17 @@ COMMENT ON FUNCTION snowflake_id_node.guard_drop() IS
 REVOKE ALL ON FUNCTION snowflake_id_node.guarded_moves(), snowflake_id_node.refuse_change(snowflake_id_node.move, text),
     snowflake_id_node.guard_ddl(), snowflake_id_node.guard_drop() FROM PUBLIC;
 
--- ALWAYS: in a session whose session_replication_role is replica too.
-CREATE EVENT TRIGGER snowflake_id_guard_ddl ON ddl_command_end EXECUTE FUNCTION snowflake_id_node.guard_ddl();
-ALTER EVENT TRIGGER snowflake_id_guard_ddl ENABLE ALWAYS;
-CREATE EVENT TRIGGER snowflake_id_guard_drop ON sql_drop EXECUTE FUNCTION snowflake_id_node.guard_drop();
-ALTER EVENT TRIGGER snowflake_id_guard_drop ENABLE ALWAYS;
+-- The event triggers, made once (the block lets a migration load this file again); ALWAYS:
+-- in a session whose session_replication_role is replica too.
+DO $$
+BEGIN
+    IF NOT EXISTS (SELECT FROM pg_catalog.pg_event_trigger WHERE evtname = 'snowflake_id_guard_ddl') THEN
+        CREATE EVENT TRIGGER snowflake_id_guard_ddl ON ddl_command_end EXECUTE FUNCTION snowflake_id_node.guard_ddl();
+        ALTER EVENT TRIGGER snowflake_id_guard_ddl ENABLE ALWAYS;
+    END IF;
+    IF NOT EXISTS (SELECT FROM pg_catalog.pg_event_trigger WHERE evtname = 'snowflake_id_guard_drop') THEN
+        CREATE EVENT TRIGGER snowflake_id_guard_drop ON sql_drop EXECUTE FUNCTION snowflake_id_node.guard_drop();
+        ALTER EVENT TRIGGER snowflake_id_guard_drop ENABLE ALWAYS;
+    END IF;
+END
+$$;

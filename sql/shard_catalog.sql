@@ -1,7 +1,7 @@
 -- The catalog of the shards create_shard makes, one row per schema, and the schema of the
 -- installer's helpers. A table or schema cannot be made twice, so this file is the fresh
--- install's alone; an upgrade makes or changes them in its own delta
--- (sql/upgrade/from-X.sql). The catalog's shard bound is the layout's largest shard, the
+-- install's alone, as of 0.3.0; a later release changes them in its own
+-- sql/migrations/V-objects.sql (scripts/build-sql). The catalog's shard bound is the layout's largest shard, the
 -- shard field of the largest ID (sql/installer.sql says why).
 
 CREATE TABLE snowflake_id_shard (

@@ -1,6 +1,6 @@
 -- The snowflake type's casts to other types and from smallint, and its comparisons with
--- smallint: new in 0.3.0, so the upgrade from 0.2.0 includes this file as it is (after
--- dropping 0.2.0's casts to integer, numeric and json).
+-- smallint, as of 0.3.0 (made once: a later release changes them in its own
+-- sql/migrations/V-objects.sql).
 --
 -- snowflake -> bigint is the only implicit cast from snowflake (sql/snowflake_type.sql): every
 -- bigint function and operator accepts a snowflake and resolves to the same int8 function it

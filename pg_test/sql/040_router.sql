@@ -4,10 +4,10 @@
 SET client_min_messages = warning;
 CREATE EXTENSION snowflake_id_router CASCADE;
 RESET client_min_messages;
-SELECT extname, CASE WHEN extname LIKE 'snowflake%' THEN extversion END AS extversion  -- (PL/Proxy's differs by version)
+SELECT extname, CASE WHEN extname LIKE 'snowflake%' THEN extversion = (SELECT default_version FROM pg_available_extensions WHERE name = extname) END AS current  -- (PL/Proxy's differs by version)
   FROM pg_extension WHERE extname IN ('plproxy', 'snowflake_id', 'snowflake_id_router') ORDER BY 1;
 -- The router makes its connections through snowflake_id's own registry, not dblink.
-SELECT requires FROM pg_available_extension_versions WHERE name = 'snowflake_id_router' AND version = '0.3.0';
+SELECT requires FROM pg_available_extension_versions WHERE name = 'snowflake_id_router' AND version = (SELECT default_version FROM pg_available_extensions WHERE name = 'snowflake_id_router');
 -- The cluster: 8192 partitions, all assigned to no node at first.
 SELECT srvname, array_length(srvoptions, 1) AS options, srvoptions[8] AS p7 FROM pg_foreign_server WHERE srvname = 'snowflake_id';
 -- A node: another database of this server, with snowflake_id and a function to route to.

@@ -1,5 +1,9 @@
 -- snowflake_id_router: logical shards over several PostgreSQL servers.
 --
+-- router/sql/0*.sql make the router's tables as of 0.3.0, once (fresh installs only); what a
+-- later release changes in them is in its router/migrations/V-objects.sql, which its
+-- upgrade and the fresh install both run (scripts/build-sql).
+--
 -- The router database holds the map (logical shard -> node) and a PL/Proxy cluster named
 -- snowflake_id with 8192 partitions, partition n = logical shard n: an ID's own shard bits
 -- (id_shard(id)) name the partition, so `RUN ON id_shard(id)` reaches the node that made it.

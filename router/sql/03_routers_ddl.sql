@@ -1,4 +1,4 @@
--- Several routers, and schema changes on every shard (new in 0.3.0).
+-- Several routers, and schema changes on every shard.
 
 -- The map's version: one more at every statement that changes the map (the shard or node
 -- table), in the transaction that changes it. Absent: version 0.

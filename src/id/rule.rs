@@ -177,7 +177,7 @@ mod tests {
             ("installer.sql", include_str!("../../sql/installer.sql")),
             (
                 "the upgrade script",
-                include_str!("../../sql/snowflake_id--0.1.0--0.2.0.sql"),
+                include_str!("../../released/snowflake_id--0.1.0--0.2.0.sql"),
             ),
         ] {
             assert!(sql.contains(&bound), "{name} does not say {bound}");

@@ -71,35 +71,3 @@ fn id_mask(id: i64) -> i64 {
 fn id_unmask(masked: i64) -> i64 {
     mask::unmask(non_negative(masked), &mask_key_file::key())
 }
-
-extension_sql_file!("../../sql/snowflake_type.sql", name = "snowflake_type");
-
-// Its casts to other types and from smallint, and its comparisons with smallint (new in 0.3.0).
-extension_sql_file!(
-    "../../sql/snowflake_casts.sql",
-    name = "snowflake_casts",
-    requires = ["snowflake_type"]
-);
-
-// convert_column: a bigserial or identity key adopted in place.
-extension_sql_file!(
-    "../../sql/convert.sql",
-    name = "convert",
-    requires = ["installer"]
-);
-
-// Their descriptions, and the snowflake type's casts' and operators'.
-extension_sql_file!(
-    "../../sql/applications.sql",
-    name = "applications",
-    requires = [
-        "snowflake_type",
-        "snowflake_casts",
-        id_to_text,
-        id_from_text,
-        id_mask_key,
-        id_unmask_key,
-        id_mask,
-        id_unmask
-    ]
-);

@@ -96,26 +96,6 @@ fn template_read(
     TableIterator::new(crate::pg::template_read::read(template))
 }
 
-// Their declarations (the fmgr ones) and descriptions.
-extension_sql_file!(
-    "../../sql/instagram.sql",
-    name = "instagram",
-    requires = [id_timestamp, id_shard, id_sequence, make_id]
-);
-
-// The per-schema shard installer: its catalog table, then create_shard, create_shards,
-// drop_shard and the view snowflake_id_shards.
-extension_sql_file!(
-    "../../sql/shard_catalog.sql",
-    name = "shard_catalog",
-    requires = [id_shard]
-);
-extension_sql_file!(
-    "../../sql/installer.sql",
-    name = "installer",
-    requires = ["shard_catalog", "instagram", "node"]
-);
-
 #[cfg(any(test, feature = "pg_test"))]
 #[pg_schema]
 mod tests {

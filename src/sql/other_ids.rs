@@ -250,22 +250,6 @@ fn wide_error(error: WideIdError, text: Text) -> IdError {
     IdError::Wide { error, character }
 }
 
-// Their declarations (id_decode's) and descriptions.
-extension_sql_file!(
-    "../../sql/other_ids.sql",
-    name = "other_ids",
-    requires = [
-        id_timestamp_in,
-        id_timestamp_in_epoch,
-        id_fields,
-        next_id_in,
-        next_id_in_epoch,
-        uuid_timestamp,
-        ulid_timestamp,
-        objectid_timestamp
-    ]
-);
-
 #[cfg(any(test, feature = "pg_test"))]
 #[pg_schema]
 mod tests {

@@ -1,0 +1,15 @@
+-- snowflake_id 0.3.0 -> 0.4.0 (scripts/build-sql builds snowflake_id--0.3.0--0.4.0.sql from
+-- this file). What cannot run twice comes first, written here or in 0.4.0-objects.sql (which
+-- the fresh install includes too); then the files of functions, whole, as the fresh install
+-- loads them (src/sql/files.rs).
+
+--#include sql/node.sql
+--#include sql/remote.sql
+--#include sql/instagram.sql
+--#include sql/installer.sql
+--#include sql/node_status.sql
+--#include sql/node_guard.sql
+--#include sql/node_ddl.sql
+--#include sql/convert.sql
+--#include sql/applications.sql
+--#include sql/other_ids.sql

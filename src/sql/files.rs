@@ -1,0 +1,119 @@
+//! The SQL written as SQL: every `sql/*.sql` file of the fresh install, in the order it
+//! loads. cargo pgrx places each after what it `requires` (its other files by name, the
+//! functions written in Rust by path); the order here is the order to read them in.
+//!
+//! Each of these files is written so that it can run again: CREATE OR REPLACE, COMMENT,
+//! GRANT and REVOKE, guarded blocks. A migration (sql/migrations/R--V.sql) takes whole the
+//! ones it changes (`--#include`); what cannot run twice (tables, types, casts, operators)
+//! is written once, in sql/node_objects.sql, sql/shard_catalog.sql and
+//! sql/snowflake_type.sql for what shipped by 0.3.0, and in the migration of the release that
+//! brings it after (scripts/build-sql).
+
+use pgrx::prelude::*;
+
+// The node side of snowflake_id_router's protocol: schema snowflake_id_node, its tables.
+extension_sql_file!("../../sql/node_objects.sql", name = "node_objects");
+// Its identity, connect strings and moves. Before the installer: snowflake_id_shards reads
+// the moves.
+extension_sql_file!(
+    "../../sql/node.sql",
+    name = "node",
+    requires = ["node_objects"]
+);
+// The router's private connections, owner-only locks and clock.
+extension_sql_file!("../../sql/remote.sql", name = "remote", requires = ["node"]);
+
+// Instagram's layout: the declarations (the fmgr ones) and descriptions of its functions.
+extension_sql_file!(
+    "../../sql/instagram.sql",
+    name = "instagram",
+    requires = [
+        instagram::id_timestamp,
+        instagram::id_shard,
+        instagram::id_sequence,
+        instagram::make_id
+    ]
+);
+// The per-schema shard installer: its catalog table, then create_shard, create_shards,
+// drop_shard and the view snowflake_id_shards.
+extension_sql_file!(
+    "../../sql/shard_catalog.sql",
+    name = "shard_catalog",
+    requires = [instagram::id_shard]
+);
+extension_sql_file!(
+    "../../sql/installer.sql",
+    name = "installer",
+    requires = ["shard_catalog", "instagram", "node"]
+);
+
+// What the router's node_status, shard_status and rebalancer read on a node.
+extension_sql_file!(
+    "../../sql/node_status.sql",
+    name = "node_status",
+    requires = [
+        "node",
+        "installer",
+        instagram::id_timestamp,
+        instagram::make_id
+    ]
+);
+// A shard in a move refuses schema and privilege changes (event triggers).
+extension_sql_file!(
+    "../../sql/node_guard.sql",
+    name = "node_guard",
+    requires = ["node", "remote"]
+);
+// alter_shards' change of every shard on a node.
+extension_sql_file!(
+    "../../sql/node_ddl.sql",
+    name = "node_ddl",
+    requires = ["node", "installer"]
+);
+
+// IDs in applications: the snowflake type, its casts to other types and from smallint and
+// its comparisons with smallint.
+extension_sql_file!("../../sql/snowflake_type.sql", name = "snowflake_type");
+extension_sql_file!(
+    "../../sql/snowflake_casts.sql",
+    name = "snowflake_casts",
+    requires = ["snowflake_type"]
+);
+// convert_column: a bigserial or identity key adopted in place.
+extension_sql_file!(
+    "../../sql/convert.sql",
+    name = "convert",
+    requires = ["installer"]
+);
+// The descriptions of the application functions, and the snowflake type's casts' and
+// operators'.
+extension_sql_file!(
+    "../../sql/applications.sql",
+    name = "applications",
+    requires = [
+        "snowflake_type",
+        "snowflake_casts",
+        applications::id_to_text,
+        applications::id_from_text,
+        applications::id_mask_key,
+        applications::id_unmask_key,
+        applications::id_mask,
+        applications::id_unmask
+    ]
+);
+
+// Other people's IDs: id_decode's declaration, and the descriptions.
+extension_sql_file!(
+    "../../sql/other_ids.sql",
+    name = "other_ids",
+    requires = [
+        other_ids::id_timestamp_in,
+        other_ids::id_timestamp_in_epoch,
+        other_ids::id_fields,
+        other_ids::next_id_in,
+        other_ids::next_id_in_epoch,
+        other_ids::uuid_timestamp,
+        other_ids::ulid_timestamp,
+        other_ids::objectid_timestamp
+    ]
+);
