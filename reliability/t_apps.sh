@@ -1,4 +1,5 @@
 #!/usr/bin/env bash
+# every version: the snowflake type through this version's pg_dump
 # IDs in applications, across processes: a snowflake column through pg_dump/pg_restore (type,
 # default, values, foreign keys, new IDs above the old) and binary COPY. (The mask key:
 # t_mask_key.sh.)

@@ -1,4 +1,5 @@
 #!/usr/bin/env bash
+# every version: sequence state under clock steps
 # Clock faults: the server runs under libfaketime while 4 sessions generate continuously;
 # the clock steps back 5 s, forward again, back 1 h, and forward again. Asserts: no error, no
 # duplicate, each session's IDs strictly increasing in issue order, IDs never more than

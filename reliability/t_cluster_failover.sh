@@ -1,4 +1,5 @@
 #!/usr/bin/env bash
+# every version: streaming replication and promotion of this version
 # A node failed over to its standby (docs/cluster.md, "Fail a node over to its standby"): a
 # router and two data nodes (16 shards made on each); node_b streams to a synchronous
 # standby whose clock stands one hour behind (libfaketime). Four client sessions write

@@ -1,4 +1,5 @@
 #!/usr/bin/env bash
+# every version: sequence state (src/pg/mirror.rs differs by version)
 # Concurrency: 6 sessions at once, each issuing 200,000 IDs from ONE sequence in single big
 # statements (far past 1,024 IDs per millisecond). Asserts: zero duplicates across all
 # sessions, and each statement's IDs strictly increasing in the order they were issued.

@@ -1,4 +1,5 @@
 #!/usr/bin/env bash
+# every version: crash recovery of the sequence state
 # Crashes: (1) kill -9 a backend in the middle of a burst (the postmaster restarts every
 # backend and replays WAL), (2) pg_ctl stop -m immediate in the middle of a burst, then a
 # restart with the clock stepped back 10 s (libfaketime). After each, generation resumes

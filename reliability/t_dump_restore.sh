@@ -1,4 +1,5 @@
 #!/usr/bin/env bash
+# every version: pg_dump/pg_restore of this version
 # pg_dump / pg_restore round trip: a database whose table defaults to the generator is
 # dumped (custom format) and restored into a fresh database on ANOTHER server whose clock
 # stands one hour behind (libfaketime). The restore must raise no error, and every ID issued

@@ -1,4 +1,5 @@
 #!/usr/bin/env bash
+# every version: the sequence state on a promoted standby
 # Failover: a streaming standby made with pg_basebackup (over the primary's unix socket).
 # IDs are generated on the primary; next_id on the standby is refused (25006); once the
 # standby has replayed the primary's WAL (we wait for it: asynchronous replication would

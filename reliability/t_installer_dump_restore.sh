@@ -1,4 +1,5 @@
 #!/usr/bin/env bash
+# every version: pg_dump/pg_restore of shards
 # Shards survive pg_dump / pg_restore, and a shard's schema moves to another server:
 # (1) a database with 50 shards (create_shards) and Instagram's table on each is dumped
 #     and restored into a fresh database: no error, the catalog (snowflake_id_shards) is

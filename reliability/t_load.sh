@@ -1,4 +1,5 @@
 #!/usr/bin/env bash
+# every version: sequence state under load
 # Load: 8 pgbench sessions for RELIABILITY_LOAD_SECONDS (default 60) on ONE shard's
 # sequence, then on 8 shards (one sequence each), inserting 100 rows per transaction into a
 # table with a primary key. Asserts zero errors (pgbench's failed/aborted counts and exit

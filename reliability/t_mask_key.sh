@@ -1,4 +1,5 @@
 #!/usr/bin/env bash
+# every version: the mask key file reading differs by version
 # The server's mask key (id_mask(id), id_unmask(masked)) is read by the server from a file only
 # its user can read, named by snowflake_id.mask_key_file, and shows up nowhere else. Set up with
 # the recipe of docs/applications.md (the key made and written by the server: no statement

@@ -1,4 +1,5 @@
 #!/usr/bin/env bash
+# every version: moves: this version's logical replication
 # Online shard moves under load, through the router (scripts/router_cluster.sh: a router and
 # three data nodes, 48 logical shards made, all 8192 mapped). Four client sessions write
 # through the router (inserts on random shards, updates of their own earlier rows) for 24 s

@@ -1,4 +1,5 @@
 #!/usr/bin/env bash
+# every version: sequence state at the layout's ceiling
 # Saturation: 8 sessions issue IDs from ONE shard's sequence as fast as they can for 10 s
 # (pgbench, 1,000 IDs per statement), far past the layout's 1,024,000 IDs per second.
 # Asserts: no error, IDs never more than snowflake_id.max_lead (1000 ms) + 20 ms ahead of

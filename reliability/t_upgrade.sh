@@ -1,4 +1,5 @@
 #!/usr/bin/env bash
+# every version: upgrade scripts on this version's catalogs
 # Upgrades in place, from every released version to the current one. A database runs a
 # released snowflake_id (released/ holds each release's scripts as they shipped) with shards and rows; ALTER EXTENSION snowflake_id UPDATE must keep every row and shard,
 # keep IDs increasing, and leave exactly the SQL surface of a fresh install

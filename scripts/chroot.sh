@@ -41,7 +41,7 @@ cp -f /etc/resolv.conf /etc/hosts "$root/etc/" 2>/dev/null || true   # sudo reso
 
 # The environment inside: what the scripts read, nothing else of the host's.
 pass=()
-for v in SF_TMP SF_OPT RUST_BACKTRACE GEN GEN_SETUP_SQL RELIABILITY_LOAD_SECONDS UNIT_TESTS LINT PG_TESTS PART CARGO_BUILD_JOBS BENCH_STARTED \
+for v in SF_TMP SF_OPT RUST_BACKTRACE GEN GEN_SETUP_SQL RELIABILITY_LOAD_SECONDS RELIABILITY_JOBS RELIABILITY_SUITE UNIT_TESTS LINT PG_TESTS PART CARGO_BUILD_JOBS BENCH_STARTED \
          PG15_CONFIG PG17_CONFIG PG18_CONFIG; do
   [[ -n ${!v:-} ]] && pass+=("$v=${!v}")
 done
