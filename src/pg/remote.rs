@@ -448,7 +448,10 @@ pub fn init() {
 fn security_definer(oid: pg_sys::Oid) -> bool {
     // SAFETY: a syscache look-up of PROCOID, released at once.
     unsafe {
-        let tuple = pg_sys::SearchSysCache1(pg_sys::SysCacheIdentifier::PROCOID as i32, oid.into());
+        let tuple = pg_sys::SearchSysCache1(
+            pg_sys::SysCacheIdentifier::PROCOID as core::ffi::c_int,
+            oid.into(),
+        );
         if tuple.is_null() {
             return false;
         }
