@@ -10,7 +10,7 @@ use crate::id::mask::KeyError;
 use crate::id::text_form::TextError;
 use crate::id::utc::utc;
 use crate::id::wide_ids::WideIdError;
-use crate::pg::ddl_statement::DdlError;
+use crate::pg::node::ddl_statement::DdlError;
 use pgrx::pg_sys::panic::ErrorReport;
 use pgrx::{PgLogLevel, PgSqlErrorCode};
 

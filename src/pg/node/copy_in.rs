@@ -12,7 +12,7 @@
 //! [`FEED`] for the duration of one table's copy, set and cleared by [`FeedGuard`] (a
 //! backend runs one such copy at a time, on one thread).
 
-use crate::pg::libpq::{Conn, PQfreemem, PGRES_COMMAND_OK, PGRES_COPY_OUT};
+use crate::pg::node::libpq::{Conn, PQfreemem, PGRES_COMMAND_OK, PGRES_COPY_OUT};
 use pgrx::pg_sys;
 use pgrx::PgTupleDesc;
 use std::cell::RefCell;

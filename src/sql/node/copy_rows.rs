@@ -1,5 +1,5 @@
 //! A move's initial copy, made by the target node itself: `snowflake_id_node.copy_from_source(…)`,
-//! declared in sql/node.sql and called by `snowflake_id_node.copy_rows(key, connstr)` under
+//! declared in sql/node/move_target.sql and called by `snowflake_id_node.copy_rows(key, connstr)` under
 //! the move's locks (docs/cluster-design.md, "A move, step by step").
 //!
 //! Logical replication's table synchronisation starts a worker per table, each making a
@@ -18,7 +18,7 @@
 //!    LOGICAL pgoutput (SNAPSHOT 'use')`: the slot, and this transaction's snapshot its
 //!    consistent point (it waits for the transactions running on the source, as any new
 //!    slot does);
-//! 3. every table: `COPY … TO STDOUT` there, `COPY FROM` here (`src/pg/copy_in.rs`); a table
+//! 3. every table: `COPY … TO STDOUT` there, `COPY FROM` here (`src/pg/node/copy_in.rs`); a table
 //!    of 1 MB or more there gets its indexes (primary key and unique constraints included)
 //!    made after its rows, as `pg_restore` does (`snowflake_id_node.defer_indexes`: dropped
 //!    first, made again from their definitions, in this transaction);
@@ -26,12 +26,12 @@
 //!
 //! The subscription made next (`copy_data = false`) streams from the slot: every change
 //! committed after the snapshot, none before. Every wait is interruptible and the
-//! connection closed on every path (`src/pg/libpq.rs`); a slot whose making is cut short
+//! connection closed on every path (`src/pg/node/libpq.rs`); a slot whose making is cut short
 //! is dropped by the source itself when its WAL sender ends.
 
-use crate::pg::copy_in;
-use crate::pg::libpq::{conninfo_value, raise, Conn, PGRES_COMMAND_OK, PGRES_TUPLES_OK};
-use crate::pg::remote::SESSION_OPTIONS;
+use crate::pg::node::copy_in;
+use crate::pg::node::libpq::{conninfo_value, raise, Conn, PGRES_COMMAND_OK, PGRES_TUPLES_OK};
+use crate::pg::node::remote::SESSION_OPTIONS;
 use crate::pg::text_arg::Text;
 use pgrx::prelude::*;
 use pgrx::PgSqlErrorCode;
