@@ -3,6 +3,8 @@
 
 /// One table's rows from another node into a local table: a remote COPY fed into COPY FROM.
 pub mod copy_in;
+/// A move's initial copy: the slot made on the source and every table copied at its snapshot.
+pub mod copy_rows;
 /// Which statements alter_shards runs: one schema change, read by PostgreSQL's parser.
 pub mod ddl_statement;
 /// libpq inside a backend: interruptible waits, connections closed on every path.
