@@ -42,7 +42,7 @@ def use_map(shard_map):
     def add_nodes(m):
         for node in m.dsns:
             if node not in connections.settings:
-                connections.settings[node] = connections.configure_settings({node: database(m, node)})[node]
+                connections.settings[node] = connections.configure_settings({"default": {}, node: database(m, node)})[node]
     shard_map.listeners.append(add_nodes)
 
 
