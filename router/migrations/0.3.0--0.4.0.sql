@@ -24,4 +24,5 @@ $$;
 --#include router/sql/50_routers.sql
 --#include router/sql/54_alter_shards.sql
 --#include router/sql/56_template_status.sql
+--#include router/sql/58_guard.sql
 --#include router/sql/90_grants.sql
