@@ -14,6 +14,20 @@ BEGIN
 END
 $$;
 
+-- move.state becomes a type of its own (0.4.0-objects.sql). The view move_history reads the
+-- column: until 33_repair.sql makes it again, it reads everything else (CREATE OR REPLACE,
+-- so that what was granted on it stays).
+CREATE OR REPLACE VIEW move_history AS
+    SELECT m.id AS move, m.shards, m.source, m.target, m.started, m.ended, m.rows,
+           coalesce(m.flipped, m.ended) - m.fenced AS write_pause, NULL::text AS outcome, m.error
+      FROM snowflake_id_router.move m
+     ORDER BY m.id;
+--#include router/migrations/0.4.0-objects.sql
+
+-- Functions 0.4.0 no longer has.
+DROP FUNCTION snowflake_id_router.note(bigint, text);
+DROP FUNCTION snowflake_id_router.enter(bigint, text);
+
 --#include router/sql/10_connections.sql
 --#include router/sql/20_map.sql
 --#include router/sql/31_remote.sql

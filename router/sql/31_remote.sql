@@ -317,33 +317,39 @@ $$;
 COMMENT ON FUNCTION snowflake_id_router.poll(text, text, timestamptz, text) IS
   'Polls a boolean query on connection conn until it is true; 57014 at the deadline.';
 
--- A step's record, committed through the loopback connection: UPDATE ... SET sets.
-CREATE OR REPLACE FUNCTION snowflake_id_router.note(move_id bigint, sets text) RETURNS void
-LANGUAGE plpgsql VOLATILE STRICT PARALLEL UNSAFE
+-- A change to a move's record (record_move: a transition, and what the step learnt),
+-- committed through the loopback connection, so that it stands whatever becomes of this
+-- session's transaction. NULL: unchanged.
+CREATE OR REPLACE FUNCTION snowflake_id_router.note(move_id bigint, state snowflake_id_router.move_state DEFAULT NULL,
+                                                    schemas text[] DEFAULT NULL, suboid oid DEFAULT NULL,
+                                                    fenced timestamptz DEFAULT NULL, rows bigint DEFAULT NULL,
+                                                    error text DEFAULT NULL) RETURNS void
+LANGUAGE plpgsql VOLATILE CALLED ON NULL INPUT PARALLEL UNSAFE
 SET search_path = pg_catalog, pg_temp
 AS $$
 #variable_conflict use_variable
 BEGIN
     PERFORM snowflake_id_router.call(snowflake_id_router.loopback(),
-        format('UPDATE snowflake_id_router.move SET %s WHERE id = %s RETURNING id', sets, move_id),
+        format('SELECT snowflake_id_router.record_move(%s, %L, %L, %L, %L, %L, %L)', move_id, state, schemas, suboid, fenced, rows, error),
         snowflake_id_router.timeout('lock_timeout') + interval '1 s', 'recording the move');
 END
 $$;
-COMMENT ON FUNCTION snowflake_id_router.note(bigint, text) IS
-  'Commits a change to a move''s record through the loopback connection.';
+COMMENT ON FUNCTION snowflake_id_router.note(bigint, snowflake_id_router.move_state, text[], oid, timestamptz, bigint, text) IS
+  'Commits a change to a move''s record (record_move) through the loopback connection; NULL arguments leave their fields as they are.';
 
 -- Enters a step: recorded, then the test hook.
-CREATE OR REPLACE FUNCTION snowflake_id_router.enter(move_id bigint, state text) RETURNS void
+CREATE OR REPLACE FUNCTION snowflake_id_router.enter(move_id bigint, state snowflake_id_router.move_state) RETURNS void
 LANGUAGE plpgsql VOLATILE STRICT PARALLEL UNSAFE
 SET search_path = pg_catalog, pg_temp
 AS $$
 #variable_conflict use_variable
 BEGIN
-    PERFORM snowflake_id_router.note(move_id, format('state = %L', state));
-    PERFORM snowflake_id_router.pause_at(state);
+    PERFORM snowflake_id_router.note(move_id, state);
+    PERFORM snowflake_id_router.pause_at(state::text);
 END
 $$;
-COMMENT ON FUNCTION snowflake_id_router.enter(bigint, text) IS 'Records that a move enters a step, then pauses there if a test asks.';
+COMMENT ON FUNCTION snowflake_id_router.enter(bigint, snowflake_id_router.move_state) IS
+  'Records that a move enters a step, then pauses there if a test asks.';
 
 -- The test hook: waits while snowflake_id_router.breakpoint has a row for step.
 CREATE OR REPLACE FUNCTION snowflake_id_router.pause_at(step text) RETURNS void

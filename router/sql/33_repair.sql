@@ -18,7 +18,7 @@ DECLARE
     left_over text;
 BEGIN
     SELECT * INTO m FROM snowflake_id_router.move r WHERE r.id = move_id;
-    IF m.state NOT IN ('sealed', 'flipping', 'flipped', 'cleaning') THEN
+    IF snowflake_id_router.move_before_seal(m.state) THEN
         left_over := snowflake_id_router.undo_move(move_id, coalesce(m.error, format('interrupted while %s', m.state)));
         IF left_over IS NULL THEN
             RETURN 'undone';
@@ -46,7 +46,7 @@ DECLARE
     repaired boolean := false;
 BEGIN
     FOR m IN SELECT * FROM snowflake_id_router.move r
-              WHERE r.shards && repair_shards.shards AND r.state NOT IN ('done', 'undone') ORDER BY r.id LOOP
+              WHERE r.shards && repair_shards.shards AND NOT snowflake_id_router.move_finished(r.state) ORDER BY r.id LOOP
         PERFORM snowflake_id_router.lock_router(m.shards);
         outcome := snowflake_id_router.repair_move(m.id);
         RAISE NOTICE 'interrupted move % of shards % (node % to node %): %', m.id, m.shards, quote_literal(m.source),
@@ -85,7 +85,7 @@ BEGIN
     PERFORM snowflake_id_router.disconnect_all();   -- (a session's kept ones: release_connections)
     -- Routers that are behind get the map first (the moves waiting for them then finish).
     PERFORM snowflake_id_router.routed_everywhere(snowflake_id_router.map_version());
-    FOR m IN SELECT * FROM snowflake_id_router.move x WHERE x.state NOT IN ('done', 'undone') ORDER BY x.id LOOP
+    FOR m IN SELECT * FROM snowflake_id_router.move x WHERE NOT snowflake_id_router.move_finished(x.state) ORDER BY x.id LOOP
         move := m.id;
         shards := m.shards;
         BEGIN
@@ -113,7 +113,7 @@ BEGIN
                          AS x(key text, router text, role text, state text, shards integer[], alive boolean)
                       WHERE x.router = router AND NOT x.alive
                         AND NOT EXISTS (SELECT FROM snowflake_id_router.move y
-                                         WHERE y.id::text = split_part(x.key, '/', 2) AND y.state NOT IN ('done', 'undone'))
+                                         WHERE y.id::text = split_part(x.key, '/', 2) AND NOT snowflake_id_router.move_finished(y.state))
             LOOP
                 move := NULLIF(split_part(r.key, '/', 2), '')::bigint;
                 shards := r.shards;
@@ -171,7 +171,7 @@ COMMENT ON FUNCTION repair_moves() IS
 CREATE OR REPLACE VIEW move_history AS
     SELECT m.id AS move, m.shards, m.source, m.target, m.started, m.ended, m.rows,
            coalesce(m.flipped, m.ended) - m.fenced AS write_pause,
-           CASE WHEN m.state IN ('done', 'undone') THEN m.state
+           CASE WHEN snowflake_id_router.move_finished(m.state) THEN m.state::text
                 WHEN EXISTS (SELECT FROM pg_catalog.pg_locks l
                               WHERE l.locktype = 'advisory' AND l.granted AND l.objsubid = 3
                                 AND l.database = (SELECT d.oid FROM pg_catalog.pg_database d WHERE d.datname = pg_catalog.current_database())

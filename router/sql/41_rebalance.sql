@@ -138,7 +138,7 @@ BEGIN
     SELECT s, format('move %s (%s) of shard(s) %s from node %L to node %L', m.id, m.state,
                      array_to_string(m.shards, ', '), m.source, m.target)
       FROM snowflake_id_router.move m, unnest(m.shards) s
-     WHERE m.state NOT IN ('done', 'undone');
+     WHERE NOT snowflake_id_router.move_finished(m.state);
     IF NOT on_nodes THEN
         RETURN;
     END IF;
@@ -280,7 +280,7 @@ DECLARE
 BEGIN
     WHILE snowflake_id_node.monotonic() < deadline
           AND EXISTS (SELECT FROM snowflake_id_router.move m, pg_locks l
-                       WHERE m.state NOT IN ('done', 'undone') AND l.locktype = 'advisory' AND l.granted AND l.objsubid = 3
+                       WHERE NOT snowflake_id_router.move_finished(m.state) AND l.locktype = 'advisory' AND l.granted AND l.objsubid = 3
                          AND l.database = (SELECT d.oid FROM pg_database d WHERE d.datname = current_database())
                          AND l.classid = snowflake_id_node.lock_class()::oid AND l.objid::bigint = m.shards[1]) LOOP
         PERFORM snowflake_id_node.sleep(0.05);
