@@ -27,6 +27,7 @@ CREATE OR REPLACE VIEW move_history AS
 -- Functions 0.4.0 no longer has.
 DROP FUNCTION snowflake_id_router.note(bigint, text);
 DROP FUNCTION snowflake_id_router.enter(bigint, text);
+DROP FUNCTION snowflake_id_router.fail_move(bigint, text, boolean, text, text, text, text, text);
 
 --#include router/sql/10_connections.sql
 --#include router/sql/20_map.sql

@@ -586,7 +586,7 @@ BEGIN
     step := 'comparing the copies';
     PERFORM snowflake_id_router.compare_rows(move_id, checked->>'rows', dst_rows);
     PERFORM snowflake_id_router.note(move_id, 'sealing', fenced => fenced_at,
-        rows => (SELECT coalesce(sum(substring(l FROM ': (\d+) rows$')::bigint), 0) FROM unnest(string_to_array(checked->>'rows', E'\n')) l));
+        rows => (SELECT coalesce(sum(substring(l FROM ': (\d+) rows$')::bigint), 0)::bigint FROM unnest(string_to_array(checked->>'rows', E'\n')) l));
     PERFORM snowflake_id_router.pause_at('sealing');
     step := 'sealing the source';
     PERFORM snowflake_id_router.call(src, format('SELECT snowflake_id_node.seal(%L)', k), interval '10 s', step);
