@@ -28,6 +28,8 @@ CREATE OR REPLACE VIEW move_history AS
 DROP FUNCTION snowflake_id_router.note(bigint, text);
 DROP FUNCTION snowflake_id_router.enter(bigint, text);
 DROP FUNCTION snowflake_id_router.fail_move(bigint, text, boolean, text, text, text, text, text);
+DROP FUNCTION snowflake_id_router.connect(text, text);
+DROP FUNCTION snowflake_id_router.open_conn(text, text, text, text);
 
 --#include router/sql/10_connections.sql
 --#include router/sql/20_map.sql

@@ -564,7 +564,7 @@ LANGUAGE plpgsql VOLATILE STRICT PARALLEL UNSAFE
 SET search_path = pg_catalog, pg_temp
 AS $$
 DECLARE
-    conn text := snowflake_id_router.open_conn('sfid-rebalance:' || n, NULL, format(
+    conn text := snowflake_id_router.reuse_conn('sfid-rebalance:' || n, NULL, format(
         $q$SELECT concat_ws(' ', set_config('application_name', %L, false), set_config('client_connection_check_interval', '1s', false),
                   set_config('statement_timeout', '0', false), set_config('lock_timeout', '0', false),
                   set_config('idle_in_transaction_session_timeout', '0', false),
