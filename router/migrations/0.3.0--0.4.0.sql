@@ -29,7 +29,6 @@ DROP FUNCTION snowflake_id_router.note(bigint, text);
 DROP FUNCTION snowflake_id_router.enter(bigint, text);
 DROP FUNCTION snowflake_id_router.fail_move(bigint, text, boolean, text, text, text, text, text);
 DROP FUNCTION snowflake_id_router.connect(text, text);
-DROP FUNCTION snowflake_id_router.open_conn(text, text, text, text);
 
 --#include router/sql/10_connections.sql
 --#include router/sql/20_map.sql
@@ -42,3 +41,6 @@ DROP FUNCTION snowflake_id_router.open_conn(text, text, text, text);
 --#include router/sql/54_alter_shards.sql
 --#include router/sql/56_template_status.sql
 --#include router/sql/90_grants.sql
+
+-- (After the functions whose SQL bodies called it are made again.)
+DROP FUNCTION snowflake_id_router.open_conn(text, text, text, text);

@@ -28,7 +28,7 @@ BEGIN
     END IF;
     PERFORM snowflake_id_router.complete_move(move_id);
     SELECT * INTO m FROM snowflake_id_router.move r WHERE r.id = move_id;
-    RETURN CASE WHEN m.state = 'done' THEN 'completed' ELSE 'completed, clean-up not done: ' || coalesce(m.error, m.state) END;
+    RETURN CASE WHEN m.state = 'done' THEN 'completed' ELSE 'completed, clean-up not done: ' || coalesce(m.error, m.state::text) END;
 END
 $$;
 COMMENT ON FUNCTION snowflake_id_router.repair_move(bigint) IS
