@@ -44,3 +44,18 @@ DROP FUNCTION snowflake_id_router.connect(text, text);
 
 -- (After the functions whose SQL bodies called it are made again.)
 DROP FUNCTION snowflake_id_router.open_conn(text, text, text, text);
+
+-- run_rebalance calls a new function, rebalance_reap: a role granted what docs/cluster.md
+-- says a rebalance needs (run_rebalance and the rebalance_* functions) is granted it too.
+DO $$
+DECLARE
+    r record;
+BEGIN
+    FOR r IN SELECT a.grantee::regrole AS role FROM pg_catalog.pg_proc p, pg_catalog.aclexplode(p.proacl) a
+              WHERE p.oid = 'snowflake_id_router.run_rebalance(text, text, integer, text, integer)'::regprocedure
+                AND a.privilege_type = 'EXECUTE' AND a.grantee NOT IN (0, p.proowner) LOOP
+        EXECUTE pg_catalog.format('GRANT EXECUTE ON FUNCTION snowflake_id_router.rebalance_reap(integer, integer[], integer, integer, text, text, text) TO %s',
+                                  r.role);
+    END LOOP;
+END
+$$;
