@@ -1,7 +1,7 @@
 //! Links snowflake_id.so the way PostgreSQL links its own modules that use libpq (dblink,
 //! PL/Proxy): with a run path to the installation's library directory when that
 //! installation was configured with run paths (PGXS's `enable_rpath`; a source build's
-//! default, `--disable-rpath` in Debian's packages). src/sql/conninfo.rs calls libpq, and a
+//! default, `--disable-rpath` in Debian's packages). src/sql/node/conninfo.rs calls libpq, and a
 //! backend holds one libpq only, whichever module loaded it first: without the run path a
 //! PostgreSQL built under /opt on Debian 12 would load the system's older libpq through
 //! this module, and dblink's next load there would fail on a newer libpq function.

@@ -228,7 +228,7 @@ held() {
   [[ -n $(on router -c "SELECT pid FROM snowflake_id_router.breakpoint WHERE reached IS NOT NULL") ]] \
     || fail "'$sql' did not reach step '$step': $(cat "$work/held.log")"
   # (a change of a shard in its fence, or of a target's copy not serving yet, is refused:
-  # sql/node_guard.sql; before the fence it is made, and the move must deal with it)
+  # sql/node/guard.sql; before the fence it is made, and the move must deal with it)
   local change=made
   if ! change=$(psql -X -q -At -v ON_ERROR_STOP=1 -v VERBOSITY=verbose -h "$(node_dir "$node")" -p "$(node_port "$node")" \
                   -U mallory -d postgres -c "$3" 2>&1); then

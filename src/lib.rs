@@ -24,7 +24,7 @@ mod sql;
 pub extern "C-unwind" fn _PG_init() {
     pg::generator::init();
     pg::mask_key_file::init();
-    pg::remote::init();
+    pg::node::remote::init();
     // Every snowflake_id.* setting is now defined: any other is a typo or a setting of an
     // older release (0.2.0's snowflake_id.mask_key held the key itself). PostgreSQL warns
     // about each and removes its placeholder, whose value any role could read.

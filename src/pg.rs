@@ -4,10 +4,6 @@
 
 /// Queries on other roles' tables, run as their owner under restricted-operation rules.
 pub mod as_owner;
-/// One table's rows from another node into a local table: a remote COPY fed into COPY FROM.
-pub mod copy_in;
-/// Which statements alter_shards runs: one schema change, read by PostgreSQL's parser.
-pub mod ddl_statement;
 /// Everything that can go wrong, and the one place it becomes a PostgreSQL error.
 pub mod error;
 /// The version-1 calling convention, for functions written as C writes them.
@@ -16,17 +12,15 @@ pub mod fmgr;
 pub mod generator;
 /// A query run with query cancels held off (a move from its seal to its flip).
 pub mod hold_cancel;
-/// libpq inside a backend: interruptible waits, connections closed on every path.
-pub mod libpq;
 /// The server's mask key, read from the file `snowflake_id.mask_key_file` names.
 pub mod mask_key_file;
 /// PostgreSQL's C structs and macros the generator needs, mirrored; the unguarded calls.
 mod mirror;
+/// The node side of snowflake_id_router's protocol and the router's connections: libpq in a
+/// backend, the connection registry, a move's copy, alter_shards' statement.
+pub mod node;
 /// Locks only the extension's owner can take: advisory locks in a key space of their own.
 pub mod own_lock;
-/// The router's connections: a registry of this backend's, bound to the role that opened
-/// them and closed with the (sub)transaction.
-pub mod remote;
 /// A table's rows counted by a sequential scan, without the planner or anything its owner
 /// defined.
 pub mod row_count;

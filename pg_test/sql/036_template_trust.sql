@@ -1,6 +1,6 @@
 -- create_shard(..., template => ...) refuses (42501) a template whose copies would use or run
 -- anything owned by a role that is neither the caller nor a superuser, found transitively
--- from what CREATE TABLE ... (LIKE ... INCLUDING ALL) copies (sql/template_read.sql).
+-- from what CREATE TABLE ... (LIKE ... INCLUDING ALL) copies (sql/installer/template_read.sql).
 -- mallory may create in the template schemas and owns schema m; each case is one template.
 CREATE EXTENSION IF NOT EXISTS snowflake_id;
 \set VERBOSITY sqlstate

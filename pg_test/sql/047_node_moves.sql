@@ -166,7 +166,7 @@ GRANT INSERT ON mv_7001.posts TO mv_app;
 GRANT USAGE, UPDATE ON SEQUENCE mv_7001.table_id_seq TO mv_app;
 SELECT pg_temp.refused($$SELECT snowflake_id_node.set_fence('test/1', '1000')$$);  -- 55000: only the locks' holder steps
 SELECT * FROM dblink('mover', $$SELECT snowflake_id_node.set_fence('test/1', '1000')::text$$) AS t(x text);
--- Fenced: schema and privilege changes are refused as writes are (sql/node_guard.sql), but
+-- Fenced: schema and privilege changes are refused as writes are (sql/node/guard.sql), but
 -- the mover's (it holds the shard's locks).
 SELECT pg_temp.refused($$GRANT SELECT ON mv_7001.posts TO mv_app$$);                       -- 55000
 SELECT pg_temp.refused($$COMMENT ON TABLE mv_7001.posts IS 'fenced'$$);                    -- 55000

@@ -3,13 +3,18 @@
 -- the fresh install includes too); then the files of functions, whole, as the fresh install
 -- loads them (src/sql/files.rs).
 
---#include sql/node.sql
---#include sql/remote.sql
---#include sql/instagram.sql
---#include sql/installer.sql
---#include sql/node_status.sql
---#include sql/node_guard.sql
---#include sql/node_ddl.sql
---#include sql/convert.sql
---#include sql/applications.sql
---#include sql/other_ids.sql
+--#include sql/node/node.sql
+--#include sql/node/shape.sql
+--#include sql/node/grants.sql
+--#include sql/node/move_source.sql
+--#include sql/node/move_target.sql
+--#include sql/node/repair.sql
+--#include sql/node/remote.sql
+--#include sql/id/instagram.sql
+--#include sql/installer/installer.sql
+--#include sql/node/status.sql
+--#include sql/node/guard.sql
+--#include sql/node/ddl.sql
+--#include sql/installer/convert.sql
+--#include sql/id/applications.sql
+--#include sql/id/other_ids.sql

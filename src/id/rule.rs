@@ -174,7 +174,10 @@ mod tests {
     fn create_shard_uses_the_same_bound_for_a_plain_counter() {
         let bound = format!("counter < (1::bigint << {})", MIN_HELD_ID.trailing_zeros());
         for (name, sql) in [
-            ("installer.sql", include_str!("../../sql/installer.sql")),
+            (
+                "installer.sql",
+                include_str!("../../sql/installer/installer.sql"),
+            ),
             (
                 "the upgrade script",
                 include_str!("../../released/snowflake_id--0.1.0--0.2.0.sql"),

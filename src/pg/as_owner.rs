@@ -42,7 +42,7 @@ pub fn query(role: pg_sys::Oid, query: &str) -> Option<String> {
         table.first().get_one::<String>()
     })
     .unwrap_or_else(|e| {
-        crate::pg::libpq::raise(
+        crate::pg::node::libpq::raise(
             pgrx::PgSqlErrorCode::ERRCODE_DATATYPE_MISMATCH,
             format!("a query run as a table's owner must return one text column: {e}"),
         )

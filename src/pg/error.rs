@@ -10,7 +10,8 @@ use crate::id::mask::KeyError;
 use crate::id::text_form::TextError;
 use crate::id::utc::utc;
 use crate::id::wide_ids::WideIdError;
-use crate::pg::ddl_statement::DdlError;
+use crate::pg::node::copy_rows::CopyError;
+use crate::pg::node::ddl_statement::DdlError;
 use pgrx::pg_sys::panic::ErrorReport;
 use pgrx::{PgLogLevel, PgSqlErrorCode};
 
@@ -67,6 +68,8 @@ pub enum IdError {
     },
     /// A statement alter_shards will not run on every shard's schema.
     Ddl(DdlError),
+    /// What a move's initial copy refuses or finds gone.
+    Copy(CopyError),
 }
 
 impl From<LayoutError> for IdError {
@@ -78,6 +81,12 @@ impl From<LayoutError> for IdError {
 impl From<DdlError> for IdError {
     fn from(e: DdlError) -> Self {
         IdError::Ddl(e)
+    }
+}
+
+impl From<CopyError> for IdError {
+    fn from(e: CopyError) -> Self {
+        IdError::Copy(e)
     }
 }
 
@@ -134,6 +143,7 @@ impl IdError {
             ),
             IdError::Wide { error, character } => wide_parts(error, character),
             IdError::Ddl(e) => ddl_parts(e),
+            IdError::Copy(e) => copy_parts(e),
             IdError::BadText { text, character, error } => {
                 let why = match error {
                     TextError::Length { chars } => format!("it has {chars} characters, the text form has 13"),
@@ -339,6 +349,49 @@ fn ddl_parts(e: &DdlError) -> Parts {
             format!("alter_shards: the %I at character {at} is not a name standing alone: it is inside a string constant, a dollar-quoted string, a quoted name or a comment, or joined to the text beside it"),
             None,
             Some("%I stands for a schema's name, quoted, and goes only where a name does (ALTER TABLE %I.posts): in a string a name holding a quote would end the string and write SQL of its own.".into()),
+        ),
+    }
+}
+
+fn copy_parts(e: &CopyError) -> Parts {
+    use crate::pg::node::copy_rows::MAX_CONNSTR_BYTES;
+    use PgSqlErrorCode::*;
+    match e {
+        CopyError::NulInConnstr => (
+            ERRCODE_INVALID_PARAMETER_VALUE,
+            "connect string contains a NUL byte".into(),
+            None,
+            None,
+        ),
+        CopyError::ConnstrTooLong { bytes } => (
+            ERRCODE_INVALID_PARAMETER_VALUE,
+            format!("connect string of {bytes} bytes is too long: at most {MAX_CONNSTR_BYTES}"),
+            None,
+            None,
+        ),
+        CopyError::BadSlotName => (
+            ERRCODE_INVALID_NAME,
+            "a move's slot name is made of lower-case letters, digits and _".into(),
+            None,
+            None,
+        ),
+        CopyError::WrongSource { reached, source } => (
+            ERRCODE_OBJECT_NOT_IN_PREREQUISITE_STATE,
+            format!("the source's connect string reaches database {reached}, not the move's source {source}"),
+            None,
+            None,
+        ),
+        CopyError::TableGone { relid } => (
+            ERRCODE_UNDEFINED_TABLE,
+            format!("table {relid} of the move's copy no longer exists"),
+            None,
+            Some("repair_moves() (or the next move of these shards) undoes the move: move them again.".into()),
+        ),
+        CopyError::EndedEarly { what } => (
+            ERRCODE_PROTOCOL_VIOLATION,
+            format!("{what}: the local COPY ended before the source's data"),
+            None,
+            None,
         ),
     }
 }

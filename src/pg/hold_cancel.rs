@@ -89,7 +89,7 @@ pub fn query(query: &str) -> Option<String> {
     });
     drop(held);
     result.unwrap_or_else(|e| {
-        crate::pg::libpq::raise(
+        crate::pg::node::libpq::raise(
             pgrx::PgSqlErrorCode::ERRCODE_DATATYPE_MISMATCH,
             format!("a query run with cancels held off must return one text column: {e}"),
         )

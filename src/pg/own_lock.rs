@@ -8,7 +8,7 @@
 //! `advisory`), in a key space no SQL function reaches: `pg_advisory_*` set the tag's fourth
 //! field (`objsubid` in `pg_locks`) to 1 (one bigint key) or 2 (two integer keys); these set
 //! it to [`OWN_KEYS`]. Only this library's functions take them, and those are closed to
-//! PUBLIC (sql/remote.sql). Released by `pg_advisory_unlock_all()` like any advisory lock.
+//! PUBLIC (sql/node/remote.sql). Released by `pg_advisory_unlock_all()` like any advisory lock.
 
 use pgrx::pg_sys;
 

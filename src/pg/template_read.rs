@@ -1,5 +1,5 @@
 //! What `create_shard(..., template => ...)` reads of a template schema, read so that it is
-//! what `CREATE TABLE ... (LIKE ...)` then copies (sql/template_read.sql says what is read).
+//! what `CREATE TABLE ... (LIKE ...)` then copies (sql/installer/template_read.sql says what is read).
 //!
 //! The template's tables are locked first, SHARE ROW EXCLUSIVE, until the caller's
 //! transaction ends: no ALTER TABLE, CREATE INDEX, CREATE STATISTICS, trigger or policy can
@@ -36,7 +36,7 @@ use std::cell::Cell;
 use std::collections::BTreeSet;
 use std::ffi::CStr;
 
-/// The template's tables, as sql/template_read.sql's `tables` lists them.
+/// The template's tables, as sql/installer/template_read.sql's `tables` lists them.
 const TABLES: &CStr = c"SELECT c.oid FROM pg_catalog.pg_depend d JOIN pg_catalog.pg_class c ON c.oid = d.objid
  WHERE d.refclassid = 'pg_catalog.pg_namespace'::pg_catalog.regclass AND d.refobjid = $1 AND d.deptype = 'n'
    AND d.classid = 'pg_catalog.pg_class'::pg_catalog.regclass AND c.relkind = 'r'";
@@ -46,7 +46,7 @@ const TABLES: &CStr = c"SELECT c.oid FROM pg_catalog.pg_depend d JOIN pg_catalog
 const ROUNDS: usize = 5;
 
 /// Locks the template's tables, then reads what create_shard copies of them and what the
-/// copies would run (sql/template_read.sql), at a snapshot taken after the locks; the
+/// copies would run (sql/installer/template_read.sql), at a snapshot taken after the locks; the
 /// statement's earlier reading of the same template, if it still holds (see above).
 pub fn read(template: pg_sys::Oid) -> Vec<Finding> {
     let key = Key::now(template);
@@ -72,7 +72,7 @@ pub fn read(template: pg_sys::Oid) -> Vec<Finding> {
     findings
 }
 
-/// One row of sql/template_read.sql: kind, rel, name, detail, deps. Names and the texts
+/// One row of sql/installer/template_read.sql: kind, rel, name, detail, deps. Names and the texts
 /// built from them are the database's bytes ([`TextBytes`]): in a `LATIN1` or `SQL_ASCII`
 /// database they need not be UTF-8.
 pub type Finding = (
@@ -216,7 +216,7 @@ fn lock_and_read(template: pg_sys::Oid) -> Vec<Finding> {
         }
         locked.extend(tables.iter().copied());
         let findings = run_now(&READ_PLAN, read_query(), template, |column| {
-            // SAFETY: the columns of sql/template_read.sql: text, oid, text, text, text.
+            // SAFETY: the columns of sql/installer/template_read.sql: text, oid, text, text, text.
             unsafe {
                 (
                     // (kind is one of the query's own ASCII words)
@@ -246,9 +246,9 @@ fn lock_and_read(template: pg_sys::Oid) -> Vec<Finding> {
     );
 }
 
-/// sql/template_read.sql, NUL-terminated for SPI.
+/// sql/installer/template_read.sql, NUL-terminated for SPI.
 fn read_query() -> &'static CStr {
-    const TEXT: &str = concat!(include_str!("../../sql/template_read.sql"), "\0");
+    const TEXT: &str = concat!(include_str!("../../sql/installer/template_read.sql"), "\0");
     CStr::from_bytes_with_nul(TEXT.as_bytes()).expect("the query holds no NUL")
 }
 

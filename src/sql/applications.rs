@@ -1,7 +1,7 @@
 //! IDs in applications, the SQL surface: the short text form, masked public IDs, the JSON
-//! string form and the `snowflake` type (sql/snowflake_type.sql), and `convert_column`
-//! (sql/convert.sql). The work is in the pure modules `id::text_form` and `id::mask`. What
-//! each function does for its caller is its `COMMENT` in sql/applications.sql.
+//! string form and the `snowflake` type (sql/id/snowflake_type.sql), and `convert_column`
+//! (sql/installer/convert.sql). The work is in the pure modules `id::text_form` and `id::mask`. What
+//! each function does for its caller is its `COMMENT` in sql/id/applications.sql.
 
 use crate::id::layouts::LayoutError;
 use crate::id::text_form::TextError;
@@ -44,7 +44,7 @@ fn id_from_text(id_text: Text) -> i64 {
         .or_report()
 }
 
-/// `id_to_json(id)`, the cast from snowflake to json: declared in sql/snowflake_type.sql as
+/// `id_to_json(id)`, the cast from snowflake to json: declared in sql/id/snowflake_type.sql as
 /// RETURNS json, since json's datum is text's and pgrx 0.18 has no plain json return type
 /// without serde.
 #[pg_extern(sql = false)]

@@ -5,27 +5,57 @@
 //! Each of these files is written so that it can run again: CREATE OR REPLACE, COMMENT,
 //! GRANT and REVOKE, guarded blocks. A migration (sql/migrations/R--V.sql) takes whole the
 //! ones it changes (`--#include`); what cannot run twice (tables, types, casts, operators)
-//! is written once, in sql/node_objects.sql, sql/shard_catalog.sql and
-//! sql/snowflake_type.sql for what shipped by 0.3.0, and in the migration of the release that
+//! is written once, in sql/node/objects.sql, sql/installer/shard_catalog.sql and
+//! sql/id/snowflake_type.sql for what shipped by 0.3.0, and in the migration of the release that
 //! brings it after (scripts/build-sql).
 
 use pgrx::prelude::*;
 
-// The node side of snowflake_id_router's protocol: schema snowflake_id_node, its tables.
-extension_sql_file!("../../sql/node_objects.sql", name = "node_objects");
-// Its identity, connect strings and moves. Before the installer: snowflake_id_shards reads
-// the moves.
+// The node side of snowflake_id_router's protocol (sql/node/): schema snowflake_id_node, its
+// tables; its identity, locks and move records; a schema's shape and grants; the steps of a
+// move on its source and on its target; undo and repair. Before the installer:
+// snowflake_id_shards reads the moves.
+extension_sql_file!("../../sql/node/objects.sql", name = "node_objects");
 extension_sql_file!(
-    "../../sql/node.sql",
+    "../../sql/node/node.sql",
     name = "node",
     requires = ["node_objects"]
 );
+extension_sql_file!(
+    "../../sql/node/shape.sql",
+    name = "node_shape",
+    requires = ["node"]
+);
+extension_sql_file!(
+    "../../sql/node/grants.sql",
+    name = "node_grants",
+    requires = ["node_shape"]
+);
+extension_sql_file!(
+    "../../sql/node/move_source.sql",
+    name = "node_move_source",
+    requires = ["node_grants"]
+);
+extension_sql_file!(
+    "../../sql/node/move_target.sql",
+    name = "node_move_target",
+    requires = ["node_move_source"]
+);
+extension_sql_file!(
+    "../../sql/node/repair.sql",
+    name = "node_repair",
+    requires = ["node_move_target"]
+);
 // The router's private connections, owner-only locks and clock.
-extension_sql_file!("../../sql/remote.sql", name = "remote", requires = ["node"]);
+extension_sql_file!(
+    "../../sql/node/remote.sql",
+    name = "remote",
+    requires = ["node_repair"]
+);
 
 // Instagram's layout: the declarations (the fmgr ones) and descriptions of its functions.
 extension_sql_file!(
-    "../../sql/instagram.sql",
+    "../../sql/id/instagram.sql",
     name = "instagram",
     requires = [
         instagram::id_timestamp,
@@ -37,19 +67,19 @@ extension_sql_file!(
 // The per-schema shard installer: its catalog table, then create_shard, create_shards,
 // drop_shard and the view snowflake_id_shards.
 extension_sql_file!(
-    "../../sql/shard_catalog.sql",
+    "../../sql/installer/shard_catalog.sql",
     name = "shard_catalog",
     requires = [instagram::id_shard]
 );
 extension_sql_file!(
-    "../../sql/installer.sql",
+    "../../sql/installer/installer.sql",
     name = "installer",
-    requires = ["shard_catalog", "instagram", "node"]
+    requires = ["shard_catalog", "instagram", "node_repair"]
 );
 
 // What the router's node_status, shard_status and rebalancer read on a node.
 extension_sql_file!(
-    "../../sql/node_status.sql",
+    "../../sql/node/status.sql",
     name = "node_status",
     requires = [
         "node",
@@ -60,35 +90,35 @@ extension_sql_file!(
 );
 // A shard in a move refuses schema and privilege changes (event triggers).
 extension_sql_file!(
-    "../../sql/node_guard.sql",
+    "../../sql/node/guard.sql",
     name = "node_guard",
     requires = ["node", "remote"]
 );
 // alter_shards' change of every shard on a node.
 extension_sql_file!(
-    "../../sql/node_ddl.sql",
+    "../../sql/node/ddl.sql",
     name = "node_ddl",
     requires = ["node", "installer"]
 );
 
 // IDs in applications: the snowflake type, its casts to other types and from smallint and
 // its comparisons with smallint.
-extension_sql_file!("../../sql/snowflake_type.sql", name = "snowflake_type");
+extension_sql_file!("../../sql/id/snowflake_type.sql", name = "snowflake_type");
 extension_sql_file!(
-    "../../sql/snowflake_casts.sql",
+    "../../sql/id/snowflake_casts.sql",
     name = "snowflake_casts",
     requires = ["snowflake_type"]
 );
 // convert_column: a bigserial or identity key adopted in place.
 extension_sql_file!(
-    "../../sql/convert.sql",
+    "../../sql/installer/convert.sql",
     name = "convert",
     requires = ["installer"]
 );
 // The descriptions of the application functions, and the snowflake type's casts' and
 // operators'.
 extension_sql_file!(
-    "../../sql/applications.sql",
+    "../../sql/id/applications.sql",
     name = "applications",
     requires = [
         "snowflake_type",
@@ -104,7 +134,7 @@ extension_sql_file!(
 
 // Other people's IDs: id_decode's declaration, and the descriptions.
 extension_sql_file!(
-    "../../sql/other_ids.sql",
+    "../../sql/id/other_ids.sql",
     name = "other_ids",
     requires = [
         other_ids::id_timestamp_in,

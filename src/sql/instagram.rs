@@ -1,7 +1,7 @@
 //! The core SQL surface, Instagram's layout: `next_id`, the decoders and `make_id`. Each
 //! function converts types and hands the work to the generator (`pg::generator`) or the
 //! layout (`id::layouts`); errors carry their SQLSTATE (`pg::error`). What each does for its
-//! caller is its `COMMENT` in sql/instagram.sql, which also declares the two fmgr functions.
+//! caller is its `COMMENT` in sql/id/instagram.sql, which also declares the two fmgr functions.
 
 use crate::id::layouts::Decoded;
 use crate::id::layouts::INSTAGRAM;
@@ -20,7 +20,7 @@ fn parts(id: i64) -> Decoded {
 // evicted their code from the CPU's caches, their cost there is mostly the code they touch,
 // and pgrx's generic wrapper (argument iterator, memory-context switch, return boxing, each
 // a function of its own elsewhere in the library) touches more code than the work itself.
-// `#[pg_guard]` still turns a panic into an ERROR. Their SQL declarations (sql/instagram.sql)
+// `#[pg_guard]` still turns a panic into an ERROR. Their SQL declarations (sql/id/instagram.sql)
 // are what `#[pg_extern]` wrote for them.
 
 fmgr::pg_function_info_v1!(pg_finfo_next_id_wrapper);
@@ -76,7 +76,7 @@ fn make_id(ts: TimestampWithTimeZone, shard: default!(i32, 0), seq: default!(i32
         .or_report()
 }
 
-/// `snowflake_id_internal.template_read(template oid)`, declared in sql/installer.sql: the
+/// `snowflake_id_internal.template_read(template oid)`, declared in sql/installer/installer.sql: the
 /// template's tables locked, then read (`pg::template_read`). Its row: kind, rel, name,
 /// detail, deps (spelled out: pgrx reads it off the signature).
 #[allow(clippy::type_complexity)]

@@ -7,7 +7,7 @@
 //! the layout, so it works in a SELECT list and in joins, and the fields keep the names their
 //! owners give them (`fields->>'worker'`), which no single composite type could do for seven
 //! layouts. The time is exact to the layout's unit; the JSON numbers are exact integers.
-//! What each function does for its caller is its `COMMENT` in sql/other_ids.sql.
+//! What each function does for its caller is its `COMMENT` in sql/id/other_ids.sql.
 
 use crate::id::layouts::{self, Layout, LayoutError};
 use crate::id::wide_ids::{self, WideIdError};
@@ -141,7 +141,7 @@ fmgr::pg_function_info_v1!(pg_finfo_id_decode_layout);
 /// return type for a record of OUT parameters.
 ///
 /// # Safety
-/// Called by PostgreSQL's fmgr with the arguments its declarations in sql/other_ids.sql
+/// Called by PostgreSQL's fmgr with the arguments its declarations in sql/id/other_ids.sql
 /// give (STRICT, so none is NULL).
 #[no_mangle]
 #[pg_guard]

@@ -64,7 +64,7 @@ DECLARE
     t record;
     needed bigint := per_schema::bigint * schemas;
 BEGIN
-    SELECT * INTO t FROM snowflake_id_node.lock_table();   -- (sql/node.sql)
+    SELECT * INTO t FROM snowflake_id_node.lock_table();   -- (sql/node/node.sql)
     IF needed <= t.capacity - t.in_use THEN
         RETURN NULL;
     END IF;

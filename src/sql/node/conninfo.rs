@@ -13,7 +13,7 @@
 //! in the call's memory context), after a length check: nothing here allocates in Rust in
 //! proportion to the input, and libpq's own allocations fail with a message, not an abort.
 
-use crate::pg::libpq::{PQconninfoFree, PQconninfoParse, PQfreemem};
+use crate::pg::node::libpq::{PQconninfoFree, PQconninfoParse, PQfreemem};
 use pgrx::pg_sys;
 use pgrx::pg_sys::panic::ErrorReport;
 use pgrx::{PgLogLevel, PgSqlErrorCode};
@@ -34,7 +34,7 @@ fn refuse(message: String) -> ! {
 
 crate::pg::fmgr::pg_function_info_v1!(pg_finfo_conninfo_wrapper);
 /// `snowflake_id_node.conninfo(connstr text) RETURNS TABLE (keyword text, value text,
-/// secret boolean)`, declared in `sql/node.sql`: the options libpq reads from `connstr`.
+/// secret boolean)`, declared in `sql/node/node.sql`: the options libpq reads from `connstr`.
 ///
 /// # Safety
 /// Called by PostgreSQL's fmgr as that function: STRICT, one `text` argument, in a

@@ -3,8 +3,8 @@
 //! backend's latch and the connection's socket together, so a cancel, a terminate or the
 //! postmaster's death ends it at once, and the connection counts against the backend's
 //! file descriptors (`AcquireExternalFD`). Those helpers are static inline C, out of reach
-//! of the bindings: this is their mirror, for `copy_rows` (`src/sql/copy_rows.rs`) and the
-//! router's connections (`src/pg/remote.rs`).
+//! of the bindings: this is their mirror, for `copy_rows` (`src/sql/node/copy_rows.rs`) and the
+//! router's connections (`src/pg/node/remote.rs`).
 //!
 //! Waits may have a deadline, an `Instant` (the monotonic clock: a wall clock stepped back
 //! does not stretch them). Connections are non-blocking (`PQsetnonblocking`): a query is

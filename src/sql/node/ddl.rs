@@ -1,8 +1,8 @@
 //! The node side of alter_shards written in Rust: `snowflake_id_node.ddl_statement(text)` and
-//! `snowflake_id_node.ddl_template(text)`, declared in sql/node_ddl.sql with the rest of it.
+//! `snowflake_id_node.ddl_template(text)`, declared in sql/node/ddl.sql with the rest of it.
 
-use crate::pg::ddl_statement;
 use crate::pg::error::OrReport;
+use crate::pg::node::ddl_statement;
 use crate::pg::text_arg::Text;
 use pgrx::prelude::*;
 

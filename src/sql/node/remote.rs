@@ -1,9 +1,9 @@
 //! The router's private connections, locks and clock, for SQL: thin skins over
-//! `src/pg/remote.rs`, `src/pg/own_lock.rs`, `src/pg/as_owner.rs`, `src/pg/hold_cancel.rs`
-//! and `src/pg/time.rs`, declared in sql/remote.sql (schema snowflake_id_node, closed to
+//! `src/pg/node/remote.rs`, `src/pg/own_lock.rs`, `src/pg/as_owner.rs`, `src/pg/hold_cancel.rs`
+//! and `src/pg/time.rs`, declared in sql/node/remote.sql (schema snowflake_id_node, closed to
 //! PUBLIC).
 
-use crate::pg::remote::{self, Outcome};
+use crate::pg::node::remote::{self, Outcome};
 use crate::pg::{as_owner, hold_cancel, own_lock, row_count, time};
 use pgrx::prelude::*;
 use std::time::Duration;

@@ -1,4 +1,4 @@
--- The router's private machinery, written in C (src/pg/remote.rs, own_lock.rs, as_owner.rs,
+-- The router's private machinery, written in C (src/pg/node/remote.rs, own_lock.rs, as_owner.rs,
 -- hold_cancel.rs, time.rs), in the internal schema snowflake_id_node and closed to PUBLIC:
 -- only the extension's owner (the superuser who created it) and code running with its
 -- rights (the router's SECURITY DEFINER functions) may call these. docs/security.md says

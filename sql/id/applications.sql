@@ -1,7 +1,7 @@
 -- IDs in applications: the text form and masks, the snowflake type's casts and operators.
 -- The functions are written in Rust (src/sql/applications.rs) and declared by cargo pgrx;
 -- each one's description is its COMMENT here, and nowhere else. (The snowflake type:
--- sql/snowflake_type.sql; convert_column: sql/convert.sql.) Every statement can run again,
+-- sql/id/snowflake_type.sql; convert_column: sql/installer/convert.sql.) Every statement can run again,
 -- so an upgrade script includes this file as it is.
 
 COMMENT ON FUNCTION id_to_text(bigint) IS 'The 13-character Crockford base32 text form of an ID (TSID''s alphabet); sorts like the ID.';
@@ -11,8 +11,8 @@ COMMENT ON FUNCTION id_unmask(bigint, text) IS 'The ID a masked public ID stands
 COMMENT ON FUNCTION id_mask(bigint) IS 'The masked public form of an ID under the server''s key, read from the file snowflake_id.mask_key_file names.';
 COMMENT ON FUNCTION id_unmask(bigint) IS 'The ID a masked public ID stands for, under the server''s key, read from the file snowflake_id.mask_key_file names.';
 
--- The snowflake type's casts and operators (sql/snowflake_type.sql makes them; the casts of
--- sql/snowflake_casts.sql are described there).
+-- The snowflake type's casts and operators (sql/id/snowflake_type.sql makes them; the casts of
+-- sql/id/snowflake_casts.sql are described there).
 COMMENT ON CAST (snowflake AS bigint) IS 'A snowflake as a bigint, the same 8 bytes (implicit).';
 COMMENT ON CAST (bigint AS snowflake) IS 'A bigint as a snowflake, the same 8 bytes (on assignment: INSERT, UPDATE, DEFAULT next_id(...)).';
 COMMENT ON CAST (integer AS snowflake) IS 'An integer as a snowflake (implicit, so that COALESCE(id, 0) stays snowflake).';

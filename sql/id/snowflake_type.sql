@@ -11,7 +11,7 @@
 -- Casts here: snowflake -> bigint implicit (every bigint function and operator accepts it);
 -- bigint -> snowflake on assignment (INSERT, UPDATE, DEFAULT next_id(...)) and explicitly;
 -- integer -> snowflake implicit (so COALESCE(id, 0) stays snowflake); the others in
--- sql/snowflake_casts.sql. In the numeric type category, so UNION/CASE/COALESCE with bigint
+-- sql/id/snowflake_casts.sql. In the numeric type category, so UNION/CASE/COALESCE with bigint
 -- resolve to bigint. Comparisons with bigint and integer values and columns are operators of
 -- the type's own btree and hash families (which also hold bigint's own, for merge and hash
 -- joins), so `WHERE id = 123` and joins to bigint columns use the index and resolve without

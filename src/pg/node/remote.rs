@@ -7,7 +7,7 @@
 //! Here a connection belongs to the role that opened it (the user id current at the call:
 //! the owner, inside the router's SECURITY DEFINER functions), and every function on it
 //! refuses any other role: another role finds no connection of that name. The functions are
-//! closed to PUBLIC as well (sql/remote.sql).
+//! closed to PUBLIC as well (sql/node/remote.sql).
 //!
 //! Lifetime, on every path out (as postgres_fdw keeps its connections' transaction state):
 //! - a connection opened inside a SECURITY DEFINER function's call is closed when that call
@@ -33,7 +33,7 @@
 //! (`ALTER DATABASE … SET search_path`): nothing runs in it under a search_path, date style
 //! or timeout that another role chose.
 
-use crate::pg::libpq::{Conn, RemoteError, PGRES_COMMAND_OK, PGRES_TUPLES_OK};
+use crate::pg::node::libpq::{Conn, RemoteError, PGRES_COMMAND_OK, PGRES_TUPLES_OK};
 use pgrx::pg_sys;
 use pgrx::PgSqlErrorCode;
 use std::cell::{Cell, RefCell};
@@ -88,7 +88,7 @@ fn current_role() -> pg_sys::Oid {
 }
 
 fn raise(code: PgSqlErrorCode, message: String) -> ! {
-    crate::pg::libpq::raise(code, message)
+    crate::pg::node::libpq::raise(code, message)
 }
 
 fn no_such(name: &str) -> ! {

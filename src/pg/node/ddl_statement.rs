@@ -1,4 +1,4 @@
-//! Which statements `alter_shards` runs on every shard's schema (sql/node_ddl.sql).
+//! Which statements `alter_shards` runs on every shard's schema (sql/node/ddl.sql).
 //!
 //! The statement is parsed by PostgreSQL's own parser (`raw_parser`), never matched by
 //! pattern: it must be exactly one statement, a change of schema objects, that can run

@@ -1,5 +1,5 @@
 -- The node side of snowflake_id_router's protocol: its schema and tables, made once (at 0.3.0).
--- The functions over them are sql/node.sql's, sql/node_ddl.sql's and the others' of
+-- The functions over them are sql/node/node.sql's, sql/node/ddl.sql's and the others' of
 -- src/sql/files.rs (CREATE OR REPLACE, so a migration can take them whole); a table new in a
 -- later release is written in that release's migration (sql/migrations/), and changed there.
 
@@ -8,7 +8,7 @@ COMMENT ON SCHEMA snowflake_id_node IS
   'Internals of snowflake_id: the node side of snowflake_id_router''s protocol (moves, identity, connect strings).';
 REVOKE ALL ON SCHEMA snowflake_id_node FROM PUBLIC;
 
--- A move's record on this node (sql/node.sql): one row per move, what it made here and its
+-- A move's record on this node (sql/node/node.sql): one row per move, what it made here and its
 -- state. Not dumped: a dump taken mid-move restores inert fence triggers, no state.
 CREATE TABLE snowflake_id_node.move (
     key text PRIMARY KEY,                       -- '<router8>/<move id>'

@@ -12,7 +12,9 @@
 //! [`FEED`] for the duration of one table's copy, set and cleared by [`FeedGuard`] (a
 //! backend runs one such copy at a time, on one thread).
 
-use crate::pg::libpq::{Conn, PQfreemem, PGRES_COMMAND_OK, PGRES_COPY_OUT};
+use crate::pg::error::IdError;
+use crate::pg::node::copy_rows::CopyError;
+use crate::pg::node::libpq::{Conn, PQfreemem, PGRES_COMMAND_OK, PGRES_COPY_OUT};
 use pgrx::pg_sys;
 use pgrx::PgTupleDesc;
 use std::cell::RefCell;
@@ -126,7 +128,10 @@ pub fn qualified_name(relid: pg_sys::Oid) -> String {
         let rel = pg_sys::get_rel_name(relid);
         let nsp = pg_sys::get_namespace_name(pg_sys::get_rel_namespace(relid));
         if rel.is_null() || nsp.is_null() {
-            pgrx::error!("table {relid:?} of the move's copy no longer exists");
+            IdError::from(CopyError::TableGone {
+                relid: relid.to_u32(),
+            })
+            .report();
         }
         CStr::from_ptr(pg_sys::quote_qualified_identifier(nsp, rel))
             .to_string_lossy()
@@ -210,7 +215,7 @@ pub fn copy_table(conn: &Conn, relid: pg_sys::Oid) -> u64 {
         if !feed.ended() {
             // COPY stopped reading before the end: cannot happen with text input, which
             // it reads to the end; refuse rather than commit a part.
-            pgrx::error!("{what}: the local COPY ended before the source's data");
+            IdError::from(CopyError::EndedEarly { what }).report();
         }
         rows
     };
@@ -219,4 +224,33 @@ pub fn copy_table(conn: &Conn, relid: pg_sys::Oid) -> u64 {
     // SAFETY: opened above; the lock stays to the end of the transaction.
     unsafe { pg_sys::table_close(rel, pg_sys::NoLock as c_int) };
     rows
+}
+
+#[cfg(any(test, feature = "pg_test"))]
+#[pgrx::pg_schema]
+mod tests {
+    use pgrx::pg_sys::panic::CaughtError;
+    use pgrx::prelude::*;
+    use pgrx::PgSqlErrorCode;
+
+    /// A table of a move's copy dropped while the move runs: the user's doing, so a SQLSTATE
+    /// of its own (42P01), never XX000.
+    #[pg_test]
+    fn a_table_dropped_during_a_copy_is_42p01() {
+        Spi::run("CREATE TABLE copy_in_gone (i integer)").unwrap();
+        let relid = Spi::get_one::<pg_sys::Oid>("SELECT 'copy_in_gone'::regclass::oid")
+            .unwrap()
+            .unwrap();
+        Spi::run("DROP TABLE copy_in_gone").unwrap();
+        let code = PgTryBuilder::new(|| {
+            super::qualified_name(relid);
+            None
+        })
+        .catch_others(|e| match e {
+            CaughtError::PostgresError(r) | CaughtError::ErrorReport(r) => Some(r.sql_error_code()),
+            CaughtError::RustPanic { .. } => None,
+        })
+        .execute();
+        assert_eq!(code, Some(PgSqlErrorCode::ERRCODE_UNDEFINED_TABLE));
+    }
 }

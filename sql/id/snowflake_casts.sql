@@ -2,7 +2,7 @@
 -- smallint, as of 0.3.0 (made once: a later release changes them in its own
 -- sql/migrations/V-objects.sql).
 --
--- snowflake -> bigint is the only implicit cast from snowflake (sql/snowflake_type.sql): every
+-- snowflake -> bigint is the only implicit cast from snowflake (sql/id/snowflake_type.sql): every
 -- bigint function and operator accepts a snowflake and resolves to the same int8 function it
 -- does for bigint. bigint also converts itself implicitly to numeric, real, double precision
 -- and oid; a second such path from snowflake would make `id + id`, `sum(id)` or `abs(id)`

@@ -27,7 +27,7 @@
 -- id_sequence(9223372036854775807), as the layout in Rust (src/id/layouts.rs) decodes it,
 -- and a shard number is checked by make_id, with its own error.
 --
--- The catalog table is sql/shard_catalog.sql's; everything here can run again (CREATE OR
+-- The catalog table is sql/installer/shard_catalog.sql's; everything here can run again (CREATE OR
 -- REPLACE), so a migration includes this file as it is (scripts/build-sql).
 
 -- The shards this node serves: not a move's copy before it is activated, nor a copy a move
@@ -303,7 +303,7 @@ COMMENT ON FUNCTION drop_shard(text, boolean) IS
 -- would use or run anything owned by a role that is neither the caller nor a superuser
 -- (42501): functions, operators, types, domains, collations, operator classes, casts'
 -- functions, text search configurations, sequences, found transitively from the tables'
--- columns, defaults, constraints, indexes, statistics and policies (sql/template_read.sql).
+-- columns, defaults, constraints, indexes, statistics and policies (sql/installer/template_read.sql).
 -- The template's tables stay locked from that check to the end of the transaction, and the
 -- check reads the catalog as the copy does (src/pg/template_read.rs). Nothing of the template
 -- is executed here. A table the shard already has is left as it is: the call is idempotent.
@@ -357,7 +357,7 @@ COMMENT ON FUNCTION create_shards(text, integer, integer, text) IS
   'create_shard(prefix || n, n, template) for n = first_shard .. first_shard + count - 1, in one transaction, the template read and checked once.';
 
 -- Written in Rust (src/pg/template_read.rs): the template's tables locked, then read at a
--- snapshot taken after the locks (sql/template_read.sql).
+-- snapshot taken after the locks (sql/installer/template_read.sql).
 CREATE OR REPLACE FUNCTION snowflake_id_internal.template_read(template oid)
 RETURNS TABLE (kind text, rel oid, name text, detail text, deps text)
 STRICT VOLATILE PARALLEL UNSAFE LANGUAGE c AS 'MODULE_PATHNAME', 'template_read_wrapper'

@@ -1,6 +1,7 @@
-//! A move's initial copy, made by the target node itself: `snowflake_id_node.copy_from_source(…)`,
-//! declared in sql/node.sql and called by `snowflake_id_node.copy_rows(key, connstr)` under
-//! the move's locks (docs/cluster-design.md, "A move, step by step").
+//! A move's initial copy, made by the target node itself (the work of
+//! `snowflake_id_node.copy_from_source(…)`, `src/sql/node/copy_rows.rs`), called by
+//! `snowflake_id_node.copy_rows(key, connstr)` under the move's locks (docs/cluster-design.md,
+//! "A move, step by step").
 //!
 //! Logical replication's table synchronisation starts a worker per table, each making a
 //! slot of its own with an exported snapshot, copying, then catching up with the apply
@@ -18,7 +19,7 @@
 //!    LOGICAL pgoutput (SNAPSHOT 'use')`: the slot, and this transaction's snapshot its
 //!    consistent point (it waits for the transactions running on the source, as any new
 //!    slot does);
-//! 3. every table: `COPY … TO STDOUT` there, `COPY FROM` here (`src/pg/copy_in.rs`); a table
+//! 3. every table: `COPY … TO STDOUT` there, `COPY FROM` here (`src/pg/node/copy_in.rs`); a table
 //!    of 1 MB or more there gets its indexes (primary key and unique constraints included)
 //!    made after its rows, as `pg_restore` does (`snowflake_id_node.defer_indexes`: dropped
 //!    first, made again from their definitions, in this transaction);
@@ -26,19 +27,35 @@
 //!
 //! The subscription made next (`copy_data = false`) streams from the slot: every change
 //! committed after the snapshot, none before. Every wait is interruptible and the
-//! connection closed on every path (`src/pg/libpq.rs`); a slot whose making is cut short
+//! connection closed on every path (`src/pg/node/libpq.rs`); a slot whose making is cut short
 //! is dropped by the source itself when its WAL sender ends.
 
-use crate::pg::copy_in;
-use crate::pg::libpq::{conninfo_value, raise, Conn, PGRES_COMMAND_OK, PGRES_TUPLES_OK};
-use crate::pg::remote::SESSION_OPTIONS;
-use crate::pg::text_arg::Text;
+use crate::pg::error::IdError;
+use crate::pg::node::copy_in;
+use crate::pg::node::libpq::{conninfo_value, Conn, PGRES_COMMAND_OK, PGRES_TUPLES_OK};
+use crate::pg::node::remote::SESSION_OPTIONS;
 use pgrx::prelude::*;
-use pgrx::PgSqlErrorCode;
 use std::ffi::CString;
 
+/// What a move's copy refuses or finds gone, raised through [`IdError`] with its SQLSTATE.
+#[derive(Debug)]
+pub enum CopyError {
+    /// A connect string holding a NUL byte (22023).
+    NulInConnstr,
+    /// A connect string longer than [`MAX_CONNSTR_BYTES`] (22023).
+    ConnstrTooLong { bytes: usize },
+    /// A slot name other than a move's (42602).
+    BadSlotName,
+    /// The connect string reaches another database than the move's source (55000).
+    WrongSource { reached: String, source: String },
+    /// A table of the copy dropped while the move ran (42P01).
+    TableGone { relid: u32 },
+    /// The local COPY stopped reading before the source's data ended (08P01).
+    EndedEarly { what: String },
+}
+
 /// Longer connect strings are refused (as `conninfo` refuses them).
-const MAX_CONNSTR_BYTES: usize = 64 * 1024;
+pub const MAX_CONNSTR_BYTES: usize = 64 * 1024;
 
 /// `value` quoted for a libpq connect string (`key='value'`, `\` and `'` escaped).
 fn quoted(value: &[u8]) -> Vec<u8> {
@@ -55,12 +72,7 @@ fn quoted(value: &[u8]) -> Vec<u8> {
 
 /// `bytes` as a C string; 22023 if it holds a NUL.
 fn c_string(bytes: Vec<u8>) -> CString {
-    CString::new(bytes).unwrap_or_else(|_| {
-        raise(
-            PgSqlErrorCode::ERRCODE_INVALID_PARAMETER_VALUE,
-            "connect string contains a NUL byte".into(),
-        )
-    })
+    CString::new(bytes).unwrap_or_else(|_| IdError::from(CopyError::NulInConnstr).report())
 }
 
 /// The connect string: the node's, then the options the copy needs (libpq reads the last
@@ -146,39 +158,27 @@ fn deferred_indexes(relid: pg_sys::Oid) -> Vec<String> {
     .unwrap_or_default()
 }
 
-/// `snowflake_id_node.copy_from_source(connstr text, source text, slot text, tables oid[])
-/// RETURNS bigint`: makes the logical replication slot `slot` on the node `connstr` reaches
-/// (which must be the database of identity `source`) and copies the rows of each of
-/// `tables` (local tables, read there by the same schema and name) at its snapshot; returns
-/// the rows copied. Superuser only (the schema is revoked from PUBLIC); the caller holds the
-/// move's record and locks (`copy_rows`).
-#[pg_extern(sql = false)]
-fn copy_from_source(connstr: Text, source: Text, slot: Text, tables: Array<pg_sys::Oid>) -> i64 {
-    let slot = std::str::from_utf8(slot.bytes())
+/// Makes the logical replication slot `slot` on the node `connstr` reaches (which must be the
+/// database of identity `source`) and copies the rows of each of `relids` (local tables, read
+/// there by the same schema and name) at its snapshot; returns the rows copied.
+pub fn copy_from_source(connstr: &[u8], source: &[u8], slot: &[u8], relids: &[pg_sys::Oid]) -> u64 {
+    let slot = std::str::from_utf8(slot)
         .ok()
         .filter(|s| {
             !s.is_empty()
                 && s.bytes()
                     .all(|b| b.is_ascii_lowercase() || b.is_ascii_digit() || b == b'_')
         })
-        .unwrap_or_else(|| {
-            raise(
-                PgSqlErrorCode::ERRCODE_INVALID_NAME,
-                "a move's slot name is made of lower-case letters, digits and _".into(),
-            )
-        });
-    if connstr.bytes().len() > MAX_CONNSTR_BYTES {
-        raise(
-            PgSqlErrorCode::ERRCODE_INVALID_PARAMETER_VALUE,
-            format!(
-                "connect string of {} bytes is too long: at most {MAX_CONNSTR_BYTES}",
-                connstr.bytes().len()
-            ),
-        );
+        .unwrap_or_else(|| IdError::from(CopyError::BadSlotName).report());
+    if connstr.len() > MAX_CONNSTR_BYTES {
+        IdError::from(CopyError::ConnstrTooLong {
+            bytes: connstr.len(),
+        })
+        .report();
     }
     // SAFETY: the database's encoding name, a static string.
     let encoding = unsafe { std::ffi::CStr::from_ptr(pg_sys::GetDatabaseEncodingName()) };
-    let conn = Conn::connect(&conninfo(connstr.bytes(), slot, encoding.to_bytes()));
+    let conn = Conn::connect(&conninfo(connstr, slot, encoding.to_bytes()));
 
     let what = "setting up the connection to the source node";
     let dboid = conn.exec(DATABASE_OID, PGRES_TUPLES_OK, what).value(0);
@@ -190,14 +190,9 @@ fn copy_from_source(connstr: Text, source: Text, slot: Text, tables: Array<pg_sy
         sysid.unwrap_or_default(),
         dboid.unwrap_or_default()
     );
-    if reached.as_bytes() != source.bytes() {
-        raise(
-            PgSqlErrorCode::ERRCODE_OBJECT_NOT_IN_PREREQUISITE_STATE,
-            format!(
-                "the source's connect string reaches database {reached}, not the move's source {}",
-                String::from_utf8_lossy(source.bytes())
-            ),
-        );
+    if reached.as_bytes() != source {
+        let source = String::from_utf8_lossy(source).into_owned();
+        IdError::from(CopyError::WrongSource { reached, source }).report();
     }
 
     conn.exec(
@@ -215,9 +210,8 @@ fn copy_from_source(connstr: Text, source: Text, slot: Text, tables: Array<pg_sy
         "making the replication slot on the source node",
     );
 
-    let relids: Vec<pg_sys::Oid> = tables.iter().flatten().collect();
     let mut rows: u64 = 0;
-    for (relid, bytes) in relids.iter().zip(source_bytes(&conn, &relids)) {
+    for (relid, bytes) in relids.iter().zip(source_bytes(&conn, relids)) {
         let later = if bytes >= DEFER_INDEXES_BYTES {
             deferred_indexes(*relid)
         } else {
@@ -235,7 +229,7 @@ fn copy_from_source(connstr: Text, source: Text, slot: Text, tables: Array<pg_sy
         "ending the copy's transaction on the source node",
     );
     drop(conn);
-    rows as i64
+    rows
 }
 
 #[cfg(test)]

@@ -1,0 +1,609 @@
+-- The steps of a move on its source node, and the fence its tables carry while it runs.
+-- Each step is one call by the router, one transaction (sql/node/node.sql; the order of the
+-- steps: docs/cluster-design.md).
+
+-- The schemas of shards on this node (in the order of shards), refusing (55000, naming the
+-- object) what cannot move; read-only. router: the router's identity; peer: the target's.
+CREATE OR REPLACE FUNCTION snowflake_id_node.source_check(router text, peer text, shards integer[]) RETURNS text[]
+LANGUAGE plpgsql STABLE STRICT
+SET search_path = pg_catalog, pg_temp
+AS $$
+#variable_conflict use_variable
+DECLARE
+    schemas text[];
+    missing integer;
+    why text;
+    free_slots integer;
+    free_senders integer;
+BEGIN
+    IF peer = snowflake_id_node.identity() THEN
+        RAISE EXCEPTION 'the target is this database (%): a shard cannot move onto its own node', peer
+            USING ERRCODE = 'object_not_in_prerequisite_state';
+    END IF;
+    SELECT array_agg(c.schema_name ORDER BY x.i), min(x.s) FILTER (WHERE c.schema_name IS NULL) INTO schemas, missing
+      FROM unnest(shards) WITH ORDINALITY x(s, i) LEFT JOIN @extschema@.snowflake_id_shard c ON c.shard = x.s;
+    IF missing IS NOT NULL THEN
+        RAISE EXCEPTION 'this node has no schema for shard %', missing USING ERRCODE = 'object_not_in_prerequisite_state',
+            HINT = 'create_shard(schema_name, shard, template => ...) makes it here.';
+    END IF;
+    PERFORM snowflake_id_node.no_other_move(router, shards, schemas);
+    PERFORM snowflake_id_node.no_role_for_all();
+    why := snowflake_id_node.refusal(schemas);
+    IF why IS NOT NULL THEN
+        RAISE EXCEPTION '%', why USING ERRCODE = 'object_not_in_prerequisite_state';
+    END IF;
+    IF current_setting('wal_level') <> 'logical' THEN
+        RAISE EXCEPTION 'this node runs with wal_level = %: the source of a move publishes its rows', current_setting('wal_level')
+            USING ERRCODE = 'object_not_in_prerequisite_state', HINT = 'Set wal_level = logical and restart it.';
+    END IF;
+    -- The move's slot; a WAL sender for the target's copy, then one for its subscription
+    -- (the first may not have ended when the second starts).
+    free_slots := current_setting('max_replication_slots')::integer - (SELECT count(*) FROM pg_replication_slots);
+    free_senders := current_setting('max_wal_senders')::integer
+                    - (SELECT count(*) FROM pg_stat_activity WHERE backend_type = 'walsender');
+    IF free_slots < 1 OR free_senders < 2 THEN
+        RAISE EXCEPTION 'this node has % free replication slots and % free WAL senders: a move needs 1 slot and 2 WAL senders',
+            free_slots, free_senders USING ERRCODE = 'object_not_in_prerequisite_state',
+            HINT = 'Raise max_replication_slots and max_wal_senders (a restart), or drop unused slots.';
+    END IF;
+    RETURN schemas;
+END
+$$;
+COMMENT ON FUNCTION snowflake_id_node.source_check(text, text, integer[]) IS
+  'The schemas of shards here, after the checks a move''s source must pass (55000 naming what fails).';
+
+-- 55000 when this database makes every session run as a role (ALTER DATABASE ... SET role,
+-- or ALTER ROLE <a superuser> IN DATABASE ... SET role): the move's replication (the
+-- target's apply worker, the source's WAL sender) starts with this database's settings
+-- and cannot say otherwise, so it would run as that role, not as the router's superuser.
+CREATE OR REPLACE FUNCTION snowflake_id_node.no_role_for_all() RETURNS void
+LANGUAGE plpgsql STABLE STRICT
+SET search_path = pg_catalog, pg_temp
+AS $$
+DECLARE
+    what text;
+BEGIN
+    SELECT format('%s sets role = %s', CASE WHEN s.setrole = 0 THEN 'this database' ELSE format('role %s in this database', s.setrole::regrole) END,
+                  substr(c, 6)) INTO what
+      FROM pg_db_role_setting s, unnest(s.setconfig) c
+     WHERE s.setdatabase = (SELECT d.oid FROM pg_database d WHERE d.datname = current_database())
+       AND (s.setrole = 0 OR snowflake_id_node.made_by_superuser(s.setrole)) AND c LIKE 'role=%'
+     LIMIT 1;
+    IF FOUND THEN
+        RAISE EXCEPTION '% for every session: a move''s replication would run as that role', what
+            USING ERRCODE = 'object_not_in_prerequisite_state',
+                  HINT = 'ALTER DATABASE ... RESET role (as its owner or a superuser), then move again.';
+    END IF;
+END
+$$;
+COMMENT ON FUNCTION snowflake_id_node.no_role_for_all() IS
+  '55000 when this database (or a superuser in it) sets role for every session: a move''s replication workers would run as that role.';
+
+-- 55000 when another move's record names one of the shards or schemas here: another
+-- router's (it must repair it), or this router's (repair it first).
+CREATE OR REPLACE FUNCTION snowflake_id_node.no_other_move(router text, shards integer[], schemas text[]) RETURNS void
+LANGUAGE plpgsql STABLE STRICT
+SET search_path = pg_catalog, pg_temp
+AS $$
+#variable_conflict use_variable
+DECLARE
+    m snowflake_id_node.move;
+BEGIN
+    SELECT * INTO m FROM snowflake_id_node.move r WHERE r.shards && shards OR r.schemas && schemas LIMIT 1;
+    IF FOUND THEN
+        IF m.router <> router THEN
+            RAISE EXCEPTION 'shards % are in move % of another router (%) on this node, %', m.shards, m.key, m.router,
+                CASE WHEN m.state IN ('sealed', 'serving') THEN 'sealed: that router must complete it'
+                     ELSE 'which that router has not undone' END
+                USING ERRCODE = 'object_not_in_prerequisite_state',
+                      HINT = 'Run SELECT repair_moves() on that router.';
+        END IF;
+        RAISE EXCEPTION 'shards % are in move % on this node (%), not yet completed or undone', m.shards, m.key, m.state
+            USING ERRCODE = 'object_not_in_prerequisite_state', HINT = 'SELECT repair_moves() on the router completes or undoes it.';
+    END IF;
+END
+$$;
+COMMENT ON FUNCTION snowflake_id_node.no_other_move(text, integer[], text[]) IS
+  '55000 when a move record here names one of the shards or schemas.';
+
+-- Records the move on the source and makes its marker table (preparing).
+CREATE OR REPLACE FUNCTION snowflake_id_node.prepare_source(key text, router text, peer text, shards integer[], schemas text[])
+RETURNS void
+LANGUAGE plpgsql VOLATILE CALLED ON NULL INPUT
+SET search_path = pg_catalog, pg_temp
+AS $$
+#variable_conflict use_variable
+DECLARE
+    marker text := 'sfid_' || replace(key, '/', '_');
+BEGIN
+    IF NOT snowflake_id_node.holds(shards) THEN
+        RAISE EXCEPTION 'this session does not hold the shard locks of shards %', shards
+            USING ERRCODE = 'object_not_in_prerequisite_state';
+    END IF;
+    PERFORM snowflake_id_node.no_other_move(router, shards, schemas);
+    INSERT INTO snowflake_id_node.move (key, router, role, peer, shards, schemas, state, marker)
+    VALUES (key, router, 'source', peer, shards, schemas, 'preparing', marker);
+    EXECUTE format('CREATE TABLE snowflake_id_node.%I (fenced boolean PRIMARY KEY)', marker);
+END
+$$;
+COMMENT ON FUNCTION snowflake_id_node.prepare_source(text, text, text, integer[], text[]) IS
+  'Move step on the source: records move key (preparing) and makes its marker table.';
+
+-- Publishes the shards' tables (copying); the target then makes the slot and copies the
+-- rows at its snapshot (copy_rows), and subscribes to it.
+CREATE OR REPLACE FUNCTION snowflake_id_node.publish(key text) RETURNS void
+LANGUAGE plpgsql VOLATILE CALLED ON NULL INPUT
+SET search_path = pg_catalog, pg_temp
+AS $$
+#variable_conflict use_variable
+DECLARE
+    m snowflake_id_node.move := snowflake_id_node.record(key, '{preparing}');
+BEGIN
+    -- The marker table and the shards' tables by name, not FOR TABLES IN SCHEMA:
+    -- PostgreSQL finds a schema's tables by reading all of pg_class, at each look-up of the
+    -- publication's tables (every table sync, the WAL sender's start). A table made here
+    -- later is not published; the checks under the fence refuse the move then.
+    PERFORM snowflake_id_node.clear_squatter('publication', m.marker);
+    EXECUTE format('CREATE PUBLICATION %I FOR TABLE snowflake_id_node.%I%s', m.marker, m.marker,
+                   (SELECT string_agg(format(', %I.%I', s, t.name), '' ORDER BY s, t.name)
+                      FROM unnest(m.schemas) s, snowflake_id_node.tables(to_regnamespace(quote_ident(s))) t
+                     WHERE t.kind = 'r'));
+    UPDATE snowflake_id_node.move r SET state = 'copying', publication = m.marker, slot = m.marker WHERE r.key = m.key;
+END
+$$;
+COMMENT ON FUNCTION snowflake_id_node.publish(text) IS
+  'Move step on the source: publishes the tables of move key and records the publication and slot names (copying).';
+
+-- A publication or subscription of a move's name made by another role (any role with CREATE
+-- on the database can make a publication, pg_create_subscription members a subscription):
+-- it would stop the move, so it goes, with a WARNING naming its owner. One of the router's
+-- superuser's is left alone (the move then fails on it: two moves never share a name).
+CREATE OR REPLACE FUNCTION snowflake_id_node.clear_squatter(kind text, name text) RETURNS void
+LANGUAGE plpgsql VOLATILE STRICT
+SET search_path = pg_catalog, pg_temp
+AS $$
+#variable_conflict use_variable
+DECLARE
+    owner oid;
+BEGIN
+    IF kind = 'publication' THEN
+        SELECT p.pubowner INTO owner FROM pg_publication p WHERE p.pubname = name;
+    ELSE
+        SELECT s.subowner INTO owner FROM pg_subscription s
+         WHERE s.subname = name AND s.subdbid = (SELECT d.oid FROM pg_database d WHERE d.datname = current_database());
+    END IF;
+    IF owner IS NULL OR snowflake_id_node.made_by_superuser(owner) THEN
+        RETURN;
+    END IF;
+    RAISE WARNING '% % belongs to role %, not to the router: dropped', kind, quote_ident(name), owner::regrole
+        USING DETAIL = 'A move makes a publication and a subscription of that name.';
+    IF kind = 'publication' THEN
+        EXECUTE format('DROP PUBLICATION %I', name);
+    ELSE
+        EXECUTE format('ALTER SUBSCRIPTION %I DISABLE', name);
+        EXECUTE format('ALTER SUBSCRIPTION %I SET (slot_name = NONE)', name);
+        EXECUTE format('DROP SUBSCRIPTION %I', name);
+    END IF;
+END
+$$;
+COMMENT ON FUNCTION snowflake_id_node.clear_squatter(text, text) IS
+  'Drops a publication or subscription of a move''s name that a role other than a superuser made (WARNING naming it).';
+
+-- The fence (fenced): in one transaction, every table of the schemas locked EXCLUSIVE
+-- (writers in flight finish, new ones wait; readers pass) and given a statement trigger
+-- calling fence(). The triggers commit before the locks go, so a writer that waited sees them.
+CREATE OR REPLACE FUNCTION snowflake_id_node.set_fence(key text, lock_timeout text) RETURNS void
+LANGUAGE plpgsql VOLATILE CALLED ON NULL INPUT
+SET search_path = pg_catalog, pg_temp
+AS $$
+#variable_conflict use_variable
+DECLARE
+    m snowflake_id_node.move := snowflake_id_node.record(key, '{copying}');
+    t regclass;
+BEGIN
+    PERFORM set_config('lock_timeout', lock_timeout, true);
+    EXECUTE 'LOCK TABLE ' || (SELECT string_agg(x.t::text, ', ') FROM snowflake_id_node.move_tables(m.schemas) x)
+            || ' IN EXCLUSIVE MODE';
+    FOR t IN SELECT x.t FROM snowflake_id_node.move_tables(m.schemas) x LOOP
+        EXECUTE format('CREATE TRIGGER %I BEFORE INSERT OR UPDATE OR DELETE OR TRUNCATE ON %s
+                          FOR EACH STATEMENT EXECUTE FUNCTION snowflake_id_node.fence()', m.marker, t);
+    END LOOP;
+    -- The owners and privileges the copies get (grants(), read after the marker): none may
+    -- change from now on until the move ends (sql/node/guard.sql; seal_check compares again).
+    UPDATE snowflake_id_node.move r SET state = 'fenced', guarded = md5(snowflake_id_node.grants(m.schemas)) WHERE r.key = m.key;
+END
+$$;
+COMMENT ON FUNCTION snowflake_id_node.set_fence(text, text) IS
+  'Move step on the source: fences every table of move key''s schemas (EXCLUSIVE lock, bounded by lock_timeout; statement triggers) (fenced).';
+
+-- The tables of the schemas (regclass).
+CREATE OR REPLACE FUNCTION snowflake_id_node.move_tables(schemas text[]) RETURNS TABLE (t regclass)
+LANGUAGE sql STABLE STRICT PARALLEL SAFE ROWS 5
+SET search_path = pg_catalog, pg_temp
+BEGIN ATOMIC
+    SELECT x.oid::regclass FROM unnest(schemas) s JOIN pg_namespace n ON n.nspname = s, snowflake_id_node.tables(n.oid) x
+     ORDER BY n.nspname COLLATE "C", x.name COLLATE "C";   -- by name: OIDs differ from node to node
+END;
+COMMENT ON FUNCTION snowflake_id_node.move_tables(text[]) IS 'The tables of the schemas.';
+
+-- The marker row, written after the fence: once the target has it, it has every write before.
+CREATE OR REPLACE FUNCTION snowflake_id_node.mark(key text) RETURNS void
+LANGUAGE plpgsql VOLATILE CALLED ON NULL INPUT
+SET search_path = pg_catalog, pg_temp
+AS $$
+#variable_conflict use_variable
+DECLARE
+    m snowflake_id_node.move := snowflake_id_node.record(key, '{fenced}');
+BEGIN
+    EXECUTE format('INSERT INTO snowflake_id_node.%I VALUES (true) ON CONFLICT DO NOTHING', m.marker);
+END
+$$;
+COMMENT ON FUNCTION snowflake_id_node.mark(text) IS 'Move step on the source: writes the marker row of move key, after the fence.';
+
+-- Row counts of every table of the move's schemas, one line each (both nodes, under the
+-- fence), counted by snowflake_id_node.count_rows: a sequential scan with no planner, so
+-- nothing the tables' owner defined (an index expression's function, which planning a
+-- count(*) folds) runs as the router's superuser.
+-- (PL/pgSQL: count_rows is declared after this file, in sql/node/remote.sql.)
+CREATE OR REPLACE FUNCTION snowflake_id_node.row_counts(key text) RETURNS text
+LANGUAGE plpgsql VOLATILE STRICT
+SET search_path = pg_catalog, pg_temp
+AS $$
+BEGIN
+    RETURN (SELECT string_agg('table ' || x.t || ': ' || snowflake_id_node.count_rows(x.t) || ' rows', E'\n' ORDER BY x.o)
+              FROM snowflake_id_node.move m, snowflake_id_node.move_tables(m.schemas) WITH ORDINALITY x(t, o)
+             WHERE m.key = row_counts.key);
+END
+$$;
+COMMENT ON FUNCTION snowflake_id_node.row_counts(text) IS 'Rows of every table of move key''s schemas here, one line each.';
+
+-- The decision point (sealed), in two halves in one transaction of the mover's on the source,
+-- the first run while the target catches up with the marker. seal_check: under EXCLUSIVE
+-- locks (held until that transaction ends), the schemas' fingerprints (each as the text of
+-- its array) must still equal the target's (DDL since the copy began is refused here); it
+-- returns, as JSON, the rows the copies must hold (row_counts) and the sequences to carry
+-- (sequences), both final: the fence has refused every write since. seal: the fence refuses
+-- every write whatever becomes of the mover, and the copy leaves snowflake_id_shards; only after
+-- seal_check of the same move in the same transaction, so nothing can change in between. The
+-- record keeps each schema's fingerprint as sealed (its md5), for the clean-up (drop_copy).
+CREATE OR REPLACE FUNCTION snowflake_id_node.seal_check(key text, target_fingerprints text[], lock_timeout text) RETURNS text
+LANGUAGE plpgsql VOLATILE CALLED ON NULL INPUT
+SET search_path = pg_catalog, pg_temp
+AS $$
+#variable_conflict use_variable
+DECLARE
+    m snowflake_id_node.move := snowflake_id_node.record(key, '{fenced}');
+    i integer;
+    mine text;
+    prints text[] := '{}';
+BEGIN
+    PERFORM set_config('lock_timeout', lock_timeout, true);
+    EXECUTE 'LOCK TABLE ' || (SELECT string_agg(x.t::text, ', ') FROM snowflake_id_node.move_tables(m.schemas) x)
+            || ' IN EXCLUSIVE MODE';
+    FOR i IN 1 .. cardinality(m.schemas) LOOP
+        mine := snowflake_id_node.fingerprint(m.schemas[i])::text;
+        IF mine IS DISTINCT FROM target_fingerprints[i] THEN
+            RAISE EXCEPTION 'schema % of shard % changed during the move: %', quote_ident(m.schemas[i]), m.shards[i],
+                snowflake_id_node.fingerprint_difference(mine::text[], target_fingerprints[i]::text[], 'the source', 'the target''s copy')
+                USING ERRCODE = 'object_not_in_prerequisite_state';
+        END IF;
+        prints := prints || mine;
+    END LOOP;
+    IF md5(snowflake_id_node.grants(m.schemas)) IS DISTINCT FROM m.guarded THEN
+        RAISE EXCEPTION 'the owners or privileges of shard % (schema %) changed after the move''s fence', m.shards[1],
+            quote_ident(m.schemas[1])
+            USING ERRCODE = 'object_not_in_prerequisite_state',
+                  HINT = 'What the copies get was read at the fence; run the move again.';
+    END IF;
+    PERFORM set_config('snowflake_id_node.seal_checked', key, true),
+            set_config('snowflake_id_node.seal_fingerprints',
+                       (SELECT array_agg(md5(p) ORDER BY o) FROM unnest(prints) WITH ORDINALITY x(p, o))::text, true);
+    RETURN json_build_object('rows', snowflake_id_node.row_counts(key), 'sequences', snowflake_id_node.sequences(key))::text;
+END
+$$;
+COMMENT ON FUNCTION snowflake_id_node.seal_check(text, text[], text) IS
+  'Move step on the source: checks the schemas'' fingerprints against the target''s under EXCLUSIVE locks held to the end of the transaction; returns the rows the copies must hold and the sequences to carry (JSON).';
+
+CREATE OR REPLACE FUNCTION snowflake_id_node.seal(key text) RETURNS void
+LANGUAGE plpgsql VOLATILE CALLED ON NULL INPUT
+SET search_path = pg_catalog, pg_temp
+AS $$
+#variable_conflict use_variable
+DECLARE
+    m snowflake_id_node.move := snowflake_id_node.record(key, '{fenced}');
+BEGIN
+    IF current_setting('snowflake_id_node.seal_checked', true) IS DISTINCT FROM key THEN
+        RAISE EXCEPTION 'move % is sealed only after seal_check(%L, ...) in the same transaction', key, key
+            USING ERRCODE = 'object_not_in_prerequisite_state';
+    END IF;
+    UPDATE snowflake_id_node.move r SET state = 'sealed', fingerprints = current_setting('snowflake_id_node.seal_fingerprints')::text[]
+     WHERE r.key = m.key;
+END
+$$;
+COMMENT ON FUNCTION snowflake_id_node.seal(text) IS
+  'Move step on the source: seals move key (sealed), only after seal_check in the same transaction.';
+
+-- Every sequence of the move's schemas with the newest value it gave (NULL: none), as JSON.
+CREATE OR REPLACE FUNCTION snowflake_id_node.sequences(key text) RETURNS text
+LANGUAGE sql STABLE STRICT
+SET search_path = pg_catalog, pg_temp
+BEGIN ATOMIC
+    SELECT coalesce(json_agg(json_build_object('schema', n.nspname, 'name', c.relname,
+                                               'last', pg_sequence_last_value(c.oid), 'increment', q.seqincrement)
+                             ORDER BY n.nspname, c.relname), '[]')::text
+      FROM snowflake_id_node.move m, unnest(m.schemas) s JOIN pg_namespace n ON n.nspname = s
+      JOIN pg_depend d ON d.refclassid = 'pg_namespace'::regclass AND d.refobjid = n.oid
+           AND d.classid = 'pg_class'::regclass AND d.deptype = 'n'
+      JOIN pg_class c ON c.oid = d.objid AND c.relkind = 'S'
+      JOIN pg_sequence q ON q.seqrelid = c.oid
+     WHERE m.key = sequences.key;
+END;
+COMMENT ON FUNCTION snowflake_id_node.sequences(text) IS
+  'Every sequence of move key''s schemas (identity ones too) with the newest value it gave, as JSON.';
+
+-- Clean-up on the source right after the flip, whatever the other routers do: the
+-- publication and the slot (its WAL sender ended first, within wait_timeout: the WAL it
+-- holds goes with it) and the marker. The sealed copies stay, refusing writes (drop_copy
+-- drops them once every router routes by the flip).
+CREATE OR REPLACE FUNCTION snowflake_id_node.end_replication(key text, wait_timeout interval) RETURNS void
+LANGUAGE plpgsql VOLATILE CALLED ON NULL INPUT
+SET search_path = pg_catalog, pg_temp
+AS $$
+#variable_conflict use_variable
+DECLARE
+    m snowflake_id_node.move := snowflake_id_node.record(key, '{sealed}');
+BEGIN
+    PERFORM snowflake_id_node.drop_replication(m, wait_timeout);
+    EXECUTE format('DROP TABLE IF EXISTS snowflake_id_node.%I', m.marker);
+    UPDATE snowflake_id_node.move r SET publication = NULL, slot = NULL WHERE r.key = m.key;
+END
+$$;
+COMMENT ON FUNCTION snowflake_id_node.end_replication(text, interval) IS
+  'Move clean-up on the source after the flip: drops the publication, slot and marker of move key; the sealed copies stay.';
+
+-- Clean-up on the source once every router routes by the flip: the publication and the slot
+-- if they are still there, then the sealed copies, as many schemas as one transaction has
+-- room for (drop_some), each only as it was sealed and with nothing outside the move
+-- depending on it (55000 otherwise: kept); then the marker and the record. Returns how many
+-- schemas are left: the router calls again, each call a transaction of its own, until none.
+-- (Two of the move's schemas depending on each other and dropped in different calls: the
+-- dependent object goes with the first, and the second is then kept, as changed.)
+CREATE OR REPLACE FUNCTION snowflake_id_node.drop_copy(key text, lock_timeout text, wait_timeout interval) RETURNS integer
+LANGUAGE plpgsql VOLATILE CALLED ON NULL INPUT
+SET search_path = pg_catalog, pg_temp
+AS $$
+#variable_conflict use_variable
+DECLARE
+    m snowflake_id_node.move := snowflake_id_node.record(key, '{sealed}');
+    todo text[] := m.schemas[m.dropped + 1:];
+    n integer;
+BEGIN
+    PERFORM snowflake_id_node.drop_replication(m, wait_timeout);
+    PERFORM set_config('lock_timeout', lock_timeout, true);
+    n := snowflake_id_node.drop_some(m, todo);
+    IF n < cardinality(todo) THEN
+        UPDATE snowflake_id_node.move r SET dropped = m.dropped + n WHERE r.key = m.key;
+        RETURN cardinality(todo) - n;
+    END IF;
+    EXECUTE format('DROP TABLE IF EXISTS snowflake_id_node.%I', m.marker);
+    DELETE FROM snowflake_id_node.move r WHERE r.key = m.key;
+    RETURN 0;
+END
+$$;
+COMMENT ON FUNCTION snowflake_id_node.drop_copy(text, text, interval) IS
+  'Move clean-up on the source: drops the publication, slot and the sealed copies of move key (as many as fit in one transaction, if nothing outside depends on them), and, the last gone, its record; returns how many schemas are left.';
+
+-- The lock table every session of this server shares: how many locks it holds in all
+-- (max_locks_per_transaction for each process that can take locks), for how many processes,
+-- and how many are in it now (not those held by the fast path). A transaction holds its
+-- locks until it ends: one that locks more than the room left fails, out of shared memory.
+CREATE OR REPLACE FUNCTION snowflake_id_node.lock_table(OUT capacity bigint, OUT processes bigint, OUT in_use bigint)
+LANGUAGE plpgsql VOLATILE PARALLEL SAFE
+SET search_path = pg_catalog, pg_temp
+AS $$
+BEGIN
+    processes := current_setting('max_connections')::bigint
+        + coalesce(current_setting('autovacuum_worker_slots', true), current_setting('autovacuum_max_workers'))::bigint
+        + current_setting('max_worker_processes')::bigint + current_setting('max_wal_senders')::bigint
+        + current_setting('max_prepared_transactions')::bigint + 1;
+    capacity := current_setting('max_locks_per_transaction')::bigint * processes;
+    in_use := (SELECT count(*) FROM pg_locks WHERE NOT fastpath);
+END
+$$;
+COMMENT ON FUNCTION snowflake_id_node.lock_table() IS
+  'The server''s shared lock table: the locks it holds in all, for how many processes, and how many are in it now.';
+
+-- The fence and the seal each lock every table of a move's schemas in one transaction (the
+-- seal reads every sequence too, and holds its locks until it commits): a batch too large
+-- for the lock table here is refused before anything is made (53400), not once its writes
+-- are fenced. The shard locks the mover holds already are in use.
+CREATE OR REPLACE FUNCTION snowflake_id_node.fence_room(schemas text[]) RETURNS void
+LANGUAGE plpgsql VOLATILE STRICT
+SET search_path = pg_catalog, pg_temp
+AS $$
+#variable_conflict use_variable
+DECLARE
+    t record;
+    -- Their tables and sequences, and the catalogs and their indexes the checks read.
+    needed bigint := 64 + (SELECT count(*) FROM unnest(schemas) s JOIN pg_namespace n ON n.nspname = s
+                             JOIN pg_depend d ON d.refclassid = 'pg_namespace'::regclass AND d.refobjid = n.oid
+                                  AND d.classid = 'pg_class'::regclass AND d.deptype = 'n'
+                             JOIN pg_class c ON c.oid = d.objid AND c.relkind IN ('r', 'p', 'S'));
+BEGIN
+    SELECT * INTO t FROM snowflake_id_node.lock_table();
+    IF needed > t.capacity - t.in_use THEN
+        RAISE EXCEPTION 'fencing % shards at once takes about % locks here in one transaction, and the lock table has room for % more (max_locks_per_transaction = %, for % processes; % in use)',
+            cardinality(schemas), needed, t.capacity - t.in_use, current_setting('max_locks_per_transaction'), t.processes, t.in_use
+            USING ERRCODE = 'configuration_limit_exceeded',
+                  HINT = format('Move fewer shards at once (batch_size of rebalance and drain_node), or set max_locks_per_transaction to at least %s on this node and restart it.',
+                                ceil((needed + t.in_use) * 1.2 / t.processes));
+    END IF;
+END
+$$;
+COMMENT ON FUNCTION snowflake_id_node.fence_room(text[]) IS
+  'Move check on the source: 53400 when fencing and sealing the schemas at once would take more locks than the lock table has room for.';
+
+-- Drops the first of a move's schemas here, then as many more as this transaction has room
+-- for in the lock table, and returns how many it dropped (the caller records them; the rest
+-- go in transactions of their own). A drop locks every object of a schema until it commits:
+-- the copies of a batch of a thousand shards, dropped at once, would take tens of thousands
+-- of locks and fail, out of shared memory, on every try. So the first schema's locks are
+-- counted, and the others take at most half the room then left (other sessions need some).
+CREATE OR REPLACE FUNCTION snowflake_id_node.drop_some(m snowflake_id_node.move, schemas text[]) RETURNS integer
+LANGUAGE plpgsql VOLATILE CALLED ON NULL INPUT
+SET search_path = pg_catalog, pg_temp
+AS $$
+#variable_conflict use_variable
+DECLARE
+    held bigint := (SELECT count(*) FROM pg_locks l WHERE l.pid = pg_backend_pid());
+    n integer;
+BEGIN
+    PERFORM snowflake_id_node.drop_checked(m, schemas[1:1], schemas);
+    SELECT least(cardinality(schemas),
+                 1 + greatest((t.capacity - t.in_use) / 2
+                              / greatest((SELECT count(*) FROM pg_locks l WHERE l.pid = pg_backend_pid()) - held, 1), 0))
+      INTO n FROM snowflake_id_node.lock_table() t;
+    PERFORM snowflake_id_node.drop_checked(m, schemas[2:n], schemas);
+    RETURN n;
+END
+$$;
+COMMENT ON FUNCTION snowflake_id_node.drop_some(snowflake_id_node.move, text[]) IS
+  'Drops the first of schemas of move m, then as many more as the lock table has room for in this transaction; returns how many.';
+
+-- Drops schemas of move m here (drop_schemas). A sealed copy (the source's) only as it was
+-- sealed, under ACCESS EXCLUSIVE locks (nothing can come to depend on it meanwhile): each
+-- schema's fingerprint the one its seal kept, and nothing outside the move's schemas still
+-- to drop (rest) depending on it; 55000 otherwise, and it is kept.
+CREATE OR REPLACE FUNCTION snowflake_id_node.drop_checked(m snowflake_id_node.move, schemas text[], rest text[]) RETURNS void
+LANGUAGE plpgsql VOLATILE CALLED ON NULL INPUT
+SET search_path = pg_catalog, pg_temp
+AS $$
+#variable_conflict use_variable
+DECLARE
+    s text;
+    i integer;
+    why text;
+BEGIN
+    IF coalesce(cardinality(schemas), 0) = 0 THEN
+        RETURN;
+    END IF;
+    IF m.role = 'source' THEN
+        IF EXISTS (SELECT FROM snowflake_id_node.move_tables(schemas)) THEN
+            EXECUTE 'LOCK TABLE ' || (SELECT string_agg(x.t::text, ', ') FROM snowflake_id_node.move_tables(schemas) x)
+                    || ' IN ACCESS EXCLUSIVE MODE';
+        END IF;
+        FOREACH s IN ARRAY schemas LOOP
+            i := array_position(m.schemas, s);
+            IF md5(snowflake_id_node.fingerprint(s)::text) IS DISTINCT FROM m.fingerprints[i] THEN
+                RAISE EXCEPTION 'the sealed copy of shard % (schema %) changed after the seal: it is kept', m.shards[i], quote_ident(s)
+                    USING ERRCODE = 'object_not_in_prerequisite_state',
+                          HINT = 'Something was made in it after the move sealed it; look, save what must be kept, then drop it by hand and SELECT repair_moves().';
+            END IF;
+        END LOOP;
+        why := snowflake_id_node.refusal(rest);
+        IF why IS NOT NULL THEN
+            RAISE EXCEPTION 'the sealed copy of shards % is kept: %', m.shards, why USING ERRCODE = 'object_not_in_prerequisite_state';
+        END IF;
+    END IF;
+    PERFORM snowflake_id_node.drop_schemas(schemas);
+END
+$$;
+COMMENT ON FUNCTION snowflake_id_node.drop_checked(snowflake_id_node.move, text[], text[]) IS
+  'Drops schemas of move m here; a sealed copy only as it was sealed and if nothing outside the move''s schemas left (rest) depends on it (55000 otherwise).';
+
+-- Drops a move's copies (the sealed ones on the source, those it made on the target): each
+-- schema whole, and its row in the shard catalog, under the catalog's lock as drop_shard
+-- takes it. (Not drop_shard itself: it looks next_id() up by name, which reads every
+-- next_id() of the node, once per shard.)
+CREATE OR REPLACE FUNCTION snowflake_id_node.drop_schemas(schemas text[]) RETURNS void
+LANGUAGE plpgsql VOLATILE CALLED ON NULL INPUT
+SET search_path = pg_catalog, pg_temp
+AS $$
+#variable_conflict use_variable
+BEGIN
+    IF cardinality(schemas) > 0 THEN
+        LOCK TABLE @extschema@.snowflake_id_shard IN SHARE ROW EXCLUSIVE MODE;
+        -- One statement for all: one walk of their dependencies, not one per schema.
+        EXECUTE 'DROP SCHEMA IF EXISTS ' || (SELECT string_agg(DISTINCT quote_ident(s), ', ') FROM unnest(schemas) s) || ' CASCADE';
+        DELETE FROM @extschema@.snowflake_id_shard c WHERE c.schema_name = ANY (schemas);
+    END IF;
+END
+$$;
+COMMENT ON FUNCTION snowflake_id_node.drop_schemas(text[]) IS
+  'Drops a move''s copies: each schema whole and its row in the shard catalog.';
+
+-- The source's replication resources of a move: publication and its slot, the WAL sender
+-- using it ended first (bounded by wait_timeout): the subscription's, or the target's copy
+-- still making it (a slot not yet made goes with its WAL sender). Table-sync slots of the
+-- subscription m.suboid (pg_<suboid>_sync_*) too, should there be any: copy_rows makes
+-- the copy, so the subscription syncs no table, but one that did would leave them.
+CREATE OR REPLACE FUNCTION snowflake_id_node.drop_replication(m snowflake_id_node.move, wait_timeout interval) RETURNS void
+LANGUAGE plpgsql VOLATILE CALLED ON NULL INPUT
+SET search_path = pg_catalog, pg_temp
+AS $$
+#variable_conflict use_variable
+DECLARE
+    deadline timestamptz := snowflake_id_node.monotonic() + wait_timeout;
+    slot text;
+BEGIN
+    IF m.publication IS NOT NULL THEN
+        EXECUTE format('DROP PUBLICATION IF EXISTS %I', m.publication);
+    END IF;
+    LOOP
+        SELECT r.slot_name INTO slot FROM pg_replication_slots r
+         WHERE r.slot_name = m.slot
+            OR (m.suboid IS NOT NULL AND r.slot_name LIKE format('pg\_%s\_sync\_%%', m.suboid))
+         LIMIT 1;
+        EXIT WHEN NOT FOUND;
+        PERFORM pg_terminate_backend(r.active_pid) FROM pg_replication_slots r
+         WHERE r.slot_name = slot AND r.active_pid IS NOT NULL;
+        BEGIN
+            PERFORM pg_drop_replication_slot(slot);
+        EXCEPTION WHEN object_in_use OR undefined_object THEN
+            IF snowflake_id_node.monotonic() > deadline THEN
+                RAISE EXCEPTION 'replication slot % is still in use after %', slot, wait_timeout
+                    USING ERRCODE = 'object_in_use';
+            END IF;
+            PERFORM snowflake_id_node.sleep(0.01);
+        END;
+    END LOOP;
+END
+$$;
+COMMENT ON FUNCTION snowflake_id_node.drop_replication(snowflake_id_node.move, interval) IS
+  'Drops a move''s publication and slot here (and any table-sync slots of its subscription), ending the WAL senders using them.';
+
+-- == The fence ==
+
+-- BEFORE ... FOR EACH STATEMENT trigger on the source's tables during a move: 40001 while
+-- the move is fenced and its mover alive, or once it is sealed; otherwise the write goes
+-- through (its mover died before the decision point). SECURITY DEFINER: writers (any
+-- role) read the move's record; it trusts nothing but the table's schema.
+CREATE OR REPLACE FUNCTION snowflake_id_node.fence() RETURNS trigger
+LANGUAGE plpgsql VOLATILE SECURITY DEFINER
+SET search_path = pg_catalog, pg_temp
+AS $$
+#variable_conflict use_variable
+DECLARE
+    m record;
+BEGIN
+    FOR m IN SELECT r.key, r.state, r.shards, r.schemas FROM snowflake_id_node.move r
+              WHERE r.role = 'source' AND TG_TABLE_SCHEMA = ANY (r.schemas) LOOP
+        IF m.state = 'fenced' AND NOT snowflake_id_node.alive(m.shards) THEN
+            -- The mover is gone, unless it sealed just before: the latest version decides
+            -- (FOR SHARE waits for a seal in progress and reads past this statement's snapshot).
+            SELECT r.state INTO m.state FROM snowflake_id_node.move r WHERE r.key = m.key FOR SHARE;
+            CONTINUE WHEN m.state IS DISTINCT FROM 'sealed';
+        END IF;
+        IF m.state IN ('fenced', 'sealed') THEN
+            RAISE EXCEPTION 'shard % is moving to another node: write refused, retry it',
+                m.shards[array_position(m.schemas, TG_TABLE_SCHEMA::text)]
+                USING ERRCODE = 'serialization_failure',
+                      HINT = 'Retry the transaction: once the move is done the router sends it to the new node.';
+        END IF;
+    END LOOP;
+    RETURN NULL;
+END
+$$;
+COMMENT ON FUNCTION snowflake_id_node.fence() IS
+  'Trigger: refuses writes (40001) to a shard being moved while its mover lives and once it is sealed.';
+REVOKE ALL ON FUNCTION snowflake_id_node.fence() FROM PUBLIC;

@@ -1,0 +1,339 @@
+-- The steps of a move on its target node: checks, the copies, their initial rows, the
+-- subscription, the flip's activation. Each step is one call by the router, one transaction
+-- (sql/node/node.sql; the order of the steps: docs/cluster-design.md).
+
+-- Read-only checks on the target (55000 or 42P06/42710 naming what fails).
+CREATE OR REPLACE FUNCTION snowflake_id_node.target_check(router text, peer text, shards integer[], schemas text[],
+                                               roles text[], template text) RETURNS void
+LANGUAGE plpgsql STABLE STRICT
+SET search_path = pg_catalog, pg_temp
+AS $$
+#variable_conflict use_variable
+DECLARE
+    what text;
+    free_workers integer;
+BEGIN
+    IF peer = snowflake_id_node.identity() THEN
+        RAISE EXCEPTION 'the source is this database (%): a shard cannot move onto its own node', peer
+            USING ERRCODE = 'object_not_in_prerequisite_state';
+    END IF;
+    -- A move drops on the target only what it made: it never adopts a schema that is here.
+    SELECT s INTO what FROM unnest(schemas) s WHERE to_regnamespace(quote_ident(s)) IS NOT NULL LIMIT 1;
+    IF FOUND THEN
+        RAISE EXCEPTION 'this node already has a schema %', quote_ident(what) USING ERRCODE = 'duplicate_schema',
+            HINT = 'A move makes the shard''s schema on the target itself; drop or rename the one there if it is stale.';
+    END IF;
+    SELECT format('shard %s (schema %s)', c.shard, quote_ident(c.schema_name)) INTO what
+      FROM @extschema@.snowflake_id_shard c WHERE c.shard = ANY (shards) LIMIT 1;
+    IF FOUND THEN
+        RAISE EXCEPTION 'this node already has %', what USING ERRCODE = 'duplicate_object',
+            HINT = 'Drop that copy (drop_shard) if it is stale.';
+    END IF;
+    PERFORM snowflake_id_node.no_other_move(router, shards, schemas);
+    PERFORM snowflake_id_node.no_role_for_all();
+    IF to_regnamespace(quote_ident(template)) IS NULL THEN
+        RAISE EXCEPTION 'template schema "%" does not exist on this node', template USING ERRCODE = 'invalid_schema_name';
+    END IF;
+    SELECT r INTO what FROM unnest(roles) r WHERE NOT EXISTS (SELECT FROM pg_roles o WHERE o.rolname = r) LIMIT 1;
+    IF FOUND THEN
+        RAISE EXCEPTION 'role % does not exist on this node: the shard''s owners, privileges or policies name it', quote_ident(what)
+            USING ERRCODE = 'object_not_in_prerequisite_state';
+    END IF;
+    -- The subscription's apply worker (the rows are copied by copy_rows, not by table-sync workers).
+    free_workers := current_setting('max_logical_replication_workers')::integer
+                    - (SELECT count(*) FROM pg_stat_subscription WHERE pid IS NOT NULL);
+    IF free_workers < 1 THEN
+        RAISE EXCEPTION 'this node has % free logical replication workers: a move needs 1', free_workers
+            USING ERRCODE = 'object_not_in_prerequisite_state',
+                  HINT = 'Raise max_logical_replication_workers (a restart).';
+    END IF;
+END
+$$;
+COMMENT ON FUNCTION snowflake_id_node.target_check(text, text, integer[], text[], text[], text) IS
+  'The checks a move''s target must pass (no schema or shard of the same name or number, template, roles, a worker).';
+
+-- Makes the copies from the template, invisible to snowflake_id_shards, and the marker
+-- table; records them (incoming) with the schemas made, all in one transaction.
+CREATE OR REPLACE FUNCTION snowflake_id_node.prepare_target(key text, router text, peer text, shards integer[],
+                                                 schemas text[], template text) RETURNS void
+LANGUAGE plpgsql VOLATILE CALLED ON NULL INPUT
+SET search_path = pg_catalog, pg_temp
+AS $$
+#variable_conflict use_variable
+DECLARE
+    marker text := 'sfid_' || replace(key, '/', '_');
+BEGIN
+    IF NOT snowflake_id_node.holds(shards) THEN
+        RAISE EXCEPTION 'this session does not hold the shard locks of shards %', shards
+            USING ERRCODE = 'object_not_in_prerequisite_state';
+    END IF;
+    PERFORM snowflake_id_node.target_check(router, peer, shards, schemas, '{}', template);
+    INSERT INTO snowflake_id_node.move (key, router, role, peer, shards, schemas, state, marker, created)
+    VALUES (key, router, 'target', peer, shards, schemas, 'incoming', marker, schemas);
+    -- Made here, not adopted: create_shard would use a schema that another session made
+    -- since the check, which an undo would then drop as the move's.
+    FOR i IN 1 .. cardinality(shards) LOOP
+        EXECUTE format('CREATE SCHEMA %I', schemas[i]);
+    END LOOP;
+    -- create_shard(schemas[i], shards[i], template) for each, in one call: the template read
+    -- and checked once for the batch, not once per shard.
+    PERFORM snowflake_id_internal.create_shards_from(schemas, shards, template);
+    EXECUTE format('CREATE TABLE snowflake_id_node.%I (fenced boolean PRIMARY KEY)', marker);
+END
+$$;
+COMMENT ON FUNCTION snowflake_id_node.prepare_target(text, text, text, integer[], text[], text) IS
+  'Move step on the target: records move key (incoming) and makes the copies from the template and the marker table.';
+
+-- The initial copy (copying), made by this node itself: on the source, the move's slot
+-- (named as its publication) and every row of the move's tables (and its marker table) at
+-- the slot's snapshot, over one connection in one transaction, into the copies made here
+-- (snowflake_id_node.copy_from_source: src/sql/node/copy_rows.rs). Making the slot waits for the
+-- transactions running on the source, so the router bounds this call by copy_timeout and
+-- cancels it: a slot whose making is cut short goes with the source's WAL sender, and one
+-- made is the source record's, which its undo drops. With session_replication_role =
+-- replica, as in a table-sync worker: no trigger of a copy's (foreign keys among the
+-- shard's tables, checked on the source) fires for rows copied in any order. Returns the
+-- rows copied.
+CREATE OR REPLACE FUNCTION snowflake_id_node.copy_rows(key text, source_connstr text) RETURNS bigint
+LANGUAGE plpgsql VOLATILE CALLED ON NULL INPUT
+SET search_path = pg_catalog, pg_temp SET session_replication_role = replica
+AS $$
+#variable_conflict use_variable
+DECLARE
+    m snowflake_id_node.move := snowflake_id_node.record(key, '{incoming}');
+BEGIN
+    IF m.subscription IS NOT NULL THEN
+        RAISE EXCEPTION 'move % has subscribed already', key USING ERRCODE = 'object_not_in_prerequisite_state';
+    END IF;
+    RETURN snowflake_id_node.copy_from_source(source_connstr, m.peer, m.marker,
+        ARRAY(SELECT x.t::oid FROM snowflake_id_node.move_tables(m.schemas) x)
+        || to_regclass(format('snowflake_id_node.%I', m.marker))::oid);
+END
+$$;
+COMMENT ON FUNCTION snowflake_id_node.copy_rows(text, text) IS
+  'Move step on the target: makes move key''s slot on the source and copies its tables'' rows at the slot''s snapshot; returns the rows copied.';
+
+-- The indexes of table t that copy_from_source builds after copying its rows (a table large
+-- on the source), as pg_restore does: dropped here, the statements that make them again
+-- returned for it to run. Only those such statements make again exactly: an index by its
+-- definition (pg_get_indexdef: name, method, columns, expressions, predicate, options), and
+-- a primary key or unique constraint then on that index, under its name (USING INDEX); none
+-- backing a replica identity or an exclusion constraint, clustered on, in a tablespace of
+-- its own, with a comment, security label or column statistics target, or that anything
+-- depends on (a foreign key, a view grouping by the key), none of a partition or a table
+-- other than a plain one. The copy's transaction drops and makes them: a failure leaves
+-- them as they were.
+CREATE OR REPLACE FUNCTION snowflake_id_node.defer_indexes(t oid) RETURNS text[]
+LANGUAGE plpgsql VOLATILE STRICT
+SET search_path = pg_catalog, pg_temp
+AS $$
+#variable_conflict use_variable
+DECLARE
+    x record;
+    made text[] := '{}';
+BEGIN
+    FOR x IN SELECT i.indexrelid, k.oid AS con, k.conname, k.contype, k.condeferrable, k.condeferred
+               FROM pg_index i JOIN pg_class c ON c.oid = i.indexrelid JOIN pg_class r ON r.oid = i.indrelid
+               LEFT JOIN pg_constraint k ON k.conrelid = i.indrelid AND k.conindid = i.indexrelid AND k.contype IN ('p', 'u', 'x')
+              WHERE i.indrelid = t AND r.relkind = 'r' AND NOT r.relispartition
+                AND i.indisvalid AND i.indisready AND i.indislive AND NOT i.indisreplident AND NOT i.indisclustered
+                AND c.reltablespace = 0 AND (k.oid IS NULL OR k.contype IN ('p', 'u'))
+                -- (a foreign key depends on the unique index it references)
+                AND NOT EXISTS (SELECT FROM pg_depend d WHERE (d.refclassid, d.refobjid) IN (('pg_class'::regclass, i.indexrelid),
+                                                                                             ('pg_constraint'::regclass, k.oid))
+                                                           AND d.deptype <> 'i')   -- (its index, a deferrable one's trigger)
+                AND NOT EXISTS (SELECT FROM pg_description d WHERE (d.classoid, d.objoid) IN (('pg_class'::regclass, i.indexrelid),
+                                                                                              ('pg_constraint'::regclass, k.oid)))
+                AND NOT EXISTS (SELECT FROM pg_seclabel l WHERE l.classoid = 'pg_class'::regclass AND l.objoid = i.indexrelid)
+                AND NOT EXISTS (SELECT FROM pg_attribute a WHERE a.attrelid = i.indexrelid AND coalesce(a.attstattarget, -1) <> -1)
+              ORDER BY k.oid IS NULL, i.indexrelid LOOP
+        IF x.con IS NULL THEN
+            made := made || pg_get_indexdef(x.indexrelid);
+            EXECUTE format('DROP INDEX %s', x.indexrelid::regclass);
+        ELSE
+            -- (Its index by its definition, then the constraint on it: pg_get_constraintdef
+            -- leaves out the index's storage parameters.)
+            made := made || pg_get_indexdef(x.indexrelid)
+                         || format('ALTER TABLE %s ADD CONSTRAINT %I %s USING INDEX %I%s', t::regclass, x.conname,
+                                   CASE x.contype WHEN 'p' THEN 'PRIMARY KEY' ELSE 'UNIQUE' END, x.conname,
+                                   CASE WHEN x.condeferred THEN ' DEFERRABLE INITIALLY DEFERRED'
+                                        WHEN x.condeferrable THEN ' DEFERRABLE' ELSE '' END);
+            EXECUTE format('ALTER TABLE %s DROP CONSTRAINT %I', t::regclass, x.conname);
+        END IF;
+    END LOOP;
+    RETURN made;
+END
+$$;
+COMMENT ON FUNCTION snowflake_id_node.defer_indexes(oid) IS
+  'Move step on the target: drops the indexes (and primary key and unique constraints) of table t that copy_from_source makes again after the copy; returns the statements that make them.';
+
+CREATE OR REPLACE FUNCTION snowflake_id_node.copy_from_source(connstr text, source text, slot text, tables oid[])
+RETURNS bigint
+LANGUAGE c VOLATILE STRICT
+AS 'MODULE_PATHNAME', 'copy_from_source_wrapper';
+COMMENT ON FUNCTION snowflake_id_node.copy_from_source(text, text, text, oid[]) IS
+  'Makes logical replication slot slot on the node connstr reaches (whose identity must be source) and copies there the rows of tables (local tables, read by schema and name) at its snapshot; returns the rows copied.';
+
+-- The subscription (copying), once the rows are copied: to the move's publication and
+-- slot on the source, with nothing to copy (copy_data = false): it applies every change
+-- committed there after the slot's snapshot. A worker's error disables it
+-- (disable_on_error), which marked() reports at once.
+CREATE OR REPLACE FUNCTION snowflake_id_node.subscribe(key text, source_connstr text) RETURNS oid
+LANGUAGE plpgsql VOLATILE CALLED ON NULL INPUT
+SET search_path = pg_catalog, pg_temp
+AS $$
+#variable_conflict use_variable
+DECLARE
+    m snowflake_id_node.move := snowflake_id_node.record(key, '{incoming}');
+    oid oid;
+BEGIN
+    IF m.subscription IS NOT NULL THEN
+        RAISE EXCEPTION 'move % has subscribed already', key USING ERRCODE = 'object_not_in_prerequisite_state';
+    END IF;
+    PERFORM snowflake_id_node.clear_squatter('subscription', m.marker);
+    EXECUTE format('CREATE SUBSCRIPTION %I CONNECTION %L PUBLICATION %I
+                      WITH (create_slot = false, slot_name = %L, copy_data = false, disable_on_error = true)',
+                   m.marker, source_connstr, m.marker, m.marker);
+    SELECT s.oid INTO oid FROM pg_subscription s
+     WHERE s.subname = m.marker AND s.subdbid = (SELECT d.oid FROM pg_database d WHERE d.datname = current_database());
+    UPDATE snowflake_id_node.move r SET subscription = m.marker, suboid = oid WHERE r.key = m.key;
+    RETURN oid;
+END
+$$;
+COMMENT ON FUNCTION snowflake_id_node.subscribe(text, text) IS
+  'Move step on the target, after copy_rows: subscribes to move key''s publication and slot on the source (nothing to copy); returns the subscription''s OID.';
+
+-- 55000 at once when the move's subscription has failed: a worker's error disabled it
+-- (disable_on_error) or errors were counted. The error itself is in this node's log.
+CREATE OR REPLACE FUNCTION snowflake_id_node.check_subscription(m snowflake_id_node.move) RETURNS void
+LANGUAGE plpgsql STABLE CALLED ON NULL INPUT
+SET search_path = pg_catalog, pg_temp
+AS $$
+#variable_conflict use_variable
+DECLARE
+    enabled boolean;
+    errors bigint;
+BEGIN
+    IF m.suboid IS NULL THEN
+        RAISE EXCEPTION 'move % has no subscription on this node', m.key USING ERRCODE = 'object_not_in_prerequisite_state';
+    END IF;
+    SELECT s.subenabled INTO enabled FROM pg_subscription s WHERE s.oid = m.suboid;
+    -- The initial copy's errors: sync_error_count up to 18, sync_table_error_count (and
+    -- sync_seq_error_count) from 19; read by name from the row, so one text serves both.
+    SELECT st.apply_error_count + coalesce((to_jsonb(st) ->> 'sync_error_count')::bigint, 0)
+           + coalesce((to_jsonb(st) ->> 'sync_table_error_count')::bigint, 0)
+           + coalesce((to_jsonb(st) ->> 'sync_seq_error_count')::bigint, 0)
+      INTO errors FROM pg_stat_subscription_stats st WHERE st.subid = m.suboid;
+    IF enabled IS NOT TRUE OR errors > 0 THEN
+        RAISE EXCEPTION 'replicating into this node failed: the subscription''s workers reported % error(s)%',
+            coalesce(errors, 0), CASE WHEN enabled IS NOT TRUE THEN ' and it disabled itself' ELSE '' END
+            USING ERRCODE = 'object_not_in_prerequisite_state',
+                  HINT = 'This node''s server log says why (subscription ' || quote_ident(m.subscription)
+                         || '): a table or column missing here, a type that does not fit, a permission.';
+    END IF;
+END
+$$;
+COMMENT ON FUNCTION snowflake_id_node.check_subscription(snowflake_id_node.move) IS
+  '55000 when a move''s subscription here disabled itself or its workers counted errors.';
+
+-- True when the source's marker row, written after the fence, has arrived; 55000 at once
+-- when the subscription failed.
+CREATE OR REPLACE FUNCTION snowflake_id_node.marked(key text) RETURNS boolean
+LANGUAGE plpgsql STABLE STRICT
+SET search_path = pg_catalog, pg_temp
+AS $$
+#variable_conflict use_variable
+DECLARE
+    m snowflake_id_node.move;
+    seen boolean;
+BEGIN
+    SELECT * INTO m FROM snowflake_id_node.move r WHERE r.key = marked.key AND r.role = 'target';
+    EXECUTE format('SELECT EXISTS (SELECT FROM snowflake_id_node.%I)', m.marker) INTO seen;
+    IF NOT seen THEN
+        PERFORM snowflake_id_node.check_subscription(m);
+    END IF;
+    RETURN seen;
+END
+$$;
+COMMENT ON FUNCTION snowflake_id_node.marked(text) IS
+  'True when the marker row of move key has arrived here; 55000 when its subscription failed.';
+
+-- The transactions running here that hold a transaction ID or snapshot, oldest first: what
+-- a new replication slot waits for (to name them when it waits too long).
+CREATE OR REPLACE FUNCTION snowflake_id_node.blockers() RETURNS text
+LANGUAGE sql STABLE
+SET search_path = pg_catalog, pg_temp
+BEGIN ATOMIC
+    SELECT string_agg(format('pid %s (%s, %s, in a transaction since %s)', a.pid, a.usename,
+                             coalesce(nullif(a.application_name, ''), a.backend_type), a.xact_start), '; ' ORDER BY a.xact_start)
+      FROM pg_stat_activity a
+     WHERE a.pid <> pg_backend_pid() AND a.xact_start IS NOT NULL
+       AND (a.backend_xid IS NOT NULL OR a.backend_xmin IS NOT NULL)
+       AND a.backend_type = 'client backend';
+END;
+COMMENT ON FUNCTION snowflake_id_node.blockers() IS
+  'The client transactions here holding a transaction ID or snapshot, oldest first (what slot creation waits for).';
+
+-- Activation (serving): every sequence carried (set to the further of its value here and
+-- the source's, so IDs continue above every ID the source gave whatever the clocks say),
+-- and the copies enter snowflake_id_shards. Only once the source is sealed.
+CREATE OR REPLACE FUNCTION snowflake_id_node.activate(key text, sequences text) RETURNS void
+LANGUAGE plpgsql VOLATILE CALLED ON NULL INPUT
+SET search_path = pg_catalog, pg_temp
+AS $$
+#variable_conflict use_variable
+DECLARE
+    m snowflake_id_node.move := snowflake_id_node.record(key, '{incoming}');
+    q record;
+    seq regclass;
+BEGIN
+    FOR q IN SELECT * FROM json_to_recordset(sequences::json) AS x(schema text, name text, last bigint, increment bigint) LOOP
+        seq := to_regclass(format('%I.%I', q.schema, q.name));
+        IF seq IS NULL THEN
+            RAISE EXCEPTION 'sequence %.% of the source has no counterpart here', quote_ident(q.schema), quote_ident(q.name)
+                USING ERRCODE = 'object_not_in_prerequisite_state';
+        END IF;
+        CONTINUE WHEN q.last IS NULL;
+        PERFORM setval(seq, CASE WHEN q.increment > 0 THEN greatest(q.last, coalesce(pg_sequence_last_value(seq), q.last))
+                                 ELSE least(q.last, coalesce(pg_sequence_last_value(seq), q.last)) END, true);
+    END LOOP;
+    UPDATE snowflake_id_node.move r SET state = 'serving' WHERE r.key = m.key;
+END
+$$;
+COMMENT ON FUNCTION snowflake_id_node.activate(text, text) IS
+  'Move step on the target: carries every sequence from the source''s values, then serves the copies of move key (serving).';
+
+-- Clean-up on the target after the flip: the subscription, the marker, the record.
+CREATE OR REPLACE FUNCTION snowflake_id_node.finish(key text) RETURNS void
+LANGUAGE plpgsql VOLATILE CALLED ON NULL INPUT
+SET search_path = pg_catalog, pg_temp
+AS $$
+#variable_conflict use_variable
+DECLARE
+    m snowflake_id_node.move := snowflake_id_node.record(key, '{serving}');
+BEGIN
+    PERFORM snowflake_id_node.drop_subscription(m);
+    EXECUTE format('DROP TABLE IF EXISTS snowflake_id_node.%I', m.marker);
+    DELETE FROM snowflake_id_node.move r WHERE r.key = m.key;
+END
+$$;
+COMMENT ON FUNCTION snowflake_id_node.finish(text) IS
+  'Move clean-up on the target: drops move key''s subscription and marker, and its record.';
+
+-- The move's subscription, if it is here: disabled and detached from its slot first (the
+-- source removes the slot; it may be unreachable), so dropping it needs no connection.
+CREATE OR REPLACE FUNCTION snowflake_id_node.drop_subscription(m snowflake_id_node.move) RETURNS void
+LANGUAGE plpgsql VOLATILE CALLED ON NULL INPUT
+SET search_path = pg_catalog, pg_temp
+AS $$
+#variable_conflict use_variable
+BEGIN
+    IF m.subscription IS NOT NULL AND EXISTS (SELECT FROM pg_subscription s WHERE s.oid = m.suboid) THEN
+        EXECUTE format('ALTER SUBSCRIPTION %I DISABLE', m.subscription);
+        EXECUTE format('ALTER SUBSCRIPTION %I SET (slot_name = NONE)', m.subscription);
+        EXECUTE format('DROP SUBSCRIPTION %I', m.subscription);
+    END IF;
+END
+$$;
+COMMENT ON FUNCTION snowflake_id_node.drop_subscription(snowflake_id_node.move) IS
+  'Drops a move''s subscription here without connecting to the source.';

@@ -1,0 +1,158 @@
+-- Undo, repair and status on either node of a move: what a move made here before its seal
+-- removed, the records read by repair_moves() and node_status(), leftovers found and
+-- dropped. Part of the node side of snowflake_id_router's protocol (sql/node/node.sql).
+
+-- == Undo, either node: everything a move made here before the seal ==
+
+-- Target: the subscription, the copies the move made (never a schema it did not make), as
+-- many as one transaction has room for (drop_some), then the marker and the record. Source:
+-- the fence triggers, publication, slots, marker, record. Returns how many copies are left
+-- (the router calls again until none is). Refused once the move is past its decision point
+-- (a sealed source, a serving target).
+CREATE OR REPLACE FUNCTION snowflake_id_node.undo(key text, wait_timeout interval, suboid oid) RETURNS integer
+LANGUAGE plpgsql VOLATILE CALLED ON NULL INPUT
+SET search_path = pg_catalog, pg_temp
+AS $$
+#variable_conflict use_variable
+DECLARE
+    m snowflake_id_node.move := snowflake_id_node.record(key, '{preparing,copying,fenced,incoming}');
+    t regclass;
+    n integer;
+BEGIN
+    -- The router knows the subscription's OID even if this node never heard of it.
+    m.suboid := coalesce(m.suboid, nullif(suboid, 0));
+    IF m.role = 'target' THEN
+        PERFORM snowflake_id_node.drop_subscription(m);
+        IF cardinality(m.created) > 0 THEN
+            n := snowflake_id_node.drop_some(m, m.created);
+            IF n < cardinality(m.created) THEN
+                UPDATE snowflake_id_node.move r SET created = m.created[n + 1:] WHERE r.key = m.key;
+                RETURN cardinality(m.created) - n;
+            END IF;
+        END IF;
+        EXECUTE format('DROP TABLE IF EXISTS snowflake_id_node.%I', m.marker);
+    ELSE
+        FOR t IN SELECT g.tgrelid::regclass FROM unnest(m.schemas) x JOIN pg_namespace n ON n.nspname = x,
+                        snowflake_id_node.tables(n.oid) r JOIN pg_trigger g ON g.tgrelid = r.oid
+                  WHERE g.tgname = m.marker LOOP
+            EXECUTE format('DROP TRIGGER %I ON %s', m.marker, t);
+        END LOOP;
+        PERFORM snowflake_id_node.drop_replication(m, wait_timeout);
+        EXECUTE format('DROP TABLE IF EXISTS snowflake_id_node.%I', m.marker);
+    END IF;
+    DELETE FROM snowflake_id_node.move r WHERE r.key = m.key;
+    RETURN 0;
+END
+$$;
+COMMENT ON FUNCTION snowflake_id_node.undo(text, interval, oid) IS
+  'Undoes what move key made on this node before its decision point (target: subscription, copies; source: fence, publication, slot, marker) and, all gone, its record; returns how many copies are left to drop.';
+
+-- == For repair and status ==
+
+-- The move records here, with whether their shards' locks are held by another session.
+CREATE OR REPLACE FUNCTION snowflake_id_node.moves() RETURNS text
+LANGUAGE sql STABLE
+SET search_path = pg_catalog, pg_temp
+BEGIN ATOMIC
+    SELECT coalesce(json_agg(json_build_object('key', m.key, 'router', m.router, 'role', m.role, 'peer', m.peer,
+                                               'shards', m.shards, 'schemas', m.schemas, 'state', m.state,
+                                               'alive', snowflake_id_node.alive(m.shards)) ORDER BY m.key), '[]')::text
+      FROM snowflake_id_node.move m;
+END;
+COMMENT ON FUNCTION snowflake_id_node.moves() IS
+  'The move records on this node as JSON, each with whether another session holds its shard locks (its mover lives).';
+
+-- Whether a role is a superuser: what the router makes on a node (publications,
+-- subscriptions) its superuser owns. A name proves nothing (any role with CREATE on the
+-- database can make a publication named like a move's); an owner does.
+CREATE OR REPLACE FUNCTION snowflake_id_node.made_by_superuser(owner oid) RETURNS boolean
+LANGUAGE sql STABLE STRICT PARALLEL SAFE
+SET search_path = pg_catalog, pg_temp
+RETURN coalesce((SELECT r.rolsuper FROM pg_roles r WHERE r.oid = owner), false);
+COMMENT ON FUNCTION snowflake_id_node.made_by_superuser(oid) IS
+  'Whether role owner is a superuser (what the router makes on a node is its superuser''s).';
+
+-- Everything moves have made here and not removed, one line each (for tests and status).
+CREATE OR REPLACE FUNCTION snowflake_id_node.leftovers() RETURNS SETOF text
+LANGUAGE sql STABLE
+SET search_path = pg_catalog, pg_temp
+BEGIN ATOMIC
+    SELECT format('move record %s (%s, %s, shards %s)', m.key, m.role, m.state, m.shards) FROM snowflake_id_node.move m
+    UNION ALL
+    SELECT format('replication slot %s', s.slot_name) FROM pg_replication_slots s
+     WHERE s.slot_name LIKE 'sfid\_%' OR s.slot_name ~ '^pg_[0-9]+_sync_'
+    UNION ALL
+    SELECT format('publication %s', p.pubname) FROM pg_publication p
+     WHERE p.pubname LIKE 'sfid\_%' AND snowflake_id_node.made_by_superuser(p.pubowner)
+    UNION ALL
+    SELECT format('subscription %s', s.subname) FROM pg_subscription s
+     WHERE s.subname LIKE 'sfid\_%' AND s.subdbid = (SELECT d.oid FROM pg_database d WHERE d.datname = current_database())
+       AND snowflake_id_node.made_by_superuser(s.subowner)
+    UNION ALL
+    SELECT format('fence trigger %s on %s', g.tgname, g.tgrelid::regclass) FROM pg_trigger g
+     WHERE g.tgfoid = 'snowflake_id_node.fence()'::regprocedure
+    UNION ALL
+    SELECT format('marker table %s', c.oid::regclass) FROM pg_class c
+     WHERE c.relname LIKE 'sfid\_%' AND c.relkind = 'r' AND c.relnamespace = 'snowflake_id_node'::regnamespace;
+END;
+COMMENT ON FUNCTION snowflake_id_node.leftovers() IS
+  'What moves made on this node and have not removed (records, slots, publications, subscriptions, fences, markers), one line each.';
+
+-- What moves of a router (its short identity) left here without a record: publications,
+-- subscriptions, fence triggers and marker tables named sfid_<router8>_<id> whose
+-- move has no record on this node (a restored dump, say), and that only the router's
+-- superuser could have made (a superuser's publication or subscription, a trigger calling
+-- snowflake_id_node.fence(), a table in snowflake_id_node): another role's object of such a
+-- name is never touched. Nothing without a record is
+-- in use: every one is made after its record, in the same transaction or the next. Drops
+-- them and names each.
+CREATE OR REPLACE FUNCTION snowflake_id_node.drop_orphans(router8 text, wait_timeout interval) RETURNS text[]
+LANGUAGE plpgsql VOLATILE CALLED ON NULL INPUT
+SET search_path = pg_catalog, pg_temp
+AS $$
+#variable_conflict use_variable
+DECLARE
+    prefix text := 'sfid_' || router8 || '_';
+    dropped text[] := '{}';
+    x record;
+    m snowflake_id_node.move;
+BEGIN
+    FOR x IN SELECT s.subname FROM pg_subscription s
+              WHERE s.subdbid = (SELECT d.oid FROM pg_database d WHERE d.datname = current_database())
+                AND starts_with(s.subname, prefix) AND snowflake_id_node.made_by_superuser(s.subowner)
+                AND NOT EXISTS (SELECT FROM snowflake_id_node.move r WHERE r.marker = s.subname) LOOP
+        EXECUTE format('ALTER SUBSCRIPTION %I DISABLE', x.subname);
+        EXECUTE format('ALTER SUBSCRIPTION %I SET (slot_name = NONE)', x.subname);
+        EXECUTE format('DROP SUBSCRIPTION %I', x.subname);
+        dropped := dropped || format('subscription %s', x.subname);
+    END LOOP;
+    FOR x IN SELECT g.tgname, g.tgrelid::regclass::text AS rel FROM pg_trigger g
+              WHERE g.tgfoid = 'snowflake_id_node.fence()'::regprocedure AND starts_with(g.tgname, prefix)
+                AND NOT EXISTS (SELECT FROM snowflake_id_node.move r WHERE r.marker = g.tgname) LOOP
+        EXECUTE format('DROP TRIGGER %I ON %s', x.tgname, x.rel);
+        dropped := dropped || format('fence trigger %s on %s', x.tgname, x.rel);
+    END LOOP;
+    FOR x IN SELECT c.oid::regclass::text AS rel FROM pg_class c
+              WHERE c.relkind = 'r' AND starts_with(c.relname, prefix) AND c.relnamespace = 'snowflake_id_node'::regnamespace
+                AND NOT EXISTS (SELECT FROM snowflake_id_node.move r WHERE r.marker = c.relname) LOOP
+        EXECUTE format('DROP TABLE %s', x.rel);
+        dropped := dropped || format('marker table %s', x.rel);
+    END LOOP;
+    FOR x IN SELECT p.pubname FROM pg_publication p
+              WHERE starts_with(p.pubname, prefix) AND snowflake_id_node.made_by_superuser(p.pubowner)
+                AND NOT EXISTS (SELECT FROM snowflake_id_node.move r WHERE r.marker = p.pubname) LOOP
+        m.publication := x.pubname;
+        PERFORM snowflake_id_node.drop_replication(m, wait_timeout);
+        dropped := dropped || format('publication %s', x.pubname);
+    END LOOP;
+    -- No replication slot: a slot has no owner, and any role with REPLICATION can make one
+    -- of a move's name (a change-data-capture tool's, say), so a name proves nothing. A
+    -- move's slot never outlives its record: made after it (copy_rows), and dropped in the
+    -- transaction that deletes it (undo, complete), which a failed drop rolls back.
+    RETURN dropped;
+END
+$$;
+COMMENT ON FUNCTION snowflake_id_node.drop_orphans(text, interval) IS
+  'Drops what a router''s moves (router8: its short identity) left here without a move record, naming each.';
+
+REVOKE ALL ON ALL FUNCTIONS IN SCHEMA snowflake_id_node FROM PUBLIC;

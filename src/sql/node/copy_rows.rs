@@ -1,0 +1,19 @@
+//! `snowflake_id_node.copy_from_source(…)`, a move's initial copy made by the target node
+//! (declared in sql/node/move_target.sql; the work is `src/pg/node/copy_rows.rs`'s).
+
+use crate::pg::node::copy_rows;
+use crate::pg::text_arg::Text;
+use pgrx::prelude::*;
+
+/// `snowflake_id_node.copy_from_source(connstr text, source text, slot text, tables oid[])
+/// RETURNS bigint`: makes the logical replication slot `slot` on the node `connstr` reaches
+/// (which must be the database of identity `source`) and copies the rows of each of
+/// `tables` (local tables, read there by the same schema and name) at its snapshot; returns
+/// the rows copied. Superuser only (the schema is revoked from PUBLIC); the caller holds the
+/// move's record and locks (`copy_rows`).
+#[pg_extern(sql = false)]
+fn copy_from_source(connstr: Text, source: Text, slot: Text, tables: Array<pg_sys::Oid>) -> i64 {
+    let relids: Vec<pg_sys::Oid> = tables.iter().flatten().collect();
+    let rows = copy_rows::copy_from_source(connstr.bytes(), source.bytes(), slot.bytes(), &relids);
+    i64::try_from(rows).unwrap_or(i64::MAX)
+}
