@@ -9,8 +9,11 @@
 -- starts with the router's settings, given at connection time. Every wait is interruptible
 -- and bounded by the monotonic clock (snowflake_id_node.monotonic()).
 
--- Opens (or reopens) connection conn by connstr; peer names it in messages. Waits at most
--- the connect string's connect_timeout (10 s without one).
+-- The one function that opens a connection: conn (reopened if open) by connstr; peer names
+-- it in messages. Waits at most the connect string's connect_timeout (10 s without one).
+-- connect_node and connect_self open one to a registered node or to this router and check
+-- what it reaches; reuse_conn (31_remote.sql) reuses this session's connection of a name,
+-- opening it through them if absent.
 CREATE OR REPLACE FUNCTION snowflake_id_router.connect(conn text, connstr text, peer text) RETURNS void
 LANGUAGE plpgsql VOLATILE STRICT PARALLEL UNSAFE
 SET search_path = pg_catalog, pg_temp
@@ -47,18 +50,6 @@ END
 $$;
 COMMENT ON FUNCTION snowflake_id_router.connect(text, text, text) IS
   'Opens (or reopens) the router''s connection conn by connstr (its session set up with the router''s settings), refused (55000) unless the extension snowflake_id made the schema snowflake_id_node there; peer names it in messages.';
-
--- (PL/pgSQL: conn_place is defined further on.)
-CREATE OR REPLACE FUNCTION snowflake_id_router.connect(conn text, connstr text) RETURNS void
-LANGUAGE plpgsql VOLATILE STRICT PARALLEL UNSAFE
-SET search_path = pg_catalog, pg_temp
-AS $$
-BEGIN
-    PERFORM snowflake_id_router.connect(conn, connstr, snowflake_id_router.conn_place(conn));
-END
-$$;
-COMMENT ON FUNCTION snowflake_id_router.connect(text, text) IS
-  'Opens (or reopens) the router''s connection conn by connstr, named in messages by conn_place(conn).';
 
 CREATE OR REPLACE FUNCTION snowflake_id_router.disconnect(conn text) RETURNS void
 LANGUAGE sql VOLATILE STRICT PARALLEL UNSAFE
