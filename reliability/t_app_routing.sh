@@ -3,7 +3,8 @@
 # writers, two through the SQLAlchemy router and two through the Django router of
 # clients/python/, each with its own connections to the nodes and a map read from the router
 # by a role with no other right there, insert, update and read back posts by ID while
-# move_shard, move_shards, drain_node and rebalance move their shards. Then: every write a
+# move_shard, move_shards, drain_node and rebalance move their shards, and two moves are held
+# at their fence and once sealed. Then: every write a
 # client saw acknowledged is present exactly once, on the node the map names, with its last
 # acknowledged body, and no ID twice (router_invariants, reliability/router_check.py); every
 # read returned the last acknowledged body; no error reached an application; the nodes told
@@ -36,6 +37,22 @@ on router -c "SELECT move_shards('{2731,2732}', 'node_c')" >/dev/null
 on router -c "CALL drain_node('node_a')" >/dev/null
 on router -c "CALL rebalance()" >/dev/null
 on router -c "SELECT move_shard(5462, 'node_a')" >/dev/null
+# Two moves held (the router's test breakpoints) for 2 s: at the fence (writes there get 40001,
+# retried on the same node) and once sealed, before the target serves and the map flips
+# (both nodes answer SF001, and a reloaded map still names the source: the clients back off).
+for step in fenced sealed; do
+  shard=$(on router -c "SELECT shard FROM shard_map WHERE node <> 'node_b' AND shard IN ($shards) ORDER BY shard LIMIT 1")
+  on router -c "INSERT INTO snowflake_id_router.breakpoint (step) VALUES ('$step')"
+  on router -c "SELECT move_shard($shard, 'node_b')" >/dev/null & mover=$!
+  for i in $(seq 600); do
+    [[ -z $(on router -c "SELECT reached FROM snowflake_id_router.breakpoint") ]] || break
+    kill -0 "$mover" 2>/dev/null || fail "the move held at $step ended before it got there"
+    sleep 0.05
+  done
+  sleep 2
+  on router -c "DELETE FROM snowflake_id_router.breakpoint"
+  wait "$mover"
+done
 moves=$(on router -c "SELECT count(*) FROM move_history WHERE outcome = 'done'")
 sleep 2
 for c in 1 2 3 4; do touch "$work/client$c.log.stop"; done
@@ -54,6 +71,7 @@ print(s("inserts"), s("updates"), s("reads"), sum(x["retried"].get("SF001", 0) f
       sum(v for x in r for k, v in x["retried"].items() if k != "SF001"), s("map_loads"))' "$work"/client*.out)"
 echo "app routing: $moves moves; $inserts inserts, $updates updates, $reads reads checked by 2 SQLAlchemy and 2 Django clients;" \
      "SF001 seen $sf001 times ($loads map loads), 40001/40P01 retried $retried times; no error reached an application"
-((moves >= 5)) || fail "only $moves moves done"
+((moves >= 7)) || fail "only $moves moves done"
 ((sf001 > 0)) || fail "no client was told a shard moved (SF001): the test did not test it"
+((retried > 0)) || fail "no client met a fence (40001): the test did not test it"
 ((inserts > 100 && reads > 100)) || fail "too little work: $inserts inserts, $reads reads"
