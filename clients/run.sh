@@ -1,5 +1,6 @@
 #!/usr/bin/env bash
-# The client recipes of docs/applications.md, run through real clients against a throwaway server:
+# The client recipes of docs/applications.md, run through real clients against a throwaway server
+# (and the Python routing clients of docs/app-routing.md, test_routing.py):
 # psycopg 3 + SQLAlchemy 2 and Django 5.2 (Python), node-postgres (Node), pgjdbc and
 # EclipseLink 2.7 (Java), tokio-postgres (Rust); then checks that the docs show the recipes'
 # code as it is. Expects the extension installed (scripts/install). Installs the clients
@@ -41,6 +42,7 @@ for db in py js java rs; do
   psql -X -q -v ON_ERROR_STOP=1 -c "CREATE EXTENSION snowflake_id" -d $db
 done
 (cd "$here" && PGDATABASE=py "$venv/bin/python" test_python.py)
+for orm in sqlalchemy django; do (cd "$here" && "$venv/bin/python" test_routing.py "$orm"); done
 (cd "$here/node" && PGDATABASE=js node test.js)
 JDBC_URL="jdbc:postgresql://127.0.0.1:$port/java?user=$PGUSER" java -cp "$classes:$here/java:$jars" ClientTests
 PGDATABASE=rs "$rust_target/debug/snowflake_id_client_recipe"

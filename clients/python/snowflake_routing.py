@@ -89,7 +89,12 @@ def run(shard_map: ShardMap, shard: int, attempt, stats: Stats = None, tries: in
     The attempt must be whole: everything it did is rolled back when it fails."""
     pause = first_pause
     for tried in range(1, tries + 1):
-        version, node = shard_map.version, shard_map.node(shard)
+        version = shard_map.version
+        try:
+            node = shard_map.node(shard)
+        except LookupError:                     # assigned since the map was read?
+            shard_map.load(seen_version=version)
+            node = shard_map.node(shard)
         try:
             return attempt(node)
         except Exception as error:
