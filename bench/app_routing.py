@@ -1,5 +1,6 @@
 """The Python part of bench/app_routing.sh: one session's single-row insert latency on a random
-shard of node_a's first 16, through psycopg straight to the node (schema-qualified), the
+shard of node_a's first 16, through psycopg straight to the node (schema-qualified), a plain
+SQLAlchemy Session on the node (SET LOCAL search_path, the ORM's INSERT: the ORM's own cost), the
 SQLAlchemy and Django routers of clients/python/ (use_shard, then the ORM's INSERT), and
 psycopg through the router (insert_post, PL/Proxy). Medians over interleaved rounds.
 Usage: app_routing.py ROUTER_DSN NODE_A_DSN"""
@@ -21,8 +22,8 @@ rng = random.Random(1)
 
 
 def sqlalchemy_insert():
-    from sqlalchemy import BigInteger, FetchedValue, Text
-    from sqlalchemy.orm import DeclarativeBase, Mapped, mapped_column
+    from sqlalchemy import BigInteger, FetchedValue, Text, create_engine, text
+    from sqlalchemy.orm import DeclarativeBase, Mapped, Session, mapped_column
 
     from routing_sqlalchemy import ShardRouter
 
@@ -36,13 +37,23 @@ def sqlalchemy_insert():
         body: Mapped[str] = mapped_column(Text)
 
     router = ShardRouter(shard_map)
+    plain = Session(create_engine("postgresql+psycopg://", creator=lambda: psycopg.connect(node_dsn)),
+                    expire_on_commit=False)
+
+    def plain_insert(shard):
+        with plain.begin():
+            plain.execute(text(f"SET LOCAL search_path = shard_{shard}"))
+            post = Post(user_id=1, body="bench")
+            plain.add(post)
+            plain.flush()
+            return post.id
 
     def work(s):
         post = Post(user_id=1, body="bench")
         s.add(post)
         s.flush()
         return post.id
-    return lambda shard: router.unit(shard, work)
+    return plain_insert, lambda shard: router.unit(shard, work)
 
 
 def django_insert():
@@ -69,10 +80,12 @@ def django_insert():
 
 direct = psycopg.connect(node_dsn, autocommit=True)
 routed = psycopg.connect(router_dsn, autocommit=True)
+sqlalchemy_plain, sqlalchemy_routed = sqlalchemy_insert()
 variants = {
     "psycopg direct": lambda shard: direct.execute(
         f"INSERT INTO shard_{shard}.posts (user_id, body) VALUES (1, 'bench') RETURNING id").fetchone(),
-    "SQLAlchemy router": sqlalchemy_insert(),
+    "SQLAlchemy on node": sqlalchemy_plain,
+    "SQLAlchemy router": sqlalchemy_routed,
     "Django router": django_insert(),
     "psycopg via router": lambda shard: routed.execute("SELECT insert_post(%s, 1, 'bench')", [shard]).fetchone(),
 }

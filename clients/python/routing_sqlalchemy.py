@@ -17,6 +17,17 @@ from sqlalchemy.ext.horizontal_shard import ShardedSession
 from snowflake_routing import Stats, fan_out, run, shard_of
 
 
+class RoutedSession(ShardedSession):
+    """A ShardedSession whose every transaction on a node begins with use_shard."""
+
+
+@event.listens_for(RoutedSession, "after_begin")
+def _use_shard(session, transaction, connection):
+    # The transaction's first statement on this node: SF001 if the node does not serve it.
+    shard = session.info["shard_on"][connection.engine.sf_node]
+    connection.execute(text("SELECT use_shard(:shard)"), {"shard": shard})
+
+
 class ShardRouter:
     def __init__(self, shard_map, **engine_options):
         self.map, self.engine_options = shard_map, engine_options
@@ -35,13 +46,12 @@ class ShardRouter:
 
     def session(self, shard: int) -> ShardedSession:
         """A session for work on shard: new rows go to its node; rows by ID to their shard's node."""
-        session = ShardedSession(
+        session = RoutedSession(
             shards={node: self.engine(node) for node in self.map.dsns},
             shard_chooser=lambda mapper, instance, clause=None: self._claim(session, self._shard(instance, shard)),
             identity_chooser=lambda mapper, primary_key, **kw: [self._claim(session, shard_of(primary_key[0]))],
             execute_chooser=lambda context: [self._claim(session, shard)],
             expire_on_commit=False)
-        event.listen(session, "after_begin", self._use_shard)
         return session
 
     @staticmethod
@@ -58,11 +68,6 @@ class ShardRouter:
             raise ValueError(f"shards {claimed} and {shard} are both on {node}: one shard per transaction there")
         return node
 
-    @staticmethod
-    def _use_shard(session, transaction, connection):
-        # The transaction's first statement on this node: SF001 if the node does not serve it.
-        shard = session.info["shard_on"][connection.engine.sf_node]
-        connection.execute(text("SELECT use_shard(:shard)"), {"shard": shard})
 
     def unit(self, shard: int, work):
         """work(session) as one unit of work on shard, committed, retried by the rules (run())."""
