@@ -1,0 +1,35 @@
+package org.snowflakeid.example;
+
+import java.util.Optional;
+import org.springframework.stereotype.Service;
+import org.springframework.transaction.annotation.Transactional;
+
+/**
+ * The application's transactions, written as for one database: each runs on the shard that
+ * its caller bound ({@link Posts}), in the shard's schema.
+ */
+@Service
+public class PostService {
+    private final PostRepository posts;
+
+    public PostService(PostRepository posts) {
+        this.posts = posts;
+    }
+
+    @Transactional
+    public Post create(long userId, String body) {
+        return posts.save(new Post(userId, body));
+    }
+
+    @Transactional
+    public boolean edit(long id, String body) {
+        Optional<Post> post = posts.findById(id);
+        post.ifPresent(p -> p.edit(body));
+        return post.isPresent();
+    }
+
+    @Transactional(readOnly = true)
+    public Optional<Post> get(long id) {
+        return posts.findById(id);
+    }
+}
