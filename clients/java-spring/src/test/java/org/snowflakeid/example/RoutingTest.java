@@ -1,0 +1,100 @@
+package org.snowflakeid.example;
+
+import static org.junit.jupiter.api.Assertions.assertEquals;
+import static org.junit.jupiter.api.Assertions.assertThrows;
+import static org.junit.jupiter.api.Assertions.assertTrue;
+
+import java.sql.Connection;
+import java.sql.ResultSet;
+import java.sql.Statement;
+import java.util.List;
+import org.junit.jupiter.api.Test;
+import org.snowflakeid.routing.ShardMap;
+import org.snowflakeid.routing.ShardRouter;
+import org.springframework.beans.factory.annotation.Autowired;
+import org.springframework.boot.test.context.SpringBootTest;
+import org.springframework.jdbc.core.JdbcTemplate;
+
+/** The routing client's rules, one at a time, on a router and three nodes. */
+@SpringBootTest
+class RoutingTest {
+    @Autowired
+    Posts posts;
+    @Autowired
+    PostService service;
+    @Autowired
+    ShardRouter router;
+    @Autowired
+    JdbcTemplate jdbc;
+
+    @Test
+    void writesReadsAndEditsByIdOnTheIdsShard() {
+        int shard = Cluster.SHARDS.get(0);
+        Post p = posts.create(shard, 7, "first");
+        assertEquals(shard, ShardMap.shardOf(p.getId()), "the ID of a post written on shard " + shard);
+        assertEquals("first", posts.get(p.getId()).orElseThrow().getBody());
+        assertTrue(posts.edit(p.getId(), "edited"));
+        Post read = posts.get(p.getId()).orElseThrow();
+        assertEquals("edited", read.getBody());
+        assertEquals(1, read.getEdits());
+    }
+
+    @Test
+    void workOnNoShardIsRefused() {
+        Exception e = assertThrows(Exception.class, () -> service.get(1L));
+        assertTrue(messages(e).contains("no shard bound to this thread"), messages(e));
+    }
+
+    @Test
+    void statementsOutsideATransactionAreRefused() {
+        int shard = Cluster.SHARDS.get(0);
+        Exception e = assertThrows(Exception.class,
+                () -> router.onShard(shard, () -> jdbc.queryForObject("SELECT count(*) FROM posts", Long.class)));
+        assertTrue(messages(e).contains("outside a transaction"), messages(e));
+    }
+
+    @Test
+    void feedReadsEveryNodeInIdOrder() {
+        long user = System.nanoTime();
+        // one shard of each node (the list holds each node's shards in turn)
+        int n = Cluster.SHARDS.size();
+        for (int shard : List.of(Cluster.SHARDS.get(0), Cluster.SHARDS.get(n / 2), Cluster.SHARDS.get(n - 1))) {
+            posts.create(shard, user, "on " + shard);
+        }
+        List<Posts.FeedPost> feed = posts.feed(user, 10);
+        assertEquals(3, feed.size(), feed.toString());
+        assertTrue(feed.get(0).id() > feed.get(1).id() && feed.get(1).id() > feed.get(2).id(), feed.toString());
+        assertEquals(2, posts.feed(user, 2).size());
+    }
+
+    /** A shard moved behind the client's back: the old node answers SF001, the client reads
+     *  the map again and finds the row on the new node. */
+    @Test
+    void aMovedShardIsFoundAfterReloadingTheMap() throws Exception {
+        int shard = Cluster.SHARDS.get(1);
+        Post p = posts.create(shard, 8, "before the move");
+        long movedBefore = router.movedRetries.sum();
+        try (Connection admin = Cluster.admin(); Statement st = admin.createStatement()) {
+            ResultSet rs = st.executeQuery("SELECT node FROM shard_map WHERE shard = " + shard
+                    + " UNION ALL SELECT min(name) FROM snowflake_id_router.node WHERE name <> "
+                    + "(SELECT node FROM shard_map WHERE shard = " + shard + ")");
+            rs.next();
+            String from = rs.getString(1);
+            rs.next();
+            String to = rs.getString(1);
+            st.execute("SELECT move_shard(" + shard + ", '" + to + "')");
+            assertEquals("after the move", posts.edit(p.getId(), "after the move") ? "after the move" : "lost",
+                    "the edit after moving shard " + shard + " from " + from + " to " + to);
+        }
+        assertEquals("after the move", posts.get(p.getId()).orElseThrow().getBody());
+        assertTrue(router.movedRetries.sum() > movedBefore, "no SF001 was met: the move was not seen");
+    }
+
+    static String messages(Throwable e) {
+        StringBuilder b = new StringBuilder();
+        for (Throwable t = e; t != null; t = t.getCause()) {
+            b.append(t.getMessage()).append(" / ");
+        }
+        return b.toString();
+    }
+}
