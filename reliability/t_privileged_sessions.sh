@@ -203,6 +203,10 @@ row alter_shards "alter_shards(text,text,boolean)" "GRANT EXECUTE ON FUNCTION al
   "SELECT count(*) FROM alter_shards('COMMENT ON TABLE %I.posts IS ''x''')" 42501 : "$local_variants"
 row abandon_schema_change "abandon_schema_change(bigint)" "GRANT EXECUTE ON FUNCTION abandon_schema_change(bigint) TO ROLE" \
   "SELECT abandon_schema_change(0)" 55000 "SELECT abandon_schema_change(0)" 55000 : "$local_variants"
+# The shard map for applications: every role's, with no grant.
+row app_map "snowflake_id_router.app_map()" "SELECT 'nothing granted to ROLE'" \
+  "SELECT count(*) FROM snowflake_id_router.app_map()" 00000 \
+  "SELECT count(*) FROM snowflake_id_router.app_map()" 00000 : "$local_variants"
 # The fence trigger runs for a writer on a node while its shard is fenced (held there).
 row fence "snowflake_id_node.fence()" \
   "GRANT USAGE ON SCHEMA shard_1 TO ROLE; GRANT INSERT ON shard_1.posts TO ROLE; GRANT USAGE ON SEQUENCE shard_1.table_id_seq TO ROLE" \

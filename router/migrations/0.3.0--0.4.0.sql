@@ -22,6 +22,7 @@ $$;
 --#include router/sql/40_nodes.sql
 --#include router/sql/41_rebalance.sql
 --#include router/sql/50_routers.sql
+--#include router/sql/52_app_map.sql
 --#include router/sql/54_alter_shards.sql
 --#include router/sql/56_template_status.sql
 --#include router/sql/90_grants.sql

@@ -11,3 +11,9 @@ REVOKE ALL ON node_status, shard_status, rebalance_status FROM PUBLIC;
 REVOKE ALL ON FUNCTION alter_shards(text, text, boolean), abandon_schema_change(bigint),
     template_status(text, boolean), add_router(text, text), remove_router(text) FROM PUBLIC;
 REVOKE ALL ON schema_change_status, router_status FROM PUBLIC;
+
+-- What an application role with no other right may read: the shard map (app_map); USAGE on
+-- the internal schema reaches nothing else, every other function in it being closed above
+-- and no table of it granted.
+GRANT USAGE ON SCHEMA snowflake_id_router TO PUBLIC;
+GRANT EXECUTE ON FUNCTION snowflake_id_router.app_map() TO PUBLIC;

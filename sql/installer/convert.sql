@@ -22,13 +22,10 @@ DECLARE
     rel record;
     att record;
     seq regclass;
-    seq_schema name;
-    seq_name name;
     dep "char";
     others text;
     newest bigint;
     highest bigint;
-    grantee text;
 BEGIN
     -- A shard outside the layout: make_id's own error (22003, naming the valid range).
     PERFORM @extschema@.make_id(clock_timestamp(), shard);
@@ -92,26 +89,7 @@ BEGIN
     END IF;
 
     IF dep = 'i' THEN
-        SELECT n.nspname, c.relname INTO seq_schema, seq_name
-          FROM pg_class c JOIN pg_namespace n ON n.oid = c.relnamespace WHERE c.oid = seq;
-        EXECUTE format('ALTER TABLE %s ALTER COLUMN %I DROP IDENTITY', tbl, col);
-        -- Owned by the table's owner (OWNED BY requires it), whoever converts.
-        EXECUTE format('CREATE SEQUENCE %I.%I AS bigint', seq_schema, seq_name);
-        seq := format('%I.%I', seq_schema, seq_name)::regclass;
-        EXECUTE format('ALTER SEQUENCE %s OWNER TO %s', seq, rel.relowner::regrole);
-        EXECUTE format('ALTER SEQUENCE %s OWNED BY %s.%I', seq, tbl, col);
-        -- Whoever may INSERT: on the table, or on some of its columns.
-        FOR grantee IN
-            SELECT DISTINCT CASE WHEN x.grantee = 0 THEN 'PUBLIC' ELSE quote_ident(r.rolname) END
-              FROM (SELECT (aclexplode(rel.relacl)).*
-                    UNION ALL
-                    SELECT (aclexplode(a.attacl)).* FROM pg_attribute a
-                     WHERE a.attrelid = tbl AND a.attnum > 0 AND NOT a.attisdropped AND a.attacl IS NOT NULL) x
-              LEFT JOIN pg_roles r ON r.oid = x.grantee
-             WHERE x.privilege_type = 'INSERT' AND x.grantee <> rel.relowner
-        LOOP
-            EXECUTE format('GRANT USAGE ON SEQUENCE %s TO %s', seq, grantee);
-        END LOOP;
+        seq := snowflake_id_internal.identity_to_sequence(tbl, col, seq, rel.relowner::regrole, rel.relacl);
     ELSE
         -- A serial's sequence may be AS integer (serial widened to bigint): IDs need bigint.
         EXECUTE format('ALTER SEQUENCE %s AS bigint MAXVALUE 9223372036854775807 NO CYCLE', seq);
@@ -126,3 +104,43 @@ END
 $$;
 COMMENT ON FUNCTION convert_column(regclass, name, integer) IS
   'Turns a bigserial or identity key (bigint, or changed to snowflake) into DEFAULT next_id(shard, its sequence), in place; every new ID is above every existing one. Returns the sequence.';
+
+-- convert_column's identity column made a bigserial: the identity dropped, a sequence of
+-- the same name made in its place, owned by the table's owner and OWNED BY the column, usable
+-- by whoever may INSERT (on the table, acl, or on some of its columns). Returns it.
+CREATE OR REPLACE FUNCTION snowflake_id_internal.identity_to_sequence(tbl regclass, col name, seq regclass,
+                                                                      owner regrole, acl aclitem[])
+RETURNS regclass
+LANGUAGE plpgsql VOLATILE CALLED ON NULL INPUT PARALLEL UNSAFE
+SET search_path = pg_catalog, pg_temp
+AS $$
+DECLARE
+    seq_schema name;
+    seq_name name;
+    grantee text;
+BEGIN
+    SELECT n.nspname, c.relname INTO seq_schema, seq_name
+      FROM pg_class c JOIN pg_namespace n ON n.oid = c.relnamespace WHERE c.oid = seq;
+    EXECUTE format('ALTER TABLE %s ALTER COLUMN %I DROP IDENTITY', tbl, col);
+    -- Owned by the table's owner (OWNED BY requires it), whoever converts.
+    EXECUTE format('CREATE SEQUENCE %I.%I AS bigint', seq_schema, seq_name);
+    seq := format('%I.%I', seq_schema, seq_name)::regclass;
+    EXECUTE format('ALTER SEQUENCE %s OWNER TO %s', seq, owner);
+    EXECUTE format('ALTER SEQUENCE %s OWNED BY %s.%I', seq, tbl, col);
+    -- Whoever may INSERT: on the table, or on some of its columns.
+    FOR grantee IN
+        SELECT DISTINCT CASE WHEN x.grantee = 0 THEN 'PUBLIC' ELSE quote_ident(r.rolname) END
+          FROM (SELECT (aclexplode(acl)).*
+                UNION ALL
+                SELECT (aclexplode(a.attacl)).* FROM pg_attribute a
+                 WHERE a.attrelid = tbl AND a.attnum > 0 AND NOT a.attisdropped AND a.attacl IS NOT NULL) x
+          LEFT JOIN pg_roles r ON r.oid = x.grantee
+         WHERE x.privilege_type = 'INSERT' AND x.grantee <> owner::oid
+    LOOP
+        EXECUTE format('GRANT USAGE ON SEQUENCE %s TO %s', seq, grantee);
+    END LOOP;
+    RETURN seq;
+END
+$$;
+COMMENT ON FUNCTION snowflake_id_internal.identity_to_sequence(regclass, name, regclass, regrole, aclitem[]) IS
+  'convert_column''s identity column given a sequence of its own in place of its identity.';

@@ -60,27 +60,71 @@ RETURN (SELECT p.oid FROM pg_proc p
 COMMENT ON FUNCTION snowflake_id_internal.shard_function(oid) IS
   'The next_id() of the shard in a schema (by OID), found by its catalog key, not by name: NULL if it has none.';
 
--- create_shard(schema_name, shard) but for the last step: returns the name the shard's
--- function has, next_id if it was there already (replaced in place), else the name of its
--- own it was made under, which the caller sets defaults through and then renames next_id.
-CREATE OR REPLACE FUNCTION snowflake_id_internal.make_shard(schema_name text, shard integer) RETURNS text
+-- The shard's sequence, schema_name.table_id_seq: made, or adopted (adopting: the schema is
+-- not a shard yet) when it is a real sequence, after waiting for its users; refused when
+-- its range cannot hold IDs; a plain counter moved above every ID the old function can
+-- have made.
+CREATE OR REPLACE FUNCTION snowflake_id_internal.shard_sequence(schema_name text, nsp oid, shard integer, adopting boolean)
+RETURNS oid
 LANGUAGE plpgsql VOLATILE STRICT PARALLEL UNSAFE
 SET search_path = pg_catalog, pg_temp
 AS $$
 DECLARE
-    existing @extschema@.snowflake_id_shard;
-    other text;
-    nsp oid;
-    made_schema boolean;
     seq oid;
     seq_kind "char";
     seq_owner regrole;
-    old_fn oid;
     counter bigint;
     seq_min bigint;
     seq_max bigint;
-    dependent regclass;
-    fn text;
+BEGIN
+    -- Only a real sequence is adopted, and nothing in the schema is run: its state is read
+    -- with pg_sequence_last_value(), never with a query on whatever bears the name.
+    SELECT c.oid, c.relkind, c.relowner INTO seq, seq_kind, seq_owner FROM pg_class c
+     WHERE c.relnamespace = nsp AND c.relname = 'table_id_seq';
+    IF seq IS NULL THEN
+        EXECUTE format('CREATE SEQUENCE %I.table_id_seq AS bigint', schema_name);
+        seq := format('%I.table_id_seq', schema_name)::regclass;
+    ELSIF seq_kind <> 'S' THEN
+        RAISE EXCEPTION '"%" is not a sequence', format('%I.table_id_seq', schema_name)
+            USING ERRCODE = 'wrong_object_type',
+                  HINT = 'create_shard adopts only a sequence named table_id_seq.';
+    ELSIF adopting THEN
+        IF seq_owner <> current_user::regrole THEN
+            RAISE WARNING 'sequence %.table_id_seq is owned by role %, who can reset it (setval) and so make next_id() repeat IDs',
+                quote_ident(schema_name), seq_owner;
+        END IF;
+        -- ALTER ... OWNER TO its own owner changes nothing, but takes ACCESS EXCLUSIVE: it
+        -- waits for every transaction holding the sequence's lock (every nextval() caller).
+        -- It needs the caller to own the sequence (or be superuser): 42501 otherwise.
+        EXECUTE format('ALTER SEQUENCE %s OWNER TO %s', seq::regclass, seq_owner);
+    END IF;
+
+    -- A sequence whose range cannot hold IDs (AS integer, descending): next_id's own error.
+    SELECT q.seqmin, q.seqmax INTO seq_min, seq_max FROM pg_sequence q WHERE q.seqrelid = seq;
+    IF NOT @extschema@.make_id(clock_timestamp(), shard, @extschema@.id_sequence(9223372036854775807))
+           BETWEEN seq_min AND seq_max THEN
+        RAISE EXCEPTION 'sequence "%" cannot hold snowflake IDs: its range is % to %', seq::regclass, seq_min, seq_max
+            USING ERRCODE = 'sequence_generator_limit_exceeded',
+                  HINT = format('ALTER SEQUENCE %s AS bigint MINVALUE 1 MAXVALUE 9223372036854775807', seq::regclass);
+    END IF;
+    -- A sequence still holding a plain counter (new, or Instagram's PL/pgSQL's) is moved
+    -- above every ID the old function can have made; one holding IDs already is left alone.
+    counter := coalesce(pg_sequence_last_value(seq), 0);
+    IF counter < (1::bigint << 42) THEN
+        PERFORM setval(seq, @extschema@.make_id(clock_timestamp(), shard, @extschema@.id_sequence(9223372036854775807)), true);
+    END IF;
+    RETURN seq;
+END
+$$;
+COMMENT ON FUNCTION snowflake_id_internal.shard_sequence(text, oid, integer, boolean) IS
+  'create_shard''s sequence of a shard: made, or adopted and checked; its counter moved above the old IDs.';
+
+-- A shard's schema name and number checked: within the layout, at most 63 bytes, not empty,
+-- not a system or temporary schema.
+CREATE OR REPLACE FUNCTION snowflake_id_internal.check_shard_name(schema_name text, shard integer) RETURNS void
+LANGUAGE plpgsql STABLE STRICT PARALLEL SAFE
+SET search_path = pg_catalog, pg_temp
+AS $$
 BEGIN
     -- A shard outside the layout: make_id's own error (22003, naming the valid range).
     PERFORM @extschema@.make_id(clock_timestamp(), shard);
@@ -98,6 +142,29 @@ BEGIN
         RAISE EXCEPTION 'schema name "%" is reserved: a shard cannot be a system or temporary schema', schema_name
             USING ERRCODE = 'reserved_name';
     END IF;
+END
+$$;
+COMMENT ON FUNCTION snowflake_id_internal.check_shard_name(text, integer) IS
+  'create_shard''s checks of a shard''s schema name and number (22003, 42622, 42602, 42939).';
+
+-- create_shard(schema_name, shard) but for the last step: returns the name the shard's
+-- function has, next_id if it was there already (replaced in place), else the name of its
+-- own it was made under, which the caller sets defaults through and then renames next_id.
+CREATE OR REPLACE FUNCTION snowflake_id_internal.make_shard(schema_name text, shard integer) RETURNS text
+LANGUAGE plpgsql VOLATILE STRICT PARALLEL UNSAFE
+SET search_path = pg_catalog, pg_temp
+AS $$
+DECLARE
+    existing @extschema@.snowflake_id_shard;
+    other text;
+    nsp oid;
+    made_schema boolean;
+    seq oid;
+    old_fn oid;
+    dependent regclass;
+    fn text;
+BEGIN
+    PERFORM snowflake_id_internal.check_shard_name(schema_name, shard);
 
     -- One create_shard/drop_shard at a time, so the checks below cannot be overtaken by
     -- another session's (READ COMMITTED: each statement after the lock sees its commits).
@@ -148,42 +215,7 @@ BEGIN
         END LOOP;
     END IF;
 
-    -- Only a real sequence is adopted, and nothing in the schema is run: its state is read
-    -- with pg_sequence_last_value(), never with a query on whatever bears the name.
-    SELECT c.oid, c.relkind, c.relowner INTO seq, seq_kind, seq_owner FROM pg_class c
-     WHERE c.relnamespace = nsp AND c.relname = 'table_id_seq';
-    IF seq IS NULL THEN
-        EXECUTE format('CREATE SEQUENCE %I.table_id_seq AS bigint', schema_name);
-        seq := format('%I.table_id_seq', schema_name)::regclass;
-    ELSIF seq_kind <> 'S' THEN
-        RAISE EXCEPTION '"%" is not a sequence', format('%I.table_id_seq', schema_name)
-            USING ERRCODE = 'wrong_object_type',
-                  HINT = 'create_shard adopts only a sequence named table_id_seq.';
-    ELSIF existing.schema_name IS NULL THEN
-        IF seq_owner <> current_user::regrole THEN
-            RAISE WARNING 'sequence %.table_id_seq is owned by role %, who can reset it (setval) and so make next_id() repeat IDs',
-                quote_ident(schema_name), seq_owner;
-        END IF;
-        -- ALTER ... OWNER TO its own owner changes nothing, but takes ACCESS EXCLUSIVE: it
-        -- waits for every transaction holding the sequence's lock (every nextval() caller).
-        -- It needs the caller to own the sequence (or be superuser): 42501 otherwise.
-        EXECUTE format('ALTER SEQUENCE %s OWNER TO %s', seq::regclass, seq_owner);
-    END IF;
-
-    -- A sequence whose range cannot hold IDs (AS integer, descending): next_id's own error.
-    SELECT q.seqmin, q.seqmax INTO seq_min, seq_max FROM pg_sequence q WHERE q.seqrelid = seq;
-    IF NOT @extschema@.make_id(clock_timestamp(), shard, @extschema@.id_sequence(9223372036854775807))
-           BETWEEN seq_min AND seq_max THEN
-        RAISE EXCEPTION 'sequence "%" cannot hold snowflake IDs: its range is % to %', seq::regclass, seq_min, seq_max
-            USING ERRCODE = 'sequence_generator_limit_exceeded',
-                  HINT = format('ALTER SEQUENCE %s AS bigint MINVALUE 1 MAXVALUE 9223372036854775807', seq::regclass);
-    END IF;
-    -- A sequence still holding a plain counter (new, or Instagram's PL/pgSQL's) is moved
-    -- above every ID the old function can have made; one holding IDs already is left alone.
-    counter := coalesce(pg_sequence_last_value(seq), 0);
-    IF counter < (1::bigint << 42) THEN
-        PERFORM setval(seq, @extschema@.make_id(clock_timestamp(), shard, @extschema@.id_sequence(9223372036854775807)), true);
-    END IF;
+    seq := snowflake_id_internal.shard_sequence(schema_name, nsp, shard, existing.schema_name IS NULL);
     -- A new function under a name of its own (the schema is new, or has no next_id()), an
     -- existing one replaced in place.
     fn := CASE WHEN old_fn IS NULL THEN 'snowflake_id_new_next_id_' || shard ELSE 'next_id' END;
@@ -420,6 +452,113 @@ $$;
 COMMENT ON FUNCTION snowflake_id_internal.copy_replica_identity(oid, regclass, text) IS
   'Gives a table copy made by LIKE its template table''s replica identity (an index: the copy''s index of the same definition).';
 
+-- The template's schema, named by template, checked: at most 63 bytes, not a system or
+-- temporary schema, existing, not among the shards to make.
+CREATE OR REPLACE FUNCTION snowflake_id_internal.template_schema(template text, schema_names text[]) RETURNS oid
+LANGUAGE plpgsql STABLE STRICT PARALLEL SAFE
+SET search_path = pg_catalog, pg_temp
+AS $$
+DECLARE
+    tpl oid;
+BEGIN
+    IF octet_length(template) > 63 THEN
+        RAISE EXCEPTION 'template schema name "%" is too long: % bytes, at most 63', template, octet_length(template)
+            USING ERRCODE = 'name_too_long';
+    END IF;
+    -- System schemas hold no tables of ours (pg_catalog's are pinned, so the template would
+    -- look empty), and a temporary schema's would be another session's.
+    IF template LIKE 'pg\_%' OR template = 'information_schema' THEN
+        RAISE EXCEPTION 'schema "%" cannot be a template: it is a system or temporary schema', template
+            USING ERRCODE = 'reserved_name';
+    END IF;
+    tpl := to_regnamespace(quote_ident(template));
+    IF tpl IS NULL THEN
+        RAISE EXCEPTION 'template schema "%" does not exist', template USING ERRCODE = 'invalid_schema_name';
+    END IF;
+    IF template = ANY (schema_names) THEN
+        RAISE EXCEPTION 'schema % cannot be its own template', quote_ident(template)
+            USING ERRCODE = 'invalid_parameter_value';
+    END IF;
+    RETURN tpl;
+END
+$$;
+COMMENT ON FUNCTION snowflake_id_internal.template_schema(text, text[]) IS
+  'create_shard''s checks of a template schema''s name; its OID.';
+
+-- The template's table name copied into shard schema s (CREATE TABLE ... LIKE ... INCLUDING
+-- ALL), its single-column bigint or snowflake primary key given the shard's function fn as
+-- default; NULL when the shard has that table already.
+CREATE OR REPLACE FUNCTION snowflake_id_internal.copy_template_table(s text, name text, template text, fn text)
+RETURNS regclass
+LANGUAGE plpgsql VOLATILE STRICT PARALLEL UNSAFE
+SET search_path = pg_catalog, pg_temp
+AS $$
+DECLARE
+    kind "char";
+    made regclass;
+    key record;
+BEGIN
+    -- A table the shard has already is left as it is; anything else by that name (say,
+    -- an index LIKE named after an earlier table) is in the way.
+    SELECT c.relkind INTO kind FROM pg_class c
+     WHERE c.relnamespace = to_regnamespace(quote_ident(s)) AND c.relname = name;
+    IF kind IN ('r', 'p') THEN
+        RETURN NULL;
+    END IF;
+    IF FOUND THEN
+        RAISE EXCEPTION 'relation %.% already exists and is not a table', quote_ident(s), quote_ident(name)
+            USING ERRCODE = 'duplicate_table',
+                  HINT = 'An index of an earlier table may have taken the name (CREATE TABLE ... LIKE names indexes after their table): rename the template''s table.';
+    END IF;
+    EXECUTE format('CREATE TABLE %I.%I (LIKE %I.%I INCLUDING ALL)', s, name, template, name);
+    made := format('%I.%I', s, name)::regclass;
+    -- A single-column bigint (or snowflake) primary key is the shard's ID.
+    SELECT a.attname, a.attidentity INTO key FROM pg_index i
+      JOIN pg_attribute a ON a.attrelid = i.indrelid AND a.attnum = i.indkey[0]
+     WHERE i.indrelid = made AND i.indisprimary AND i.indnkeyatts = 1
+       AND a.atttypid IN ('bigint'::regtype, '@extschema@.snowflake'::regtype);
+    IF FOUND THEN
+        IF key.attidentity <> '' THEN
+            EXECUTE format('ALTER TABLE %I.%I ALTER COLUMN %I DROP IDENTITY', s, name, key.attname);
+        END IF;
+        EXECUTE format('ALTER TABLE %I.%I ALTER COLUMN %I SET DEFAULT %I.%I()', s, name, key.attname, s, fn);
+    END IF;
+    RETURN made;
+END
+$$;
+COMMENT ON FUNCTION snowflake_id_internal.copy_template_table(text, text, text, text) IS
+  'create_shard''s copy of one template table into a shard, its key defaulting to the shard''s next_id; NULL if the shard has it.';
+
+-- A policy of the template's table name copied onto made, from its text (def); refused
+-- (55000) unless the copy refers to exactly the objects the checked original does (deps:
+-- pg_depend classid:objid, the table itself left out).
+CREATE OR REPLACE FUNCTION snowflake_id_internal.copy_policy(made regclass, template text, name text,
+                                                             policy name, def text, deps text)
+RETURNS void
+LANGUAGE plpgsql VOLATILE STRICT PARALLEL UNSAFE
+SET search_path = pg_catalog, pg_temp
+AS $$
+DECLARE
+    copied text;
+BEGIN
+    EXECUTE format('CREATE POLICY %I ON %s ', policy, made) || def;
+    -- The copy is made from the policy's text: it must name exactly what the checked
+    -- original names (a name can resolve to another object than it did).
+    SELECT coalesce(string_agg(DISTINCT d.refclassid || ':' || d.refobjid, ' '
+                               ORDER BY d.refclassid || ':' || d.refobjid), '')
+      INTO copied FROM pg_policy p JOIN pg_depend d ON d.classid = 'pg_policy'::regclass AND d.objid = p.oid
+     WHERE p.polrelid = made AND p.polname = policy
+       AND NOT (d.refclassid = 'pg_class'::regclass AND d.refobjid = made);
+    IF copied <> deps THEN
+        RAISE EXCEPTION 'the copy of policy % on %.% refers to other objects than the template''s', quote_ident(policy), quote_ident(template), quote_ident(name)
+            USING ERRCODE = 'object_not_in_prerequisite_state',
+                  DETAIL = format('The template''s refers to %s, the copy to %s (pg_depend classid:objid).', deps, copied);
+    END IF;
+END
+$$;
+COMMENT ON FUNCTION snowflake_id_internal.copy_policy(regclass, text, text, name, text, text) IS
+  'create_shard''s copy of one template policy onto a shard''s table, checked to refer to what the original does.';
+
 -- The template form of create_shard and create_shards: the template's tables locked and read
 -- once (snowflake_id_internal.template_read), then each shard made and filled.
 CREATE OR REPLACE FUNCTION snowflake_id_internal.create_shards_from(schema_names text[], shards integer[], template text) RETURNS void
@@ -442,30 +581,10 @@ DECLARE
     identity_rel oid[];
     identity text[];
     s text;
-    kind "char";
-    made oid;
-    key record;
-    deps text;
+    made regclass;
     fn text;
 BEGIN
-    IF octet_length(template) > 63 THEN
-        RAISE EXCEPTION 'template schema name "%" is too long: % bytes, at most 63', template, octet_length(template)
-            USING ERRCODE = 'name_too_long';
-    END IF;
-    -- System schemas hold no tables of ours (pg_catalog's are pinned, so the template would
-    -- look empty), and a temporary schema's would be another session's.
-    IF template LIKE 'pg\_%' OR template = 'information_schema' THEN
-        RAISE EXCEPTION 'schema "%" cannot be a template: it is a system or temporary schema', template
-            USING ERRCODE = 'reserved_name';
-    END IF;
-    tpl := to_regnamespace(quote_ident(template));
-    IF tpl IS NULL THEN
-        RAISE EXCEPTION 'template schema "%" does not exist', template USING ERRCODE = 'invalid_schema_name';
-    END IF;
-    IF template = ANY (schema_names) THEN
-        RAISE EXCEPTION 'schema % cannot be its own template', quote_ident(template)
-            USING ERRCODE = 'invalid_parameter_value';
-    END IF;
+    tpl := snowflake_id_internal.template_schema(template, schema_names);
     -- The shard catalog's lock first, as create_shard takes it, then the template's tables.
     LOCK TABLE @extschema@.snowflake_id_shard IN SHARE ROW EXCLUSIVE MODE;
     SELECT array_to_string((array_agg(r.detail ORDER BY r.detail) FILTER (WHERE r.kind = 'other'))[1:10], ', ')
@@ -506,48 +625,15 @@ BEGIN
         s := schema_names[i];
         fn := snowflake_id_internal.make_shard(s, shards[i]);
         FOR j IN 1 .. coalesce(cardinality(tables), 0) LOOP
-            -- A table the shard has already is left as it is; anything else by that name (say,
-            -- an index LIKE named after an earlier table) is in the way.
-            SELECT c.relkind INTO kind FROM pg_class c
-             WHERE c.relnamespace = to_regnamespace(quote_ident(s)) AND c.relname = names[j];
-            CONTINUE WHEN kind IN ('r', 'p');
-            IF FOUND THEN
-                RAISE EXCEPTION 'relation %.% already exists and is not a table', quote_ident(s), quote_ident(names[j])
-                    USING ERRCODE = 'duplicate_table',
-                          HINT = 'An index of an earlier table may have taken the name (CREATE TABLE ... LIKE names indexes after their table): rename the template''s table.';
-            END IF;
-            EXECUTE format('CREATE TABLE %I.%I (LIKE %I.%I INCLUDING ALL)', s, names[j], template, names[j]);
-            made := format('%I.%I', s, names[j])::regclass;
-            -- A single-column bigint (or snowflake) primary key is the shard's ID.
-            SELECT a.attname, a.attidentity INTO key FROM pg_index i
-              JOIN pg_attribute a ON a.attrelid = i.indrelid AND a.attnum = i.indkey[0]
-             WHERE i.indrelid = made AND i.indisprimary AND i.indnkeyatts = 1
-               AND a.atttypid IN ('bigint'::regtype, '@extschema@.snowflake'::regtype);
-            IF FOUND THEN
-                IF key.attidentity <> '' THEN
-                    EXECUTE format('ALTER TABLE %I.%I ALTER COLUMN %I DROP IDENTITY', s, names[j], key.attname);
-                END IF;
-                EXECUTE format('ALTER TABLE %I.%I ALTER COLUMN %I SET DEFAULT %I.%I()', s, names[j], key.attname, s, fn);
-            END IF;
+            made := snowflake_id_internal.copy_template_table(s, names[j], template, fn);
+            CONTINUE WHEN made IS NULL;
             FOR k IN 1 .. coalesce(cardinality(rls_rel), 0) LOOP
                 CONTINUE WHEN rls_rel[k] <> tables[j];
                 EXECUTE format('ALTER TABLE %I.%I %s ROW LEVEL SECURITY', s, names[j], rls[k]);
             END LOOP;
             FOR k IN 1 .. coalesce(cardinality(policy_rel), 0) LOOP
                 CONTINUE WHEN policy_rel[k] <> tables[j];
-                EXECUTE format('CREATE POLICY %I ON %I.%I ', policy_name[k], s, names[j]) || policy_def[k];
-                -- The copy is made from the policy's text: it must name exactly what the
-                -- checked original names (a name can resolve to another object than it did).
-                SELECT coalesce(string_agg(DISTINCT d.refclassid || ':' || d.refobjid, ' '
-                                           ORDER BY d.refclassid || ':' || d.refobjid), '')
-                  INTO deps FROM pg_policy p JOIN pg_depend d ON d.classid = 'pg_policy'::regclass AND d.objid = p.oid
-                 WHERE p.polrelid = made AND p.polname = policy_name[k]
-                   AND NOT (d.refclassid = 'pg_class'::regclass AND d.refobjid = made);
-                IF deps <> policy_deps[k] THEN
-                    RAISE EXCEPTION 'the copy of policy % on %.% refers to other objects than the template''s', quote_ident(policy_name[k]), quote_ident(template), quote_ident(names[j])
-                        USING ERRCODE = 'object_not_in_prerequisite_state',
-                              DETAIL = format('The template''s refers to %s, the copy to %s (pg_depend classid:objid).', policy_deps[k], deps);
-                END IF;
+                PERFORM snowflake_id_internal.copy_policy(made, template, names[j], policy_name[k], policy_def[k], policy_deps[k]);
             END LOOP;
             FOR k IN 1 .. coalesce(cardinality(identity_rel), 0) LOOP
                 CONTINUE WHEN identity_rel[k] <> tables[j];

@@ -15,6 +15,7 @@
 --#include sql/node/status.sql
 --#include sql/node/guard.sql
 --#include sql/node/ddl.sql
+--#include sql/node/app.sql
 --#include sql/installer/convert.sql
 --#include sql/id/applications.sql
 --#include sql/id/other_ids.sql

@@ -100,6 +100,13 @@ extension_sql_file!(
     name = "node_ddl",
     requires = ["node", "installer"]
 );
+// use_shard: what an application routing by shard itself asks a node first (the shards it
+// serves are snowflake_id_shards').
+extension_sql_file!(
+    "../../sql/node/app.sql",
+    name = "node_app",
+    requires = ["installer"]
+);
 
 // IDs in applications: the snowflake type, its casts to other types and from smallint and
 // its comparisons with smallint.
