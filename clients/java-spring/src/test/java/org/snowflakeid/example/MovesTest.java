@@ -48,6 +48,7 @@ class MovesTest {
     @Test
     void everyAcknowledgedWriteSurvivesTheMoves() throws Exception {
         int base = Integer.parseInt(Cluster.env("SF_CLIENT_BASE", "0"));
+        long start = System.nanoTime();
         List<Thread> writers = new ArrayList<>();
         for (int c = 1; c <= WRITERS; c++) {
             int client = base + c;
@@ -72,6 +73,7 @@ class MovesTest {
                 w.join();
             }
         }
+        double seconds = (System.nanoTime() - start) / 1e9;
         assertTrue(failures.isEmpty(), "errors reached the writers: " + failures);
         // every acknowledged write is read back by ID, on the node the map now names
         int read = 0;
@@ -79,8 +81,9 @@ class MovesTest {
             assertEquals(e.getValue(), posts.get(e.getKey()).map(Post::getBody).orElse("(missing)"), "post " + e.getKey());
             read++;
         }
-        System.out.printf("moves: %d posts written and read back; units of work run again: %d after SF001 (moved), "
-                + "%d after 40001/40P01%n", read, router.movedRetries.sum(), router.conflictRetries.sum());
+        System.out.printf("moves: %d posts written by %d writers in %.1f s and read back; units of work run again: "
+                + "%d after SF001 (moved), %d after 40001/40P01%n", read, WRITERS, seconds,
+                router.movedRetries.sum(), router.conflictRetries.sum());
         assertTrue(router.movedRetries.sum() > 0, "no SF001 was met: the moves were not seen by the writers");
     }
 
