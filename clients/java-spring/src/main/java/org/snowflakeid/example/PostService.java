@@ -1,5 +1,6 @@
 package org.snowflakeid.example;
 
+import java.util.List;
 import java.util.Optional;
 import org.springframework.stereotype.Service;
 import org.springframework.transaction.annotation.Transactional;
@@ -19,6 +20,11 @@ public class PostService {
     @Transactional
     public Post create(long userId, String body) {
         return posts.save(new Post(userId, body));
+    }
+
+    @Transactional
+    public List<Post> createAll(List<Post> many) {
+        return posts.saveAll(many);
     }
 
     @Transactional

@@ -26,6 +26,11 @@ public class Posts {
         return router.onShard(shard, () -> service.create(userId, body));
     }
 
+    /** Many posts of a user in one transaction. */
+    public List<Post> createAll(int shard, long userId, List<String> bodies) {
+        return router.onShard(shard, () -> service.createAll(bodies.stream().map(b -> new Post(userId, b)).toList()));
+    }
+
     public boolean edit(long id, String body) {
         return router.byId(id, () -> service.edit(id, body));
     }

@@ -7,7 +7,10 @@ import static org.junit.jupiter.api.Assertions.assertTrue;
 import java.sql.Connection;
 import java.sql.ResultSet;
 import java.sql.Statement;
+import java.util.HashMap;
 import java.util.List;
+import java.util.Map;
+import java.util.stream.IntStream;
 import org.junit.jupiter.api.Test;
 import org.snowflakeid.routing.ShardMap;
 import org.snowflakeid.routing.ShardRouter;
@@ -37,6 +40,22 @@ class RoutingTest {
         Post read = posts.get(p.getId()).orElseThrow();
         assertEquals("edited", read.getBody());
         assertEquals(1, read.getEdits());
+    }
+
+    /** Hibernate reads each IDENTITY key from its own INSERT (RETURNING), not lastval(): 2,000
+     *  posts in one transaction each get the ID of their own row. */
+    @Test
+    void manyPostsInOneTransactionEachGetTheirOwnRowsId() {
+        int shard = Cluster.SHARDS.get(2);
+        long user = System.nanoTime();
+        List<Post> saved = posts.createAll(shard, user, IntStream.range(0, 2000).mapToObj(i -> "bulk " + i).toList());
+        Map<Long, String> rows = new HashMap<>();
+        posts.feed(user, 5000).forEach(p -> rows.put(p.id(), p.body()));
+        assertEquals(2000, rows.size());
+        for (Post p : saved) {
+            assertEquals(p.getBody(), rows.get(p.getId()), "the row of post " + p.getId());
+            assertEquals(shard, ShardMap.shardOf(p.getId()));
+        }
     }
 
     @Test
