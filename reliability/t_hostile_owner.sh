@@ -229,7 +229,7 @@ held() {
     || fail "'$sql' did not reach step '$step': $(cat "$work/held.log")"
   # (a change of a shard in its fence, or of a target's copy not serving yet, is refused:
   # sql/node/guard.sql; before the fence it is made, and the move must deal with it)
-  local change=made
+  change=made
   if ! change=$(psql -X -q -At -v ON_ERROR_STOP=1 -v VERBOSITY=verbose -h "$(node_dir "$node")" -p "$(node_port "$node")" \
                   -U mallory -d postgres -c "$3" 2>&1); then
     [[ $change == *'ERROR:  55000:'*'the shard is being moved'* ]] || fail "mallory's change on $node at step $step failed: $change"
@@ -280,6 +280,19 @@ on "$shard0" -c "$(uncode)" >/dev/null
 held sealing "SELECT move_shard(0, '$other')" "$(all_code shard_0.posts | grep -v ROLE)" "$other"
 op "move_shard back of shard 0 (code in it now)" "SELECT move_shard(0, '$shard0')"
 on "$(served_by 0)" -c "$(uncode)" >/dev/null
+# Sealed, she takes her table, or her schema, out of the shard's name (what PostgreSQL reports
+# of such a command names where the object is now): refused, so the old copy cannot outlive
+# the move with its fence and record (issue 33, F13).
+for take in "ALTER TABLE shard_0.posts SET SCHEMA mallory" "ALTER SCHEMA shard_0 RENAME TO shard_0_kept"; do
+  source_node=$(served_by 0); target_node=$( [[ $source_node == node_a ]] && echo node_b || echo node_a )
+  on "$source_node" -c "GRANT CREATE ON DATABASE postgres TO mallory"   # (a schema's rename needs it)
+  held sealed "SELECT move_shard(0, '$target_node')" "SET ROLE mallory; $take" "$source_node"
+  [[ $change == refused* ]] || fail "sealed, mallory's '$take' on $source_node went through"
+  left=$(on "$source_node" -c "SELECT concat_ws('; ', (SELECT string_agg(x, '; ') FROM snowflake_id_node.leftovers() x),
+                                 CASE WHEN to_regclass('mallory.posts') IS NOT NULL THEN 'mallory.posts' END,
+                                 CASE WHEN to_regnamespace('shard_0_kept') IS NOT NULL THEN 'shard_0_kept' END)")
+  [[ -z $left && $(served_by 0) == "$target_node" ]] || fail "after '$take' while sealed: shard 0 on $(served_by 0), left on $source_node: $left"
+done
 
 echo "rebalance and drain"
 op "CALL rebalance()" "CALL rebalance(batch_size => 1)"

@@ -195,7 +195,7 @@ case14() {
   if ended; then fail "the rebalance stopped by Ctrl-C succeeded"; fi
   t1=$(now)
   read -r id state <<<"$(on router -F ' ' -c "SELECT id, state FROM rebalance_status ORDER BY id DESC LIMIT 1")"
-  outcome=$(on router -c "SELECT string_agg(state, ' ' ORDER BY id) FROM (SELECT * FROM snowflake_id_router.move ORDER BY id DESC LIMIT 2) m")
+  outcome=$(on router -c "SELECT string_agg(state::text, ' ' ORDER BY id) FROM (SELECT * FROM snowflake_id_router.move ORDER BY id DESC LIMIT 2) m")
   [[ $outcome == 'flipped undone' || $outcome == 'undone flipped' ]] \
     || fail "Ctrl-C of the rebalance: its batches ended $outcome: $(on router -c "SELECT id, shards, state, error FROM snowflake_id_router.move ORDER BY id")"
   echo "14: CALL rebalance(parallel_moves => 2) stopped by Ctrl-C, one batch sealed: the batches ended $outcome, the call $(secs "$t0" "$t1") s after the breakpoint let go; rebalance $id $state"

@@ -11,7 +11,7 @@ SELECT requires FROM pg_available_extension_versions WHERE name = 'snowflake_id_
 -- The cluster: 8192 partitions, all assigned to no node at first.
 SELECT srvname, array_length(srvoptions, 1) AS options, srvoptions[8] AS p7 FROM pg_foreign_server WHERE srvname = 'snowflake_id';
 -- A node: another database of this server, with snowflake_id and a function to route to.
-SELECT current_database() AS regress_db \gset
+SELECT current_database() AS regress_db, current_user AS regress_user_at_start \gset
 CREATE DATABASE router_reg_node;
 \c router_reg_node
 SET client_min_messages = warning;
@@ -84,6 +84,29 @@ SELECT snowflake_id_router.connect_self('x');                             -- 550
 DELETE FROM snowflake_id_router.setting;
 SELECT snowflake_id_router.connect_self('x'), snowflake_id_router.disconnect('x');
 -- Refusals, each with its SQLSTATE.
+-- A database whose owner made a schema snowflake_id_node and an identity() of their own:
+-- the router reads nothing but pg_catalog there before it knows the schema is the
+-- extension's, so their function never runs (as the router's superuser): 55000.
+CREATE ROLE router_reg_dbowner LOGIN CREATEDB;
+SET ROLE router_reg_dbowner;
+CREATE DATABASE router_reg_fake;
+RESET ROLE;
+\c router_reg_fake router_reg_dbowner
+CREATE SCHEMA snowflake_id_node;
+CREATE FUNCTION snowflake_id_node.identity() RETURNS text LANGUAGE plpgsql AS $$
+BEGIN
+    IF (SELECT rolsuper FROM pg_roles WHERE rolname = current_user) THEN
+        EXECUTE 'ALTER ROLE router_reg_dbowner SUPERUSER';
+    END IF;
+    RETURN '1/1';
+END $$;
+\c :regress_db :regress_user_at_start
+\set VERBOSITY sqlstate
+SELECT add_node('fake', format('host=%s port=%s dbname=router_reg_fake', current_setting('unix_socket_directories'), current_setting('port')));  -- 55000
+SELECT rolsuper AS fake_owner_superuser FROM pg_roles WHERE rolname = 'router_reg_dbowner';
+SELECT count(*) AS fake_nodes FROM snowflake_id_router.node WHERE name = 'fake';
+DROP DATABASE router_reg_fake;
+DROP ROLE router_reg_dbowner;
 SELECT add_node('n1', 'host=elsewhere');                         -- 42710 duplicate
 SELECT add_node('other', 'host=/nonexistent port=1 dbname=x');   -- 08001: a node must be reachable to be added
 SELECT add_node(NULL, 'host=x');                                 -- 22004
@@ -177,6 +200,11 @@ SELECT srvname, umoptions FROM pg_user_mappings WHERE srvname = 'snowflake_id';
 \set VERBOSITY sqlstate
 SELECT routed(7);
 SELECT dblink_connect('x', 'snowflake_id');                      -- 2F003: no password, no connection
+-- Nor can it make a mapping of its own naming another user (PL/Proxy would log in as that
+-- user with whatever password the router's server user keeps): 42501, nothing made.
+CREATE USER MAPPING FOR CURRENT_USER SERVER snowflake_id OPTIONS (user 'postgres');  -- 42501
+SELECT count(*) AS own_mappings FROM pg_user_mappings WHERE srvname = 'snowflake_id' AND usename = current_user;
+SELECT routed(7);
 \c - :regress_user
 \set VERBOSITY sqlstate
 REVOKE USAGE ON FOREIGN SERVER snowflake_id FROM router_reg_app;

@@ -51,6 +51,16 @@ SELECT ddl_reg_refusal($q$SELECT alter_shards('CREATE MATERIALIZED VIEW %I.n AS 
 INSERT INTO snowflake_id_router.move (shards, source, target, source_identity, target_identity, template, state)
 VALUES ('{1}', 'node_a', 'node_b', 'a', 'b', 'tpl', 'sealing');
 SELECT ddl_reg_refusal($q$SELECT alter_shards('COMMENT ON TABLE %I.posts IS ''x''')$q$);
+-- (That record, as a move's states go: only the transitions move_may_go allows, each
+-- through record_move; 55000 for any other.)
+SELECT ddl_reg_refusal($q$SELECT snowflake_id_router.record_move(id, 'checking', NULL, NULL, NULL, NULL, NULL) FROM snowflake_id_router.move$q$);
+SELECT snowflake_id_router.record_move(id, 'flipped', NULL, NULL, NULL, NULL, 'e') FROM snowflake_id_router.move;
+SELECT ddl_reg_refusal($q$SELECT snowflake_id_router.record_move(id, 'done', NULL, NULL, NULL, NULL, NULL) FROM snowflake_id_router.move$q$);
+SELECT snowflake_id_router.record_move(id, 'cleaning', NULL, NULL, NULL, NULL, NULL) FROM snowflake_id_router.move;
+SELECT snowflake_id_router.record_move(id, 'done', NULL, NULL, NULL, NULL, NULL) FROM snowflake_id_router.move;
+SELECT state, error, flipped IS NOT NULL AS flipped, ended IS NOT NULL AS ended, map_version IS NOT NULL AS map_version
+  FROM snowflake_id_router.move;
+SELECT ddl_reg_refusal($q$SELECT snowflake_id_router.record_move(id, 'undone', NULL, NULL, NULL, NULL, NULL) FROM snowflake_id_router.move$q$);
 DELETE FROM snowflake_id_router.move;
 -- Refused by a node's template, before any node changes: nothing recorded.
 SELECT ddl_reg_refusal($q$SELECT alter_shards('ALTER TABLE %I.posts ADD COLUMN note text')$q$);

@@ -14,6 +14,22 @@ BEGIN
 END
 $$;
 
+-- move.state becomes a type of its own (0.4.0-objects.sql). The view move_history reads the
+-- column: until 33_repair.sql makes it again, it reads everything else (CREATE OR REPLACE,
+-- so that what was granted on it stays).
+CREATE OR REPLACE VIEW move_history AS
+    SELECT m.id AS move, m.shards, m.source, m.target, m.started, m.ended, m.rows,
+           coalesce(m.flipped, m.ended) - m.fenced AS write_pause, NULL::text AS outcome, m.error
+      FROM snowflake_id_router.move m
+     ORDER BY m.id;
+--#include router/migrations/0.4.0-objects.sql
+
+-- Functions 0.4.0 no longer has.
+DROP FUNCTION snowflake_id_router.note(bigint, text);
+DROP FUNCTION snowflake_id_router.enter(bigint, text);
+DROP FUNCTION snowflake_id_router.fail_move(bigint, text, boolean, text, text, text, text, text);
+DROP FUNCTION snowflake_id_router.connect(text, text);
+
 --#include router/sql/10_connections.sql
 --#include router/sql/20_map.sql
 --#include router/sql/31_remote.sql
@@ -25,4 +41,23 @@ $$;
 --#include router/sql/52_app_map.sql
 --#include router/sql/54_alter_shards.sql
 --#include router/sql/56_template_status.sql
+--#include router/sql/58_guard.sql
 --#include router/sql/90_grants.sql
+
+-- (After the functions whose SQL bodies called it are made again.)
+DROP FUNCTION snowflake_id_router.open_conn(text, text, text, text);
+
+-- run_rebalance calls a new function, rebalance_reap: a role granted what docs/cluster.md
+-- says a rebalance needs (run_rebalance and the rebalance_* functions) is granted it too.
+DO $$
+DECLARE
+    r record;
+BEGIN
+    FOR r IN SELECT a.grantee::regrole AS role FROM pg_catalog.pg_proc p, pg_catalog.aclexplode(p.proacl) a
+              WHERE p.oid = 'snowflake_id_router.run_rebalance(text, text, integer, text, integer)'::regprocedure
+                AND a.privilege_type = 'EXECUTE' AND a.grantee NOT IN (0, p.proowner) LOOP
+        EXECUTE pg_catalog.format('GRANT EXECUTE ON FUNCTION snowflake_id_router.rebalance_reap(integer, integer[], integer, integer, text, text, text) TO %s',
+                                  r.role);
+    END LOOP;
+END
+$$;

@@ -15,16 +15,11 @@
 -- next transaction on, without a restart. A shard assigned to no node has a connect string
 -- libpq refuses by name: `invalid connection option "shard_7_is_assigned_to_no_node"`.
 --
--- move_shard(shard, node) moves one shard online: the target makes the shard's schema from
--- a template (create_shard(..., template => ...)), PG 15 logical replication copies its rows
--- while writes go on, then a short cutover fences writes on the source (statement triggers
--- raising 40001, committed under an EXCLUSIVE lock so no write in flight or queued can slip
--- past), waits until a marker row written after the fence has been applied on the target,
--- carries the sequence's last_value (replication does not carry sequences) and commits the
--- map flip through a loopback connection, so it is visible to all router sessions at once
--- and survives the caller's transaction. Any failure before the flip undoes the fence and
--- removes the subscription, publication and slot: the source keeps serving the shard and
--- the move can be re-run.
+-- The tables: the node registry and the shard map (here), the records of moves and test
+-- breakpoints (01_moves.sql; a move's state is the type 0.4.0-objects.sql makes), the
+-- router's settings (01_settings.sql), rebalances (02_operations.sql), map versions, other
+-- routers and schema changes (03_routers_ddl.sql). How a move runs and what each record
+-- means: docs/cluster-design.md.
 --
 -- Connect strings are readable by every role through pg_foreign_server, so add_node refuses
 -- passwords in them: put passwords in ~/.pgpass of the router's (and nodes') server user.

@@ -2,7 +2,8 @@
 -- written step by step through the loopback connection, so each step is committed before
 -- the next begins, whatever becomes of the mover's session or transaction. A move whose
 -- state is neither done nor undone is finished by repair_moves() (and by the next move of
--- its shards) once its mover is gone.
+-- its shards) once its mover is gone. (From 0.4.0 on, state is of the ordered type
+-- snowflake_id_router.move_state: router/migrations/0.4.0-objects.sql.)
 CREATE TABLE snowflake_id_router.move (
     id bigint GENERATED ALWAYS AS IDENTITY PRIMARY KEY,
     shards integer[] NOT NULL CHECK (cardinality(shards) > 0),

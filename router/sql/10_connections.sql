@@ -9,8 +9,11 @@
 -- starts with the router's settings, given at connection time. Every wait is interruptible
 -- and bounded by the monotonic clock (snowflake_id_node.monotonic()).
 
--- Opens (or reopens) connection conn by connstr; peer names it in messages. Waits at most
--- the connect string's connect_timeout (10 s without one).
+-- The one function that opens a connection: conn (reopened if open) by connstr; peer names
+-- it in messages. Waits at most the connect string's connect_timeout (10 s without one).
+-- connect_node and connect_self open one to a registered node or to this router and check
+-- what it reaches; reuse_conn (31_remote.sql) reuses this session's connection of a name,
+-- opening it through them if absent.
 CREATE OR REPLACE FUNCTION snowflake_id_router.connect(conn text, connstr text, peer text) RETURNS void
 LANGUAGE plpgsql VOLATILE STRICT PARALLEL UNSAFE
 SET search_path = pg_catalog, pg_temp
@@ -24,22 +27,29 @@ BEGIN
       INTO options, timeout FROM snowflake_id_node.conninfo(connstr) c;
     PERFORM snowflake_id_node.remote_open(conn, connstr, options, peer,
         CASE WHEN timeout ~ '^\s*[0-9]{1,6}\s*$' AND timeout::integer > 0 THEN greatest(timeout::integer, 2) ELSE 10 END);
+    -- Whatever a connection reaches, nothing of its database is called (in this connection's
+    -- superuser session) before pg_catalog alone shows that its schema snowflake_id_node is
+    -- the extension's: its database's owner can make a schema of that name, and functions
+    -- in it (pg_depend, which shows the extension's members, only a superuser changes).
+    IF snowflake_id_router.fetch(conn, $q$
+        SELECT 'ok' FROM pg_catalog.pg_depend d
+          JOIN pg_catalog.pg_namespace n ON n.oid OPERATOR(pg_catalog.=) d.objid
+          JOIN pg_catalog.pg_extension e ON e.oid OPERATOR(pg_catalog.=) d.refobjid
+         WHERE d.classid OPERATOR(pg_catalog.=) 'pg_catalog.pg_namespace'::pg_catalog.regclass
+           AND d.refclassid OPERATOR(pg_catalog.=) 'pg_catalog.pg_extension'::pg_catalog.regclass
+           AND d.deptype OPERATOR(pg_catalog.=) 'e'
+           AND n.nspname OPERATOR(pg_catalog.=) 'snowflake_id_node'
+           AND e.extname OPERATOR(pg_catalog.=) 'snowflake_id'$q$) IS NULL THEN
+        PERFORM snowflake_id_node.remote_close(conn);
+        RAISE EXCEPTION '% does not run snowflake_id 0.3.0 or later', peer
+            USING ERRCODE = 'object_not_in_prerequisite_state',
+                  DETAIL = 'Its database has no schema snowflake_id_node made by the extension snowflake_id.',
+                  HINT = 'There: ALTER EXTENSION snowflake_id UPDATE (or CREATE EXTENSION snowflake_id).';
+    END IF;
 END
 $$;
 COMMENT ON FUNCTION snowflake_id_router.connect(text, text, text) IS
-  'Opens (or reopens) the router''s connection conn by connstr (its session set up with the router''s settings); peer names it in messages.';
-
--- (PL/pgSQL: conn_place is defined further on.)
-CREATE OR REPLACE FUNCTION snowflake_id_router.connect(conn text, connstr text) RETURNS void
-LANGUAGE plpgsql VOLATILE STRICT PARALLEL UNSAFE
-SET search_path = pg_catalog, pg_temp
-AS $$
-BEGIN
-    PERFORM snowflake_id_router.connect(conn, connstr, snowflake_id_router.conn_place(conn));
-END
-$$;
-COMMENT ON FUNCTION snowflake_id_router.connect(text, text) IS
-  'Opens (or reopens) the router''s connection conn by connstr, named in messages by conn_place(conn).';
+  'Opens (or reopens) the router''s connection conn by connstr (its session set up with the router''s settings), refused (55000) unless the extension snowflake_id made the schema snowflake_id_node there; peer names it in messages.';
 
 CREATE OR REPLACE FUNCTION snowflake_id_router.disconnect(conn text) RETURNS void
 LANGUAGE sql VOLATILE STRICT PARALLEL UNSAFE
@@ -204,21 +214,17 @@ $$;
 COMMENT ON FUNCTION snowflake_id_router.connect_node(text, text) IS
   'Opens connection conn to a node and checks that it reaches the database the node is registered as; 55000 otherwise.';
 
--- The identity of what connection conn reaches (a node with snowflake_id 0.3.0).
+-- The identity of what connection conn reaches, read with pg_catalog alone (as every
+-- connection's first query: connect()).
 CREATE OR REPLACE FUNCTION snowflake_id_router.remote_identity(conn text, node text) RETURNS text
-LANGUAGE plpgsql VOLATILE STRICT PARALLEL UNSAFE
+LANGUAGE sql VOLATILE STRICT PARALLEL UNSAFE
 SET search_path = pg_catalog, pg_temp
-AS $$
-BEGIN
-    RETURN snowflake_id_router.fetch(conn, 'SELECT snowflake_id_node.identity()');
-EXCEPTION WHEN undefined_function OR invalid_schema_name THEN
-    RAISE EXCEPTION 'node % does not run snowflake_id 0.3.0 or later', quote_literal(node)
-        USING ERRCODE = 'object_not_in_prerequisite_state',
-              HINT = 'There: ALTER EXTENSION snowflake_id UPDATE (or CREATE EXTENSION snowflake_id).';
-END
-$$;
+RETURN snowflake_id_router.fetch(conn, $q$
+    SELECT pg_catalog.concat(c.system_identifier, '/', db.oid)
+      FROM pg_catalog.pg_control_system() c, pg_catalog.pg_database db
+     WHERE db.datname OPERATOR(pg_catalog.=) pg_catalog.current_database()$q$);
 COMMENT ON FUNCTION snowflake_id_router.remote_identity(text, text) IS
-  'The identity (system identifier/database OID) of what a connection reaches; 55000 if snowflake_id is older than 0.3.0 there.';
+  'The identity (system identifier/database OID) of what a connection reaches, read with pg_catalog alone.';
 
 -- Opens the loopback connection conn to this router database (setting self_connstr) and
 -- checks that it reaches this very database: map flips and move records go through it.

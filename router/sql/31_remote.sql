@@ -8,10 +8,11 @@
 -- its node sessions, which hold its shard locks, end with it (10_connections.sql says whose
 -- connections these are and when they close).
 
--- A named connection of this call (or kept by this superuser's session): the one open under
--- that name, or a new one (to node, identity checked; to this router database when node is
--- NULL) set up by settings, a query run once.
-CREATE OR REPLACE FUNCTION snowflake_id_router.open_conn(conn text, node text, settings text, what text) RETURNS text
+-- The one function that reuses a connection: conn of this call (or kept by this superuser's
+-- session), the one open under that name, or a new one (to node, identity checked:
+-- connect_node; to this router database when node is NULL: connect_self) set up by
+-- settings, a query run once. node_conn, loopback and rebalance_worker name theirs.
+CREATE OR REPLACE FUNCTION snowflake_id_router.reuse_conn(conn text, node text, settings text, what text) RETURNS text
 LANGUAGE plpgsql VOLATILE CALLED ON NULL INPUT PARALLEL UNSAFE
 SET search_path = pg_catalog, pg_temp
 AS $$
@@ -29,11 +30,9 @@ BEGIN
     RETURN conn;
 END
 $$;
-COMMENT ON FUNCTION snowflake_id_router.open_conn(text, text, text, text) IS
+COMMENT ON FUNCTION snowflake_id_router.reuse_conn(text, text, text, text) IS
   'The connection conn of this session, opened (to node, or to this router when NULL) and set up by settings if not yet open.';
 
--- The connection to node. Its session watches the router: if the mover dies, it ends (and
--- its locks go) within seconds, even while it runs a statement or the network is cut.
 -- The name of this session's connection to a node: never the loopback's ('sfid:self', and a
 -- node may be named 'self'), and of one length whatever the node's name.
 CREATE OR REPLACE FUNCTION snowflake_id_router.node_conn_name(node text) RETURNS text
@@ -51,10 +50,13 @@ RETURN coalesce((SELECT format('node %L', n.name) FROM snowflake_id_router.node 
 COMMENT ON FUNCTION snowflake_id_router.conn_place(text) IS
   'What a connection of this session leads to, for messages: node ''<name>'' or the router.';
 
+-- The one function that gives this session's connection to a node (node_conn_name), opened
+-- if absent. Its session watches the router: if the mover dies, it ends (and its locks go)
+-- within seconds, even while it runs a statement or the network is cut.
 CREATE OR REPLACE FUNCTION snowflake_id_router.node_conn(node text) RETURNS text
 LANGUAGE sql VOLATILE STRICT PARALLEL UNSAFE
 SET search_path = pg_catalog, pg_temp
-RETURN snowflake_id_router.open_conn(snowflake_id_router.node_conn_name(node), node, format(
+RETURN snowflake_id_router.reuse_conn(snowflake_id_router.node_conn_name(node), node, format(
     $q$SELECT concat_ws(' ', set_config('application_name', %L, false), set_config('client_connection_check_interval', '1s', false),
               set_config('tcp_keepalives_idle', '5', false), set_config('tcp_keepalives_interval', '2', false),
               set_config('tcp_keepalives_count', '3', false), set_config('statement_timeout', '0', false),
@@ -70,7 +72,7 @@ LANGUAGE plpgsql VOLATILE STRICT PARALLEL UNSAFE
 SET search_path = pg_catalog, pg_temp
 AS $$
 BEGIN
-    RETURN snowflake_id_router.open_conn('sfid:self', NULL, format(
+    RETURN snowflake_id_router.reuse_conn('sfid:self', NULL, format(
         $q$SELECT concat_ws(' ', set_config('application_name', %L, false), set_config('lock_timeout', %L, false),
                             set_config('statement_timeout', '0', false))$q$,
         'snowflake_id_router loopback ' || pg_backend_pid(), snowflake_id_router.ms(snowflake_id_router.timeout('lock_timeout'))),
@@ -317,33 +319,39 @@ $$;
 COMMENT ON FUNCTION snowflake_id_router.poll(text, text, timestamptz, text) IS
   'Polls a boolean query on connection conn until it is true; 57014 at the deadline.';
 
--- A step's record, committed through the loopback connection: UPDATE ... SET sets.
-CREATE OR REPLACE FUNCTION snowflake_id_router.note(move_id bigint, sets text) RETURNS void
-LANGUAGE plpgsql VOLATILE STRICT PARALLEL UNSAFE
+-- A change to a move's record (record_move: a transition, and what the step learnt),
+-- committed through the loopback connection, so that it stands whatever becomes of this
+-- session's transaction. NULL: unchanged.
+CREATE OR REPLACE FUNCTION snowflake_id_router.note(move_id bigint, state snowflake_id_router.move_state DEFAULT NULL,
+                                                    schemas text[] DEFAULT NULL, suboid oid DEFAULT NULL,
+                                                    fenced timestamptz DEFAULT NULL, rows bigint DEFAULT NULL,
+                                                    error text DEFAULT NULL) RETURNS void
+LANGUAGE plpgsql VOLATILE CALLED ON NULL INPUT PARALLEL UNSAFE
 SET search_path = pg_catalog, pg_temp
 AS $$
 #variable_conflict use_variable
 BEGIN
     PERFORM snowflake_id_router.call(snowflake_id_router.loopback(),
-        format('UPDATE snowflake_id_router.move SET %s WHERE id = %s RETURNING id', sets, move_id),
+        format('SELECT snowflake_id_router.record_move(%s, %L, %L, %L, %L, %L, %L)', move_id, state, schemas, suboid, fenced, rows, error),
         snowflake_id_router.timeout('lock_timeout') + interval '1 s', 'recording the move');
 END
 $$;
-COMMENT ON FUNCTION snowflake_id_router.note(bigint, text) IS
-  'Commits a change to a move''s record through the loopback connection.';
+COMMENT ON FUNCTION snowflake_id_router.note(bigint, snowflake_id_router.move_state, text[], oid, timestamptz, bigint, text) IS
+  'Commits a change to a move''s record (record_move) through the loopback connection; NULL arguments leave their fields as they are.';
 
 -- Enters a step: recorded, then the test hook.
-CREATE OR REPLACE FUNCTION snowflake_id_router.enter(move_id bigint, state text) RETURNS void
+CREATE OR REPLACE FUNCTION snowflake_id_router.enter(move_id bigint, state snowflake_id_router.move_state) RETURNS void
 LANGUAGE plpgsql VOLATILE STRICT PARALLEL UNSAFE
 SET search_path = pg_catalog, pg_temp
 AS $$
 #variable_conflict use_variable
 BEGIN
-    PERFORM snowflake_id_router.note(move_id, format('state = %L', state));
-    PERFORM snowflake_id_router.pause_at(state);
+    PERFORM snowflake_id_router.note(move_id, state);
+    PERFORM snowflake_id_router.pause_at(state::text);
 END
 $$;
-COMMENT ON FUNCTION snowflake_id_router.enter(bigint, text) IS 'Records that a move enters a step, then pauses there if a test asks.';
+COMMENT ON FUNCTION snowflake_id_router.enter(bigint, snowflake_id_router.move_state) IS
+  'Records that a move enters a step, then pauses there if a test asks.';
 
 -- The test hook: waits while snowflake_id_router.breakpoint has a row for step.
 CREATE OR REPLACE FUNCTION snowflake_id_router.pause_at(step text) RETURNS void

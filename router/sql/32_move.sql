@@ -32,6 +32,41 @@ SET search_path = pg_catalog, pg_temp
 RETURN left(md5(snowflake_id_node.identity()), 8) || '/' || move_id;
 COMMENT ON FUNCTION snowflake_id_router.move_key(bigint) IS 'The key of a move on its nodes: <router8>/<move id>.';
 
+-- The one place a move's state changes (run in the loopback session, through note, or by
+-- flip in its own transaction): the transition checked (move_may_go: 55000 otherwise), the
+-- times it implies set (ended when finished, flipped and the map's version at the flip),
+-- and what the step learnt recorded (NULL: unchanged).
+CREATE OR REPLACE FUNCTION snowflake_id_router.record_move(move_id bigint, state snowflake_id_router.move_state, schemas text[],
+                                                           suboid oid, fenced timestamptz, rows bigint, error text) RETURNS text
+LANGUAGE plpgsql VOLATILE CALLED ON NULL INPUT PARALLEL UNSAFE
+SET search_path = pg_catalog, pg_temp
+AS $$
+#variable_conflict use_variable
+DECLARE
+    was snowflake_id_router.move_state;
+    moved boolean;
+BEGIN
+    SELECT r.state INTO was FROM snowflake_id_router.move r WHERE r.id = move_id FOR UPDATE;
+    IF NOT FOUND THEN
+        RAISE EXCEPTION 'move % does not exist', move_id USING ERRCODE = 'undefined_object';
+    END IF;
+    IF state IS NOT NULL AND NOT snowflake_id_router.move_may_go(was, state) THEN
+        RAISE EXCEPTION 'move % is %: it cannot go to %', move_id, was, state USING ERRCODE = 'object_not_in_prerequisite_state';
+    END IF;
+    moved := state IS DISTINCT FROM was AND state IS NOT NULL;
+    UPDATE snowflake_id_router.move r
+       SET state = coalesce(state, r.state), schemas = coalesce(schemas, r.schemas), suboid = coalesce(suboid, r.suboid),
+           fenced = coalesce(fenced, r.fenced), rows = coalesce(rows, r.rows), error = coalesce(error, r.error),
+           ended = CASE WHEN moved AND snowflake_id_router.move_finished(state) THEN clock_timestamp() ELSE r.ended END,
+           flipped = CASE WHEN moved AND state = 'flipped' THEN clock_timestamp() ELSE r.flipped END,
+           map_version = CASE WHEN moved AND state = 'flipped' THEN snowflake_id_router.map_version() ELSE r.map_version END
+     WHERE r.id = move_id;
+    RETURN coalesce(state, was)::text;
+END
+$$;
+COMMENT ON FUNCTION snowflake_id_router.record_move(bigint, snowflake_id_router.move_state, text[], oid, timestamptz, bigint, text) IS
+  'Records a move''s transition (55000 for one move_may_go does not allow) and what its step learnt; NULL: unchanged.';
+
 -- The router's shard locks for a move (transaction level): 55P03 when another session
 -- moves or repairs one of the shards; a schema change running is waited for.
 CREATE OR REPLACE FUNCTION snowflake_id_router.lock_router(shards integer[]) RETURNS void
@@ -226,9 +261,10 @@ $$;
 COMMENT ON FUNCTION move_shard(integer, text, text) IS
   'Moves a logical shard to another node online: move_shards(ARRAY[shard], node, template).';
 
--- A move from its record to the seal, then complete_move (which commits the seal). Before
--- the seal, any failure (or cancel) undoes both sides (fail_move); the error says what step
--- failed and what is left.
+-- A move: its record (open_move), then, before the seal, its copy (copy_move) and its
+-- cutover (cut_over), each undoing both sides on a failure or cancel (fail_move, whose
+-- error says what step failed and what is left); from the seal on, complete_move (which
+-- commits the seal).
 CREATE OR REPLACE FUNCTION snowflake_id_router.run_move(shards integer[], source text, target text, template text)
 RETURNS bigint
 LANGUAGE plpgsql VOLATILE STRICT PARALLEL UNSAFE
@@ -236,43 +272,40 @@ SET search_path = pg_catalog, pg_temp
 AS $$
 #variable_conflict use_variable
 DECLARE
-    router text := snowflake_id_node.identity();
-    self text := snowflake_id_router.loopback();
-    src text;
-    dst text;
-    src_id text;
-    dst_id text;
-    move_id bigint;
-    k text;
-    schemas text[];
-    roles text[];
-    src_prints text;
-    dst_prints text;
-    src_rows text;
-    dst_rows text;
-    suboid oid;
-    src_connstr text;
+    move_id bigint := snowflake_id_router.open_move(shards, source, target, template);
+    prints text;
     sequences text;
-    step text := 'connecting to the nodes';
-    seal_open boolean := false;  -- the seal's transaction open on the source
-    checked json;
-    grants text;
-    made boolean := false;       -- something made on a node (its records say what)
-    copy_deadline timestamptz;
-    fence_deadline timestamptz;
-    t_fence timestamptz;
-    st text;
-    msg text;
-    det text;
-    hnt text;
-    lock_ms text := snowflake_id_router.ms(snowflake_id_router.timeout('lock_timeout'));
-    lock_wait interval := snowflake_id_router.timeout('lock_timeout');
-    long_step interval := snowflake_id_router.timeout('copy_timeout');
+    seal_conn text;
 BEGIN
-    src := snowflake_id_router.node_conn(source);
-    dst := snowflake_id_router.node_conn(target);
-    src_id := snowflake_id_router.call(src, 'SELECT snowflake_id_node.identity()', interval '10 s', 'reading the identity');
-    dst_id := snowflake_id_router.call(dst, 'SELECT snowflake_id_node.identity()', interval '10 s', 'reading the identity');
+    prints := snowflake_id_router.copy_move(move_id);
+    IF prints IS NOT NULL THEN
+        SELECT c.sequences, c.seal_conn INTO sequences, seal_conn FROM snowflake_id_router.cut_over(move_id, prints) c;
+    END IF;
+    -- The seal's commit on, the move is completed, whoever cancels what.
+    PERFORM snowflake_id_router.complete_move(move_id, sequences, seal_conn);
+    PERFORM snowflake_id_router.release_connections();
+    RETURN move_id;
+END
+$$;
+COMMENT ON FUNCTION snowflake_id_router.run_move(integer[], text, text, text) IS
+  'A move of shards from source to target, recorded step by step; undone on a failure before the seal, completed after it.';
+
+-- A move's record (state planned), made through the loopback connection once both nodes are
+-- reached and found to be two databases; returns its id.
+CREATE OR REPLACE FUNCTION snowflake_id_router.open_move(shards integer[], source text, target text, template text)
+RETURNS bigint
+LANGUAGE plpgsql VOLATILE STRICT PARALLEL UNSAFE
+SET search_path = pg_catalog, pg_temp
+AS $$
+#variable_conflict use_variable
+DECLARE
+    self text := snowflake_id_router.loopback();
+    src text := snowflake_id_router.node_conn(source);
+    dst text := snowflake_id_router.node_conn(target);
+    src_id text := snowflake_id_router.call(src, 'SELECT snowflake_id_node.identity()', interval '10 s', 'reading the identity');
+    dst_id text := snowflake_id_router.call(dst, 'SELECT snowflake_id_node.identity()', interval '10 s', 'reading the identity');
+    move_id bigint;
+BEGIN
     IF src_id = dst_id THEN
         RAISE EXCEPTION 'nodes % and % are the same database (%): a shard cannot move onto the node it is on',
             quote_literal(source), quote_literal(target), src_id USING ERRCODE = 'object_not_in_prerequisite_state';
@@ -281,164 +314,331 @@ BEGIN
         'INSERT INTO snowflake_id_router.move (shards, source, target, source_identity, target_identity, template)
          VALUES (%L, %L, %L, %L, %L, %L) RETURNING id', shards, source, target, src_id, dst_id, template),
         interval '10 s', 'recording the move')::bigint;
-    k := snowflake_id_router.move_key(move_id);
     PERFORM snowflake_id_router.pause_at('planned');
-    BEGIN
-        step := 'locking the shards on the nodes';
-        PERFORM snowflake_id_router.call(src, format('SELECT snowflake_id_node.lock_shards(%L, %L)', shards, lock_wait),
-                                         lock_wait + interval '10 s', step);
-        PERFORM snowflake_id_router.call(dst, format('SELECT snowflake_id_node.lock_shards(%L, %L)', shards, lock_wait),
-                                         lock_wait + interval '10 s', step);
+    RETURN move_id;
+END
+$$;
+COMMENT ON FUNCTION snowflake_id_router.open_move(integer[], text, text, text) IS
+  'Reaches a move''s two nodes (55000 if they are one database) and records the move (planned); returns its id.';
 
+-- The part of a move before its fence: the nodes' shard locks, checking, preparing (the
+-- copies made, their definitions compared), copying (published, rows copied, subscribed).
+-- Returns the copies' fingerprints, for the seal; on a failure the move is undone and the
+-- error raised (fail_move), or, if its source turns out sealed, NULL (the caller completes it).
+CREATE OR REPLACE FUNCTION snowflake_id_router.copy_move(move_id bigint) RETURNS text
+LANGUAGE plpgsql VOLATILE STRICT PARALLEL UNSAFE
+SET search_path = pg_catalog, pg_temp
+AS $$
+#variable_conflict use_variable
+DECLARE
+    m snowflake_id_router.move;
+    step text := 'locking the shards on the nodes';
+    lock_wait interval := snowflake_id_router.timeout('lock_timeout');
+    long_step interval := snowflake_id_router.timeout('copy_timeout');
+    copy_deadline timestamptz;
+    prints text;
+    st text;
+    msg text;
+    det text;
+    hnt text;
+BEGIN
+    SELECT * INTO m FROM snowflake_id_router.move r WHERE r.id = move_id;
+    BEGIN
+        PERFORM snowflake_id_router.call(snowflake_id_router.node_conn(m.source), format('SELECT snowflake_id_node.lock_shards(%L, %L)', m.shards, lock_wait),
+                                         lock_wait + interval '10 s', step);
+        PERFORM snowflake_id_router.call(snowflake_id_router.node_conn(m.target), format('SELECT snowflake_id_node.lock_shards(%L, %L)', m.shards, lock_wait),
+                                         lock_wait + interval '10 s', step);
         PERFORM snowflake_id_router.enter(move_id, 'checking');
         step := 'checking';
-        schemas := snowflake_id_router.call(src, format('SELECT snowflake_id_node.source_check(%L, %L, %L)', router, dst_id, shards),
-                                            long_step, 'checking the source');
-        roles := snowflake_id_router.call(src, format('SELECT snowflake_id_node.roles(%L)', schemas), long_step, 'checking the source');
-        PERFORM snowflake_id_router.call(dst, format('SELECT snowflake_id_node.target_check(%L, %L, %L, %L, %L, %L)',
-                                                     router, src_id, shards, schemas, roles, template), long_step, 'checking the target');
-        -- The fence and the seal lock every table of the batch in one transaction: a batch
-        -- too large for the source's lock table is refused now (53400), not once fenced.
-        PERFORM snowflake_id_router.call(src, format('SELECT snowflake_id_node.fence_room(%L)', schemas), long_step,
-                                         'checking the source''s lock table');
-        PERFORM snowflake_id_router.note(move_id, format('schemas = %L', schemas));
-
+        PERFORM snowflake_id_router.check_move(move_id);
         PERFORM snowflake_id_router.enter(move_id, 'preparing');
         step := 'preparing';
-        made := true;
-        PERFORM snowflake_id_router.gate(false, long_step);
-        PERFORM snowflake_id_router.call(dst, format('SELECT snowflake_id_node.prepare_target(%L, %L, %L, %L, %L, %L)',
-                                                     k, router, src_id, shards, schemas, template), long_step, 'making the copies');
-        -- The copies must be what the shards are, before any row moves. The copies' prints
-        -- are kept for the seal, which compares the source's with them under its locks
-        -- (DDL on the source since): nothing the move does to the copies changes them (rows,
-        -- owners and privileges are not in them), and reading them again under the fence
-        -- would lengthen the write pause by as much.
-        PERFORM snowflake_id_router.gate(false, long_step);
-        dst_prints := snowflake_id_router.compare_fingerprints(src, dst, schemas, shards,
-            format('node %L', source), format('the copy made from template %L on node %L', template, target),
-            snowflake_id_node.monotonic() + long_step);
-        PERFORM snowflake_id_router.call(src, format('SELECT snowflake_id_node.prepare_source(%L, %L, %L, %L, %L)',
-                                                     k, router, dst_id, shards, schemas), long_step, 'preparing the source');
-
+        prints := snowflake_id_router.prepare_move(move_id);
         PERFORM snowflake_id_router.enter(move_id, 'copying');
         copy_deadline := snowflake_id_node.monotonic() + snowflake_id_router.timeout('copy_timeout');
         PERFORM snowflake_id_router.gate(false, long_step);
         step := 'publishing';
-        PERFORM snowflake_id_router.call(src, format('SELECT snowflake_id_node.publish(%L)', k), long_step, step);
-        -- The target makes the slot on the source and copies the rows at its snapshot
-        -- (copy_rows: one connection, one transaction there), then subscribes to the slot
-        -- with nothing left to copy: it applies what was committed after the snapshot.
+        PERFORM snowflake_id_router.call(snowflake_id_router.node_conn(m.source),
+            format('SELECT snowflake_id_node.publish(%L)', snowflake_id_router.move_key(move_id)), long_step, step);
         PERFORM snowflake_id_router.gate(false, long_step);
         step := 'copying the rows';
-        src_connstr := (SELECT n.connstr FROM snowflake_id_router.node n WHERE n.name = source);
-        BEGIN
-            PERFORM snowflake_id_router.call(dst, format('SELECT snowflake_id_node.copy_rows(%L, %L)', k, src_connstr),
-                                             greatest(copy_deadline - snowflake_id_node.monotonic(), interval '0'), step);
-        EXCEPTION WHEN query_canceled THEN
-            IF snowflake_id_node.monotonic() < copy_deadline THEN
-                RAISE;  -- the mover was cancelled
-            END IF;
-            PERFORM snowflake_id_router.settle_all();
-            -- Making the slot waits for every transaction running on the source: if that is
-            -- where the time went (the slot is not made: it has no confirmed position yet, or
-            -- it went with the copy's WAL sender), name the ones it waited for.
-            IF NOT snowflake_id_router.call(src, format(
-                   'SELECT EXISTS (SELECT FROM pg_catalog.pg_replication_slots WHERE slot_name = %L AND confirmed_flush_lsn IS NOT NULL)',
-                   'sfid_' || replace(k, '/', '_')), interval '10 s', 'looking for the slot')::boolean THEN
-                det := snowflake_id_router.call(src, 'SELECT snowflake_id_node.blockers()', interval '10 s', 'looking for long transactions');
-                RAISE EXCEPTION 'the replication slot was not made within copy_timeout (%): it waits for every transaction running on node % to end',
-                    snowflake_id_router.timeout('copy_timeout'), quote_literal(source)
-                    USING ERRCODE = 'query_canceled', DETAIL = coalesce('Running there: ' || det || '.', 'None is running there now.');
-            END IF;
-            RAISE EXCEPTION 'the rows were not copied within copy_timeout (%)', snowflake_id_router.timeout('copy_timeout')
-                USING ERRCODE = 'query_canceled', HINT = 'Raise copy_timeout (router_settings) for shards this large.';
-        END;
+        PERFORM snowflake_id_router.copy_rows(move_id, copy_deadline);
         PERFORM snowflake_id_router.gate(false, long_step);
         step := 'subscribing';
-        suboid := snowflake_id_router.call(dst, format('SELECT snowflake_id_node.subscribe(%L, %L)', k, src_connstr),
-                                           greatest(copy_deadline - snowflake_id_node.monotonic(), interval '0'), step)::oid;
-        PERFORM snowflake_id_router.note(move_id, format('suboid = %s', suboid));
-        PERFORM snowflake_id_router.pause_at('subscribed');
+        PERFORM snowflake_id_router.subscribe(move_id, copy_deadline);
         -- The flip must not meet the map locked (by the caller's own transaction, say): find
         -- out now, and have the loopback session ready for it.
         step := 'rehearsing the flip';
-        PERFORM snowflake_id_router.call(self, format('SELECT snowflake_id_router.rehearse_flip(%s)', move_id),
+        PERFORM snowflake_id_router.call(snowflake_id_router.loopback(), format('SELECT snowflake_id_router.rehearse_flip(%s)', move_id),
                                          snowflake_id_router.timeout('lock_timeout') + interval '10 s', step);
-
-        step := 'waiting for the fence gate';
-        PERFORM snowflake_id_router.gate(true, long_step);
-        -- The fenced part: writes to the shards wait or get 40001 until the flip. The fence's
-        -- lock is bounded by lock_timeout, what follows up to the seal by cutover_timeout;
-        -- recorded once, before the seal (a repair reads the nodes' records for the rest).
-        PERFORM snowflake_id_router.enter(move_id, 'fencing');
-        step := 'fencing writes on the source';
-        t_fence := clock_timestamp();
-        PERFORM snowflake_id_router.call(src, format('SELECT snowflake_id_node.set_fence(%L, %L)', k, lock_ms),
-                                         snowflake_id_router.timeout('lock_timeout') + interval '1 s', step);
-        fence_deadline := snowflake_id_node.monotonic() + snowflake_id_router.timeout('cutover_timeout');
-        PERFORM snowflake_id_router.pause_at('fenced');
-        -- The marker, and the owners and privileges the copies get once the target has it:
-        -- as they are at the fence.
-        step := 'waiting for the target to catch up';
-        grants := snowflake_id_router.call(src, format('SELECT snowflake_id_node.grants(%L) FROM (SELECT snowflake_id_node.mark(%L) OFFSET 0) m',
-                                                       schemas, k),
-                                           greatest(fence_deadline - snowflake_id_node.monotonic(), interval '0'), 'writing the marker');
-        PERFORM snowflake_id_router.pause_at('catching up');
-        -- The source checks its side while the target catches up and gets its owners:
-        -- seal_check, in a transaction there that the seal commits, compares the schemas'
-        -- definitions with the copies' under its locks and counts the rows.
-        step := 'checking the source';
-        seal_open := true;   -- (before BEGIN: were its reply lost, the undo must not run inside it)
-        PERFORM snowflake_id_router.call(src, 'BEGIN', interval '10 s', step);
-        PERFORM snowflake_id_router.send(src, format('SELECT snowflake_id_node.seal_check(%L, %L, %L)', k, dst_prints, lock_ms));
-        step := 'waiting for the target to catch up';
-        PERFORM snowflake_id_router.poll(dst, format('SELECT snowflake_id_node.marked(%L)', k), fence_deadline,
-                                         'catching up after the fence');
-        -- The copies get their owners and privileges only now, when no change is left to apply:
-        -- since PostgreSQL 16 the subscription applies changes as each table's owner, who may
-        -- lack rights the copy needs (USAGE on a schema the superuser owns), and an owner must
-        -- not get a table the superuser's apply still writes to (a trigger of theirs would run
-        -- with its rights). Then the copies' rows are counted (the counts do not depend on the
-        -- owners: one round trip for both).
-        step := 'giving the copies their owners and privileges';
-        dst_rows := snowflake_id_router.call(dst, format(
-            'SELECT snowflake_id_node.row_counts(%L) FROM (SELECT snowflake_id_node.set_grants(%L, %L) OFFSET 0) g', k, k, grants),
-            greatest(fence_deadline - snowflake_id_node.monotonic(), interval '0'), step);
-        step := 'checking the source';
-        checked := snowflake_id_router.receive(src, fence_deadline + lock_wait, 'checking the source under its locks')::json;
-        -- The same rows on both sides.
-        step := 'comparing the copies';
-        src_rows := checked->>'rows';
-        IF src_rows IS DISTINCT FROM dst_rows THEN
-            RAISE EXCEPTION 'the copy on node % does not hold the rows of node %: %', quote_literal(target), quote_literal(source),
-                snowflake_id_node.fingerprint_difference(string_to_array(src_rows, E'\n'), string_to_array(dst_rows, E'\n'),
-                                                         format('node %L', source), format('node %L', target))
-                USING ERRCODE = 'object_not_in_prerequisite_state';
-        END IF;
-
-        PERFORM snowflake_id_router.note(move_id, format('state = %L, fenced = to_timestamp(%s), rows = %s', 'sealing',
-            extract(epoch FROM t_fence),
-            (SELECT coalesce(sum(substring(l FROM ': (\d+) rows$')::bigint), 0) FROM unnest(string_to_array(src_rows, E'\n')) l)));
-        PERFORM snowflake_id_router.pause_at('sealing');
-        step := 'sealing the source';
-        PERFORM snowflake_id_router.call(src, format('SELECT snowflake_id_node.seal(%L)', k), interval '10 s', step);
-        sequences := checked->>'sequences';
+        RETURN prints;
     EXCEPTION WHEN query_canceled OR OTHERS THEN
         GET STACKED DIAGNOSTICS st = RETURNED_SQLSTATE, msg = MESSAGE_TEXT, det = PG_EXCEPTION_DETAIL, hnt = PG_EXCEPTION_HINT;
-        PERFORM snowflake_id_router.fail_move(move_id, step, made, CASE WHEN seal_open THEN src END, st, msg, det, hnt);
-        -- (Returned: the source is sealed after all. The nodes' records say what is left.)
-        seal_open := false;
-        sequences := NULL;
+        PERFORM snowflake_id_router.fail_move(move_id, step, NULL, st, msg, det, hnt);
+        RETURN NULL;   -- (the source is sealed after all: the nodes' records say what is left)
     END;
-    -- The seal's commit on, the move is completed, whoever cancels what.
-    PERFORM snowflake_id_router.complete_move(move_id, sequences, CASE WHEN seal_open THEN src END);
-    PERFORM snowflake_id_router.release_connections();
-    RETURN move_id;
 END
 $$;
-COMMENT ON FUNCTION snowflake_id_router.run_move(integer[], text, text, text) IS
-  'A move of shards from source to target, recorded step by step; undone on a failure before the seal, completed after it.';
+COMMENT ON FUNCTION snowflake_id_router.copy_move(bigint) IS
+  'A move up to its fence (locks, checks, copies, rows, subscription); the copies'' fingerprints, or the move undone and the error raised.';
+
+-- Checking: the source and the target can take the move (each refusal names its cause);
+-- the schemas are recorded.
+CREATE OR REPLACE FUNCTION snowflake_id_router.check_move(move_id bigint) RETURNS void
+LANGUAGE plpgsql VOLATILE STRICT PARALLEL UNSAFE
+SET search_path = pg_catalog, pg_temp
+AS $$
+#variable_conflict use_variable
+DECLARE
+    m snowflake_id_router.move;
+    router text := snowflake_id_node.identity();
+    long_step interval := snowflake_id_router.timeout('copy_timeout');
+    src text;
+    dst text;
+    schemas text[];
+    roles text[];
+BEGIN
+    SELECT * INTO m FROM snowflake_id_router.move r WHERE r.id = move_id;
+    src := snowflake_id_router.node_conn(m.source);
+    dst := snowflake_id_router.node_conn(m.target);
+    schemas := snowflake_id_router.call(src, format('SELECT snowflake_id_node.source_check(%L, %L, %L)', router, m.target_identity, m.shards),
+                                        long_step, 'checking the source');
+    roles := snowflake_id_router.call(src, format('SELECT snowflake_id_node.roles(%L)', schemas), long_step, 'checking the source');
+    PERFORM snowflake_id_router.call(dst, format('SELECT snowflake_id_node.target_check(%L, %L, %L, %L, %L, %L)',
+                                                 router, m.source_identity, m.shards, schemas, roles, m.template), long_step, 'checking the target');
+    -- The fence and the seal lock every table of the batch in one transaction: a batch
+    -- too large for the source's lock table is refused now (53400), not once fenced.
+    PERFORM snowflake_id_router.call(src, format('SELECT snowflake_id_node.fence_room(%L)', schemas), long_step,
+                                     'checking the source''s lock table');
+    PERFORM snowflake_id_router.note(move_id, schemas => schemas);
+END
+$$;
+COMMENT ON FUNCTION snowflake_id_router.check_move(bigint) IS
+  'A move''s checks on its source and target (refusals name their cause); records the schemas.';
+
+-- Preparing: the copies made on the target from its template, their definitions compared
+-- with the shards', the source prepared. Returns the copies' fingerprints.
+CREATE OR REPLACE FUNCTION snowflake_id_router.prepare_move(move_id bigint) RETURNS text
+LANGUAGE plpgsql VOLATILE STRICT PARALLEL UNSAFE
+SET search_path = pg_catalog, pg_temp
+AS $$
+#variable_conflict use_variable
+DECLARE
+    m snowflake_id_router.move;
+    router text := snowflake_id_node.identity();
+    k text := snowflake_id_router.move_key(move_id);
+    long_step interval := snowflake_id_router.timeout('copy_timeout');
+    src text;
+    dst text;
+    prints text;
+BEGIN
+    SELECT * INTO m FROM snowflake_id_router.move r WHERE r.id = move_id;
+    src := snowflake_id_router.node_conn(m.source);
+    dst := snowflake_id_router.node_conn(m.target);
+    PERFORM snowflake_id_router.gate(false, long_step);
+    PERFORM snowflake_id_router.call(dst, format('SELECT snowflake_id_node.prepare_target(%L, %L, %L, %L, %L, %L)',
+                                                 k, router, m.source_identity, m.shards, m.schemas, m.template), long_step, 'making the copies');
+    -- The copies must be what the shards are, before any row moves. The copies' prints
+    -- are kept for the seal, which compares the source's with them under its locks
+    -- (DDL on the source since): nothing the move does to the copies changes them (rows,
+    -- owners and privileges are not in them), and reading them again under the fence
+    -- would lengthen the write pause by as much.
+    PERFORM snowflake_id_router.gate(false, long_step);
+    prints := snowflake_id_router.compare_fingerprints(src, dst, m.schemas, m.shards,
+        format('node %L', m.source), format('the copy made from template %L on node %L', m.template, m.target),
+        snowflake_id_node.monotonic() + long_step);
+    PERFORM snowflake_id_router.call(src, format('SELECT snowflake_id_node.prepare_source(%L, %L, %L, %L, %L)',
+                                                 k, router, m.target_identity, m.shards, m.schemas), long_step, 'preparing the source');
+    RETURN prints;
+END
+$$;
+COMMENT ON FUNCTION snowflake_id_router.prepare_move(bigint) IS
+  'Makes a move''s copies on its target, compares their definitions with the shards'', prepares the source; the copies'' fingerprints.';
+
+-- The rows copied by the target itself: it makes the slot on the source and copies the
+-- rows at its snapshot (copy_rows: one connection, one transaction there), within
+-- copy_deadline. A copy cut short by it says why: making the slot waits for every
+-- transaction running on the source, so if the slot is not made, the ones it waited for
+-- are named.
+CREATE OR REPLACE FUNCTION snowflake_id_router.copy_rows(move_id bigint, copy_deadline timestamptz) RETURNS void
+LANGUAGE plpgsql VOLATILE STRICT PARALLEL UNSAFE
+SET search_path = pg_catalog, pg_temp
+AS $$
+#variable_conflict use_variable
+DECLARE
+    m snowflake_id_router.move;
+    k text := snowflake_id_router.move_key(move_id);
+    src text;
+    det text;
+BEGIN
+    SELECT * INTO m FROM snowflake_id_router.move r WHERE r.id = move_id;
+    src := snowflake_id_router.node_conn(m.source);
+    PERFORM snowflake_id_router.call(snowflake_id_router.node_conn(m.target),
+        format('SELECT snowflake_id_node.copy_rows(%L, %L)', k, (SELECT n.connstr FROM snowflake_id_router.node n WHERE n.name = m.source)),
+        greatest(copy_deadline - snowflake_id_node.monotonic(), interval '0'), 'copying the rows');
+EXCEPTION WHEN query_canceled THEN
+    IF snowflake_id_node.monotonic() < copy_deadline THEN
+        RAISE;  -- the mover was cancelled
+    END IF;
+    PERFORM snowflake_id_router.settle_all();
+    -- (The slot is not made: it has no confirmed position yet, or it went with the copy's
+    -- WAL sender.)
+    IF NOT snowflake_id_router.call(src, format(
+           'SELECT EXISTS (SELECT FROM pg_catalog.pg_replication_slots WHERE slot_name = %L AND confirmed_flush_lsn IS NOT NULL)',
+           'sfid_' || replace(k, '/', '_')), interval '10 s', 'looking for the slot')::boolean THEN
+        det := snowflake_id_router.call(src, 'SELECT snowflake_id_node.blockers()', interval '10 s', 'looking for long transactions');
+        RAISE EXCEPTION 'the replication slot was not made within copy_timeout (%): it waits for every transaction running on node % to end',
+            snowflake_id_router.timeout('copy_timeout'), quote_literal(m.source)
+            USING ERRCODE = 'query_canceled', DETAIL = coalesce('Running there: ' || det || '.', 'None is running there now.');
+    END IF;
+    RAISE EXCEPTION 'the rows were not copied within copy_timeout (%)', snowflake_id_router.timeout('copy_timeout')
+        USING ERRCODE = 'query_canceled', HINT = 'Raise copy_timeout (router_settings) for shards this large.';
+END
+$$;
+COMMENT ON FUNCTION snowflake_id_router.copy_rows(bigint, timestamptz) IS
+  'Has a move''s target copy the rows from its source within copy_deadline; 57014 saying why (a slot waiting for transactions, naming them) if not.';
+
+-- The subscription, with nothing left to copy: it applies what was committed on the source
+-- after the copy's snapshot. Its OID is recorded.
+CREATE OR REPLACE FUNCTION snowflake_id_router.subscribe(move_id bigint, copy_deadline timestamptz) RETURNS void
+LANGUAGE plpgsql VOLATILE STRICT PARALLEL UNSAFE
+SET search_path = pg_catalog, pg_temp
+AS $$
+#variable_conflict use_variable
+DECLARE
+    m snowflake_id_router.move;
+    suboid oid;
+BEGIN
+    SELECT * INTO m FROM snowflake_id_router.move r WHERE r.id = move_id;
+    suboid := snowflake_id_router.call(snowflake_id_router.node_conn(m.target),
+        format('SELECT snowflake_id_node.subscribe(%L, %L)', snowflake_id_router.move_key(move_id),
+               (SELECT n.connstr FROM snowflake_id_router.node n WHERE n.name = m.source)),
+        greatest(copy_deadline - snowflake_id_node.monotonic(), interval '0'), 'subscribing')::oid;
+    PERFORM snowflake_id_router.note(move_id, suboid => suboid);
+    PERFORM snowflake_id_router.pause_at('subscribed');
+END
+$$;
+COMMENT ON FUNCTION snowflake_id_router.subscribe(bigint, timestamptz) IS
+  'Subscribes a move''s target to its source''s slot (nothing left to copy) and records the subscription''s OID.';
+
+-- The cutover, up to the seal: the gate closed, writes fenced on the source (the fence's
+-- lock bounded by lock_timeout, what follows up to the seal by cutover_timeout), the
+-- target caught up and given its owners, both sides' rows compared, the seal sent in the
+-- transaction that checked the source. Returns the sequences the check read and the
+-- connection whose transaction holds the seal (complete_move commits it); on a failure the
+-- move is undone and the error raised (fail_move), or, if the source turns out sealed,
+-- both NULL.
+CREATE OR REPLACE FUNCTION snowflake_id_router.cut_over(move_id bigint, prints text, OUT sequences text, OUT seal_conn text)
+LANGUAGE plpgsql VOLATILE STRICT PARALLEL UNSAFE
+SET search_path = pg_catalog, pg_temp
+AS $$
+#variable_conflict use_variable
+DECLARE
+    m snowflake_id_router.move;
+    k text := snowflake_id_router.move_key(move_id);
+    src text;
+    dst text;
+    step text := 'waiting for the fence gate';
+    lock_ms text := snowflake_id_router.ms(snowflake_id_router.timeout('lock_timeout'));
+    fenced_at timestamptz;
+    deadline timestamptz;
+    grants text;
+    dst_rows text;
+    checked json;
+    st text;
+    msg text;
+    det text;
+    hnt text;
+BEGIN
+    SELECT * INTO m FROM snowflake_id_router.move r WHERE r.id = move_id;
+    src := snowflake_id_router.node_conn(m.source);
+    dst := snowflake_id_router.node_conn(m.target);
+    PERFORM snowflake_id_router.gate(true, snowflake_id_router.timeout('copy_timeout'));
+    -- The fenced part: writes to the shards wait or get 40001 until the flip.
+    PERFORM snowflake_id_router.enter(move_id, 'fencing');
+    step := 'fencing writes on the source';
+    fenced_at := clock_timestamp();
+    PERFORM snowflake_id_router.call(src, format('SELECT snowflake_id_node.set_fence(%L, %L)', k, lock_ms),
+                                     snowflake_id_router.timeout('lock_timeout') + interval '1 s', step);
+    deadline := snowflake_id_node.monotonic() + snowflake_id_router.timeout('cutover_timeout');
+    PERFORM snowflake_id_router.pause_at('fenced');
+    -- The marker, and the owners and privileges the copies get once the target has it:
+    -- as they are at the fence.
+    step := 'waiting for the target to catch up';
+    grants := snowflake_id_router.call(src, format('SELECT snowflake_id_node.grants(%L) FROM (SELECT snowflake_id_node.mark(%L) OFFSET 0) m',
+                                                   m.schemas, k),
+                                       greatest(deadline - snowflake_id_node.monotonic(), interval '0'), 'writing the marker');
+    PERFORM snowflake_id_router.pause_at('catching up');
+    -- The source checks its side while the target catches up and gets its owners:
+    -- seal_check, in a transaction there that the seal commits, compares the schemas'
+    -- definitions with the copies' under its locks and counts the rows.
+    step := 'checking the source';
+    seal_conn := src;   -- (before BEGIN: were its reply lost, the undo must not run inside it)
+    PERFORM snowflake_id_router.call(src, 'BEGIN', interval '10 s', step);
+    PERFORM snowflake_id_router.send(src, format('SELECT snowflake_id_node.seal_check(%L, %L, %L)', k, prints, lock_ms));
+    step := 'waiting for the target to catch up';
+    PERFORM snowflake_id_router.poll(dst, format('SELECT snowflake_id_node.marked(%L)', k), deadline, 'catching up after the fence');
+    step := 'giving the copies their owners and privileges';
+    dst_rows := snowflake_id_router.give_owners(move_id, grants, deadline);
+    step := 'checking the source';
+    checked := snowflake_id_router.receive(src, deadline + snowflake_id_router.timeout('lock_timeout'),
+                                           'checking the source under its locks')::json;
+    step := 'comparing the copies';
+    PERFORM snowflake_id_router.compare_rows(move_id, checked->>'rows', dst_rows);
+    PERFORM snowflake_id_router.note(move_id, 'sealing', fenced => fenced_at,
+        rows => (SELECT coalesce(sum(substring(l FROM ': (\d+) rows$')::bigint), 0)::bigint FROM unnest(string_to_array(checked->>'rows', E'\n')) l));
+    PERFORM snowflake_id_router.pause_at('sealing');
+    step := 'sealing the source';
+    PERFORM snowflake_id_router.call(src, format('SELECT snowflake_id_node.seal(%L)', k), interval '10 s', step);
+    sequences := checked->>'sequences';
+EXCEPTION WHEN query_canceled OR OTHERS THEN
+    GET STACKED DIAGNOSTICS st = RETURNED_SQLSTATE, msg = MESSAGE_TEXT, det = PG_EXCEPTION_DETAIL, hnt = PG_EXCEPTION_HINT;
+    PERFORM snowflake_id_router.fail_move(move_id, step, seal_conn, st, msg, det, hnt);
+    -- (Returned: the source is sealed after all. The nodes' records say what is left.)
+    sequences := NULL;
+    seal_conn := NULL;
+END
+$$;
+COMMENT ON FUNCTION snowflake_id_router.cut_over(bigint, text) IS
+  'A move''s cutover up to its seal (fence, catch-up, owners, row counts, seal sent); the sequences read and the connection holding the seal.';
+
+-- The copies get their owners and privileges only now, when no change is left to apply:
+-- since PostgreSQL 16 the subscription applies changes as each table's owner, who may lack
+-- rights the copy needs (USAGE on a schema the superuser owns), and an owner must not get a
+-- table the superuser's apply still writes to (a trigger of theirs would run with its
+-- rights). Then the copies' rows are counted (the counts do not depend on the owners: one
+-- round trip for both), and returned.
+CREATE OR REPLACE FUNCTION snowflake_id_router.give_owners(move_id bigint, grants text, deadline timestamptz) RETURNS text
+LANGUAGE sql VOLATILE STRICT PARALLEL UNSAFE
+SET search_path = pg_catalog, pg_temp
+RETURN snowflake_id_router.call(snowflake_id_router.node_conn((SELECT r.target FROM snowflake_id_router.move r WHERE r.id = move_id)),
+    format('SELECT snowflake_id_node.row_counts(%L) FROM (SELECT snowflake_id_node.set_grants(%L, %L) OFFSET 0) g',
+           snowflake_id_router.move_key(move_id), snowflake_id_router.move_key(move_id), grants),
+    greatest(deadline - snowflake_id_node.monotonic(), interval '0'), 'giving the copies their owners and privileges');
+COMMENT ON FUNCTION snowflake_id_router.give_owners(bigint, text, timestamptz) IS
+  'Gives a move''s caught-up copies their owners and privileges; their row counts.';
+
+-- The same rows on both sides (each side's row counts, one line a table), or 55000 naming
+-- the first difference.
+CREATE OR REPLACE FUNCTION snowflake_id_router.compare_rows(move_id bigint, src_rows text, dst_rows text) RETURNS void
+LANGUAGE plpgsql VOLATILE CALLED ON NULL INPUT PARALLEL UNSAFE
+SET search_path = pg_catalog, pg_temp
+AS $$
+#variable_conflict use_variable
+DECLARE
+    m snowflake_id_router.move;
+BEGIN
+    IF src_rows IS DISTINCT FROM dst_rows THEN
+        SELECT * INTO m FROM snowflake_id_router.move r WHERE r.id = move_id;
+        RAISE EXCEPTION 'the copy on node % does not hold the rows of node %: %', quote_literal(m.target), quote_literal(m.source),
+            snowflake_id_node.fingerprint_difference(string_to_array(src_rows, E'\n'), string_to_array(dst_rows, E'\n'),
+                                                     format('node %L', m.source), format('node %L', m.target))
+            USING ERRCODE = 'object_not_in_prerequisite_state';
+    END IF;
+END
+$$;
+COMMENT ON FUNCTION snowflake_id_router.compare_rows(bigint, text, text) IS
+  'Compares the row counts of a move''s source and copies; 55000 naming the first difference.';
 
 -- The schemas' fingerprints on both nodes (read at once), equal or 55000 naming the first
 -- difference; returns the target's, as an array literal.
@@ -521,11 +721,12 @@ COMMENT ON FUNCTION snowflake_id_router.node_state(text, bigint, integer[]) IS
 
 -- A move that failed before its seal (or whose seal's commit went unanswered): the calls in
 -- flight cancelled, the seal's transaction rolled back (seal_conn, if open), the gate
--- opened, what the move made undone (made: something was; the records say what), and the
+-- opened, what the move made undone (if it may have made anything: move_made; the records
+-- say what), and the
 -- error raised, saying where the shards are and what is left. Returns instead, having
 -- undone nothing, when the source turns out to be sealed (a commit whose reply was lost):
 -- the caller completes the move.
-CREATE OR REPLACE FUNCTION snowflake_id_router.fail_move(move_id bigint, step text, made boolean, seal_conn text,
+CREATE OR REPLACE FUNCTION snowflake_id_router.fail_move(move_id bigint, step text, seal_conn text,
                                                          st text, msg text, det text, hnt text) RETURNS void
 LANGUAGE plpgsql VOLATILE CALLED ON NULL INPUT PARALLEL UNSAFE
 SET search_path = pg_catalog, pg_temp
@@ -542,14 +743,14 @@ BEGIN
         PERFORM snowflake_id_router.end_transaction(seal_conn);
     END IF;
     PERFORM snowflake_id_router.gate_open();
-    IF made THEN
+    IF snowflake_id_router.move_made(m.state) THEN
         what_left := snowflake_id_router.undo_move(move_id, reason);
         IF what_left = 'sealed' THEN
             RETURN;
         END IF;
     ELSE
         -- Nothing was made on a node yet: nothing to undo.
-        PERFORM snowflake_id_router.note(move_id, format('state = %L, ended = clock_timestamp(), error = %L', 'undone', reason));
+        PERFORM snowflake_id_router.note(move_id, 'undone', error => reason);
     END IF;
     PERFORM snowflake_id_router.disconnect_all();
     msg := format('moving %s from node %L to node %L failed while %s: %s', snowflake_id_router.shard_list(m.shards),
@@ -563,7 +764,7 @@ BEGIN
     PERFORM snowflake_id_router.raise_error(st, msg, det, hnt);
 END
 $$;
-COMMENT ON FUNCTION snowflake_id_router.fail_move(bigint, text, boolean, text, text, text, text, text) IS
+COMMENT ON FUNCTION snowflake_id_router.fail_move(bigint, text, text, text, text, text, text) IS
   'A move failed before its seal: undoes it and raises the error, saying what is left where; returns if the source is sealed after all.';
 
 -- Undoes a move that has not been sealed, each node on its own: the source first, whose
@@ -597,16 +798,16 @@ BEGIN
         left_over := left_over || format('on node %L (the source, %s): what the move made there', m.source, SQLERRM);
     END;
     IF src_state = 'sealed' THEN
-        PERFORM snowflake_id_router.note(move_id, format('state = %L', 'sealed'));
+        PERFORM snowflake_id_router.note(move_id, 'sealed');
         RETURN 'sealed';
     END IF;
-    IF NOT src_ok AND m.state IN ('sealing', 'sealed', 'flipping') THEN
+    IF NOT src_ok AND snowflake_id_router.move_may_be_sealed(m.state) THEN
         -- It may have been sealed: the target's copy may be the one to keep. Nothing undone.
-        PERFORM snowflake_id_router.note(move_id, format('error = %L', reason));
+        PERFORM snowflake_id_router.note(move_id, error => reason);
         RETURN left_over[1] || '; the move may have sealed the source, so its copy on node '
                || quote_literal(m.target) || ' is kept until the source can be reached';
     END IF;
-    PERFORM snowflake_id_router.note(move_id, format('state = %L, error = %L', 'undoing', reason));
+    PERFORM snowflake_id_router.note(move_id, 'undoing', error => reason);
     IF src_ok THEN
         BEGIN
             PERFORM snowflake_id_router.call(snowflake_id_router.node_conn(m.source), undo, bound, 'undoing the move on the source');
@@ -624,7 +825,7 @@ BEGIN
         left_over := left_over || format('on node %L (the target): %s', m.target, SQLERRM);
     END;
     IF cardinality(left_over) = 0 THEN
-        PERFORM snowflake_id_router.note(move_id, format('state = %L, ended = clock_timestamp()', 'undone'));
+        PERFORM snowflake_id_router.note(move_id, 'undone');
         RETURN NULL;
     END IF;
     RETURN array_to_string(left_over, '; ');
@@ -652,7 +853,7 @@ DECLARE
     m snowflake_id_router.move;
 BEGIN
     BEGIN
-        IF (SELECT r.state FROM snowflake_id_router.move r WHERE r.id = move_id) NOT IN ('flipped', 'cleaning') THEN
+        IF NOT snowflake_id_router.move_flipped((SELECT r.state FROM snowflake_id_router.move r WHERE r.id = move_id)) THEN
             PERFORM snowflake_id_node.hold_cancel(format('SELECT snowflake_id_router.flip_sealed(%s, %L, %L)',
                                                          move_id, sequences, seal_conn));
         END IF;
@@ -660,14 +861,14 @@ BEGIN
         PERFORM snowflake_id_router.clean_up(move_id);
     EXCEPTION WHEN query_canceled THEN
         SELECT * INTO m FROM snowflake_id_router.move r WHERE r.id = move_id;
-        IF m.state NOT IN ('flipped', 'cleaning') THEN
+        IF NOT snowflake_id_router.move_flipped(m.state) THEN
             RAISE;   -- (the flip failed: flip_sealed said so)
         END IF;
         -- What replicated it goes all the same (the slot holds the source's WAL), unless
         -- cancelled again; the old copy is left, sealed.
         PERFORM snowflake_id_router.settle_all();
-        PERFORM snowflake_id_router.note(move_id, format('error = %L', concat_ws('; ', 'clean-up cancelled: ' || SQLERRM,
-                                                 nullif(array_to_string(snowflake_id_router.end_replication(move_id), '; '), ''))));
+        PERFORM snowflake_id_router.note(move_id, error => concat_ws('; ', 'clean-up cancelled: ' || SQLERRM,
+                                                 nullif(array_to_string(snowflake_id_router.end_replication(move_id), '; '), '')));
         RAISE EXCEPTION 'move % of % to node % is done, but its clean-up was cancelled: %', move_id,
             snowflake_id_router.shard_list(m.shards), quote_literal(m.target), SQLERRM
             USING ERRCODE = 'query_canceled',
@@ -707,7 +908,7 @@ BEGIN
             PERFORM snowflake_id_router.call(seal_conn, 'COMMIT', interval '10 s', step);
         EXCEPTION WHEN query_canceled OR OTHERS THEN
             GET STACKED DIAGNOSTICS st = RETURNED_SQLSTATE, msg = MESSAGE_TEXT, det = PG_EXCEPTION_DETAIL, hnt = PG_EXCEPTION_HINT;
-            PERFORM snowflake_id_router.fail_move(move_id, step, true, seal_conn, st, msg, det, hnt);
+            PERFORM snowflake_id_router.fail_move(move_id, step, seal_conn, st, msg, det, hnt);
             sequences := NULL;   -- (sealed after all: read again)
         END;
         PERFORM snowflake_id_router.pause_at('sealed');
@@ -725,9 +926,9 @@ BEGIN
             GET STACKED DIAGNOSTICS st = RETURNED_SQLSTATE, msg = MESSAGE_TEXT;
             PERFORM snowflake_id_router.settle_all();
             -- A flip whose reply was lost is a flip.
-            EXIT WHEN (SELECT r.state FROM snowflake_id_router.move r WHERE r.id = move_id) = 'flipped';
+            EXIT WHEN snowflake_id_router.move_flipped((SELECT r.state FROM snowflake_id_router.move r WHERE r.id = move_id));
             BEGIN
-                PERFORM snowflake_id_router.note(move_id, format('error = %L', st || ' while ' || step || ': ' || msg));
+                PERFORM snowflake_id_router.note(move_id, error => st || ' while ' || step || ': ' || msg);
             EXCEPTION WHEN OTHERS THEN
                 NULL;   -- (the loopback connection failed too: the next attempt opens another)
             END;
@@ -775,7 +976,7 @@ BEGIN
                 coalesce(src_state, 'absent'), quote_literal(m.source), coalesce(dst_state, 'absent'), quote_literal(m.target)
                 USING ERRCODE = 'object_not_in_prerequisite_state';
         END IF;
-        PERFORM snowflake_id_router.note(move_id, format('state = %L', 'sealed'));
+        PERFORM snowflake_id_router.note(move_id, 'sealed');
         IF dst_state = 'serving' THEN
             RETURN;
         END IF;
@@ -870,8 +1071,8 @@ BEGIN
     IF NOT snowflake_id_router.routed_everywhere(m.map_version) THEN
         behind := (SELECT string_agg(quote_literal(x.name), ', ' ORDER BY x.name) FROM snowflake_id_router.router x
                     WHERE x.map_version < coalesce(m.map_version, 0));
-        PERFORM snowflake_id_router.note(move_id, format('error = %L', concat_ws('; ', 'waiting for router(s) ' || behind || ' to route by the flip',
-                                                                                 nullif(array_to_string(left_over, '; '), ''))));
+        PERFORM snowflake_id_router.note(move_id, error => concat_ws('; ', 'waiting for router(s) ' || behind || ' to route by the flip',
+                                                                                 nullif(array_to_string(left_over, '; '), '')));
         RAISE WARNING 'move % of % to node % is flipped, but router(s) % do not route by it yet: the old copy on node % stays, sealed, until they do',
             move_id, snowflake_id_router.shard_list(m.shards), quote_literal(m.target), behind, quote_literal(m.source)
             USING HINT = 'repair_moves() pushes the map again and finishes the move once they route by it (router_status).';
@@ -904,13 +1105,13 @@ DECLARE
 BEGIN
     SELECT * INTO m FROM snowflake_id_router.move r WHERE r.id = move_id;
     IF cardinality(left_over) > 0 THEN
-        PERFORM snowflake_id_router.note(move_id, format('error = %L', 'clean-up: ' || array_to_string(left_over, '; ')));
+        PERFORM snowflake_id_router.note(move_id, error => 'clean-up: ' || array_to_string(left_over, '; '));
         RAISE WARNING 'move % of % to node % is done, but its clean-up is not: %', move_id,
             snowflake_id_router.shard_list(m.shards), quote_literal(m.target), array_to_string(left_over, '; ')
             USING HINT = 'SELECT repair_moves() finishes it once the cause is fixed.';
         RETURN;
     END IF;
-    PERFORM snowflake_id_router.note(move_id, format('state = %L, ended = clock_timestamp()', 'done'));
+    PERFORM snowflake_id_router.note(move_id, 'done');
     SELECT * INTO m FROM snowflake_id_router.move r WHERE r.id = move_id;
     RAISE NOTICE '% moved from node % to node %: % rows, % ms in all, writes fenced for % ms',
         snowflake_id_router.shard_list(m.shards), quote_literal(m.source), quote_literal(m.target), m.rows,
@@ -933,10 +1134,10 @@ DECLARE
     m snowflake_id_router.move;
 BEGIN
     SELECT * INTO m FROM snowflake_id_router.move r WHERE r.id = move_id FOR UPDATE;
-    IF m.state IN ('flipped', 'cleaning', 'done') THEN
+    IF snowflake_id_router.move_flipped(m.state) THEN
         RETURN 'flipped already';
     END IF;
-    IF m.state NOT IN ('sealing', 'sealed', 'flipping') THEN
+    IF NOT snowflake_id_router.move_may_be_sealed(m.state) THEN
         RAISE EXCEPTION 'move % is %: only a sealed move flips the map', move_id, m.state
             USING ERRCODE = 'object_not_in_prerequisite_state';
     END IF;
@@ -945,8 +1146,7 @@ BEGIN
        <> cardinality(m.shards) THEN
         RAISE EXCEPTION 'the map of shards % changed during move %', m.shards, move_id USING ERRCODE = 'serialization_failure';
     END IF;
-    UPDATE snowflake_id_router.move r SET state = 'flipped', flipped = clock_timestamp(), map_version = snowflake_id_router.map_version()
-     WHERE r.id = move_id;
+    PERFORM snowflake_id_router.record_move(move_id, 'flipped', NULL, NULL, NULL, NULL, NULL);
     RETURN 'flipped';
 END
 $$;

@@ -18,7 +18,7 @@ DECLARE
     left_over text;
 BEGIN
     SELECT * INTO m FROM snowflake_id_router.move r WHERE r.id = move_id;
-    IF m.state NOT IN ('sealed', 'flipping', 'flipped', 'cleaning') THEN
+    IF snowflake_id_router.move_before_seal(m.state) THEN
         left_over := snowflake_id_router.undo_move(move_id, coalesce(m.error, format('interrupted while %s', m.state)));
         IF left_over IS NULL THEN
             RETURN 'undone';
@@ -28,7 +28,7 @@ BEGIN
     END IF;
     PERFORM snowflake_id_router.complete_move(move_id);
     SELECT * INTO m FROM snowflake_id_router.move r WHERE r.id = move_id;
-    RETURN CASE WHEN m.state = 'done' THEN 'completed' ELSE 'completed, clean-up not done: ' || coalesce(m.error, m.state) END;
+    RETURN CASE WHEN m.state = 'done' THEN 'completed' ELSE 'completed, clean-up not done: ' || coalesce(m.error, m.state::text) END;
 END
 $$;
 COMMENT ON FUNCTION snowflake_id_router.repair_move(bigint) IS
@@ -46,7 +46,7 @@ DECLARE
     repaired boolean := false;
 BEGIN
     FOR m IN SELECT * FROM snowflake_id_router.move r
-              WHERE r.shards && repair_shards.shards AND r.state NOT IN ('done', 'undone') ORDER BY r.id LOOP
+              WHERE r.shards && repair_shards.shards AND NOT snowflake_id_router.move_finished(r.state) ORDER BY r.id LOOP
         PERFORM snowflake_id_router.lock_router(m.shards);
         outcome := snowflake_id_router.repair_move(m.id);
         RAISE NOTICE 'interrupted move % of shards % (node % to node %): %', m.id, m.shards, quote_literal(m.source),
@@ -62,6 +62,79 @@ $$;
 COMMENT ON FUNCTION snowflake_id_router.repair_shards(integer[]) IS
   'Completes or undoes the interrupted moves of shards (their movers gone).';
 
+-- What this router's moves left on node without a record on the router to follow (a
+-- restored dump, say): a record not sealed is undone there, a sealed one reported; what
+-- has no record at all is removed (drop_orphans). One row for each; a node that cannot be
+-- read is one row (and a WARNING), after the rows of what was done there.
+CREATE OR REPLACE FUNCTION snowflake_id_router.repair_node(node text) RETURNS TABLE (move bigint, shards integer[], outcome text)
+LANGUAGE plpgsql VOLATILE STRICT PARALLEL UNSAFE
+SET search_path = pg_catalog, pg_temp
+AS $$
+#variable_conflict use_variable
+DECLARE
+    r record;
+    router text := snowflake_id_node.identity();
+    wait text := snowflake_id_router.timeout('cleanup_timeout')::text;
+    bound interval := snowflake_id_router.timeout('cleanup_timeout') + interval '5 s';
+    conn text;
+BEGIN
+    conn := snowflake_id_router.node_conn(node);
+    FOR r IN SELECT * FROM json_to_recordset(snowflake_id_router.call(conn, 'SELECT snowflake_id_node.moves()',
+                                                                        bound, 'reading the move records')::json)
+                 AS x(key text, router text, role text, state text, shards integer[], alive boolean)
+              WHERE x.router = router AND NOT x.alive
+                AND NOT EXISTS (SELECT FROM snowflake_id_router.move y
+                                 WHERE y.id::text = split_part(x.key, '/', 2) AND NOT snowflake_id_router.move_finished(y.state))
+    LOOP
+        move := NULLIF(split_part(r.key, '/', 2), '')::bigint;
+        shards := r.shards;
+        IF r.state IN ('sealed', 'serving') THEN
+            outcome := format('left on node %L: a record of move %s, %s, which this router does not know', node, r.key, r.state);
+            RAISE WARNING '%', outcome USING HINT = 'Look at the node''s snowflake_id_node.move; see docs/cluster.md.';
+        ELSE
+            BEGIN
+                PERFORM snowflake_id_router.lock_router(r.shards);
+                PERFORM snowflake_id_router.call(conn, format('SELECT snowflake_id_node.lock_shards(%L, %L)', r.shards,
+                                                              snowflake_id_router.timeout('lock_timeout')),
+                                                 bound, 'locking the shards');
+                FOR i IN 0 .. cardinality(r.shards) LOOP   -- (each call drops some copies, the last the record)
+                    EXIT WHEN snowflake_id_router.call(conn, format('SELECT snowflake_id_node.undo(%L, %L, 0)', r.key, wait),
+                                                       bound, 'undoing a move without a record')::integer = 0;
+                END LOOP;
+                PERFORM snowflake_id_router.call(conn, format('SELECT snowflake_id_node.unlock_shards(%L)', r.shards),
+                                                 bound, 'unlocking the shards');
+                outcome := format('undone on node %L (a record without a move on this router)', node);
+            EXCEPTION WHEN query_canceled OR OTHERS THEN
+                IF snowflake_id_router.cancelled(SQLSTATE, SQLERRM) THEN
+                    RAISE;
+                END IF;
+                outcome := format('not undone on node %L: %s (%s)', node, SQLERRM, SQLSTATE);
+            END;
+        END IF;
+        RETURN NEXT;
+    END LOOP;
+    FOR r IN SELECT x FROM unnest(snowflake_id_router.call(conn,
+                 format('SELECT snowflake_id_node.drop_orphans(%L, %L)', left(md5(router), 8), wait), bound,
+                 'removing what moves left without a record')::text[]) x LOOP
+        move := NULL;
+        shards := NULL;
+        outcome := format('removed on node %L: %s', node, r.x);
+        RETURN NEXT;
+    END LOOP;
+EXCEPTION WHEN query_canceled OR OTHERS THEN
+    IF snowflake_id_router.cancelled(SQLSTATE, SQLERRM) THEN
+        RAISE;
+    END IF;
+    move := NULL;
+    shards := NULL;
+    outcome := format('node %L not checked: %s (%s)', node, SQLERRM, SQLSTATE);
+    RAISE WARNING '%', outcome;
+    RETURN NEXT;
+END
+$$;
+COMMENT ON FUNCTION snowflake_id_router.repair_node(text) IS
+  'Undoes (or reports, if sealed) what this router''s moves left on a node without a record on the router, and removes what has no record at all.';
+
 CREATE OR REPLACE FUNCTION repair_moves() RETURNS TABLE (move bigint, shards integer[], outcome text)
 LANGUAGE plpgsql VOLATILE PARALLEL UNSAFE SECURITY DEFINER
 SET search_path = pg_catalog, pg_temp SET DateStyle = 'ISO, MDY' SET IntervalStyle = 'postgres'
@@ -70,12 +143,6 @@ AS $$
 DECLARE
     m snowflake_id_router.move;
     n record;
-    r record;
-    router text := snowflake_id_node.identity();
-    router8 text := left(md5(snowflake_id_node.identity()), 8);
-    wait text := snowflake_id_router.timeout('cleanup_timeout')::text;
-    bound interval := snowflake_id_router.timeout('cleanup_timeout') + interval '5 s';
-    conn text;
 BEGIN
     PERFORM snowflake_id_router.require_primary('repair_moves');
     IF current_setting('transaction_isolation') <> 'read committed' THEN
@@ -85,7 +152,7 @@ BEGIN
     PERFORM snowflake_id_router.disconnect_all();   -- (a session's kept ones: release_connections)
     -- Routers that are behind get the map first (the moves waiting for them then finish).
     PERFORM snowflake_id_router.routed_everywhere(snowflake_id_router.map_version());
-    FOR m IN SELECT * FROM snowflake_id_router.move x WHERE x.state NOT IN ('done', 'undone') ORDER BY x.id LOOP
+    FOR m IN SELECT * FROM snowflake_id_router.move x WHERE NOT snowflake_id_router.move_finished(x.state) ORDER BY x.id LOOP
         move := m.id;
         shards := m.shards;
         BEGIN
@@ -106,60 +173,7 @@ BEGIN
     END LOOP;
     -- What this router's moves left on the nodes without a record to follow.
     FOR n IN SELECT x.name FROM snowflake_id_router.node x ORDER BY x.name LOOP
-        BEGIN
-            conn := snowflake_id_router.node_conn(n.name);
-            FOR r IN SELECT * FROM json_to_recordset(snowflake_id_router.call(conn, 'SELECT snowflake_id_node.moves()',
-                                                                                bound, 'reading the move records')::json)
-                         AS x(key text, router text, role text, state text, shards integer[], alive boolean)
-                      WHERE x.router = router AND NOT x.alive
-                        AND NOT EXISTS (SELECT FROM snowflake_id_router.move y
-                                         WHERE y.id::text = split_part(x.key, '/', 2) AND y.state NOT IN ('done', 'undone'))
-            LOOP
-                move := NULLIF(split_part(r.key, '/', 2), '')::bigint;
-                shards := r.shards;
-                IF r.state IN ('sealed', 'serving') THEN
-                    outcome := format('left on node %L: a record of move %s, %s, which this router does not know', n.name, r.key, r.state);
-                    RAISE WARNING '%', outcome USING HINT = 'Look at the node''s snowflake_id_node.move; see docs/cluster.md.';
-                ELSE
-                    BEGIN
-                        PERFORM snowflake_id_router.lock_router(r.shards);
-                        PERFORM snowflake_id_router.call(conn, format('SELECT snowflake_id_node.lock_shards(%L, %L)', r.shards,
-                                                                      snowflake_id_router.timeout('lock_timeout')),
-                                                         bound, 'locking the shards');
-                        FOR i IN 0 .. cardinality(r.shards) LOOP   -- (each call drops some copies, the last the record)
-                            EXIT WHEN snowflake_id_router.call(conn, format('SELECT snowflake_id_node.undo(%L, %L, 0)', r.key, wait),
-                                                               bound, 'undoing a move without a record')::integer = 0;
-                        END LOOP;
-                        PERFORM snowflake_id_router.call(conn, format('SELECT snowflake_id_node.unlock_shards(%L)', r.shards),
-                                                         bound, 'unlocking the shards');
-                        outcome := format('undone on node %L (a record without a move on this router)', n.name);
-                    EXCEPTION WHEN query_canceled OR OTHERS THEN
-                        IF snowflake_id_router.cancelled(SQLSTATE, SQLERRM) THEN
-                            RAISE;
-                        END IF;
-                        outcome := format('not undone on node %L: %s (%s)', n.name, SQLERRM, SQLSTATE);
-                    END;
-                END IF;
-                RETURN NEXT;
-            END LOOP;
-            FOR r IN SELECT x FROM unnest(snowflake_id_router.call(conn,
-                         format('SELECT snowflake_id_node.drop_orphans(%L, %L)', router8, wait), bound,
-                         'removing what moves left without a record')::text[]) x LOOP
-                move := NULL;
-                shards := NULL;
-                outcome := format('removed on node %L: %s', n.name, r.x);
-                RETURN NEXT;
-            END LOOP;
-        EXCEPTION WHEN query_canceled OR OTHERS THEN
-            IF snowflake_id_router.cancelled(SQLSTATE, SQLERRM) THEN
-                RAISE;
-            END IF;
-            move := NULL;
-            shards := NULL;
-            outcome := format('node %L not checked: %s (%s)', n.name, SQLERRM, SQLSTATE);
-            RAISE WARNING '%', outcome;
-            RETURN NEXT;
-        END;
+        RETURN QUERY SELECT * FROM snowflake_id_router.repair_node(n.name);
         PERFORM snowflake_id_router.disconnect_all();
     END LOOP;
     PERFORM snowflake_id_router.disconnect_all();
@@ -171,7 +185,7 @@ COMMENT ON FUNCTION repair_moves() IS
 CREATE OR REPLACE VIEW move_history AS
     SELECT m.id AS move, m.shards, m.source, m.target, m.started, m.ended, m.rows,
            coalesce(m.flipped, m.ended) - m.fenced AS write_pause,
-           CASE WHEN m.state IN ('done', 'undone') THEN m.state
+           CASE WHEN snowflake_id_router.move_finished(m.state) THEN m.state::text
                 WHEN EXISTS (SELECT FROM pg_catalog.pg_locks l
                               WHERE l.locktype = 'advisory' AND l.granted AND l.objsubid = 3
                                 AND l.database = (SELECT d.oid FROM pg_catalog.pg_database d WHERE d.datname = pg_catalog.current_database())

@@ -297,7 +297,7 @@ BEGIN
     SELECT format('move %s of shard(s) %s from node %L to node %L (%s)', m.id, array_to_string(m.shards, ', '),
                   m.source, m.target, m.state)
       INTO unfinished FROM snowflake_id_router.move m
-     WHERE m.state NOT IN ('done', 'undone') AND remove_node.node IN (m.source, m.target)
+     WHERE NOT snowflake_id_router.move_finished(m.state) AND remove_node.node IN (m.source, m.target)
      ORDER BY m.id LIMIT 1;
     IF unfinished IS NOT NULL THEN
         RAISE EXCEPTION 'node % is part of an unfinished move: %', quote_literal(node), unfinished

@@ -138,7 +138,7 @@ BEGIN
     SELECT s, format('move %s (%s) of shard(s) %s from node %L to node %L', m.id, m.state,
                      array_to_string(m.shards, ', '), m.source, m.target)
       FROM snowflake_id_router.move m, unnest(m.shards) s
-     WHERE m.state NOT IN ('done', 'undone');
+     WHERE NOT snowflake_id_router.move_finished(m.state);
     IF NOT on_nodes THEN
         RETURN;
     END IF;
@@ -280,7 +280,7 @@ DECLARE
 BEGIN
     WHILE snowflake_id_node.monotonic() < deadline
           AND EXISTS (SELECT FROM snowflake_id_router.move m, pg_locks l
-                       WHERE m.state NOT IN ('done', 'undone') AND l.locktype = 'advisory' AND l.granted AND l.objsubid = 3
+                       WHERE NOT snowflake_id_router.move_finished(m.state) AND l.locktype = 'advisory' AND l.granted AND l.objsubid = 3
                          AND l.database = (SELECT d.oid FROM pg_database d WHERE d.datname = current_database())
                          AND l.classid = snowflake_id_node.lock_class()::oid AND l.objid::bigint = m.shards[1]) LOOP
         PERFORM snowflake_id_node.sleep(0.05);
@@ -564,7 +564,7 @@ LANGUAGE plpgsql VOLATILE STRICT PARALLEL UNSAFE
 SET search_path = pg_catalog, pg_temp
 AS $$
 DECLARE
-    conn text := snowflake_id_router.open_conn('sfid-rebalance:' || n, NULL, format(
+    conn text := snowflake_id_router.reuse_conn('sfid-rebalance:' || n, NULL, format(
         $q$SELECT concat_ws(' ', set_config('application_name', %L, false), set_config('client_connection_check_interval', '1s', false),
                   set_config('statement_timeout', '0', false), set_config('lock_timeout', '0', false),
                   set_config('idle_in_transaction_session_timeout', '0', false),
@@ -668,32 +668,35 @@ DECLARE
     busy integer := 0;          -- workers moving a batch
     n integer;
     failed integer;             -- the batch that failed first (NULL: a step of the rebalance)
-    st text;
+    st text;                    -- the first failure: its SQLSTATE, message, detail
     msg text;
     det text;
     failure record;
     keep text;                  -- keep_connections as it was, when this session keeps them meanwhile
+    super boolean := (SELECT r.rolsuper FROM pg_catalog.pg_roles r WHERE r.rolname = current_user);
 BEGIN
     -- A worker is a loopback session of the extension's owner (setting self_connstr), kept
     -- open in this session across commits, which only a superuser's session may do.
-    IF parallel_moves BETWEEN 2 AND 8 AND NOT (SELECT r.rolsuper FROM pg_catalog.pg_roles r WHERE r.rolname = current_user) THEN
+    IF parallel_moves BETWEEN 2 AND 8 AND NOT super THEN
         RAISE EXCEPTION 'parallel_moves % needs a superuser: batches moving at once run in loopback sessions of the extension''s owner',
             parallel_moves USING ERRCODE = 'insufficient_privilege',
                                  HINT = 'Call it with parallel_moves => 1 (the default), or as a superuser.';
     END IF;
     COMMIT;
-    IF (SELECT r.rolsuper FROM pg_catalog.pg_roles r WHERE r.rolname = current_user) THEN
+    IF super THEN
         PERFORM snowflake_id_router.disconnect_matching('sfid-rebalance:%');   -- workers of an earlier call cut short
     END IF;
     rid := snowflake_id_router.rebalance_begin(drain, strategy, batch_size, template, parallel_moves);
     -- A superuser's session moving the batches itself keeps its node connections from batch
     -- to batch, as the workers do (release_connections), and closes them at the end.
-    IF parallel_moves = 1 AND (SELECT r.rolsuper FROM pg_catalog.pg_roles r WHERE r.rolname = current_user) THEN
+    IF parallel_moves = 1 AND super THEN
         keep := coalesce(pg_catalog.current_setting('snowflake_id_router.keep_connections', true), '');
         PERFORM pg_catalog.set_config('snowflake_id_router.keep_connections', 'on', false);
     END IF;
     COMMIT;
     LOOP
+        -- While nothing failed and a worker is idle, the next batch: moved here, or sent to
+        -- an idle worker.
         WHILE st IS NULL AND busy < parallel_moves LOOP
             BEGIN
                 batch := snowflake_id_router.rebalance_next(rid, busy > 0);
@@ -720,39 +723,11 @@ BEGIN
             COMMIT;
         END LOOP;
         EXIT WHEN busy = 0;
-        -- Has one of the moving batches ended? Polled between commits, so that this session
-        -- never keeps a transaction open across a worker's flip: a move's clean-up waits (up
-        -- to lock_timeout) for the router transactions begun before its flip.
-        BEGIN
-            n := snowflake_id_router.rebalance_ended(moving);
-            IF n IS NULL THEN
-                PERFORM snowflake_id_node.sleep(0.01);
-            END IF;
-        EXCEPTION WHEN query_canceled OR OTHERS THEN
-            IF st IS NULL THEN
-                GET STACKED DIAGNOSTICS st = RETURNED_SQLSTATE, msg = MESSAGE_TEXT, det = PG_EXCEPTION_DETAIL;
-            END IF;
-            PERFORM snowflake_id_router.rebalance_cancel(moving);
-            n := NULL;
-        END;
-        IF n IS NULL THEN
-            COMMIT;
-            CONTINUE;
-        END IF;
-        BEGIN
-            -- How its batch ended: nothing, or its error raised again here.
-            PERFORM snowflake_id_router.receive('sfid-rebalance:' || n, snowflake_id_node.monotonic(), NULL);
-        EXCEPTION WHEN query_canceled OR OTHERS THEN
-            IF st IS NULL THEN
-                GET STACKED DIAGNOSTICS st = RETURNED_SQLSTATE, msg = MESSAGE_TEXT, det = PG_EXCEPTION_DETAIL;
-                failed := moving[n];
-            ELSE
-                UPDATE snowflake_id_router.rebalance_batch x SET state = 'failed', ended = pg_catalog.clock_timestamp(), error = SQLERRM
-                 WHERE x.rebalance = rid AND x.batch = moving[n];
-            END IF;
-        END;
-        moving[n] := NULL;
-        busy := busy - 1;
+        -- Has one of the moving batches ended? Looked at between commits, so that this
+        -- session never keeps a transaction open across a worker's flip: a move's clean-up
+        -- waits (up to lock_timeout) for the router transactions begun before its flip.
+        SELECT x.moving, x.busy, x.failed, x.st, x.msg, x.det INTO moving, busy, failed, st, msg, det
+          FROM snowflake_id_router.rebalance_reap(rid, moving, busy, failed, st, msg, det) x;
         COMMIT;
     END LOOP;
     IF parallel_moves > 1 THEN
@@ -772,6 +747,52 @@ END
 $$;
 COMMENT ON PROCEDURE snowflake_id_router.run_rebalance(text, text, integer, text, integer) IS
   'The loop of rebalance and drain_node: plan, then each batch moved (up to parallel_moves at once) and committed.';
+
+-- One look at a rebalance's moving batches (run_rebalance, between its commits): a batch
+-- that ended frees its worker, its error kept as the first failure (st, msg, det; failed:
+-- its batch) or, once there is one, recorded on its batch. A cancel of this session cancels
+-- the workers' batches (and is kept as the first failure).
+CREATE OR REPLACE FUNCTION snowflake_id_router.rebalance_reap(rid integer, INOUT moving integer[], INOUT busy integer,
+                                                             INOUT failed integer, INOUT st text, INOUT msg text, INOUT det text)
+LANGUAGE plpgsql VOLATILE CALLED ON NULL INPUT PARALLEL UNSAFE
+SET search_path = pg_catalog, pg_temp
+AS $$
+DECLARE
+    n integer;
+BEGIN
+    BEGIN
+        n := snowflake_id_router.rebalance_ended(moving);
+        IF n IS NULL THEN
+            PERFORM snowflake_id_node.sleep(0.01);
+        END IF;
+    EXCEPTION WHEN query_canceled OR OTHERS THEN
+        IF st IS NULL THEN
+            GET STACKED DIAGNOSTICS st = RETURNED_SQLSTATE, msg = MESSAGE_TEXT, det = PG_EXCEPTION_DETAIL;
+        END IF;
+        PERFORM snowflake_id_router.rebalance_cancel(moving);
+        n := NULL;
+    END;
+    IF n IS NULL THEN
+        RETURN;
+    END IF;
+    BEGIN
+        -- How its batch ended: nothing, or its error raised again here.
+        PERFORM snowflake_id_router.receive('sfid-rebalance:' || n, snowflake_id_node.monotonic(), NULL);
+    EXCEPTION WHEN query_canceled OR OTHERS THEN
+        IF st IS NULL THEN
+            GET STACKED DIAGNOSTICS st = RETURNED_SQLSTATE, msg = MESSAGE_TEXT, det = PG_EXCEPTION_DETAIL;
+            failed := moving[n];
+        ELSE
+            UPDATE snowflake_id_router.rebalance_batch x SET state = 'failed', ended = pg_catalog.clock_timestamp(), error = SQLERRM
+             WHERE x.rebalance = rid AND x.batch = moving[n];
+        END IF;
+    END;
+    moving[n] := NULL;
+    busy := busy - 1;
+END
+$$;
+COMMENT ON FUNCTION snowflake_id_router.rebalance_reap(integer, integer[], integer, integer, text, text, text) IS
+  'Looks once at a rebalance''s moving batches: one that ended frees its worker, its error kept or recorded; a cancel cancels the workers.';
 
 CREATE OR REPLACE PROCEDURE rebalance(strategy text DEFAULT 'by_shard_count', batch_size integer DEFAULT 32,
                                       template text DEFAULT 'tpl', parallel_moves integer DEFAULT 1)

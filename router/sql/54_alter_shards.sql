@@ -67,28 +67,64 @@ LANGUAGE plpgsql VOLATILE CALLED ON NULL INPUT PARALLEL UNSAFE SECURITY DEFINER
 SET search_path = pg_catalog, pg_temp
 AS $$
 DECLARE
-    cid bigint;            -- the change: its id in snowflake_id_router.schema_change
-    key text;
-    tag text;
-    lock_timeout text;
+    cid bigint;            -- the change: its id in snowflake_id_router.schema_change (NULL: a new one)
     todo text[];           -- nodes this call applies the change to, in name order
-    skipped text[] := '{}';
+    had text[];            -- nodes that had the change before this call
+    skipped text[];
     n text;
-    conn text;
-    resumed boolean;
-    earlier record;
     t0 timestamptz;
-    took numeric;
     done_count integer;
-    attempt integer;
-    st text;
-    msg text;
-    hnt text;
-    had text[] := '{}';     -- nodes that had the change before this call
     rows_node text[] := '{}';
-    rows_state text[] := '{}';
     rows_schemas integer[] := '{}';
     rows_seconds numeric[] := '{}';
+BEGIN
+    PERFORM snowflake_id_router.schema_change_begin(ddl, template, skip_unreachable);
+    SELECT w.cid, w.todo, w.had INTO cid, todo, had FROM snowflake_id_router.schema_change_work(ddl, template) w;
+    skipped := snowflake_id_router.schema_change_connect(todo, skip_unreachable);
+    todo := ARRAY(SELECT x FROM unnest(todo) x WHERE x <> ALL (skipped) ORDER BY x);
+    cid := snowflake_id_router.schema_change_record(cid, ddl, template, todo, skipped);
+    -- Node by node, each in one transaction, each recorded as it ends.
+    FOREACH n IN ARRAY todo LOOP
+        t0 := clock_timestamp();
+        done_count := snowflake_id_router.schema_change_apply(cid, n, ddl, template, had || rows_node,
+                                                              ARRAY(SELECT x FROM unnest(todo || skipped) x WHERE x <> ALL (rows_node)));
+        rows_node := rows_node || n;
+        rows_schemas := rows_schemas || done_count;
+        rows_seconds := rows_seconds || round(extract(epoch FROM clock_timestamp() - t0)::numeric, 3);
+        PERFORM snowflake_id_router.exec('snowflake_id_router_self', format(
+            $q$UPDATE snowflake_id_router.schema_change_node SET state = 'done', schemas = %s, seconds = %s, at = now(), error = NULL
+                WHERE change = %s AND node = %L$q$,
+            done_count, rows_seconds[cardinality(rows_seconds)], cid, n));
+        PERFORM snowflake_id_router.disconnect('snowflake_id_router_ddl_' || n);
+    END LOOP;
+    PERFORM snowflake_id_router.exec('snowflake_id_router_self', format(
+        $q$UPDATE snowflake_id_router.schema_change SET finished = now(),
+               state = CASE WHEN EXISTS (SELECT FROM snowflake_id_router.schema_change_node WHERE change = %s AND state <> 'done')
+                            THEN 'incomplete' ELSE 'done' END
+            WHERE id = %s$q$, cid, cid));
+    PERFORM snowflake_id_router.disconnect('snowflake_id_router_self');
+    IF cardinality(skipped) > 0 THEN
+        RAISE WARNING 'schema change %: node(s) % skipped: they are behind', cid, array_to_string(skipped, ', ')
+            USING HINT = 'Once they are back, call alter_shards with the same statement again.';
+    END IF;
+    RETURN QUERY SELECT x.node, x.state, x.schemas, x.seconds
+                   FROM unnest(rows_node || skipped, array_fill('done'::text, ARRAY[cardinality(rows_node)])
+                                                     || array_fill('skipped'::text, ARRAY[cardinality(skipped)]),
+                               rows_schemas, rows_seconds) x(node, state, schemas, seconds)
+                  ORDER BY x.node;
+END
+$$;
+COMMENT ON FUNCTION alter_shards(text, text, boolean) IS
+  'Runs one DDL statement (%I for the schema) on the template and every shard of every node, each node in one transaction; resumes an unfinished run of the same statement. Superusers only.';
+
+-- alter_shards' refusals before any node is reached (its arguments, its caller, the
+-- statement: placeholders, one statement, its kind), then the schema-change lock (exclusive)
+-- and no unfinished move, and the loopback connection it records the change through.
+CREATE OR REPLACE FUNCTION snowflake_id_router.schema_change_begin(ddl text, template text, skip_unreachable boolean) RETURNS void
+LANGUAGE plpgsql VOLATILE CALLED ON NULL INPUT PARALLEL UNSAFE
+SET search_path = pg_catalog, pg_temp
+AS $$
+DECLARE
     unfinished text;
 BEGIN
     IF ddl IS NULL OR template IS NULL OR skip_unreachable IS NULL THEN
@@ -103,10 +139,7 @@ BEGIN
     IF template = '' OR octet_length(template) > 63 THEN
         RAISE EXCEPTION 'template schema name % is invalid', quote_literal(template) USING ERRCODE = 'invalid_parameter_value';
     END IF;
-    -- Refused here, before any node is reached: placeholders, one statement, its kind.
-    tag := snowflake_id_node.ddl_statement(snowflake_id_node.ddl_for(ddl, template));
-    lock_timeout := snowflake_id_router.setting('lock_timeout');
-
+    PERFORM snowflake_id_node.ddl_statement(snowflake_id_node.ddl_for(ddl, template));
     PERFORM snowflake_id_router.lock_schema_changes(true);
     -- A move not finished has copies no change may reach: its sealed copy on its source,
     -- its incoming one on its target, both hidden from the shard catalog's readers; changed,
@@ -120,9 +153,21 @@ BEGIN
                   HINT = 'SELECT * FROM repair_moves() completes or undoes it (its mover is gone); then call alter_shards again.';
     END IF;
     PERFORM snowflake_id_router.connect_self('snowflake_id_router_self');
-    -- The same statement, unfinished: this call resumes it.
+END
+$$;
+COMMENT ON FUNCTION snowflake_id_router.schema_change_begin(text, text, boolean) IS
+  'alter_shards'' refusals before any node is reached, its exclusive schema-change lock, no unfinished move; opens its loopback connection.';
+
+-- The change to run: an unfinished one of the same statement (resumed: cid, its nodes
+-- without it as todo, those with it as had), or a new one (cid NULL) for every node.
+CREATE OR REPLACE FUNCTION snowflake_id_router.schema_change_work(ddl text, template text, OUT cid bigint, OUT todo text[], OUT had text[])
+LANGUAGE plpgsql STABLE STRICT PARALLEL UNSAFE
+SET search_path = pg_catalog, pg_temp
+AS $$
+#variable_conflict use_variable
+BEGIN
     SELECT c.id INTO cid FROM snowflake_id_router.schema_change c
-     WHERE c.state IN ('running', 'incomplete') AND c.ddl = alter_shards.ddl AND c.template = alter_shards.template
+     WHERE c.state IN ('running', 'incomplete') AND c.ddl = ddl AND c.template = template
      ORDER BY c.id DESC LIMIT 1;
     IF cid IS NULL THEN
         SELECT array_agg(x.name ORDER BY x.name) INTO todo FROM snowflake_id_router.node x;
@@ -130,13 +175,26 @@ BEGIN
         SELECT array_agg(cn.node ORDER BY cn.node) INTO todo FROM snowflake_id_router.schema_change_node cn
          WHERE cn.change = cid AND cn.state <> 'done'
            AND cn.node IN (SELECT x.name FROM snowflake_id_router.node x);
-        SELECT coalesce(array_agg(cn.node ORDER BY cn.node), '{}') INTO had FROM snowflake_id_router.schema_change_node cn
-         WHERE cn.change = cid AND cn.state = 'done';
     END IF;
+    SELECT coalesce(array_agg(cn.node ORDER BY cn.node), '{}') INTO had FROM snowflake_id_router.schema_change_node cn
+     WHERE cn.change = cid AND cn.state = 'done';
     todo := coalesce(todo, '{}');
+END
+$$;
+COMMENT ON FUNCTION snowflake_id_router.schema_change_work(text, text) IS
+  'The schema change alter_shards runs: the unfinished one of the same statement (its id, nodes without and with it) or a new one.';
 
-    -- Every node reached first: one that cannot be is refused before anything changes,
-    -- unless skipped.
+-- Every node of todo reached first (connection snowflake_id_router_ddl_<node>): one that
+-- cannot be is refused before anything changes, unless skipped. Returns those skipped.
+CREATE OR REPLACE FUNCTION snowflake_id_router.schema_change_connect(todo text[], skip_unreachable boolean) RETURNS text[]
+LANGUAGE plpgsql VOLATILE STRICT PARALLEL UNSAFE
+SET search_path = pg_catalog, pg_temp
+AS $$
+DECLARE
+    n text;
+    conn text;
+    skipped text[] := '{}';
+BEGIN
     FOREACH n IN ARRAY todo LOOP
         conn := 'snowflake_id_router_ddl_' || n;
         BEGIN
@@ -153,132 +211,128 @@ BEGIN
             USING ERRCODE = 'object_not_in_prerequisite_state',
                   HINT = 'Bring them back, or call alter_shards(..., skip_unreachable => true): the nodes skipped are listed as behind (schema_change_status) and get the change when alter_shards is called again with the same statement.';
     END IF;
-    todo := ARRAY(SELECT x FROM unnest(todo) x WHERE x <> ALL (skipped) ORDER BY x);
+    RETURN skipped;
+END
+$$;
+COMMENT ON FUNCTION snowflake_id_router.schema_change_connect(text[], boolean) IS
+  'Connects alter_shards to each node; those that cannot be reached are refused (55000) or, with skip_unreachable, returned as skipped.';
 
-    -- Changes run in order on each node: an earlier one it has not got comes first.
+-- sql (a schema-change step) on a node's connection, again a few times if a lock was not
+-- had in time or a deadlock met (the node rolled back; the node session of an interrupted
+-- call may still be rolling back); then its error as it is.
+CREATE OR REPLACE FUNCTION snowflake_id_router.schema_change_step(conn text, sql text) RETURNS text
+LANGUAGE plpgsql VOLATILE STRICT PARALLEL UNSAFE
+SET search_path = pg_catalog, pg_temp
+AS $$
+BEGIN
+    FOR attempt IN 1 .. 5 LOOP
+        BEGIN
+            RETURN snowflake_id_router.fetch(conn, sql);
+        EXCEPTION WHEN lock_not_available OR deadlock_detected THEN
+            IF attempt = 5 THEN
+                RAISE;
+            END IF;
+            PERFORM snowflake_id_node.sleep(0.5 * (attempt + 1));
+        END;
+    END LOOP;
+END
+$$;
+COMMENT ON FUNCTION snowflake_id_router.schema_change_step(text, text) IS
+  'A schema-change step on a node''s connection, tried up to 5 times while it meets a lock timeout or a deadlock.';
+
+-- Checked on every node before any changes: no earlier change missing there (changes run in
+-- order on each node), the statement on each template (tried and undone), the room in each
+-- lock table. Then the change is recorded (a new one only now, numbered through the
+-- loopback: the caller's snapshot may be older), the skipped nodes marked. Returns its id.
+CREATE OR REPLACE FUNCTION snowflake_id_router.schema_change_record(cid bigint, ddl text, template text, todo text[], skipped text[])
+RETURNS bigint
+LANGUAGE plpgsql VOLATILE CALLED ON NULL INPUT PARALLEL UNSAFE
+SET search_path = pg_catalog, pg_temp
+AS $$
+DECLARE
+    resumed boolean := cid IS NOT NULL;
+    earlier record;
+    n text;
+    msg text;
+    hnt text;
+BEGIN
     SELECT c.id, c.ddl, cn.node INTO earlier
       FROM snowflake_id_router.schema_change c JOIN snowflake_id_router.schema_change_node cn ON cn.change = c.id
-     WHERE c.state IN ('running', 'incomplete') AND (cid IS NULL OR c.id < cid) AND cn.state <> 'done'
-       AND cn.node = ANY (todo)
+     WHERE c.state IN ('running', 'incomplete') AND (cid IS NULL OR c.id < cid) AND cn.state <> 'done' AND cn.node = ANY (todo)
      ORDER BY c.id, cn.node LIMIT 1;
     IF FOUND THEN
         RAISE EXCEPTION 'node % has not got schema change % yet: it comes first', quote_literal(earlier.node), earlier.id
-            USING ERRCODE = 'object_not_in_prerequisite_state',
-                  DETAIL = format('Change %s: %s', earlier.id, earlier.ddl),
+            USING ERRCODE = 'object_not_in_prerequisite_state', DETAIL = format('Change %s: %s', earlier.id, earlier.ddl),
                   HINT = format('Finish it by calling alter_shards with that statement again, or give it up: SELECT abandon_schema_change(%s).', earlier.id);
     END IF;
-
-    -- Checked on every node before any changes: the statement on each template (tried and
-    -- undone), the room in each lock table. A new change is recorded only once they pass.
-    IF cid IS NULL THEN
-        -- (Numbered through the loopback: the caller's snapshot may be older.)
+    IF resumed THEN
+        RAISE NOTICE 'alter_shards resumes schema change %', cid;
+    ELSE
         cid := snowflake_id_router.fetch('snowflake_id_router_self',
             'SELECT (coalesce(max(id), 0) + 1)::text FROM snowflake_id_router.schema_change')::bigint;
-        resumed := false;
-    ELSE
-        RAISE NOTICE 'alter_shards resumes schema change %', cid;
-        resumed := true;
     END IF;
-    key := snowflake_id_router.schema_change_key(cid);
     FOREACH n IN ARRAY todo LOOP
-        attempt := 1;
-        LOOP
-            BEGIN
-                PERFORM snowflake_id_router.fetch('snowflake_id_router_ddl_' || n, format(
-                    'SELECT snowflake_id_node.schema_change_check(%L, %L, %L, %L)', key, ddl, template, lock_timeout));
-                EXIT;
-            EXCEPTION WHEN OTHERS THEN
-                GET STACKED DIAGNOSTICS st = RETURNED_SQLSTATE, msg = MESSAGE_TEXT, hnt = PG_EXCEPTION_HINT;
-                -- A lock not had in time (the node session of an interrupted call may still
-                -- be rolling back): again, a few times.
-                IF st IN ('55P03', '40P01') AND attempt < 5 THEN
-                    attempt := attempt + 1;
-                    PERFORM snowflake_id_node.sleep(0.5 * attempt);
-                    CONTINUE;
-                END IF;
-                IF resumed THEN
-                    PERFORM snowflake_id_router.exec('snowflake_id_router_self', format(
-                        $q$UPDATE snowflake_id_router.schema_change SET error = %L WHERE id = %s$q$,
-                        format('refused on node %s: %s', n, msg), cid));
-                END IF;
-                RAISE EXCEPTION 'alter_shards: node % refuses the change: %; no node was changed by this call', quote_literal(n), msg
-                    USING ERRCODE = st, HINT = coalesce(nullif(hnt, ''), 'Each node tries it on its template, and undoes it, before any node applies it.');
-            END;
-        END LOOP;
-    END LOOP;
-    IF NOT resumed THEN
-        PERFORM snowflake_id_router.exec('snowflake_id_router_self', format(
-            $q$INSERT INTO snowflake_id_router.schema_change (id, ddl, template, state, started, started_by)
-               VALUES (%s, %L, %L, 'running', now(), %L);
-               INSERT INTO snowflake_id_router.schema_change_node (change, node, state)
-               SELECT %s, x, CASE WHEN x = ANY (%L::text[]) THEN 'skipped' ELSE 'pending' END FROM unnest(%L::text[]) x$q$,
-            cid, ddl, template, session_user, cid, skipped, todo || skipped));
-    ELSE
-        PERFORM snowflake_id_router.exec('snowflake_id_router_self', format(
-            $q$UPDATE snowflake_id_router.schema_change SET state = 'running', finished = NULL, error = NULL WHERE id = %s;
-               UPDATE snowflake_id_router.schema_change_node SET state = 'skipped' WHERE change = %s AND node = ANY (%L::text[])$q$,
-            cid, cid, skipped));
-    END IF;
-
-    -- Node by node, each in one transaction, each recorded as it ends.
-    FOREACH n IN ARRAY todo LOOP
-        t0 := clock_timestamp();
-        attempt := 1;
-        LOOP
-            BEGIN
-                done_count := snowflake_id_router.fetch('snowflake_id_router_ddl_' || n, format(
-                    'SELECT snowflake_id_node.schema_change_apply(%L, %L, %L, %L)::text', key, ddl, template, lock_timeout))::integer;
-                EXIT;
-            EXCEPTION WHEN OTHERS THEN
-                GET STACKED DIAGNOSTICS st = RETURNED_SQLSTATE, msg = MESSAGE_TEXT, hnt = PG_EXCEPTION_HINT;
-                -- A lock not had in time, or a deadlock with the node's own sessions: the
-                -- node rolled back; again, a few times.
-                IF st IN ('55P03', '40P01') AND attempt < 5 THEN
-                    attempt := attempt + 1;
-                    PERFORM snowflake_id_node.sleep(0.5 * attempt);
-                    CONTINUE;
-                END IF;
+        BEGIN
+            PERFORM snowflake_id_router.schema_change_step('snowflake_id_router_ddl_' || n, format(
+                'SELECT snowflake_id_node.schema_change_check(%L, %L, %L, %L)', snowflake_id_router.schema_change_key(cid), ddl, template,
+                snowflake_id_router.setting('lock_timeout')));
+        EXCEPTION WHEN OTHERS THEN
+            GET STACKED DIAGNOSTICS msg = MESSAGE_TEXT, hnt = PG_EXCEPTION_HINT;
+            IF resumed THEN
                 PERFORM snowflake_id_router.exec('snowflake_id_router_self', format(
-                    $q$UPDATE snowflake_id_router.schema_change_node SET state = 'failed', at = now(), error = %L WHERE change = %s AND node = %L;
-                       UPDATE snowflake_id_router.schema_change SET state = 'incomplete', finished = now(), error = %L WHERE id = %s$q$,
-                    msg, cid, n, format('failed on node %s: %s', n, msg), cid));
-                RAISE EXCEPTION 'schema change % failed on node %: %', cid, quote_literal(n), msg
-                    USING ERRCODE = st,
-                          DETAIL = format('Each node has all of the change or none. With it: %s. Without it: %s.',
-                              coalesce((SELECT string_agg(quote_literal(x), ', ' ORDER BY x) FROM unnest(had || rows_node) x), 'none'),
-                              (SELECT string_agg(quote_literal(x), ', ' ORDER BY x) FROM unnest(todo || skipped) x WHERE x <> ALL (rows_node))),
-                          HINT = coalesce(nullif(hnt, '') || ' ', '') || 'Fix the cause and call alter_shards with the same statement again: it resumes there.';
-            END;
-        END LOOP;
-        took := round(extract(epoch FROM clock_timestamp() - t0)::numeric, 3);
-        PERFORM snowflake_id_router.exec('snowflake_id_router_self', format(
-            $q$UPDATE snowflake_id_router.schema_change_node SET state = 'done', schemas = %s, seconds = %s, at = now(), error = NULL
-                WHERE change = %s AND node = %L$q$,
-            done_count, took, cid, n));
-        rows_node := rows_node || n;
-        rows_state := rows_state || 'done'::text;
-        rows_schemas := rows_schemas || done_count;
-        rows_seconds := rows_seconds || took;
-        PERFORM snowflake_id_router.disconnect('snowflake_id_router_ddl_' || n);
+                    $q$UPDATE snowflake_id_router.schema_change SET error = %L WHERE id = %s$q$, format('refused on node %s: %s', n, msg), cid));
+            END IF;
+            RAISE EXCEPTION 'alter_shards: node % refuses the change: %; no node was changed by this call', quote_literal(n), msg
+                USING ERRCODE = SQLSTATE, HINT = coalesce(nullif(hnt, ''), 'Each node tries it on its template, and undoes it, before any node applies it.');
+        END;
     END LOOP;
-    PERFORM snowflake_id_router.exec('snowflake_id_router_self', format(
-        $q$UPDATE snowflake_id_router.schema_change SET finished = now(),
-               state = CASE WHEN EXISTS (SELECT FROM snowflake_id_router.schema_change_node WHERE change = %s AND state <> 'done')
-                            THEN 'incomplete' ELSE 'done' END
-            WHERE id = %s$q$, cid, cid));
-    PERFORM snowflake_id_router.disconnect('snowflake_id_router_self');
-    IF cardinality(skipped) > 0 THEN
-        RAISE WARNING 'schema change %: node(s) % skipped: they are behind', cid, array_to_string(skipped, ', ')
-            USING HINT = 'Once they are back, call alter_shards with the same statement again.';
-    END IF;
-    RETURN QUERY SELECT x.node, x.state, x.schemas, x.seconds
-                   FROM unnest(rows_node || skipped, rows_state || array_fill('skipped'::text, ARRAY[cardinality(skipped)]),
-                               rows_schemas, rows_seconds) x(node, state, schemas, seconds)
-                  ORDER BY x.node;
+    PERFORM snowflake_id_router.exec('snowflake_id_router_self', CASE WHEN resumed THEN format(
+        $q$UPDATE snowflake_id_router.schema_change SET state = 'running', finished = NULL, error = NULL WHERE id = %s;
+           UPDATE snowflake_id_router.schema_change_node SET state = 'skipped' WHERE change = %s AND node = ANY (%L::text[])$q$,
+        cid, cid, skipped) ELSE format(
+        $q$INSERT INTO snowflake_id_router.schema_change (id, ddl, template, state, started, started_by)
+           VALUES (%s, %L, %L, 'running', now(), %L);
+           INSERT INTO snowflake_id_router.schema_change_node (change, node, state)
+           SELECT %s, x, CASE WHEN x = ANY (%L::text[]) THEN 'skipped' ELSE 'pending' END FROM unnest(%L::text[]) x$q$,
+        cid, ddl, template, session_user, cid, skipped, todo || skipped) END);
+    RETURN cid;
 END
 $$;
-COMMENT ON FUNCTION alter_shards(text, text, boolean) IS
-  'Runs one DDL statement (%I for the schema) on the template and every shard of every node, each node in one transaction; resumes an unfinished run of the same statement. Superusers only.';
+COMMENT ON FUNCTION snowflake_id_router.schema_change_record(bigint, text, text, text[], text[]) IS
+  'Checks a schema change on every node (earlier changes first, the statement on each template, lock room), then records it; its id.';
+
+-- The change applied on node n in one transaction there; returns how many schemas it
+-- changed. A failure is recorded (the node failed, the change incomplete) and raised,
+-- saying which nodes have the change (with_it) and which not (without_it).
+CREATE OR REPLACE FUNCTION snowflake_id_router.schema_change_apply(cid bigint, n text, ddl text, template text,
+                                                                   with_it text[], without_it text[]) RETURNS integer
+LANGUAGE plpgsql VOLATILE STRICT PARALLEL UNSAFE
+SET search_path = pg_catalog, pg_temp
+AS $$
+DECLARE
+    st text;
+    msg text;
+    hnt text;
+BEGIN
+    RETURN snowflake_id_router.schema_change_step('snowflake_id_router_ddl_' || n, format(
+        'SELECT snowflake_id_node.schema_change_apply(%L, %L, %L, %L)::text', snowflake_id_router.schema_change_key(cid), ddl, template,
+        snowflake_id_router.setting('lock_timeout')))::integer;
+EXCEPTION WHEN OTHERS THEN
+    GET STACKED DIAGNOSTICS st = RETURNED_SQLSTATE, msg = MESSAGE_TEXT, hnt = PG_EXCEPTION_HINT;
+    PERFORM snowflake_id_router.exec('snowflake_id_router_self', format(
+        $q$UPDATE snowflake_id_router.schema_change_node SET state = 'failed', at = now(), error = %L WHERE change = %s AND node = %L;
+           UPDATE snowflake_id_router.schema_change SET state = 'incomplete', finished = now(), error = %L WHERE id = %s$q$,
+        msg, cid, n, format('failed on node %s: %s', n, msg), cid));
+    RAISE EXCEPTION 'schema change % failed on node %: %', cid, quote_literal(n), msg
+        USING ERRCODE = st,
+              DETAIL = format('Each node has all of the change or none. With it: %s. Without it: %s.',
+                  coalesce((SELECT string_agg(quote_literal(x), ', ' ORDER BY x) FROM unnest(with_it) x), 'none'),
+                  (SELECT string_agg(quote_literal(x), ', ' ORDER BY x) FROM unnest(without_it) x)),
+              HINT = coalesce(nullif(hnt, '') || ' ', '') || 'Fix the cause and call alter_shards with the same statement again: it resumes there.';
+END
+$$;
+COMMENT ON FUNCTION snowflake_id_router.schema_change_apply(bigint, text, text, text, text[], text[]) IS
+  'Applies a schema change on one node (its one transaction); a failure recorded and raised, naming the nodes with and without it.';
 
 CREATE OR REPLACE FUNCTION abandon_schema_change(change bigint) RETURNS void
 LANGUAGE plpgsql VOLATILE STRICT PARALLEL UNSAFE SECURITY DEFINER

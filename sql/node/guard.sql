@@ -39,6 +39,23 @@ $$;
 COMMENT ON FUNCTION snowflake_id_node.refuse_change(snowflake_id_node.move, text) IS
   '55000: a change of a moving shard''s schema, refused.';
 
+-- Whether move m's schemas are still where its record says: each under its name, and every
+-- table carrying a move's fence in the schemas of a move's source record here.
+CREATE OR REPLACE FUNCTION snowflake_id_node.in_place(m snowflake_id_node.move) RETURNS boolean
+LANGUAGE sql STABLE PARALLEL SAFE
+SET search_path = pg_catalog, pg_temp
+BEGIN ATOMIC
+    SELECT NOT EXISTS (SELECT FROM unnest(m.schemas) s WHERE to_regnamespace(quote_ident(s)) IS NULL)
+       AND NOT EXISTS (SELECT FROM pg_trigger t
+                         JOIN pg_class c ON c.oid = t.tgrelid
+                         JOIN pg_namespace n ON n.oid = c.relnamespace
+                        WHERE t.tgfoid = 'snowflake_id_node.fence()'::regprocedure
+                          AND NOT EXISTS (SELECT FROM snowflake_id_node.move r
+                                           WHERE r.role = 'source' AND n.nspname::text = ANY (r.schemas)));
+END;
+COMMENT ON FUNCTION snowflake_id_node.in_place(snowflake_id_node.move) IS
+  'Whether move m''s schemas exist under their names and every fenced table is in a source move''s schemas.';
+
 -- ddl_command_end: a command on an object of a guarded move's schemas, or one (GRANT,
 -- REVOKE) that changed the owners or privileges of a fenced or sealed move's schemas.
 -- SECURITY DEFINER: whoever runs DDL reads the move records through it; it trusts only what
@@ -58,6 +75,11 @@ BEGIN
                 PERFORM snowflake_id_node.refuse_change(m, c.command_tag);
             ELSIF c.schema_name IS NULL AND m.state <> 'incoming' AND m.guarded IS NOT NULL
                   AND md5(snowflake_id_node.grants(m.schemas)) IS DISTINCT FROM m.guarded THEN
+                PERFORM snowflake_id_node.refuse_change(m, c.command_tag);
+            ELSIF NOT snowflake_id_node.in_place(m) THEN
+                -- What PostgreSQL reports of a command names where its object is now: one
+                -- that took an object out of the schemas (ALTER ... SET SCHEMA, ALTER SCHEMA
+                -- ... RENAME) names another schema. So the state itself is judged.
                 PERFORM snowflake_id_node.refuse_change(m, c.command_tag);
             END IF;
         END LOOP;
@@ -87,6 +109,7 @@ COMMENT ON FUNCTION snowflake_id_node.guard_drop() IS
   'Event trigger (sql_drop): refuses dropping anything of the schemas of a shard being moved (55000).';
 
 REVOKE ALL ON FUNCTION snowflake_id_node.guarded_moves(), snowflake_id_node.refuse_change(snowflake_id_node.move, text),
+    snowflake_id_node.in_place(snowflake_id_node.move),
     snowflake_id_node.guard_ddl(), snowflake_id_node.guard_drop() FROM PUBLIC;
 
 -- The event triggers, made once (the block lets a migration load this file again); ALWAYS:

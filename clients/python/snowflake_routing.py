@@ -1,0 +1,115 @@
+"""Applications that route by shard themselves (docs/app-routing.md), the driver-neutral part:
+the shard map read from the router, the shard of an ID, the unit-of-work runner with the retry
+rules, and the fan-out over every shard. routing_sqlalchemy.py and routing_django.py build on it.
+"""
+import heapq
+import random
+import threading
+import time
+from collections import Counter
+
+import psycopg
+from psycopg.conninfo import conninfo_to_dict, make_conninfo
+
+NOT_SERVED = "SF001"                  # use_shard: this node does not serve the shard
+TRY_AGAIN = {"40001", "40P01"}        # a move's fence, a deadlock: the same work again, later
+
+
+def shard_of(snowflake_id: int) -> int:
+    """The logical shard of an ID (id_shard(id) on the server)."""
+    return (snowflake_id >> 10) & 8191
+
+
+def sqlstate(error: BaseException):
+    """The SQLSTATE of a driver error, through SQLAlchemy's (.orig) and Django's (__cause__) wrappers."""
+    while error is not None:
+        state = getattr(error, "sqlstate", None) or getattr(getattr(error, "orig", None), "sqlstate", None)
+        if state:
+            return state
+        error = error.__cause__
+    return None
+
+
+class ShardMap:
+    """The router's map (snowflake_id_router.app_map()), with the application's own credentials
+    added to each node's connect string (which holds none). Reloaded when a node says SF001."""
+
+    def __init__(self, router_dsn: str, **credentials):
+        self.router_dsn, self.credentials = router_dsn, credentials
+        self.lock = threading.Lock()
+        self.version, self.loads, self.listeners = None, 0, []
+        self.load()
+
+    def load(self, seen_version=None):
+        """Reads the map again, unless another thread did since the caller read seen_version."""
+        with self.lock:
+            if seen_version is not None and seen_version != self.version:
+                return
+            with psycopg.connect(self.router_dsn, autocommit=True) as conn:
+                rows = conn.execute(
+                    "SELECT shard, node, connstr, map_version FROM snowflake_id_router.app_map()").fetchall()
+            self.nodes = {shard: node for shard, node, _, _ in rows}
+            self.dsns = {node: make_conninfo(connstr, **self.credentials) for _, node, connstr, _ in rows}
+            self.version = rows[0][3] if rows else 0
+            self.loads += 1
+        for listener in self.listeners:
+            listener(self)
+
+    def node(self, shard: int) -> str:
+        try:
+            return self.nodes[shard]
+        except KeyError:
+            raise LookupError(f"shard {shard} is assigned to no node") from None
+
+    def shards_by_node(self) -> dict:
+        by_node = {}
+        for shard, node in sorted(self.nodes.items()):
+            by_node.setdefault(node, []).append(shard)
+        return by_node
+
+    def dsn_params(self, node: str) -> dict:
+        return conninfo_to_dict(self.dsns[node])
+
+
+class Stats(Counter):
+    """What the runner retried, by SQLSTATE (thread-safe counts)."""
+    lock = threading.Lock()
+
+    def note(self, key):
+        with self.lock:
+            self[key] += 1
+
+
+def run(shard_map: ShardMap, shard: int, attempt, stats: Stats = None, tries: int = 40,
+        first_pause: float = 0.005, longest_pause: float = 0.5):
+    """Runs attempt(node) -- one transaction on that node that begins with use_shard(shard) --
+    by the rules: SF001 reloads the map and runs it again where the map now says; 40001 and
+    40P01 run it again after a pause; the pause doubles (with jitter, up to longest_pause)
+    whenever there is nowhere new to try. Any other error, or the last try's, is the caller's.
+    The attempt must be whole: everything it did is rolled back when it fails."""
+    pause = first_pause
+    for tried in range(1, tries + 1):
+        version, node = shard_map.version, shard_map.node(shard)
+        try:
+            return attempt(node)
+        except Exception as error:
+            state = sqlstate(error)
+            if tried == tries or (state != NOT_SERVED and state not in TRY_AGAIN):
+                raise
+            if stats is not None:
+                stats.note(state)
+            if state == NOT_SERVED:
+                shard_map.load(seen_version=version)
+                if shard_map.node(shard) != node:
+                    continue                    # moved: straight to its node
+            time.sleep(random.uniform(pause / 2, pause))
+            pause = min(pause * 2, longest_pause)
+
+
+def fan_out(shard_map: ShardMap, run_on_shard, stats: Stats = None):
+    """Rows of run_on_shard(node, shard) (each a transaction beginning with use_shard, returning
+    rows in ID order, the ID first) over every shard of the map, node by node, merged in ID
+    order. Each shard is retried as run() does."""
+    per_shard = [run(shard_map, shard, lambda node, s=shard: run_on_shard(node, s), stats)
+                 for shards in shard_map.shards_by_node().values() for shard in shards]
+    return list(heapq.merge(*per_shard, key=lambda row: row[0]))

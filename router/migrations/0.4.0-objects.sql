@@ -1,0 +1,93 @@
+-- What snowflake_id_router 0.4.0 changes in the router's tables and types, made once: by the
+-- upgrade from 0.3.0 (its migration includes this file first) and by the fresh install
+-- (after router/sql/0*.sql, the tables as of 0.3.0). scripts/build-sql says how.
+
+-- == A move's state: an ordered type ==
+--
+-- The lifecycle of a move (docs/cluster-design.md, "A move, step by step"), in order: the
+-- way forward, planned to done, then the way back, undoing and undone, which a move takes
+-- from any state before the seal. The decisions on a state are the functions below, each
+-- the one definition of its rule; record_move (32_move.sql) is the one place that changes
+-- a state, and refuses a transition these rules do not allow.
+CREATE TYPE snowflake_id_router.move_state AS ENUM (
+    'planned',    -- recorded; the nodes reached, their identities checked
+    'checking',   -- source_check, target_check: nothing made yet
+    'preparing',  -- the copies made on the target, the source prepared
+    'copying',    -- published, rows copied, subscribed
+    'fencing',    -- writes fenced on the source; the target catching up
+    'sealing',    -- the rows compared; the seal sent (it may have committed)
+    'sealed',     -- the source sealed (the nodes' records say so): completed from here on
+    'flipped',    -- the map points at the target
+    'cleaning',   -- every router routes by the flip; the old copy being dropped
+    'done',
+    'undoing',    -- the undo left something on a node (the error says what)
+    'undone');
+COMMENT ON TYPE snowflake_id_router.move_state IS
+  'The state of a move (snowflake_id_router.move), in the order of its lifecycle: planned to done, then undoing and undone.';
+
+-- 0.3.0 wrote its states as text; 'catching up' and 'flipping' were allowed but never
+-- written (they name test breakpoints): were one there, it is the state before it.
+DROP INDEX snowflake_id_router.move_shards_idx;
+ALTER TABLE snowflake_id_router.move DROP CONSTRAINT move_state_check;
+ALTER TABLE snowflake_id_router.move ALTER COLUMN state DROP DEFAULT;
+ALTER TABLE snowflake_id_router.move ALTER COLUMN state TYPE snowflake_id_router.move_state
+    USING (CASE state WHEN 'catching up' THEN 'fencing' WHEN 'flipping' THEN 'sealed' ELSE state END)::snowflake_id_router.move_state;
+ALTER TABLE snowflake_id_router.move ALTER COLUMN state SET DEFAULT 'planned';
+
+-- Finished: nothing is left to do for the move (nor to repair).
+CREATE OR REPLACE FUNCTION snowflake_id_router.move_finished(state snowflake_id_router.move_state) RETURNS boolean
+LANGUAGE sql IMMUTABLE STRICT PARALLEL SAFE
+RETURN state IN ('done', 'undone');
+COMMENT ON FUNCTION snowflake_id_router.move_finished(snowflake_id_router.move_state) IS
+  'Whether a move in this state is finished (done or undone).';
+
+-- Before the seal: a failure undoes the move (unless the source's record says it is sealed).
+CREATE OR REPLACE FUNCTION snowflake_id_router.move_before_seal(state snowflake_id_router.move_state) RETURNS boolean
+LANGUAGE sql IMMUTABLE STRICT PARALLEL SAFE
+RETURN state < 'sealed' OR state = 'undoing';
+COMMENT ON FUNCTION snowflake_id_router.move_before_seal(snowflake_id_router.move_state) IS
+  'Whether a move in this state is before its seal: undone on a failure, unless its source turns out sealed.';
+
+-- The seal may have committed and the map is not flipped yet: the target's copy may be the
+-- one to keep, and the flip may run.
+CREATE OR REPLACE FUNCTION snowflake_id_router.move_may_be_sealed(state snowflake_id_router.move_state) RETURNS boolean
+LANGUAGE sql IMMUTABLE STRICT PARALLEL SAFE
+RETURN state BETWEEN 'sealing' AND 'sealed';
+COMMENT ON FUNCTION snowflake_id_router.move_may_be_sealed(snowflake_id_router.move_state) IS
+  'Whether a move in this state may be sealed and is not flipped: sealing or sealed.';
+
+-- Past the flip: the map points at the target.
+CREATE OR REPLACE FUNCTION snowflake_id_router.move_flipped(state snowflake_id_router.move_state) RETURNS boolean
+LANGUAGE sql IMMUTABLE STRICT PARALLEL SAFE
+RETURN state BETWEEN 'flipped' AND 'done';
+COMMENT ON FUNCTION snowflake_id_router.move_flipped(snowflake_id_router.move_state) IS
+  'Whether a move in this state is past its flip: flipped, cleaning or done.';
+
+-- Something may have been made on a node: a failure has something to undo there.
+CREATE OR REPLACE FUNCTION snowflake_id_router.move_made(state snowflake_id_router.move_state) RETURNS boolean
+LANGUAGE sql IMMUTABLE STRICT PARALLEL SAFE
+RETURN state >= 'preparing';
+COMMENT ON FUNCTION snowflake_id_router.move_made(snowflake_id_router.move_state) IS
+  'Whether a move in this state may have made something on a node (from preparing on).';
+
+-- The transitions a move may take: forward one step at a time up to sealing; to sealed,
+-- undoing or undone from before the seal; the flip from sealing or sealed; cleaning after
+-- the flip, done after cleaning. A state recorded again (a repair) is no transition.
+CREATE OR REPLACE FUNCTION snowflake_id_router.move_may_go(from_state snowflake_id_router.move_state,
+                                                           to_state snowflake_id_router.move_state) RETURNS boolean
+LANGUAGE sql IMMUTABLE STRICT PARALLEL SAFE
+RETURN CASE
+    WHEN to_state = from_state THEN NOT snowflake_id_router.move_finished(from_state)
+    WHEN to_state BETWEEN 'checking' AND 'sealing'
+        THEN array_position(enum_range(NULL::snowflake_id_router.move_state), to_state)
+             = array_position(enum_range(NULL::snowflake_id_router.move_state), from_state) + 1
+    WHEN to_state IN ('sealed', 'undoing', 'undone') THEN snowflake_id_router.move_before_seal(from_state)
+    WHEN to_state = 'flipped' THEN snowflake_id_router.move_may_be_sealed(from_state)
+    WHEN to_state = 'cleaning' THEN from_state = 'flipped'
+    WHEN to_state = 'done' THEN from_state = 'cleaning'
+    ELSE false END;
+COMMENT ON FUNCTION snowflake_id_router.move_may_go(snowflake_id_router.move_state, snowflake_id_router.move_state) IS
+  'Whether a move may go from one state to another (record_move refuses any other transition).';
+
+CREATE INDEX move_shards_idx ON snowflake_id_router.move USING gin (shards)
+    WHERE NOT snowflake_id_router.move_finished(state);
