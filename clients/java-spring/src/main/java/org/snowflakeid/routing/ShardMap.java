@@ -55,9 +55,14 @@ public final class ShardMap {
         return version;
     }
 
+    /** The node that serves a shard, or null if the map assigns it to none. */
+    public String nodeOrNull(int shard) {
+        return shard >= 0 && shard < SHARDS ? nodeOf[shard] : null;
+    }
+
     /** The node that serves a shard; an SQLException if the map assigns it to none. */
     public String node(int shard) throws SQLException {
-        String node = shard >= 0 && shard < SHARDS ? nodeOf[shard] : null;
+        String node = nodeOrNull(shard);
         if (node == null) {
             throw new SQLException("shard " + shard + " is assigned to no node (shard map version " + version + ")",
                     "22023");

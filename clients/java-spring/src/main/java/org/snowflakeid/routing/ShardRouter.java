@@ -112,7 +112,7 @@ public class ShardRouter {
              ResultSet rs = st.executeQuery()) {
             while (rs.next()) {
                 int shard = rs.getInt(1);
-                if (node.equals(map.node(shard))) {
+                if (node.equals(map.nodeOrNull(shard))) {
                     shards.add(shard);
                 }
             }

@@ -24,6 +24,7 @@ public class ShardRoutingDataSource extends AbstractRoutingDataSource implements
     private final String password;
     private final Consumer<HikariConfig> poolSettings;
     private volatile ShardMap map;
+    private volatile Map<String, DataSource> routes = Map.of();  // node -> pool, swapped whole
     private final Map<String, HikariDataSource> pools = new HashMap<>();  // by node; guarded by this
     private final Map<String, String> poolConnstr = new HashMap<>();
 
@@ -41,7 +42,7 @@ public class ShardRoutingDataSource extends AbstractRoutingDataSource implements
         this.user = user;
         this.password = password;
         this.poolSettings = poolSettings;
-        setLenientFallback(false);
+        setTargetDataSources(Map.of());   // routed by determineTargetDataSource (below)
         reload(null);
     }
 
@@ -71,8 +72,7 @@ public class ShardRoutingDataSource extends AbstractRoutingDataSource implements
                 }
             }
         });
-        setTargetDataSources(new HashMap<>(pools));
-        initialize();
+        routes = Map.copyOf(pools);
         map = fresh;  // published after the pools: a thread that reads it finds its node's pool
     }
 
@@ -89,18 +89,28 @@ public class ShardRoutingDataSource extends AbstractRoutingDataSource implements
     }
 
     /** The pool of one node, for work that is on no shard (fan-out's look at what it serves). */
-    public synchronized DataSource pool(String node) {
-        return pools.get(node);
+    public DataSource pool(String node) {
+        return routes.get(node);
     }
 
     @Override
     protected Object determineCurrentLookupKey() {
         Integer shard = ShardContext.current();
-        try {
-            return shard == null ? null : map.node(shard);
-        } catch (SQLException e) {
-            return null;  // getConnection said why first
+        return shard == null ? null : map.nodeOrNull(shard);
+    }
+
+    /**
+     * The pool of the bound shard's node, from this class's own map: AbstractRoutingDataSource's
+     * initialize() refills its map in place, which other threads may not see while it routes.
+     */
+    @Override
+    protected DataSource determineTargetDataSource() {
+        Object node = determineCurrentLookupKey();
+        DataSource pool = routes.get(node);
+        if (pool == null) {
+            throw new IllegalStateException("no pool for node " + node + " of shard " + ShardContext.current());
         }
+        return pool;
     }
 
     @Override
