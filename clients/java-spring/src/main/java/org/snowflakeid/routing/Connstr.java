@@ -1,5 +1,7 @@
 package org.snowflakeid.routing;
 
+import java.net.URLEncoder;
+import java.nio.charset.StandardCharsets;
 import java.util.ArrayList;
 import java.util.LinkedHashMap;
 import java.util.List;
@@ -30,7 +32,8 @@ final class Connstr {
             String port = p.length == 0 ? "" : ":" + (p.length == 1 ? p[0] : p[i]);
             addrs.add((h[i].contains(":") ? "[" + h[i] + "]" : h[i]) + port);
         }
-        url = "jdbc:postgresql://" + String.join(",", addrs) + "/" + (db == null ? "" : db);
+        url = "jdbc:postgresql://" + String.join(",", addrs) + "/"
+                + (db == null ? "" : URLEncoder.encode(db, StandardCharsets.UTF_8).replace("+", "%20"));
         String timeout = kw.remove("connect_timeout");
         if (timeout != null) {
             props.setProperty("connectTimeout", timeout);
