@@ -5,7 +5,9 @@ import java.sql.PreparedStatement;
 import java.sql.ResultSet;
 import java.sql.SQLException;
 import java.util.ArrayList;
+import java.util.Comparator;
 import java.util.List;
+import java.util.Set;
 import java.util.TreeMap;
 import java.util.TreeSet;
 import java.util.concurrent.ThreadLocalRandom;
@@ -32,6 +34,7 @@ public class ShardRouter {
     private final long maxPauseMillis;
     /** Units of work run again because a node answered SF001 (moved) or 40001/40P01. */
     public final LongAdder movedRetries = new LongAdder(), conflictRetries = new LongAdder();
+    private volatile Set<Integer> lastListed = Set.of();  // the shards with tables at the last fan-out
 
     /** Up to 12 attempts, pauses from 5 ms doubling to at most 1 s (about 5 s in all). */
     public ShardRouter(ShardRoutingDataSource dataSource) {
@@ -87,15 +90,18 @@ public class ShardRouter {
     }
 
     /**
-     * Runs a query on every shard that holds tables (each node in turn, one transaction per
-     * shard: the query's unqualified names are the shard's) and merges the rows in ID order;
-     * a row met twice (its shard moving while the nodes are read) is kept once.
+     * Runs a query on every shard that holds tables (those the nodes list, each node's in turn,
+     * one transaction per shard: the query's unqualified names are the shard's) and merges the
+     * rows in ID order; a row met twice (its shard moving while the nodes are read) is kept
+     * once. A shard is run where the map names it, and followed (SF001) where it moved.
      */
     public <T> List<T> fanOut(String sql, RowMapper<T> rows, ToLongFunction<T> idOf, Object... args) {
-        TreeMap<Long, T> merged = new TreeMap<>();
         ShardMap map = dataSource.map();
-        for (String node : map.nodes().keySet()) {
-            for (int shard : servedShards(node, map)) {
+        List<Integer> byNode = new ArrayList<>(shardsWithTables(map));
+        byNode.sort(Comparator.comparing(shard -> String.valueOf(map.nodeOrNull(shard))));
+        TreeMap<Long, T> merged = new TreeMap<>();
+        for (int shard : byNode) {
+            if (map.nodeOrNull(shard) != null) {
                 for (T row : onShard(shard, () -> query(sql, rows, args))) {
                     merged.put(idOf.applyAsLong(row), row);
                 }
@@ -104,17 +110,35 @@ public class ShardRouter {
         return new ArrayList<>(merged.values());
     }
 
-    /** The shards a node serves (it lists them) that the map names it for. */
-    private TreeSet<Integer> servedShards(String node, ShardMap map) {
-        TreeSet<Integer> shards = new TreeSet<>();
+    /**
+     * The shards the nodes list (snowflake_id_shards), whichever node the map names: a client's
+     * map may be behind a move. A shard in a move's cutover (sealed on its source, not yet live
+     * on its target) is listed by no node for a moment: while one listed last time is missing,
+     * the nodes are asked again (8 times at most: a dropped shard is missing for good).
+     */
+    private Set<Integer> shardsWithTables(ShardMap map) {
+        Set<Integer> listed = new TreeSet<>();
+        for (int attempt = 1; attempt <= 8; attempt++) {
+            listed.clear();
+            for (String node : map.nodes().keySet()) {
+                listed.addAll(servedShards(node));
+            }
+            if (listed.containsAll(lastListed)) {
+                break;
+            }
+            pause(attempt);
+        }
+        lastListed = Set.copyOf(listed);
+        return listed;
+    }
+
+    private List<Integer> servedShards(String node) {
+        List<Integer> shards = new ArrayList<>();
         try (Connection c = dataSource.pool(node).getConnection();
              PreparedStatement st = c.prepareStatement("SELECT shard FROM snowflake_id_shards");
              ResultSet rs = st.executeQuery()) {
             while (rs.next()) {
-                int shard = rs.getInt(1);
-                if (node.equals(map.nodeOrNull(shard))) {
-                    shards.add(shard);
-                }
+                shards.add(rs.getInt(1));
             }
         } catch (SQLException e) {
             throw new UncategorizedSQLException("listing the shards of node " + node, null, e);

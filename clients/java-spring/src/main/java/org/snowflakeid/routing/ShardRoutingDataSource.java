@@ -67,7 +67,7 @@ public class ShardRoutingDataSource extends AbstractRoutingDataSource implements
             if (!connstr.equals(poolConnstr.get(node))) {   // a new node, or alter_node
                 HikariDataSource old = pools.put(node, newPool(node, connstr));
                 poolConnstr.put(node, connstr);
-                if (old != null) {
+                if (old != null) {   // its connections in use get Hikari's 10 s to be given back
                     old.close();
                 }
             }
@@ -106,8 +106,8 @@ public class ShardRoutingDataSource extends AbstractRoutingDataSource implements
     @Override
     protected DataSource determineTargetDataSource() {
         Object node = determineCurrentLookupKey();
-        DataSource pool = routes.get(node);
-        if (pool == null) {
+        DataSource pool = node == null ? null : routes.get(node);
+        if (pool == null) {   // the shard left the map between getConnection's look and this one
             throw new IllegalStateException("no pool for node " + node + " of shard " + ShardContext.current());
         }
         return pool;

@@ -109,6 +109,21 @@ class RoutingTest {
         assertTrue(router.movedRetries.sum() > movedBefore, "no SF001 was met: the move was not seen");
     }
 
+    /** The feed reads a shard moved behind the client's back: listed by its new node, run
+     *  where the stale map names it, followed there after SF001. */
+    @Test
+    void theFeedFindsAShardMovedBehindTheClientsBack() throws Exception {
+        int shard = Cluster.SHARDS.get(3);
+        long user = System.nanoTime();
+        Post p = posts.create(shard, user, "moved with its shard");
+        try (Connection admin = Cluster.admin(); Statement st = admin.createStatement()) {
+            st.execute("SELECT move_shard(" + shard + ", (SELECT min(name) FROM snowflake_id_router.node "
+                    + "WHERE name <> (SELECT node FROM shard_map WHERE shard = " + shard + ")))");
+        }
+        List<Posts.FeedPost> feed = posts.feed(user, 10);
+        assertEquals(List.of(p.getId()), feed.stream().map(Posts.FeedPost::id).toList(), "the feed after the move");
+    }
+
     static String messages(Throwable e) {
         StringBuilder b = new StringBuilder();
         for (Throwable t = e; t != null; t = t.getCause()) {
