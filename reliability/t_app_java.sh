@@ -6,8 +6,9 @@
 # JPA), on Spring Boot 3.5 + Hibernate 6.6 and on Spring Boot 4.0 + Hibernate 7, against a
 # router and three nodes that listen on loopback too (pgjdbc speaks TCP only), connecting as
 # an application role with no right on the router. Each stack runs RoutingTest (the rules one
-# by one) and MovesTest: four writers while move_shards, drain_node and rebalance move their
-# shards, no error reaching them, every post read back by ID. Then, over both runs
+# by one; IDs taken in blocks by @ShardId keep Hibernate's JDBC batching: statements counted)
+# and MovesTest: four writers while move_shards, drain_node and rebalance move their shards,
+# no error reaching them, every post read back by ID. Then, over both runs
 # (router_invariants, router_check.py): every write a writer saw acknowledged is present
 # exactly once, on the node the map names, with its last body; no ID twice; the moved
 # shards' new IDs above their old ones. Maven's downloads are kept in ~/.m2 between runs.
@@ -44,7 +45,7 @@ run() {  # run PROFILE CLIENT_BASE DRAIN
   local t0=$SECONDS
   SF_CLIENT_BASE=$2 SF_DRAIN=$3 mvn -B -q -f "$app/pom.xml" -P "$1" test >"$work/$1.out" 2>&1 \
     || { cat "$work/$1.out"; fail "the Java client's tests on $1 failed (above)"; }
-  grep -h "^moves:" "$work/$1.out" | sed "s/^/$1 /"
+  grep -h "^moves:\|^batching:\|^IDENTITY:" "$work/$1.out" | sed "s/^/$1 /"
   echo "$1: RoutingTest and MovesTest passed in $((SECONDS - t0)) s"
 }
 run boot3 0 node_b

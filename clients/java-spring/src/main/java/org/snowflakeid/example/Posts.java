@@ -31,6 +31,12 @@ public class Posts {
         return router.onShard(shard, () -> service.createAll(bodies.stream().map(b -> new Post(userId, b)).toList()));
     }
 
+    /** Many posts of a user in one transaction, their INSERTs batched (IDs taken in blocks). */
+    public List<BatchPost> createBatched(int shard, long userId, List<String> bodies) {
+        return router.onShard(shard,
+                () -> service.createBatched(bodies.stream().map(b -> new BatchPost(userId, b)).toList()));
+    }
+
     public boolean edit(long id, String body) {
         return router.byId(id, () -> service.edit(id, body));
     }

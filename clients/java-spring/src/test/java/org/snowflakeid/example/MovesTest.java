@@ -32,7 +32,7 @@ import org.springframework.boot.test.context.SpringBootTest;
  * reliability/router_client.py's format, for reliability/router_check.py (every acknowledged
  * write present once, on the node the map names, with its last body; no ID twice).
  */
-@SpringBootTest
+@SpringBootTest(properties = "spring.jpa.properties.hibernate.generate_statistics=true")  // RoutingTest's context
 class MovesTest {
     static final int WRITERS = 4;
     @Autowired
@@ -116,7 +116,8 @@ class MovesTest {
         }
     }
 
-    /** One writer: until stopped, inserts (60%), edits (25%) or reads back (15%) its posts. */
+    /** One writer: until stopped, inserts (one post 50%, five in a batch 10%), edits (25%) or
+     *  reads back (15%) its posts. */
     private void write(int client) {
         Random rng = new Random(client);
         List<Long> mine = new ArrayList<>();
@@ -126,7 +127,17 @@ class MovesTest {
                 String body = "c" + client + "n" + n;
                 double t0 = now();
                 double pick = rng.nextDouble();
-                if (mine.isEmpty() || pick < 0.60) {
+                if (pick < 0.10) {   // five posts in one transaction, IDs from a block (@ShardId)
+                    int shard = Cluster.SHARDS.get(rng.nextInt(Cluster.SHARDS.size()));
+                    List<String> bodies = List.of(body + "a", body + "b", body + "c", body + "d", body + "e");
+                    List<BatchPost> saved = posts.createBatched(shard, client, bodies);
+                    double t1 = now();
+                    for (BatchPost p : saved) {
+                        log.printf("I %d %d %s %.6f %.6f 1%n", p.getId(), shard, p.getBody(), t0, t1);
+                        mine.add(p.getId());
+                        mineBody.put(p.getId(), p.getBody());
+                    }
+                } else if (mine.isEmpty() || pick < 0.60) {
                     int shard = Cluster.SHARDS.get(rng.nextInt(Cluster.SHARDS.size()));
                     long id = posts.create(shard, client, body).getId();
                     log.printf("I %d %d %s %.6f %.6f 1%n", id, shard, body, t0, now());

@@ -4,6 +4,7 @@ import static org.junit.jupiter.api.Assertions.assertEquals;
 import static org.junit.jupiter.api.Assertions.assertThrows;
 import static org.junit.jupiter.api.Assertions.assertTrue;
 
+import jakarta.persistence.EntityManagerFactory;
 import java.sql.Connection;
 import java.sql.ResultSet;
 import java.sql.Statement;
@@ -11,6 +12,8 @@ import java.util.HashMap;
 import java.util.List;
 import java.util.Map;
 import java.util.stream.IntStream;
+import org.hibernate.SessionFactory;
+import org.hibernate.stat.Statistics;
 import org.junit.jupiter.api.Test;
 import org.snowflakeid.routing.ShardMap;
 import org.snowflakeid.routing.ShardRouter;
@@ -19,7 +22,7 @@ import org.springframework.boot.test.context.SpringBootTest;
 import org.springframework.jdbc.core.JdbcTemplate;
 
 /** The routing client's rules, one at a time, on a router and three nodes. */
-@SpringBootTest
+@SpringBootTest(properties = "spring.jpa.properties.hibernate.generate_statistics=true")
 class RoutingTest {
     @Autowired
     Posts posts;
@@ -29,6 +32,8 @@ class RoutingTest {
     ShardRouter router;
     @Autowired
     JdbcTemplate jdbc;
+    @Autowired
+    EntityManagerFactory emf;
 
     @Test
     void writesReadsAndEditsByIdOnTheIdsShard() {
@@ -48,11 +53,39 @@ class RoutingTest {
     void manyPostsInOneTransactionEachGetTheirOwnRowsId() {
         int shard = Cluster.SHARDS.get(2);
         long user = System.nanoTime();
+        Statistics stats = emf.unwrap(SessionFactory.class).getStatistics();
+        stats.clear();
         List<Post> saved = posts.createAll(shard, user, IntStream.range(0, 2000).mapToObj(i -> "bulk " + i).toList());
+        System.out.printf("IDENTITY: 2000 posts inserted with %d statements prepared by Hibernate%n",
+                stats.getPrepareStatementCount());
         Map<Long, String> rows = new HashMap<>();
         posts.feed(user, 5000).forEach(p -> rows.put(p.id(), p.body()));
         assertEquals(2000, rows.size());
         for (Post p : saved) {
+            assertEquals(p.getBody(), rows.get(p.getId()), "the row of post " + p.getId());
+            assertEquals(shard, ShardMap.shardOf(p.getId()));
+        }
+    }
+
+    /** IDs taken a block at a time (@ShardId): Hibernate batches the INSERTs, 2,000 posts by
+     *  one statement prepared once and run in batches (Hibernate's count of statements
+     *  prepared; IDENTITY prepares one per row: manyPostsInOneTransaction...), each ID of the
+     *  shard's and of its own row. */
+    @Test
+    void idsTakenInBlocksKeepJdbcBatching() {
+        int shard = Cluster.SHARDS.get(4);
+        long user = System.nanoTime();
+        Statistics stats = emf.unwrap(SessionFactory.class).getStatistics();
+        stats.clear();
+        List<BatchPost> saved = posts.createBatched(shard, user,
+                IntStream.range(0, 2000).mapToObj(i -> "batched " + i).toList());
+        long statements = stats.getPrepareStatementCount();
+        System.out.printf("batching: 2000 posts inserted with %d statements prepared by Hibernate%n", statements);
+        assertTrue(statements <= 2, statements + " statements for 2000 inserts: not batched");
+        Map<Long, String> rows = new HashMap<>();
+        posts.feed(user, 5000).forEach(p -> rows.put(p.id(), p.body()));
+        assertEquals(2000, rows.size());
+        for (BatchPost p : saved) {
             assertEquals(p.getBody(), rows.get(p.getId()), "the row of post " + p.getId());
             assertEquals(shard, ShardMap.shardOf(p.getId()));
         }
