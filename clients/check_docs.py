@@ -19,6 +19,8 @@ REQUIRED = [
     "clients/java/META-INF/persistence.xml",
     "clients/rust/src/lib.rs",
     "clients/rust/Cargo.toml",
+    "clients/java-spring/src/main/java/org/snowflakeid/example/PostsApplication.java",
+    "clients/java-spring/src/main/java/org/snowflakeid/example/Post.java",
 ]
 NAMED = re.compile(r"^\s*(?://|#|<!--)\s*(clients/\S+?)\s*(?:-->)?\s*$")
 ELISION = re.compile(r"^\s*(?://|#|<!--)?\s*\.\.\.\s*(?:-->)?\s*$")
