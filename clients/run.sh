@@ -13,13 +13,7 @@ source "$here/../scripts/cluster.sh"
 bash "$here/../scripts/setup" clients
 
 venv=$here/.venv
-if ! cmp -s "$here/requirements.txt" "$venv/requirements.txt" 2>/dev/null; then
-  echo "clients: installing Python packages into $venv"
-  rm -rf "$venv"
-  /usr/bin/python3 -m venv "$venv"
-  "$venv/bin/pip" install --quiet --disable-pip-version-check -r "$here/requirements.txt"
-  cp "$here/requirements.txt" "$venv/requirements.txt"
-fi
+bash "$here/venv.sh"
 if ! cmp -s "$here/node/package-lock.json" "$here/node/node_modules/.installed-from-lock" 2>/dev/null; then
   echo "clients: installing Node packages (npm ci)"
   (cd "$here/node" && npm ci --no-audit --no-fund --loglevel=error)

@@ -8,13 +8,13 @@
 # acknowledged body, and no ID twice (router_invariants, reliability/router_check.py); every
 # read returned the last acknowledged body; no error reached an application; the nodes told
 # stale clients with SF001 (counted) and the clients found the shards' new nodes.
-# Runs with clients/.venv (bash clients/run.sh makes it).
+# Runs with clients/.venv (clients/venv.sh makes it, once).
 set -euo pipefail
 here=$(cd "$(dirname "$0")" && pwd)
 source "$here/../scripts/cluster.sh"; source "$here/lib.sh"
 source "$here/../scripts/router_cluster.sh"
 venv=$here/../clients/.venv
-[[ -x $venv/bin/python ]] || fail "no clients/.venv: run bash clients/run.sh once"
+bash "$here/../clients/venv.sh"
 work=$(mktemp -d); chmod 755 "$work"
 pids=()
 trap 'kill "${pids[@]}" 2>/dev/null || true; router_cluster_down; rm -rf "$work"' EXIT
