@@ -19,6 +19,9 @@ REQUIRED = [
     "clients/java/META-INF/persistence.xml",
     "clients/rust/src/lib.rs",
     "clients/rust/Cargo.toml",
+    "clients/java-spring/src/main/java/org/snowflakeid/example/PostsApplication.java",
+    "clients/java-spring/src/main/java/org/snowflakeid/example/Post.java",
+    "clients/java-spring/src/main/java/org/snowflakeid/example/BatchPost.java",
 ]
 NAMED = re.compile(r"^\s*(?://|#|<!--)\s*(clients/\S+?)\s*(?:-->)?\s*$")
 ELISION = re.compile(r"^\s*(?://|#|<!--)?\s*\.\.\.\s*(?:-->)?\s*$")

@@ -1,13 +1,12 @@
 #!/usr/bin/env bash
-# Makes clients/.venv, the Python clients' packages from PyPI (clients/requirements.txt), unless
-# it is there for this requirements.txt already; run by clients/run.sh and by the tests that
-# use the Python clients (reliability/t_app_routing.sh). One at a time (a lock beside it): two
-# tests may start at once.
+# clients/.venv: the Python packages of clients/requirements.txt from PyPI, made again only
+# when requirements.txt changed; one maker at a time (clients/run.sh and the reliability tests
+# that run Python clients may start together).
 set -euo pipefail
 here=$(cd "$(dirname "$0")" && pwd)
 venv=$here/.venv
-exec {fd}>"$here/.venv.lock"
-flock "$fd"
+exec 9>"$here/.venv.lock"
+flock 9
 if ! cmp -s "$here/requirements.txt" "$venv/requirements.txt" 2>/dev/null; then
   echo "clients: installing Python packages into $venv"
   rm -rf "$venv"

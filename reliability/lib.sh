@@ -14,6 +14,11 @@ GEN_TS=${GEN_TS:-"id_timestamp(%s)"}
 gen_ts() { printf "$GEN_TS" "$1"; }
 
 fail() { echo "FAIL: $*" >&2; exit 1; }
+# A test stopped by set -e says where: a failure without a message is a defect of its own.
+# (errtrace: inside functions and command substitutions too; an if, while, || or && condition
+# is not a failure, as for set -e.)
+set -E
+trap 'echo "FAIL: ${BASH_SOURCE[0]##*/} line $LINENO: \`$BASH_COMMAND\` exited $?" >&2' ERR
 q() { psql -X -q -At -v ON_ERROR_STOP=1 "$@"; }
 
 # setup_generator DB: the extension, sequence s, and the broken generator if one is given.

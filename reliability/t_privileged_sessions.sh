@@ -279,7 +279,7 @@ run_case() {
     psql -X -q -At -h "$host" -p "$port" -U "c_$name" -d postgres >"$log" 2>&1 || true
   [[ ${before[$i]} == "{broken}" && $v == error ]] && on router -c "$restore_c" >/dev/null
   got=$(sed -n 's/^CALL //p' "$log")
-  local sig=""; [[ -f $work/signal.log ]] && sig=$(grep -o 'signal: .*' "$work/signal.log" | head -1 | cut -c9-)
+  local sig=""; [[ ! -f $work/signal.log ]] || sig=$(grep -o 'signal: .*' "$work/signal.log" | head -1 | cut -c9- || true)
   if [[ $v == terminate* ]]; then
     s=$(ME=$(cat "$work/me") bash "$here/owner_sessions.sh" 2)
     [[ $s == 0 ]] || fail "$name/$v: $s sessions the router opened for the terminated caller are left 2 s later: $(ME=$(cat "$work/me") bash "$here/owner_sessions.sh" list)"

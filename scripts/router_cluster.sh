@@ -4,8 +4,12 @@
 #   router_cluster_down      stop them
 # Settings (environment): ROUTER_PORT (55490; nodes take the next three ports),
 # SHARDS_PER_NODE (16: shards made on each node, the first of its range),
-# NODE_ENV_node_c etc. (extra postmaster environment for one node, e.g. libfaketime).
+# NODE_ENV_node_c etc. (extra postmaster environment for one node, e.g. libfaketime),
+# ROUTER_TCP (an address on loopback, e.g. 127.0.0.1: every server listens there too and the
+# nodes' connect strings name it, for clients that speak TCP only, such as pgjdbc; then take
+# ROUTER_PORT from free_ports, TCP ports being shared by the whole machine).
 ROUTER_PORT=${ROUTER_PORT:-55490}
+ROUTER_TCP=${ROUTER_TCP:-}
 SHARDS_PER_NODE=${SHARDS_PER_NODE:-16}
 ROUTER_NODES=(node_a node_b node_c)
 # The 8192 shards in three ranges, one per node: first shard and count.
@@ -21,7 +25,22 @@ node_port() {
              node_d) echo $((ROUTER_PORT + 4)) ;; standby) echo $((ROUTER_PORT + 5)) ;; esac
 }
 node_dir() { echo "$SF_TMP/sf$1"; }
-node_connstr() { echo "host=$(node_dir "$1") port=$(node_port "$1") dbname=postgres user=postgres"; }
+node_connstr() { echo "host=${ROUTER_TCP:-$(node_dir "$1")} port=$(node_port "$1") dbname=postgres user=postgres"; }
+# free_ports N: the first of N consecutive ports free on loopback (for ROUTER_PORT with ROUTER_TCP).
+free_ports() {
+  python3 -c 'import random, socket, sys
+n = int(sys.argv[1])
+while True:
+    base, ok = random.randrange(20000, 60000 - n), []
+    for p in range(base, base + n):
+        s = socket.socket()
+        try:
+            s.bind(("127.0.0.1", p)); ok.append(s)
+        except OSError:
+            break
+    if len(ok) == n:
+        print(base); break' "$1"
+}
 # psql on a node or on the router (first argument: node name or "router").
 on() {
   local who=$1; shift
@@ -36,7 +55,8 @@ on() {
 # wal_level = logical and the options given.
 node_start() {
   local var="NODE_ENV_$1"
-  CLUSTER_ENV=${!var:-} cluster_start "sf$1" "$(node_port "$1")" wal_level=logical fsync=off max_wal_senders=20 max_replication_slots=20 wal_retrieve_retry_interval=100ms "${@:2}"
+  CLUSTER_ENV=${!var:-} cluster_start "sf$1" "$(node_port "$1")" wal_level=logical fsync=off max_wal_senders=20 max_replication_slots=20 wal_retrieve_retry_interval=100ms \
+    ${ROUTER_TCP:+listen_addresses=$ROUTER_TCP} "${@:2}"
 }
 # node_restart NAME: restarts a node's existing cluster (after a crash), same options.
 node_restart() {
@@ -64,7 +84,7 @@ router_cluster_up() {
             FROM generate_series(${NODE_FIRST[$n]}, ${NODE_FIRST[$n]} + $SHARDS_PER_NODE - 1) s" >/dev/null & pids+=($!)
   done
   for p in "${pids[@]}"; do wait "$p"; done
-  cluster_start sfrouter "$ROUTER_PORT"
+  cluster_start sfrouter "$ROUTER_PORT" ${ROUTER_TCP:+listen_addresses=$ROUTER_TCP}
   on router -c "CREATE EXTENSION snowflake_id_router CASCADE" >/dev/null
   for n in "${ROUTER_NODES[@]}"; do
     on router -c "SELECT add_node('$n', '$(node_connstr "$n")')" \
