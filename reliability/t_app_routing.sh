@@ -5,9 +5,10 @@
 # by a role with no other right there, insert, update and read back posts by ID while
 # move_shard, move_shards, drain_node and rebalance move their shards, and two moves are held
 # at their fence and once sealed. Then: every write a client saw acknowledged is present
-# exactly once, on the node the map names, with its last acknowledged body, and no ID twice (router_invariants, reliability/router_check.py); every
-# read returned the last acknowledged body; no error reached an application; the nodes told
-# stale clients with SF001 (counted) and the clients found the shards' new nodes.
+# exactly once, on the node the map names, with its last acknowledged body, and no ID twice
+# (router_invariants, reliability/router_check.py); every read returned the last acknowledged
+# body; no error reached an application; the nodes told stale clients with SF001 (counted),
+# the fences 40001 (counted), and the clients found the shards' new nodes.
 # Runs with clients/.venv (clients/venv.sh makes it, once).
 set -euo pipefail
 here=$(cd "$(dirname "$0")" && pwd)
