@@ -12,6 +12,7 @@ import threading
 
 from django.db import connections, transaction
 
+import snowflake_routing
 from snowflake_routing import Stats, run, shard_of
 
 _unit = threading.local()      # the shard and node of the unit of work running in this thread
@@ -65,6 +66,22 @@ class NodeRouter:
 
     def allow_migrate(self, db, app_label, model_name=None, **hints):
         return False    # the shards' tables come from the template (create_shard), not migrations
+
+
+def fan_out(sql: str, params=()):
+    """Rows of sql (ID first, ORDER BY it) over every shard that holds tables, merged in ID
+    order (snowflake_routing.fan_out)."""
+    def served(node):
+        with connections[node].cursor() as cursor:
+            cursor.execute("SELECT shard FROM snowflake_id_shards")
+            return [s for (s,) in cursor.fetchall()]
+
+    def on_shard(node, shard):
+        with transaction.atomic(using=node), connections[node].cursor() as cursor:
+            cursor.execute("SELECT use_shard(%s)", [shard])
+            cursor.execute(sql, params)
+            return cursor.fetchall()
+    return snowflake_routing.fan_out(_map, served, on_shard, stats)
 
 
 def unit(shard: int, work):

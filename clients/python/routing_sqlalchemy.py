@@ -77,9 +77,14 @@ class ShardRouter:
         return run(self.map, shard, attempt, self.stats)
 
     def fan_out(self, statement, params=None):
-        """Rows of statement (ID first, ORDER BY it) over every shard, merged in ID order."""
+        """Rows of statement (ID first, ORDER BY it) over every shard that holds tables, merged
+        in ID order (snowflake_routing.fan_out)."""
+        def served(node):
+            with self.engine(node).connect() as conn:
+                return [s for (s,) in conn.execute(text("SELECT shard FROM snowflake_id_shards"))]
+
         def on_shard(node, shard):
             with self.engine(node).begin() as conn:
                 conn.execute(text("SELECT use_shard(:shard)"), {"shard": shard})
                 return conn.execute(text(statement), params or {}).all()
-        return fan_out(self.map, on_shard, self.stats)
+        return fan_out(self.map, served, on_shard, self.stats)

@@ -38,6 +38,7 @@ class ShardMap:
         self.router_dsn, self.credentials = router_dsn, credentials
         self.lock = threading.Lock()
         self.version, self.loads, self.listeners = None, 0, []
+        self.served_before = set()         # the shards the last fan-out found (served_shards)
         self.load()
 
     def load(self, seen_version=None):
@@ -60,12 +61,6 @@ class ShardMap:
             return self.nodes[shard]
         except KeyError:
             raise LookupError(f"shard {shard} is assigned to no node") from None
-
-    def shards_by_node(self) -> dict:
-        by_node = {}
-        for shard, node in sorted(self.nodes.items()):
-            by_node.setdefault(node, []).append(shard)
-        return by_node
 
     def dsn_params(self, node: str) -> dict:
         return conninfo_to_dict(self.dsns[node])
@@ -111,10 +106,24 @@ def run(shard_map: ShardMap, shard: int, attempt, stats: Stats = None, tries: in
             pause = min(pause * 2, longest_pause)
 
 
-def fan_out(shard_map: ShardMap, run_on_shard, stats: Stats = None):
-    """Rows of run_on_shard(node, shard) (each a transaction beginning with use_shard, returning
-    rows in ID order, the ID first) over every shard of the map, node by node, merged in ID
-    order. Each shard is retried as run() does."""
+def served_shards(shard_map: ShardMap, list_shards, tries: int = 8, pause: float = 0.05):
+    """The shards that hold tables: those the nodes serve (list_shards(node): the shard column of
+    its snowflake_id_shards), whichever node the map names (the map assigns shards that have no
+    schema anywhere, and may be behind a move). A move's cutover lists its shard nowhere for a
+    moment: while one listed at the previous call is missing, the nodes are asked again."""
+    for _ in range(tries):
+        served = set().union(*(list_shards(node) for node in shard_map.dsns))
+        if shard_map.served_before <= served:
+            break
+        time.sleep(pause)
+    shard_map.served_before = served
+    return sorted(served)
+
+
+def fan_out(shard_map: ShardMap, list_shards, run_on_shard, stats: Stats = None):
+    """Rows of run_on_shard(node, shard) (one transaction beginning with use_shard, returning
+    rows in ID order, the ID first) over every shard that holds tables (served_shards), each run
+    where the map names it and retried as run() does (SF001: where it went), merged in ID order."""
     per_shard = [run(shard_map, shard, lambda node, s=shard: run_on_shard(node, s), stats)
-                 for shards in shard_map.shards_by_node().values() for shard in shards]
+                 for shard in served_shards(shard_map, list_shards)]
     return list(heapq.merge(*per_shard, key=lambda row: row[0]))
