@@ -1,8 +1,9 @@
 """One application writing straight to the nodes, routing by shard itself through the
 SQLAlchemy or the Django router of clients/python/ (reliability/t_app_routing.sh).
 
-Inserts posts on random shards, updates its own earlier posts and reads them back by ID,
-until the deadline or LOG.stop. Each write it saw acknowledged is logged as
+Inserts posts on random shards, updates its own earlier posts and reads them back by ID, and
+every 50 rounds reads all its posts with the router's fan-out (each must be there once, with its
+last acknowledged body, in ID order), until the deadline or LOG.stop. Each write it saw acknowledged is logged as
 reliability/router_check.py reads them:  I <id> <shard> <body> <t0> <t_ack> 1  or
 U <id> - <body> <t0> <t_ack> 1. A read must return the body of the post's last acknowledged
 write. Any error that reaches the application (the routers retry SF001, 40001 and 40P01
@@ -59,7 +60,10 @@ def sqlalchemy_app():
 
     def read(post_id):
         return router.unit(shard_of(post_id), lambda s: s.get(Post, post_id).body)
-    return insert, update, read, router.stats
+
+    def mine():
+        return router.fan_out("SELECT id, body FROM posts WHERE user_id = :u ORDER BY id", {"u": int(client)})
+    return insert, update, read, mine, router.stats
 
 
 def django_app():
@@ -94,12 +98,15 @@ def django_app():
 
     def read(post_id):
         return unit(shard_of(post_id), lambda: Post.objects.get(pk=post_id).body)
-    return insert, update, read, routing_django.stats
+
+    def mine():
+        return routing_django.fan_out("SELECT id, body FROM posts WHERE user_id = %s ORDER BY id", [int(client)])
+    return insert, update, read, mine, routing_django.stats
 
 
-insert, update, read, stats = sqlalchemy_app() if kind == "sqlalchemy" else django_app()
+insert, update, read, mine, stats = sqlalchemy_app() if kind == "sqlalchemy" else django_app()
 last = {}      # id -> body of its last acknowledged write
-counts = {"inserts": 0, "updates": 0, "reads": 0}
+counts = {"inserts": 0, "updates": 0, "reads": 0, "fan_outs": 0}
 n = 0
 with open(log_path, "w") as log:
     try:
@@ -126,6 +133,12 @@ with open(log_path, "w") as log:
             if got != last[post]:
                 raise AssertionError(f"read of {post} (shard {shard_of(post)}) gave {got!r}, its last write was {last[post]!r}")
             counts["reads"] += 1
+            if n % 50 == 0:     # every post of this client's, from every shard, in ID order
+                rows = mine()
+                if [tuple(r) for r in rows] != sorted(last.items()):
+                    raise AssertionError(f"fan-out gave {len(rows)} posts, {len(last)} acknowledged: "
+                                         f"{sorted(set(last) ^ {r[0] for r in rows})[:5]} differ")
+                counts["fan_outs"] += 1
     except Exception as error:
         print(f"{kind} client {client}: error reached the application: {type(error).__name__}: {error}", file=sys.stderr)
         sys.exit(1)

@@ -6,9 +6,10 @@
 # move_shard, move_shards, drain_node and rebalance move their shards, and two moves are held
 # at their fence and once sealed. Then: every write a client saw acknowledged is present
 # exactly once, on the node the map names, with its last acknowledged body, and no ID twice
-# (router_invariants, reliability/router_check.py); every read returned the last acknowledged
-# body; no error reached an application; the nodes told stale clients with SF001 (counted),
-# the fences 40001 (counted), and the clients found the shards' new nodes.
+# (router_invariants, reliability/router_check.py); every read by ID, and every fan-out of a
+# client's posts over all shards, returned the last acknowledged bodies; no error reached an
+# application; the nodes told stale clients with SF001 (counted), the fences 40001 (counted),
+# and the clients found the shards' new nodes.
 # Runs with clients/.venv (clients/venv.sh makes it, once).
 set -euo pipefail
 here=$(cd "$(dirname "$0")" && pwd)
@@ -63,15 +64,15 @@ cat "$work"/client*.err >&2
 ((failed == 0)) || fail "an error reached an application (above)"
 cat "$work"/client*.out
 router_invariants "$work" "${logs[@]}"
-read -r inserts updates reads sf001 retried loads <<<"$("$venv/bin/python" -c '
+read -r inserts updates reads fan_outs sf001 retried loads <<<"$("$venv/bin/python" -c '
 import json, sys
 r = [json.loads(open(p).read()) for p in sys.argv[1:]]
 s = lambda k: sum(x[k] for x in r)
-print(s("inserts"), s("updates"), s("reads"), sum(x["retried"].get("SF001", 0) for x in r),
+print(s("inserts"), s("updates"), s("reads"), s("fan_outs"), sum(x["retried"].get("SF001", 0) for x in r),
       sum(v for x in r for k, v in x["retried"].items() if k != "SF001"), s("map_loads"))' "$work"/client*.out)"
-echo "app routing: $moves moves; $inserts inserts, $updates updates, $reads reads checked by 2 SQLAlchemy and 2 Django clients;" \
+echo "app routing: $moves moves; $inserts inserts, $updates updates, $reads reads and $fan_outs fan-outs checked by 2 SQLAlchemy and 2 Django clients;" \
      "SF001 seen $sf001 times ($loads map loads), 40001/40P01 retried $retried times; no error reached an application"
 ((moves >= 7)) || fail "only $moves moves done"
 ((sf001 > 0)) || fail "no client was told a shard moved (SF001): the test did not test it"
 ((retried > 0)) || fail "no client met a fence (40001): the test did not test it"
-((inserts > 100 && reads > 100)) || fail "too little work: $inserts inserts, $reads reads"
+((inserts > 100 && reads > 100 && fan_outs > 8)) || fail "too little work: $inserts inserts, $reads reads, $fan_outs fan-outs"

@@ -38,7 +38,7 @@ class ShardMap:
         self.router_dsn, self.credentials = router_dsn, credentials
         self.lock = threading.Lock()
         self.version, self.loads, self.listeners = None, 0, []
-        self.served_before = set()         # the shards the last fan-out found (served_shards)
+        self.served_before = set()         # the shards the last fan-out found (fan_out)
         self.load()
 
     def load(self, seen_version=None):
@@ -106,24 +106,23 @@ def run(shard_map: ShardMap, shard: int, attempt, stats: Stats = None, tries: in
             pause = min(pause * 2, longest_pause)
 
 
-def served_shards(shard_map: ShardMap, list_shards, tries: int = 8, pause: float = 0.05):
-    """The shards that hold tables: those the nodes serve (list_shards(node): the shard column of
-    its snowflake_id_shards), whichever node the map names (the map assigns shards that have no
-    schema anywhere, and may be behind a move). A move's cutover lists its shard nowhere for a
-    moment: while one listed at the previous call is missing, the nodes are asked again."""
-    for _ in range(tries):
-        served = set().union(*(list_shards(node) for node in shard_map.dsns))
-        if shard_map.served_before <= served:
-            break
-        time.sleep(pause)
-    shard_map.served_before = served
-    return sorted(served)
-
-
 def fan_out(shard_map: ShardMap, list_shards, run_on_shard, stats: Stats = None):
     """Rows of run_on_shard(node, shard) (one transaction beginning with use_shard, returning
-    rows in ID order, the ID first) over every shard that holds tables (served_shards), each run
-    where the map names it and retried as run() does (SF001: where it went), merged in ID order."""
-    per_shard = [run(shard_map, shard, lambda node, s=shard: run_on_shard(node, s), stats)
-                 for shard in served_shards(shard_map, list_shards)]
+    rows in ID order, the ID first) over every shard that holds tables, merged in ID order.
+    Those are the shards the nodes serve (list_shards(node): the shard column of its
+    snowflake_id_shards), whichever node the map names: the map assigns shards that have no
+    schema anywhere, and may be behind a move. Each runs where the map names it, retried as
+    run() does. A move's cutover lists its shard nowhere for a moment, so the shards the
+    previous fan-out found run too; one of those still served nowhere after run()'s retries
+    (SF001) was dropped, and is left out."""
+    listed = set().union(*(list_shards(node) for node in shard_map.dsns))
+    served, per_shard = set(listed), []
+    for shard in sorted(listed | shard_map.served_before):
+        try:
+            per_shard.append(run(shard_map, shard, lambda node, s=shard: run_on_shard(node, s), stats))
+            served.add(shard)
+        except Exception as error:
+            if shard in listed or (sqlstate(error) != NOT_SERVED and not isinstance(error, LookupError)):
+                raise
+    shard_map.served_before = served
     return list(heapq.merge(*per_shard, key=lambda row: row[0]))
