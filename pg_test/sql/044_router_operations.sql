@@ -115,6 +115,14 @@ VALUES (1, 1, 'a', 'b', '{4,5}', 'done', now() - interval '50 s', now() - interv
 SELECT id, kind, state, batches, batches_done, shards, shards_done, shards_left, current_batch, time_left FROM rebalance_status;
 SELECT rebalance_stop();
 SELECT id, state, ended IS NOT NULL AS ended FROM rebalance_status;
+-- SELECT on rebalance_status is all it takes to read it (docs/cluster.md).
+CREATE ROLE router_ops_reader;
+GRANT SELECT ON rebalance_status TO router_ops_reader;
+SET ROLE router_ops_reader;
+SELECT count(*) > 0 AS readable, count(*) FILTER (WHERE state IS NOT NULL) = count(*) AS states FROM rebalance_status;
+RESET ROLE;
+DROP OWNED BY router_ops_reader;
+DROP ROLE router_ops_reader;
 DELETE FROM snowflake_id_router.rebalance;
 SELECT remove_node(NULL);
 SELECT remove_node('nope');
