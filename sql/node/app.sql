@@ -35,4 +35,5 @@ END
 $$;
 COMMENT ON FUNCTION @extschema@.use_shard(integer) IS
   'For this transaction: SF001 unless this node serves the shard (reload the shard map), else puts the shard''s schema first in search_path and returns it.';
-GRANT EXECUTE ON FUNCTION @extschema@.use_shard(integer) TO PUBLIC;
+-- (Every role may call it: a function's default privileges. No GRANT: an explicit ACL equal
+-- to the default would not survive pg_upgrade as written, which dumps the default as none.)
