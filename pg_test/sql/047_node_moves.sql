@@ -230,6 +230,29 @@ DROP VIEW public.mv_late;
 SELECT * FROM dblink('mover', $$SELECT snowflake_id_node.drop_copy('test/2', '1000', '1 s')::text$$) AS t(x text);
 SELECT dblink_disconnect('mover');
 SELECT to_regnamespace('mv_7001') IS NULL AS dropped, count(*) AS left_over FROM snowflake_id_node.leftovers();
+-- A sealed copy of several shards is dropped a few schemas per transaction: between two,
+-- its record names a schema already gone. That is the move's own state, not a change of
+-- it: DDL elsewhere on the node goes on, and the rest of the copy stays guarded.
+SELECT create_shard('mv_7007', 7007, template => 'mvtpl'), create_shard('mv_7008', 7008, template => 'mvtpl');
+SELECT dblink_connect('mover', format('host=%s port=%s dbname=%s', current_setting('unix_socket_directories'), current_setting('port'), :'db'));
+SELECT * FROM dblink('mover', $$SELECT concat(snowflake_id_node.lock_shards('{7007,7008}'),
+    snowflake_id_node.prepare_source('test/4', 'a router', 'a target', '{7007,7008}', '{mv_7007,mv_7008}'),
+    snowflake_id_node.publish('test/4'), snowflake_id_node.set_fence('test/4', '1000'), snowflake_id_node.mark('test/4'),
+    snowflake_id_node.seal_check('test/4', ARRAY[snowflake_id_node.fingerprint('mv_7007')::text,
+                                                 snowflake_id_node.fingerprint('mv_7008')::text], '1000')::json->>'rows',
+    snowflake_id_node.seal('test/4'))$$) AS t(x text);
+SELECT dblink_exec('mover', $$SELECT snowflake_id_node.drop_schemas('{mv_7007}');
+    UPDATE snowflake_id_node.move SET dropped = 1 WHERE key = 'test/4'$$);     -- what drop_copy's first transaction leaves
+SELECT dblink_disconnect('mover');
+DO $$ BEGIN
+    FOR i IN 1 .. 1000 LOOP EXIT WHEN NOT snowflake_id_node.alive('{7007,7008}'); PERFORM pg_sleep(0.01); END LOOP;
+END $$;
+COMMENT ON TABLE mv_7003.posts IS 'another shard''s';                                   -- passes
+SELECT pg_temp.refused($$COMMENT ON TABLE mv_7008.posts IS 'sealed'$$);                  -- 55000
+SELECT pg_temp.refused($$ALTER TABLE mv_7008.posts SET SCHEMA public$$);                 -- 55000
+SELECT * FROM dblink(format('host=%s port=%s dbname=%s', current_setting('unix_socket_directories'), current_setting('port'), :'db'),
+    $$SELECT concat(snowflake_id_node.lock_shards('{7007,7008}'), snowflake_id_node.drop_copy('test/4', '1000', '1 s'))$$) AS t(x text);
+SELECT to_regnamespace('mv_7008') IS NULL AS dropped, count(*) AS left_over FROM snowflake_id_node.leftovers();
 
 -- The indexes a large table's copy builds after its rows (defer_indexes): only those made
 -- again exactly by their definition; every other index is left as it is.

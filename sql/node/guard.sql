@@ -24,14 +24,25 @@ END;
 COMMENT ON FUNCTION snowflake_id_node.guarded_moves() IS
   'The move records here whose schemas only their mover (holding their shard locks) may change now: fenced, sealed, incoming.';
 
--- 55000 naming the move: what refuses a change of its schemas.
+-- The schemas move m still has here: a source's not yet dropped (a sealed copy is dropped a
+-- few schemas per transaction), a target's made and not yet undone.
+CREATE OR REPLACE FUNCTION snowflake_id_node.kept(m snowflake_id_node.move) RETURNS text[]
+LANGUAGE sql IMMUTABLE PARALLEL SAFE
+SET search_path = pg_catalog, pg_temp
+RETURN CASE m.role WHEN 'source' THEN m.schemas[m.dropped + 1:] ELSE m.created END;
+COMMENT ON FUNCTION snowflake_id_node.kept(snowflake_id_node.move) IS
+  'The schemas move m still has on this node: a source''s not yet dropped, a target''s made and not yet undone.';
+
+-- 55000 naming the move (its first shard still here): what refuses a change of its schemas.
 CREATE OR REPLACE FUNCTION snowflake_id_node.refuse_change(m snowflake_id_node.move, what text) RETURNS void
 LANGUAGE plpgsql STABLE CALLED ON NULL INPUT
 SET search_path = pg_catalog, pg_temp
 AS $$
+DECLARE
+    i integer := coalesce(array_position(m.schemas, (snowflake_id_node.kept(m))[1]), 1);
 BEGIN
-    RAISE EXCEPTION '% on shard % (schema %) refused: the shard is being moved (move %, %)', what, m.shards[1],
-        quote_ident(m.schemas[1]), m.key, m.state
+    RAISE EXCEPTION '% on shard % (schema %) refused: the shard is being moved (move %, %)', what, m.shards[i],
+        quote_ident(m.schemas[i]), m.key, m.state
         USING ERRCODE = 'object_not_in_prerequisite_state',
               HINT = 'Writes, schema and privilege changes to a shard wait for its move; try again once move_history shows it done.';
 END
@@ -39,22 +50,23 @@ $$;
 COMMENT ON FUNCTION snowflake_id_node.refuse_change(snowflake_id_node.move, text) IS
   '55000: a change of a moving shard''s schema, refused.';
 
--- Whether move m's schemas are still where its record says: each under its name, and every
--- table carrying a move's fence in the schemas of a move's source record here.
+-- Whether move m's schemas are still where its record says: each it still has under its
+-- name, and every table carrying m's fence (its marker, on fence()) in one of them. Judged
+-- of m alone: another move's state (a copy half dropped, a target not yet made) is not m's.
 CREATE OR REPLACE FUNCTION snowflake_id_node.in_place(m snowflake_id_node.move) RETURNS boolean
 LANGUAGE sql STABLE PARALLEL SAFE
 SET search_path = pg_catalog, pg_temp
 BEGIN ATOMIC
-    SELECT NOT EXISTS (SELECT FROM unnest(m.schemas) s WHERE to_regnamespace(quote_ident(s)) IS NULL)
+    SELECT NOT EXISTS (SELECT FROM unnest(snowflake_id_node.kept(m)) s WHERE to_regnamespace(quote_ident(s)) IS NULL)
        AND NOT EXISTS (SELECT FROM pg_trigger t
                          JOIN pg_class c ON c.oid = t.tgrelid
                          JOIN pg_namespace n ON n.oid = c.relnamespace
-                        WHERE t.tgfoid = 'snowflake_id_node.fence()'::regprocedure
-                          AND NOT EXISTS (SELECT FROM snowflake_id_node.move r
-                                           WHERE r.role = 'source' AND n.nspname::text = ANY (r.schemas)));
+                        WHERE t.tgname = m.marker
+                          AND t.tgfoid = 'snowflake_id_node.fence()'::regprocedure
+                          AND NOT n.nspname::text = ANY (snowflake_id_node.kept(m)));
 END;
 COMMENT ON FUNCTION snowflake_id_node.in_place(snowflake_id_node.move) IS
-  'Whether move m''s schemas exist under their names and every fenced table is in a source move''s schemas.';
+  'Whether the schemas move m still has exist under their names and every table m fenced is in one of them.';
 
 -- ddl_command_end: a command on an object of a guarded move's schemas, or one (GRANT,
 -- REVOKE) that changed the owners or privileges of a fenced or sealed move's schemas.
@@ -109,7 +121,7 @@ COMMENT ON FUNCTION snowflake_id_node.guard_drop() IS
   'Event trigger (sql_drop): refuses dropping anything of the schemas of a shard being moved (55000).';
 
 REVOKE ALL ON FUNCTION snowflake_id_node.guarded_moves(), snowflake_id_node.refuse_change(snowflake_id_node.move, text),
-    snowflake_id_node.in_place(snowflake_id_node.move),
+    snowflake_id_node.kept(snowflake_id_node.move), snowflake_id_node.in_place(snowflake_id_node.move),
     snowflake_id_node.guard_ddl(), snowflake_id_node.guard_drop() FROM PUBLIC;
 
 -- The event triggers, made once (the block lets a migration load this file again); ALWAYS:
