@@ -38,3 +38,6 @@ pub mod template_read;
 pub mod text_arg;
 /// PostgreSQL's epoch and clock, and `timestamptz` to and from Unix milliseconds.
 pub mod time;
+/// Whether the caller's transaction can outlive the statement running now (a transaction
+/// block), for the router's SECURITY DEFINER functions.
+pub mod xact;

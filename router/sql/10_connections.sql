@@ -9,6 +9,30 @@
 -- starts with the router's settings, given at connection time. Every wait is interruptible
 -- and bounded by the monotonic clock (snowflake_id_node.monotonic()).
 
+-- A SECURITY DEFINER function shares its caller's transaction: what it locks or writes
+-- there (a table lock, a row, an owner-only lock) is held until that transaction ends, by
+-- a session the caller controls. A function that gives back what it took before it returns
+-- (the moves, repair_moves, alter_shards: unlock_router, unlock_schema_changes) runs
+-- anywhere; one that cannot (a write to the router's tables, LOCK TABLE) refuses to run
+-- where the caller could keep its transaction open after the call, as VACUUM does: 25001
+-- inside a transaction block, a pipeline, or a subtransaction that no procedure's COMMIT
+-- began (snowflake_id_node.in_transaction_block; CALL rebalance() runs its steps in
+-- transactions of its own). Called first thing, at the function's top level.
+CREATE OR REPLACE FUNCTION snowflake_id_router.refuse_transaction_block(what text) RETURNS void
+LANGUAGE plpgsql VOLATILE STRICT PARALLEL UNSAFE
+SET search_path = pg_catalog, pg_temp
+AS $$
+BEGIN
+    IF snowflake_id_node.in_transaction_block() THEN
+        RAISE EXCEPTION '% cannot run inside a transaction block', what USING ERRCODE = 'active_sql_transaction',
+            DETAIL = 'What it locks and writes would be held until the transaction ends, holding up other sessions'' moves and map changes.',
+            HINT = 'Run it on its own, outside BEGIN ... COMMIT and outside a function''s EXCEPTION block.';
+    END IF;
+END
+$$;
+COMMENT ON FUNCTION snowflake_id_router.refuse_transaction_block(text) IS
+  '25001 when the caller''s transaction can stay open after the statement running now (a transaction block): for the SECURITY DEFINER functions that cannot give back what they lock and write.';
+
 -- The one function that opens a connection: conn (reopened if open) by connstr; peer names
 -- it in messages. Waits at most the connect string's connect_timeout (10 s without one).
 -- connect_node and connect_self open one to a registered node or to this router and check

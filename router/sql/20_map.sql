@@ -59,6 +59,7 @@ DECLARE
     found_identity text;
     router boolean;
 BEGIN
+    PERFORM snowflake_id_router.refuse_transaction_block('add_node');
     IF name IS NULL OR connstr IS NULL THEN
         RAISE EXCEPTION 'add_node: name and connstr must not be NULL' USING ERRCODE = 'null_value_not_allowed';
     END IF;
@@ -104,6 +105,7 @@ AS $$
 DECLARE
     taken text;
 BEGIN
+    PERFORM snowflake_id_router.refuse_transaction_block('assign_shards');
     IF first_shard IS NULL OR count IS NULL OR node IS NULL THEN
         RAISE EXCEPTION 'assign_shards: first_shard, count and node must not be NULL' USING ERRCODE = 'null_value_not_allowed';
     END IF;

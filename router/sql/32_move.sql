@@ -93,6 +93,28 @@ $$;
 COMMENT ON FUNCTION snowflake_id_router.lock_router(integer[]) IS
   'Takes the router''s locks for moving shards (to the end of the transaction); 55P03 when another session holds one.';
 
+-- Gives back the locks lock_router(shards) took, once the work they guard is over: the
+-- function that took them is SECURITY DEFINER and its caller's transaction may stay open
+-- after it returns (BEGIN; SELECT move_shard(...); with no COMMIT), stopping every other
+-- move of the shards, every repair and alter_shards meanwhile. An error needs no call:
+-- the (sub)transaction it aborts gives the locks back.
+CREATE OR REPLACE FUNCTION snowflake_id_router.unlock_router(shards integer[]) RETURNS void
+LANGUAGE plpgsql VOLATILE STRICT PARALLEL UNSAFE
+SET search_path = pg_catalog, pg_temp
+AS $$
+#variable_conflict use_variable
+DECLARE
+    s integer;
+BEGIN
+    FOREACH s IN ARRAY shards LOOP
+        PERFORM snowflake_id_node.own_unlock(snowflake_id_node.lock_class(), s, false, false);
+    END LOOP;
+    PERFORM snowflake_id_router.unlock_schema_changes(false);
+END
+$$;
+COMMENT ON FUNCTION snowflake_id_router.unlock_router(integer[]) IS
+  'Gives back the locks lock_router(shards) took, before the function that took them returns.';
+
 -- The fence gate. A batch's fence lasts longest when other batches do heavy work beside it
 -- (making their copies, copying, subscribing, dropping old copies): on a busy machine that,
 -- more than the other fences, is what a write to the fenced shards waits for. So a move
@@ -177,6 +199,8 @@ DECLARE
     here integer[];
     src text;
     bad text;
+    locked integer[];   -- the shards whose router locks this call holds (unlock_router)
+    moved bigint;
 BEGIN
     IF shards IS NULL OR node IS NULL OR template IS NULL OR array_position(shards, NULL) IS NOT NULL THEN
         RAISE EXCEPTION 'move_shards: shards, node and template must not be NULL' USING ERRCODE = 'null_value_not_allowed';
@@ -200,6 +224,7 @@ BEGIN
     PERFORM snowflake_id_router.require_primary('move_shards');
     todo := ARRAY(SELECT DISTINCT s FROM unnest(shards) s ORDER BY 1);
     PERFORM snowflake_id_router.lock_router(todo);
+    locked := todo;
     SELECT min(x.s)::text INTO bad FROM unnest(todo) x(s)
      WHERE NOT EXISTS (SELECT FROM snowflake_id_router.shard m WHERE m.shard = x.s);
     IF bad IS NOT NULL THEN
@@ -230,17 +255,19 @@ BEGIN
             quote_literal(node);
     END IF;
     todo := ARRAY(SELECT x FROM unnest(todo) x WHERE x <> ALL (here));
-    IF cardinality(todo) = 0 THEN
-        RETURN NULL;
+    IF cardinality(todo) > 0 THEN
+        SELECT m.node INTO src FROM snowflake_id_router.shard m WHERE m.shard = todo[1];
+        BEGIN
+            moved := snowflake_id_router.run_move(todo, src, node, template);
+        EXCEPTION WHEN query_canceled OR OTHERS THEN
+            PERFORM snowflake_id_router.gate_open();
+            PERFORM snowflake_id_router.disconnect_all();
+            RAISE;
+        END;
     END IF;
-    SELECT m.node INTO src FROM snowflake_id_router.shard m WHERE m.shard = todo[1];
-    BEGIN
-        RETURN snowflake_id_router.run_move(todo, src, node, template);
-    EXCEPTION WHEN query_canceled OR OTHERS THEN
-        PERFORM snowflake_id_router.gate_open();
-        PERFORM snowflake_id_router.disconnect_all();
-        RAISE;
-    END;
+    -- Not held in the caller's transaction past the call (an error gave them back already).
+    PERFORM snowflake_id_router.unlock_router(locked);
+    RETURN moved;
 END
 $$;
 COMMENT ON FUNCTION move_shards(integer[], text, text) IS

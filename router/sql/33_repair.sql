@@ -49,6 +49,7 @@ BEGIN
               WHERE r.shards && repair_shards.shards AND NOT snowflake_id_router.move_finished(r.state) ORDER BY r.id LOOP
         PERFORM snowflake_id_router.lock_router(m.shards);
         outcome := snowflake_id_router.repair_move(m.id);
+        PERFORM snowflake_id_router.unlock_router(m.shards);
         RAISE NOTICE 'interrupted move % of shards % (node % to node %): %', m.id, m.shards, quote_literal(m.source),
             quote_literal(m.target), outcome;
         repaired := true;
@@ -103,6 +104,7 @@ BEGIN
                 END LOOP;
                 PERFORM snowflake_id_router.call(conn, format('SELECT snowflake_id_node.unlock_shards(%L)', r.shards),
                                                  bound, 'unlocking the shards');
+                PERFORM snowflake_id_router.unlock_router(r.shards);
                 outcome := format('undone on node %L (a record without a move on this router)', node);
             EXCEPTION WHEN query_canceled OR OTHERS THEN
                 IF snowflake_id_router.cancelled(SQLSTATE, SQLERRM) THEN
@@ -165,6 +167,7 @@ BEGIN
                 END IF;
                 outcome := format('not repaired: %s (%s)', SQLERRM, SQLSTATE);
             END;
+            PERFORM snowflake_id_router.unlock_router(m.shards);
         EXCEPTION WHEN lock_not_available THEN
             outcome := 'running: ' || m.state;
         END;

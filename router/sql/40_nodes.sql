@@ -189,6 +189,7 @@ DECLARE
     found_identity text;
     recovering boolean;
 BEGIN
+    PERFORM snowflake_id_router.refuse_transaction_block('alter_node');
     IF node IS NULL OR connstr IS NULL THEN
         RAISE EXCEPTION 'alter_node: node and connstr must not be NULL' USING ERRCODE = 'null_value_not_allowed';
     END IF;
@@ -265,6 +266,7 @@ DECLARE
     served integer[];
     unreachable text;
 BEGIN
+    PERFORM snowflake_id_router.refuse_transaction_block('remove_node');
     IF node IS NULL THEN
         RAISE EXCEPTION 'remove_node: node must not be NULL' USING ERRCODE = 'null_value_not_allowed';
     END IF;

@@ -41,6 +41,38 @@ RETURN (SELECT r.pid FROM snowflake_id_router.rebalance r
 COMMENT ON FUNCTION snowflake_id_router.rebalance_holder() IS
   'PID of the session running a rebalance or drain on this router, or NULL.';
 
+-- The record of rebalance rid, for one of its steps (rebalance_next, rebalance_move,
+-- rebalance_failed), which act only on the rebalance their caller's session runs: the
+-- steps are granted with the procedures (which run as their caller, and a procedure that
+-- commits cannot be SECURITY DEFINER), and an id is a name any such role can give (it
+-- marked a live drain stopped, then ran a rebalance beside it). Its record running, with
+-- this session's pid and start time (rebalance_begin wrote them), or a superuser's session:
+-- the workers of parallel_moves, loopback sessions of the extension's owner. 42501 for
+-- another session's rebalance, 55000 for one not running.
+CREATE OR REPLACE FUNCTION snowflake_id_router.rebalance_own(rid integer) RETURNS snowflake_id_router.rebalance
+LANGUAGE plpgsql VOLATILE CALLED ON NULL INPUT PARALLEL UNSAFE
+SET search_path = pg_catalog, pg_temp
+AS $$
+DECLARE
+    r snowflake_id_router.rebalance;
+BEGIN
+    SELECT * INTO r FROM snowflake_id_router.rebalance x WHERE x.id = rid;
+    IF NOT FOUND OR NOT ((r.pid = pg_backend_pid()
+                          AND r.session_start = (SELECT a.backend_start FROM pg_stat_activity a WHERE a.pid = pg_backend_pid()))
+                         OR (SELECT u.rolsuper FROM pg_roles u WHERE u.rolname = session_user)) THEN
+        RAISE EXCEPTION 'rebalance % is not run by this session', coalesce(rid::text, 'NULL')
+            USING ERRCODE = 'insufficient_privilege',
+                  HINT = 'A rebalance''s steps act only on the rebalance or drain their session runs: CALL rebalance() or drain_node() runs one.';
+    END IF;
+    IF r.state <> 'running' THEN
+        RAISE EXCEPTION '% % is %, not running', r.kind, rid, r.state USING ERRCODE = 'object_not_in_prerequisite_state';
+    END IF;
+    RETURN r;
+END
+$$;
+COMMENT ON FUNCTION snowflake_id_router.rebalance_own(integer) IS
+  'The record of rebalance rid if this session runs it (its pid and start time) or is a superuser''s; 42501 for another session''s, 55000 if not running.';
+
 CREATE OR REPLACE FUNCTION snowflake_id_router.plan_moves(strategy text, drain text, nodes text[],
                                                           shards integer[], owners text[], weights bigint[])
 RETURNS TABLE (shard integer, source text, target text, weight bigint)
@@ -307,6 +339,7 @@ DECLARE
     first_batch integer;
     planned record;
 BEGIN
+    PERFORM snowflake_id_router.refuse_transaction_block('rebalance_begin');
     PERFORM snowflake_id_router.check_plan_args(strategy, batch_size, drain);
     IF template IS NULL OR parallel_moves IS NULL THEN
         RAISE EXCEPTION 'template and parallel_moves must not be NULL' USING ERRCODE = 'null_value_not_allowed';
@@ -443,7 +476,8 @@ DECLARE
     looked_again integer := 0;
     remapped integer;
 BEGIN
-    SELECT * INTO STRICT r FROM snowflake_id_router.rebalance x WHERE x.id = rid;
+    PERFORM snowflake_id_router.refuse_transaction_block('rebalance_next');
+    r := snowflake_id_router.rebalance_own(rid);
     IF others_moving AND (r.stop_requested IS NOT NULL
                           OR NOT EXISTS (SELECT FROM snowflake_id_router.rebalance_batch x
                                           WHERE x.rebalance = rid AND x.state = 'planned')) THEN
@@ -525,8 +559,14 @@ DECLARE
     tpl text;
     left_behind integer;
 BEGIN
-    SELECT * INTO STRICT b FROM snowflake_id_router.rebalance_batch x WHERE x.rebalance = rid AND x.batch = rebalance_move.batch;
-    SELECT x.template INTO STRICT tpl FROM snowflake_id_router.rebalance x WHERE x.id = rid;
+    PERFORM snowflake_id_router.refuse_transaction_block('rebalance_move');
+    tpl := (snowflake_id_router.rebalance_own(rid)).template;
+    -- Only a batch rebalance_next marked moving (a planned or done one is not its to move).
+    SELECT * INTO b FROM snowflake_id_router.rebalance_batch x
+     WHERE x.rebalance = rid AND x.batch = rebalance_move.batch AND x.state = 'moving';
+    IF NOT FOUND THEN
+        RAISE EXCEPTION 'batch % of rebalance % is not moving', batch, rid USING ERRCODE = 'object_not_in_prerequisite_state';
+    END IF;
     FOR attempt IN 1 .. 3 LOOP
         BEGIN
             b.move := @extschema@.move_shards(b.shards, b.target, tpl);
@@ -632,7 +672,8 @@ DECLARE
     r snowflake_id_router.rebalance;
     b snowflake_id_router.rebalance_batch;
 BEGIN
-    SELECT * INTO STRICT r FROM snowflake_id_router.rebalance x WHERE x.id = rid;
+    PERFORM snowflake_id_router.refuse_transaction_block('rebalance_failed');
+    r := snowflake_id_router.rebalance_own(rid);
     SELECT * INTO b FROM snowflake_id_router.rebalance_batch x WHERE x.rebalance = rid AND x.batch = rebalance_failed.batch;
     UPDATE snowflake_id_router.rebalance_batch x SET state = 'failed', ended = clock_timestamp(), error = why
      WHERE x.rebalance = rid AND x.batch = rebalance_failed.batch;
@@ -830,6 +871,7 @@ AS $$
 DECLARE
     r snowflake_id_router.rebalance;
 BEGIN
+    PERFORM snowflake_id_router.refuse_transaction_block('rebalance_stop');
     SELECT * INTO r FROM snowflake_id_router.rebalance x WHERE x.state = 'running' FOR UPDATE;
     IF NOT FOUND THEN
         RAISE NOTICE 'no rebalance or drain is running';

@@ -370,6 +370,7 @@ DECLARE
     other text;
     theirs text;
 BEGIN
+    PERFORM snowflake_id_router.refuse_transaction_block('add_router');
     IF name IS NULL OR connstr IS NULL THEN
         RAISE EXCEPTION 'add_router: name and connstr must not be NULL' USING ERRCODE = 'null_value_not_allowed';
     END IF;
@@ -437,6 +438,7 @@ AS $$
 DECLARE
     r snowflake_id_router.router;
 BEGIN
+    PERFORM snowflake_id_router.refuse_transaction_block('remove_router');
     IF name IS NULL THEN
         RAISE EXCEPTION 'remove_router: name must not be NULL' USING ERRCODE = 'null_value_not_allowed';
     END IF;

@@ -21,7 +21,7 @@
 -- for the holders (55P03 after it).
 CREATE OR REPLACE FUNCTION snowflake_id_router.lock_schema_changes(exclusive boolean) RETURNS void
 LANGUAGE plpgsql VOLATILE STRICT PARALLEL UNSAFE
-SET search_path = pg_catalog, pg_temp
+SET search_path = pg_catalog, pg_temp SET lock_timeout = 0   -- (the wait's own, below, ends with the call)
 AS $$
 DECLARE
     timeout interval := snowflake_id_router.setting('schema_change_timeout')::interval;
@@ -47,11 +47,22 @@ BEGIN
             USING ERRCODE = 'lock_not_available',
                   HINT = 'See move_status and schema_change_status; schema_change_timeout (snowflake_id_router.setting) bounds the wait.';
     END;
-    -- (The block's lock_timeout went with it; the lock stays with the transaction.)
+    -- (The wait's lock_timeout ends with this call; the lock stays until unlock_schema_changes.)
 END
 $$;
 COMMENT ON FUNCTION snowflake_id_router.lock_schema_changes(boolean) IS
   'The router-wide schema-change lock, to the end of the transaction: exclusive (alter_shards) or shared (moves); 55P03 after schema_change_timeout.';
+
+-- Gives back one hold of the schema-change lock, before the SECURITY DEFINER function that
+-- took it returns (unlock_router says why).
+CREATE OR REPLACE FUNCTION snowflake_id_router.unlock_schema_changes(exclusive boolean) RETURNS void
+LANGUAGE sql VOLATILE STRICT PARALLEL UNSAFE
+SET search_path = pg_catalog, pg_temp
+BEGIN ATOMIC
+    SELECT snowflake_id_node.own_unlock(snowflake_id_node.lock_class(), -1, false, NOT exclusive);
+END;
+COMMENT ON FUNCTION snowflake_id_router.unlock_schema_changes(boolean) IS
+  'Gives back one hold of the schema-change lock (exclusive or shared) before the function that took it returns.';
 
 -- The key under which a node records a change: this router's short identity and the change.
 CREATE OR REPLACE FUNCTION snowflake_id_router.schema_change_key(change bigint) RETURNS text
@@ -103,6 +114,7 @@ BEGIN
                             THEN 'incomplete' ELSE 'done' END
             WHERE id = %s$q$, cid, cid));
     PERFORM snowflake_id_router.disconnect('snowflake_id_router_self');
+    PERFORM snowflake_id_router.unlock_schema_changes(true);   -- (not held in the caller's transaction)
     IF cardinality(skipped) > 0 THEN
         RAISE WARNING 'schema change %: node(s) % skipped: they are behind', cid, array_to_string(skipped, ', ')
             USING HINT = 'Once they are back, call alter_shards with the same statement again.';
@@ -339,6 +351,7 @@ LANGUAGE plpgsql VOLATILE STRICT PARALLEL UNSAFE SECURITY DEFINER
 SET search_path = pg_catalog, pg_temp
 AS $$
 BEGIN
+    PERFORM snowflake_id_router.refuse_transaction_block('abandon_schema_change');
     PERFORM snowflake_id_router.require_primary('abandon_schema_change');
     PERFORM snowflake_id_router.lock_schema_changes(true);
     UPDATE snowflake_id_router.schema_change c SET state = 'abandoned', finished = now()

@@ -108,6 +108,13 @@ RETURNS bigint LANGUAGE c VOLATILE STRICT PARALLEL UNSAFE AS 'MODULE_PATHNAME', 
 COMMENT ON FUNCTION snowflake_id_node.count_rows(oid) IS
   'The rows of table rel visible to the statement''s snapshot, counted by a sequential scan with no planner and nothing of its owner''s run.';
 
+-- Whether the caller's transaction can outlive the statement running now (src/pg/xact.rs):
+-- what the router's SECURITY DEFINER functions lock or write there would outlive them.
+CREATE OR REPLACE FUNCTION snowflake_id_node.in_transaction_block()
+RETURNS boolean LANGUAGE c VOLATILE PARALLEL UNSAFE AS 'MODULE_PATHNAME', 'in_transaction_block_wrapper';
+COMMENT ON FUNCTION snowflake_id_node.in_transaction_block() IS
+  'Whether this transaction may stay open after the statement running now: a transaction block, a pipeline, or a subtransaction of a transaction no procedure began (a procedure''s own transactions are not blocks).';
+
 REVOKE ALL ON FUNCTION snowflake_id_node.remote_open(text, text, text, text, double precision),
     snowflake_id_node.remote_close(text), snowflake_id_node.remote_close_prefixed(text),
     snowflake_id_node.remote_names(), snowflake_id_node.remote_connstr(text), snowflake_id_node.remote_pid(text),
@@ -119,4 +126,4 @@ REVOKE ALL ON FUNCTION snowflake_id_node.remote_open(text, text, text, text, dou
     snowflake_id_node.own_unlock(integer, integer, boolean, boolean),
     snowflake_id_node.monotonic(), snowflake_id_node.sleep(double precision),
     snowflake_id_node.as_owner(oid, text), snowflake_id_node.count_rows(oid),
-    snowflake_id_node.hold_cancel(text) FROM PUBLIC;
+    snowflake_id_node.hold_cancel(text), snowflake_id_node.in_transaction_block() FROM PUBLIC;

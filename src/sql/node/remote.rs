@@ -1,10 +1,10 @@
 //! The router's private connections, locks and clock, for SQL: thin skins over
-//! `src/pg/node/remote.rs`, `src/pg/own_lock.rs`, `src/pg/as_owner.rs`, `src/pg/hold_cancel.rs`
-//! and `src/pg/time.rs`, declared in sql/node/remote.sql (schema snowflake_id_node, closed to
+//! `src/pg/node/remote.rs`, `src/pg/own_lock.rs`, `src/pg/as_owner.rs`, `src/pg/hold_cancel.rs`,
+//! `src/pg/time.rs` and `src/pg/xact.rs`, declared in sql/node/remote.sql (schema snowflake_id_node, closed to
 //! PUBLIC).
 
 use crate::pg::node::remote::{self, Outcome};
-use crate::pg::{as_owner, hold_cancel, own_lock, row_count, time};
+use crate::pg::{as_owner, hold_cancel, own_lock, row_count, time, xact};
 use pgrx::prelude::*;
 use std::time::Duration;
 
@@ -119,4 +119,9 @@ fn count_rows(rel: pg_sys::Oid) -> i64 {
 #[pg_extern(sql = false)]
 fn hold_cancel(query: &str) -> Option<String> {
     hold_cancel::query(query)
+}
+
+#[pg_extern(sql = false)]
+fn in_transaction_block() -> bool {
+    xact::in_transaction_block()
 }
