@@ -4,12 +4,17 @@
 SET client_min_messages = warning;
 CREATE EXTENSION IF NOT EXISTS snowflake_id_router CASCADE;
 RESET client_min_messages;
-CREATE FUNCTION public.ddl_reg_refusal(q text) RETURNS text LANGUAGE plpgsql AS $$
+-- (A procedure, committing first: the router's functions that write its tables refuse to
+-- run inside a transaction block or a subtransaction no procedure began, 25001.)
+CREATE PROCEDURE public.ddl_reg_refusal(q text, INOUT ddl_reg_refusal text DEFAULT NULL) LANGUAGE plpgsql AS $$
 BEGIN
-    EXECUTE q;
-    RETURN 'no error';
-EXCEPTION WHEN OTHERS THEN
-    RETURN SQLSTATE || ': ' || regexp_replace(SQLERRM, '[0-9]{6,}/[0-9]+', 'IDENTITY', 'g');
+    COMMIT;
+    BEGIN
+        EXECUTE q;
+        ddl_reg_refusal := 'no error';
+    EXCEPTION WHEN OTHERS THEN
+        ddl_reg_refusal := SQLSTATE || ': ' || regexp_replace(SQLERRM, '[0-9]{6,}/[0-9]+', 'IDENTITY', 'g');
+    END;
 END
 $$;
 SELECT current_database() AS regress_db \gset
@@ -38,43 +43,43 @@ SELECT node, state, schemas FROM alter_shards($$ALTER TABLE %I.posts ADD COLUMN 
 SELECT change, ddl, state, node, node_state, schemas, error FROM schema_change_status;
 SELECT node, matches, difference, changes_behind, shards_checked, shards_differing FROM template_status(shards => true);
 -- Refused before any node is reached, each with its SQLSTATE.
-SELECT ddl_reg_refusal($q$SELECT alter_shards('CREATE INDEX CONCURRENTLY ON %I.posts (note)')$q$);
-SELECT ddl_reg_refusal($q$SELECT alter_shards('VACUUM %I.posts')$q$);
-SELECT ddl_reg_refusal($q$SELECT alter_shards('ALTER TABLE %I.posts ADD a int; DROP TABLE %I.posts')$q$);
-SELECT ddl_reg_refusal($q$SELECT alter_shards('ALTER TABLE %I.posts ADD b text DEFAULT ''50%''')$q$);
-SELECT ddl_reg_refusal($q$SELECT alter_shards('ALTER TABLE posts ADD b text')$q$);
-SELECT ddl_reg_refusal($q$SELECT alter_shards(NULL)$q$);
-SELECT ddl_reg_refusal($q$SELECT alter_shards($$COMMENT ON TABLE %I.posts IS 'posts of %I'$$)$q$);
-SELECT ddl_reg_refusal($q$SELECT alter_shards('CREATE TABLE %I.copy AS SELECT * FROM %I.posts')$q$);
-SELECT ddl_reg_refusal($q$SELECT alter_shards('CREATE MATERIALIZED VIEW %I.n AS SELECT count(*) FROM %I.posts')$q$);
+CALL ddl_reg_refusal($q$SELECT alter_shards('CREATE INDEX CONCURRENTLY ON %I.posts (note)')$q$);
+CALL ddl_reg_refusal($q$SELECT alter_shards('VACUUM %I.posts')$q$);
+CALL ddl_reg_refusal($q$SELECT alter_shards('ALTER TABLE %I.posts ADD a int; DROP TABLE %I.posts')$q$);
+CALL ddl_reg_refusal($q$SELECT alter_shards('ALTER TABLE %I.posts ADD b text DEFAULT ''50%''')$q$);
+CALL ddl_reg_refusal($q$SELECT alter_shards('ALTER TABLE posts ADD b text')$q$);
+CALL ddl_reg_refusal($q$SELECT alter_shards(NULL)$q$);
+CALL ddl_reg_refusal($q$SELECT alter_shards($$COMMENT ON TABLE %I.posts IS 'posts of %I'$$)$q$);
+CALL ddl_reg_refusal($q$SELECT alter_shards('CREATE TABLE %I.copy AS SELECT * FROM %I.posts')$q$);
+CALL ddl_reg_refusal($q$SELECT alter_shards('CREATE MATERIALIZED VIEW %I.n AS SELECT count(*) FROM %I.posts')$q$);
 -- Refused while a move is unfinished (its mover gone): its hidden copies must not change.
 INSERT INTO snowflake_id_router.move (shards, source, target, source_identity, target_identity, template, state)
 VALUES ('{1}', 'node_a', 'node_b', 'a', 'b', 'tpl', 'sealing');
-SELECT ddl_reg_refusal($q$SELECT alter_shards('COMMENT ON TABLE %I.posts IS ''x''')$q$);
+CALL ddl_reg_refusal($q$SELECT alter_shards('COMMENT ON TABLE %I.posts IS ''x''')$q$);
 -- (That record, as a move's states go: only the transitions move_may_go allows, each
 -- through record_move; 55000 for any other.)
-SELECT ddl_reg_refusal($q$SELECT snowflake_id_router.record_move(id, 'checking', NULL, NULL, NULL, NULL, NULL) FROM snowflake_id_router.move$q$);
+CALL ddl_reg_refusal($q$SELECT snowflake_id_router.record_move(id, 'checking', NULL, NULL, NULL, NULL, NULL) FROM snowflake_id_router.move$q$);
 SELECT snowflake_id_router.record_move(id, 'flipped', NULL, NULL, NULL, NULL, 'e') FROM snowflake_id_router.move;
-SELECT ddl_reg_refusal($q$SELECT snowflake_id_router.record_move(id, 'done', NULL, NULL, NULL, NULL, NULL) FROM snowflake_id_router.move$q$);
+CALL ddl_reg_refusal($q$SELECT snowflake_id_router.record_move(id, 'done', NULL, NULL, NULL, NULL, NULL) FROM snowflake_id_router.move$q$);
 SELECT snowflake_id_router.record_move(id, 'cleaning', NULL, NULL, NULL, NULL, NULL) FROM snowflake_id_router.move;
 SELECT snowflake_id_router.record_move(id, 'done', NULL, NULL, NULL, NULL, NULL) FROM snowflake_id_router.move;
 SELECT state, error, flipped IS NOT NULL AS flipped, ended IS NOT NULL AS ended, map_version IS NOT NULL AS map_version
   FROM snowflake_id_router.move;
-SELECT ddl_reg_refusal($q$SELECT snowflake_id_router.record_move(id, 'undone', NULL, NULL, NULL, NULL, NULL) FROM snowflake_id_router.move$q$);
+CALL ddl_reg_refusal($q$SELECT snowflake_id_router.record_move(id, 'undone', NULL, NULL, NULL, NULL, NULL) FROM snowflake_id_router.move$q$);
 DELETE FROM snowflake_id_router.move;
 -- Refused by a node's template, before any node changes: nothing recorded.
-SELECT ddl_reg_refusal($q$SELECT alter_shards('ALTER TABLE %I.posts ADD COLUMN note text')$q$);
+CALL ddl_reg_refusal($q$SELECT alter_shards('ALTER TABLE %I.posts ADD COLUMN note text')$q$);
 SELECT count(*) AS changes FROM snowflake_id_router.schema_change;
 -- A node that cannot be reached: refused, or skipped and then behind.
 UPDATE snowflake_id_router.node SET connstr = 'host=/nonexistent port=1 dbname=x' WHERE name = 'node_b';
-SELECT ddl_reg_refusal($q$SELECT alter_shards('CREATE INDEX ON %I.posts (note)')$q$);
+CALL ddl_reg_refusal($q$SELECT alter_shards('CREATE INDEX ON %I.posts (note)')$q$);
 SELECT node, state, schemas FROM alter_shards('CREATE INDEX ON %I.posts (note)', skip_unreachable => true);
 SELECT change, state, node, node_state FROM schema_change_status WHERE change = 2;
 SELECT node, fingerprint IS NULL AS unreachable, changes_behind FROM template_status();
 -- A later change waits until node_b has the earlier one; calling it again finishes it there.
 UPDATE snowflake_id_router.node SET connstr = format('host=%s port=%s dbname=ddl_reg_node_b',
     current_setting('unix_socket_directories'), current_setting('port')) WHERE name = 'node_b';
-SELECT ddl_reg_refusal($q$SELECT alter_shards('COMMENT ON TABLE %I.posts IS ''posts''')$q$);
+CALL ddl_reg_refusal($q$SELECT alter_shards('COMMENT ON TABLE %I.posts IS ''posts''')$q$);
 SET client_min_messages = warning;
 SELECT node, state, schemas FROM alter_shards('CREATE INDEX ON %I.posts (note)');
 RESET client_min_messages;
@@ -93,13 +98,13 @@ ALTER TABLE tpl.posts DROP COLUMN extra;
 CREATE ROLE ddl_reg_user;
 GRANT EXECUTE ON FUNCTION alter_shards(text, text, boolean) TO ddl_reg_user;
 SET SESSION AUTHORIZATION ddl_reg_user;
-SELECT ddl_reg_refusal($q$SELECT alter_shards('COMMENT ON TABLE %I.posts IS ''x''')$q$);
-SELECT ddl_reg_refusal($q$SELECT template_status()$q$);
-SELECT ddl_reg_refusal($q$SELECT add_router('r', 'host=x')$q$);
-SELECT ddl_reg_refusal($q$SELECT remove_router('r')$q$);
-SELECT ddl_reg_refusal($q$SELECT abandon_schema_change(1)$q$);
-SELECT ddl_reg_refusal($q$SELECT * FROM schema_change_status$q$);
-SELECT ddl_reg_refusal($q$SELECT * FROM router_status$q$);
+CALL ddl_reg_refusal($q$SELECT alter_shards('COMMENT ON TABLE %I.posts IS ''x''')$q$);
+CALL ddl_reg_refusal($q$SELECT template_status()$q$);
+CALL ddl_reg_refusal($q$SELECT add_router('r', 'host=x')$q$);
+CALL ddl_reg_refusal($q$SELECT remove_router('r')$q$);
+CALL ddl_reg_refusal($q$SELECT abandon_schema_change(1)$q$);
+CALL ddl_reg_refusal($q$SELECT * FROM schema_change_status$q$);
+CALL ddl_reg_refusal($q$SELECT * FROM router_status$q$);
 RESET SESSION AUTHORIZATION;
 REVOKE EXECUTE ON FUNCTION alter_shards(text, text, boolean) FROM ddl_reg_user;
 DROP ROLE ddl_reg_user;
@@ -109,36 +114,42 @@ CREATE DATABASE ddl_reg_router_b;
 \c ddl_reg_router_b
 SET client_min_messages = warning;
 CREATE EXTENSION snowflake_id_router CASCADE;
-CREATE FUNCTION ddl_reg_refusal(q text) RETURNS text LANGUAGE plpgsql AS $$
+CREATE PROCEDURE ddl_reg_refusal(q text, INOUT ddl_reg_refusal text DEFAULT NULL) LANGUAGE plpgsql AS $$
 BEGIN
-    EXECUTE q;
-    RETURN 'no error';
-EXCEPTION WHEN OTHERS THEN
-    RETURN SQLSTATE || ': ' || SQLERRM;
+    COMMIT;
+    BEGIN
+        EXECUTE q;
+        ddl_reg_refusal := 'no error';
+    EXCEPTION WHEN OTHERS THEN
+        ddl_reg_refusal := SQLSTATE || ': ' || SQLERRM;
+    END;
 END
 $$;
 \c :regress_db
 SELECT add_router('router_b', format('host=%s port=%s dbname=ddl_reg_router_b', current_setting('unix_socket_directories'), current_setting('port')));
 SELECT name, role, map_version = snowflake_id_router.map_version() AS current, behind_since, error FROM router_status;
-SELECT ddl_reg_refusal(format($q$SELECT add_router('again', 'host=%s port=%s dbname=ddl_reg_router_b')$q$,
+CALL ddl_reg_refusal(format($q$SELECT add_router('again', 'host=%s port=%s dbname=ddl_reg_router_b')$q$,
                               current_setting('unix_socket_directories'), current_setting('port')));
-SELECT ddl_reg_refusal(format($q$SELECT add_router('myself', 'host=%s port=%s dbname=%s')$q$,
+CALL ddl_reg_refusal(format($q$SELECT add_router('myself', 'host=%s port=%s dbname=%s')$q$,
                               current_setting('unix_socket_directories'), current_setting('port'), current_database()));
-SELECT ddl_reg_refusal(format($q$SELECT add_router('a_node', 'host=%s port=%s dbname=ddl_reg_node_a')$q$,
+CALL ddl_reg_refusal(format($q$SELECT add_router('a_node', 'host=%s port=%s dbname=ddl_reg_node_a')$q$,
                               current_setting('unix_socket_directories'), current_setting('port')));
-SELECT ddl_reg_refusal($q$SELECT add_router('router_c', 'host=x password=secret')$q$);
+CALL ddl_reg_refusal($q$SELECT add_router('router_c', 'host=x password=secret')$q$);
 -- A router database is no node: the follower, this router itself.
-SELECT ddl_reg_refusal(format($q$SELECT add_node('follower', 'host=%s port=%s dbname=ddl_reg_router_b')$q$,
+CALL ddl_reg_refusal(format($q$SELECT add_node('follower', 'host=%s port=%s dbname=ddl_reg_router_b')$q$,
                               current_setting('unix_socket_directories'), current_setting('port')));
-SELECT ddl_reg_refusal(format($q$SELECT add_node('myself', 'host=%s port=%s dbname=%s')$q$,
+CALL ddl_reg_refusal(format($q$SELECT add_node('myself', 'host=%s port=%s dbname=%s')$q$,
                               current_setting('unix_socket_directories'), current_setting('port'), current_database()));
 \c ddl_reg_router_b
 -- The follower has the map, and refuses cluster functions, naming the primary.
 SELECT count(*) AS shards, count(DISTINCT node) AS nodes FROM shard_map;
 SELECT role FROM router_status;
-SELECT ddl_reg_refusal($q$SELECT alter_shards('COMMENT ON TABLE %I.posts IS ''x''')$q$) LIKE '55000: alter_shards runs on the primary router, and this router follows router database%' AS refused;
-SELECT ddl_reg_refusal($q$SELECT assign_shards(500, 1, 'node_a')$q$) LIKE '55000: assign_shards runs on the primary router%' AS refused;
-SELECT ddl_reg_refusal($q$SELECT add_router('x', 'host=x')$q$) LIKE '55000: add_router runs on the primary router%' AS refused;
+CALL ddl_reg_refusal($q$SELECT alter_shards('COMMENT ON TABLE %I.posts IS ''x''')$q$) \gset
+SELECT :'ddl_reg_refusal' LIKE '55000: alter_shards runs on the primary router, and this router follows router database%' AS refused;
+CALL ddl_reg_refusal($q$SELECT assign_shards(500, 1, 'node_a')$q$) \gset
+SELECT :'ddl_reg_refusal' LIKE '55000: assign_shards runs on the primary router%' AS refused;
+CALL ddl_reg_refusal($q$SELECT add_router('x', 'host=x')$q$) \gset
+SELECT :'ddl_reg_refusal' LIKE '55000: add_router runs on the primary router%' AS refused;
 \c :regress_db
 -- A map change reaches the follower at the next push.
 SELECT assign_shards(500, 10, 'node_a');
@@ -164,14 +175,14 @@ SELECT count(*) AS routers FROM router_status;
 SELECT count(*) AS shards, (SELECT count(*) FROM router_status) AS routers FROM shard_map;
 \c :regress_db
 -- Nor is a router database that follows no one.
-SELECT ddl_reg_refusal(format($q$SELECT add_node('router_b', 'host=%s port=%s dbname=ddl_reg_router_b')$q$,
+CALL ddl_reg_refusal(format($q$SELECT add_node('router_b', 'host=%s port=%s dbname=ddl_reg_router_b')$q$,
                               current_setting('unix_socket_directories'), current_setting('port')));
 
 SET client_min_messages = warning;
 DROP EXTENSION snowflake_id_router CASCADE;
 DROP EXTENSION plproxy;
 DROP EXTENSION IF EXISTS dblink;
-DROP FUNCTION ddl_reg_refusal(text);
+DROP PROCEDURE ddl_reg_refusal(text, text);
 DROP DATABASE ddl_reg_node_a;
 DROP DATABASE ddl_reg_node_b;
 DROP DATABASE ddl_reg_router_b;
