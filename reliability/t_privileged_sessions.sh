@@ -6,7 +6,13 @@
 # (the test fails on one its table of calls does not cover). Each call of the table runs as a
 # role granted only what docs/cluster.md says it needs, in a session of its own:
 #   normal      as documented
-#   tx          the same inside BEGIN ... COMMIT, checked before the COMMIT
+#   tx          the same inside BEGIN ... COMMIT, checked before the COMMIT: refused with
+#               25001 (the rows of refused_in_tx: what they write or lock in the router's
+#               tables would be held as long as the caller keeps the transaction open), or,
+#               seen from another session while the transaction stays open, the caller's
+#               backend holds no lock but its own transaction's ids and the ACCESS SHARE
+#               locks reading any view takes (no owner-only lock, no table lock that stops a
+#               move, no row), and its settings are as before the call
 #   error       failing after it has connected somewhere (a database without snowflake_id,
 #               the router itself, a move refused by its target, a node that now reaches
 #               another database)
@@ -18,6 +24,8 @@
 # snowflake_id_node function (42501 for every one) and reaches no connection through dblink,
 # and its settings, prepared statements, cursors and advisory locks are as before the call;
 # after a termination, no session the router opened for it is left 2 s later.
+# Then a role granted the documented rebalance set forges steps of a drain another session
+# runs (42501) and starts a rebalance beside it (55P03): one rebalance at a time.
 # Then a superuser session that keeps its node connections (keep_connections) calls a
 # SECURITY DEFINER function of another role, granted the registry's functions: that role
 # reaches none of the kept connections.
@@ -115,6 +123,10 @@ on router -c "$probe_sql"; on node_a -c "$probe_sql"; on node_b -c "$probe_sql"
 rows=() covers=() grants=() normal=() normal_state=() error=() error_state=() before=() variants=() server=()
 all_variants="normal tx error t1 t5 t20 t100 t500 cancel1 cancel3 terminate2"
 local_variants="normal tx error t1 cancel1"     # calls that reach no other server
+# The calls that write or lock the router's tables, which no call can give back before it
+# returns: inside a transaction block they refuse (25001). The others give back all they
+# took (the moves, repair_moves: their owner-only locks) or take nothing that lasts.
+refused_in_tx="add_node assign_shards alter_node remove_node rebalance_steps rebalance_stop add_router remove_router abandon_schema_change"
 row() {
   rows+=("$1"); covers+=("$2"); grants+=("$3"); normal+=("$4"); normal_state+=("$5"); error+=("$6"); error_state+=("$7")
   before+=("${8:-:}"); variants+=("${9:-$all_variants}"); server+=("${10:-router}")
@@ -194,10 +206,10 @@ row rebalance_stop "rebalance_stop()" "GRANT EXECUTE ON FUNCTION rebalance_stop(
   "SELECT rebalance_stop()" 00000 "SELECT rebalance_stop()" 00000 : "$local_variants"
 row add_router "add_router(text,text)" "GRANT EXECUTE ON FUNCTION add_router(text, text) TO ROLE" \
   "SELECT add_router('f', '$(router_db follower)')" 00000 "SELECT add_router('me', '$(router_db postgres)')" 55000 no_router \
-  "normal error t5 t100 cancel1 terminate2"
+  "normal tx error t5 t100 cancel1 terminate2"
 row remove_router "remove_router(text)" "GRANT EXECUTE ON FUNCTION remove_router(text) TO ROLE" \
   "SELECT remove_router('f')" 00000 "SELECT remove_router('ghost')" 00000 "{has_router|ghost_router}" \
-  "normal error t20 cancel1 terminate2"
+  "normal tx error t20 cancel1 terminate2"
 row alter_shards "alter_shards(text,text,boolean)" "GRANT EXECUTE ON FUNCTION alter_shards(text, text, boolean) TO ROLE" \
   "SELECT count(*) FROM alter_shards('COMMENT ON TABLE %I.posts IS ''x''')" 42501 \
   "SELECT count(*) FROM alter_shards('COMMENT ON TABLE %I.posts IS ''x''')" 42501 : "$local_variants"
@@ -238,16 +250,21 @@ cat >"$work/check.sh" <<EOF
 n=\$(bash $here/owner_sessions.sh 1)
 [ "\$n" = 0 ] || n="\$n: \$(bash $here/owner_sessions.sh list | tr '\n' ';')"
 echo "SESSIONS \$n"
+# (tx) What the caller's backend holds, from another session of its server.
+[ -z "\$LOCKS_AT" ] || echo "LOCKS \$(PGOPTIONS='-c client_min_messages=warning' psql -X -q -At \$LOCKS_AT -U postgres -d postgres -c \
+  "SELECT coalesce(string_agg(format('%s %s %s/%s/%s', l.locktype, l.mode, coalesce(l.relation::regclass::text, l.classid::text), l.objid, l.objsubid), ', '), 'none')
+     FROM pg_locks l WHERE l.pid = \$ME AND l.locktype NOT IN ('virtualxid', 'transactionid')
+      AND NOT (l.locktype = 'relation' AND l.mode = 'AccessShareLock')")"
 EOF
 script() {
-  local i=$1 v=$2 sql=$3
+  local i=$1 v=$2 sql=$3 at=$4
   echo "SELECT pg_backend_pid() AS me \\gset"
   echo "\\setenv ME :me"
   echo "\\setenv READY $work/ready"
   echo "\\! echo \$ME > $work/me"
   echo "SELECT 'SESSION ' || public.sfid_session();"
   case $v in
-    tx) echo "BEGIN;" ;;
+    tx) echo "\\setenv LOCKS_AT '$at'"; echo "BEGIN;" ;;
     t[0-9]*) echo "SET statement_timeout = ${v#t};" ;;
     cancel*|terminate*)
       local kind=${v%%[0-9]*}
@@ -258,7 +275,7 @@ script() {
   [[ $v == t[0-9]* ]] && echo "RESET statement_timeout;"
   echo "\\! sh $work/check.sh"
   echo "SELECT 'PROBE ' || public.sfid_probe();"
-  [[ $v == tx ]] && echo "COMMIT;" && echo "SELECT 'PROBE ' || public.sfid_probe();"
+  [[ $v == tx ]] && echo "SELECT 'SESSION ' || public.sfid_session();" && echo "COMMIT;" && echo "SELECT 'PROBE ' || public.sfid_probe();"
   echo "SELECT 'SESSION ' || public.sfid_session();"
 }
 summary=()
@@ -275,7 +292,7 @@ run_case() {
   rm -f "$work/signal.log"
   local host=$SF_TMP/sfrouter port=$ROUTER_PORT
   [[ ${server[$i]} == router ]] || { host=$(node_dir "${server[$i]}"); port=$(node_port "${server[$i]}"); }
-  script "$i" "$v" "$sql" | PGOPTIONS="-c client_min_messages=warning" \
+  script "$i" "$v" "$sql" "-h $host -p $port" | PGOPTIONS="-c client_min_messages=warning" \
     psql -X -q -At -h "$host" -p "$port" -U "c_$name" -d postgres >"$log" 2>&1 || true
   [[ ${before[$i]} == "{broken}" && $v == error ]] && on router -c "$restore_c" >/dev/null
   got=$(sed -n 's/^CALL //p' "$log")
@@ -288,18 +305,25 @@ run_case() {
     [[ -n $got ]] || fail "$name/$v: no outcome: $(cat "$log")"
     case $v in
       normal|tx) [[ $v == tx && $sql == CALL* ]] && want=2D000   # (a procedure that commits, in a transaction block)
+        [[ $v == tx && " $refused_in_tx " == *" $name "* ]] && want=25001
         [[ $got == $want ]] || fail "$name/$v: ended with $got, not $want: $(grep -m1 ERROR "$log" || true)" ;;
       error) [[ $want == '*' || $got == $want ]] || fail "$name/$v: ended with $got, not $want: $(grep -m1 ERROR "$log" || true)" ;;
     esac
     grep '^SESSIONS ' "$log" | grep -qv '^SESSIONS 0$' && fail "$name/$v: the router's sessions for the caller are left: $(grep '^SESSIONS ' "$log")"
     grep -q '^SESSIONS 0$' "$log" || fail "$name/$v: the sessions were not checked: $(cat "$log")"
+    if [[ $v == tx ]]; then
+      grep -q '^LOCKS ' "$log" || fail "$name/tx: the caller's locks were not checked: $(cat "$log")"
+      grep '^LOCKS ' "$log" | grep -qv '^LOCKS none$' && fail "$name/tx: the call's locks outlive it in the caller's open transaction: $(grep '^LOCKS ' "$log")"
+    fi
   fi
   if grep '^PROBE ' "$log" | grep -qv '^PROBE ok$'; then fail "$name/$v: the caller reached: $(grep '^PROBE ' "$log")"; fi
   if [[ $v != terminate* ]]; then
     [[ $(grep -c '^PROBE ok$' "$log") -ge 1 ]] || fail "$name/$v: not probed: $(cat "$log")"
     local first last
-    first=$(grep -m1 '^SESSION ' "$log"); last=$(grep '^SESSION ' "$log" | tail -1)
-    [[ $first == "$last" ]] || fail "$name/$v: the call left the caller's session changed: before '$first', after '$last'"
+    first=$(grep -m1 '^SESSION ' "$log")
+    while read -r last; do
+      [[ $first == "$last" ]] || fail "$name/$v: the call left the caller's session changed: before '$first', after '$last'"
+    done < <(grep '^SESSION ' "$log")
   fi
   summary+=("$v $got${sig:+ ($sig)}")
 }
@@ -332,6 +356,44 @@ for i in "${!rows[@]}"; do
 done
 no_router; no_node
 on router -c "SELECT count(*) FROM repair_moves()" >/dev/null
+
+echo "a rebalance's steps act only on the rebalance their own session runs"
+# forger holds exactly the documented grants of CALL rebalance(); a superuser's drain of
+# node_c runs, held at its first batch's move (the move's 'planned' breakpoint). The steps
+# called with the drain's id are refused (42501), its record stays running, and forger's
+# own rebalance is refused while the drain runs (55P03); released, the drain ends done.
+as_forger() {
+  printf '%s;\n\\echo STATE :SQLSTATE\n' "$1" | PGOPTIONS="-c client_min_messages=warning" \
+    psql -X -q -At -h "$SF_TMP/sfrouter" -p "$ROUTER_PORT" -U forger -d postgres 2>&1 | sed -n 's/^STATE //p'
+}
+on router -c "CREATE ROLE forger LOGIN" -c "GRANT EXECUTE ON PROCEDURE rebalance(text, integer, text, integer) TO forger; ${rebalance_grants//ROLE/forger}" >/dev/null
+c_full
+on router -c "INSERT INTO snowflake_id_router.breakpoint (step) VALUES ('planned')"
+on router -c "CALL drain_node('node_c', batch_size => 1)" >"$work/drain.log" 2>&1 & drain_pid=$!; bg+=($drain_pid)
+for _ in $(seq 400); do
+  [[ -n $(on router -c "SELECT pid FROM snowflake_id_router.breakpoint WHERE reached IS NOT NULL") ]] && break
+  kill -0 "$drain_pid" 2>/dev/null || break; sleep 0.05
+done
+rid=$(on router -c "SELECT id FROM snowflake_id_router.rebalance WHERE state = 'running'")
+batch=$(on router -c "SELECT min(batch) FROM snowflake_id_router.rebalance_batch WHERE rebalance = $rid AND state = 'moving'")
+[[ -n $rid && -n $batch ]] || fail "the drain did not reach its first batch's move: $(cat "$work/drain.log")"
+for forged in "SELECT * FROM snowflake_id_router.rebalance_failed($rid, NULL, '57014', 'forged')" \
+              "SELECT snowflake_id_router.rebalance_next($rid, false)" \
+              "SELECT snowflake_id_router.rebalance_move($rid, $batch)"; do
+  got=$(as_forger "$forged")
+  [[ $got == 42501 ]] || fail "forger's $forged ended with '$got', not 42501"
+done
+got=$(as_forger "CALL rebalance(batch_size => 1)")
+[[ $got == 55P03 ]] || fail "forger's rebalance beside the running drain ended with '$got', not 55P03"
+[[ $(on router -c "SELECT state || ' ' || coalesce(error, '-') FROM snowflake_id_router.rebalance WHERE id = $rid") == "running -" ]] \
+  || fail "the drain's record changed: $(on router -c "SELECT state, error FROM snowflake_id_router.rebalance WHERE id = $rid")"
+on router -c "DELETE FROM snowflake_id_router.breakpoint"
+wait "$drain_pid" || fail "the drain failed: $(cat "$work/drain.log")"
+[[ $(on router -c "SELECT state FROM rebalance_status WHERE id = $rid") == done ]] \
+  || fail "the drain did not end done: $(on router -c "SELECT state, error FROM rebalance_status WHERE id = $rid")"
+[[ $(on router -c "SELECT count(*) FROM snowflake_id_router.rebalance WHERE id > $rid") == 0 ]] \
+  || fail "a second rebalance was recorded beside drain $rid"
+echo "  rebalance_failed, rebalance_next and rebalance_move of drain $rid from forger's session: 42501; its CALL rebalance(): 55P03; the drain ended done"
 
 echo "a superuser's kept connections, and another role's SECURITY DEFINER function in that session"
 # grabber owns a SECURITY DEFINER function and is granted the registry's functions and the

@@ -49,7 +49,7 @@ COMMENT ON FUNCTION snowflake_id_router.rebalance_holder() IS
 -- this session's pid and start time (rebalance_begin wrote them), or a superuser's session:
 -- the workers of parallel_moves, loopback sessions of the extension's owner. 42501 for
 -- another session's rebalance, 55000 for one not running.
-CREATE OR REPLACE FUNCTION snowflake_id_router.rebalance_own(rid integer) RETURNS snowflake_id_router.rebalance
+CREATE OR REPLACE FUNCTION snowflake_id_router.own_rebalance(rid integer) RETURNS snowflake_id_router.rebalance
 LANGUAGE plpgsql VOLATILE CALLED ON NULL INPUT PARALLEL UNSAFE
 SET search_path = pg_catalog, pg_temp
 AS $$
@@ -70,7 +70,7 @@ BEGIN
     RETURN r;
 END
 $$;
-COMMENT ON FUNCTION snowflake_id_router.rebalance_own(integer) IS
+COMMENT ON FUNCTION snowflake_id_router.own_rebalance(integer) IS
   'The record of rebalance rid if this session runs it (its pid and start time) or is a superuser''s; 42501 for another session''s, 55000 if not running.';
 
 CREATE OR REPLACE FUNCTION snowflake_id_router.plan_moves(strategy text, drain text, nodes text[],
@@ -477,7 +477,7 @@ DECLARE
     remapped integer;
 BEGIN
     PERFORM snowflake_id_router.refuse_transaction_block('rebalance_next');
-    r := snowflake_id_router.rebalance_own(rid);
+    r := snowflake_id_router.own_rebalance(rid);
     IF others_moving AND (r.stop_requested IS NOT NULL
                           OR NOT EXISTS (SELECT FROM snowflake_id_router.rebalance_batch x
                                           WHERE x.rebalance = rid AND x.state = 'planned')) THEN
@@ -560,7 +560,7 @@ DECLARE
     left_behind integer;
 BEGIN
     PERFORM snowflake_id_router.refuse_transaction_block('rebalance_move');
-    tpl := (snowflake_id_router.rebalance_own(rid)).template;
+    tpl := (snowflake_id_router.own_rebalance(rid)).template;
     -- Only a batch rebalance_next marked moving (a planned or done one is not its to move).
     SELECT * INTO b FROM snowflake_id_router.rebalance_batch x
      WHERE x.rebalance = rid AND x.batch = rebalance_move.batch AND x.state = 'moving';
@@ -673,7 +673,7 @@ DECLARE
     b snowflake_id_router.rebalance_batch;
 BEGIN
     PERFORM snowflake_id_router.refuse_transaction_block('rebalance_failed');
-    r := snowflake_id_router.rebalance_own(rid);
+    r := snowflake_id_router.own_rebalance(rid);
     SELECT * INTO b FROM snowflake_id_router.rebalance_batch x WHERE x.rebalance = rid AND x.batch = rebalance_failed.batch;
     UPDATE snowflake_id_router.rebalance_batch x SET state = 'failed', ended = clock_timestamp(), error = why
      WHERE x.rebalance = rid AND x.batch = rebalance_failed.batch;
