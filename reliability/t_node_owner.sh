@@ -77,15 +77,15 @@ for _ in $(seq 100); do
 done
 mon() { PGOPTIONS="-c client_min_messages=warning" psql -X -q -At -h "$SF_TMP/sfrouter" -p "$ROUTER_PORT" -U mon -d postgres "$@"; }
 out=$(mon -c "SET statement_timeout = '1s'" -c "SELECT count(*) FROM shard_status" 2>&1 || true)
-[[ $out == *"canceling statement due to statement timeout"* ]] \
+[[ $out == *"ERROR:  canceling statement due to statement timeout"* ]] \
   || fail "shard_status under the caller's statement_timeout answered: $out"
-echo "  statement_timeout: $(grep -o 'ERROR: .*' <<<"$out" | head -1)"
+echo "  statement_timeout: $(grep -m1 -o 'ERROR: .*' <<<"$out")"
 mon -c "SELECT count(*) FROM shard_status" >"$work/cancel.log" 2>&1 & pid=$!
 sleep 1
 on router -c "SELECT pg_cancel_backend(pid) FROM pg_stat_activity WHERE usename = 'mon'" >/dev/null
 wait "$pid" || true
-grep -q "canceling statement due to user request" "$work/cancel.log" \
+grep -q "ERROR:  canceling statement due to user request" "$work/cancel.log" \
   || fail "shard_status, cancelled by its caller, answered: $(cat "$work/cancel.log")"
-echo "  pg_cancel_backend: $(grep -o 'ERROR: .*' "$work/cancel.log" | head -1)"
+echo "  pg_cancel_backend: $(grep -m1 -o 'ERROR: .*' "$work/cancel.log")"
 on_c -c "SET ROLE dbowner" -c "ALTER DATABASE postgres RESET ALL" >/dev/null
 router_invariants "$work"
