@@ -2,7 +2,7 @@
 // PGUSER from clients/run.sh): a router database and three node databases; a shard moved by
 // hand behind the client's back (the map changed, the shard's schema now on the other node) is
 // found again through SF001, a 40001 is retried, other errors reach the caller at once. Under
-// real moves: reliability/t_app_clients.sh. clients/test_routing.py does the same in Python.
+// real moves: reliability/t_app_node_rust.sh. clients/test_routing.py does the same in Python.
 const assert = require('node:assert');
 const pg = require('pg');
 const { ShardRouter, shardOf, parseConninfo, connectionString } = require('./routing.js');

@@ -56,7 +56,13 @@ impl Error {
 impl std::fmt::Display for Error {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         match self {
-            Error::Db(e) => write!(f, "{e}{}", e.as_db_error().map(|d| format!(": {}", d.message())).unwrap_or_default()),
+            Error::Db(e) => write!(
+                f,
+                "{e}{}",
+                e.as_db_error()
+                    .map(|d| format!(": {}", d.message()))
+                    .unwrap_or_default()
+            ),
             Error::Pool(e) => write!(f, "a node's pool: {e}"),
             Error::Unassigned(shard) => write!(f, "shard {shard} is assigned to no node"),
             Error::Config(e) => write!(f, "{e}"),
@@ -115,13 +121,23 @@ impl ShardRouter {
     /// Reads the map from the router (its connect string, libpq's keyword = value or a URL).
     /// `user` and `password` are the application's, on the router and on every node (the map's
     /// connect strings hold none); `pool_size` is each node's pool's.
-    pub async fn connect(router: &str, user: Option<&str>, password: Option<&str>, pool_size: usize) -> Result<Self, Error> {
+    pub async fn connect(
+        router: &str,
+        user: Option<&str>,
+        password: Option<&str>,
+        pool_size: usize,
+    ) -> Result<Self, Error> {
         let mut this = ShardRouter {
-            router: Config::from_str(router).map_err(|e| Error::Config(format!("the router's connect string: {e}")))?,
+            router: Config::from_str(router)
+                .map_err(|e| Error::Config(format!("the router's connect string: {e}")))?,
             user: user.map(String::from),
             password: password.map(String::from),
             pool_size,
-            map: RwLock::new(Arc::new(Map { version: -1, node_of: HashMap::new(), nodes: HashMap::new() })),
+            map: RwLock::new(Arc::new(Map {
+                version: -1,
+                node_of: HashMap::new(),
+                nodes: HashMap::new(),
+            })),
             reading: tokio::sync::Mutex::new(()),
             served_before: Mutex::new(BTreeSet::new()),
             stats: Stats::default(),
@@ -174,14 +190,22 @@ impl ShardRouter {
         let (client, connection) = self.router.connect(NoTls).await?;
         let driver = tokio::spawn(connection);
         let rows = client
-            .query("SELECT shard, node, connstr, map_version FROM snowflake_id_router.app_map()", &[])
+            .query(
+                "SELECT shard, node, connstr, map_version FROM snowflake_id_router.app_map()",
+                &[],
+            )
             .await;
         drop(client);
         let _ = driver.await;
         let rows = rows?;
-        let mut map = Map { version: rows.first().map_or(0, |r| r.get(3)), node_of: HashMap::new(), nodes: HashMap::new() };
+        let mut map = Map {
+            version: rows.first().map_or(0, |r| r.get(3)),
+            node_of: HashMap::new(),
+            nodes: HashMap::new(),
+        };
         for row in &rows {
-            let (shard, node, connstr): (i32, String, String) = (row.get(0), row.get(1), row.get(2));
+            let (shard, node, connstr): (i32, String, String) =
+                (row.get(0), row.get(1), row.get(2));
             map.node_of.insert(shard, node.clone());
             if !map.nodes.contains_key(&node) {
                 // The node's pool, kept while its connect string is the same (alter_node changes it).
@@ -198,14 +222,21 @@ impl ShardRouter {
     }
 
     fn pool(&self, connstr: &str) -> Result<Pool, Error> {
-        let mut config = Config::from_str(connstr).map_err(|e| Error::Config(format!("connect string {connstr:?}: {e}")))?;
+        let mut config = Config::from_str(connstr)
+            .map_err(|e| Error::Config(format!("connect string {connstr:?}: {e}")))?;
         if let Some(user) = &self.user {
             config.user(user);
         }
         if let Some(password) = &self.password {
             config.password(password);
         }
-        let manager = Manager::from_config(config, NoTls, ManagerConfig { recycling_method: RecyclingMethod::Fast });
+        let manager = Manager::from_config(
+            config,
+            NoTls,
+            ManagerConfig {
+                recycling_method: RecyclingMethod::Fast,
+            },
+        );
         Pool::builder(manager)
             .max_size(self.pool_size)
             .build()
@@ -270,7 +301,8 @@ impl ShardRouter {
     {
         let mut client = pool.get().await?;
         let tx = client.transaction().await?;
-        tx.batch_execute(&format!("SELECT use_shard({shard})")).await?;
+        tx.batch_execute(&format!("SELECT use_shard({shard})"))
+            .await?;
         let result = work(&tx).await?;
         tx.commit().await?;
         Ok(result)
@@ -283,11 +315,21 @@ impl ShardRouter {
     /// `with_shard` does. A move's cutover lists its shard nowhere for a moment, so the shards
     /// the previous fan-out found run too; one of those still served nowhere after the retries
     /// (SF001) was dropped, and is left out.
-    pub async fn fan_out(&self, sql: &str, params: Vec<Box<dyn ToSql + Send + Sync>>) -> Result<Vec<Row>, Error> {
-        let (sql, params): (Arc<str>, Arc<[Box<dyn ToSql + Send + Sync>]>) = (sql.into(), params.into());
+    pub async fn fan_out(
+        &self,
+        sql: &str,
+        params: Vec<Box<dyn ToSql + Send + Sync>>,
+    ) -> Result<Vec<Row>, Error> {
+        let (sql, params): (Arc<str>, Arc<[Box<dyn ToSql + Send + Sync>]>) =
+            (sql.into(), params.into());
         let mut listed = BTreeSet::new();
         for (_, pool) in self.map().nodes.values() {
-            for row in pool.get().await?.query("SELECT shard FROM snowflake_id_shards", &[]).await? {
+            for row in pool
+                .get()
+                .await?
+                .query("SELECT shard FROM snowflake_id_shards", &[])
+                .await?
+            {
                 listed.insert(row.get::<_, i32>(0));
             }
         }
@@ -297,7 +339,8 @@ impl ShardRouter {
             let run = self.with_shard(*shard, |tx| {
                 let (sql, params) = (sql.clone(), params.clone());
                 Box::pin(async move {
-                    let params: Vec<&(dyn ToSql + Sync)> = params.iter().map(|p| p.as_ref() as _).collect();
+                    let params: Vec<&(dyn ToSql + Sync)> =
+                        params.iter().map(|p| p.as_ref() as _).collect();
                     tx.query(&*sql, &params).await
                 })
             });
