@@ -5,6 +5,7 @@
 //! clients/python/snowflake_routing.py's.
 
 use deadpool_postgres::{Manager, ManagerConfig, Pool, PoolError, RecyclingMethod};
+use std::collections::hash_map::Entry;
 use std::collections::hash_map::RandomState;
 use std::collections::{BTreeSet, HashMap};
 use std::future::Future;
@@ -207,13 +208,13 @@ impl ShardRouter {
             let (shard, node, connstr): (i32, String, String) =
                 (row.get(0), row.get(1), row.get(2));
             map.node_of.insert(shard, node.clone());
-            if !map.nodes.contains_key(&node) {
+            if let Entry::Vacant(slot) = map.nodes.entry(node) {
                 // The node's pool, kept while its connect string is the same (alter_node changes it).
-                let pool = match old.nodes.get(&node) {
+                let pool = match old.nodes.get(slot.key()) {
                     Some((same, pool)) if *same == connstr => pool.clone(),
                     _ => self.pool(&connstr)?,
                 };
-                map.nodes.insert(node, (connstr, pool));
+                slot.insert((connstr, pool));
             }
         }
         *self.map.write().unwrap() = Arc::new(map); // a pool no map names closes once its last connection is back
