@@ -292,6 +292,37 @@ async fn main() {
             && app.node_of(4).as_deref() == Some("n3")
             && app.nodes().len() == 3,
     );
+
+    // A shard in a move's cutover (here moved by hand from n2 to n3) is listed by no node while
+    // the fan-out asks them: the shards the previous fan-out found run too, and are followed
+    // through SF001 to where the shard went.
+    app.fan_out("SELECT id FROM posts", vec![]).await.unwrap(); // (finds shard 3 on n2)
+    let rows3 = sql(
+        n2,
+        &["SELECT format('INSERT INTO s_3.posts VALUES (%s, %L)', id, body) FROM s_3.posts"],
+    )
+    .await;
+    sql(n2, &["SELECT drop_shard('s_3', cascade => true)"]).await;
+    let mover = async {
+        tokio::time::sleep(std::time::Duration::from_millis(300)).await;
+        let mut make = vec!["SELECT create_shard('s_3', 3, template => 'tpl')"];
+        make.extend(rows3.iter().map(String::as_str));
+        sql(n3, &make).await;
+        sql(
+            router,
+            &["UPDATE snowflake_id_router.shard SET node = 'n3' WHERE shard = 3"],
+        )
+        .await;
+    };
+    let (feed, ()) = tokio::join!(
+        app.fan_out("SELECT id, body FROM posts ORDER BY id", vec![]),
+        mover
+    );
+    c.check(
+        "fan-out: a shard listed nowhere for a moment is found where it went",
+        feed.unwrap().iter().any(|r| r.get::<_, i64>(0) == ids[2])
+            && app.node_of(3).as_deref() == Some("n3"),
+    );
     println!(
         "rust routing: {} passed, 0 failed (SF001 {}, 40001 {}, map loads {})",
         c.0,
