@@ -26,6 +26,8 @@
 # after a termination, no session the router opened for it is left 2 s later.
 # Then a role granted the documented rebalance set forges steps of a drain another session
 # runs (42501) and starts a rebalance beside it (55P03): one rebalance at a time.
+# Then a move waits for the schema-change lock inside BEGIN: no lock and the caller's
+# lock_timeout left.
 # Then a superuser session that keeps its node connections (keep_connections) calls a
 # SECURITY DEFINER function of another role, granted the registry's functions: that role
 # reaches none of the kept connections.
@@ -401,6 +403,21 @@ wait "$drain_pid" || fail "the drain failed: $(cat "$work/drain.log")"
 [[ $(on router -c "SELECT count(*) FROM snowflake_id_router.rebalance WHERE id > $rid") == 0 ]] \
   || fail "a second rebalance was recorded beside drain $rid"
 echo "  rebalance_failed, rebalance_next and rebalance_move of drain $rid from forger's session: 42501; its CALL rebalance(): 55P03; the drain ended done"
+
+echo "a move that waited for the schema-change lock leaves nothing of its wait in the caller's transaction"
+# A superuser's session holds the schema-change lock (exclusive, as alter_shards does) for
+# 2 s; waiter's move, inside BEGIN, waits for it (with a lock_timeout of its own making),
+# then moves. Before the COMMIT the caller holds no owner-only lock (the one taken by the
+# wait, in a PL/pgSQL block, given back too) and its lock_timeout is its own again.
+on router -c "CREATE ROLE waiter LOGIN" -c "GRANT EXECUTE ON FUNCTION move_shard(integer, text, text) TO waiter" >/dev/null
+on router -c "BEGIN" -c "SELECT snowflake_id_node.own_lock(snowflake_id_node.lock_class(), -1, false, false, false)" \
+  -c "SELECT pg_sleep(2)" -c "COMMIT" >/dev/null & holder=$!; bg+=($holder)
+sleep 0.5
+out=$(printf "SET lock_timeout = '7s';\nBEGIN;\nSELECT move_shard(0, '%s');\nSELECT 'locks ' || count(*) FROM pg_locks WHERE pid = pg_backend_pid() AND locktype = 'advisory';\nSHOW lock_timeout;\nCOMMIT;\n" "$(other_than 0)" \
+  | PGOPTIONS="-c client_min_messages=warning" psql -X -q -At -h "$SF_TMP/sfrouter" -p "$ROUTER_PORT" -U waiter -d postgres 2>&1)
+wait "$holder"
+[[ $(grep -v '^$' <<<"$out") == "locks 0"$'\n'"7s" ]] || fail "the move's wait for the schema-change lock left in the caller's transaction: $out"
+echo "  the move waited for the schema-change lock; then, in the caller's transaction: no owner-only lock, lock_timeout 7s"
 
 echo "a superuser's kept connections, and another role's SECURITY DEFINER function in that session"
 # grabber owns a SECURITY DEFINER function and is granted the registry's functions and the

@@ -37,22 +37,46 @@ fn mode(shared: bool) -> pg_sys::LOCKMODE {
     }) as pg_sys::LOCKMODE
 }
 
+/// Runs `f` with the current (sub)transaction's resource owner as the current one. A
+/// transaction-level lock then belongs to the (sub)transaction that takes it, not to the
+/// statement's portal, and passes to its parent's when a subtransaction commits: so a
+/// SECURITY DEFINER function that must give its locks back before it returns can, from its
+/// own level, whether it took one in a nested PL/pgSQL block (a wait under `lock_timeout`
+/// inside `BEGIN ... EXCEPTION`) or directly. (`LockRelease` finds a hold only under the
+/// owner that took it.) The current owner comes back on every path out, an error's unwinding
+/// included, before PostgreSQL's abort runs.
+fn as_transaction_owner<T>(f: impl FnOnce() -> T) -> T {
+    struct Restore(pg_sys::ResourceOwner);
+    impl Drop for Restore {
+        fn drop(&mut self) {
+            // SAFETY: puts back the owner that was current on entry.
+            unsafe { pg_sys::CurrentResourceOwner = self.0 }
+        }
+    }
+    // SAFETY: backend globals, read and set in a transaction (SQL functions run in one).
+    let _restore = Restore(unsafe { pg_sys::CurrentResourceOwner });
+    unsafe { pg_sys::CurrentResourceOwner = pg_sys::CurTransactionResourceOwner };
+    f()
+}
+
 /// Takes (class, key), for the session or the transaction, shared or exclusive. Without
 /// `wait`, returns false at once if another session holds it in a conflicting mode; with
 /// it, waits in the lock's queue (as `pg_advisory_lock` does) under the caller's
-/// `lock_timeout` (55P03 then) and returns true.
+/// `lock_timeout` (55P03 then) and returns true. A transaction-level lock belongs to the
+/// current (sub)transaction (`as_transaction_owner`).
 pub fn acquire(class: i32, key: i32, session: bool, shared: bool, wait: bool) -> bool {
     let tag = tag(class, key);
     // SAFETY: a valid tag of the user lock method; an error (lock timeout, deadlock,
     // cancel) is PostgreSQL's, raised with the lock wait cleaned up by the abort.
-    let got = unsafe { pg_sys::LockAcquire(&tag, mode(shared), session, !wait) };
+    let got =
+        as_transaction_owner(|| unsafe { pg_sys::LockAcquire(&tag, mode(shared), session, !wait) });
     got != pg_sys::LockAcquireResult::LOCKACQUIRE_NOT_AVAIL
 }
 
-/// Releases one hold of (class, key) taken by `acquire` with the same scope and mode;
-/// whether this session held it.
+/// Releases one hold of (class, key) taken by `acquire` with the same scope and mode, from
+/// the same (sub)transaction level; whether this session held it there.
 pub fn release(class: i32, key: i32, session: bool, shared: bool) -> bool {
     let tag = tag(class, key);
     // SAFETY: a valid tag of the user lock method; a lock not held gives a WARNING and false.
-    unsafe { pg_sys::LockRelease(&tag, mode(shared), session) }
+    as_transaction_owner(|| unsafe { pg_sys::LockRelease(&tag, mode(shared), session) })
 }
