@@ -341,12 +341,12 @@ victims() {
     v=$(on "$n" -c "SELECT last_value FROM public.victim_seq")
     [[ $v == 1000 ]] || fail "$1: her CHECK ran as a superuser on $n: victim_seq is $v"
   done
-  if grep -q 'Asynchronous notification' "$work/listen.log"; then
-    fail "$1: her CHECK ran as a superuser: $(grep -m1 'Asynchronous notification' "$work/listen.log")"
+  if grep -q 'Asynchronous notification "pwn"' "$work/listen.log"; then
+    fail "$1: her CHECK ran as a superuser: $(grep -m1 'Asynchronous notification "pwn"' "$work/listen.log")"
   fi
 }
 # a listener on node_c, the target, for as long as these moves run
-for _ in $(seq 600); do echo "SELECT pg_sleep(0.1);"; done | { echo "LISTEN pwn;"; cat; } \
+for _ in $(seq 3000); do echo "SELECT pg_sleep(0.1);"; done | { echo "LISTEN pwn; LISTEN probe;"; cat; } \
   | psql -X -q -At -h "$(node_dir node_c)" -p "$(node_port node_c)" -U postgres -d postgres >"$work/listen.log" 2>&1 & bg+=($!)
 version=$(on node_c -c "SHOW server_version_num")
 if (( version >= 160000 )); then
@@ -362,7 +362,10 @@ fi
 victims "move_shard(2732) onto node_c"
 op "move_shard of shard 2731 (her domain) onto node_c" "SELECT move_shard(2731, 'node_c', template => 'tpl3')"
 victims "move_shard(2731) onto node_c"
-sleep 0.3; victims "after the moves"
+# (the listener hears what is sent: a probe of the superuser's own)
+on node_c -c "NOTIFY probe, 'heard'"; sleep 0.5
+grep -q 'Asynchronous notification "probe"' "$work/listen.log" || fail "the listener on node_c heard nothing: $(cat "$work/listen.log")"
+victims "after the moves"
 
 echo "rebalance and drain"
 op "CALL rebalance()" "CALL rebalance(batch_size => 1)"
