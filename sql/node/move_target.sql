@@ -106,6 +106,15 @@ DECLARE
 BEGIN
     IF current_setting('server_version_num')::integer >= 160000 THEN
         PERFORM snowflake_id_node.set_grants(key, grants);
+        -- (Row-level security forced on an owner refuses the apply worker's every write.)
+        SELECT format('table %s forces row-level security on its owner %I', x.t, r.rolname) INTO refusal
+          FROM snowflake_id_node.move_tables(m.schemas) x JOIN pg_class c ON c.oid = x.t JOIN pg_roles r ON r.oid = c.relowner
+         WHERE c.relrowsecurity AND c.relforcerowsecurity AND NOT r.rolsuper AND NOT r.rolbypassrls LIMIT 1;
+        IF FOUND THEN
+            RAISE EXCEPTION '%: logical replication, which writes as a table''s owner, cannot write into it', refusal
+                USING ERRCODE = 'object_not_in_prerequisite_state',
+                      HINT = 'ALTER TABLE ... NO FORCE ROW LEVEL SECURITY for the time of the move.';
+        END IF;
         RETURN;
     END IF;
     refusal := snowflake_id_node.apply_refusal(m.schemas, grants);
@@ -117,7 +126,7 @@ BEGIN
 END
 $$;
 COMMENT ON FUNCTION snowflake_id_node.own_copies(text, text) IS
-  'Move step on the target, before any row: from PostgreSQL 16 on gives the copies of move key the owners and privileges grants reads on the source; on 15 refuses (42501) code of a non-superuser''s table the apply worker would run as a superuser.';
+  'Move step on the target, before any row: from PostgreSQL 16 on gives the copies of move key the owners and privileges grants reads on the source (55000 for row-level security forced on an owner); on 15 refuses (42501) code of a non-superuser''s table the apply worker would run as a superuser.';
 
 -- What a write into table t runs of its code, each (what, expression as pg_node_tree
 -- text): CHECK constraints, defaults and generated columns, index expressions and
@@ -187,6 +196,7 @@ BEGIN ATOMIC
      CROSS JOIN LATERAL (SELECT snowflake_id_node.untrusted_call(c.expr,
                                     ARRAY(SELECT n.oid FROM pg_namespace n WHERE n.nspname = ANY (schemas)))) u(call)
      WHERE c.expr IS NULL OR u.call IS NOT NULL
+     ORDER BY x.t::text COLLATE "C", c.what COLLATE "C"
      LIMIT 1;
 END;
 COMMENT ON FUNCTION snowflake_id_node.apply_refusal(text[], text) IS
