@@ -65,8 +65,17 @@ SELECT add_node('other', 'service=nodes host=x');                          -- 22
 SELECT add_node('other', 'host=x servicefile=/tmp/x/pg_service.conf');     -- 22023
 SELECT add_node('other', 'postgresql://x/db?service=nodes');               -- 22023
 SELECT add_node('other', 'postgresql:///db?host=/tmp/x&servicefile=%2Ftmp%2Fx');  -- 22023
+-- So is a password file of the caller's choosing, and more than one server: PL/Proxy's
+-- routed calls, unchecked, would land on the next one listed when the first is down.
+SELECT add_node('other', 'host=x passfile=/tmp/x/pgpass');                 -- 22023
+SELECT add_node('other', 'host=/tmp/x,/tmp/y port=5432');                  -- 22023
+SELECT add_node('other', 'hostaddr=127.0.0.1,127.0.0.2 port=5432');        -- 22023
+SELECT add_node('other', 'host=x port=5432,5433');                         -- 22023
+SELECT add_node('other', 'postgresql://x:5432,y:5433/db');                 -- 22023
+SELECT add_node('other', 'postgresql:///db?host=/tmp/x,/tmp/y');           -- 22023
 SELECT count(*) AS nodes_named_other FROM snowflake_id_router.node WHERE name = 'other';
 \set VERBOSITY default
+SELECT add_node('other', 'postgresql://x:5432,y:5433/db');
 SELECT add_node('other', $$dbname='postgres'password=S3cret1$$);
 SELECT add_node('other', 'postgresql://x/db?service=nodes');
 \set VERBOSITY sqlstate
@@ -187,6 +196,17 @@ SELECT count(*) AS functions_without_comment
  WHERE d.refclassid = 'pg_extension'::regclass
    AND d.refobjid = (SELECT oid FROM pg_extension WHERE extname = 'snowflake_id_router')
    AND obj_description(p.oid, 'pg_proc') IS NULL;
+-- A function body read when it is first called (not a SQL-standard one) is read under the
+-- session's standard_conforming_strings, which a database's owner may turn off for every
+-- session there: '\d' would then mean 'd'. Each of both extensions' with a backslash in its
+-- body pins it.
+SELECT p.oid::regprocedure AS reads_backslashes_as_the_session_says
+  FROM pg_depend d JOIN pg_proc p ON d.classid = 'pg_proc'::regclass AND d.objid = p.oid
+ WHERE d.refclassid = 'pg_extension'::regclass
+   AND d.refobjid IN (SELECT oid FROM pg_extension WHERE extname IN ('snowflake_id', 'snowflake_id_router'))
+   AND p.prosqlbody IS NULL AND p.prolang <> (SELECT l.oid FROM pg_language l WHERE l.lanname = 'c') AND strpos(p.prosrc, chr(92)) > 0
+   AND NOT coalesce('standard_conforming_strings=on' = ANY (p.proconfig), false)
+ ORDER BY 1;
 DROP ROLE router_reg_user;
 -- Routing needs no credentials in the user mapping (PL/Proxy connects as the calling role:
 -- trust here, ~/.pgpass or certificates elsewhere), and an application role that may use

@@ -17,6 +17,7 @@
 CREATE OR REPLACE FUNCTION snowflake_id_router.connect(conn text, connstr text, peer text) RETURNS void
 LANGUAGE plpgsql VOLATILE STRICT PARALLEL UNSAFE
 SET search_path = pg_catalog, pg_temp
+SET standard_conforming_strings = on
 AS $$
 DECLARE
     options text;
@@ -111,7 +112,11 @@ COMMENT ON FUNCTION snowflake_id_router.conn_value(text) IS 'A libpq connect str
 -- own. Secrets are refused: connect strings are readable by every role. So is a service
 -- (service, servicefile: an entry of a connection service file, which libpq reads only when
 -- it connects): it can hold a user and a password, which would pass the checks here and
--- the callers' (a user's warning) unseen.
+-- the callers' (a user's warning) unseen. So is a password file of the caller's choosing
+-- (passfile: libpq would send the router's server user's passwords from any file it can read
+-- to the server the string names). And so is more than one server (a host, hostaddr or port
+-- list): a node is known by its identity, checked when the router connects, but PL/Proxy's
+-- routed calls are not, and would land on the next host when the first is down.
 CREATE OR REPLACE FUNCTION snowflake_id_router.normalize_connstr(connstr text) RETURNS text
 LANGUAGE plpgsql STABLE STRICT PARALLEL SAFE
 SET search_path = pg_catalog, pg_temp
@@ -119,12 +124,14 @@ AS $$
 DECLARE
     secret text;
     service text;
+    several text;
     normal text;
 BEGIN
     SELECT string_agg(c.keyword, ', ') FILTER (WHERE c.secret),
-           string_agg(c.keyword, ', ') FILTER (WHERE c.keyword IN ('service', 'servicefile')),
+           string_agg(c.keyword, ', ') FILTER (WHERE c.keyword IN ('service', 'servicefile', 'passfile')),
+           string_agg(c.keyword, ', ') FILTER (WHERE c.keyword IN ('host', 'hostaddr', 'port') AND strpos(c.value, ',') > 0),
            string_agg(c.keyword || '=' || snowflake_id_router.conn_value(c.value), ' ')
-      INTO secret, service, normal FROM snowflake_id_node.conninfo(connstr) c;
+      INTO secret, service, several, normal FROM snowflake_id_node.conninfo(connstr) c;
     IF secret IS NOT NULL THEN
         RAISE EXCEPTION 'the connect string holds a secret (%)', secret
             USING ERRCODE = 'invalid_parameter_value',
@@ -132,10 +139,16 @@ BEGIN
                   HINT = 'Put the password in ~/.pgpass of the router''s server user (see docs/security.md).';
     END IF;
     IF service IS NOT NULL THEN
-        RAISE EXCEPTION 'the connect string names a connection service (%)', service
+        RAISE EXCEPTION 'the connect string names a file of settings or passwords (%)', service
             USING ERRCODE = 'invalid_parameter_value',
-                  DETAIL = 'A service file entry can hold a user and a password, which the router would not see.',
+                  DETAIL = 'A service file entry can hold a user and a password, which the router would not see; a password file of the caller''s choosing would give its passwords to the server named.',
                   HINT = 'Give the options directly (host, port, dbname ...), the password in ~/.pgpass of the router''s server user.';
+    END IF;
+    IF several IS NOT NULL THEN
+        RAISE EXCEPTION 'the connect string names more than one server (%)', several
+            USING ERRCODE = 'invalid_parameter_value',
+                  DETAIL = 'Routed calls would go to the next server listed when the first is down, whatever database it holds.',
+                  HINT = 'Name one server; after a failover, alter_node repoints the node.';
     END IF;
     IF normal IS NULL THEN
         RAISE EXCEPTION 'the connect string is empty' USING ERRCODE = 'invalid_parameter_value';
@@ -144,7 +157,7 @@ BEGIN
 END
 $$;
 COMMENT ON FUNCTION snowflake_id_router.normalize_connstr(text) IS
-  'A connect string as libpq reads it, as key=''value'' pairs; 22023 for a secret, a service or what libpq refuses.';
+  'A connect string as libpq reads it, as key=''value'' pairs; 22023 for a secret, a service or password file, more than one server, or what libpq refuses.';
 
 -- The router's settings: an override in snowflake_id_router.setting, else the default.
 CREATE OR REPLACE FUNCTION snowflake_id_router.setting(name text) RETURNS text

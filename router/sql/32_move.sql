@@ -536,6 +536,7 @@ COMMENT ON FUNCTION snowflake_id_router.subscribe(bigint, timestamptz) IS
 CREATE OR REPLACE FUNCTION snowflake_id_router.cut_over(move_id bigint, prints text, OUT sequences text, OUT seal_conn text)
 LANGUAGE plpgsql VOLATILE STRICT PARALLEL UNSAFE
 SET search_path = pg_catalog, pg_temp
+SET standard_conforming_strings = on
 AS $$
 #variable_conflict use_variable
 DECLARE
@@ -626,6 +627,7 @@ COMMENT ON FUNCTION snowflake_id_router.give_owners(bigint, text, timestamptz) I
 CREATE OR REPLACE FUNCTION snowflake_id_router.compare_rows(move_id bigint, src_rows text, dst_rows text) RETURNS void
 LANGUAGE plpgsql VOLATILE CALLED ON NULL INPUT PARALLEL UNSAFE
 SET search_path = pg_catalog, pg_temp
+SET standard_conforming_strings = on
 AS $$
 #variable_conflict use_variable
 DECLARE

@@ -5,7 +5,8 @@
 -- the same time and the total is about the slowest node's time, not the sum. A node that
 -- cannot be reached, refuses, times out (setting status_timeout) or turns out to be another
 -- database (identity) gives a row with its error and no result, never an error of the whole
--- call: a status view must work best when a node is down.
+-- call: a status view must work best when a node is down. A cancel or statement_timeout of
+-- the caller's own, before that deadline, ends the call (57014), never a partial answer.
 -- With chunk, sql is a format() string asking for the next chunk of rows: %1$s is the shard
 -- after which to start (-1 at first), %2$s the chunk; it returns a jsonb array of objects
 -- with a "shard" key, and is sent again from the last shard while a full chunk came back.
@@ -40,7 +41,12 @@ BEGIN
             PERFORM snowflake_id_router.call(conns[i], format('SET statement_timeout = %L',
                 extract(epoch FROM snowflake_id_router.setting('status_timeout')::interval) * 1000),
                 snowflake_id_router.timeout('status_timeout'), 'setting up the session');
-        EXCEPTION WHEN OTHERS THEN
+        EXCEPTION WHEN query_canceled THEN
+            IF snowflake_id_node.monotonic() < deadline THEN
+                RAISE;      -- the caller's cancel or statement_timeout, not this node's error
+            END IF;
+            errors[i] := SQLERRM;
+        WHEN OTHERS THEN
             errors[i] := SQLERRM;
         END;
     END LOOP;
@@ -67,7 +73,12 @@ BEGIN
                     greatest(date_part('epoch', deadline - snowflake_id_node.monotonic()), 0), 'asking the node');
                 found_identity := (got[1]::jsonb)->>0;
                 answer := (got[1]::jsonb)->1;
-            EXCEPTION WHEN query_canceled OR OTHERS THEN
+            EXCEPTION WHEN query_canceled THEN
+                IF snowflake_id_node.monotonic() < deadline THEN
+                    RAISE;  -- the caller's cancel or statement_timeout, not this node's error
+                END IF;
+                got := ARRAY[NULL, SQLSTATE, SQLERRM];
+            WHEN OTHERS THEN
                 got := ARRAY[NULL, SQLSTATE, SQLERRM];
             END;
             IF got[2] IS NOT NULL THEN

@@ -11,6 +11,7 @@ RETURNS TABLE (node text, fingerprint text, matches boolean, difference text, ch
                shards_checked integer, shards_differing integer, shard_difference text, error text)
 LANGUAGE plpgsql VOLATILE CALLED ON NULL INPUT PARALLEL UNSAFE SECURITY DEFINER
 SET search_path = pg_catalog, pg_temp
+SET standard_conforming_strings = on
 AS $$
 DECLARE
     n text;

@@ -28,7 +28,7 @@ DECLARE
     highest bigint;
 BEGIN
     -- A shard outside the layout: make_id's own error (22003, naming the valid range).
-    PERFORM @extschema@.make_id(clock_timestamp(), shard);
+    PERFORM @extschema@.make_id(clock_timestamp(), shard, 0);
     SELECT c.relkind, c.relowner, c.relacl INTO rel FROM pg_class c WHERE c.oid = tbl;
     IF rel.relkind IS DISTINCT FROM 'r' THEN
         RAISE EXCEPTION '% is not an ordinary table', tbl

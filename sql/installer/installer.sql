@@ -124,10 +124,11 @@ COMMENT ON FUNCTION snowflake_id_internal.shard_sequence(text, oid, integer, boo
 CREATE OR REPLACE FUNCTION snowflake_id_internal.check_shard_name(schema_name text, shard integer) RETURNS void
 LANGUAGE plpgsql STABLE STRICT PARALLEL SAFE
 SET search_path = pg_catalog, pg_temp
+SET standard_conforming_strings = on
 AS $$
 BEGIN
     -- A shard outside the layout: make_id's own error (22003, naming the valid range).
-    PERFORM @extschema@.make_id(clock_timestamp(), shard);
+    PERFORM @extschema@.make_id(clock_timestamp(), shard, 0);
     -- PostgreSQL truncates longer names to 63 bytes: two such names would be one schema.
     IF octet_length(schema_name) > 63 THEN
         RAISE EXCEPTION 'schema name "%" is too long: % bytes, at most 63', schema_name, octet_length(schema_name)
@@ -271,9 +272,9 @@ BEGIN
             USING ERRCODE = 'numeric_value_out_of_range';
     END IF;
     -- The first and the last shard are checked as make_id checks a shard (22003).
-    PERFORM @extschema@.make_id(clock_timestamp(), first_shard);
+    PERFORM @extschema@.make_id(clock_timestamp(), first_shard, 0);
     IF count > 0 THEN
-        PERFORM @extschema@.make_id(clock_timestamp(), least(first_shard::bigint + count - 1, 2147483647)::integer);
+        PERFORM @extschema@.make_id(clock_timestamp(), least(first_shard::bigint + count - 1, 2147483647)::integer, 0);
     END IF;
     FOR n IN first_shard .. first_shard + count - 1 LOOP
         PERFORM @extschema@.create_shard(prefix || n, n);
@@ -375,9 +376,9 @@ BEGIN
             USING ERRCODE = 'numeric_value_out_of_range';
     END IF;
     -- The first and the last shard are checked as make_id checks a shard (22003).
-    PERFORM @extschema@.make_id(clock_timestamp(), first_shard);
+    PERFORM @extschema@.make_id(clock_timestamp(), first_shard, 0);
     IF count > 0 THEN
-        PERFORM @extschema@.make_id(clock_timestamp(), least(first_shard::bigint + count - 1, 2147483647)::integer);
+        PERFORM @extschema@.make_id(clock_timestamp(), least(first_shard::bigint + count - 1, 2147483647)::integer, 0);
     END IF;
     PERFORM snowflake_id_internal.create_shards_from(
         array(SELECT prefix || n FROM generate_series(first_shard, first_shard + count - 1) n),
@@ -457,6 +458,7 @@ COMMENT ON FUNCTION snowflake_id_internal.copy_replica_identity(oid, regclass, t
 CREATE OR REPLACE FUNCTION snowflake_id_internal.template_schema(template text, schema_names text[]) RETURNS oid
 LANGUAGE plpgsql STABLE STRICT PARALLEL SAFE
 SET search_path = pg_catalog, pg_temp
+SET standard_conforming_strings = on
 AS $$
 DECLARE
     tpl oid;

@@ -165,7 +165,7 @@ called(fn) AS (
         UNION ALL
         SELECT pg_catalog.concat(q.polqual::text, ' ', q.polwithcheck::text) FROM pg_catalog.pg_policy q
          WHERE p.classid = 'pg_catalog.pg_policy'::pg_catalog.regclass AND q.oid = p.objid) e(t)
-      CROSS JOIN LATERAL pg_catalog.regexp_matches(e.t, ':(?:funcid|aggfnoid|winfnoid) (\d+)', 'g') m
+      CROSS JOIN LATERAL pg_catalog.regexp_matches(e.t, E':(?:funcid|aggfnoid|winfnoid) (\\d+)', 'g') m
     UNION
     SELECT r.objid FROM reached r WHERE r.classid = 'pg_catalog.pg_proc'::pg_catalog.regclass),
 -- Those of them the copies must not call (see the header), and why.
@@ -250,7 +250,7 @@ SELECT 'refused', p.polrelid, p.polname::text,
        pg_catalog.format('policy %I on table %I, which reads that table in a subquery (so would its copy)', p.polname, t.relname), NULL
   FROM tables t JOIN pg_catalog.pg_policy p ON p.polrelid = t.rel
  WHERE EXISTS (SELECT FROM pg_catalog.regexp_matches(coalesce(p.polqual::text, '') || ' ' || coalesce(p.polwithcheck::text, ''),
-                                                     ':relid (\d+)', 'g') m
+                                                     E':relid (\\d+)', 'g') m
                 WHERE m[1]::oid = p.polrelid)
 UNION ALL
 SELECT 'rls', t.rel, t.relname::text, x.x, NULL

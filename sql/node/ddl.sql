@@ -59,6 +59,7 @@ COMMENT ON FUNCTION snowflake_id_node.ddl_for(text, text) IS
 CREATE OR REPLACE FUNCTION snowflake_id_node.lock_room(per_schema integer, schemas integer) RETURNS text
 LANGUAGE plpgsql VOLATILE STRICT PARALLEL SAFE
 SET search_path = pg_catalog, pg_temp
+SET standard_conforming_strings = on
 AS $$
 DECLARE
     t record;
@@ -163,6 +164,7 @@ COMMENT ON FUNCTION snowflake_id_node.change_schema(text, text) IS
 CREATE OR REPLACE FUNCTION snowflake_id_node.schema_change_check(key text, ddl text, template text, lock_timeout text) RETURNS text
 LANGUAGE plpgsql VOLATILE STRICT PARALLEL UNSAFE
 SET search_path = pg_catalog, pg_temp
+SET standard_conforming_strings = on
 AS $$
 DECLARE
     per_schema integer;
@@ -204,6 +206,7 @@ COMMENT ON FUNCTION snowflake_id_node.schema_change_check(text, text, text, text
 CREATE OR REPLACE FUNCTION snowflake_id_node.schema_change_apply(key text, ddl text, template text, lock_timeout text) RETURNS integer
 LANGUAGE plpgsql VOLATILE STRICT PARALLEL UNSAFE
 SET search_path = pg_catalog, pg_temp
+SET standard_conforming_strings = on
 AS $$
 DECLARE
     done integer;

@@ -248,6 +248,7 @@ COMMENT ON FUNCTION snowflake_id_node.mark(text) IS 'Move step on the source: wr
 CREATE OR REPLACE FUNCTION snowflake_id_node.row_counts(key text) RETURNS text
 LANGUAGE plpgsql VOLATILE STRICT
 SET search_path = pg_catalog, pg_temp
+SET standard_conforming_strings = on
 AS $$
 BEGIN
     RETURN (SELECT string_agg('table ' || x.t || ': ' || snowflake_id_node.count_rows(x.t) || ' rows', E'\n' ORDER BY x.o)
@@ -540,6 +541,7 @@ COMMENT ON FUNCTION snowflake_id_node.drop_schemas(text[]) IS
 CREATE OR REPLACE FUNCTION snowflake_id_node.drop_replication(m snowflake_id_node.move, wait_timeout interval) RETURNS void
 LANGUAGE plpgsql VOLATILE CALLED ON NULL INPUT
 SET search_path = pg_catalog, pg_temp
+SET standard_conforming_strings = on
 AS $$
 #variable_conflict use_variable
 DECLARE

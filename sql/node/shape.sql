@@ -44,6 +44,7 @@ COMMENT ON FUNCTION snowflake_id_node.tables(oid) IS
 CREATE OR REPLACE FUNCTION snowflake_id_node.fingerprint(schema_name text) RETURNS text[]
 LANGUAGE plpgsql STABLE STRICT PARALLEL SAFE
 SET search_path = pg_catalog, pg_temp
+SET standard_conforming_strings = on
 AS $$
 #variable_conflict use_variable
 DECLARE

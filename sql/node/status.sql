@@ -137,7 +137,7 @@ BEGIN
                 -- (An owner who may not read its own table there is not asked: unknown.)
                 IF has_schema_privilege(col.owner, nsp, 'USAGE') AND has_table_privilege(col.owner, col.rel, 'SELECT') THEN
                     n := snowflake_id_node.as_owner(col.owner, format('SELECT count(*)::text FROM ONLY %s WHERE %I >= %s',
-                             col.rel, col.attname, @extschema@.make_id(clock_timestamp() - interval '1 minute', s.shard)));
+                             col.rel, col.attname, @extschema@.make_id(clock_timestamp() - interval '1 minute', s.shard, 0)));
                 ELSE
                     n := NULL;
                 END IF;

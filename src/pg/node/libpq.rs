@@ -96,6 +96,7 @@ extern "C" {
     fn PQflush(conn: *mut PGconn) -> c_int;
     fn PQtransactionStatus(conn: *const PGconn) -> c_int;
     fn PQbackendPID(conn: *const PGconn) -> c_int;
+    fn PQserverVersion(conn: *const PGconn) -> c_int;
     fn PQgetCancel(conn: *mut PGconn) -> *mut PGcancel;
     fn PQcancel(cancel: *mut PGcancel, errbuf: *mut c_char, errbufsize: c_int) -> c_int;
     fn PQfreeCancel(cancel: *mut PGcancel);
@@ -306,7 +307,28 @@ impl Conn {
         }
         // SAFETY: a live connection; 0 on success (it cannot fail on an idle connection).
         unsafe { PQsetnonblocking(conn.raw, 1) };
+        conn.no_transaction_timeout(deadline);
         conn
+    }
+
+    /// Sets `transaction_timeout` to 0 where the server has it (17+), within `deadline`:
+    /// the one session setting of a database's or role's owner that the startup packet
+    /// cannot override (`remote::SESSION_OPTIONS`), since an older server refuses a name
+    /// it does not know there.
+    fn no_transaction_timeout(&self, deadline: Option<Instant>) {
+        // SAFETY: a live connection.
+        if unsafe { PQserverVersion(self.raw) } < 170000 {
+            return;
+        }
+        let what = "setting up the session";
+        let query = c"SET transaction_timeout = 0";
+        if !self.send_until(query, what, deadline) || !self.ready_by(what, deadline) {
+            raise(
+                PgSqlErrorCode::ERRCODE_SQLCLIENT_UNABLE_TO_ESTABLISH_SQLCONNECTION,
+                format!("could not connect to {}: timed out", self.peer),
+            );
+        }
+        self.expect(PGRES_COMMAND_OK, what);
     }
 
     /// The backend process of the peer serving this connection.

@@ -45,9 +45,15 @@ use std::time::{Duration, Instant};
 /// the last of a setting given twice wins. Each is one that a database's or role's owner
 /// may set for every session there (`ALTER DATABASE … SET`) and that would steer the
 /// router's: `role` above all (a superuser's session would run as that owner), then
-/// search_path, output formats, transaction defaults, durability and timeouts.
+/// search_path, output formats, transaction defaults, durability and timeouts, and what
+/// changes how the node side's own code reads (string literals' backslashes, PL/pgSQL's
+/// extra checks) or prints (time zones, in definitions compared across nodes). One setting
+/// of this kind cannot be given here: `transaction_timeout` (17+), which an older server
+/// refuses at connection; `Conn::open` sets it first thing where the server has it.
 pub const SESSION_OPTIONS: &str = "-c role=none -c search_path=pg_catalog,pg_temp \
 -c DateStyle=ISO,MDY -c IntervalStyle=postgres -c extra_float_digits=3 -c bytea_output=hex \
+-c TimeZone=UTC -c standard_conforming_strings=on -c transform_null_equals=off \
+-c plpgsql.extra_errors=none -c plpgsql.extra_warnings=none \
 -c default_transaction_isolation=read\\ committed -c default_transaction_read_only=off \
 -c synchronous_commit=on -c statement_timeout=0 -c lock_timeout=0 \
 -c idle_in_transaction_session_timeout=0 -c idle_session_timeout=0 \
