@@ -345,7 +345,7 @@ victims() {
   fi
 }
 # a listener on node_c, the target, for as long as these moves run
-for _ in $(seq 3000); do echo "SELECT pg_sleep(0.1);"; done | { echo "LISTEN pwn; LISTEN probe;"; cat; } \
+{ echo "LISTEN pwn; LISTEN probe;"; for _ in $(seq 3000); do echo "SELECT pg_sleep(0.1);"; done; } 2>/dev/null \
   | psql -X -q -At -h "$(node_dir node_c)" -p "$(node_port node_c)" -U postgres -d postgres >"$work/listen.log" 2>&1 & bg+=($!)
 version=$(on node_c -c "SHOW server_version_num")
 if (( version >= 160000 )); then
