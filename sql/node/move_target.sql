@@ -130,8 +130,9 @@ COMMENT ON FUNCTION snowflake_id_node.own_copies(text, text) IS
 
 -- What a write into table t runs of its code, each (what, expression as pg_node_tree
 -- text): CHECK constraints, defaults and generated columns, index expressions and
--- predicates, the checks of the domains its columns' types are or contain (through
--- domains, arrays, composite types, ranges); and, with no expression, what no expression
+-- predicates, the checks of the domains its columns' types, or the types those expressions
+-- name (pg_depend), are or contain (through domains, arrays, composite types, ranges); and,
+-- with no expression, what no expression
 -- shows: an index of an operator class or access method not PostgreSQL's own, a trigger
 -- that fires in a subscription's writes (ENABLE ALWAYS or REPLICA).
 CREATE OR REPLACE FUNCTION snowflake_id_node.row_code(t regclass) RETURNS TABLE (what text, expr text)
@@ -140,13 +141,24 @@ SET search_path = pg_catalog, pg_temp
 BEGIN ATOMIC
     WITH RECURSIVE types(typ) AS (
         SELECT a.atttypid FROM pg_attribute a WHERE a.attrelid = row_code.t AND a.attnum > 0 AND NOT a.attisdropped
+        UNION ALL
+        -- (the types an expression names: a cast to a domain runs its checks)
+        SELECT d.refobjid FROM pg_depend d
+         WHERE d.refclassid = 'pg_type'::regclass
+           AND ((d.classid = 'pg_constraint'::regclass AND d.objid IN (SELECT c.oid FROM pg_constraint c WHERE c.conrelid = row_code.t))
+             OR (d.classid = 'pg_attrdef'::regclass AND d.objid IN (SELECT a.oid FROM pg_attrdef a WHERE a.adrelid = row_code.t))
+             OR (d.classid = 'pg_class'::regclass AND d.objid IN (SELECT i.indexrelid FROM pg_index i WHERE i.indrelid = row_code.t)))
         UNION
         SELECT x.typ FROM types y JOIN pg_type ty ON ty.oid = y.typ
           CROSS JOIN LATERAL (SELECT ty.typbasetype UNION ALL SELECT ty.typelem
                               UNION ALL SELECT a.atttypid FROM pg_attribute a
                                          WHERE a.attrelid = ty.typrelid AND a.attnum > 0 AND NOT a.attisdropped
                               UNION ALL SELECT r.rngsubtype FROM pg_range r WHERE r.rngtypid = ty.oid
-                              UNION ALL SELECT r.rngtypid FROM pg_range r WHERE r.rngmultitypid = ty.oid) x(typ)
+                              UNION ALL SELECT r.rngtypid FROM pg_range r WHERE r.rngmultitypid = ty.oid
+                              UNION ALL SELECT d.refobjid FROM pg_constraint c
+                                          JOIN pg_depend d ON d.classid = 'pg_constraint'::regclass AND d.objid = c.oid
+                                                          AND d.refclassid = 'pg_type'::regclass
+                                         WHERE c.contypid = ty.oid) x(typ)
          WHERE x.typ <> 0)
     SELECT format('CHECK constraint %I', c.conname), c.conbin::text
       FROM pg_constraint c WHERE c.conrelid = row_code.t AND c.contype = 'c'

@@ -72,8 +72,9 @@ unsafe extern "C-unwind" fn visit(node: *mut pg_sys::Node, context: *mut c_void)
 
 /// The node kinds that run no code besides the functions `check_functions_in_node` names
 /// (or none): the forms of CHECK constraints, defaults and index expressions in common
-/// use. Any other (a cast to a domain, which runs its checks; NextValueExpr; XML and JSON
-/// constructors; GREATEST of a type of a role's) is named, not judged.
+/// use. A cast to a domain runs its checks, which the caller judges apart (the domains an
+/// expression names are in pg_depend). Any other kind (NextValueExpr; XML and JSON
+/// constructors; GREATEST or a subscript of a type of a role's) is named, not judged.
 fn allowed(node: *mut pg_sys::Node, tag: pg_sys::NodeTag) -> bool {
     use pg_sys::NodeTag::*;
     match tag {
@@ -101,10 +102,16 @@ fn allowed(node: *mut pg_sys::Node, tag: pg_sys::NodeTag) -> bool {
         | T_List
         | T_FieldSelect
         | T_CoerceToDomainValue
-        | T_SQLValueFunction => true,
+        | T_SQLValueFunction
+        | T_CoerceToDomain => true,
         // SAFETY: a MinMaxExpr, by its tag.
         T_MinMaxExpr => {
             unsafe { (*node.cast::<pg_sys::MinMaxExpr>()).minmaxtype }.to_u32()
+                < pg_sys::FirstNormalObjectId
+        }
+        // SAFETY: a SubscriptingRef, by its tag.
+        T_SubscriptingRef => {
+            unsafe { (*node.cast::<pg_sys::SubscriptingRef>()).refcontainertype }.to_u32()
                 < pg_sys::FirstNormalObjectId
         }
         _ => false,
