@@ -1,6 +1,7 @@
 //! Whether an expression stored in the catalogs (a `pg_node_tree`: a CHECK constraint, a
-//! default or generated expression, an index expression or predicate) calls nothing but
-//! PostgreSQL's own IMMUTABLE functions.
+//! default or generated expression, an index expression or predicate, a domain's check)
+//! calls nothing but PostgreSQL's own IMMUTABLE functions. (The checks of a domain it casts
+//! to are further expressions: `snowflake_id_node.row_code` lists them.)
 //!
 //! PostgreSQL 15's logical replication apply worker writes every row as the subscription's
 //! owner, a superuser, whoever owns the table: a move onto a node of that version can make
@@ -25,7 +26,9 @@ struct Walk<'a> {
 /// neither an IMMUTABLE function of PostgreSQL's own nor a function or sequence of one of
 /// `schemas`, described; None when there is none.
 pub fn first_untrusted(tree: &[u8], schemas: &[pg_sys::Oid]) -> Option<String> {
-    let tree = CString::new(tree).ok()?;
+    let Ok(tree) = CString::new(tree) else {
+        return Some("an expression that cannot be read".into());
+    };
     let mut walk = Walk {
         schemas,
         found: None,
@@ -47,11 +50,9 @@ unsafe extern "C-unwind" fn visit(node: *mut pg_sys::Node, context: *mut c_void)
     if node.is_null() {
         return false;
     }
-    // SAFETY: as the function's contract says.
-    let walk = unsafe { &mut *context.cast::<Walk>() };
-    // SAFETY: a valid node.
-    let tag = unsafe { (*node).type_ };
-    if tag == pg_sys::NodeTag::T_FuncExpr && own_nextval(node.cast(), walk.schemas) {
+    // SAFETY: a valid node; the context is the walk (borrowed only while no call holds it).
+    let (tag, schemas) = unsafe { ((*node).type_, (*context.cast::<Walk>()).schemas) };
+    if tag == pg_sys::NodeTag::T_FuncExpr && own_nextval(node.cast(), schemas) {
         return false;
     }
     // SAFETY: a valid node; the callback's context is the walk.
@@ -60,7 +61,8 @@ unsafe extern "C-unwind" fn visit(node: *mut pg_sys::Node, context: *mut c_void)
     }
     if !allowed(node, tag) {
         let kind = format!("{tag:?}");
-        walk.found = Some(format!(
+        // SAFETY: as above.
+        unsafe { &mut *context.cast::<Walk>() }.found = Some(format!(
             "an expression of kind {}",
             kind.trim_start_matches("T_")
         ));
