@@ -9,8 +9,9 @@
       that label (and the scrape's server), and no other alert does. Annotations are left
       out (monitoring/alerts_test.yml tests them): what this checks is that each rule reads
       the metric the exporter fills.
-  metrics_check.py cost QUERIES DSN [RUNS]
-      runs each query of QUERIES on DSN RUNS times (5), prints the median time of each.
+  metrics_check.py cost QUERIES DSN [RUNS [JSON]]
+      runs each query of QUERIES on DSN RUNS times (5), prints the median time of each (and
+      writes them, in seconds, to the file JSON: bench/metrics.sh).
 """
 import json
 import math
@@ -87,13 +88,13 @@ def alerts(rules, scrape, work, expected):
           + (", ".join(expected) if expected else "nothing"))
 
 
-def cost(queries, dsn, runs=5):
+def cost(queries, dsn, runs=5, out=None):
     import psycopg2
     conn = psycopg2.connect(dsn)
     conn.autocommit = True
     cur = conn.cursor()
     total = 0.0
-    parts = []
+    parts, medians = [], {}
     for ns, spec in yaml.safe_load(Path(queries).read_text()).items():
         times = []
         for _ in range(runs):
@@ -102,11 +103,14 @@ def cost(queries, dsn, runs=5):
             cur.fetchall()
             times.append(time.perf_counter() - t0)
         median = sorted(times)[len(times) // 2]
+        medians[ns] = round(median, 4)
         total += median
         cached = f", cached {spec['cache_seconds']} s" if spec.get("cache_seconds") else ""
         parts.append(f"{ns} {median * 1000:.1f} ms{cached}")
     print(f"queries' cost (median of {runs}, as the monitoring role): " + "; ".join(parts)
           + f"; all {total * 1000:.1f} ms")
+    if out:
+        Path(out).write_text(json.dumps(medians))
 
 
 if __name__ == "__main__":
@@ -116,6 +120,6 @@ if __name__ == "__main__":
     elif command == "alerts":
         alerts(args[0], args[1], args[2], args[3:])
     elif command == "cost":
-        cost(args[0], args[1], *(int(a) for a in args[2:]))
+        cost(args[0], args[1], *([int(args[2])] + args[3:4] if len(args) > 2 else []))
     else:
         sys.exit(__doc__)

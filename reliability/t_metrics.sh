@@ -18,14 +18,12 @@ set -euo pipefail
 here=$(cd "$(dirname "$0")" && pwd)
 root=$here/..
 source "$root/scripts/cluster.sh"; source "$here/lib.sh"
-source "$root/scripts/router_cluster.sh"
+source "$root/scripts/router_cluster.sh"; source "$root/monitoring/exporter.sh"
 bash "$root/scripts/setup" monitoring   # the exporter and promtool (waits while CI's set-up installs them)
 work=$(mktemp -d); chmod 755 "$work"
 ROUTER_B_PORT=$((ROUTER_PORT + 6))
-exporter=
-trap '[[ -z $exporter ]] || kill "$exporter" 2>/dev/null || true; cluster_stop sfrouter2; router_cluster_down; rm -rf "$work"' EXIT
+trap 'exporter_stop; cluster_stop sfrouter2; router_cluster_down; rm -rf "$work"' EXIT
 on_b() { PGOPTIONS="-c client_min_messages=warning" psql -X -q -At -v ON_ERROR_STOP=1 -h "$SF_TMP/sfrouter2" -p "$ROUTER_B_PORT" -U postgres -d postgres "$@"; }
-monitor_dsn="host=$SF_TMP/sfrouter port=$ROUTER_PORT dbname=postgres user=snowflake_id_monitor sslmode=disable"
 
 SHARDS_PER_NODE=16 router_cluster_up >/dev/null 2>&1
 cluster_start sfrouter2 "$ROUTER_B_PORT"
@@ -35,30 +33,8 @@ on router -f "$root/monitoring/grants.sql"
 [[ $(on router -c "SELECT rolsuper OR pg_has_role(oid, 'pg_monitor', 'MEMBER') FROM pg_roles WHERE rolname = 'snowflake_id_monitor'") == f ]] \
   || fail "the monitoring role is a superuser or a pg_monitor member"
 
-# exporter_start: the exporter on a free loopback port, as the monitoring role, only the
-# queries file's metrics (the built-in ones read server statistics the role has no right to).
-exporter_start() {
-  local try
-  for try in 1 2 3; do   # (a port found free can be taken before the exporter binds it)
-    http=127.0.0.1:$(free_ports 1)
-    DATA_SOURCE_NAME=$monitor_dsn prometheus-postgres-exporter --web.listen-address="$http" \
-      --extend.query-path="$root/monitoring/queries.yaml" --disable-default-metrics --disable-settings-metrics \
-      --no-collector.database --no-collector.bgwriter >>"$work/exporter.log" 2>&1 &
-    exporter=$!
-    for _ in $(seq 50); do
-      curl -sf -o /dev/null "http://$http/" && return 0
-      kill -0 "$exporter" 2>/dev/null || break
-      sleep 0.1
-    done
-    kill "$exporter" 2>/dev/null || true; exporter=
-  done
-  fail "the exporter did not start: $(tail -5 "$work/exporter.log")"
-}
-exporter_stop() { kill "$exporter"; wait "$exporter" 2>/dev/null || true; exporter=; }
-# scrape NAME: /metrics into $work/NAME.prom; prints curl's time.
-scrape() {
-  curl -sf --max-time 30 -o "$work/$1.prom" -w '%{time_total}' "http://$http/metrics" || fail "scraping /metrics failed"
-}
+# scrape_to NAME: /metrics into $work/NAME.prom; prints the scrape's seconds.
+scrape_to() { scrape "$work/$1.prom" || fail "scraping /metrics failed"; }
 # value NAME METRIC [LABEL=VALUE]: the scraped value of that series.
 value() {
   local pat="^$2"
@@ -71,8 +47,8 @@ is() {
   [[ $v == "$4" ]] || fail "$2{$3} is '$v' in the $1 scrape, not $4"
 }
 
-exporter_start
-t_healthy=$(scrape healthy)
+exporter_start "$work/exporter.log"
+t_healthy=$(scrape_to healthy)
 [[ $(value healthy pg_exporter_last_scrape_error) == 0 ]] \
   || fail "the exporter's queries failed: $(grep -i error "$work/exporter.log" | tail -3)"
 "$PYTHON" "$here/metrics_check.py" present "$root/monitoring/queries.yaml" "$work/healthy.prom"
@@ -85,7 +61,7 @@ done
 is healthy snowflake_id_follower_current router=router_b 1
 "$PYTHON" "$here/metrics_check.py" alerts "$root/monitoring/alerts.yml" "$work/healthy.prom" "$work"
 echo "healthy: scraped in ${t_healthy} s (the exporter's own time: $(value healthy pg_exporter_last_scrape_duration_seconds) s)"
-"$PYTHON" "$here/metrics_check.py" cost "$root/monitoring/queries.yaml" "$monitor_dsn"
+"$PYTHON" "$here/metrics_check.py" cost "$root/monitoring/queries.yaml" "$MONITOR_DSN"
 
 # The faults. A replication slot named as a move's makes (sfid_<router>_<move>), with no move.
 on node_a -c "SELECT pg_create_logical_replication_slot('sfid_0badc0de_1', 'pgoutput')" >/dev/null
@@ -95,8 +71,8 @@ on router -c "SELECT alter_node('node_a', '$(node_connstr node_a) connect_timeou
 seq=$(on node_b -c "SELECT sequence::regclass FROM snowflake_id_shards WHERE shard = 2731")
 on node_b -c "SELECT setval('$seq', make_id(now() + interval '1 hour', 2731, 0))" >/dev/null
 # Restarted: the shards' query is cached for 60 s (queries.yaml), and the first scrape filled it.
-exporter_stop; exporter_start
-t_faults=$(scrape faults)
+exporter_stop; exporter_start "$work/exporter.log"
+t_faults=$(scrape_to faults)
 is faults snowflake_id_node_reachable node=node_a 1
 is faults snowflake_id_node_reachable node=node_b 1
 is faults snowflake_id_node_reachable node=node_c 0
@@ -117,6 +93,6 @@ grep -E '^snowflake_id_(node_(reachable|leftovers|leftover_slots|slot_wal_bytes)
 "$PYTHON" "$here/metrics_check.py" alerts "$root/monitoring/alerts.yml" "$work/faults.prom" "$work" \
   SnowflakeIdNodeUnreachable:node=node_c SnowflakeIdLeftovers:node=node_a \
   SnowflakeIdFollowerBehind:router=router_b SnowflakeIdIdsAheadOfClock:node=node_b
-"$PYTHON" "$here/metrics_check.py" cost "$root/monitoring/queries.yaml" "$monitor_dsn"
+"$PYTHON" "$here/metrics_check.py" cost "$root/monitoring/queries.yaml" "$MONITOR_DSN"
 exporter_stop
 on node_a -c "SELECT pg_drop_replication_slot('sfid_0badc0de_1')" >/dev/null
