@@ -6,7 +6,7 @@
 # none; node_a first 16 (16 .. 31), then 8,176 (16 .. 8191), each shard a posts table of 3
 # rows, the nodes' catalogs analyzed. At each size: each query's time as the monitoring role
 # (median of RUNS, default 5: metrics_check.py cost), and the exporter's scrapes with curl:
-# a first scrape after a start (every query run, the 60 s cache of the shards' query empty)
+# a first scrape after a start (every query run, the cache of the shards' query empty)
 # and the scrapes after it (that query cached), medians of RUNS. Writes bench/metrics.json.
 # Expects scripts/install to have run.
 set -euo pipefail
@@ -46,7 +46,7 @@ on router -f monitoring/grants.sql
 # measure SIZE: the queries' cost and the scrapes' times into $work/SIZE.*.
 measure() {
   for n in node_a node_b node_c; do on "$n" -c "ANALYZE" >/dev/null; done
-  python3 reliability/metrics_check.py cost monitoring/queries.yaml "$MONITOR_DSN" "$RUNS" "$work/$1.queries"
+  "$PYTHON" reliability/metrics_check.py cost monitoring/queries.yaml "$MONITOR_DSN" "$RUNS" "$work/$1.queries"
   local i
   : >"$work/$1.first"; : >"$work/$1.cached"
   for ((i = 0; i < RUNS; i++)); do
@@ -64,7 +64,7 @@ make_shards node_a 32 8160
 echo "8,160 more shards made on node_a in $(($(date +%s) - t0)) s"
 measure full
 
-python3 - "$work" "$out" "$RUNS" <<'EOF'
+"$PYTHON" - "$work" "$out" "$RUNS" <<'EOF'
 import json, statistics, sys
 work, out, runs = sys.argv[1], sys.argv[2], int(sys.argv[3])
 def times(name):

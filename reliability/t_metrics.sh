@@ -32,6 +32,8 @@ on router -c "SELECT add_router('router_b', 'host=$SF_TMP/sfrouter2 port=$ROUTER
 on router -f "$root/monitoring/grants.sql"
 [[ $(on router -c "SELECT rolsuper OR pg_has_role(oid, 'pg_monitor', 'MEMBER') FROM pg_roles WHERE rolname = 'snowflake_id_monitor'") == f ]] \
   || fail "the monitoring role is a superuser or a pg_monitor member"
+err=$(psql -X -At -h "$SF_TMP/sfrouter" -p "$ROUTER_PORT" -U snowflake_id_monitor -d postgres -c "SELECT * FROM repair_moves()" 2>&1 || true)
+[[ $err == *"permission denied"* ]] || fail "the monitoring role may call repair_moves(): $err"
 
 # scrape_to NAME: /metrics into $work/NAME.prom; prints the scrape's seconds.
 scrape_to() { scrape "$work/$1.prom" || fail "scraping /metrics failed"; }
@@ -70,7 +72,7 @@ cluster_stop sfrouter2
 on router -c "SELECT alter_node('node_a', '$(node_connstr node_a) connect_timeout=9')" >/dev/null 2>&1
 seq=$(on node_b -c "SELECT sequence::regclass FROM snowflake_id_shards WHERE shard = 2731")
 on node_b -c "SELECT setval('$seq', make_id(now() + interval '1 hour', 2731, 0))" >/dev/null
-# Restarted: the shards' query is cached for 60 s (queries.yaml), and the first scrape filled it.
+# Restarted: the shards' query is cached for 5 minutes (queries.yaml), and the first scrape filled it.
 exporter_stop; exporter_start "$work/exporter.log"
 t_faults=$(scrape_to faults)
 is faults snowflake_id_node_reachable node=node_a 1
