@@ -25,7 +25,7 @@ ROUTER_B_PORT=$((ROUTER_PORT + 6))
 trap 'exporter_stop; cluster_stop sfrouter2; router_cluster_down; rm -rf "$work"' EXIT
 on_b() { PGOPTIONS="-c client_min_messages=warning" psql -X -q -At -v ON_ERROR_STOP=1 -h "$SF_TMP/sfrouter2" -p "$ROUTER_B_PORT" -U postgres -d postgres "$@"; }
 
-SHARDS_PER_NODE=16 router_cluster_up >/dev/null 2>&1
+SHARDS_PER_NODE=16 router_cluster_up >/dev/null
 cluster_start sfrouter2 "$ROUTER_B_PORT"
 on_b -c "CREATE EXTENSION snowflake_id_router CASCADE" >/dev/null
 on router -c "SELECT add_router('router_b', 'host=$SF_TMP/sfrouter2 port=$ROUTER_B_PORT dbname=postgres user=postgres')" >/dev/null
