@@ -3,6 +3,10 @@
 -- the fresh install includes too); then the files of functions, whole, as the fresh install
 -- loads them (src/sql/files.rs).
 
+-- set_fence takes the fence's time limit (sql/node/move_source.sql).
+DROP FUNCTION snowflake_id_node.set_fence(text, text);
+
+--#include sql/migrations/0.4.0-objects.sql
 --#include sql/node/node.sql
 --#include sql/node/shape.sql
 --#include sql/node/grants.sql
