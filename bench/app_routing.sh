@@ -10,7 +10,9 @@
 # with pgbench: latency (1 session) and throughput (4 sessions), interleaved, ROUNDS rounds,
 # medians; then the same insert's latency through the Python clients (one session, in
 # process: psycopg direct, the SQLAlchemy and Django routers' units, psycopg through the
-# router): bench/app_routing.py. Prints the figures and their ratios to direct.
+# router): bench/app_routing.py; and through the Node client (node-postgres direct, in a
+# transaction, routing.js's withShard, through the router): bench/app_routing_node.js.
+# Prints the figures and their ratios to direct.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 source scripts/cluster.sh; source reliability/lib.sh; source scripts/router_cluster.sh
@@ -19,6 +21,7 @@ trap 'router_cluster_down; rm -rf "$work"' EXIT
 ROUNDS=${ROUNDS:-3} SECS=${SECS:-5}
 SHARDS_PER_NODE=16 router_cluster_up >/dev/null 2>&1
 bash clients/venv.sh
+bash clients/node.sh
 
 shard='\set shard random(0, 15)'
 printf '%s\nINSERT INTO shard_:shard.posts (user_id, body) VALUES (1, '"'bench'"') RETURNING id;\n' "$shard" >"$work/direct.sql"
@@ -54,3 +57,4 @@ for v in ("direct", "direct_tx", "use_shard", "pipelined", "router"):
 PY
 "$(pwd)/clients/.venv/bin/python" bench/app_routing.py \
   "host=$SF_TMP/sfrouter port=$ROUTER_PORT dbname=postgres user=postgres" "$(node_connstr node_a)"
+node bench/app_routing_node.js "host=$SF_TMP/sfrouter port=$ROUTER_PORT dbname=postgres user=postgres" "$(node_connstr node_a)"

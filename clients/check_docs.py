@@ -22,6 +22,10 @@ REQUIRED = [
     "clients/java-spring/src/main/java/org/snowflakeid/example/PostsApplication.java",
     "clients/java-spring/src/main/java/org/snowflakeid/example/Post.java",
     "clients/java-spring/src/main/java/org/snowflakeid/example/BatchPost.java",
+    "clients/node/routing.js",
+    "clients/node/test_routing.js",
+    "clients/rust/src/routing.rs",
+    "clients/rust/src/bin/test_routing.rs",
 ]
 NAMED = re.compile(r"^\s*(?://|#|<!--)\s*(clients/\S+?)\s*(?:-->)?\s*$")
 ELISION = re.compile(r"^\s*(?://|#|<!--)?\s*\.\.\.\s*(?:-->)?\s*$")

@@ -1,6 +1,7 @@
 #!/usr/bin/env bash
 # The client recipes of docs/applications.md, run through real clients against a throwaway server
-# (and the Python routing clients of docs/app-routing.md, test_routing.py):
+# (and the routing clients of docs/app-routing.md: test_routing.py, node/test_routing.js,
+# rust/src/bin/test_routing.rs):
 # psycopg 3 + SQLAlchemy 2 and Django 5.2 (Python), node-postgres (Node), pgjdbc and
 # EclipseLink 2.7 (Java), tokio-postgres (Rust); then checks that the docs show the recipes'
 # code as it is. Expects the extension installed (scripts/install). Installs the clients
@@ -15,11 +16,7 @@ bash "$here/../scripts/setup" clients
 
 venv=$here/.venv
 bash "$here/venv.sh"
-if ! cmp -s "$here/node/package-lock.json" "$here/node/node_modules/.installed-from-lock" 2>/dev/null; then
-  echo "clients: installing Node packages (npm ci)"
-  (cd "$here/node" && npm ci --no-audit --no-fund --loglevel=error)
-  cp "$here/node/package-lock.json" "$here/node/node_modules/.installed-from-lock"
-fi
+bash "$here/node.sh"
 
 # The Rust client, built before the server starts (its first build takes about 30 s), with
 # the cargo on PATH (rustup's when none is).
@@ -43,7 +40,8 @@ for db in py js java rs; do
 done
 (cd "$here" && PGDATABASE=py "$venv/bin/python" test_python.py)
 for orm in sqlalchemy django; do (cd "$here" && "$venv/bin/python" test_routing.py "$orm"); done
-(cd "$here/node" && PGDATABASE=js node test.js)
+(cd "$here/node" && PGDATABASE=js node test.js && node test_routing.js)
 JDBC_URL="jdbc:postgresql://127.0.0.1:$port/java?user=$PGUSER" java -cp "$classes:$here/java:$jars" ClientTests
 PGDATABASE=rs "$rust_target/debug/snowflake_id_client_recipe"
+"$rust_target/debug/test_routing"
 python3 "$here/check_docs.py"

@@ -279,7 +279,14 @@ run_case() {
     psql -X -q -At -h "$host" -p "$port" -U "c_$name" -d postgres >"$log" 2>&1 || true
   [[ ${before[$i]} == "{broken}" && $v == error ]] && on router -c "$restore_c" >/dev/null
   got=$(sed -n 's/^CALL //p' "$log")
-  local sig=""; [[ ! -f $work/signal.log ]] || sig=$(grep -o 'signal: .*' "$work/signal.log" | head -1 | cut -c9- || true)
+  local sig="" _
+  if [[ $v == cancel* || $v == terminate* ]]; then   # the signaller's verdict, once it has one
+    for _ in $(seq 100); do grep -q 'signal: ' "$work/signal.log" 2>/dev/null && break; sleep 0.05; done
+    sig=$(grep -o 'signal: .*' "$work/signal.log" | head -1 | cut -c9- || true)
+    # A call that answered although cancelled swallowed its caller's cancel.
+    [[ $v != cancel* || $got != 00000 || $sig == *"ended before"* ]] \
+      || fail "$name/$v: cancelled ($sig), the call still answered"
+  fi
   if [[ $v == terminate* ]]; then
     s=$(ME=$(cat "$work/me") bash "$here/owner_sessions.sh" 2)
     [[ $s == 0 ]] || fail "$name/$v: $s sessions the router opened for the terminated caller are left 2 s later: $(ME=$(cat "$work/me") bash "$here/owner_sessions.sh" list)"

@@ -1,6 +1,8 @@
 //! The Rust recipe: tokio-postgres, the ID made by the column's `DEFAULT next_id(...)` and
 //! handed back by the INSERT.
 
+pub mod routing;
+
 use tokio_postgres::{Client, Error};
 
 pub const DDL: &str = "
