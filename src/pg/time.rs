@@ -73,10 +73,11 @@ const CLOCK_MONOTONIC: c_int = 6;
 #[cfg(target_os = "freebsd")]
 const CLOCK_MONOTONIC: c_int = 4;
 
+/// `struct timespec` of a 64-bit host (pgrx builds for no other).
 #[repr(C)]
 struct Timespec {
     tv_sec: i64,
-    tv_nsec: c_long,
+    tv_nsec: i64,
 }
 
 extern "C" {
@@ -96,7 +97,7 @@ pub fn monotonic_now() -> TimestampWithTimeZone {
     let rc = unsafe { clock_gettime(CLOCK_MONOTONIC, &mut ts) };
     debug_assert_eq!(rc, 0);
     // (Below 0 under libfaketime with an offset larger than the uptime: still monotonic.)
-    let micros = ts.tv_sec.saturating_mul(1_000_000) + ts.tv_nsec as i64 / 1000;
+    let micros = ts.tv_sec.saturating_mul(1_000_000) + ts.tv_nsec / 1000;
     TimestampWithTimeZone::try_from(micros.clamp(-(1 << 50), 1 << 50))
         .expect("within timestamptz's range")
 }
