@@ -564,7 +564,11 @@ BEGIN
     PERFORM snowflake_id_router.enter(move_id, 'fencing');
     step := 'fencing writes on the source';
     fenced_at := clock_timestamp();
-    PERFORM snowflake_id_router.call(src, format('SELECT snowflake_id_node.set_fence(%L, %L)', k, lock_ms),
+    -- The source lifts the fence by itself once past the cutover's bound (the seal then
+    -- refused), were this session to stall: lock_timeout + cutover_timeout + 1 s.
+    PERFORM snowflake_id_router.call(src, format('SELECT snowflake_id_node.set_fence(%L, %L, %L)', k, lock_ms,
+                                                 snowflake_id_router.timeout('lock_timeout')
+                                                 + snowflake_id_router.timeout('cutover_timeout') + interval '1 s'),
                                      snowflake_id_router.timeout('lock_timeout') + interval '1 s', step);
     deadline := snowflake_id_node.monotonic() + snowflake_id_router.timeout('cutover_timeout');
     PERFORM snowflake_id_router.pause_at('fenced');
