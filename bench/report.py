@@ -302,6 +302,19 @@ def moves_figures(put):
         put(f"moves.{key}", num(v, 2, "×"), f"{src}: per_shard_ratio_full_over_small {key}")
 
 
+def metrics_figures(put):
+    d, src = load("metrics"), "bench/metrics.json"
+    for size in ("small", "full"):
+        m = d[size]
+        for q, short in (("snowflake_id_node", "node"), ("snowflake_id_shards", "shards")):
+            put(f"metrics.{size}.{short}", num(m["queries_s"][q], 0, "ms", 1000), f"{src}: {size} queries_s {q}")
+        put(f"metrics.{size}.first", num(m["scrape_first_s"], 2, "s"), f"{src}: {size} scrape_first_s")
+        put(f"metrics.{size}.cached", num(m["scrape_cached_s"], 2, "s"), f"{src}: {size} scrape_cached_s")
+    put("metrics.full.shards_s", num(d["full"]["queries_s"]["snowflake_id_shards"], 1, "s"),
+        f"{src}: full queries_s snowflake_id_shards")
+    put("metrics.per_shard", num(d["shard_status_ms_per_shard"], 2, "ms"), f"{src}: shard_status_ms_per_shard")
+
+
 def router_figures(put):
     d, src = load("router"), "bench/router.json"
     med = d["routed_vs_direct_insert"]["median"]
@@ -368,7 +381,8 @@ def figures():
     def put(name, value, source):
         assert name not in out, name
         out[name] = (value, source)
-    for group in (results_figures, rebalance_figures, moves_figures, router_figures, alter_figures, shards_figures):
+    for group in (results_figures, rebalance_figures, moves_figures, metrics_figures, router_figures, alter_figures,
+                  shards_figures):
         group(put)
     return out
 

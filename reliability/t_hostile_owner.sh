@@ -11,7 +11,14 @@
 #     triggers (ENABLE ALWAYS and ENABLE REPLICA too), a rule, a forced RLS policy;
 #   - node_c's template tables, with the same code, and node_c's database, whose
 #     search_path (ALTER DATABASE ... SET) puts her public.=(name,name) and other operators
-#     before pg_catalog's.
+#     before pg_catalog's;
+#   - shards 2731 and 2732 (node_b) and node_c's templates tpl2 and tpl3, with code that calls
+#     only PostgreSQL's own functions, each harmless as her and not as a superuser (setval of
+#     a superuser's sequence, pg_notify), when current_setting('is_superuser') says so: a
+#     CHECK constraint (tpl2, shard 2732) and a domain's check (tpl3, shard 2731). Moving
+#     2732 onto node_c copies and applies rows into tables carrying that CHECK: from
+#     PostgreSQL 16 on as her (the move goes through), on 15, whose apply worker cannot switch
+#     to her, the move is refused (42501) before any row moves.
 # Every function of hers logs (current_user, session_user, superuser) to a table everyone may
 # insert into, counts runs as a superuser in a sequence and in the server log (neither rolls
 # back), and tries ALTER ROLE mallory SUPERUSER. Then the router's superuser runs every
@@ -149,6 +156,37 @@ UPDATE shard_1.posts SET edits = edits + 1 WHERE id IN (SELECT id FROM shard_1.p
 RESET ROLE;
 SQL
 # node_c: her template, her database, her operators first on its search_path.
+# Her code of PostgreSQL's own functions only (issue 33, F2): a superuser running it moves a
+# superuser's sequence back to 1 and tells whoever listens on channel pwn. (is_superuser is
+# the session's: code switched to her by a superuser's session still reads 'on'. She then
+# looks before she leaps, so that where her code runs as her, the rows go in.)
+pwn="CASE WHEN pg_catalog.current_setting('is_superuser') = 'on'
+       AND pg_catalog.has_sequence_privilege('public.victim_seq', 'UPDATE')
+  THEN pg_catalog.setval('public.victim_seq'::text::regclass, 1) > 0
+   AND pg_catalog.length(pg_catalog.pg_notify('pwn', 'ran as ' || current_user)::text) = 0 ELSE true END"
+on_all -c "CREATE SEQUENCE public.victim_seq" -c "SELECT setval('public.victim_seq', 1000)" \
+  -c "SET ROLE mallory" -c "CREATE DOMAIN mallory.pwn_dom AS text CHECK ($pwn)" >/dev/null
+pwn_code() { echo "SET ROLE mallory; ALTER TABLE $1 ADD CONSTRAINT pwn CHECK ($pwn); RESET ROLE;"; }
+pwn_dom() { echo "SET ROLE mallory; ALTER TABLE $1 ADD COLUMN pd mallory.pwn_dom; RESET ROLE;"; }
+on node_c >/dev/null <<SQL
+CREATE SCHEMA tpl2; CREATE SCHEMA tpl3;
+GRANT USAGE ON SCHEMA tpl2, tpl3 TO mallory;
+CREATE TABLE tpl2.posts (LIKE tpl.posts INCLUDING ALL);
+CREATE TABLE tpl3.posts (LIKE tpl.posts INCLUDING ALL);
+ALTER TABLE tpl2.posts OWNER TO mallory;
+ALTER TABLE tpl3.posts OWNER TO mallory;
+$(pwn_code tpl2.posts)
+$(pwn_dom tpl3.posts)
+SQL
+on node_b >/dev/null <<SQL
+GRANT USAGE ON SCHEMA shard_2731, shard_2732 TO mallory;
+ALTER TABLE shard_2731.posts OWNER TO mallory;
+ALTER TABLE shard_2732.posts OWNER TO mallory;
+ALTER SEQUENCE shard_2731.table_id_seq OWNER TO mallory;
+ALTER SEQUENCE shard_2732.table_id_seq OWNER TO mallory;
+$(pwn_code shard_2732.posts)
+$(pwn_dom shard_2731.posts)
+SQL
 on node_c >/dev/null <<SQL
 ALTER DATABASE postgres OWNER TO mallory;
 GRANT USAGE, CREATE ON SCHEMA tpl TO mallory;
@@ -294,6 +332,46 @@ for take in "ALTER TABLE shard_0.posts SET SCHEMA mallory" "ALTER SCHEMA shard_0
   [[ -z $left && $(served_by 0) == "$target_node" ]] || fail "after '$take' while sealed: shard 0 on $(served_by 0), left on $source_node: $left"
 done
 
+echo "her code of PostgreSQL's own functions in a move's copy and apply"
+# victims: no superuser ran it on any node (the sequence kept its value, nobody was told)
+victims() {
+  local n v
+  for n in "${ROUTER_NODES[@]}"; do
+    v=$(on "$n" -c "SELECT last_value FROM public.victim_seq")
+    [[ $v == 1000 ]] || fail "$1: her CHECK ran as a superuser on $n: victim_seq is $v"
+  done
+  if grep -q 'Asynchronous notification "pwn"' "$work/listen.log"; then
+    fail "$1: her CHECK ran as a superuser: $(grep -m1 'Asynchronous notification "pwn"' "$work/listen.log")"
+  fi
+}
+# a listener on node_c, the target, for as long as these moves run
+{ echo "LISTEN pwn; LISTEN probe;"; for _ in $(seq 3000); do echo "SELECT pg_sleep(0.1);"; done; } 2>/dev/null \
+  | psql -X -q -At -h "$(node_dir node_c)" -p "$(node_port node_c)" -U postgres -d postgres >"$work/listen.log" 2>&1 & bg+=($!)
+version=$(on node_c -c "SHOW server_version_num")
+if (( version >= 160000 )); then
+  # (rows written by her on the source while the move copies: the target's apply writes them)
+  held subscribed "SELECT move_shard(2732, 'node_c', template => 'tpl2')" \
+    "INSERT INTO shard_2732.posts (user_id, body) SELECT 1, 'applied' FROM generate_series(1, 5)" node_b
+  [[ $(served_by 2732) == node_c ]] || fail "shard 2732 (her CHECK) did not move onto node_c: $(cat "$work/held.log")"
+  [[ $(on node_c -c "SELECT count(*) FROM shard_2732.posts WHERE body = 'applied'") == 5 ]] || fail "the rows applied are not on node_c"
+else
+  # (15's apply worker writes as a superuser: refused before any row, naming the code)
+  marks
+  out=$(on router -v VERBOSITY=verbose -c "SELECT move_shard(2732, 'node_c', template => 'tpl2')" 2>&1) \
+    && fail "PostgreSQL $version: the move of shard 2732 (her CHECK) went through"
+  [[ $out == *'ERROR:  42501:'*'table shard_2732.posts of role mallory: its CHECK constraint pwn calls function'* ]] \
+    || fail "PostgreSQL $version: the move of shard 2732 was not refused with 42501 naming her CHECK: $out"
+  safe "move_shard(2732)"
+  echo "  move_shard of shard 2732 (her CHECK) onto node_c: refused: $(grep -m1 -o '42501: .*' <<<"$out" | sed 's/.*on node .node_c.: //')"
+fi
+victims "move_shard(2732) onto node_c"
+op "move_shard of shard 2731 (her domain) onto node_c" "SELECT move_shard(2731, 'node_c', template => 'tpl3')"
+victims "move_shard(2731) onto node_c"
+# (the listener hears what is sent: a probe of the superuser's own)
+on node_c -c "NOTIFY probe, 'heard'"; sleep 0.5
+grep -q 'Asynchronous notification "probe"' "$work/listen.log" || fail "the listener on node_c heard nothing: $(cat "$work/listen.log")"
+victims "after the moves"
+
 echo "rebalance and drain"
 op "CALL rebalance()" "CALL rebalance(batch_size => 1)"
 op "CALL drain_node('node_c')" "CALL drain_node('node_c', batch_size => 1)"
@@ -312,4 +390,5 @@ else outcome="refused: $(grep -m1 -o 'ERROR: .*' <<<"$out" | cut -c8- | cut -c1-
 safe create_shard; echo "  create_shard('shard_7000', 7000, template => 'tpl') on node_c: $outcome; mallory's code ran: $ran"
 
 on router -c "SELECT count(*) FROM repair_moves()" >/dev/null
+victims "the end"
 router_invariants "$work"

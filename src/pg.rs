@@ -4,6 +4,9 @@
 
 /// Queries on other roles' tables, run as their owner under restricted-operation rules.
 pub mod as_owner;
+/// Whether a stored expression calls only PostgreSQL's own IMMUTABLE functions (what a move
+/// onto PostgreSQL 15 may have its superuser apply worker run).
+pub mod builtin_only;
 /// Everything that can go wrong, and the one place it becomes a PostgreSQL error.
 pub mod error;
 /// The version-1 calling convention, for functions written as C writes them.

@@ -164,8 +164,8 @@ CREATE ROLE mv_app;
 GRANT USAGE ON SCHEMA mv_7001 TO mv_app;
 GRANT INSERT ON mv_7001.posts TO mv_app;
 GRANT USAGE, UPDATE ON SEQUENCE mv_7001.table_id_seq TO mv_app;
-SELECT pg_temp.refused($$SELECT snowflake_id_node.set_fence('test/1', '1000')$$);  -- 55000: only the locks' holder steps
-SELECT * FROM dblink('mover', $$SELECT snowflake_id_node.set_fence('test/1', '1000')::text$$) AS t(x text);
+SELECT pg_temp.refused($$SELECT snowflake_id_node.set_fence('test/1', '1000', '1 h')$$);  -- 55000: only the locks' holder steps
+SELECT * FROM dblink('mover', $$SELECT snowflake_id_node.set_fence('test/1', '1000', '1 h')::text$$) AS t(x text);
 -- Fenced: schema and privilege changes are refused as writes are (sql/node/guard.sql), but
 -- the mover's (it holds the shard's locks).
 SELECT pg_temp.refused($$GRANT SELECT ON mv_7001.posts TO mv_app$$);                       -- 55000
@@ -192,7 +192,7 @@ SELECT * FROM snowflake_id_node.leftovers();
 -- the mover gone; an undo is refused (the move must be completed).
 SELECT * FROM dblink('mover', $$SELECT concat(
     snowflake_id_node.prepare_source('test/2', 'a router', 'a target', '{7001}', '{mv_7001}'),
-    snowflake_id_node.publish('test/2'), snowflake_id_node.set_fence('test/2', '1000'), snowflake_id_node.mark('test/2'))$$) AS t(x text);
+    snowflake_id_node.publish('test/2'), snowflake_id_node.set_fence('test/2', '1000', '1 h'), snowflake_id_node.mark('test/2'))$$) AS t(x text);
 -- The seal comes only after its check, in the same transaction (55000 otherwise); the check
 -- returns the rows and privileges the copy must match.
 SELECT * FROM dblink('mover', $$SELECT snowflake_id_node.seal('test/2')$$) AS t(x text);      -- 55000
@@ -210,7 +210,7 @@ SELECT shard FROM snowflake_id_shards WHERE shard BETWEEN 7001 AND 7003 ORDER BY
 SELECT dblink_connect('mover', format('host=%s port=%s dbname=%s', current_setting('unix_socket_directories'), current_setting('port'), :'db'));
 SELECT * FROM dblink('mover', $$SELECT concat(snowflake_id_node.lock_shards('{7002}'),
     snowflake_id_node.prepare_source('test/3', 'a router', 'a target', '{7002}', '{mv_7002}'),
-    snowflake_id_node.publish('test/3'), snowflake_id_node.set_fence('test/3', '1000'))$$) AS t(x text);
+    snowflake_id_node.publish('test/3'), snowflake_id_node.set_fence('test/3', '1000', '1 h'))$$) AS t(x text);
 ALTER TABLE mv_7002.posts ADD COLUMN visibility text NOT NULL DEFAULT 'private';         -- 55000: fenced
 -- With the guard disabled (a superuser's choice), the seal still sees the change under its locks.
 ALTER EVENT TRIGGER snowflake_id_guard_ddl DISABLE;
@@ -237,7 +237,7 @@ SELECT create_shard('mv_7007', 7007, template => 'mvtpl'), create_shard('mv_7008
 SELECT dblink_connect('mover', format('host=%s port=%s dbname=%s', current_setting('unix_socket_directories'), current_setting('port'), :'db'));
 SELECT * FROM dblink('mover', $$SELECT concat(snowflake_id_node.lock_shards('{7007,7008}'),
     snowflake_id_node.prepare_source('test/4', 'a router', 'a target', '{7007,7008}', '{mv_7007,mv_7008}'),
-    snowflake_id_node.publish('test/4'), snowflake_id_node.set_fence('test/4', '1000'), snowflake_id_node.mark('test/4'),
+    snowflake_id_node.publish('test/4'), snowflake_id_node.set_fence('test/4', '1000', '1 h'), snowflake_id_node.mark('test/4'),
     snowflake_id_node.seal_check('test/4', ARRAY[snowflake_id_node.fingerprint('mv_7007')::text,
                                                  snowflake_id_node.fingerprint('mv_7008')::text], '1000')::json->>'rows',
     snowflake_id_node.seal('test/4'))$$) AS t(x text);

@@ -474,6 +474,11 @@ BEGIN
     prints := snowflake_id_router.compare_fingerprints(src, dst, m.schemas, m.shards,
         format('node %L', m.source), format('the copy made from template %L on node %L', m.template, m.target),
         snowflake_id_node.monotonic() + long_step);
+    -- Every row the target writes into a copy runs the copy's code as the copy's owner,
+    -- which it gets now, before any row (own_copies; on PostgreSQL 15, a refusal instead).
+    PERFORM snowflake_id_router.call(dst, format('SELECT snowflake_id_node.own_copies(%L, %L)', k,
+        snowflake_id_router.call(src, format('SELECT snowflake_id_node.grants(%L)', m.schemas), long_step, 'reading the owners')),
+        long_step, 'giving the copies their owners');
     PERFORM snowflake_id_router.call(src, format('SELECT snowflake_id_node.prepare_source(%L, %L, %L, %L, %L)',
                                                  k, router, m.target_identity, m.shards, m.schemas), long_step, 'preparing the source');
     RETURN prints;
@@ -586,7 +591,11 @@ BEGIN
     PERFORM snowflake_id_router.enter(move_id, 'fencing');
     step := 'fencing writes on the source';
     fenced_at := clock_timestamp();
-    PERFORM snowflake_id_router.call(src, format('SELECT snowflake_id_node.set_fence(%L, %L)', k, lock_ms),
+    -- The source lifts the fence by itself once past the cutover's bound (the seal then
+    -- refused), were this session to stall: lock_timeout + cutover_timeout + 1 s.
+    PERFORM snowflake_id_router.call(src, format('SELECT snowflake_id_node.set_fence(%L, %L, %L)', k, lock_ms,
+                                                 snowflake_id_router.timeout('lock_timeout')
+                                                 + snowflake_id_router.timeout('cutover_timeout') + interval '1 s'),
                                      snowflake_id_router.timeout('lock_timeout') + interval '1 s', step);
     deadline := snowflake_id_node.monotonic() + snowflake_id_router.timeout('cutover_timeout');
     PERFORM snowflake_id_router.pause_at('fenced');
@@ -630,12 +639,10 @@ $$;
 COMMENT ON FUNCTION snowflake_id_router.cut_over(bigint, text) IS
   'A move''s cutover up to its seal (fence, catch-up, owners, row counts, seal sent); the sequences read and the connection holding the seal.';
 
--- The copies get their owners and privileges only now, when no change is left to apply:
--- since PostgreSQL 16 the subscription applies changes as each table's owner, who may lack
--- rights the copy needs (USAGE on a schema the superuser owns), and an owner must not get a
--- table the superuser's apply still writes to (a trigger of theirs would run with its
--- rights). Then the copies' rows are counted (the counts do not depend on the owners: one
--- round trip for both), and returned.
+-- The copies' owners and privileges as they are on the source at the fence, now that no
+-- change is left to apply (they got those of the preparing step already, from PostgreSQL 16
+-- on: own_copies). Then the copies' rows are counted (the counts do not depend on the
+-- owners: one round trip for both), and returned.
 CREATE OR REPLACE FUNCTION snowflake_id_router.give_owners(move_id bigint, grants text, deadline timestamptz) RETURNS text
 LANGUAGE sql VOLATILE STRICT PARALLEL UNSAFE
 SET search_path = pg_catalog, pg_temp

@@ -192,7 +192,10 @@ COMMENT ON FUNCTION snowflake_id_node.clear_squatter(text, text) IS
 -- The fence (fenced): in one transaction, every table of the schemas locked EXCLUSIVE
 -- (writers in flight finish, new ones wait; readers pass) and given a statement trigger
 -- calling fence(). The triggers commit before the locks go, so a writer that waited sees them.
-CREATE OR REPLACE FUNCTION snowflake_id_node.set_fence(key text, lock_timeout text) RETURNS void
+-- The fence holds for hold at most (the mover's cutover bound), by this node's clock: past
+-- fence_until, writes pass and the seal is refused, even if the mover's session lives on
+-- (its router stalled: a paused VM, SIGSTOP), which the node cannot tell from a slow one.
+CREATE OR REPLACE FUNCTION snowflake_id_node.set_fence(key text, lock_timeout text, hold interval) RETURNS void
 LANGUAGE plpgsql VOLATILE CALLED ON NULL INPUT
 SET search_path = pg_catalog, pg_temp
 AS $$
@@ -210,11 +213,35 @@ BEGIN
     END LOOP;
     -- The owners and privileges the copies get (grants(), read after the marker): none may
     -- change from now on until the move ends (sql/node/guard.sql; seal_check compares again).
-    UPDATE snowflake_id_node.move r SET state = 'fenced', guarded = md5(snowflake_id_node.grants(m.schemas)) WHERE r.key = m.key;
+    UPDATE snowflake_id_node.move r SET state = 'fenced', guarded = md5(snowflake_id_node.grants(m.schemas)),
+                                        fence_until = snowflake_id_node.monotonic() + hold
+     WHERE r.key = m.key;
 END
 $$;
-COMMENT ON FUNCTION snowflake_id_node.set_fence(text, text) IS
-  'Move step on the source: fences every table of move key''s schemas (EXCLUSIVE lock, bounded by lock_timeout; statement triggers) (fenced).';
+COMMENT ON FUNCTION snowflake_id_node.set_fence(text, text, interval) IS
+  'Move step on the source: fences every table of move key''s schemas (EXCLUSIVE lock, bounded by lock_timeout; statement triggers) for hold at most (fenced).';
+
+-- 55000 once move m's fence is past its time (fence_until): its writes pass again, so it
+-- can no longer seal. A session that waits on nothing outlives no fence either: the rest of
+-- this transaction (the seal's) may stay idle only until then, or the session ends (its
+-- locks, which hold writers off, with it).
+CREATE OR REPLACE FUNCTION snowflake_id_node.within_fence(m snowflake_id_node.move) RETURNS void
+LANGUAGE plpgsql VOLATILE CALLED ON NULL INPUT
+SET search_path = pg_catalog, pg_temp
+AS $$
+DECLARE
+    left_ms bigint := floor(extract(epoch FROM m.fence_until - snowflake_id_node.monotonic()) * 1000);
+BEGIN
+    IF left_ms IS NULL OR left_ms <= 0 THEN
+        RAISE EXCEPTION 'move % is past its fence''s time on this node: its writes pass again, it cannot seal', m.key
+            USING ERRCODE = 'object_not_in_prerequisite_state',
+                  HINT = 'The mover was stalled longer than its cutover bound; the move is undone, run it again.';
+    END IF;
+    PERFORM set_config('idle_in_transaction_session_timeout', left_ms::text, true);
+END
+$$;
+COMMENT ON FUNCTION snowflake_id_node.within_fence(snowflake_id_node.move) IS
+  '55000 once move m''s fence is past its time; else bounds this transaction''s idle time by what is left of it.';
 
 -- The tables of the schemas (regclass).
 CREATE OR REPLACE FUNCTION snowflake_id_node.move_tables(schemas text[]) RETURNS TABLE (t regclass)
@@ -278,6 +305,7 @@ DECLARE
     mine text;
     prints text[] := '{}';
 BEGIN
+    PERFORM snowflake_id_node.within_fence(m);
     PERFORM set_config('lock_timeout', lock_timeout, true);
     EXECUTE 'LOCK TABLE ' || (SELECT string_agg(x.t::text, ', ') FROM snowflake_id_node.move_tables(m.schemas) x)
             || ' IN EXCLUSIVE MODE';
@@ -296,6 +324,15 @@ BEGIN
             USING ERRCODE = 'object_not_in_prerequisite_state',
                   HINT = 'What the copies get was read at the fence; run the move again.';
     END IF;
+    -- The sequences stop here: the values read below are the last this copy gives. A
+    -- schema with a free sequence (one its fingerprint prints) is fingerprinted again, as
+    -- sealed, for the clean-up's comparison.
+    PERFORM snowflake_id_node.stop_sequences(m.schemas);
+    FOR i IN 1 .. cardinality(m.schemas) LOOP
+        IF EXISTS (SELECT FROM unnest(prints[i]::text[]) l WHERE l LIKE 'sequence %') THEN
+            prints[i] := snowflake_id_node.fingerprint(m.schemas[i])::text;
+        END IF;
+    END LOOP;
     PERFORM set_config('snowflake_id_node.seal_checked', key, true),
             set_config('snowflake_id_node.seal_fingerprints',
                        (SELECT array_agg(md5(p) ORDER BY o) FROM unnest(prints) WITH ORDINALITY x(p, o))::text, true);
@@ -303,7 +340,42 @@ BEGIN
 END
 $$;
 COMMENT ON FUNCTION snowflake_id_node.seal_check(text, text[], text) IS
-  'Move step on the source: checks the schemas'' fingerprints against the target''s under EXCLUSIVE locks held to the end of the transaction; returns the rows the copies must hold and the sequences to carry (JSON).';
+  'Move step on the source: checks the schemas'' fingerprints against the target''s under EXCLUSIVE locks held to the end of the transaction, stops their sequences; returns the rows the copies must hold and the sequences to carry (JSON).';
+
+-- Stops every sequence of the schemas, in the seal's transaction: from the seal on the copy
+-- left here issues no value (next_id(), nextval()), whatever becomes of the mover, so the
+-- values the seal carries to the new copies are the last this one gave (a target whose
+-- clock is behind continues from them). Each is capped at its newest value: the range of
+-- two values that ends there in its direction (MINVALUE must be below MAXVALUE), which
+-- next_id() takes for a stopped sequence and refuses with 40001 (src/pg/sequence_state.rs);
+-- nextval() refuses with 2200H, setval() outside it with 22003. The first ALTER SEQUENCE takes the sequence's lock,
+-- which waits (lock_timeout) for the transactions that took a value and holds off new ones
+-- until the seal commits; the newest is read under it. One never used gives its first
+-- value now (a gap on the new node, which a sequence may have): a cap cannot be set below it.
+CREATE OR REPLACE FUNCTION snowflake_id_node.stop_sequences(schemas text[]) RETURNS void
+LANGUAGE plpgsql VOLATILE STRICT
+SET search_path = pg_catalog, pg_temp
+AS $$
+#variable_conflict use_variable
+DECLARE
+    q record;
+    newest bigint;
+BEGIN
+    FOR q IN SELECT c.oid::regclass AS seq, p.seqmax, p.seqincrement FROM unnest(schemas) s JOIN pg_namespace n ON n.nspname = s
+               JOIN pg_depend d ON d.refclassid = 'pg_namespace'::regclass AND d.refobjid = n.oid
+                    AND d.classid = 'pg_class'::regclass AND d.deptype = 'n'
+               JOIN pg_class c ON c.oid = d.objid AND c.relkind = 'S'
+               JOIN pg_sequence p ON p.seqrelid = c.oid
+              ORDER BY c.oid LOOP
+        EXECUTE format('ALTER SEQUENCE %s MAXVALUE %s', q.seq, q.seqmax);
+        newest := coalesce(pg_sequence_last_value(q.seq), nextval(q.seq));
+        EXECUTE format('ALTER SEQUENCE %s START %s MINVALUE %s MAXVALUE %s', q.seq, newest,   -- (START within them)
+                       newest - (q.seqincrement > 0)::integer, newest + (q.seqincrement < 0)::integer);
+    END LOOP;
+END
+$$;
+COMMENT ON FUNCTION snowflake_id_node.stop_sequences(text[]) IS
+  'In a move''s seal: caps every sequence of the schemas at its newest value (a range of two values ending there), so that the copy left behind issues no more.';
 
 CREATE OR REPLACE FUNCTION snowflake_id_node.seal(key text) RETURNS void
 LANGUAGE plpgsql VOLATILE CALLED ON NULL INPUT
@@ -317,6 +389,9 @@ BEGIN
         RAISE EXCEPTION 'move % is sealed only after seal_check(%L, ...) in the same transaction', key, key
             USING ERRCODE = 'object_not_in_prerequisite_state';
     END IF;
+    -- (A writer past the fence's time waits on seal_check's locks, then finds the move
+    -- sealed, or passes if this transaction does not commit.)
+    PERFORM snowflake_id_node.within_fence(m);
     UPDATE snowflake_id_node.move r SET state = 'sealed', fingerprints = current_setting('snowflake_id_node.seal_fingerprints')::text[]
      WHERE r.key = m.key;
 END
@@ -577,8 +652,9 @@ COMMENT ON FUNCTION snowflake_id_node.drop_replication(snowflake_id_node.move, i
 -- == The fence ==
 
 -- BEFORE ... FOR EACH STATEMENT trigger on the source's tables during a move: 40001 while
--- the move is fenced and its mover alive, or once it is sealed; otherwise the write goes
--- through (its mover died before the decision point). SECURITY DEFINER: writers (any
+-- the move is fenced, its mover alive and its fence within its time (fence_until), or once it
+-- is sealed; otherwise the write goes through (its mover died or stalled before the decision
+-- point, which it can then no longer pass: within_fence). SECURITY DEFINER: writers (any
 -- role) read the move's record; it trusts nothing but the table's schema.
 CREATE OR REPLACE FUNCTION snowflake_id_node.fence() RETURNS trigger
 LANGUAGE plpgsql VOLATILE SECURITY DEFINER
@@ -588,10 +664,10 @@ AS $$
 DECLARE
     m record;
 BEGIN
-    FOR m IN SELECT r.key, r.state, r.shards, r.schemas FROM snowflake_id_node.move r
+    FOR m IN SELECT r.key, r.state, r.shards, r.schemas, r.fence_until FROM snowflake_id_node.move r
               WHERE r.role = 'source' AND TG_TABLE_SCHEMA = ANY (r.schemas) LOOP
-        IF m.state = 'fenced' AND NOT snowflake_id_node.alive(m.shards) THEN
-            -- The mover is gone, unless it sealed just before: the latest version decides
+        IF m.state = 'fenced' AND (NOT snowflake_id_node.alive(m.shards) OR snowflake_id_node.monotonic() > m.fence_until) THEN
+            -- The mover is gone or past its time, unless it sealed just before: the latest version decides
             -- (FOR SHARE waits for a seal in progress and reads past this statement's snapshot).
             SELECT r.state INTO m.state FROM snowflake_id_node.move r WHERE r.key = m.key FOR SHARE;
             CONTINUE WHEN m.state IS DISTINCT FROM 'sealed';

@@ -84,6 +84,136 @@ $$;
 COMMENT ON FUNCTION snowflake_id_node.prepare_target(text, text, text, integer[], text[], text) IS
   'Move step on the target: records move key (incoming) and makes the copies from the template and the marker table.';
 
+-- The copies' owners, before any row goes in (preparing): every row a move writes into a
+-- copy runs its owner's code (CHECK constraints, its columns' domain checks, generated
+-- columns, index expressions and predicates), which must run as that owner under
+-- restricted-operation rules, never as the mover. copy_rows writes as each copy's owner;
+-- from PostgreSQL 16 on, the subscription's apply worker too (run_as_owner = false, the
+-- default), so the copies get the owners and privileges the source has now (grants: its
+-- grants(); set_grants under the fence settles them again). PostgreSQL 15's apply worker
+-- writes as the subscription's owner, a superuser, whoever owns the table: there the copies
+-- stay the superuser's until the fence (no other role can change them meanwhile), and a
+-- move is refused (42501) when a copy of a table whose owner is not a superuser has code
+-- that calls anything but PostgreSQL's own IMMUTABLE functions (apply_refusal).
+CREATE OR REPLACE FUNCTION snowflake_id_node.own_copies(key text, grants text) RETURNS void
+LANGUAGE plpgsql VOLATILE CALLED ON NULL INPUT
+SET search_path = pg_catalog, pg_temp
+AS $$
+#variable_conflict use_variable
+DECLARE
+    m snowflake_id_node.move := snowflake_id_node.record(key, '{incoming}');
+    refusal text;
+BEGIN
+    IF current_setting('server_version_num')::integer >= 160000 THEN
+        PERFORM snowflake_id_node.set_grants(key, grants);
+        -- (Row-level security forced on an owner refuses the apply worker's every write.)
+        SELECT format('table %s forces row-level security on its owner %I', x.t, r.rolname) INTO refusal
+          FROM snowflake_id_node.move_tables(m.schemas) x JOIN pg_class c ON c.oid = x.t JOIN pg_roles r ON r.oid = c.relowner
+         WHERE c.relrowsecurity AND c.relforcerowsecurity AND NOT r.rolsuper AND NOT r.rolbypassrls LIMIT 1;
+        IF FOUND THEN
+            RAISE EXCEPTION '%: logical replication, which writes as a table''s owner, cannot write into it', refusal
+                USING ERRCODE = 'object_not_in_prerequisite_state',
+                      HINT = 'ALTER TABLE ... NO FORCE ROW LEVEL SECURITY for the time of the move.';
+        END IF;
+        RETURN;
+    END IF;
+    refusal := snowflake_id_node.apply_refusal(m.schemas, grants);
+    IF refusal IS NOT NULL THEN
+        RAISE EXCEPTION '%: PostgreSQL 15''s logical replication would run it as a superuser', refusal
+            USING ERRCODE = 'insufficient_privilege',
+                  HINT = 'Move it onto a node of PostgreSQL 16 or later, or have that code call only IMMUTABLE functions of PostgreSQL''s own.';
+    END IF;
+END
+$$;
+COMMENT ON FUNCTION snowflake_id_node.own_copies(text, text) IS
+  'Move step on the target, before any row: from PostgreSQL 16 on gives the copies of move key the owners and privileges grants reads on the source (55000 for row-level security forced on an owner); on 15 refuses (42501) code of a non-superuser''s table the apply worker would run as a superuser.';
+
+-- What a write into table t runs of its code, each (what, expression as pg_node_tree
+-- text): CHECK constraints, defaults and generated columns, index expressions and
+-- predicates, the checks of the domains its columns' types, or the types those expressions
+-- name (pg_depend), are or contain (through domains, arrays, composite types, ranges); and,
+-- with no expression, what no expression
+-- shows: an index of an operator class or access method not PostgreSQL's own, a trigger
+-- that fires in a subscription's writes (ENABLE ALWAYS or REPLICA).
+CREATE OR REPLACE FUNCTION snowflake_id_node.row_code(t regclass) RETURNS TABLE (what text, expr text)
+LANGUAGE sql STABLE STRICT
+SET search_path = pg_catalog, pg_temp
+BEGIN ATOMIC
+    WITH RECURSIVE types(typ) AS (
+        SELECT a.atttypid FROM pg_attribute a WHERE a.attrelid = row_code.t AND a.attnum > 0 AND NOT a.attisdropped
+        UNION ALL
+        -- (the types an expression names: a cast to a domain runs its checks)
+        SELECT d.refobjid FROM pg_depend d
+         WHERE d.refclassid = 'pg_type'::regclass
+           AND ((d.classid = 'pg_constraint'::regclass AND d.objid IN (SELECT c.oid FROM pg_constraint c WHERE c.conrelid = row_code.t))
+             OR (d.classid = 'pg_attrdef'::regclass AND d.objid IN (SELECT a.oid FROM pg_attrdef a WHERE a.adrelid = row_code.t))
+             OR (d.classid = 'pg_class'::regclass AND d.objid IN (SELECT i.indexrelid FROM pg_index i WHERE i.indrelid = row_code.t)))
+        UNION
+        SELECT x.typ FROM types y JOIN pg_type ty ON ty.oid = y.typ
+          CROSS JOIN LATERAL (SELECT ty.typbasetype UNION ALL SELECT ty.typelem
+                              UNION ALL SELECT a.atttypid FROM pg_attribute a
+                                         WHERE a.attrelid = ty.typrelid AND a.attnum > 0 AND NOT a.attisdropped
+                              UNION ALL SELECT r.rngsubtype FROM pg_range r WHERE r.rngtypid = ty.oid
+                              UNION ALL SELECT r.rngtypid FROM pg_range r WHERE r.rngmultitypid = ty.oid
+                              UNION ALL SELECT d.refobjid FROM pg_constraint c
+                                          JOIN pg_depend d ON d.classid = 'pg_constraint'::regclass AND d.objid = c.oid
+                                                          AND d.refclassid = 'pg_type'::regclass
+                                         WHERE c.contypid = ty.oid) x(typ)
+         WHERE x.typ <> 0)
+    SELECT format('CHECK constraint %I', c.conname), c.conbin::text
+      FROM pg_constraint c WHERE c.conrelid = row_code.t AND c.contype = 'c'
+    UNION ALL
+    SELECT format(CASE WHEN a.attgenerated <> '' THEN 'generated column %I' ELSE 'default of column %I' END, a.attname), d.adbin::text
+      FROM pg_attrdef d JOIN pg_attribute a ON a.attrelid = d.adrelid AND a.attnum = d.adnum WHERE d.adrelid = row_code.t
+    UNION ALL
+    SELECT format('index %I', c.relname), e.x::text
+      FROM pg_index i JOIN pg_class c ON c.oid = i.indexrelid, LATERAL (VALUES (i.indexprs), (i.indpred)) e(x)
+     WHERE i.indrelid = row_code.t AND e.x IS NOT NULL
+    UNION ALL
+    SELECT format('index %I (operator class %s, access method %s)', c.relname, o.opcname, am.amname), NULL
+      FROM pg_index i JOIN pg_class c ON c.oid = i.indexrelid JOIN pg_am am ON am.oid = c.relam,
+           unnest(i.indclass::oid[]) k JOIN pg_opclass o ON o.oid = k
+     WHERE i.indrelid = row_code.t AND (o.oid >= 16384 OR am.oid >= 16384)
+    UNION ALL
+    SELECT format('trigger %I', g.tgname), NULL
+      FROM pg_trigger g WHERE g.tgrelid = row_code.t AND NOT g.tgisinternal AND g.tgenabled IN ('A', 'R')
+    UNION ALL
+    SELECT format('check %I of type %s', c.conname, c.contypid::regtype), c.conbin::text
+      FROM types y JOIN pg_constraint c ON c.contypid = y.typ AND c.contype = 'c';
+END;
+COMMENT ON FUNCTION snowflake_id_node.row_code(regclass) IS
+  'The code a write into table t runs (constraints, defaults, generated columns, index expressions, domain checks, replica triggers), each with its expression.';
+
+CREATE OR REPLACE FUNCTION snowflake_id_node.untrusted_call(expr text, schemas oid[]) RETURNS text
+LANGUAGE c STABLE STRICT
+AS 'MODULE_PATHNAME', 'untrusted_call_wrapper';
+COMMENT ON FUNCTION snowflake_id_node.untrusted_call(text, oid[]) IS
+  'The first call of stored expression expr (pg_node_tree text) that is neither an IMMUTABLE function of PostgreSQL''s own nor a function or sequence of schemas, described; NULL if none.';
+
+-- The first code of a copy in schemas (of a move) that PostgreSQL 15's apply worker would
+-- run as a superuser on behalf of another role, described; NULL when there is none. Only
+-- the tables whose owner on the source (grants: its grants()) is not a superuser count; a
+-- superuser's table runs its own code. Allowed: PostgreSQL's own IMMUTABLE functions, and
+-- the copies' own functions and sequences (untrusted_call).
+CREATE OR REPLACE FUNCTION snowflake_id_node.apply_refusal(schemas text[], grants text) RETURNS text
+LANGUAGE sql STABLE STRICT
+SET search_path = pg_catalog, pg_temp
+BEGIN ATOMIC
+    SELECT format('table %s of role %I: its %s%s', x.t, g.owner, c.what, coalesce(' calls ' || u.call, ''))
+      FROM snowflake_id_node.move_tables(schemas) x
+      JOIN json_to_recordset(grants::json) AS g(kind text, object text, owner text)
+        ON g.kind = 'table' AND to_regclass(g.object) = x.t
+      JOIN pg_roles r ON r.rolname = g.owner AND NOT r.rolsuper
+     CROSS JOIN LATERAL snowflake_id_node.row_code(x.t) c
+     CROSS JOIN LATERAL (SELECT snowflake_id_node.untrusted_call(c.expr,
+                                    ARRAY(SELECT n.oid FROM pg_namespace n WHERE n.nspname = ANY (schemas)))) u(call)
+     WHERE c.expr IS NULL OR u.call IS NOT NULL
+     ORDER BY x.t::text COLLATE "C", c.what COLLATE "C"
+     LIMIT 1;
+END;
+COMMENT ON FUNCTION snowflake_id_node.apply_refusal(text[], text) IS
+  'The first code of a move''s copies that PostgreSQL 15''s apply worker would run as a superuser for a table''s non-superuser owner; NULL if none.';
+
 -- The initial copy (copying), made by this node itself: on the source, the move's slot
 -- (named as its publication) and every row of the move's tables (and its marker table) at
 -- the slot's snapshot, over one connection in one transaction, into the copies made here

@@ -81,7 +81,7 @@ COMMENT ON FUNCTION snowflake_id_node.own_unlock(integer, integer, boolean, bool
 CREATE OR REPLACE FUNCTION snowflake_id_node.monotonic()
 RETURNS timestamptz LANGUAGE c VOLATILE PARALLEL SAFE AS 'MODULE_PATHNAME', 'monotonic_wrapper';
 COMMENT ON FUNCTION snowflake_id_node.monotonic() IS
-  'This backend''s monotonic clock, as 2000-01-01 plus the time since its first reading: for deadlines, not a time of day.';
+  'The host''s monotonic clock, as 2000-01-01 plus the time since its boot (the same in every backend): for deadlines, not a time of day.';
 
 CREATE OR REPLACE FUNCTION snowflake_id_node.sleep(seconds double precision)
 RETURNS void LANGUAGE c VOLATILE STRICT PARALLEL SAFE AS 'MODULE_PATHNAME', 'sleep_wrapper';

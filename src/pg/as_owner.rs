@@ -8,16 +8,38 @@
 //! first, with `SECURITY_RESTRICTED_OPERATION` (no `SET ROLE`, no temporary objects, no
 //! session state left behind) and a search_path of their own: this does the same for the
 //! router's privileged steps that read or change a shard's tables (row counts, status,
-//! schema changes). The user id and security context come back on return, and on an error
-//! from the (sub)transaction's abort, as for a SECURITY DEFINER function.
+//! schema changes, the rows a move copies into its target's tables). The user id and
+//! security context come back on return, and on an error from the (sub)transaction's abort,
+//! as for a SECURITY DEFINER function.
 
 use pgrx::prelude::*;
 use std::ffi::CString;
 
-/// Runs `query` as `role` under restricted-operation rules, with `search_path` =
-/// pg_catalog, pg_temp and `row_security` off (a policy that would filter the owner's rows
-/// makes the query fail, never count fewer): the first column of its first row, as text.
+/// Runs `query` as `role` under restricted-operation rules ([`run`]): the first column of
+/// its first row, as text.
 pub fn query(role: pg_sys::Oid, query: &str) -> Option<String> {
+    run(role, || {
+        Spi::connect_mut(|client| -> pgrx::spi::SpiResult<Option<String>> {
+            let table = client.update(query, None, &[])?;
+            if table.is_empty() {
+                return Ok(None);
+            }
+            table.first().get_one::<String>()
+        })
+        .unwrap_or_else(|e| {
+            crate::pg::node::libpq::raise(
+                pgrx::PgSqlErrorCode::ERRCODE_DATATYPE_MISMATCH,
+                format!("a query run as a table's owner must return one text column: {e}"),
+            )
+        })
+    })
+}
+
+/// Runs `work` as `role` under restricted-operation rules, with `search_path` =
+/// pg_catalog, pg_temp and `row_security` off (a policy that would filter the owner's rows
+/// makes a query fail, never count fewer). The user id, security context and settings come
+/// back on return, and on an error from the (sub)transaction's abort.
+pub fn run<T>(role: pg_sys::Oid, work: impl FnOnce() -> T) -> T {
     let (mut saved_user, mut saved_context) = (pg_sys::InvalidOid, 0);
     // SAFETY: saves and switches the backend's user id and security context, restored
     // below (and by the abort on an error); the GUC nest level is closed likewise.
@@ -34,19 +56,7 @@ pub fn query(role: pg_sys::Oid, query: &str) -> Option<String> {
     let nest = unsafe { pg_sys::NewGUCNestLevel() };
     set("search_path", "pg_catalog, pg_temp");
     set("row_security", "off");
-    let result = Spi::connect_mut(|client| -> pgrx::spi::SpiResult<Option<String>> {
-        let table = client.update(query, None, &[])?;
-        if table.is_empty() {
-            return Ok(None);
-        }
-        table.first().get_one::<String>()
-    })
-    .unwrap_or_else(|e| {
-        crate::pg::node::libpq::raise(
-            pgrx::PgSqlErrorCode::ERRCODE_DATATYPE_MISMATCH,
-            format!("a query run as a table's owner must return one text column: {e}"),
-        )
-    });
+    let result = work();
     // SAFETY: closes the nest level opened above, then restores the saved identity.
     unsafe {
         pg_sys::AtEOXact_GUC(false, nest);

@@ -45,6 +45,12 @@ pub enum IdError {
         min: i64,
         max: i64,
     },
+    /// A sequence stopped at its newest value `value` (a range of two values ending there), as
+    /// a move's seal leaves the copy it moved away from.
+    SequenceStopped {
+        sequence: String,
+        value: i64,
+    },
     /// A UUID, ULID or ObjectID; `character` is the offending one as a message shows it
     /// (`text_arg::char_at`), when the error names one.
     Wide {
@@ -140,6 +146,12 @@ impl IdError {
                 format!("sequence \"{sequence}\" cannot hold snowflake IDs: its range is {min} to {max}"),
                 Some(format!("The next ID would be {id}.")),
                 Some(format!("ALTER SEQUENCE {sequence} AS bigint MINVALUE 1 MAXVALUE 9223372036854775807")),
+            ),
+            IdError::SequenceStopped { sequence, value } => (
+                ERRCODE_T_R_SERIALIZATION_FAILURE,
+                format!("sequence \"{sequence}\" issues no more IDs here: it is stopped at {value}, as a move of its shard to another node leaves it"),
+                None,
+                Some("Retry the transaction: the router sends it to the shard's new node.".into()),
             ),
             IdError::Wide { error, character } => wide_parts(error, character),
             IdError::Ddl(e) => ddl_parts(e),

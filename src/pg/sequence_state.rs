@@ -148,6 +148,15 @@ impl Sequence {
     #[inline(never)]
     pub fn too_small_for(&self, id: i64) -> IdError {
         let Checked { min, max, .. } = self.slot.checked();
+        if max.checked_sub(min) == Some(1) {
+            // A move's seal stops the sequences of the copy it leaves behind so, at their
+            // newest value (snowflake_id_node.stop_sequences): its shard issues from its new
+            // node now. (No sequence of two values can hold snowflake IDs otherwise.)
+            return IdError::SequenceStopped {
+                sequence: self.name(),
+                value: max,
+            };
+        }
         IdError::SequenceTooSmall {
             sequence: self.name(),
             id,

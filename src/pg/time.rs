@@ -6,7 +6,6 @@ use super::mirror::unguarded;
 use crate::id::layouts::LayoutError;
 use pgrx::prelude::*;
 use std::ffi::{c_int, c_long};
-use std::sync::OnceLock;
 use std::time::Instant;
 
 /// Milliseconds between 1970-01-01 and PostgreSQL's epoch, 2000-01-01 (both UTC).
@@ -63,19 +62,43 @@ pub fn timestamp_of_unix_us(unix_us: i64) -> Option<TimestampWithTimeZone> {
     timestamp_of_pg_us(unix_us.checked_sub(PG_EPOCH_UNIX_MS * 1000)?)
 }
 
-/// The start of this backend's monotonic clock (its first reading).
-static MONOTONIC_BASE: OnceLock<Instant> = OnceLock::new();
+/// The host's monotonic clock (`CLOCK_MONOTONIC`, the one `Instant` reads): every backend of
+/// a server reads the same one, so a deadline one backend records (a move's fence, in its
+/// record) another can compare with. It counts from the host's boot, so it keeps counting
+/// across a restart of the server, and starts again after a reboot, which no session outlives.
+#[cfg(target_os = "linux")]
+const CLOCK_MONOTONIC: c_int = 1;
+#[cfg(any(target_os = "macos", target_os = "ios"))]
+const CLOCK_MONOTONIC: c_int = 6;
+#[cfg(target_os = "freebsd")]
+const CLOCK_MONOTONIC: c_int = 4;
 
-/// This backend's monotonic clock as a timestamptz: PostgreSQL's epoch (2000-01-01) plus
-/// the time since its first reading. Not a time of day: deadlines computed from it and
-/// compared with it hold whatever the wall clock does (a clock stepped back stretches no
-/// wait), within one backend.
+/// `struct timespec` of a 64-bit host (pgrx builds for no other).
+#[repr(C)]
+struct Timespec {
+    tv_sec: i64,
+    tv_nsec: i64,
+}
+
+extern "C" {
+    fn clock_gettime(clock: c_int, tp: *mut Timespec) -> c_int;
+}
+
+/// The host's monotonic clock as a timestamptz: PostgreSQL's epoch (2000-01-01) plus the
+/// time since the host's boot. Not a time of day: deadlines computed from it and compared
+/// with it hold whatever the wall clock does (a clock stepped back stretches no wait), in any
+/// backend of the server.
 pub fn monotonic_now() -> TimestampWithTimeZone {
-    let micros = MONOTONIC_BASE
-        .get_or_init(Instant::now)
-        .elapsed()
-        .as_micros();
-    TimestampWithTimeZone::try_from(micros.min(i64::MAX as u128 / 2) as i64)
+    let mut ts = Timespec {
+        tv_sec: 0,
+        tv_nsec: 0,
+    };
+    // SAFETY: writes the struct it is given; CLOCK_MONOTONIC exists on every supported host.
+    let rc = unsafe { clock_gettime(CLOCK_MONOTONIC, &mut ts) };
+    debug_assert_eq!(rc, 0);
+    // (Below 0 under libfaketime with an offset larger than the uptime: still monotonic.)
+    let micros = ts.tv_sec.saturating_mul(1_000_000) + ts.tv_nsec / 1000;
+    TimestampWithTimeZone::try_from(micros.clamp(-(1 << 50), 1 << 50))
         .expect("within timestamptz's range")
 }
 

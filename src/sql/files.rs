@@ -16,10 +16,16 @@ use pgrx::prelude::*;
 // move on its source and on its target; undo and repair. Before the installer:
 // snowflake_id_shards reads the moves.
 extension_sql_file!("../../sql/node/objects.sql", name = "node_objects");
+// What 0.4.0 changes in those tables (made once; its migration includes it first).
+extension_sql_file!(
+    "../../sql/migrations/0.4.0-objects.sql",
+    name = "node_objects_0_4_0",
+    requires = ["node_objects"]
+);
 extension_sql_file!(
     "../../sql/node/node.sql",
     name = "node",
-    requires = ["node_objects"]
+    requires = ["node_objects_0_4_0"]
 );
 extension_sql_file!(
     "../../sql/node/shape.sql",

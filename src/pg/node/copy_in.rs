@@ -12,6 +12,7 @@
 //! [`FEED`] for the duration of one table's copy, set and cleared by [`FeedGuard`] (a
 //! backend runs one such copy at a time, on one thread).
 
+use crate::pg::as_owner;
 use crate::pg::error::IdError;
 use crate::pg::node::copy_rows::CopyError;
 use crate::pg::node::libpq::{Conn, PQfreemem, PGRES_COMMAND_OK, PGRES_COPY_OUT};
@@ -178,10 +179,16 @@ pub fn copy_table(conn: &Conn, relid: pg_sys::Oid) -> u64 {
 
     let rows = {
         let feed = FeedGuard::new(conn, what.clone());
+        // The rows go in as the table's owner, under restricted-operation rules: its CHECK
+        // constraints, its columns' domain checks, generated columns and index expressions
+        // are the owner's code, which must not run with the mover's rights (as VACUUM or
+        // REINDEX run them). No privilege of the owner's is checked: CopyFrom checks none.
+        // SAFETY: an open relation's owner.
+        let owner = unsafe { (*(*rel).rd_rel).relowner };
         // SAFETY: as tablesync.c's copy_table: a parse state with the relation as its range
         // table (CopyFrom's executor state reads it), the COPY options in this database's
         // encoding (the source sends in it: client_encoding), the callback above as input.
-        let rows = unsafe {
+        let rows = as_owner::run(owner, || unsafe {
             let pstate = pg_sys::make_parsestate(std::ptr::null_mut());
             pg_sys::addRangeTableEntryForRelation(
                 pstate,
@@ -211,7 +218,7 @@ pub fn copy_table(conn: &Conn, relid: pg_sys::Oid) -> u64 {
             pg_sys::EndCopyFrom(cstate);
             pg_sys::free_parsestate(pstate);
             rows
-        };
+        });
         if !feed.ended() {
             // COPY stopped reading before the end: cannot happen with text input, which
             // it reads to the end; refuse rather than commit a part.
