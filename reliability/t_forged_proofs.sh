@@ -23,7 +23,8 @@ source "$here/../scripts/cluster.sh"; source "$here/lib.sh"
 source "$here/../scripts/router_cluster.sh"
 work=$(mktemp -d); chmod 755 "$work"
 bg=()
-trap 'kill "${bg[@]}" 2>/dev/null || true; router_cluster_down; rm -rf "$work"' EXIT
+# (pkill: the sleeps that keep the holders' psql sessions open, children of this shell)
+trap 'kill "${bg[@]}" 2>/dev/null || true; pkill -P $$ -x sleep 2>/dev/null || true; router_cluster_down; rm -rf "$work"' EXIT
 SHARDS_PER_NODE=2 router_cluster_up >/dev/null 2>&1
 router8=$(on router -c "SELECT left(md5(snowflake_id_node.identity()), 8)")
 served_by() { on router -c "SELECT node FROM shard_map WHERE shard = $1"; }
