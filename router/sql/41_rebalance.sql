@@ -361,9 +361,9 @@ BEGIN
     END IF;
     BEGIN
         -- A move cut short with a session of an earlier run is completed (sealed) or undone
-        -- now, before the map is read. The workers of a run whose session just ended notice
-        -- it within a second or two (client_connection_check_interval) and end their moves
-        -- then: moves still running are waited for first (at most cleanup_timeout).
+        -- now, before the map is read. The workers of a run whose session just ended finish
+        -- their batches (rebalance_worker): moves still running are waited for first (at
+        -- most cleanup_timeout); one still running after that is left to its worker.
         PERFORM snowflake_id_router.await_running_moves(snowflake_id_router.timeout('cleanup_timeout'));
         PERFORM @extschema@.repair_moves();
         SELECT * INTO r FROM snowflake_id_router.rebalance x WHERE x.state IN ('running', 'stopped', 'failed') FOR UPDATE;
@@ -595,8 +595,11 @@ COMMENT ON FUNCTION snowflake_id_router.rebalance_move(integer, integer) IS
 -- == Batches moving at once (parallel_moves > 1) ==
 -- Each in a loopback session of its own that this session opens (worker n: connection
 -- 'sfid-rebalance:<n>', not 'sfid:*', which a move closes when it ends), running
--- rebalance_move. A worker watches this session: if it dies, the worker ends within a second
--- or two, and its move with it, as a move whose mover dies (repaired by the next call).
+-- rebalance_move. A worker does not watch this session (client_connection_check_interval
+-- 0): if this session ends mid-batch (a cancel landing between its handlers, at a COMMIT;
+-- a terminate; the client gone), the worker finishes its batch, moved or undone, and ends
+-- when it finds no one to answer. Were it to end with this session, a batch past its seal
+-- would refuse its shards' writes until the next call repaired it.
 
 -- The connection of worker n, opened (and checked to reach this router) if not yet open.
 CREATE OR REPLACE FUNCTION snowflake_id_router.rebalance_worker(n integer) RETURNS text
@@ -605,7 +608,7 @@ SET search_path = pg_catalog, pg_temp
 AS $$
 DECLARE
     conn text := snowflake_id_router.reuse_conn('sfid-rebalance:' || n, NULL, format(
-        $q$SELECT concat_ws(' ', set_config('application_name', %L, false), set_config('client_connection_check_interval', '1s', false),
+        $q$SELECT concat_ws(' ', set_config('application_name', %L, false), set_config('client_connection_check_interval', '0', false),
                   set_config('statement_timeout', '0', false), set_config('lock_timeout', '0', false),
                   set_config('idle_in_transaction_session_timeout', '0', false),
                   set_config('default_transaction_isolation', 'read committed', false),
