@@ -11,7 +11,8 @@
 #   2. A mover stalled (kill -STOP of its router backend, alive for TCP) at its fence under
 #      a writer: writes pass again within the fence's bound, by the source's own deadline
 #      (h12 F8: refused for as long as the stall lasted); the thawed mover then fails
-#      cleanly (its seal refused), and nothing is left.
+#      cleanly (its seal refused), and nothing is left (after repair_moves(), should its
+#      own clean-up have run out of time).
 set -euo pipefail
 here=$(cd "$(dirname "$0")" && pwd)
 source "$here/../scripts/cluster.sh"; source "$here/lib.sh"
@@ -95,5 +96,12 @@ echo "2: the thawed mover: $(grep -o 'failed while [^:]*: [^(]*' "$work/mover.lo
 [[ $(on router -c "SELECT node FROM shard_map WHERE shard = 2") == node_a ]] || fail "2: shard 2 left node_a"
 touch "$work/writer.stop"; wait "$writer"
 on router -c "SELECT insert_post(2, 0, 'after the stall')" >/dev/null || fail "2: shard 2 refuses writes after the stall"
+# The thawed mover undoes what it made, unless its own clean-up runs out of time (a loaded
+# machine): then, as for any mover whose clean-up failed, repair_moves() clears it.
+left=$(on router -c "SELECT count(*) FROM snowflake_id_router.move WHERE state NOT IN ('done', 'undone')")
+left=$((left + $(on node_a -c "SELECT count(*) FROM snowflake_id_node.leftovers()")))
+if [[ $left != 0 ]]; then
+  echo "2: the thawed mover left its undo to repair_moves(): $(on router -c "SELECT string_agg(move || ' ' || outcome, '; ') FROM repair_moves()")"
+fi
 
 router_invariants "$work"
