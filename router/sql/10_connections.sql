@@ -143,7 +143,10 @@ COMMENT ON FUNCTION snowflake_id_router.conn_value(text) IS 'A libpq connect str
 -- routed calls are not, and would land on the next host when the first is down. Nor a
 -- hostaddr beside a host: libpq connects to the address but looks the password up (in
 -- ~/.pgpass of the router's server user) by the host, so a real node's password would go to
--- whatever server listens at the address.
+-- whatever server listens at the address. Nor server options (options): every role's routed
+-- calls through PL/Proxy would start with them (default_transaction_read_only refusing every
+-- write; with a superuser in the string, session_replication_role = replica, under which
+-- a move's fence triggers do not fire).
 CREATE OR REPLACE FUNCTION snowflake_id_router.normalize_connstr(connstr text) RETURNS text
 LANGUAGE plpgsql STABLE STRICT PARALLEL SAFE
 SET search_path = pg_catalog, pg_temp
@@ -156,7 +159,7 @@ DECLARE
     normal text;
 BEGIN
     SELECT string_agg(c.keyword, ', ') FILTER (WHERE c.secret),
-           string_agg(c.keyword, ', ') FILTER (WHERE c.keyword IN ('service', 'servicefile', 'passfile')),
+           string_agg(c.keyword, ', ') FILTER (WHERE c.keyword IN ('service', 'servicefile', 'passfile', 'options')),
            string_agg(c.keyword, ', ') FILTER (WHERE c.keyword IN ('host', 'hostaddr', 'port') AND strpos(c.value, ',') > 0),
            CASE WHEN count(*) FILTER (WHERE c.keyword IN ('host', 'hostaddr') AND c.value <> '') = 2 THEN 'host, hostaddr' END,
            string_agg(c.keyword || '=' || snowflake_id_router.conn_value(c.value), ' ')
@@ -168,9 +171,9 @@ BEGIN
                   HINT = 'Put the password in ~/.pgpass of the router''s server user (see docs/security.md).';
     END IF;
     IF service IS NOT NULL THEN
-        RAISE EXCEPTION 'the connect string names a file of settings or passwords (%)', service
+        RAISE EXCEPTION 'the connect string names settings or passwords of its own (%)', service
             USING ERRCODE = 'invalid_parameter_value',
-                  DETAIL = 'A service file entry can hold a user and a password, which the router would not see; a password file of the caller''s choosing would give its passwords to the server named.',
+                  DETAIL = 'A service file entry can hold a user and a password, which the router would not see; a password file of the caller''s choosing would give its passwords to the server named; server options would steer every routed call.',
                   HINT = 'Give the options directly (host, port, dbname ...), the password in ~/.pgpass of the router''s server user.';
     END IF;
     IF several IS NOT NULL THEN
