@@ -4,7 +4,8 @@
 # of the peer's choosing in the sessions it opens"). node_c's database is given to dbowner,
 # a role with no other right, who sets for every session there (ALTER DATABASE ... SET)
 # standard_conforming_strings = off (the node code's backslash literals would read
-# otherwise), a far time zone, transform_null_equals, short
+# otherwise), a far time zone, transform_null_equals, quote_all_identifiers (definitions
+# would print otherwise), array_nulls, short
 # statement and lock timeouts and, from PostgreSQL 17, a transaction_timeout of 30 ms; and
 # makes public.make_id(timestamptz, integer), an overload that would make the extension's
 # own two-argument calls ambiguous. Then create_shard there, moves onto and off node_c,
@@ -33,7 +34,7 @@ echo "node_c's database owner sets its sessions' settings and overloads make_id"
 on_c -c "CREATE ROLE dbowner LOGIN" -c "ALTER DATABASE postgres OWNER TO dbowner" >/dev/null
 {
   echo "SET ROLE dbowner;"
-  for s in "standard_conforming_strings = off" "TimeZone = 'Pacific/Chatham'" "transform_null_equals = on" \
+  for s in "standard_conforming_strings = off" "TimeZone = 'Pacific/Chatham'" "transform_null_equals = on" "quote_all_identifiers = on" "array_nulls = off" \
            "statement_timeout = '10ms'" "lock_timeout = '1ms'"; do
     echo "ALTER DATABASE postgres SET $s;"
   done

@@ -68,11 +68,16 @@ SELECT add_node('other', 'postgresql:///db?host=/tmp/x&servicefile=%2Ftmp%2Fx');
 -- So is a password file of the caller's choosing, and more than one server: PL/Proxy's
 -- routed calls, unchecked, would land on the next one listed when the first is down.
 SELECT add_node('other', 'host=x passfile=/tmp/x/pgpass');                 -- 22023
+SELECT add_node('other', 'host=x options=''-c default_transaction_read_only=on''');  -- 22023
+SELECT add_node('other', 'postgresql://x/db?options=-c%20session_replication_role%3Dreplica');  -- 22023
 SELECT add_node('other', 'host=/tmp/x,/tmp/y port=5432');                  -- 22023
 SELECT add_node('other', 'hostaddr=127.0.0.1,127.0.0.2 port=5432');        -- 22023
 SELECT add_node('other', 'host=x port=5432,5433');                         -- 22023
 SELECT add_node('other', 'postgresql://x:5432,y:5433/db');                 -- 22023
 SELECT add_node('other', 'postgresql:///db?host=/tmp/x,/tmp/y');           -- 22023
+-- Nor a hostaddr beside a host: libpq would send host's password from ~/.pgpass to the address.
+SELECT add_node('other', 'host=node-a.internal hostaddr=127.0.0.1 port=5432');     -- 22023
+SELECT add_node('other', 'postgresql://node-a.internal:5432/db?hostaddr=127.0.0.1');  -- 22023
 SELECT count(*) AS nodes_named_other FROM snowflake_id_router.node WHERE name = 'other';
 \set VERBOSITY default
 SELECT add_node('other', 'postgresql://x:5432,y:5433/db');

@@ -75,6 +75,14 @@ SELECT create_shard('App Shard', 7105, template => 'app_tpl');
 BEGIN;
 SELECT pg_temp.use(7105) AS quoted;
 ROLLBACK;
+-- pg_catalog stays first: a session whose path names it later does not reach a built-in
+-- name of the shard schema's owner (here a now() of its own) through use_shard.
+CREATE FUNCTION "App Shard".now() RETURNS timestamptz LANGUAGE sql AS $$ SELECT '2000-01-01 00:00+00'::timestamptz $$;
+BEGIN;
+SET LOCAL search_path = public, pg_catalog;
+SELECT use_shard(7105) IS NOT NULL AS used;
+SELECT now() = '2000-01-01 00:00+00' AS owners_now_ran;
+ROLLBACK;
 SELECT count(drop_shard(schema_name, cascade => true)) FROM snowflake_id_shards WHERE shard BETWEEN 7101 AND 7105;
 DROP SCHEMA app_tpl CASCADE;
 REVOKE ALL ON SCHEMA public FROM app_user;

@@ -140,7 +140,13 @@ COMMENT ON FUNCTION snowflake_id_router.conn_value(text) IS 'A libpq connect str
 -- (passfile: libpq would send the router's server user's passwords from any file it can read
 -- to the server the string names). And so is more than one server (a host, hostaddr or port
 -- list): a node is known by its identity, checked when the router connects, but PL/Proxy's
--- routed calls are not, and would land on the next host when the first is down.
+-- routed calls are not, and would land on the next host when the first is down. Nor a
+-- hostaddr beside a host: libpq connects to the address but looks the password up (in
+-- ~/.pgpass of the router's server user) by the host, so a real node's password would go to
+-- whatever server listens at the address. Nor server options (options): every role's routed
+-- calls through PL/Proxy would start with them (default_transaction_read_only refusing every
+-- write; with a superuser in the string, session_replication_role = replica, under which
+-- a move's fence triggers do not fire).
 CREATE OR REPLACE FUNCTION snowflake_id_router.normalize_connstr(connstr text) RETURNS text
 LANGUAGE plpgsql STABLE STRICT PARALLEL SAFE
 SET search_path = pg_catalog, pg_temp
@@ -149,13 +155,15 @@ DECLARE
     secret text;
     service text;
     several text;
+    split text;
     normal text;
 BEGIN
     SELECT string_agg(c.keyword, ', ') FILTER (WHERE c.secret),
-           string_agg(c.keyword, ', ') FILTER (WHERE c.keyword IN ('service', 'servicefile', 'passfile')),
+           string_agg(c.keyword, ', ') FILTER (WHERE c.keyword IN ('service', 'servicefile', 'passfile', 'options')),
            string_agg(c.keyword, ', ') FILTER (WHERE c.keyword IN ('host', 'hostaddr', 'port') AND strpos(c.value, ',') > 0),
+           CASE WHEN count(*) FILTER (WHERE c.keyword IN ('host', 'hostaddr') AND c.value <> '') = 2 THEN 'host, hostaddr' END,
            string_agg(c.keyword || '=' || snowflake_id_router.conn_value(c.value), ' ')
-      INTO secret, service, several, normal FROM snowflake_id_node.conninfo(connstr) c;
+      INTO secret, service, several, split, normal FROM snowflake_id_node.conninfo(connstr) c;
     IF secret IS NOT NULL THEN
         RAISE EXCEPTION 'the connect string holds a secret (%)', secret
             USING ERRCODE = 'invalid_parameter_value',
@@ -163,9 +171,9 @@ BEGIN
                   HINT = 'Put the password in ~/.pgpass of the router''s server user (see docs/security.md).';
     END IF;
     IF service IS NOT NULL THEN
-        RAISE EXCEPTION 'the connect string names a file of settings or passwords (%)', service
+        RAISE EXCEPTION 'the connect string names settings or passwords of its own (%)', service
             USING ERRCODE = 'invalid_parameter_value',
-                  DETAIL = 'A service file entry can hold a user and a password, which the router would not see; a password file of the caller''s choosing would give its passwords to the server named.',
+                  DETAIL = 'A service file entry can hold a user and a password, which the router would not see; a password file of the caller''s choosing would give its passwords to the server named; server options would steer every routed call.',
                   HINT = 'Give the options directly (host, port, dbname ...), the password in ~/.pgpass of the router''s server user.';
     END IF;
     IF several IS NOT NULL THEN
@@ -174,6 +182,12 @@ BEGIN
                   DETAIL = 'Routed calls would go to the next server listed when the first is down, whatever database it holds.',
                   HINT = 'Name one server; after a failover, alter_node repoints the node.';
     END IF;
+    IF split IS NOT NULL THEN
+        RAISE EXCEPTION 'the connect string names a server by both host and hostaddr'
+            USING ERRCODE = 'invalid_parameter_value',
+                  DETAIL = 'libpq connects to hostaddr but sends the password it keeps for host: a node''s password would go to another server.',
+                  HINT = 'Give host alone (a name or an address).';
+    END IF;
     IF normal IS NULL THEN
         RAISE EXCEPTION 'the connect string is empty' USING ERRCODE = 'invalid_parameter_value';
     END IF;
@@ -181,7 +195,7 @@ BEGIN
 END
 $$;
 COMMENT ON FUNCTION snowflake_id_router.normalize_connstr(text) IS
-  'A connect string as libpq reads it, as key=''value'' pairs; 22023 for a secret, a service or password file, more than one server, or what libpq refuses.';
+  'A connect string as libpq reads it, as key=''value'' pairs; 22023 for a secret, a service or password file, more than one server, host with hostaddr, or what libpq refuses.';
 
 -- The router's settings: an override in snowflake_id_router.setting, else the default.
 CREATE OR REPLACE FUNCTION snowflake_id_router.setting(name text) RETURNS text

@@ -10,7 +10,9 @@
 -- fence, its reads the rows as of the fence, as a routed call does.
 
 -- SF001 when this node does not serve the shard; else the shard's schema first in
--- search_path, for this transaction only. No rights of its own (SECURITY INVOKER): it reads
+-- search_path, for this transaction only: after pg_catalog, named first (as it is searched
+-- when the path does not name it), so that a session whose path names pg_catalog later does
+-- not resolve built-in names (now(), =) to objects of the shard schema's owner. No rights of its own (SECURITY INVOKER): it reads
 -- snowflake_id_shards, which every role may read. No SET clause either: one would undo the
 -- set_config at return (a function's SET scopes its variable's changes to the call); every
 -- name is schema-qualified instead. The check holds at the transaction's start: a move's
@@ -29,7 +31,7 @@ BEGIN
             USING ERRCODE = 'SF001', HINT = 'reload the shard map';
     END IF;
     PERFORM pg_catalog.set_config('search_path',
-        pg_catalog.concat_ws(', ', pg_catalog.quote_ident(nsp), NULLIF(previous, '')), true);
+        pg_catalog.concat_ws(', ', 'pg_catalog', pg_catalog.quote_ident(nsp), NULLIF(previous, '')), true);
     RETURN nsp;
 END
 $$;

@@ -53,6 +53,7 @@ use std::time::{Duration, Instant};
 pub const SESSION_OPTIONS: &str = "-c role=none -c search_path=pg_catalog,pg_temp \
 -c DateStyle=ISO,MDY -c IntervalStyle=postgres -c extra_float_digits=3 -c bytea_output=hex \
 -c TimeZone=UTC -c standard_conforming_strings=on -c transform_null_equals=off \
+-c quote_all_identifiers=off -c array_nulls=on \
 -c plpgsql.extra_errors=none -c plpgsql.extra_warnings=none \
 -c default_transaction_isolation=read\\ committed -c default_transaction_read_only=off \
 -c synchronous_commit=on -c statement_timeout=0 -c lock_timeout=0 \
