@@ -307,6 +307,11 @@ DECLARE
 BEGIN
     PERFORM snowflake_id_node.within_fence(m);
     PERFORM set_config('lock_timeout', lock_timeout, true);
+    -- The sequences' locks before the tables': a writer takes a value (next_id()) and then
+    -- writes, so the other order would deadlock with it (it waits on the tables, this on
+    -- its sequence). Past the fence, a write fails at its first statement trigger, before
+    -- any default takes a value.
+    PERFORM snowflake_id_node.stop_sequences(m.schemas, false);
     EXECUTE 'LOCK TABLE ' || (SELECT string_agg(x.t::text, ', ') FROM snowflake_id_node.move_tables(m.schemas) x)
             || ' IN EXCLUSIVE MODE';
     FOR i IN 1 .. cardinality(m.schemas) LOOP
@@ -327,7 +332,7 @@ BEGIN
     -- The sequences stop here: the values read below are the last this copy gives. A
     -- schema with a free sequence (one its fingerprint prints) is fingerprinted again, as
     -- sealed, for the clean-up's comparison.
-    PERFORM snowflake_id_node.stop_sequences(m.schemas);
+    PERFORM snowflake_id_node.stop_sequences(m.schemas, true);
     FOR i IN 1 .. cardinality(m.schemas) LOOP
         IF EXISTS (SELECT FROM unnest(prints[i]::text[]) l WHERE l LIKE 'sequence %') THEN
             prints[i] := snowflake_id_node.fingerprint(m.schemas[i])::text;
@@ -352,7 +357,8 @@ COMMENT ON FUNCTION snowflake_id_node.seal_check(text, text[], text) IS
 -- which waits (lock_timeout) for the transactions that took a value and holds off new ones
 -- until the seal commits; the newest is read under it. One never used gives its first
 -- value now (a gap on the new node, which a sequence may have): a cap cannot be set below it.
-CREATE OR REPLACE FUNCTION snowflake_id_node.stop_sequences(schemas text[]) RETURNS void
+-- With stop false, only the locks are taken (the first, no-op ALTER SEQUENCE of each).
+CREATE OR REPLACE FUNCTION snowflake_id_node.stop_sequences(schemas text[], stop boolean) RETURNS void
 LANGUAGE plpgsql VOLATILE STRICT
 SET search_path = pg_catalog, pg_temp
 AS $$
@@ -368,14 +374,15 @@ BEGIN
                JOIN pg_sequence p ON p.seqrelid = c.oid
               ORDER BY c.oid LOOP
         EXECUTE format('ALTER SEQUENCE %s MAXVALUE %s', q.seq, q.seqmax);
+        CONTINUE WHEN NOT stop;
         newest := coalesce(pg_sequence_last_value(q.seq), nextval(q.seq));
         EXECUTE format('ALTER SEQUENCE %s START %s MINVALUE %s MAXVALUE %s', q.seq, newest,   -- (START within them)
                        newest - (q.seqincrement > 0)::integer, newest + (q.seqincrement < 0)::integer);
     END LOOP;
 END
 $$;
-COMMENT ON FUNCTION snowflake_id_node.stop_sequences(text[]) IS
-  'In a move''s seal: caps every sequence of the schemas at its newest value (a range of two values ending there), so that the copy left behind issues no more.';
+COMMENT ON FUNCTION snowflake_id_node.stop_sequences(text[], boolean) IS
+  'In a move''s seal: locks every sequence of the schemas and, with stop, caps each at its newest value (a range of two values ending there), so that the copy left behind issues no more.';
 
 CREATE OR REPLACE FUNCTION snowflake_id_node.seal(key text) RETURNS void
 LANGUAGE plpgsql VOLATILE CALLED ON NULL INPUT
