@@ -54,25 +54,6 @@ for c in 1 2 3 4; do
 done
 sleep 2
 
-now() { date +%s.%N; }
-secs() { python3 -c "print(round($2 - $1, 2))"; }
-# held STEP SQL [OPTIONS]: runs SQL on the router in the background (the session's PGOPTIONS
-# OPTIONS), held at breakpoint STEP; sets mover (the psql's pid) and mpid (the mover's
-# backend) once it is there.
-held() {
-  on router -c "INSERT INTO snowflake_id_router.breakpoint (step) VALUES ('$1')"
-  PGOPTIONS="-c client_min_messages=warning ${3:-}" psql -X -q -At -h "$SF_TMP/sfrouter" -p "$ROUTER_PORT" -U postgres -d postgres \
-    -c "$2" >"$work/mover.log" 2>&1 & mover=$!
-  mpid=
-  for _ in $(seq 600); do
-    mpid=$(on router -c "SELECT pid FROM snowflake_id_router.breakpoint WHERE reached IS NOT NULL LIMIT 1")
-    [[ -n $mpid ]] && return 0
-    kill -0 "$mover" 2>/dev/null || fail "'$2' ended before step '$1': $(cat "$work/mover.log")"
-    sleep 0.05
-  done
-  fail "'$2' did not reach step '$1'"
-}
-release() { on router -c "DELETE FROM snowflake_id_router.breakpoint"; }
 # ended: waits (60 s at most) for the held call to end; its exit status.
 ended() {
   local _; for _ in $(seq 600); do kill -0 "$mover" 2>/dev/null || break; sleep 0.1; done

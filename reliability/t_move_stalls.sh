@@ -27,23 +27,6 @@ faketime_set "$work/faketime" "-1h"
 [[ $(on node_c -c "SELECT now() < timestamptz '$(date -u +%FT%T)Z' - interval '50 minutes'") == t ]] \
   || fail "libfaketime did not put node_c's clock behind"
 
-now() { date +%s.%N; }
-secs() { python3 -c "print(round($2 - $1, 2))"; }
-# held STEP SQL: runs SQL on the router in the background, held at breakpoint STEP; sets
-# mover (the psql's pid) and mpid (the mover's backend) once it is there.
-held() {
-  on router -c "INSERT INTO snowflake_id_router.breakpoint (step) VALUES ('$1')"
-  { on router -c "$2" || exit $?; } >"$work/mover.log" 2>&1 & mover=$!
-  mpid=
-  for _ in $(seq 600); do
-    mpid=$(on router -c "SELECT pid FROM snowflake_id_router.breakpoint WHERE reached IS NOT NULL LIMIT 1")
-    [[ -n $mpid ]] && return 0
-    kill -0 "$mover" 2>/dev/null || fail "'$2' ended before step '$1': $(cat "$work/mover.log")"
-    sleep 0.05
-  done
-  fail "'$2' did not reach step '$1'"
-}
-release() { on router -c "DELETE FROM snowflake_id_router.breakpoint"; }
 
 # == 1. IDs on the sealed source ==
 for i in 1 2 3; do on router -c "SELECT insert_post(1, $i, 'before')" >/dev/null; done
