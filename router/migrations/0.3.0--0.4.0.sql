@@ -29,7 +29,6 @@ DROP FUNCTION snowflake_id_router.note(bigint, text);
 DROP FUNCTION snowflake_id_router.enter(bigint, text);
 DROP FUNCTION snowflake_id_router.fail_move(bigint, text, boolean, text, text, text, text, text);
 DROP FUNCTION snowflake_id_router.connect(text, text);
-DROP FUNCTION snowflake_id_router.session_alive(integer, timestamptz);   -- (call_alive)
 
 --#include router/sql/10_connections.sql
 --#include router/sql/20_map.sql
@@ -45,8 +44,9 @@ DROP FUNCTION snowflake_id_router.session_alive(integer, timestamptz);   -- (cal
 --#include router/sql/58_guard.sql
 --#include router/sql/90_grants.sql
 
--- (After the functions whose SQL bodies called it are made again.)
+-- (After the functions whose SQL bodies called them are made again.)
 DROP FUNCTION snowflake_id_router.open_conn(text, text, text, text);
+DROP FUNCTION snowflake_id_router.session_alive(integer, timestamptz);   -- (call_alive, 41_rebalance.sql)
 
 -- run_rebalance calls a new function, rebalance_reap: a role granted what docs/cluster.md
 -- says a rebalance needs (run_rebalance and the rebalance_* functions) is granted it too.
