@@ -97,7 +97,6 @@ extern "C" {
     fn PQflush(conn: *mut PGconn) -> c_int;
     fn PQtransactionStatus(conn: *const PGconn) -> c_int;
     fn PQbackendPID(conn: *const PGconn) -> c_int;
-    fn PQserverVersion(conn: *const PGconn) -> c_int;
     fn PQgetCancel(conn: *mut PGconn) -> *mut PGcancel;
     fn PQcancel(cancel: *mut PGcancel, errbuf: *mut c_char, errbufsize: c_int) -> c_int;
     fn PQfreeCancel(cancel: *mut PGcancel);
