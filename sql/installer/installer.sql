@@ -324,19 +324,24 @@ COMMENT ON FUNCTION drop_shard(text, boolean) IS
 -- After create_shard(schema_name, shard), every table of schema tpl is made in the shard's
 -- schema with CREATE TABLE ... (LIKE tpl.t INCLUDING ALL): columns, defaults, generated
 -- columns, NOT NULL, CHECK, primary key, unique and exclusion constraints, indexes, extended
--- statistics, comments, identity; then its row-level security settings, policies and replica
--- identity (FULL, NOTHING, or USING INDEX: the copy's index made from the template's). A
--- single-column bigint (or snowflake) primary key then defaults to the shard's own next_id()
--- (identity dropped); a key of several columns keeps its columns as they are. Foreign keys are not
--- copied; a table with triggers or rules, or with a policy that reads a table of the
--- template (its copy would read the template's), is refused (0A000): make those in each shard.
+-- statistics, comments, identity; then its storage parameters, triggers (in their ENABLE
+-- state), row-level security settings, policies and replica identity (FULL, NOTHING, or USING
+-- INDEX: the copy's index made from the template's); once every table is made, the foreign
+-- keys between the template's tables, pointing at the shard's. A single-column bigint (or
+-- snowflake) primary key then defaults to the shard's own next_id() (identity dropped); a key
+-- of several columns keeps its columns as they are. Refused (0A000), naming the object: a
+-- rule, a foreign key to a table outside the template (its rows are not the shard's), a
+-- policy or constraint trigger that reads another table of the template (its copy would read
+-- the template's); make those in each shard. A trigger's function lives outside the
+-- template (a function in it is refused, below) and is judged as a default's is.
 --
 -- The template must be a plain schema of tables: anything else in it (views, sequences other
 -- than identity ones, functions, types) is refused (42809). So is a template whose copies
 -- would use or run anything owned by a role that is neither the caller nor a superuser
 -- (42501): functions, operators, types, domains, collations, operator classes, casts'
 -- functions, text search configurations, sequences, found transitively from the tables'
--- columns, defaults, constraints, indexes, statistics and policies (sql/installer/template_read.sql).
+-- columns, defaults, constraints, foreign keys, indexes, statistics, triggers and policies
+-- (sql/installer/template_read.sql).
 -- The template's tables stay locked from that check to the end of the transaction, and the
 -- check reads the catalog as the copy does (src/pg/template_read.rs). Nothing of the template
 -- is executed here. A table the shard already has is left as it is: the call is idempotent.
@@ -397,7 +402,9 @@ STRICT VOLATILE PARALLEL UNSAFE LANGUAGE c AS 'MODULE_PATHNAME', 'template_read_
 -- Its plan's estimated cost is high (a recursive walk) and its real cost a millisecond:
 -- compiling it would cost more than running it. Policies are read back as text, and floats
 -- in them must come out exact.
-SET jit = off SET extra_float_digits = 3;
+SET jit = off SET extra_float_digits = 3
+-- Definitions are read back qualified: the template's names never resolve through a path.
+SET search_path = pg_catalog, pg_temp;
 COMMENT ON FUNCTION snowflake_id_internal.template_read(oid) IS
   'create_shard''s reading of a template schema: its tables locked, then what the shards would copy and run, at a snapshot taken after the locks.';
 
@@ -561,6 +568,23 @@ $$;
 COMMENT ON FUNCTION snowflake_id_internal.copy_policy(regclass, text, text, name, text, text) IS
   'create_shard''s copy of one template policy onto a shard''s table, checked to refer to what the original does.';
 
+-- A template trigger's copy (name) on table made: its CREATE TRIGGER statement def (the
+-- shard's names in it), then the template's ENABLE state (pg_trigger.tgenabled: O, the default; D, A, R).
+CREATE OR REPLACE FUNCTION snowflake_id_internal.copy_trigger(made regclass, name text, def text, state text) RETURNS void
+LANGUAGE plpgsql VOLATILE STRICT PARALLEL UNSAFE
+SET search_path = pg_catalog, pg_temp
+AS $$
+BEGIN
+    EXECUTE def;
+    IF state <> 'O' THEN
+        EXECUTE format('ALTER TABLE %s %s TRIGGER %I', made,
+                       CASE state WHEN 'D' THEN 'DISABLE' WHEN 'A' THEN 'ENABLE ALWAYS' ELSE 'ENABLE REPLICA' END, name);
+    END IF;
+END
+$$;
+COMMENT ON FUNCTION snowflake_id_internal.copy_trigger(regclass, text, text, text) IS
+  'create_shard''s copy of one template trigger onto a shard''s table, in the template''s ENABLE state.';
+
 -- The template form of create_shard and create_shards: the template's tables locked and read
 -- once (snowflake_id_internal.template_read), then each shard made and filled.
 CREATE OR REPLACE FUNCTION snowflake_id_internal.create_shards_from(schema_names text[], shards integer[], template text) RETURNS void
@@ -582,8 +606,18 @@ DECLARE
     policy_deps text[];
     identity_rel oid[];
     identity text[];
+    option_rel oid[];
+    options text[];
+    key_rel oid[];
+    key_name text[];
+    key_def text[];
+    trigger_rel oid[];
+    trigger_name text[];
+    trigger_def text[];
+    trigger_state text[];
     s text;
     made regclass;
+    made_tables oid[];
     fn text;
 BEGIN
     tpl := snowflake_id_internal.template_schema(template, schema_names);
@@ -603,9 +637,18 @@ BEGIN
            array_agg(r.detail ORDER BY r.rel, r.name) FILTER (WHERE r.kind = 'policy'),
            array_agg(coalesce(r.deps, '') ORDER BY r.rel, r.name) FILTER (WHERE r.kind = 'policy'),
            array_agg(r.rel ORDER BY r.rel) FILTER (WHERE r.kind = 'identity'),
-           array_agg(r.detail ORDER BY r.rel) FILTER (WHERE r.kind = 'identity')
+           array_agg(r.detail ORDER BY r.rel) FILTER (WHERE r.kind = 'identity'),
+           array_agg(r.rel ORDER BY r.rel) FILTER (WHERE r.kind = 'options'),
+           array_agg(r.detail ORDER BY r.rel) FILTER (WHERE r.kind = 'options'),
+           array_agg(r.rel ORDER BY r.rel, r.name) FILTER (WHERE r.kind = 'key'),
+           array_agg(r.name ORDER BY r.rel, r.name) FILTER (WHERE r.kind = 'key'),
+           array_agg(r.detail ORDER BY r.rel, r.name) FILTER (WHERE r.kind = 'key'),
+           array_agg(r.rel ORDER BY r.rel, r.name) FILTER (WHERE r.kind = 'trigger'),
+           array_agg(r.name ORDER BY r.rel, r.name) FILTER (WHERE r.kind = 'trigger'),
+           array_agg(r.detail ORDER BY r.rel, r.name) FILTER (WHERE r.kind = 'trigger'),
+           array_agg(r.deps ORDER BY r.rel, r.name) FILTER (WHERE r.kind = 'trigger')
       INTO other, refused, untrusted, tables, names, rls_rel, rls, policy_rel, policy_name, policy_def, policy_deps,
-           identity_rel, identity
+           identity_rel, identity, option_rel, options, key_rel, key_name, key_def, trigger_rel, trigger_name, trigger_def, trigger_state
       FROM snowflake_id_internal.template_read(tpl) r;
     IF other IS NOT NULL THEN
         RAISE EXCEPTION 'template schema % is not a plain schema of tables: it holds %', quote_ident(template), other
@@ -626,9 +669,19 @@ BEGIN
     FOR i IN 1 .. cardinality(schema_names) LOOP
         s := schema_names[i];
         fn := snowflake_id_internal.make_shard(s, shards[i]);
+        made_tables := '{}';
         FOR j IN 1 .. coalesce(cardinality(tables), 0) LOOP
             made := snowflake_id_internal.copy_template_table(s, names[j], template, fn);
             CONTINUE WHEN made IS NULL;
+            made_tables := made_tables || tables[j];
+            FOR k IN 1 .. coalesce(cardinality(option_rel), 0) LOOP
+                CONTINUE WHEN option_rel[k] <> tables[j];
+                EXECUTE format('ALTER TABLE %s SET (%s)', made, options[k]);
+            END LOOP;
+            FOR k IN 1 .. coalesce(cardinality(trigger_rel), 0) LOOP
+                CONTINUE WHEN trigger_rel[k] <> tables[j];
+                PERFORM snowflake_id_internal.copy_trigger(made, trigger_name[k], format(trigger_def[k], s), trigger_state[k]);
+            END LOOP;
             FOR k IN 1 .. coalesce(cardinality(rls_rel), 0) LOOP
                 CONTINUE WHEN rls_rel[k] <> tables[j];
                 EXECUTE format('ALTER TABLE %I.%I %s ROW LEVEL SECURITY', s, names[j], rls[k]);
@@ -641,6 +694,12 @@ BEGIN
                 CONTINUE WHEN identity_rel[k] <> tables[j];
                 PERFORM snowflake_id_internal.copy_replica_identity(tables[j], made, identity[k]);
             END LOOP;
+        END LOOP;
+        -- Foreign keys once every table they point at is made.
+        FOR k IN 1 .. coalesce(cardinality(key_rel), 0) LOOP
+            CONTINUE WHEN NOT key_rel[k] = ANY (made_tables);
+            EXECUTE format('ALTER TABLE %I.%I ADD CONSTRAINT %I ', s, names[array_position(tables, key_rel[k])], key_name[k])
+                    || format(key_def[k], s);
         END LOOP;
         IF fn <> 'next_id' THEN
             EXECUTE format('ALTER FUNCTION %I.%I() RENAME TO next_id', s, fn);
