@@ -24,6 +24,16 @@ CREATE TRIGGER count_like AFTER INSERT ON ktpl.likes FOR EACH ROW EXECUTE FUNCTI
 CREATE TRIGGER "stamp %I" BEFORE UPDATE OF like_count ON ktpl.photos FOR EACH ROW
     WHEN (OLD.like_count IS DISTINCT FROM NEW.like_count) EXECUTE FUNCTION public.snowflake_reg_stamp();
 CREATE TRIGGER off BEFORE DELETE ON ktpl.users FOR EACH ROW EXECUTE FUNCTION public.snowflake_reg_stamp();
+-- A key to its own table, one of two columns MATCH FULL with a column list to set null, a
+-- statement trigger with a transition table, a TRUNCATE trigger, a deferred constraint trigger.
+CREATE TABLE ktpl.comments (id bigint PRIMARY KEY, parent_id bigint REFERENCES ktpl.comments ON DELETE CASCADE,
+                            user_id bigint, photo_id bigint, note text,
+                            FOREIGN KEY (user_id, photo_id) REFERENCES ktpl.likes MATCH FULL ON DELETE SET NULL (photo_id) ON UPDATE RESTRICT);
+CREATE FUNCTION public.snowflake_reg_noop() RETURNS trigger LANGUAGE plpgsql AS 'BEGIN RETURN NULL; END';
+CREATE TRIGGER seen AFTER INSERT ON ktpl.comments REFERENCING NEW TABLE AS added FOR EACH STATEMENT EXECUTE FUNCTION public.snowflake_reg_noop();
+CREATE TRIGGER emptied AFTER TRUNCATE ON ktpl.comments FOR EACH STATEMENT EXECUTE FUNCTION public.snowflake_reg_noop('a', 'b''c');
+CREATE CONSTRAINT TRIGGER late AFTER UPDATE OF note, photo_id ON ktpl.comments DEFERRABLE INITIALLY DEFERRED FOR EACH ROW
+    EXECUTE FUNCTION public.snowflake_reg_noop();
 ALTER TABLE ktpl.users DISABLE TRIGGER off;
 SELECT create_shard('kshard1', 1, template => 'ktpl');
 -- The keys point at the shard's tables; the triggers are on them; the layout is the template's.
@@ -110,6 +120,6 @@ SET client_min_messages = warning;
 SELECT drop_shard(schema_name, cascade => true) FROM snowflake_id_shards WHERE shard IN (1, 2);
 DROP SCHEMA ktpl, ktpl_out, ktpl_mal, kmal, ktpl_rule, ktpl_fn CASCADE;
 DROP TABLE public.snowflake_reg_countries;
-DROP FUNCTION public.snowflake_reg_bump_likes(), public.snowflake_reg_stamp();
+DROP FUNCTION public.snowflake_reg_bump_likes(), public.snowflake_reg_stamp(), public.snowflake_reg_noop();
 DROP ROLE snowflake_reg_trigger_owner;
 RESET client_min_messages;
