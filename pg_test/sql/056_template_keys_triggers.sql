@@ -63,6 +63,14 @@ SELECT snowflake_id_node.fingerprint('kshard2') = snowflake_id_node.fingerprint(
 -- Idempotent: the second call makes nothing twice.
 SELECT create_shard('kshard2', 2, template => 'ktpl');
 SELECT count(*) AS keys FROM pg_constraint WHERE connamespace = 'kshard2'::regnamespace AND contype = 'f';
+-- A column whose name holds the text that names the table: the definition is split where
+-- the table's name is, after a head rebuilt from the catalog, not where the text first appears.
+CREATE SCHEMA ktpl_odd;
+CREATE TABLE ktpl_odd.users (id bigint PRIMARY KEY, "a ON ktpl_odd.users FOR" text);
+CREATE TRIGGER odd BEFORE UPDATE OF "a ON ktpl_odd.users FOR", id ON ktpl_odd.users FOR EACH ROW EXECUTE FUNCTION public.snowflake_reg_stamp();
+SELECT create_shard('kshard3', 3, template => 'ktpl_odd');
+SELECT pg_get_triggerdef(oid) FROM pg_trigger WHERE tgrelid = 'kshard3.users'::regclass;
+SELECT count(*) AS template_triggers FROM pg_trigger WHERE tgrelid = 'ktpl_odd.users'::regclass;
 CREATE FUNCTION pg_temp.refusal(template text) RETURNS text LANGUAGE plpgsql AS $$
 BEGIN
     PERFORM create_shard('kbad', 9, template => template);
@@ -117,8 +125,8 @@ ALTER TABLE kshard1.likes ENABLE REPLICA TRIGGER count_like;
 SELECT snowflake_id_node.refusal('{kshard1}');
 ALTER TABLE kshard1.likes ENABLE TRIGGER count_like;
 SET client_min_messages = warning;
-SELECT drop_shard(schema_name, cascade => true) FROM snowflake_id_shards WHERE shard IN (1, 2);
-DROP SCHEMA ktpl, ktpl_out, ktpl_mal, kmal, ktpl_rule, ktpl_fn CASCADE;
+SELECT drop_shard(schema_name, cascade => true) FROM snowflake_id_shards WHERE shard IN (1, 2, 3);
+DROP SCHEMA ktpl, ktpl_odd, ktpl_out, ktpl_mal, kmal, ktpl_rule, ktpl_fn CASCADE;
 DROP TABLE public.snowflake_reg_countries;
 DROP FUNCTION public.snowflake_reg_bump_likes(), public.snowflake_reg_stamp(), public.snowflake_reg_noop();
 DROP ROLE snowflake_reg_trigger_owner;
