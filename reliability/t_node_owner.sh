@@ -152,7 +152,7 @@ for s in $unpinned; do
     # logs, statistics, traces, tuning, and what a superuser has the server load.
     log_*|track_*|debug_discard_caches|backtrace_functions|compute_query_id|update_process_title|jit_dump_bitcode) ;;
     commit_delay|deadlock_timeout|max_stack_depth|temp_file_limit|wal_compression|wal_consistency_checking|wal_init_zero|wal_recycle) ;;
-    allow_in_place_tablespaces|dynamic_library_path|extension_control_path|session_preload_libraries|output_plugin_libraries) ;;
+    allow_in_place_tablespaces|dynamic_library_path|extension_control_path|extension_destdir|session_preload_libraries|output_plugin_libraries) ;;
     *) [[ -n ${harmless[$s]:-} ]] || { unnamed+=("$s"); continue; } ;;
   esac
   named=$((named + 1))

@@ -134,7 +134,7 @@ local_variants="normal tx pipe error t1 cancel1"     # calls that reach no other
 psql_major=$(psql --version | sed -E 's/^[^0-9]*([0-9]+).*/\1/')
 if (( psql_major < 18 )); then
   echo "  pipe variant: skipped (psql $psql_major has no \\startpipeline; it needs psql 18)"
-  all_variants=${all_variants/ pipe/}; local_variants=${local_variants/ pipe/}
+  no_pipe=1
 fi
 # The calls that write or lock the router's tables, which no call can give back before it
 # returns: inside a transaction block they refuse (25001). The others give back all they
@@ -298,7 +298,8 @@ script() {
     echo "/* call */ $sql;"
     echo "\\echo CALL :SQLSTATE"
   fi
-  [[ $v == t[0-9]* ]] && echo "RESET statement_timeout;"
+  # (a timeout of 1 ms can cancel the RESET itself on a loaded machine: it is tried again)
+  [[ $v == t[0-9]* ]] && printf 'RESET statement_timeout;\n%.0s' 1 2 3 4 5
   [[ $v == pipe ]] || echo "\\! sh $work/check.sh"
   echo "SELECT 'PROBE ' || public.sfid_probe();"
   [[ $v == tx ]] && echo "SELECT 'SESSION ' || public.sfid_session();" && echo "COMMIT;" && echo "SELECT 'PROBE ' || public.sfid_probe();"
@@ -380,7 +381,10 @@ for i in "${!rows[@]}"; do
       || fail "the move of shard 1 did not reach its fence: $(cat "$work/held.log")"
   fi
   summary=(); t0=$SECONDS
-  for v in ${variants[$i]}; do [[ -z ${ONLY_VARIANTS:-} || " $ONLY_VARIANTS " == *" $v "* ]] && run_case "$i" "$v"; done
+  for v in ${variants[$i]}; do
+    [[ $v == pipe && -n ${no_pipe:-} ]] && continue
+    [[ -z ${ONLY_VARIANTS:-} || " $ONLY_VARIANTS " == *" $v "* ]] && run_case "$i" "$v"
+  done
   if [[ $name == fence || $name == guard ]]; then
     on router -c "DELETE FROM snowflake_id_router.breakpoint"; wait "$hold_pid" || fail "the held move failed: $(cat "$work/held.log")"
   fi

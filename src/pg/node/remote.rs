@@ -77,7 +77,7 @@ pub const PINNED_LATER: &str = "('transaction_timeout', '0'), ('restrict_nonsyst
 ('event_triggers', 'on'), ('session_replication_role', 'origin'), ('lc_messages', 'C'), \
 ('zero_damaged_pages', 'off'), ('ignore_checksum_failure', 'off'), ('allow_system_table_mods', 'off'), \
 ('lo_compat_privileges', 'off'), ('plpgsql.variable_conflict', 'error'), ('debug_parallel_query', 'off'), \
-('force_parallel_mode', 'off')";
+('force_parallel_mode', 'off'), ('composite_type_mismatch', 'error')";
 
 /// How long a cancel request is waited for, and then the cancelled query's results.
 const CANCEL_BOUND: Duration = Duration::from_secs(1);
