@@ -16,7 +16,6 @@ AS $$
 #variable_conflict use_variable
 DECLARE
     m snowflake_id_node.move := snowflake_id_node.record(key, '{preparing,copying,fenced,incoming}');
-    t regclass;
     n integer;
 BEGIN
     -- The router knows the subscription's OID even if this node never heard of it.
@@ -32,11 +31,7 @@ BEGIN
         END IF;
         EXECUTE format('DROP TABLE IF EXISTS snowflake_id_node.%I', m.marker);
     ELSE
-        FOR t IN SELECT g.tgrelid::regclass FROM unnest(m.schemas) x JOIN pg_namespace n ON n.nspname = x,
-                        snowflake_id_node.tables(n.oid) r JOIN pg_trigger g ON g.tgrelid = r.oid
-                  WHERE g.tgname = m.marker LOOP
-            EXECUTE format('DROP TRIGGER %I ON %s', m.marker, t);
-        END LOOP;
+        PERFORM snowflake_id_node.fence_tables(m.marker, m.schemas, false);
         PERFORM snowflake_id_node.drop_replication(m, wait_timeout);
         EXECUTE format('DROP TABLE IF EXISTS snowflake_id_node.%I', m.marker);
     END IF;
