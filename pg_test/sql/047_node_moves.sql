@@ -250,6 +250,15 @@ SELECT pg_temp.refused($$INSERT INTO mv_7001.posts (user_id, body) VALUES (1, 's
 -- Sealed, nothing may change it, its fence least of all (55000).
 SELECT pg_temp.refused($$DROP TRIGGER sfid_test_2 ON mv_7001.posts$$);
 SELECT pg_temp.refused($$CREATE RULE swallow AS ON INSERT TO mv_7001.posts DO INSTEAD NOTHING$$);
+-- (a rule made with the guard off, a superuser's choice: its drop too, which PostgreSQL
+-- reports with no schema)
+ALTER EVENT TRIGGER snowflake_id_guard_ddl DISABLE;
+CREATE RULE kept AS ON UPDATE TO mv_7001.posts DO ALSO NOTHING;
+ALTER EVENT TRIGGER snowflake_id_guard_ddl ENABLE ALWAYS;
+SELECT pg_temp.refused($$DROP RULE kept ON mv_7001.posts$$);
+ALTER EVENT TRIGGER snowflake_id_guard_drop DISABLE;
+DROP RULE kept ON mv_7001.posts;
+ALTER EVENT TRIGGER snowflake_id_guard_drop ENABLE ALWAYS;
 SELECT shard FROM snowflake_id_shards WHERE shard BETWEEN 7001 AND 7003 ORDER BY 1;             -- 7001 is not served
 -- A seal checks the schema against the copy's under its locks: DDL since is refused.
 SELECT dblink_connect('mover', format('host=%s port=%s dbname=%s', current_setting('unix_socket_directories'), current_setting('port'), :'db'));

@@ -134,9 +134,8 @@ COMMENT ON FUNCTION snowflake_id_node.guard_ddl() IS
   'Event trigger (ddl_command_end): refuses every DDL command touching the schemas of a shard being moved, and GRANT or REVOKE changing them (55000).';
 
 -- sql_drop: an object of a guarded move's schemas dropped (or the schema itself). A dropped
--- object is gone from the catalogs: one with no schema of its own (a trigger, a rule, a
--- policy, a table's constraint or default) is judged by the schema its address names first
--- (its table's).
+-- object is gone from the catalogs, and PostgreSQL reports no schema for some of a table's
+-- (a rule): one without is judged by the schema its address names first (its table's).
 CREATE OR REPLACE FUNCTION snowflake_id_node.guard_drop() RETURNS event_trigger
 LANGUAGE plpgsql VOLATILE SECURITY DEFINER
 SET search_path = pg_catalog, pg_temp
