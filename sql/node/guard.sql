@@ -69,8 +69,9 @@ COMMENT ON FUNCTION snowflake_id_node.in_place(snowflake_id_node.move) IS
   'Whether the schemas move m still has exist under their names and every table m fenced is in one of them.';
 
 -- Whether the object (classid, objid) touches the schemas: it or one of its parts (what
--- depends on it internally or automatically: a view's rule, a table's constraints) is one
--- of them or in one, depends directly on such an object, or has one depend on it. Judged by
+-- depends on it internally or automatically: a view's rule, a table's constraints, a
+-- partition) is one of them or in one, depends directly on such an object, or has one
+-- depend on it that it defines (an inheriting table, an extension's member). Judged by
 -- the catalogs, not by a command's kind: an object with no schema of its own (a rule, a
 -- trigger, a policy, a table's default or constraint) or in another schema (statistics, a
 -- view, a function of a shard's row type) depends on a table of the shard; a table
@@ -89,7 +90,11 @@ BEGIN ATOMIC
     ), near(classid, objid) AS (
         SELECT p.classid, p.objid FROM parts p
         UNION SELECT d.refclassid, d.refobjid FROM parts p JOIN pg_depend d ON d.classid = p.classid AND d.objid = p.objid
+        -- (what depends on it, only where that changes the dependent's definition: a table
+        -- inheriting from a table, an extension's members; not a shard's function or default
+        -- calling a function an extension's update replaces)
         UNION SELECT d.classid, d.objid FROM parts p JOIN pg_depend d ON d.refclassid = p.classid AND d.refobjid = p.objid
+         WHERE d.deptype = 'e' OR (d.classid = 'pg_class'::regclass AND p.classid = 'pg_class'::regclass)
     )
     SELECT EXISTS (SELECT FROM near o
                     WHERE (o.classid = 'pg_namespace'::regclass
