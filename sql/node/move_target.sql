@@ -224,8 +224,11 @@ COMMENT ON FUNCTION snowflake_id_node.apply_refusal(text[], text) IS
 -- transactions running on the source, so the router bounds this call by copy_timeout and
 -- cancels it: a slot whose making is cut short goes with the source's WAL sender, and one
 -- made is the source record's, which its undo drops. With session_replication_role =
--- replica, as in a table-sync worker: no trigger of a copy's (foreign keys among the
--- shard's tables, checked on the source) fires for rows copied in any order. Returns the
+-- replica, as in a table-sync worker and the apply worker after it: no trigger of a copy's
+-- fires for the rows copied, in any order: a user's trigger fired on the source when each row
+-- was written there (refusal() refuses one enabled ALWAYS or REPLICA, which would fire again),
+-- and a foreign key among the shard's tables held there, at the one snapshot copied and in
+-- each transaction applied after it, so it holds on the target when it serves. Returns the
 -- rows copied.
 CREATE OR REPLACE FUNCTION snowflake_id_node.copy_rows(key text, source_connstr text) RETURNS bigint
 LANGUAGE plpgsql VOLATILE CALLED ON NULL INPUT
