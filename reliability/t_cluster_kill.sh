@@ -3,10 +3,15 @@
 # three data nodes; four client sessions write through the router (inserts on random shards,
 # updates of their own rows, retrying 40001) the whole time, while moves are interrupted at
 # each step that matters, held there by the breakpoint hook (snowflake_id_router.breakpoint):
+#   owned        (copies made and given their owners, the source not prepared)  terminated
 #   copying      (before the copy)        terminated
 #   subscribed   (copied, replicating)    terminated
 #   fenced       (before the marker)      kill -9 of the router's postmaster
+#   fenced       (held past the fence's time: the source takes writes again with its
+#                 mover alive, within lock_timeout + cutover_timeout + 1 s)  then terminated
 #   catching up  (after the marker)       terminated
+#   sealing      (the seal's transaction open on the source: its tables locked, its
+#                 sequences stopped)      terminated, and kill -9 of the router's postmaster
 #   sealed       (sealed, not flipped)    terminated
 #   flipped      (right after the flip)   kill -9 of the router's postmaster
 #   cleaning the source (clean-up half done)  terminated
@@ -61,7 +66,9 @@ direct_write() {
 
 # interrupt STEP SHARD FROM TO HOW: move SHARD from FROM to TO, held at STEP, interrupted by
 # HOW (terminate: the mover's backend; kill9: the router's postmaster, started again after
-# the checks that need no router); then what must hold, and the same command run again.
+# the checks that need no router; late: held until the source takes writes again by its
+# fence's time, the mover alive, then terminated); then what must hold, and the same
+# command run again.
 interrupt() {
   local step=$1 shard=$2 from=$3 to=$4 how=$5 pid t0 t1 state mover
   on router -c "INSERT INTO snowflake_id_router.breakpoint (step) VALUES ('$step')"
@@ -74,6 +81,17 @@ interrupt() {
   done
   [[ -n $pid ]] || fail "the move of shard $shard did not reach step '$step'"
   t0=$(date +%s.%N)
+  if [[ $how == late ]]; then
+    # (the fence's bound: lock_timeout + cutover_timeout + 1 s, 7 s by default)
+    while [[ $(direct_write "$from" "$shard") != ok ]]; do
+      t1=$(date +%s.%N)
+      awk "BEGIN { exit !($t1 - $t0 > 10) }" && fail "shard $shard fenced on $from refused writes 10 s after its mover stopped: $(cat "$work/direct.err")"
+      sleep 0.1
+    done
+    printf '  shard %s took writes on %s again %.2f s after its mover stopped at the fence, the mover alive (bound: lock_timeout + cutover_timeout + 1 s = 8 s)\n' \
+      "$shard" "$from" "$(awk "BEGIN { print $(date +%s.%N) - $t0 }")"
+    kill -0 "$mover" 2>/dev/null || fail "the mover held at 'fenced' ended by itself: $(cat "$work/mover.log")"
+  fi
   if [[ $how == kill9 ]]; then
     sudo -u postgres kill -9 "$(head -1 "$SF_TMP/sfrouter/data/postmaster.pid")"
   else
@@ -81,7 +99,7 @@ interrupt() {
   fi
   if wait "$mover"; then fail "the move of shard $shard held at '$step' returned success after its interruption"; fi
   case $step in
-    copying|subscribed|fenced|'catching up')
+    owned|copying|subscribed|fenced|'catching up'|sealing)
       # No one acts (with kill9, the router is down): the source takes the shard's writes again.
       while [[ $(direct_write "$from" "$shard") != ok ]]; do
         t1=$(date +%s.%N)
@@ -120,10 +138,14 @@ interrupt() {
   [[ $(direct_write "$to" "$shard") == ok ]] || fail "shard $shard takes no writes on $to after the re-run: $(cat "$work/direct.err")"
 }
 
+interrupt owned 2736 node_b node_a terminate
 interrupt copying 1 node_a node_b terminate
 interrupt subscribed 2 node_a node_c terminate
 interrupt fenced 3 node_a node_b kill9
+interrupt fenced 2737 node_b node_c late
 interrupt 'catching up' 4 node_a node_c terminate
+interrupt sealing 2734 node_b node_a terminate
+interrupt sealing 2735 node_b node_c kill9
 interrupt sealed 2732 node_b node_c terminate
 interrupt flipped 2733 node_b node_a kill9
 interrupt 'cleaning the source' 5463 node_c node_a terminate

@@ -252,8 +252,8 @@ op() {
   else outcome="refused: $(grep -m1 -o 'ERROR: .*' <<<"$out" | cut -c8- | cut -c1-150)"; fi
   safe "$what"; echo "  $what: $outcome; mallory's code ran: $ran"
 }
-# held STEP SQL MALLORY_SQL NODE: SQL on the router, paused at STEP while mallory runs
-# MALLORY_SQL on NODE (as herself), then let go.
+# held STEP SQL MALLORY_SQL NODE [ROLE]: SQL on the router, paused at STEP while mallory (or
+# ROLE) runs MALLORY_SQL on NODE, then let go.
 held() {
   local step=$1 sql=$2 node=$4 out outcome mover
   marks
@@ -269,7 +269,7 @@ held() {
   # sql/node/guard.sql; before the fence it is made, and the move must deal with it)
   change=made
   if ! change=$(psql -X -q -At -v ON_ERROR_STOP=1 -v VERBOSITY=verbose -h "$(node_dir "$node")" -p "$(node_port "$node")" \
-                  -U mallory -d postgres -c "$3" 2>&1); then
+                  -U "${5:-mallory}" -d postgres -c "$3" 2>&1 </dev/null); then
     [[ $change == *'ERROR:  55000:'*'the shard is being moved'* ]] || fail "mallory's change on $node at step $step failed: $change"
     change="refused (55000: the shard is being moved)"
   else
@@ -330,6 +330,41 @@ for take in "ALTER TABLE shard_0.posts SET SCHEMA mallory" "ALTER SCHEMA shard_0
                                  CASE WHEN to_regclass('mallory.posts') IS NOT NULL THEN 'mallory.posts' END,
                                  CASE WHEN to_regnamespace('shard_0_kept') IS NOT NULL THEN 'shard_0_kept' END)")
   [[ -z $left && $(served_by 0) == "$target_node" ]] || fail "after '$take' while sealed: shard 0 on $(served_by 0), left on $source_node: $left"
+done
+
+echo "writes and DDL on a target's copy not serving yet"
+# Paused once subscribed, the target's copy of shard 0 has her (its owner's) and a granted
+# role's privileges (from PostgreSQL 16 on): every write path into it, as either, and every
+# DDL command on it, a rule among them, is refused (55000); the move then completes with the
+# rows the source had, none written past it (issue 33, F4: such a write was lost when the
+# move was undone, and a rule rode along with it).
+on_all -c "CREATE ROLE appwriter LOGIN" >/dev/null
+on "$(served_by 0)" -c "GRANT USAGE ON SCHEMA shard_0 TO appwriter" \
+  -c "GRANT INSERT, UPDATE, DELETE, TRUNCATE, SELECT ON shard_0.posts TO appwriter" \
+  -c "GRANT USAGE ON SEQUENCE shard_0.table_id_seq TO appwriter" >/dev/null
+for attempt in "appwriter|INSERT INTO shard_0.posts (user_id, body) VALUES (99, 'direct')" \
+               "appwriter|UPDATE shard_0.posts SET body = 'direct'" \
+               "appwriter|DELETE FROM shard_0.posts" \
+               "appwriter|TRUNCATE shard_0.posts" \
+               "appwriter|COPY shard_0.posts (user_id, body) FROM STDIN" \
+               "mallory|INSERT INTO shard_0.posts (user_id, body) VALUES (99, 'direct')" \
+               "mallory|TRUNCATE shard_0.posts" \
+               "mallory|CREATE RULE swallow AS ON INSERT TO shard_0.posts DO INSTEAD NOTHING" \
+               "mallory|CREATE TRIGGER late BEFORE INSERT ON shard_0.posts FOR EACH ROW EXECUTE FUNCTION mallory.trg()" \
+               "mallory|CREATE POLICY late ON shard_0.posts USING (true)"; do
+  who=${attempt%%|*}; sql=${attempt#*|}
+  source_node=$(served_by 0); target_node=$( [[ $source_node == node_a ]] && echo node_b || echo node_a )
+  before=$(on "$source_node" -c "SELECT count(*) || ' rows, ' || count(*) FILTER (WHERE body = 'direct') || ' direct' FROM shard_0.posts")
+  echo "  as $who on the target's copy: $sql"
+  held subscribed "SELECT move_shard(0, '$target_node')" "$sql" "$target_node" "$who"
+  [[ $change == refused* ]] || fail "$who's '$sql' on the target's copy ($target_node) went through"
+  [[ $(served_by 0) == "$target_node" ]] || fail "after $who's '$sql', the move of shard 0 did not complete: $(cat "$work/held.log")"
+  after=$(on "$target_node" -c "SELECT count(*) || ' rows, ' || count(*) FILTER (WHERE body = 'direct') || ' direct' FROM shard_0.posts")
+  [[ $after == "$before" ]] || fail "after $who's '$sql': shard 0 had $before on $source_node, has $after on $target_node"
+  left=$(on "$target_node" -c "SELECT concat_ws(', ', (SELECT string_agg(rulename, ', ') FROM pg_rules WHERE schemaname = 'shard_0'),
+                                 (SELECT string_agg(policyname, ', ') FROM pg_policies WHERE schemaname = 'shard_0'),
+                                 (SELECT string_agg(tgname, ', ') FROM pg_trigger WHERE tgrelid = 'shard_0.posts'::regclass AND NOT tgisinternal))")
+  [[ -z $left ]] || fail "after $who's '$sql', shard 0's copy on $target_node carries $left"
 done
 
 echo "her code of PostgreSQL's own functions in a move's copy and apply"

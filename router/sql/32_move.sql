@@ -479,6 +479,7 @@ BEGIN
     PERFORM snowflake_id_router.call(dst, format('SELECT snowflake_id_node.own_copies(%L, %L)', k,
         snowflake_id_router.call(src, format('SELECT snowflake_id_node.grants(%L)', m.schemas), long_step, 'reading the owners')),
         long_step, 'giving the copies their owners');
+    PERFORM snowflake_id_router.pause_at('owned');
     PERFORM snowflake_id_router.call(src, format('SELECT snowflake_id_node.prepare_source(%L, %L, %L, %L, %L)',
                                                  k, router, m.target_identity, m.shards, m.schemas), long_step, 'preparing the source');
     RETURN prints;

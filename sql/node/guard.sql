@@ -68,10 +68,48 @@ END;
 COMMENT ON FUNCTION snowflake_id_node.in_place(snowflake_id_node.move) IS
   'Whether the schemas move m still has exist under their names and every table m fenced is in one of them.';
 
--- ddl_command_end: a command on an object of a guarded move's schemas, or one (GRANT,
--- REVOKE) that changed the owners or privileges of a fenced or sealed move's schemas.
+-- Whether the object (classid, objid) touches the schemas: it or one of its parts (what
+-- depends on it internally or automatically: a view's rule, a table's constraints, a
+-- partition) is one of them or in one, depends directly on such an object, or has one
+-- depend on it that it defines (an inheriting table, an extension's member). Judged by
+-- the catalogs, not by a command's kind: an object with no schema of its own (a rule, a
+-- trigger, a policy, a table's default or constraint) or in another schema (statistics, a
+-- view, a function of a shard's row type) depends on a table of the shard; a table
+-- elsewhere that a shard's table inherits from or is a partition of has that table depend
+-- on it; an extension, its members. So every command that makes or changes such an object
+-- is met, whatever it is.
+CREATE OR REPLACE FUNCTION snowflake_id_node.touches(classid oid, objid oid, schemas text[]) RETURNS boolean
+LANGUAGE sql STABLE STRICT
+SET search_path = pg_catalog, pg_temp
+BEGIN ATOMIC
+    WITH RECURSIVE parts(classid, objid) AS (
+        SELECT touches.classid, touches.objid
+        UNION
+        SELECT d.classid, d.objid FROM parts p JOIN pg_depend d ON d.refclassid = p.classid AND d.refobjid = p.objid
+         WHERE d.deptype IN ('i', 'a')
+    ), near(classid, objid) AS (
+        SELECT p.classid, p.objid FROM parts p
+        UNION SELECT d.refclassid, d.refobjid FROM parts p JOIN pg_depend d ON d.classid = p.classid AND d.objid = p.objid
+        -- (what depends on it, only where that changes the dependent's definition: a table
+        -- inheriting from a table, an extension's members; not a shard's function or default
+        -- calling a function an extension's update replaces)
+        UNION SELECT d.classid, d.objid FROM parts p JOIN pg_depend d ON d.refclassid = p.classid AND d.refobjid = p.objid
+         WHERE d.deptype = 'e' OR (d.classid = 'pg_class'::regclass AND p.classid = 'pg_class'::regclass)
+    )
+    SELECT EXISTS (SELECT FROM near o
+                    WHERE (o.classid = 'pg_namespace'::regclass
+                           AND o.objid IN (SELECT n.oid FROM pg_namespace n WHERE n.nspname = ANY (touches.schemas)))
+                       OR (pg_identify_object(o.classid, o.objid, 0)).schema = ANY (touches.schemas));
+END;
+COMMENT ON FUNCTION snowflake_id_node.touches(oid, oid, text[]) IS
+  'Whether an object (or one of its parts) is one of the schemas, in one, or directly depends on or is depended on by an object in one.';
+
+-- ddl_command_end: a command whose object touches a guarded move's schemas (every DDL
+-- command PostgreSQL reports an object of, whatever its kind: denied unless the catalogs
+-- show it elsewhere), or one with no object (GRANT, REVOKE) that changed the owners or
+-- privileges of a fenced or sealed move's schemas (a target's are set again at the fence).
 -- SECURITY DEFINER: whoever runs DDL reads the move records through it; it trusts only what
--- PostgreSQL reports of the command.
+-- PostgreSQL reports of the command and what its catalogs say.
 CREATE OR REPLACE FUNCTION snowflake_id_node.guard_ddl() RETURNS event_trigger
 LANGUAGE plpgsql VOLATILE SECURITY DEFINER
 SET search_path = pg_catalog, pg_temp
@@ -82,10 +120,9 @@ DECLARE
 BEGIN
     FOR m IN SELECT * FROM snowflake_id_node.guarded_moves() LOOP
         FOR c IN SELECT * FROM pg_event_trigger_ddl_commands() LOOP
-            IF c.schema_name = ANY (m.schemas)
-               OR (c.schema_name IS NULL AND c.object_type = 'schema' AND c.object_identity = ANY (SELECT quote_ident(s) FROM unnest(m.schemas) s)) THEN
+            IF c.schema_name = ANY (m.schemas) OR snowflake_id_node.touches(c.classid, c.objid, m.schemas) THEN
                 PERFORM snowflake_id_node.refuse_change(m, c.command_tag);
-            ELSIF c.schema_name IS NULL AND m.state <> 'incoming' AND m.guarded IS NOT NULL
+            ELSIF c.objid IS NULL AND m.state <> 'incoming' AND m.guarded IS NOT NULL
                   AND md5(snowflake_id_node.grants(m.schemas)) IS DISTINCT FROM m.guarded THEN
                 PERFORM snowflake_id_node.refuse_change(m, c.command_tag);
             ELSIF NOT snowflake_id_node.in_place(m) THEN
@@ -99,9 +136,11 @@ BEGIN
 END
 $$;
 COMMENT ON FUNCTION snowflake_id_node.guard_ddl() IS
-  'Event trigger (ddl_command_end): refuses DDL, GRANT, REVOKE and COMMENT on the schemas of a shard being moved (55000).';
+  'Event trigger (ddl_command_end): refuses every DDL command touching the schemas of a shard being moved, and GRANT or REVOKE changing them (55000).';
 
--- sql_drop: an object of a guarded move's schemas dropped (or the schema itself).
+-- sql_drop: an object of a guarded move's schemas dropped (or the schema itself). A dropped
+-- object is gone from the catalogs, and PostgreSQL reports no schema for some of a table's
+-- (a rule): one without is judged by the schema its address names first (its table's).
 CREATE OR REPLACE FUNCTION snowflake_id_node.guard_drop() RETURNS event_trigger
 LANGUAGE plpgsql VOLATILE SECURITY DEFINER
 SET search_path = pg_catalog, pg_temp
@@ -111,7 +150,8 @@ DECLARE
 BEGIN
     FOR m IN SELECT * FROM snowflake_id_node.guarded_moves() LOOP
         IF EXISTS (SELECT FROM pg_event_trigger_dropped_objects() d
-                    WHERE d.schema_name = ANY (m.schemas) OR (d.object_type = 'schema' AND d.object_name = ANY (m.schemas))) THEN
+                    WHERE d.schema_name = ANY (m.schemas) OR (d.object_type = 'schema' AND d.object_name = ANY (m.schemas))
+                       OR (d.schema_name IS NULL AND cardinality(d.address_names) > 1 AND d.address_names[1] = ANY (m.schemas))) THEN
             PERFORM snowflake_id_node.refuse_change(m, 'DROP');
         END IF;
     END LOOP;
@@ -121,6 +161,7 @@ COMMENT ON FUNCTION snowflake_id_node.guard_drop() IS
   'Event trigger (sql_drop): refuses dropping anything of the schemas of a shard being moved (55000).';
 
 REVOKE ALL ON FUNCTION snowflake_id_node.guarded_moves(), snowflake_id_node.refuse_change(snowflake_id_node.move, text),
+    snowflake_id_node.touches(oid, oid, text[]),
     snowflake_id_node.kept(snowflake_id_node.move), snowflake_id_node.in_place(snowflake_id_node.move),
     snowflake_id_node.guard_ddl(), snowflake_id_node.guard_drop() FROM PUBLIC;
 

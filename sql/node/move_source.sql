@@ -202,15 +202,11 @@ AS $$
 #variable_conflict use_variable
 DECLARE
     m snowflake_id_node.move := snowflake_id_node.record(key, '{copying}');
-    t regclass;
 BEGIN
     PERFORM set_config('lock_timeout', lock_timeout, true);
     EXECUTE 'LOCK TABLE ' || (SELECT string_agg(x.t::text, ', ') FROM snowflake_id_node.move_tables(m.schemas) x)
             || ' IN EXCLUSIVE MODE';
-    FOR t IN SELECT x.t FROM snowflake_id_node.move_tables(m.schemas) x LOOP
-        EXECUTE format('CREATE TRIGGER %I BEFORE INSERT OR UPDATE OR DELETE OR TRUNCATE ON %s
-                          FOR EACH STATEMENT EXECUTE FUNCTION snowflake_id_node.fence()', m.marker, t);
-    END LOOP;
+    PERFORM snowflake_id_node.fence_tables(m.marker, m.schemas, true);
     -- The owners and privileges the copies get (grants(), read after the marker): none may
     -- change from now on until the move ends (sql/node/guard.sql; seal_check compares again).
     UPDATE snowflake_id_node.move r SET state = 'fenced', guarded = md5(snowflake_id_node.grants(m.schemas)),
@@ -220,6 +216,33 @@ END
 $$;
 COMMENT ON FUNCTION snowflake_id_node.set_fence(text, text, interval) IS
   'Move step on the source: fences every table of move key''s schemas (EXCLUSIVE lock, bounded by lock_timeout; statement triggers) for hold at most (fenced).';
+
+-- Gives every table of the schemas move marker's fence (on: a statement trigger named as
+-- the marker calling fence(), before every write path: INSERT, UPDATE, DELETE, TRUNCATE,
+-- COPY, a rule's action), or takes it away (on false). The source's tables get it at the
+-- fence; a target's copies as they are made (prepare_target), until they serve (activate):
+-- a copy not serving yet takes rows only from its move (copy_rows, the subscription's apply
+-- worker), which write as a replica (session_replication_role), where it does not fire.
+CREATE OR REPLACE FUNCTION snowflake_id_node.fence_tables(marker text, schemas text[], "on" boolean) RETURNS void
+LANGUAGE plpgsql VOLATILE STRICT
+SET search_path = pg_catalog, pg_temp
+AS $$
+#variable_conflict use_variable
+DECLARE
+    t regclass;
+BEGIN
+    FOR t IN SELECT x.t FROM snowflake_id_node.move_tables(schemas) x LOOP
+        IF "on" THEN
+            EXECUTE format('CREATE TRIGGER %I BEFORE INSERT OR UPDATE OR DELETE OR TRUNCATE ON %s
+                              FOR EACH STATEMENT EXECUTE FUNCTION snowflake_id_node.fence()', marker, t);
+        ELSE
+            EXECUTE format('DROP TRIGGER IF EXISTS %I ON %s', marker, t);
+        END IF;
+    END LOOP;
+END
+$$;
+COMMENT ON FUNCTION snowflake_id_node.fence_tables(text, text[], boolean) IS
+  'Gives every table of the schemas the fence trigger of a move (named marker), or takes it away (on false).';
 
 -- 55000 once move m's fence is past its time (fence_until): its writes pass again, so it
 -- can no longer seal. A session that waits on nothing outlives no fence either: the rest of
@@ -661,8 +684,10 @@ COMMENT ON FUNCTION snowflake_id_node.drop_replication(snowflake_id_node.move, i
 -- BEFORE ... FOR EACH STATEMENT trigger on the source's tables during a move: 40001 while
 -- the move is fenced, its mover alive and its fence within its time (fence_until), or once it
 -- is sealed; otherwise the write goes through (its mover died or stalled before the decision
--- point, which it can then no longer pass: within_fence). SECURITY DEFINER: writers (any
--- role) read the move's record; it trusts nothing but the table's schema.
+-- point, which it can then no longer pass: within_fence). On a target's copies until they
+-- serve (fence_tables): 55000 for every write, whoever's; the move's own writes are a
+-- replica's, which do not fire it. SECURITY DEFINER: writers (any role) read the move's
+-- record; it trusts nothing but the table's schema.
 CREATE OR REPLACE FUNCTION snowflake_id_node.fence() RETURNS trigger
 LANGUAGE plpgsql VOLATILE SECURITY DEFINER
 SET search_path = pg_catalog, pg_temp
@@ -672,7 +697,11 @@ DECLARE
     m record;
 BEGIN
     FOR m IN SELECT r.key, r.state, r.shards, r.schemas, r.fence_until FROM snowflake_id_node.move r
-              WHERE r.role = 'source' AND TG_TABLE_SCHEMA = ANY (r.schemas) LOOP
+              WHERE (r.role = 'source' OR r.state = 'incoming') AND TG_TABLE_SCHEMA = ANY (r.schemas) LOOP
+        IF m.state = 'incoming' THEN
+            -- (a target's copy not serving yet: no write but its move's, which does not fire this)
+            PERFORM snowflake_id_node.refuse_change(r, TG_OP) FROM snowflake_id_node.move r WHERE r.key = m.key;
+        END IF;
         IF m.state = 'fenced' AND (NOT snowflake_id_node.alive(m.shards) OR snowflake_id_node.monotonic() > m.fence_until) THEN
             -- The mover is gone or past its time, unless it sealed just before: the latest version decides
             -- (FOR SHARE waits for a seal in progress and reads past this statement's snapshot. An
@@ -692,5 +721,5 @@ BEGIN
 END
 $$;
 COMMENT ON FUNCTION snowflake_id_node.fence() IS
-  'Trigger: refuses writes (40001) to a shard being moved while its mover lives and once it is sealed.';
+  'Trigger: refuses writes (40001) to a shard being moved while its mover lives and once it is sealed, and (55000) to a target''s copy not serving yet.';
 REVOKE ALL ON FUNCTION snowflake_id_node.fence() FROM PUBLIC;

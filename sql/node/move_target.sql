@@ -52,8 +52,9 @@ $$;
 COMMENT ON FUNCTION snowflake_id_node.target_check(text, text, integer[], text[], text[], text) IS
   'The checks a move''s target must pass (no schema or shard of the same name or number, template, roles, a worker).';
 
--- Makes the copies from the template, invisible to snowflake_id_shards, and the marker
--- table; records them (incoming) with the schemas made, all in one transaction.
+-- Makes the copies from the template, invisible to snowflake_id_shards and fenced against
+-- every write but the move's (fence_tables), and the marker table; records them (incoming)
+-- with the schemas made, all in one transaction.
 CREATE OR REPLACE FUNCTION snowflake_id_node.prepare_target(key text, router text, peer text, shards integer[],
                                                  schemas text[], template text) RETURNS void
 LANGUAGE plpgsql VOLATILE CALLED ON NULL INPUT
@@ -78,6 +79,8 @@ BEGIN
     -- create_shard(schemas[i], shards[i], template) for each, in one call: the template read
     -- and checked once for the batch, not once per shard.
     PERFORM snowflake_id_internal.create_shards_from(schemas, shards, template);
+    -- Until they serve, the copies take rows from the move alone (fence()).
+    PERFORM snowflake_id_node.fence_tables(marker, schemas, true);
     EXECUTE format('CREATE TABLE snowflake_id_node.%I (fenced boolean PRIMARY KEY)', marker);
 END
 $$;
@@ -420,7 +423,8 @@ COMMENT ON FUNCTION snowflake_id_node.blockers() IS
 
 -- Activation (serving): every sequence carried (set to the further of its value here and
 -- the source's, so IDs continue above every ID the source gave whatever the clocks say),
--- and the copies enter snowflake_id_shards. Only once the source is sealed.
+-- the copies' fence taken away, and they enter snowflake_id_shards. Only once the source
+-- is sealed.
 CREATE OR REPLACE FUNCTION snowflake_id_node.activate(key text, sequences text) RETURNS void
 LANGUAGE plpgsql VOLATILE CALLED ON NULL INPUT
 SET search_path = pg_catalog, pg_temp
@@ -441,6 +445,7 @@ BEGIN
         PERFORM setval(seq, CASE WHEN q.increment > 0 THEN greatest(q.last, coalesce(pg_sequence_last_value(seq), q.last))
                                  ELSE least(q.last, coalesce(pg_sequence_last_value(seq), q.last)) END, true);
     END LOOP;
+    PERFORM snowflake_id_node.fence_tables(m.marker, m.schemas, false);
     UPDATE snowflake_id_node.move r SET state = 'serving' WHERE r.key = m.key;
 END
 $$;

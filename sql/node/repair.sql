@@ -15,10 +15,18 @@ SET search_path = pg_catalog, pg_temp
 AS $$
 #variable_conflict use_variable
 DECLARE
-    m snowflake_id_node.move := snowflake_id_node.record(key, '{preparing,copying,fenced,incoming}');
-    t regclass;
+    m snowflake_id_node.move;
     n integer;
 BEGIN
+    -- A source's tables before its record: a writer holds its table's lock when the fence
+    -- (its mover gone or past its time) reads the record FOR SHARE, and dropping the fence
+    -- needs the tables: the other order deadlocks with it.
+    SELECT * INTO m FROM snowflake_id_node.move r WHERE r.key = undo.key AND r.role = 'source';
+    IF FOUND AND EXISTS (SELECT FROM snowflake_id_node.move_tables(m.schemas)) THEN
+        EXECUTE 'LOCK TABLE ' || (SELECT string_agg(x.t::text, ', ') FROM snowflake_id_node.move_tables(m.schemas) x)
+                || ' IN SHARE ROW EXCLUSIVE MODE';
+    END IF;
+    m := snowflake_id_node.record(key, '{preparing,copying,fenced,incoming}');
     -- The router knows the subscription's OID even if this node never heard of it.
     m.suboid := coalesce(m.suboid, nullif(suboid, 0));
     IF m.role = 'target' THEN
@@ -32,11 +40,7 @@ BEGIN
         END IF;
         EXECUTE format('DROP TABLE IF EXISTS snowflake_id_node.%I', m.marker);
     ELSE
-        FOR t IN SELECT g.tgrelid::regclass FROM unnest(m.schemas) x JOIN pg_namespace n ON n.nspname = x,
-                        snowflake_id_node.tables(n.oid) r JOIN pg_trigger g ON g.tgrelid = r.oid
-                  WHERE g.tgname = m.marker LOOP
-            EXECUTE format('DROP TRIGGER %I ON %s', m.marker, t);
-        END LOOP;
+        PERFORM snowflake_id_node.fence_tables(m.marker, m.schemas, false);
         PERFORM snowflake_id_node.drop_replication(m, wait_timeout);
         EXECUTE format('DROP TABLE IF EXISTS snowflake_id_node.%I', m.marker);
     END IF;
