@@ -89,6 +89,8 @@ AS $$
 BEGIN
     FOR attempt IN 1 .. CASE WHEN wait THEN 2 ELSE 1 END LOOP
         IF attempt = 2 THEN
+            -- (The lock is held to the end of the step: never in a transaction that can outlive it.)
+            PERFORM snowflake_id_router.refuse_transaction_block('rebalance_mine');
             LOCK TABLE snowflake_id_router.rebalance IN SHARE ROW EXCLUSIVE MODE;
         END IF;
         IF EXISTS (SELECT FROM snowflake_id_router.rebalance x, pg_stat_activity a
@@ -133,7 +135,8 @@ COMMENT ON FUNCTION snowflake_id_router.background_failed(integer, integer, text
 
 -- One step of the maintenance worker (every seconds): repair_moves() (dead moves completed
 -- or undone, leftovers removed, the map pushed to the followers behind). NULL (the worker
--- ends) if another maintenance worker of this database started before it: one at a time.
+-- ends) if another maintenance worker of this database has a lower pid: of two started at
+-- once, both see the other and one goes on.
 CREATE OR REPLACE FUNCTION snowflake_id_router.maintenance_step(seconds integer) RETURNS double precision
 LANGUAGE plpgsql VOLATILE STRICT PARALLEL UNSAFE
 SET search_path = pg_catalog, pg_temp
@@ -141,8 +144,7 @@ AS $$
 DECLARE
     r record;
 BEGIN
-    IF EXISTS (SELECT FROM snowflake_id_router.maintenance_workers() w
-                WHERE w.pid <> pg_backend_pid() AND w.started < (SELECT a.backend_start FROM pg_stat_activity a WHERE a.pid = pg_backend_pid())) THEN
+    IF EXISTS (SELECT FROM snowflake_id_router.maintenance_workers() w WHERE w.pid < pg_backend_pid()) THEN
         RAISE WARNING 'router maintenance: another maintenance worker runs; this one ends';
         RETURN NULL;
     END IF;
@@ -170,19 +172,20 @@ $$;
 COMMENT ON FUNCTION snowflake_id_router.background_step(integer, integer) IS
   'A background worker''s step: job 1 a rebalance, job 2 the maintenance; seconds to the next, NULL to end.';
 
--- The maintenance workers running in this database: pid, role, start (the application name
--- the worker sets, src/pg/node/background.rs, in a session of its backend type).
+-- The maintenance workers running in this database: pid and role (the application name the
+-- worker sets, src/pg/node/background.rs, in a session of its backend type; columns every
+-- role sees in pg_stat_activity).
 CREATE OR REPLACE FUNCTION snowflake_id_router.maintenance_workers()
-RETURNS TABLE (pid integer, role name, started timestamptz)
-LANGUAGE sql VOLATILE PARALLEL SAFE SECURITY DEFINER
+RETURNS TABLE (pid integer, role name)
+LANGUAGE sql VOLATILE PARALLEL SAFE
 SET search_path = pg_catalog, pg_temp
 BEGIN ATOMIC
-    SELECT a.pid, a.usename, a.backend_start FROM pg_stat_activity a
+    SELECT a.pid, a.usename FROM pg_stat_activity a
      WHERE a.backend_type = 'snowflake_id_router background' AND a.datname = current_database()
        AND a.application_name = 'snowflake_id_router job 2';
 END;
 COMMENT ON FUNCTION snowflake_id_router.maintenance_workers() IS
-  'The router''s maintenance workers running in this database (pid, role, start).';
+  'The router''s maintenance workers running in this database (pid, role).';
 
 CREATE OR REPLACE FUNCTION rebalance_start(strategy text DEFAULT 'by_shard_count', batch_size integer DEFAULT 32,
                                            template text DEFAULT 'tpl', drain text DEFAULT NULL)

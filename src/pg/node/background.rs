@@ -136,7 +136,10 @@ pub extern "C-unwind" fn snowflake_id_background_main(_arg: pg_sys::Datum) {
                 quote(&message)
             ))
             .unwrap_or_else(|(code, message)| {
-                raise(PgSqlErrorCode::ERRCODE_INTERNAL_ERROR, format!("{message} ({code})"))
+                raise(
+                    PgSqlErrorCode::ERRCODE_INTERNAL_ERROR,
+                    format!("{message} ({code})"),
+                )
             }),
         };
         match next {
@@ -164,14 +167,17 @@ fn step(sql: &str) -> Result<Option<f64>, (String, String)> {
         pg_sys::PushActiveSnapshot(pg_sys::GetTransactionSnapshot());
         pg_sys::pgstat_report_activity(pg_sys::BackendState::STATE_RUNNING, text.as_ptr());
     }
-    let result = PgTryBuilder::new(|| Ok(Spi::get_one::<f64>(sql).unwrap_or_else(|e| panic!("{e}"))))
-        .catch_others(|e| match e {
-            CaughtError::PostgresError(r) | CaughtError::ErrorReport(r) => {
-                Err((sqlstate(r.sql_error_code()), r.message().to_string()))
-            }
-            CaughtError::RustPanic { ereport, .. } => Err(("XX000".to_string(), ereport.message().to_string())),
-        })
-        .execute();
+    let result =
+        PgTryBuilder::new(|| Ok(Spi::get_one::<f64>(sql).unwrap_or_else(|e| panic!("{e}"))))
+            .catch_others(|e| match e {
+                CaughtError::PostgresError(r) | CaughtError::ErrorReport(r) => {
+                    Err((sqlstate(r.sql_error_code()), r.message().to_string()))
+                }
+                CaughtError::RustPanic { ereport, .. } => {
+                    Err(("XX000".to_string(), ereport.message().to_string()))
+                }
+            })
+            .execute();
     // SAFETY: ends the transaction begun above (an aborted one is rolled back, its snapshots
     // and SPI state released with it).
     unsafe {
