@@ -17,6 +17,14 @@
 -- rebalance_status shows the rebalance interrupted, and its column resume the one call
 -- that goes on with it.
 
+-- A background worker running job (with arg) as the current role, in this database
+-- (src/pg/node/background.rs, in snowflake_id's library); its pid. Declared here, not in
+-- schema snowflake_id_node, whose USAGE would open that schema's functions to the role.
+CREATE OR REPLACE FUNCTION snowflake_id_router.background_start(job integer, arg integer)
+RETURNS integer LANGUAGE c VOLATILE STRICT PARALLEL UNSAFE AS '$libdir/snowflake_id', 'background_start_wrapper';
+COMMENT ON FUNCTION snowflake_id_router.background_start(integer, integer) IS
+  'Starts a background worker that calls snowflake_id_router.background_step(job, arg) as the current role until it returns NULL; its pid (53400: no worker slot free).';
+
 -- Hands rebalance rid, which this session runs (rebalance_begin made it so), to background
 -- worker worker (a session of the router's background type, started by rebalance_start):
 -- its record's pid and session start become the worker's, in this transaction, so that the
@@ -39,7 +47,7 @@ BEGIN
          WHERE a.pid = worker AND a.backend_type = 'snowflake_id_router background';
         EXIT WHEN worker_start IS NOT NULL;
         IF snowflake_id_node.monotonic() > deadline THEN
-            RAISE EXCEPTION 'background worker % did not start within 10 s', worker
+            RAISE EXCEPTION 'background worker % ended, or did not start within 10 s', worker
                 USING ERRCODE = 'object_not_in_prerequisite_state', HINT = 'The server log says why.';
         END IF;
         PERFORM snowflake_id_node.sleep(0.01);
@@ -67,7 +75,7 @@ BEGIN
         RAISE WARNING 'background rebalance %: not handed to this worker (its start rolled back?)', rid;
         RETURN NULL;
     END IF;
-    SELECT x.batch INTO batch FROM snowflake_id_router.rebalance_batch x WHERE x.rebalance = rid AND x.state = 'moving';
+    batch := snowflake_id_router.rebalance_moving(rid);
     IF batch IS NULL THEN
         RETURN CASE WHEN snowflake_id_router.rebalance_next(rid, false) IS NOT NULL THEN 0 END;
     END IF;
@@ -105,6 +113,20 @@ $$;
 COMMENT ON FUNCTION snowflake_id_router.rebalance_mine(integer, boolean) IS
   'Whether rebalance rid is running in this session (with wait: once more after the transaction handing it over ends).';
 
+-- The batch of rebalance rid marked moving (NULL: none), for the session that runs it
+-- (own_rebalance: 42501 for another's).
+CREATE OR REPLACE FUNCTION snowflake_id_router.rebalance_moving(rid integer) RETURNS integer
+LANGUAGE plpgsql VOLATILE STRICT PARALLEL UNSAFE SECURITY DEFINER
+SET search_path = pg_catalog, pg_temp
+AS $$
+BEGIN
+    PERFORM snowflake_id_router.own_rebalance(rid);
+    RETURN (SELECT min(x.batch) FROM snowflake_id_router.rebalance_batch x WHERE x.rebalance = rid AND x.state = 'moving');
+END
+$$;
+COMMENT ON FUNCTION snowflake_id_router.rebalance_moving(integer) IS
+  'The batch of the rebalance this session runs that is marked moving, or NULL.';
+
 -- A step of a background worker failed (rolled back; code and message its error): a
 -- rebalance this worker runs records the failure as run_rebalance does (stopped, for a
 -- cancel: pg_cancel_backend) and ends; the maintenance logs it and goes on after its interval.
@@ -121,8 +143,7 @@ BEGIN
         RETURN arg;
     END IF;
     IF snowflake_id_router.rebalance_mine(arg, false) THEN
-        failure := snowflake_id_router.rebalance_failed(arg,
-            (SELECT x.batch FROM snowflake_id_router.rebalance_batch x WHERE x.rebalance = arg AND x.state = 'moving'), code, message);
+        failure := snowflake_id_router.rebalance_failed(arg, snowflake_id_router.rebalance_moving(arg), code, message);
         RAISE WARNING '%', failure.message USING HINT = failure.hint;
     ELSE
         RAISE WARNING 'background rebalance %: % (%)', arg, message, code;
@@ -165,8 +186,14 @@ LANGUAGE plpgsql VOLATILE STRICT PARALLEL UNSAFE
 SET search_path = pg_catalog, pg_temp
 AS $$
 BEGIN
-    RETURN CASE job WHEN 1 THEN snowflake_id_router.rebalance_step(arg)
-                    WHEN 2 THEN snowflake_id_router.maintenance_step(arg) END;
+    -- (Each job's function in a statement of its own: a role granted one job's need not be
+    -- granted the other's.)
+    IF job = 1 THEN
+        RETURN snowflake_id_router.rebalance_step(arg);
+    ELSIF job = 2 THEN
+        RETURN snowflake_id_router.maintenance_step(arg);
+    END IF;
+    RETURN NULL;
 END
 $$;
 COMMENT ON FUNCTION snowflake_id_router.background_step(integer, integer) IS
@@ -199,7 +226,7 @@ DECLARE
 BEGIN
     PERFORM snowflake_id_router.require_primary('rebalance_start');
     rid := snowflake_id_router.rebalance_begin(drain, strategy, batch_size, template, 1);
-    worker := snowflake_id_node.background_start(1, rid);
+    worker := snowflake_id_router.background_start(1, rid);
     PERFORM snowflake_id_router.rebalance_hand_over(rid, worker);
     RAISE NOTICE '% % runs in background worker %', CASE WHEN drain IS NULL THEN 'rebalance' ELSE 'drain' END, rid, worker
         USING HINT = 'rebalance_status shows its progress, rebalance_wait() waits for its end, rebalance_stop() stops it after its current batch.';
@@ -256,7 +283,7 @@ BEGIN
         RAISE EXCEPTION 'the router''s maintenance runs already, in background worker %', worker
             USING ERRCODE = 'lock_not_available', HINT = 'maintenance_stop() stops it.';
     END IF;
-    RETURN snowflake_id_node.background_start(2, ceil(extract(epoch FROM every))::integer);
+    RETURN snowflake_id_router.background_start(2, ceil(extract(epoch FROM every))::integer);
 END
 $$;
 COMMENT ON FUNCTION maintenance_start(interval) IS

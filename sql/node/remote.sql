@@ -115,14 +115,6 @@ RETURNS boolean LANGUAGE c VOLATILE PARALLEL UNSAFE AS 'MODULE_PATHNAME', 'in_tr
 COMMENT ON FUNCTION snowflake_id_node.in_transaction_block() IS
   'Whether this transaction may stay open after the statement running now: a transaction block, a pipeline, or a subtransaction of a transaction no procedure began (a procedure''s own transactions are not blocks).';
 
--- A background worker running the router's job (router/sql/42_background.sql) as the current
--- role, in this database (src/pg/node/background.rs); its pid.
-CREATE OR REPLACE FUNCTION snowflake_id_node.background_start(job integer, arg integer)
-RETURNS integer LANGUAGE c VOLATILE STRICT PARALLEL UNSAFE AS 'MODULE_PATHNAME', 'background_start_wrapper';
-COMMENT ON FUNCTION snowflake_id_node.background_start(integer, integer) IS
-  'Starts a background worker that calls snowflake_id_router.background_step(job, arg) as the current role until it returns NULL; its pid (53400: no worker slot free).';
-
-REVOKE ALL ON FUNCTION snowflake_id_node.background_start(integer, integer) FROM PUBLIC;
 REVOKE ALL ON FUNCTION snowflake_id_node.remote_open(text, text, text, text, double precision),
     snowflake_id_node.remote_close(text), snowflake_id_node.remote_close_prefixed(text),
     snowflake_id_node.remote_names(), snowflake_id_node.remote_connstr(text), snowflake_id_node.remote_pid(text),

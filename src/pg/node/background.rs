@@ -108,7 +108,7 @@ pub extern "C-unwind" fn snowflake_id_background_main(_arg: pg_sys::Datum) {
     };
     // Settings pinned: what the role's or database's defaults (applied at connect) would
     // change under the router's functions. No statement_timeout is armed in a worker.
-    step(&format!(
+    let pinned = step(&format!(
         "SELECT pg_catalog.length(pg_catalog.concat(
                     pg_catalog.set_config('search_path', 'pg_catalog, pg_temp', false),
                     pg_catalog.set_config('lock_timeout', '0', false),
@@ -119,10 +119,12 @@ pub extern "C-unwind" fn snowflake_id_background_main(_arg: pg_sys::Datum) {
                     pg_catalog.set_config('application_name', 'snowflake_id_router job {job}', false)))::float8",
         job = job as i32
     ))
-    .unwrap_or_else(|(code, message)| {
-        raise(PgSqlErrorCode::ERRCODE_INTERNAL_ERROR, format!("{message} ({code})"))
-    });
+    .err();
     let (job, arg) = (job as i32, arg as i32);
+    if let Some((code, message)) = pinned {
+        warning!("snowflake_id_router background job {job} ({arg}) ends: {message} ({code})");
+        return;
+    }
     let call = format!("SELECT snowflake_id_router.background_step({job}, {arg})");
     loop {
         // A step that fails is reported to background_failed, in a transaction of its own
@@ -136,10 +138,10 @@ pub extern "C-unwind" fn snowflake_id_background_main(_arg: pg_sys::Datum) {
                 quote(&message)
             ))
             .unwrap_or_else(|(code, message)| {
-                raise(
-                    PgSqlErrorCode::ERRCODE_INTERNAL_ERROR,
-                    format!("{message} ({code})"),
-                )
+                warning!(
+                    "snowflake_id_router background job {job} ({arg}) ends: {message} ({code})"
+                );
+                None
             }),
         };
         match next {
