@@ -14,7 +14,9 @@
 #                                worker (started again after the restart) with no one
 #                                calling repair_moves();
 #   that one call, then rebalance_wait()   the same rebalance resumed to the end: the
-#                                shards spread evenly (within one).
+#                                shards spread evenly (within one);
+#   rebalance_start(drain => 'node_c')     stopped after a batch by rebalance_stop():
+#                                rebalance_wait() says stopped, resume names the drain.
 # Afterwards (router_invariants): every acknowledged write present exactly once, on the node
 # the map names; no ID twice; nothing left on the nodes by moves.
 set -euo pipefail
@@ -99,6 +101,15 @@ read -r counts even <<<"$(on router -F ' ' -c "SELECT string_agg(node || ':' || 
 echo "background rebalance: $done shards moved in $(secs "$t_start" "$(now)") s (with the restart and the resume): $counts"
 [[ $even == t ]] || fail "the rebalance did not spread the $((2 * N)) shards evenly: $counts"
 [[ $(on router -c "SELECT maintenance_stop()") == t ]] || fail "maintenance_stop() stopped nothing"
+
+# A background drain, stopped after its first batch by rebalance_stop() from another session.
+drain=$(on router -c "SELECT rebalance_start(drain => 'node_c')")
+wait_until "SELECT shards_done > 0 FROM rebalance_status WHERE id = $drain" "a batch of the drain"
+on router -c "SELECT rebalance_stop()" >/dev/null
+[[ $(on router -c "SELECT rebalance_wait()") == stopped ]] || fail "rebalance_wait() after rebalance_stop() of drain $drain: $(status_of "*")"
+IFS='|' read -r done resume <<<"$(status_of "shards_done, resume")"
+echo "background drain $drain stopped after $done shards; resume: $resume"
+[[ $resume == "SELECT rebalance_start('by_shard_count', 32, 'tpl', drain => 'node_c')" ]] || fail "the stopped drain's resume: $resume"
 
 sleep 2
 touch "$work"/client{1,2,3,4}.log.stop
