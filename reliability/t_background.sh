@@ -19,6 +19,7 @@
 #                                rebalance_wait() says stopped, resume names the drain.
 # Afterwards (router_invariants): every acknowledged write present exactly once, on the node
 # the map names; no ID twice; nothing left on the nodes by moves.
+# every version: the background worker's start-up differs by version (signal handler API, NOLOGIN roles)
 set -euo pipefail
 here=$(cd "$(dirname "$0")" && pwd)
 source "$here/../scripts/cluster.sh"; source "$here/lib.sh"
