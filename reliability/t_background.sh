@@ -16,7 +16,8 @@
 #   that one call, then rebalance_wait()   the same rebalance resumed to the end: the
 #                                shards spread evenly (within one);
 #   rebalance_start(drain => 'node_c')     stopped after a batch by rebalance_stop():
-#                                rebalance_wait() says stopped, resume names the drain.
+#                                rebalance_wait() says stopped, resume names the drain;
+#                                resumed by it, then its worker cancelled: stopped again.
 # Afterwards (router_invariants): every acknowledged write present exactly once, on the node
 # the map names; no ID twice; nothing left on the nodes by moves.
 # every version: the background worker's start-up differs by version (signal handler API, NOLOGIN roles)
@@ -111,6 +112,15 @@ on router -c "SELECT rebalance_stop()" >/dev/null
 IFS='|' read -r done resume <<<"$(status_of "shards_done, resume")"
 echo "background drain $drain stopped after $done shards; resume: $resume"
 [[ $resume == "SELECT rebalance_start('by_shard_count', 32, 'tpl', drain => 'node_c')" ]] || fail "the stopped drain's resume: $resume"
+# Resumed by that call, then its worker cancelled mid-batch (pg_cancel_backend): stopped,
+# the batch moving undone.
+on router -c "$resume" >/dev/null
+wait_until "SELECT batches_moving > 0 AND state = 'running' FROM rebalance_status WHERE id = $drain" "a batch of the resumed drain" 300 "failed interrupted done"
+on router -c "SELECT pg_cancel_backend(pid) FROM rebalance_status WHERE id = $drain" >/dev/null
+[[ $(on router -c "SELECT rebalance_wait()") == stopped ]] || fail "rebalance_wait() after cancelling drain $drain's worker: $(status_of "*")"
+IFS='|' read -r id3 done error <<<"$(status_of "id, shards_done, error")"
+echo "background drain $id3 resumed, its worker cancelled: stopped after $done shards ($error)"
+[[ $id3 == "$drain" ]] || fail "the resumed drain is $id3, not $drain"
 
 sleep 2
 touch "$work"/client{1,2,3,4}.log.stop
