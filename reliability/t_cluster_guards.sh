@@ -7,8 +7,8 @@
 #   25.1  a schema of the shard's name already on the target; a node's registry entry
 #         pointed at another node's database; a node named 'self' (the loopback
 #         connection's name) and one named with 63 bytes reached
-#   25.5  a target template without the primary key, or with narrower types; a trigger, an
-#         extra index on the shard: refused while preparing, before any row is copied (issue
+#   25.5  a target template without the primary key, or with narrower types; a trigger or an
+#         extra index on the shard that the template lacks: refused while preparing, before any row is copied (issue
 #         21's template check); owners and privileges carried (an app role works after the
 #         move), a role missing on the target refused
 #   19.8  identity sequences carried
@@ -84,10 +84,11 @@ on node_c -c "CREATE SCHEMA tpl_nopk" -c "CREATE TABLE tpl_nopk.posts (id bigint
 # after the copy and the fence.)
 refused 55000 'failed while preparing: shard 1 (schema shard_1) differs from its copy: column posts.id: (bigint NOT NULL, position 1)' "SELECT move_shard(1, 'node_c', 'tpl_nopk')"
 refused 55000 'failed while preparing: shard 1 (schema shard_1) differs from its copy: column posts.body' "SELECT move_shard(1, 'node_c', 'tpl_narrow')"
-on node_a -c "CREATE FUNCTION shard_2.audit() RETURNS trigger LANGUAGE plpgsql AS \$\$BEGIN RETURN NEW; END\$\$" \
-  -c "CREATE TRIGGER audit AFTER INSERT ON shard_2.posts FOR EACH ROW EXECUTE FUNCTION shard_2.audit()"
-refused 55000 'trigger audit on table shard_2.posts' "SELECT move_shard(2, 'node_b')"
-on node_a -c "DROP FUNCTION shard_2.audit() CASCADE" -c "CREATE INDEX posts_by_body ON shard_2.posts (body)"
+# (A trigger the template has moves with the shard: t_move_keys_triggers.)
+on node_a -c "CREATE FUNCTION public.audit() RETURNS trigger LANGUAGE plpgsql AS \$\$BEGIN RETURN NEW; END\$\$" \
+  -c "CREATE TRIGGER audit AFTER INSERT ON shard_2.posts FOR EACH ROW EXECUTE FUNCTION public.audit()"
+refused 55000 'failed while preparing: shard 2 (schema shard_2) differs from its copy: trigger on posts: CREATE TRIGGER audit' "SELECT move_shard(2, 'node_b')"
+on node_a -c "DROP FUNCTION public.audit() CASCADE" -c "CREATE INDEX posts_by_body ON shard_2.posts (body)"
 refused 55000 'failed while preparing: shard 2 (schema shard_2) differs from its copy: index on posts: CREATE INDEX ON %I.posts USING btree (body)' "SELECT move_shard(2, 'node_b')"
 on node_a -c "DROP INDEX shard_2.posts_by_body"
 clean 25.5

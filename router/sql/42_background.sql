@@ -27,7 +27,8 @@ COMMENT ON FUNCTION snowflake_id_router.background_start(integer, integer) IS
 
 -- Hands rebalance rid, which this session runs (rebalance_begin made it so), to background
 -- worker worker (a session of the router's background type, started by rebalance_start):
--- its record's pid and session start become the worker's, in this transaction, so that the
+-- its record's pid, session start and call start become the worker's (its one statement,
+-- call_alive), in this transaction, so that the
 -- rebalance has a live holder at every moment (rebalance_holder: a second start is refused;
 -- rebalance_status says running). Waits, at most 10 s, for the worker's session to show
 -- (pg_stat_activity), 55000 if it does not.
@@ -38,21 +39,22 @@ AS $$
 DECLARE
     deadline timestamptz := snowflake_id_node.monotonic() + interval '10 s';
     worker_start timestamptz;
+    worker_call timestamptz;      -- the start of the worker's one statement, which lasts as long as it
 BEGIN
     PERFORM snowflake_id_router.refuse_transaction_block('rebalance_hand_over');
     PERFORM snowflake_id_router.own_rebalance(rid);
     LOOP
         PERFORM pg_stat_clear_snapshot();   -- (pg_stat_activity is read once a transaction otherwise)
-        SELECT a.backend_start INTO worker_start FROM pg_stat_activity a
-         WHERE a.pid = worker AND a.backend_type = 'snowflake_id_router background';
-        EXIT WHEN worker_start IS NOT NULL;
+        SELECT a.backend_start, a.query_start INTO worker_start, worker_call FROM pg_stat_activity a
+         WHERE a.pid = worker AND a.backend_type = 'snowflake_id_router background' AND a.state = 'active';
+        EXIT WHEN worker_call IS NOT NULL;
         IF snowflake_id_node.monotonic() > deadline THEN
             RAISE EXCEPTION 'background worker % ended, or did not start within 10 s', worker
                 USING ERRCODE = 'object_not_in_prerequisite_state', HINT = 'The server log says why.';
         END IF;
         PERFORM snowflake_id_node.sleep(0.01);
     END LOOP;
-    UPDATE snowflake_id_router.rebalance x SET pid = worker, session_start = worker_start WHERE x.id = rid;
+    UPDATE snowflake_id_router.rebalance x SET pid = worker, session_start = worker_start, call_start = worker_call WHERE x.id = rid;
 END
 $$;
 COMMENT ON FUNCTION snowflake_id_router.rebalance_hand_over(integer, integer) IS
@@ -252,7 +254,14 @@ BEGIN
             USING ERRCODE = 'invalid_transaction_state';
     END IF;
     LOOP
-        SELECT x.id, x.kind, x.state, x.error, x.resume INTO s FROM @extschema@.rebalance_status x ORDER BY x.id DESC LIMIT 1;
+        PERFORM pg_stat_clear_snapshot();   -- (pg_stat_activity is read once a transaction otherwise)
+        SELECT x.id, x.kind, x.state, x.error, x.resume, x.pid INTO s FROM @extschema@.rebalance_status x ORDER BY x.id DESC LIMIT 1;
+        -- A background worker that has left its call (a cancelled step) is about to record
+        -- how it ended: not interrupted while it lives.
+        IF s.state = 'interrupted' AND snowflake_id_node.monotonic() < deadline
+           AND EXISTS (SELECT FROM pg_stat_activity a WHERE a.pid = s.pid AND a.backend_type = 'snowflake_id_router background') THEN
+            s.state := 'running';
+        END IF;
         EXIT WHEN NOT FOUND OR s.state NOT IN ('running', 'stopping') OR snowflake_id_node.monotonic() >= deadline;
         PERFORM snowflake_id_node.sleep(0.2);
     END LOOP;

@@ -126,6 +126,16 @@ pub extern "C-unwind" fn snowflake_id_background_main(_arg: pg_sys::Datum) {
         return;
     }
     let call = format!("SELECT snowflake_id_router.background_step({job}, {arg})");
+    // One statement for the worker's whole life, as pg_stat_activity shows it (active since
+    // its start, query_start fixed): a rebalance is held by the call that runs it
+    // (call_alive: pid, session start, statement start), and the worker is that call. Its
+    // steps' transactions keep this statement start (statement_timestamp()).
+    let text = CString::new(call.as_str()).expect("no NUL in the step's SQL");
+    // SAFETY: this backend's statement start and activity, as a backend reports its query.
+    unsafe {
+        pg_sys::SetCurrentStatementStartTimestamp();
+        pg_sys::pgstat_report_activity(pg_sys::BackendState::STATE_RUNNING, text.as_ptr());
+    }
     loop {
         // A step that fails is reported to background_failed, in a transaction of its own
         // (its SQL handles no error: a subtransaction would make the router's steps refuse
@@ -160,14 +170,11 @@ fn quote(s: &str) -> String {
 /// Runs `sql` (one float8 or NULL) in a transaction of its own; an error it raises rolls the
 /// transaction back and is returned (SQLSTATE, message).
 fn step(sql: &str) -> Result<Option<f64>, (String, String)> {
-    let text = CString::new(sql).expect("no NUL in the step's SQL");
     // SAFETY: the worker's own transaction around one SPI statement, as
     // BackgroundWorker::transaction does; ended below on both paths.
     unsafe {
-        pg_sys::SetCurrentStatementStartTimestamp();
         pg_sys::StartTransactionCommand();
         pg_sys::PushActiveSnapshot(pg_sys::GetTransactionSnapshot());
-        pg_sys::pgstat_report_activity(pg_sys::BackendState::STATE_RUNNING, text.as_ptr());
     }
     let result =
         PgTryBuilder::new(|| Ok(Spi::get_one::<f64>(sql).unwrap_or_else(|e| panic!("{e}"))))
@@ -189,7 +196,6 @@ fn step(sql: &str) -> Result<Option<f64>, (String, String)> {
         } else {
             pg_sys::AbortCurrentTransaction();
         }
-        pg_sys::pgstat_report_activity(pg_sys::BackendState::STATE_IDLE, std::ptr::null());
     }
     result
 }
