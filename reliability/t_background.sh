@@ -3,7 +3,7 @@
 # three nodes: node_a and node_b hold N shards each (BACKGROUND_SHARDS, 750 by default: the
 # rebalance moves 500 of them onto node_c, which holds none). Four client sessions write
 # through the router (reliability/router_client.py) throughout, while:
-#   SELECT rebalance_start()     in a psql that disconnects as soon as it returns: the
+#   CALL rebalance_start()       in a psql that disconnects as soon as it returns: the
 #                                rebalance runs in a background worker;
 #   a second rebalance_start(), CALL rebalance(), a second maintenance_start()
 #                                refused (55P03) while it runs;
@@ -68,13 +68,13 @@ done
 sleep 3
 
 t_start=$(now)
-id=$(on router -c "SELECT rebalance_start()")   # (this psql ends here: the caller is gone)
+id=$(on router -c "CALL rebalance_start()")   # (this psql ends here: the caller is gone)
 echo "rebalance $id started in $(secs "$t_start" "$(now)") s; its caller disconnected"
 [[ $(on router -c "SELECT maintenance_start('1 s') > 0") == t ]] || fail "maintenance_start did not start"
 wait_until "SELECT shards_done > 0 AND state = 'running' AND pid IN (SELECT pid FROM pg_stat_activity
                                                                     WHERE backend_type = 'snowflake_id_router background')
               FROM rebalance_status WHERE id = $id" "a batch moved by the background worker"
-[[ $(sqlstate "SELECT rebalance_start()") == 55P03 ]] || fail "a second rebalance_start() was not refused with 55P03 while one runs"
+[[ $(sqlstate "CALL rebalance_start()") == 55P03 ]] || fail "a second rebalance_start() was not refused with 55P03 while one runs"
 [[ $(sqlstate "CALL rebalance()") == 55P03 ]] || fail "CALL rebalance() was not refused with 55P03 while a background one runs"
 [[ $(sqlstate "SELECT maintenance_start()") == 55P03 ]] || fail "a second maintenance_start() was not refused with 55P03"
 
@@ -105,13 +105,13 @@ echo "background rebalance: $done shards moved in $(secs "$t_start" "$(now)") s 
 [[ $(on router -c "SELECT maintenance_stop()") == t ]] || fail "maintenance_stop() stopped nothing"
 
 # A background drain, stopped after its first batch by rebalance_stop() from another session.
-drain=$(on router -c "SELECT rebalance_start(drain => 'node_c')")
+drain=$(on router -c "CALL rebalance_start(drain => 'node_c')")
 wait_until "SELECT shards_done > 0 FROM rebalance_status WHERE id = $drain" "a batch of the drain"
 on router -c "SELECT rebalance_stop()" >/dev/null
 [[ $(on router -c "SELECT rebalance_wait()") == stopped ]] || fail "rebalance_wait() after rebalance_stop() of drain $drain: $(status_of "*")"
 IFS='|' read -r done resume <<<"$(status_of "shards_done, resume")"
 echo "background drain $drain stopped after $done shards; resume: $resume"
-[[ $resume == "SELECT rebalance_start('by_shard_count', 32, 'tpl', drain => 'node_c')" ]] || fail "the stopped drain's resume: $resume"
+[[ $resume == "CALL rebalance_start('by_shard_count', 32, 'tpl', drain => 'node_c')" ]] || fail "the stopped drain's resume: $resume"
 # Resumed by that call, then its worker cancelled mid-batch (pg_cancel_backend): stopped,
 # the batch moving undone.
 on router -c "$resume" >/dev/null

@@ -139,7 +139,7 @@ fi
 # The calls that write or lock the router's tables, which no call can give back before it
 # returns: inside a transaction block they refuse (25001). The others give back all they
 # took (the moves, repair_moves: their owner-only locks) or take nothing that lasts.
-refused_in_tx="add_node assign_shards alter_node remove_node rebalance_start rebalance_stop add_router remove_router abandon_schema_change"
+refused_in_tx="add_node assign_shards alter_node remove_node rebalance_stop add_router remove_router abandon_schema_change"
 row() {
   rows+=("$1"); covers+=("$2"); grants+=("$3"); normal+=("$4"); normal_state+=("$5"); error+=("$6"); error_state+=("$7")
   before+=("${8:-:}"); variants+=("${9:-$all_variants}"); server+=("${10:-router}")
@@ -248,12 +248,12 @@ row guard "snowflake_id_node.guard_ddl() snowflake_id_node.guard_drop()" \
 
 # The background rebalance (docs/cluster.md, in the background): the call returns once a
 # worker running as the caller has the rebalance; the next variant first waits for its end.
-background_grants="GRANT EXECUTE ON FUNCTION rebalance_start(text, integer, text, text) TO ROLE;
+background_grants="GRANT EXECUTE ON PROCEDURE rebalance_start(text, integer, text, text, integer) TO ROLE;
   GRANT EXECUTE ON FUNCTION snowflake_id_router.background_start(integer, integer), snowflake_id_router.background_step(integer, integer),
     snowflake_id_router.background_failed(integer, integer, text, text) TO ROLE; $rebalance_grants"
 bg_done() { on router -c "SELECT rebalance_wait()" >/dev/null 2>&1 || true; }
 row rebalance_start "snowflake_id_router.rebalance_begin(text,text,integer,text,integer) snowflake_id_router.rebalance_hand_over(integer,integer) snowflake_id_router.rebalance_mine(integer,boolean) snowflake_id_router.rebalance_moving(integer) snowflake_id_router.rebalance_next(integer,boolean) snowflake_id_router.rebalance_move(integer,integer) snowflake_id_router.rebalance_failed(integer,integer,text,text)" \
-  "$background_grants" "SELECT rebalance_start()" 00000 "SELECT rebalance_start('by_size')" 22023 "bg_done; unbalanced" "normal tx error"
+  "$background_grants" "CALL rebalance_start()" 00000 "CALL rebalance_start('by_size')" 22023 "bg_done; unbalanced" "normal tx error"
 
 echo "every SECURITY DEFINER function of both extensions is in the table"
 secdef_sql="SELECT p.oid::regprocedure FROM pg_proc p

@@ -965,7 +965,7 @@ SELECT r.id, r.kind, r.node, r.strategy, s.state,
        r.error, r.parallel_moves, b.batches_moving,
        -- The one call that goes on with it (42_background.sql), with its arguments.
        CASE WHEN s.state IN ('interrupted', 'stopped', 'failed')
-            THEN format('SELECT rebalance_start(%L, %s, %L%s)', r.strategy, r.batch_size, r.template,
+            THEN format('CALL rebalance_start(%L, %s, %L%s)', r.strategy, r.batch_size, r.template,
                         CASE WHEN r.kind = 'drain' THEN format(', drain => %L', r.node) ELSE '' END) END AS resume
   FROM snowflake_id_router.rebalance r
   CROSS JOIN LATERAL (

@@ -216,26 +216,25 @@ END;
 COMMENT ON FUNCTION snowflake_id_router.maintenance_workers() IS
   'The router''s maintenance workers running in this database (pid, role).';
 
-CREATE OR REPLACE FUNCTION rebalance_start(strategy text DEFAULT 'by_shard_count', batch_size integer DEFAULT 32,
-                                           template text DEFAULT 'tpl', drain text DEFAULT NULL)
-RETURNS integer
-LANGUAGE plpgsql VOLATILE CALLED ON NULL INPUT PARALLEL UNSAFE
-SET search_path = pg_catalog, pg_temp
+-- A procedure, as rebalance() is: the steps run only in a transaction a procedure began
+-- (refuse_outside_rebalance), and the worker takes its first step once the CALL ends.
+CREATE OR REPLACE PROCEDURE rebalance_start(strategy text DEFAULT 'by_shard_count', batch_size integer DEFAULT 32,
+                                            template text DEFAULT 'tpl', drain text DEFAULT NULL, INOUT id integer DEFAULT NULL)
+LANGUAGE plpgsql
 AS $$
 DECLARE
-    rid integer;
     worker integer;
 BEGIN
     PERFORM snowflake_id_router.require_primary('rebalance_start');
-    rid := snowflake_id_router.rebalance_begin(drain, strategy, batch_size, template, 1);
-    worker := snowflake_id_router.background_start(1, rid);
-    PERFORM snowflake_id_router.rebalance_hand_over(rid, worker);
-    RAISE NOTICE '% % runs in background worker %', CASE WHEN drain IS NULL THEN 'rebalance' ELSE 'drain' END, rid, worker
+    COMMIT;   -- (inside a transaction block: 2D000, before anything is taken)
+    id := snowflake_id_router.rebalance_begin(drain, strategy, batch_size, template, 1);
+    worker := snowflake_id_router.background_start(1, id);
+    PERFORM snowflake_id_router.rebalance_hand_over(id, worker);
+    RAISE NOTICE '% % runs in background worker %', CASE WHEN drain IS NULL THEN 'rebalance' ELSE 'drain' END, id, worker
         USING HINT = 'rebalance_status shows its progress, rebalance_wait() waits for its end, rebalance_stop() stops it after its current batch.';
-    RETURN rid;
 END
 $$;
-COMMENT ON FUNCTION rebalance_start(text, integer, text, text) IS
+COMMENT ON PROCEDURE rebalance_start(text, integer, text, text, integer) IS
   'Starts (or resumes) a rebalance, or with drain a drain of that node, in a background worker running as the caller; its id. 55P03 while one runs.';
 
 -- Waits until the newest rebalance or drain is no longer running (at most timeout; NULL:
