@@ -246,6 +246,15 @@ row guard "snowflake_id_node.guard_ddl() snowflake_id_node.guard_drop()" \
   "CREATE TABLE shard_1.guard_probe (a int)" 55000 \
   "CREATE TABLE shard_1.guard_probe (a int)" 55000 : "normal tx error" node_b
 
+# The background rebalance (docs/cluster.md, in the background): the call returns once a
+# worker running as the caller has the rebalance; the next variant first waits for its end.
+background_grants="GRANT EXECUTE ON PROCEDURE rebalance_start(text, integer, text, text, integer) TO ROLE;
+  GRANT EXECUTE ON FUNCTION snowflake_id_router.background_start(integer, integer), snowflake_id_router.background_step(integer, integer),
+    snowflake_id_router.background_failed(integer, integer, text, text) TO ROLE; $rebalance_grants"
+bg_done() { on router -c "SELECT rebalance_wait()" >/dev/null 2>&1 || true; }
+row rebalance_start "snowflake_id_router.rebalance_begin(text,text,integer,text,integer) snowflake_id_router.rebalance_hand_over(integer,integer) snowflake_id_router.rebalance_mine(integer,boolean) snowflake_id_router.rebalance_moving(integer) snowflake_id_router.rebalance_next(integer,boolean) snowflake_id_router.rebalance_move(integer,integer) snowflake_id_router.rebalance_failed(integer,integer,text,text)" \
+  "$background_grants" "CALL rebalance_start()" 00000 "CALL rebalance_start('by_size')" 22023 "bg_done; unbalanced" "normal tx error"
+
 echo "every SECURITY DEFINER function of both extensions is in the table"
 secdef_sql="SELECT p.oid::regprocedure FROM pg_proc p
               JOIN pg_depend d ON d.classid = 'pg_proc'::regclass AND d.objid = p.oid AND d.deptype = 'e'

@@ -37,6 +37,7 @@ DROP FUNCTION snowflake_id_router.connect(text, text);
 --#include router/sql/33_repair.sql
 --#include router/sql/40_nodes.sql
 --#include router/sql/41_rebalance.sql
+--#include router/sql/42_background.sql
 --#include router/sql/50_routers.sql
 --#include router/sql/52_app_map.sql
 --#include router/sql/54_alter_shards.sql

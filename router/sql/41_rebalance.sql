@@ -47,7 +47,11 @@ LANGUAGE plpgsql VOLATILE STRICT PARALLEL UNSAFE
 SET search_path = pg_catalog, pg_temp
 AS $$
 BEGIN
-    IF now() <= statement_timestamp() AND NOT (SELECT u.rolsuper FROM pg_roles u WHERE u.rolname = session_user) THEN
+    IF now() <= statement_timestamp() AND NOT (SELECT u.rolsuper FROM pg_roles u WHERE u.rolname = session_user)
+       -- A background worker of the router (42_background.sql) commits after each step too;
+       -- its backend type is one no client session can take.
+       AND NOT EXISTS (SELECT FROM pg_stat_activity a
+                        WHERE a.pid = pg_backend_pid() AND a.backend_type = 'snowflake_id_router background') THEN
         RAISE EXCEPTION '% runs only as a step of CALL rebalance() or drain_node()', what
             USING ERRCODE = 'invalid_transaction_state',
                   DETAIL = 'A step commits with the procedure that runs it: called on its own, its writes would last as long as the caller''s transaction.';
@@ -952,18 +956,23 @@ COMMENT ON FUNCTION snowflake_id_router.stop_rebalance(integer) IS
   'rebalance_stop''s change, committed apart: rebalance rid marked stopped if its session is gone (true), asked to stop (false); NULL if not running.';
 
 CREATE OR REPLACE VIEW rebalance_status AS
-SELECT r.id, r.kind, r.node, r.strategy,
-       CASE WHEN r.state <> 'running' THEN r.state
-            WHEN NOT snowflake_id_router.call_alive(r.pid, r.session_start, r.call_start) THEN 'interrupted'
-            WHEN r.stop_requested IS NOT NULL THEN 'stopping'
-            ELSE 'running' END AS state,
+SELECT r.id, r.kind, r.node, r.strategy, s.state,
        r.pid, r.started, r.ended, b.batches, b.batches_done, b.shards, b.shards_done, b.shards - b.shards_done AS shards_left,
        c.batch AS current_batch, c.source AS current_source, c.target AS current_target, c.shards AS current_shards,
        c.started AS current_since,
        CASE WHEN r.state = 'running' AND b.shards_done > 0
             THEN b.moving_time / b.shards_done * (b.shards - b.shards_done) / r.parallel_moves END AS time_left,
-       r.error, r.parallel_moves, b.batches_moving
+       r.error, r.parallel_moves, b.batches_moving,
+       -- The one call that goes on with it (42_background.sql), with its arguments.
+       CASE WHEN s.state IN ('interrupted', 'stopped', 'failed')
+            THEN format('CALL rebalance_start(%L, %s, %L%s)', r.strategy, r.batch_size, r.template,
+                        CASE WHEN r.kind = 'drain' THEN format(', drain => %L', r.node) ELSE '' END) END AS resume
   FROM snowflake_id_router.rebalance r
+  CROSS JOIN LATERAL (
+       SELECT CASE WHEN r.state <> 'running' THEN r.state
+                   WHEN NOT snowflake_id_router.call_alive(r.pid, r.session_start, r.call_start) THEN 'interrupted'
+                   WHEN r.stop_requested IS NOT NULL THEN 'stopping'
+                   ELSE 'running' END AS state) s
   CROSS JOIN LATERAL (
        SELECT count(*)::integer AS batches, (count(*) FILTER (WHERE x.state = 'done'))::integer AS batches_done,
               coalesce(sum(cardinality(x.shards)), 0)::integer AS shards,
@@ -976,4 +985,4 @@ SELECT r.id, r.kind, r.node, r.strategy,
                       WHERE x.rebalance = r.id AND x.state = 'moving' ORDER BY x.batch LIMIT 1) c ON true
  ORDER BY r.id DESC;
 COMMENT ON VIEW rebalance_status IS
-  'Each rebalance and drain, newest first: state (running, stopping, interrupted, stopped, failed, done, abandoned), batches and shards planned and done, the (first) batch moving now, estimated time left, error, batches moving at once (allowed, now).';
+  'Each rebalance and drain, newest first: state (running, stopping, interrupted, stopped, failed, done, abandoned), batches and shards planned and done, the (first) batch moving now, estimated time left, error, batches moving at once (allowed, now), and the call that resumes one interrupted, stopped or failed (rebalance_start).';

@@ -5,6 +5,8 @@ REVOKE ALL ON ALL FUNCTIONS IN SCHEMA snowflake_id_router FROM PUBLIC;
 REVOKE ALL ON shard_map, move_history FROM PUBLIC;
 REVOKE ALL ON FUNCTION rebalance_plan(text, integer, text), rebalance_stop(), alter_node(text, text),
     remove_node(text) FROM PUBLIC;
+REVOKE ALL ON PROCEDURE rebalance_start(text, integer, text, text, integer) FROM PUBLIC;
+REVOKE ALL ON FUNCTION rebalance_wait(interval), maintenance_start(interval), maintenance_stop() FROM PUBLIC;
 REVOKE ALL ON PROCEDURE rebalance(text, integer, text, integer), drain_node(text, text, integer, text, integer) FROM PUBLIC;
 REVOKE ALL ON ALL PROCEDURES IN SCHEMA snowflake_id_router FROM PUBLIC;
 REVOKE ALL ON node_status, shard_status, rebalance_status FROM PUBLIC;

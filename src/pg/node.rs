@@ -1,6 +1,8 @@
 //! The node side of snowflake_id_router's protocol, and the router's own connections: what
 //! a router or a node does with libpq inside a backend (docs/cluster-design.md).
 
+/// A dynamic background worker that runs a router operation without its caller's session.
+pub mod background;
 /// One table's rows from another node into a local table: a remote COPY fed into COPY FROM.
 pub mod copy_in;
 /// A move's initial copy: the slot made on the source and every table copied at its snapshot.

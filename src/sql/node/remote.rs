@@ -3,6 +3,7 @@
 //! `src/pg/time.rs` and `src/pg/xact.rs`, declared in sql/node/remote.sql (schema snowflake_id_node, closed to
 //! PUBLIC).
 
+use crate::pg::node::background;
 use crate::pg::node::remote::{self, Outcome};
 use crate::pg::{as_owner, hold_cancel, own_lock, row_count, time, xact};
 use pgrx::prelude::*;
@@ -20,6 +21,11 @@ fn seconds(s: f64) -> Duration {
 #[pg_extern(sql = false)]
 fn remote_open(name: &str, connstr: &str, options: Option<&str>, peer: &str, timeout: f64) -> i32 {
     remote::open(name, connstr, options, peer.to_string(), seconds(timeout))
+}
+
+#[pg_extern(sql = false)]
+fn background_start(job: i32, arg: i32) -> i32 {
+    background::start(job, arg)
 }
 
 #[pg_extern(sql = false)]

@@ -1,0 +1,132 @@
+#!/usr/bin/env bash
+# A rebalance that outlives its caller (docs/cluster.md, background operations). A router and
+# three nodes: node_a and node_b hold N shards each (BACKGROUND_SHARDS, 750 by default: the
+# rebalance moves 500 of them onto node_c, which holds none). Four client sessions write
+# through the router (reliability/router_client.py) throughout, while:
+#   CALL rebalance_start()       in a psql that disconnects as soon as it returns: the
+#                                rebalance runs in a background worker;
+#   a second rebalance_start(), CALL rebalance(), a second maintenance_start()
+#                                refused (55P03) while it runs;
+#   maintenance_start('1 s')     the periodic repair_moves() in a worker of its own;
+#   the router restarted (fast) half-way: rebalance_status says interrupted and names, in
+#                                its column resume, the one call that goes on with it; the
+#                                move the restart cut short is repaired by the maintenance
+#                                worker (started again after the restart) with no one
+#                                calling repair_moves();
+#   that one call, then rebalance_wait()   the same rebalance resumed to the end: the
+#                                shards spread evenly (within one);
+#   rebalance_start(drain => 'node_c')     stopped after a batch by rebalance_stop():
+#                                rebalance_wait() says stopped, resume names the drain;
+#                                resumed by it, then its worker cancelled: stopped again.
+# Afterwards (router_invariants): every acknowledged write present exactly once, on the node
+# the map names; no ID twice; nothing left on the nodes by moves.
+# every version: the background worker's start-up differs by version (signal handler API, NOLOGIN roles)
+set -euo pipefail
+here=$(cd "$(dirname "$0")" && pwd)
+source "$here/../scripts/cluster.sh"; source "$here/lib.sh"
+source "$here/../scripts/router_cluster.sh"
+work=$(mktemp -d); chmod 755 "$work"
+trap 'touch "$work"/client{1,2,3,4}.log.stop; router_cluster_down; rm -rf "$work"' EXIT
+N=${BACKGROUND_SHARDS:-750}
+
+t0=$SECONDS
+ROUTER_NODES=(node_a node_b)   # (node_c joins empty)
+SHARDS_PER_NODE=$N router_cluster_up >/dev/null
+ROUTER_NODES=(node_a node_b node_c)
+node_start node_c
+on node_c -c "CREATE EXTENSION snowflake_id" -f "$here/../router/examples/node.sql" >/dev/null
+on router -c "SELECT add_node('node_c', '$(node_connstr node_c)')" \
+  -c "SELECT assign_shards(${NODE_FIRST[node_c]}, ${NODE_COUNT[node_c]}, 'node_c')" >/dev/null
+planned=$(on router -c "SELECT sum(cardinality(shards)) FROM rebalance_plan()")
+echo "set up: $N shards on node_a and on node_b, none on node_c: $planned to move ($((SECONDS - t0)) s)"
+
+# sqlstate SQL: the SQLSTATE of SQL run on the router (empty if it succeeds).
+sqlstate() { on router -v VERBOSITY=sqlstate -c "$1" 2>&1 | sed -nE 's/.*ERROR:  ([0-9A-Z]{5}).*/\1/p'; }
+# status_of COLUMNS: columns of the newest rebalance_status row, separated by |.
+status_of() { on router -c "SELECT $1 FROM rebalance_status ORDER BY id DESC LIMIT 1"; }
+# wait_until SQL WHAT [SECONDS] [STATES]: polls SQL on the router (a boolean) for up to
+# SECONDS (300); fails at once if the rebalance's state becomes one of STATES (failed
+# interrupted).
+wait_until() {
+  local _ st; for _ in $(seq $((${3:-300} * 10))); do
+    [[ $(on router -c "$1" 2>/dev/null) == t ]] && return 0
+    st=$(on router -c "SELECT state FROM rebalance_status ORDER BY id DESC LIMIT 1" 2>/dev/null)
+    [[ " ${4:-failed interrupted} " != *" $st "* ]] \
+      || fail "the rebalance is $st, waiting for $2: $(on router -c "SELECT error FROM rebalance_status ORDER BY id DESC LIMIT 1")"
+    sleep 0.1
+  done
+  fail "waited ${3:-300} s for $2: $(on router -c "SELECT * FROM rebalance_status" 2>&1)"
+}
+
+shards=$(on router -c "SELECT string_agg(s::text, ',') FROM (SELECT generate_series(${NODE_FIRST[node_a]}, ${NODE_FIRST[node_a]} + $N - 1, 8)
+                        UNION ALL SELECT generate_series(${NODE_FIRST[node_b]}, ${NODE_FIRST[node_b]} + $N - 1, 8)) g(s)")
+dsn="host=$SF_TMP/sfrouter port=$ROUTER_PORT user=postgres dbname=postgres"
+pids=()
+for c in 1 2 3 4; do
+  "$PYTHON" "$here/router_client.py" "$dsn" "$c" 900 "$shards" "$work/client$c.log" & pids+=($!)
+done
+sleep 3
+
+t_start=$(now)
+id=$(on router -c "CALL rebalance_start()")   # (this psql ends here: the caller is gone)
+echo "rebalance $id started in $(secs "$t_start" "$(now)") s; its caller disconnected"
+[[ $(on router -c "SELECT maintenance_start('1 s') > 0") == t ]] || fail "maintenance_start did not start"
+wait_until "SELECT shards_done > 0 AND state = 'running' AND pid IN (SELECT pid FROM pg_stat_activity
+                                                                    WHERE backend_type = 'snowflake_id_router background')
+              FROM rebalance_status WHERE id = $id" "a batch moved by the background worker"
+[[ $(sqlstate "CALL rebalance_start()") == 55P03 ]] || fail "a second rebalance_start() was not refused with 55P03 while one runs"
+[[ $(sqlstate "CALL rebalance()") == 55P03 ]] || fail "CALL rebalance() was not refused with 55P03 while a background one runs"
+[[ $(sqlstate "SELECT maintenance_start()") == 55P03 ]] || fail "a second maintenance_start() was not refused with 55P03"
+
+# Half-way, the router restarted.
+wait_until "SELECT shards_done * 2 >= shards FROM rebalance_status WHERE id = $id" "half of the rebalance"
+cluster_restart sfrouter fast
+IFS='|' read -r state done resume <<<"$(status_of "state, shards_done, resume")"
+unfinished=$(on router -c "SELECT count(*) FROM snowflake_id_router.move WHERE NOT snowflake_id_router.move_finished(state)")
+echo "router restarted after $done of $planned shards: rebalance $id $state, $unfinished move(s) cut short; resume: $resume"
+((unfinished > 0)) || echo "(the restart cut no move short: the maintenance worker had nothing to repair)"
+[[ $state == interrupted && -n $resume ]] || fail "after the restart rebalance_status shows $state, resume '$resume'"
+# The maintenance worker (gone with the server: started again) repairs what the restart cut
+# short, with no one calling repair_moves().
+on router -c "SELECT maintenance_start('1 s')" >/dev/null
+wait_until "SELECT NOT EXISTS (SELECT FROM snowflake_id_router.move WHERE NOT snowflake_id_router.move_finished(state))" \
+  "the maintenance worker to repair the move cut short" 60 failed
+[[ $(status_of "state") == interrupted ]] || fail "the maintenance worker changed the interrupted rebalance"
+
+# The one call, from a session that disconnects at once again; then wait for the end.
+on router -c "$resume" >/dev/null
+[[ $(on router -c "SELECT rebalance_wait()") == done ]] || fail "rebalance_wait() after the resume: $(on router -c "SELECT * FROM rebalance_status")"
+IFS='|' read -r id2 state done <<<"$(status_of "id, state, shards_done")"
+[[ $id2 == "$id" && $state == done ]] || fail "the resumed rebalance: id $id2 (not $id), $state"
+read -r counts even <<<"$(on router -F ' ' -c "SELECT string_agg(node || ':' || n, ',' ORDER BY node), max(n) - min(n) <= 1 AND sum(n) = 2 * $N
+                                                FROM (SELECT node, count(*) n FROM shard_status WHERE mapped GROUP BY node) x")"
+echo "background rebalance: $done shards moved in $(secs "$t_start" "$(now)") s (with the restart and the resume): $counts"
+[[ $even == t ]] || fail "the rebalance did not spread the $((2 * N)) shards evenly: $counts"
+[[ $(on router -c "SELECT maintenance_stop()") == t ]] || fail "maintenance_stop() stopped nothing"
+
+# A background drain, stopped after its first batch by rebalance_stop() from another session.
+drain=$(on router -c "CALL rebalance_start(drain => 'node_c')")
+wait_until "SELECT shards_done > 0 FROM rebalance_status WHERE id = $drain" "a batch of the drain"
+on router -c "SELECT rebalance_stop()" >/dev/null
+[[ $(on router -c "SELECT rebalance_wait()") == stopped ]] || fail "rebalance_wait() after rebalance_stop() of drain $drain: $(status_of "*")"
+IFS='|' read -r done resume <<<"$(status_of "shards_done, resume")"
+echo "background drain $drain stopped after $done shards; resume: $resume"
+[[ $resume == "CALL rebalance_start('by_shard_count', 32, 'tpl', drain => 'node_c')" ]] || fail "the stopped drain's resume: $resume"
+# Resumed by that call, then its worker cancelled mid-batch (pg_cancel_backend): stopped,
+# the batch moving undone.
+on router -c "$resume" >/dev/null
+wait_until "SELECT batches_moving > 0 AND state = 'running' FROM rebalance_status WHERE id = $drain" "a batch of the resumed drain" 300 "failed interrupted done"
+on router -c "SELECT pg_cancel_backend(pid) FROM rebalance_status WHERE id = $drain" >/dev/null
+[[ $(on router -c "SELECT rebalance_wait()") == stopped ]] || fail "rebalance_wait() after cancelling drain $drain's worker: $(status_of "*")"
+IFS='|' read -r id3 done error <<<"$(status_of "id, shards_done, error")"
+echo "background drain $id3 resumed, its worker cancelled: stopped after $done shards ($error)"
+[[ $id3 == "$drain" ]] || fail "the resumed drain is $id3, not $drain"
+
+sleep 2
+touch "$work"/client{1,2,3,4}.log.stop
+for p in "${pids[@]}"; do wait "$p" || fail "a client failed"; done
+on router -F ' ' -c "SELECT s, extract(epoch FROM b.started), extract(epoch FROM b.ended)
+                       FROM snowflake_id_router.rebalance_batch b, unnest(b.shards) s
+                      WHERE b.state = 'done' AND s = ANY ('{$shards}'::integer[])" >"$work/moves"
+router_invariants "$work" "$work"/client*.log
+echo "writes acknowledged: $(cat "$work"/client*.log | wc -l)"
