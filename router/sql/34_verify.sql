@@ -179,4 +179,3 @@ END
 $$;
 COMMENT ON FUNCTION verify_shard(integer, text) IS
   'Compares a shard''s served copy with its copy on node (NULL: every other node holding one), now: one row per differing chunk, with its first difference.';
-REVOKE ALL ON FUNCTION verify_shard(integer, text) FROM PUBLIC;

@@ -29,11 +29,22 @@ END;
 COMMENT ON FUNCTION snowflake_id_node.row_key(regclass) IS
   'How the rows of table t are compared: their order (primary key, else the row''s text), the chunking column and its array type, a row''s key as text.';
 
+-- The tables of the schemas whose rows are compared: plain ones (a partitioned table's
+-- rows are its partitions').
+CREATE OR REPLACE FUNCTION snowflake_id_node.content_tables(schemas text[]) RETURNS TABLE (t regclass)
+LANGUAGE sql STABLE STRICT
+SET search_path = pg_catalog, pg_temp
+BEGIN ATOMIC
+    SELECT x.t FROM snowflake_id_node.move_tables(schemas) x JOIN pg_class c ON c.oid = x.t WHERE c.relkind = 'r';
+END;
+COMMENT ON FUNCTION snowflake_id_node.content_tables(text[]) IS 'The plain tables of the schemas, whose rows are compared.';
+
 -- Runs query q (a %s for the table, x its rows, then the chunk's, the order's and the bounds'
--- expressions) on table t as its owner; its text.
+-- expressions) on table t as its owner; its text. Without JIT: compiling these queries for
+-- a table of a million rows took longer than running them (seconds under a move's fence).
 CREATE OR REPLACE FUNCTION snowflake_id_node.on_rows(t regclass, q text, bounds text) RETURNS text
 LANGUAGE plpgsql VOLATILE CALLED ON NULL INPUT
-SET search_path = pg_catalog, pg_temp
+SET search_path = pg_catalog, pg_temp SET jit = off
 AS $$
 DECLARE
     k record := snowflake_id_node.row_key(t);
@@ -45,17 +56,35 @@ $$;
 COMMENT ON FUNCTION snowflake_id_node.on_rows(regclass, text, text) IS
   'Runs a query over table t''s rows (x) as its owner under restricted-operation rules; its text.';
 
--- Per chunk of table t (bounds: the chunks' lower bounds, an array literal), its rows and
--- digest, as JSON {"chunk": [rows, digest]}; only the chunks listed (NULL: all).
+-- Per chunk of table t (bounds: the chunks' lower bounds, an array literal; chunk 0 holds
+-- the keys below the first, the last those from the last bound on), its rows and digest, as JSON {"chunk": [rows, digest]}; only
+-- the chunks listed (NULL: all), empty ones left out. Each chunk is read on its own, by a
+-- range of the primary key's index in its order (no sort; a chunk read again under a
+-- move's fence costs its own rows only).
 CREATE OR REPLACE FUNCTION snowflake_id_node.chunk_digests(t regclass, bounds text, chunks integer[]) RETURNS json
 LANGUAGE sql VOLATILE CALLED ON NULL INPUT
 SET search_path = pg_catalog, pg_temp
-RETURN snowflake_id_node.on_rows(t,
-    'SELECT coalesce(json_object_agg(c, json_build_array(n, d)), ''{}'')::text FROM (
-       SELECT width_bucket(%2$s, %4$s) c, count(*) n,
-              encode(sha256(string_agg(sha256(textsend((x.*)::text)), ''''::bytea ORDER BY %3$s)), ''hex'') d
-         FROM ONLY %1$s x' || CASE WHEN chunks IS NULL THEN '' ELSE format(' WHERE width_bucket(%%2$s, %%4$s) = ANY (%L::integer[])', chunks) END
-    || ' GROUP BY 1) s', bounds)::json;
+RETURN snowflake_id_node.on_rows(t, format(
+    'SELECT coalesce(json_object_agg(r.c, r.v), ''{}'')::text FROM (
+       SELECT b.c, d.n, d.v
+         FROM (SELECT u.o::integer AS c, u.lo, lead(u.lo) OVER (ORDER BY u.o) AS hi
+                 FROM unnest(%%4$s) WITH ORDINALITY u(lo, o)) b
+        CROSS JOIN LATERAL (SELECT count(*) AS n, json_build_array(count(*), encode(sha256(string_agg(s.h, ''''::bytea)), ''hex'')) AS v
+                              FROM (SELECT sha256(textsend((x.*)::text)) AS h FROM ONLY %%1$s x
+                                     WHERE %%2$s >= b.lo AND %%2$s < b.hi ORDER BY %%3$s) s) d
+        WHERE b.hi IS NOT NULL AND %1$s
+       UNION ALL
+       SELECT cardinality(%%4$s), count(*), json_build_array(count(*), encode(sha256(string_agg(s.h, ''''::bytea)), ''hex''))
+         FROM (SELECT sha256(textsend((x.*)::text)) AS h FROM ONLY %%1$s x
+                WHERE %3$s AND %%2$s >= (%%4$s)[cardinality(%%4$s)] ORDER BY %%3$s) s
+       UNION ALL
+       SELECT 0, count(*), json_build_array(count(*), encode(sha256(string_agg(s.h, ''''::bytea)), ''hex''))
+         FROM (SELECT sha256(textsend((x.*)::text)) AS h FROM ONLY %%1$s x
+                WHERE %2$s AND (cardinality(%%4$s) = 0 OR %%2$s < (%%4$s)[1]) ORDER BY %%3$s) s) r
+      WHERE r.n > 0',
+    CASE WHEN chunks IS NULL THEN 'true' ELSE format('b.c = ANY (%L::integer[])', chunks) END,
+    CASE WHEN chunks IS NULL OR 0 = ANY (chunks) THEN 'true' ELSE 'false' END,
+    CASE WHEN chunks IS NULL THEN 'true' ELSE format('cardinality(%%4$s) = ANY (%L::integer[])', chunks) END), bounds)::json;
 COMMENT ON FUNCTION snowflake_id_node.chunk_digests(regclass, text, integer[]) IS
   'Rows and digest of each chunk of table t (only those listed; NULL: all), as JSON {"chunk": [rows, digest]}.';
 
@@ -75,8 +104,10 @@ DECLARE
     b text;
     tables jsonb := '{}';
 BEGIN
-    FOR t IN SELECT x.t FROM snowflake_id_node.move_tables(schemas) x LOOP
-        b := coalesce(base->'t'->t::text->>'b', snowflake_id_node.on_rows(t,
+    FOR t IN SELECT x.t FROM snowflake_id_node.content_tables(schemas) x LOOP
+        -- (A table without a primary key is one chunk: it has no index to read ranges by.)
+        b := coalesce(base->'t'->t::text->>'b', CASE WHEN NOT EXISTS (SELECT FROM pg_index i
+                                                                          WHERE i.indrelid = t AND i.indisprimary) THEN '{}' END, snowflake_id_node.on_rows(t,
                  'SELECT coalesce(array_agg(k ORDER BY k), ''{}'')::text FROM (SELECT DISTINCT k FROM (
                     SELECT %2$s AS k, row_number() OVER (ORDER BY %2$s) r FROM ONLY %1$s x) s WHERE r %% 1000 = 1) d', NULL));
         tables := tables || jsonb_build_object(t::text, json_build_object('b', b, 'c', snowflake_id_node.chunk_digests(t, b, NULL)));
@@ -88,11 +119,14 @@ COMMENT ON FUNCTION snowflake_id_node.content_base(text[], json) IS
   'The digests of every chunk of the schemas'' tables here (bounds from base, else taken here), with the horizon of what they saw, as JSON.';
 
 -- Under a move's fence: the digests of the chunks of each table that may have changed here
--- since content_base gave base (and those listed in recheck, {table: [chunks]}). A chunk
--- changed if it holds a row written since (xmin at or after base's horizon: an insert or
--- an update's new version) or holds another number of rows (a delete). One scan per table;
--- a second over the chunks that changed. JSON {table: {"n": rows, "c": chunk_digests}}.
--- NULL when base is (the move is not verified).
+-- since content_base gave base (and those listed in recheck, {table: [chunks]}). A row
+-- written since has an xmin at or after base's horizon (an insert, an update's new
+-- version): one scan per table finds their chunks, digested again. A row can also have gone
+-- (a delete, an update's old version): rows older than the horizon were all there at base,
+-- so if the other chunks hold as many rows as they did then, none went from them; else (a
+-- delete outside the chunks written) a second scan counts every chunk's rows and those that
+-- hold fewer are digested again. JSON {table: {"n": rows, "c": chunk_digests}}; NULL when
+-- base is (the move is not verified).
 CREATE OR REPLACE FUNCTION snowflake_id_node.content_fence(schemas text[], base json, recheck json) RETURNS text
 LANGUAGE plpgsql VOLATILE CALLED ON NULL INPUT
 SET search_path = pg_catalog, pg_temp
@@ -103,25 +137,31 @@ DECLARE
     b json;
     now json;
     changed integer[];
+    d jsonb;
     tables jsonb := '{}';
 BEGIN
     IF base IS NULL THEN
         RETURN NULL;
     END IF;
-    FOR t IN SELECT x.t FROM snowflake_id_node.move_tables(schemas) x LOOP
+    FOR t IN SELECT x.t FROM snowflake_id_node.content_tables(schemas) x LOOP
         b := base->'t'->t::text;
         now := snowflake_id_node.on_rows(t, format(
-            'SELECT json_build_object(''n'', coalesce(sum(n), 0), ''c'', coalesce(json_object_agg(c, n), ''{}''),
-                                      ''new'', coalesce(array_agg(c) FILTER (WHERE new), ''{}''))::text
-               FROM (SELECT width_bucket(%%2$s, %%4$s) c, count(*) n, bool_or(pg_catalog.age(x.xmin) <= pg_catalog.age(%L::xid)) new
-                       FROM ONLY %%1$s x GROUP BY 1) s', (base->>'h')::bigint % 4294967296), b->>'b')::json;
-        changed := ARRAY(SELECT json_array_elements_text(now->'new')::integer
-                         UNION SELECT json_array_elements_text(recheck->t::text)::integer
-                         UNION SELECT coalesce(o.c, n.c)::integer
-                                 FROM json_each_text(now->'c') n(c, v) FULL JOIN json_each(b->'c') o(c, v) ON o.c = n.c
-                                WHERE n.v IS DISTINCT FROM o.v->>0);
-        tables := tables || jsonb_build_object(t::text, json_build_object('n', now->'n',
-            'c', snowflake_id_node.overlay(changed, CASE WHEN cardinality(changed) > 0 THEN snowflake_id_node.chunk_digests(t, b->>'b', changed) END)));
+            'SELECT json_build_object(''n'', count(*), ''new'', coalesce(array_agg(DISTINCT width_bucket(%%2$s, %%4$s))
+                                          FILTER (WHERE pg_catalog.age(x.xmin) <= pg_catalog.age(%L::xid)), ''{}''))::text
+               FROM ONLY %%1$s x', (base->>'h')::bigint % 4294967296), b->>'b')::json;
+        changed := ARRAY(SELECT json_array_elements_text(now->'new')::integer UNION SELECT json_array_elements_text(recheck->t::text)::integer);
+        d := CASE WHEN cardinality(changed) > 0 THEN snowflake_id_node.chunk_digests(t, b->>'b', changed) ELSE '{}' END;
+        IF (now->>'n')::bigint - (SELECT coalesce(sum((v->>0)::bigint), 0) FROM jsonb_each(d) e(k, v))
+           <> (SELECT coalesce(sum((e.v->>0)::bigint), 0) FROM json_each(b->'c') e(k, v) WHERE e.k::integer <> ALL (changed)) THEN
+            changed := changed || ARRAY(
+                SELECT coalesce(o.k, n.k)::integer
+                  FROM json_each_text(snowflake_id_node.on_rows(t, 'SELECT coalesce(json_object_agg(c, n), ''{}'')::text
+                         FROM (SELECT width_bucket(%2$s, %4$s) c, count(*) n FROM ONLY %1$s x GROUP BY 1) s', b->>'b')::json) n(k, v)
+                  FULL JOIN json_each(b->'c') o(k, v) ON o.k = n.k
+                 WHERE coalesce(n.v, '0') IS DISTINCT FROM coalesce(o.v->>0, '0') AND coalesce(o.k, n.k)::integer <> ALL (changed));
+            d := d || snowflake_id_node.chunk_digests(t, b->>'b', changed)::jsonb;
+        END IF;
+        tables := tables || jsonb_build_object(t::text, json_build_object('n', now->'n', 'c', snowflake_id_node.overlay(changed, d::json)));
     END LOOP;
     RETURN tables::text;
 END
@@ -154,7 +194,7 @@ SET search_path = pg_catalog, pg_temp
 RETURN (SELECT c.schema_name FROM @extschema@.snowflake_id_shard c WHERE c.shard = s);
 COMMENT ON FUNCTION snowflake_id_node.shard_schema(integer) IS 'The schema of shard s on this node; NULL if it has none.';
 
-REVOKE ALL ON FUNCTION snowflake_id_node.row_key(regclass), snowflake_id_node.on_rows(regclass, text, text),
+REVOKE ALL ON FUNCTION snowflake_id_node.row_key(regclass), snowflake_id_node.content_tables(text[]), snowflake_id_node.on_rows(regclass, text, text),
     snowflake_id_node.chunk_digests(regclass, text, integer[]), snowflake_id_node.content_base(text[], json),
     snowflake_id_node.content_fence(text[], json, json), snowflake_id_node.chunk_rows(regclass, text, integer),
     snowflake_id_node.overlay(integer[], json), snowflake_id_node.shard_schema(integer) FROM PUBLIC;
