@@ -10,46 +10,51 @@ COMMENT ON FUNCTION snowflake_id_router.verify_moves() IS 'Whether moves compare
 
 -- The chunks that differ between two copies, per table: each side's digests as content_base
 -- gave them (a, b), overlaid with what content_fence gave since (a_now, b_now; NULL: none).
--- A chunk one side lacks holds no rows there.
-CREATE OR REPLACE FUNCTION snowflake_id_router.chunk_differences(a json, b json, a_now json, b_now json)
+-- A chunk one side lacks holds no rows there. (jsonb: json's -> parses the whole document
+-- at each look-up, a thousand times a table.)
+CREATE OR REPLACE FUNCTION snowflake_id_router.chunk_differences(a jsonb, b jsonb, a_now jsonb, b_now jsonb)
 RETURNS TABLE (table_name text, chunks integer[])
 LANGUAGE sql IMMUTABLE CALLED ON NULL INPUT PARALLEL SAFE
 SET search_path = pg_catalog, pg_temp
 BEGIN ATOMIC
     SELECT x.t, array_agg(k.c::integer ORDER BY k.c::integer)
-      FROM json_object_keys(a->'t') x(t)
-     CROSS JOIN LATERAL (SELECT json_object_keys(a->'t'->x.t->'c') UNION SELECT json_object_keys(b->'t'->x.t->'c')
-                         UNION SELECT json_object_keys(coalesce(a_now->x.t->'c', '{}')) UNION SELECT json_object_keys(coalesce(b_now->x.t->'c', '{}'))) k(c)
-     WHERE coalesce(a_now->x.t->'c'->k.c, a->'t'->x.t->'c'->k.c, '[0, null]')::jsonb
-           IS DISTINCT FROM coalesce(b_now->x.t->'c'->k.c, b->'t'->x.t->'c'->k.c, '[0, null]')::jsonb
+      FROM jsonb_object_keys(a->'t') x(t)
+     CROSS JOIN LATERAL (SELECT jsonb_object_keys(a->'t'->x.t->'c') UNION SELECT jsonb_object_keys(b->'t'->x.t->'c')
+                         UNION SELECT jsonb_object_keys(coalesce(a_now->x.t->'c', '{}')) UNION SELECT jsonb_object_keys(coalesce(b_now->x.t->'c', '{}'))) k(c)
+     WHERE coalesce(a_now->x.t->'c'->k.c, a->'t'->x.t->'c'->k.c, '[0, null]')
+           IS DISTINCT FROM coalesce(b_now->x.t->'c'->k.c, b->'t'->x.t->'c'->k.c, '[0, null]')
      GROUP BY x.t
      ORDER BY x.t COLLATE "C";
 END;
-COMMENT ON FUNCTION snowflake_id_router.chunk_differences(json, json, json, json) IS
+COMMENT ON FUNCTION snowflake_id_router.chunk_differences(jsonb, jsonb, jsonb, jsonb) IS
   'Per table, the chunks whose rows or digest differ between two copies (content_base, overlaid with content_fence).';
 
--- The content of schemas on two nodes (connections a and b), read one after the other (a's
--- bounds chunk b's rows): JSON {"a": ..., "b": ..., "recheck": {table: [chunks differing]}}.
--- Before a move's fence the target lags: what differs then is compared again under it.
+-- The content of schemas on two nodes (connections a and b): the chunks' bounds read on a,
+-- then both sides' digests read at once: JSON {"a": ..., "b": ..., "recheck": {table:
+-- [chunks differing]}}. Before a move's fence the target lags: what differs then is
+-- compared again under it.
 CREATE OR REPLACE FUNCTION snowflake_id_router.content_base(a text, b text, schemas text[], timeout interval) RETURNS json
 LANGUAGE plpgsql VOLATILE STRICT PARALLEL UNSAFE
 SET search_path = pg_catalog, pg_temp
 AS $$
 DECLARE
     deadline timestamptz := snowflake_id_node.monotonic() + timeout;
+    bounds text;
     x json;
     y json;
 BEGIN
-    x := snowflake_id_router.call(a, format('SELECT snowflake_id_node.content_base(%L, NULL)', schemas),
-                                  greatest(deadline - snowflake_id_node.monotonic(), interval '0'), 'reading the content of the shards');
-    y := snowflake_id_router.call(b, format('SELECT snowflake_id_node.content_base(%L, %L)', schemas, x),
-                                  greatest(deadline - snowflake_id_node.monotonic(), interval '0'), 'reading the content of the copies');
+    bounds := snowflake_id_router.call(a, format('SELECT snowflake_id_node.content_bounds(%L)', schemas),
+                                       greatest(deadline - snowflake_id_node.monotonic(), interval '0'), 'reading the content of the shards');
+    PERFORM snowflake_id_router.send(a, format('SELECT snowflake_id_node.content_base(%L, %L)', schemas, bounds));
+    PERFORM snowflake_id_router.send(b, format('SELECT snowflake_id_node.content_base(%L, %L)', schemas, bounds));
+    x := snowflake_id_router.receive(a, deadline, 'reading the content of the shards');
+    y := snowflake_id_router.receive(b, deadline, 'reading the content of the copies');
     RETURN json_build_object('a', x, 'b', y, 'recheck',
-        (SELECT coalesce(json_object_agg(d.table_name, d.chunks), '{}') FROM snowflake_id_router.chunk_differences(x, y, NULL, NULL) d));
+        (SELECT coalesce(json_object_agg(d.table_name, d.chunks), '{}') FROM snowflake_id_router.chunk_differences(x::jsonb, y::jsonb, NULL, NULL) d));
 END
 $$;
 COMMENT ON FUNCTION snowflake_id_router.content_base(text, text, text[], interval) IS
-  'Reads the content (chunk digests) of schemas on two nodes, the first''s bounds chunking the second''s; JSON with the chunks that differ.';
+  'Reads the content (chunk digests) of schemas on two nodes at once, chunked at the first''s bounds; JSON with the chunks that differ.';
 
 -- The first difference in one chunk of table tbl between the copies connections a and b
 -- reach (named a_name, b_name), as text: the first key whose row differs, is missing or
@@ -99,7 +104,7 @@ BEGIN
     IF base IS NULL THEN
         RETURN;
     END IF;
-    SELECT * INTO d FROM snowflake_id_router.chunk_differences(base->'a', base->'b', src_now, dst_now) LIMIT 1;
+    SELECT * INTO d FROM snowflake_id_router.chunk_differences((base->'a')::jsonb, (base->'b')::jsonb, src_now::jsonb, dst_now::jsonb) LIMIT 1;
     IF FOUND THEN
         SELECT * INTO m FROM snowflake_id_router.move r WHERE r.id = move_id;
         RAISE EXCEPTION 'the copy on node % does not hold the rows of node %: %', quote_literal(m.target), quote_literal(m.source),
@@ -161,7 +166,7 @@ BEGIN
                 CONTINUE;
             END IF;
             base := snowflake_id_router.content_base('snowflake_id_router_verify_a', 'snowflake_id_router_verify_b', ARRAY[schema_name], wait);
-            FOR d IN SELECT * FROM snowflake_id_router.chunk_differences(base->'a', base->'b', NULL, NULL) LOOP
+            FOR d IN SELECT * FROM snowflake_id_router.chunk_differences((base->'a')::jsonb, (base->'b')::jsonb, NULL, NULL) LOOP
                 FOREACH c IN ARRAY d.chunks LOOP
                     RETURN QUERY SELECT other, d.table_name, c, snowflake_id_router.first_difference('snowflake_id_router_verify_a',
                         'snowflake_id_router_verify_b', d.table_name, base->'a'->'t'->d.table_name->>'b', c,

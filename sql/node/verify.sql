@@ -88,13 +88,36 @@ RETURN snowflake_id_node.on_rows(t, format(
 COMMENT ON FUNCTION snowflake_id_node.chunk_digests(regclass, text, integer[]) IS
   'Rows and digest of each chunk of table t (only those listed; NULL: all), as JSON {"chunk": [rows, digest]}.';
 
+-- The bounds of the chunks of a shard's tables here, one every 1,000 rows in key order (a
+-- table without a primary key is one chunk: it has no index to read ranges by), as JSON
+-- {"t": {table: {"b": bounds}}}, for content_base on both sides.
+CREATE OR REPLACE FUNCTION snowflake_id_node.content_bounds(schemas text[]) RETURNS text
+LANGUAGE plpgsql VOLATILE STRICT
+SET search_path = pg_catalog, pg_temp
+AS $$
+DECLARE
+    t regclass;
+    tables jsonb := '{}';
+BEGIN
+    FOR t IN SELECT x.t FROM snowflake_id_node.content_tables(schemas) x LOOP
+        tables := tables || jsonb_build_object(t::text, json_build_object('b',
+            CASE WHEN NOT EXISTS (SELECT FROM pg_index i WHERE i.indrelid = t AND i.indisprimary) THEN '{}'
+                 ELSE snowflake_id_node.on_rows(t,
+                     'SELECT coalesce(array_agg(k ORDER BY k), ''{}'')::text FROM (SELECT DISTINCT k FROM (
+                        SELECT %2$s AS k, row_number() OVER (ORDER BY %2$s) r FROM ONLY %1$s x) s WHERE r %% 1000 = 1) d', NULL) END));
+    END LOOP;
+    RETURN json_build_object('t', tables)::text;
+END
+$$;
+COMMENT ON FUNCTION snowflake_id_node.content_bounds(text[]) IS
+  'The bounds of the chunks of the schemas'' tables here (one every 1,000 rows in key order), as JSON.';
+
 -- The content of a shard's tables here, to compare with another copy's: JSON
--- {"h": horizon, "t": {table: {"b": bounds, "c": chunk_digests}}}. Bounds come from base
--- (the other side's), else are taken here, one every 1,000 rows in key order. horizon is
--- the oldest transaction running before the rows were read: a row written since has an
--- xmin from it on (content_fence).
-CREATE OR REPLACE FUNCTION snowflake_id_node.content_base(schemas text[], base json) RETURNS text
-LANGUAGE plpgsql VOLATILE CALLED ON NULL INPUT
+-- {"h": horizon, "t": {table: {"b": bounds, "c": chunk_digests}}}, chunked at the bounds
+-- content_bounds gave (bounds). horizon is the oldest transaction running before the rows
+-- were read: a row written since has an xmin from it on (content_fence).
+CREATE OR REPLACE FUNCTION snowflake_id_node.content_base(schemas text[], bounds json) RETURNS text
+LANGUAGE plpgsql VOLATILE STRICT
 SET search_path = pg_catalog, pg_temp
 AS $$
 #variable_conflict use_variable
@@ -105,18 +128,14 @@ DECLARE
     tables jsonb := '{}';
 BEGIN
     FOR t IN SELECT x.t FROM snowflake_id_node.content_tables(schemas) x LOOP
-        -- (A table without a primary key is one chunk: it has no index to read ranges by.)
-        b := coalesce(base->'t'->t::text->>'b', CASE WHEN NOT EXISTS (SELECT FROM pg_index i
-                                                                          WHERE i.indrelid = t AND i.indisprimary) THEN '{}' END, snowflake_id_node.on_rows(t,
-                 'SELECT coalesce(array_agg(k ORDER BY k), ''{}'')::text FROM (SELECT DISTINCT k FROM (
-                    SELECT %2$s AS k, row_number() OVER (ORDER BY %2$s) r FROM ONLY %1$s x) s WHERE r %% 1000 = 1) d', NULL));
+        b := bounds->'t'->t::text->>'b';
         tables := tables || jsonb_build_object(t::text, json_build_object('b', b, 'c', snowflake_id_node.chunk_digests(t, b, NULL)));
     END LOOP;
     RETURN json_build_object('h', horizon, 't', tables)::text;
 END
 $$;
 COMMENT ON FUNCTION snowflake_id_node.content_base(text[], json) IS
-  'The digests of every chunk of the schemas'' tables here (bounds from base, else taken here), with the horizon of what they saw, as JSON.';
+  'The digests of every chunk of the schemas'' tables here, at the bounds content_bounds gave, with the horizon of what they saw, as JSON.';
 
 -- Under a move's fence: the digests of the chunks of each table that may have changed here
 -- since content_base gave base (and those listed in recheck, {table: [chunks]}). A row
@@ -195,6 +214,6 @@ RETURN (SELECT c.schema_name FROM @extschema@.snowflake_id_shard c WHERE c.shard
 COMMENT ON FUNCTION snowflake_id_node.shard_schema(integer) IS 'The schema of shard s on this node; NULL if it has none.';
 
 REVOKE ALL ON FUNCTION snowflake_id_node.row_key(regclass), snowflake_id_node.content_tables(text[]), snowflake_id_node.on_rows(regclass, text, text),
-    snowflake_id_node.chunk_digests(regclass, text, integer[]), snowflake_id_node.content_base(text[], json),
+    snowflake_id_node.chunk_digests(regclass, text, integer[]), snowflake_id_node.content_base(text[], json), snowflake_id_node.content_bounds(text[]),
     snowflake_id_node.content_fence(text[], json, json), snowflake_id_node.chunk_rows(regclass, text, integer),
     snowflake_id_node.overlay(integer[], json), snowflake_id_node.shard_schema(integer) FROM PUBLIC;
