@@ -4,14 +4,16 @@
 # router and three data nodes, 16 logical shards made on each; four client sessions write
 # through the router (reliability/router_client.py) the whole time, shard 3 among theirs.
 #   1  shard 3 moves node_a -> node_b while an ENABLE REPLICA trigger on its copy there
-#      changes one value as it is applied: the move is refused before the flip (55000)
-#      naming the table, the key and both rows; the shard stays served by node_a.
-#   2  the same with a trigger that, as one row is applied, deletes another row of the copy
-#      and inserts a third: refused, naming the first of them.
+#      changes one value as it is applied, after both sides' content was first read (so
+#      found under the fence, by the row's new xmin): the move is refused before the flip
+#      (55000) naming the table, the key and both rows; the shard stays served by node_a.
+#   2  the same with a trigger that, as one row is applied, deletes the oldest row of the
+#      copy (in a chunk no write touches: found by counting every chunk) and inserts a
+#      third: refused, naming the deleted row.
 #   3  the same move with no trigger: done (the map names node_b).
 #   4  verify_shard: shard 9's copy on node_c, while a move holds it (subscribed): no
 #      difference; a row changed there by hand: one, naming its key and both rows; the move,
-#      released, refused as in 1.
+#      released, refused as in 1 (found at the first read, compared again under the fence).
 # Afterwards (router_invariants): every acknowledged write present exactly once, on the node
 # the map names; no ID twice; nothing left by a move on any node.
 set -euo pipefail
@@ -33,10 +35,11 @@ map() { on router -c "SELECT node FROM shard_map WHERE shard = $1"; }
 ended() { wait "$mover"; }
 
 # refused CASE SHARD TARGET TRIGGER_BODY VICTIM_BODY: holds a move of SHARD to TARGET once
-# subscribed, puts an ENABLE REPLICA trigger (BEFORE INSERT, TRIGGER_BODY) on its copy there,
-# writes a row with body VICTIM_BODY through the router, releases: the move must fail.
+# both sides' content is read (verified: what differs later is found under the fence only),
+# puts an ENABLE REPLICA trigger (BEFORE INSERT, TRIGGER_BODY) on its copy there, writes a
+# row with body VICTIM_BODY through the router, releases: the move must fail.
 refused() {
-  held subscribed "SELECT move_shard($2, '$3')"
+  held verified "SELECT move_shard($2, '$3')"
   # (Past the guard that refuses DDL on a copy being filled: what a careless superuser could do.)
   on "$3" -c "CREATE FUNCTION public.t37() RETURNS trigger LANGUAGE plpgsql AS \$\$ BEGIN $4 END \$\$" \
           -c "BEGIN" -c "ALTER EVENT TRIGGER snowflake_id_guard_ddl DISABLE" \

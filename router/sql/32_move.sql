@@ -594,6 +594,7 @@ BEGIN
         step := 'verifying the copies';
         PERFORM snowflake_id_router.gate(false, snowflake_id_router.timeout('copy_timeout'));
         content := snowflake_id_router.content_base(src, dst, m.schemas, snowflake_id_router.timeout('copy_timeout'));
+        PERFORM snowflake_id_router.pause_at('verified');
         step := 'waiting for the fence gate';
     END IF;
     PERFORM snowflake_id_router.gate(true, snowflake_id_router.timeout('copy_timeout'));
