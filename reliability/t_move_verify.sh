@@ -4,12 +4,14 @@
 # router and three data nodes, 16 logical shards made on each; four client sessions write
 # through the router (reliability/router_client.py) the whole time, shard 3 among theirs.
 #   1  shard 3 moves node_a -> node_b while an ENABLE REPLICA trigger on its copy there
-#      changes one value as it is applied, after both sides' content was first read (so
-#      found under the fence, by the row's new xmin): the move is refused before the flip
+#      changes one value of an old row (one no client writes) as another row is applied,
+#      after both sides' content was first read (so found under the fence, by the row's
+#      new xmin): the move is refused before the flip
 #      (55000) naming the table, the key and both rows; the shard stays served by node_a.
 #   2  the same with a trigger that, as one row is applied, deletes the oldest row of the
 #      copy (in a chunk no write touches: found by counting every chunk) and inserts a
 #      third: refused, naming the deleted row.
+# (Shard 3 holds 3,000 rows no client writes, made before the clients start.)
 #   3  the same move with no trigger: done (the map names node_b).
 #   4  verify_shard: shard 9's copy on node_c, while a move holds it (subscribed): no
 #      difference; a row changed there by hand: one, naming its key and both rows; the move,
@@ -25,6 +27,8 @@ pids=()
 trap 'touch "$work"/client{1,2,3,4}.log.stop; kill "${pids[@]}" 2>/dev/null || true; router_cluster_down; rm -rf "$work"' EXIT
 
 SHARDS_PER_NODE=16 router_cluster_up
+# Rows no client writes: the oldest chunks of shard 3 (the clients' rows come after them).
+on node_a -c "INSERT INTO shard_3.posts (user_id, body) SELECT 0, 'preload' FROM generate_series(1, 3000)"
 shards="0,1,2,3,4,5,6,7,2731,2732,2733,2734,5462,5463,5464,5465"
 dsn="host=$SF_TMP/sfrouter port=$ROUTER_PORT user=postgres dbname=postgres"
 for c in 1 2 3 4; do
@@ -59,9 +63,10 @@ refused() {
   on "$3" -c "DROP FUNCTION public.t37() CASCADE"
 }
 
-echo "1: a copy whose trigger changes one value as it is applied"
-refused 1 3 node_b "IF NEW.body = 'victim' THEN NEW.body := 'changed'; END IF; RETURN NEW;" victim
-grep -q "key $victim: ($victim,37,victim,0) on node 'node_a', ($victim,37,changed,0) on node 'node_b'" "$work/mover.log" \
+echo "1: a copy whose trigger changes one value as a row is applied"
+old=$(on node_a -c "SELECT id FROM shard_3.posts ORDER BY id OFFSET 9 LIMIT 1")
+refused 1 3 node_b "IF NEW.body = 'victim' THEN UPDATE shard_3.posts SET body = 'changed' WHERE id = $old; END IF; RETURN NEW;" victim
+grep -q "key $old: ($old,0,preload,0) on node 'node_a', ($old,0,changed,0) on node 'node_b'" "$work/mover.log" \
   || fail "1: the difference named is not the changed row: $(cat "$work/mover.log")"
 
 echo "2: a copy whose trigger deletes one row and inserts another as a row is applied"
