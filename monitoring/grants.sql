@@ -14,12 +14,8 @@ GRANT SELECT ON node_status, shard_status, move_history, rebalance_status, route
 -- ... and the functions they call, whose EXECUTE a view does not pass on (docs/cluster.md,
 -- the grants each view needs): node_status and shard_status read these SECURITY DEFINER
 -- functions; move_history asks whether a move's state is final and reads the class of the
--- moves' advisory locks; router_status compares each follower with the map's version, which
--- map_version() reads, as its caller, from the one-row table map_state (the version is no
--- secret: app_map(), which every role may call, returns it with each shard).
--- (rebalance_status's session_alive is PUBLIC's already.)
+-- moves' advisory locks. (rebalance_status's session_alive is PUBLIC's already; router_status
+-- reads the map's version itself, with the view owner's rights: SELECT on it is enough.)
 GRANT EXECUTE ON FUNCTION snowflake_id_router.node_status(), snowflake_id_router.shard_status(),
-      snowflake_id_router.move_finished(snowflake_id_router.move_state), snowflake_id_node.lock_class(),
-      snowflake_id_router.map_version()
+      snowflake_id_router.move_finished(snowflake_id_router.move_state), snowflake_id_node.lock_class()
    TO snowflake_id_monitor;
-GRANT SELECT ON snowflake_id_router.map_state TO snowflake_id_monitor;

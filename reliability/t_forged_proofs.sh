@@ -10,7 +10,7 @@
 #   - they make objects named like a move's: a publication and a subscription of the next
 #     move's name (squatters: dropped with a WARNING), a table of that name in the shard's
 #     schema (a table of the shard: moved with its rows), a trigger of that name on a shard
-#     table (a trigger of the shard: the move refuses it, as any trigger), and, named like
+#     table (a trigger of the shard the template lacks: the move refuses it), and, named like
 #     past moves, a publication, a subscription, a table, a trigger and (a replication
 #     role) a replication slot;
 #   - a routing session named like the router's, in a transaction older than a move's flip.
@@ -106,9 +106,9 @@ next=$((next + 1)); name=sfid_${router8}_$next
 on "$dst" -c "GRANT TRIGGER ON shard_1.posts TO app" -c "CREATE FUNCTION public.app_trg() RETURNS trigger LANGUAGE plpgsql AS 'BEGIN RETURN NULL; END'"
 as "$dst" app -c "CREATE TRIGGER $name AFTER INSERT ON shard_1.posts FOR EACH STATEMENT EXECUTE FUNCTION public.app_trg()"
 if out=$(on router -c "SELECT move_shard(1, 'node_a')" 2>&1); then fail "a shard with a trigger of the next move's name moved"; fi
-grep -q "trigger $name on table shard_1.posts" <<<"$out" || fail "the refusal does not name the trigger: $out"
+grep -q "differs from its copy: trigger on posts: CREATE TRIGGER $name" <<<"$out" || fail "the refusal does not name the trigger: $out"
 [[ $(on "$dst" -c "SELECT count(*) FROM pg_trigger WHERE tgname = '$name'") == 1 ]] || fail "the app's trigger $name is gone"
-echo "  a trigger named $name on shard_1.posts: refused as any trigger of a shard ($(grep -o 'ERROR: .*' <<<"$out" | cut -c8- | cut -c1-120))"
+echo "  a trigger named $name on shard_1.posts: refused as any trigger the template lacks ($(grep -o 'ERROR: .*' <<<"$out" | cut -c8- | cut -c1-120))"
 on "$dst" -c "DROP TRIGGER $name ON shard_1.posts"   # (its owner may; TRIGGER lets app make it only)
 
 echo "objects of other roles named like past moves"

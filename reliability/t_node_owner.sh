@@ -6,7 +6,9 @@
 # standard_conforming_strings = off (the node code's backslash literals would read
 # otherwise), a far time zone, transform_null_equals, quote_all_identifiers (definitions
 # would print otherwise), array_nulls, short
-# statement and lock timeouts and, from PostgreSQL 17, a transaction_timeout of 30 ms; and
+# statement and lock timeouts, exit_on_error (a caught error would end the session),
+# locales and time zone abbreviations, and more, from PostgreSQL 17 a transaction_timeout
+# of 30 ms; and
 # makes public.make_id(timestamptz, integer), an overload that would make the extension's
 # own two-argument calls ambiguous. Then create_shard there, moves onto and off node_c,
 # node_status, shard_status and a rebalance plan all work as on the other nodes.
@@ -34,8 +36,11 @@ echo "node_c's database owner sets its sessions' settings and overloads make_id"
 on_c -c "CREATE ROLE dbowner LOGIN" -c "ALTER DATABASE postgres OWNER TO dbowner" >/dev/null
 {
   echo "SET ROLE dbowner;"
+  echo 'DO $$BEGIN END$$;'   # (PL/pgSQL loaded: its settings are known)
   for s in "standard_conforming_strings = off" "TimeZone = 'Pacific/Chatham'" "transform_null_equals = on" "quote_all_identifiers = on" "array_nulls = off" \
-           "statement_timeout = '10ms'" "lock_timeout = '1ms'"; do
+           "statement_timeout = '10ms'" "lock_timeout = '1ms'" "exit_on_error = on" "timezone_abbreviations = 'Australia'" \
+           "lc_numeric = 'C.utf8'" "lc_time = 'C.utf8'" "lc_monetary = 'C.utf8'" "backslash_quote = off" "xmloption = document" \
+           "row_security = off" "synchronize_seqscans = off" "default_table_access_method = 'heap'" "plpgsql.check_asserts = off"; do
     echo "ALTER DATABASE postgres SET $s;"
   done
   (( major >= 17 )) && echo "ALTER DATABASE postgres SET transaction_timeout = '30ms';"
@@ -88,5 +93,71 @@ wait "$pid" || true
 grep -q "ERROR:  canceling statement due to user request" "$work/cancel.log" \
   || fail "shard_status, cancelled by its caller, answered: $(cat "$work/cancel.log")"
 echo "  pg_cancel_backend: $(grep -m1 -o 'ERROR: .*' "$work/cancel.log")"
+echo "the router's own sessions on node_c keep none of dbowner's settings, and pin every one that matters"
+# A session the router opens to node_c (its registry, as every operation's): no setting
+# there comes from the database (pg_settings.source 'database'). Then every setting of the
+# running server a database's or role's owner could set for it (context user or superuser,
+# PL/pgSQL's loaded) is either pinned by the router (source client: the startup packet, or
+# session: set first thing; src/pg/node/remote.rs, SESSION_OPTIONS and PINNED_LATER) or
+# named below as harmless to the router's work, with why: a setting a new PostgreSQL adds
+# fails this test until it is pinned or named.
+declare -A harmless=(
+  [application_name]="named by the router's connection itself" [client_encoding]="given by the router's connection"
+  [client_min_messages]="which messages reach the router: it reads none but errors"
+  [escape_string_warning]="a warning only" [trace_notify]="logs only" [trace_sort]="logs only"
+  [debug_pretty_print]="logs only" [debug_print_parse]="logs only" [debug_print_plan]="logs only"
+  [debug_print_rewritten]="logs only" [log_parameter_max_length_on_error]="logs only"
+  [plpgsql.print_strict_params]="an error's detail only"
+  [createrole_self_grant]="CREATE ROLE only: the router makes no role" [icu_validation_level]="CREATE COLLATION only"
+  [password_encryption]="passwords only" [scram_iterations]="passwords only" [md5_password_warnings]="passwords only"
+  [file_copy_method]="CREATE DATABASE only" [default_text_search_config]="text search without a configuration: none in the router's code"
+  [gin_fuzzy_search_limit]="GIN searches: none in the router's code" [local_preload_libraries]="only libraries an administrator put in \$libdir/plugins"
+  [stats_fetch_consistency]="how statistics views cache within a transaction, not what they say"
+  [transaction_isolation]="set from default_transaction_isolation (pinned) at each transaction"
+  [transaction_read_only]="set from default_transaction_read_only (pinned)" [transaction_deferrable]="set from default_transaction_deferrable (pinned)"
+  [tcp_keepalives_idle]="the router's own connect options" [tcp_keepalives_interval]="the router's own connect options"
+  [tcp_keepalives_count]="the router's own connect options" [tcp_user_timeout]="the connection's lifetime only, like keepalives"
+  [debug_logical_replication_streaming]="when decoded changes are streamed, not which"
+)
+# Speed and resources only: what a plan, a sort, a scan or a flush costs, never its result.
+for s in backend_flush_after commit_siblings constraint_exclusion cpu_index_tuple_cost cpu_operator_cost cpu_tuple_cost \
+         cursor_tuple_fraction default_statistics_target effective_cache_size effective_io_concurrency from_collapse_limit \
+         geqo geqo_effort geqo_generations geqo_pool_size geqo_seed geqo_selection_bias geqo_threshold gin_pending_list_limit \
+         hash_mem_multiplier io_combine_limit jit jit_above_cost jit_expressions jit_inline_above_cost jit_optimize_above_cost \
+         jit_tuple_deforming join_collapse_limit logical_decoding_work_mem maintenance_io_concurrency maintenance_work_mem \
+         max_parallel_maintenance_workers max_parallel_workers max_parallel_workers_per_gather min_parallel_index_scan_size \
+         min_parallel_table_scan_size parallel_leader_participation parallel_setup_cost parallel_tuple_cost plan_cache_mode \
+         random_page_cost recursive_worktable_factor seq_page_cost temp_buffers work_mem wal_skip_threshold \
+         vacuum_buffer_usage_limit vacuum_cost_delay vacuum_cost_limit vacuum_cost_page_dirty vacuum_cost_page_hit \
+         vacuum_cost_page_miss vacuum_failsafe_age vacuum_freeze_min_age vacuum_freeze_table_age vacuum_max_eager_freeze_failure_rate \
+         vacuum_multixact_failsafe_age vacuum_multixact_freeze_min_age vacuum_multixact_freeze_table_age vacuum_truncate; do
+  harmless[$s]="speed or resources only"
+done
+probe_c() {
+  on router -c "SELECT snowflake_id_node.remote_open('sfid_probe', \$\$$(node_connstr node_c)\$\$, NULL, 'node_c', 10);
+                SELECT snowflake_id_router.fetch('sfid_probe', 'DO \$x\$BEGIN END\$x\$');
+                SELECT snowflake_id_router.fetch('sfid_probe', \$q\$$1\$q\$)" | tail -1
+}
+from_db=$(probe_c "SELECT string_agg(name || '=' || setting, ', ' ORDER BY name) FROM pg_catalog.pg_settings WHERE source = 'database'")
+[[ -z $from_db ]] || fail "the router's session on node_c runs with dbowner's settings: $from_db"
+unpinned=$(probe_c "SELECT string_agg(name, ' ' ORDER BY name) FROM pg_catalog.pg_settings
+                     WHERE context IN ('user', 'superuser') AND source NOT IN ('client', 'session')")
+n_pinned=$(probe_c "SELECT count(*) FROM pg_catalog.pg_settings WHERE context IN ('user', 'superuser') AND source IN ('client', 'session')")
+unnamed=() named=0
+for s in $unpinned; do
+  case $s in
+    enable_*|geqo*|jit*|vacuum_*) ;;    # speed or resources only (the planner's choices, JIT, VACUUM's pace)
+    # Superuser-only (a database's or role's owner cannot set these: ALTER DATABASE ... SET
+    # needs a superuser, or a role one granted SET on it) and harmless to the router's work:
+    # logs, statistics, traces, tuning, and what a superuser has the server load.
+    log_*|track_*|debug_discard_caches|backtrace_functions|compute_query_id|update_process_title|jit_dump_bitcode) ;;
+    commit_delay|deadlock_timeout|max_stack_depth|temp_file_limit|wal_compression|wal_consistency_checking|wal_init_zero|wal_recycle) ;;
+    allow_in_place_tablespaces|dynamic_library_path|extension_control_path|session_preload_libraries|output_plugin_libraries) ;;
+    *) [[ -n ${harmless[$s]:-} ]] || { unnamed+=("$s"); continue; } ;;
+  esac
+  named=$((named + 1))
+done
+((${#unnamed[@]} == 0)) || fail "settings a database's or role's owner can set that the router's sessions neither pin nor name harmless: ${unnamed[*]}"
+echo "  no setting of dbowner's in the router's session; $n_pinned settings pinned, $named named harmless"
 on_c -c "SET ROLE dbowner" -c "ALTER DATABASE postgres RESET ALL" >/dev/null
 router_invariants "$work"

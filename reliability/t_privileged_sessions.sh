@@ -13,6 +13,12 @@
 #               backend holds no lock but its own transaction's ids and the ACCESS SHARE
 #               locks reading any view takes (no owner-only lock, no table lock that stops a
 #               move, no row), and its settings are as before the call
+#   pipe        the same as the first Execute of an extended-protocol pipeline that sends
+#               no Sync (psql 18's \startpipeline, \flushrequest, \getresults: the
+#               transaction stays open, the backend active, so no idle timeout ends it),
+#               checked before the pipeline ends: as tx, the caller's backend holds no lock
+#               but its transaction's ids and ACCESS SHARE (skipped, and said so, where psql
+#               has no pipelines)
 #   error       failing after it has connected somewhere (a database without snowflake_id,
 #               the router itself, a move refused by its target, a node that now reaches
 #               another database)
@@ -123,12 +129,17 @@ on router -c "$probe_sql"; on node_a -c "$probe_sql"; on node_b -c "$probe_sql"
 # termination may end either anyhow), what to do first as a superuser (bash), the
 # variants that apply and where it runs.
 rows=() covers=() grants=() normal=() normal_state=() error=() error_state=() before=() variants=() server=()
-all_variants="normal tx error t1 t5 t20 t100 t500 cancel1 cancel3 terminate2"
-local_variants="normal tx error t1 cancel1"     # calls that reach no other server
+all_variants="normal tx pipe error t1 t5 t20 t100 t500 cancel1 cancel3 terminate2"
+local_variants="normal tx pipe error t1 cancel1"     # calls that reach no other server
+psql_major=$(psql --version | sed -E 's/^[^0-9]*([0-9]+).*/\1/')
+if (( psql_major < 18 )); then
+  echo "  pipe variant: skipped (psql $psql_major has no \\startpipeline; it needs psql 18)"
+  all_variants=${all_variants/ pipe/}; local_variants=${local_variants/ pipe/}
+fi
 # The calls that write or lock the router's tables, which no call can give back before it
 # returns: inside a transaction block they refuse (25001). The others give back all they
 # took (the moves, repair_moves: their owner-only locks) or take nothing that lasts.
-refused_in_tx="add_node assign_shards alter_node remove_node rebalance_steps rebalance_stop add_router remove_router abandon_schema_change"
+refused_in_tx="add_node assign_shards alter_node remove_node rebalance_stop add_router remove_router abandon_schema_change"
 row() {
   rows+=("$1"); covers+=("$2"); grants+=("$3"); normal+=("$4"); normal_state+=("$5"); error+=("$6"); error_state+=("$7")
   before+=("${8:-:}"); variants+=("${9:-$all_variants}"); server+=("${10:-router}")
@@ -193,25 +204,26 @@ row rebalance "snowflake_id_router.rebalance_begin(text,text,integer,text,intege
 row drain_node "snowflake_id_router.rebalance_begin(text,text,integer,text,integer) snowflake_id_router.rebalance_next(integer,boolean) snowflake_id_router.rebalance_move(integer,integer) snowflake_id_router.rebalance_failed(integer,integer,text,text)" \
   "GRANT EXECUTE ON PROCEDURE drain_node(text, text, integer, text, integer) TO ROLE; $rebalance_grants" \
   "CALL drain_node('node_c')" 00000 "CALL drain_node('node_c', template => 'tpl_narrow')" 55000 c_full
-# The steps the procedures run, called directly, as the grants let a role do.
+# The steps the procedures run, called directly, as the grants let a role do: refused
+# (25000), they run only in the procedure's own transactions.
 row rebalance_steps "snowflake_id_router.rebalance_begin(text,text,integer,text,integer) snowflake_id_router.rebalance_next(integer,boolean) snowflake_id_router.rebalance_move(integer,integer) snowflake_id_router.rebalance_failed(integer,integer,text,text)" \
   "$rebalance_grants" \
   "DO \$\$ DECLARE r integer; b integer; BEGIN r := snowflake_id_router.rebalance_begin('node_c', 'by_shard_count', 32, 'tpl', 1);
-     LOOP b := snowflake_id_router.rebalance_next(r, false); EXIT WHEN b IS NULL; PERFORM snowflake_id_router.rebalance_move(r, b); END LOOP; END \$\$" 00000 \
+     LOOP b := snowflake_id_router.rebalance_next(r, false); EXIT WHEN b IS NULL; PERFORM snowflake_id_router.rebalance_move(r, b); END LOOP; END \$\$" 25000 \
   "DO \$\$ DECLARE r integer; b integer; BEGIN r := snowflake_id_router.rebalance_begin('node_c', 'by_shard_count', 32, 'tpl_narrow', 1);
-     b := snowflake_id_router.rebalance_next(r, false); PERFORM snowflake_id_router.rebalance_move(r, b); END \$\$" 55000 c_full
-row session_alive "snowflake_id_router.session_alive(integer,timestamp with time zone)" \
-  "GRANT USAGE ON SCHEMA snowflake_id_router TO ROLE; GRANT EXECUTE ON FUNCTION snowflake_id_router.session_alive(integer, timestamptz) TO ROLE" \
-  "SELECT snowflake_id_router.session_alive(pg_backend_pid(), now())" 00000 \
-  "SELECT snowflake_id_router.session_alive(1, 'infinity')" 00000 : "$local_variants"
+     b := snowflake_id_router.rebalance_next(r, false); PERFORM snowflake_id_router.rebalance_move(r, b); END \$\$" 25000 c_full
+row call_alive "snowflake_id_router.call_alive(integer,timestamp with time zone,timestamp with time zone)" \
+  "GRANT USAGE ON SCHEMA snowflake_id_router TO ROLE; GRANT EXECUTE ON FUNCTION snowflake_id_router.call_alive(integer, timestamptz, timestamptz) TO ROLE" \
+  "SELECT snowflake_id_router.call_alive(pg_backend_pid(), now(), statement_timestamp())" 00000 \
+  "SELECT snowflake_id_router.call_alive(1, 'infinity', 'infinity')" 00000 : "$local_variants"
 row rebalance_stop "rebalance_stop()" "GRANT EXECUTE ON FUNCTION rebalance_stop() TO ROLE" \
   "SELECT rebalance_stop()" 00000 "SELECT rebalance_stop()" 00000 : "$local_variants"
 row add_router "add_router(text,text)" "GRANT EXECUTE ON FUNCTION add_router(text, text) TO ROLE" \
   "SELECT add_router('f', '$(router_db follower)')" 00000 "SELECT add_router('me', '$(router_db postgres)')" 55000 no_router \
-  "normal tx error t5 t100 cancel1 terminate2"
+  "normal tx pipe error t5 t100 cancel1 terminate2"
 row remove_router "remove_router(text)" "GRANT EXECUTE ON FUNCTION remove_router(text) TO ROLE" \
   "SELECT remove_router('f')" 00000 "SELECT remove_router('ghost')" 00000 "{has_router|ghost_router}" \
-  "normal tx error t20 cancel1 terminate2"
+  "normal tx pipe error t20 cancel1 terminate2"
 row alter_shards "alter_shards(text,text,boolean)" "GRANT EXECUTE ON FUNCTION alter_shards(text, text, boolean) TO ROLE" \
   "SELECT count(*) FROM alter_shards('COMMENT ON TABLE %I.posts IS ''x''')" 42501 \
   "SELECT count(*) FROM alter_shards('COMMENT ON TABLE %I.posts IS ''x''')" 42501 : "$local_variants"
@@ -267,15 +279,27 @@ script() {
   echo "SELECT 'SESSION ' || public.sfid_session();"
   case $v in
     tx) echo "\\setenv LOCKS_AT '$at'"; echo "BEGIN;" ;;
+    pipe) echo "\\setenv LOCKS_AT '$at'" ;;
     t[0-9]*) echo "SET statement_timeout = ${v#t};" ;;
     cancel*|terminate*)
       local kind=${v%%[0-9]*}
       echo "\\! rm -f $work/ready; (bash $here/owner_sessions.sh signal $kind ${v#$kind} >$work/signal.log 2>&1 &); while [ ! -e $work/ready ]; do sleep 0.005; done" ;;
   esac
-  echo "/* call */ $sql;"
-  echo "\\echo CALL :SQLSTATE"
+  if [[ $v == pipe ]]; then
+    # The call is the pipeline's first Execute; no Sync is sent until the checks are done.
+    echo "\\startpipeline"
+    echo "/* call */ $sql \\bind \\sendpipeline"
+    echo "\\flushrequest"
+    echo "\\getresults"
+    echo "\\echo CALL :SQLSTATE"
+    echo "\\! sh $work/check.sh"
+    echo "\\endpipeline"
+  else
+    echo "/* call */ $sql;"
+    echo "\\echo CALL :SQLSTATE"
+  fi
   [[ $v == t[0-9]* ]] && echo "RESET statement_timeout;"
-  echo "\\! sh $work/check.sh"
+  [[ $v == pipe ]] || echo "\\! sh $work/check.sh"
   echo "SELECT 'PROBE ' || public.sfid_probe();"
   [[ $v == tx ]] && echo "SELECT 'SESSION ' || public.sfid_session();" && echo "COMMIT;" && echo "SELECT 'PROBE ' || public.sfid_probe();"
   echo "SELECT 'SESSION ' || public.sfid_session();"
@@ -313,16 +337,16 @@ run_case() {
   else
     [[ -n $got ]] || fail "$name/$v: no outcome: $(cat "$log")"
     case $v in
-      normal|tx) [[ $v == tx && $sql == CALL* ]] && want=2D000   # (a procedure that commits, in a transaction block)
+      normal|tx|pipe) [[ $v == tx && $sql == CALL* ]] && want=2D000   # (a procedure that commits, in a transaction block)
         [[ $v == tx && " $refused_in_tx " == *" $name "* ]] && want=25001
         [[ $got == $want ]] || fail "$name/$v: ended with $got, not $want: $(grep -m1 ERROR "$log" || true)" ;;
       error) [[ $want == '*' || $got == $want ]] || fail "$name/$v: ended with $got, not $want: $(grep -m1 ERROR "$log" || true)" ;;
     esac
     grep '^SESSIONS ' "$log" | grep -qv '^SESSIONS 0$' && fail "$name/$v: the router's sessions for the caller are left: $(grep '^SESSIONS ' "$log")"
     grep -q '^SESSIONS 0$' "$log" || fail "$name/$v: the sessions were not checked: $(cat "$log")"
-    if [[ $v == tx ]]; then
-      grep -q '^LOCKS ' "$log" || fail "$name/tx: the caller's locks were not checked: $(cat "$log")"
-      grep '^LOCKS ' "$log" | grep -qv '^LOCKS none$' && fail "$name/tx: the call's locks outlive it in the caller's open transaction: $(grep '^LOCKS ' "$log")"
+    if [[ $v == tx || $v == pipe ]]; then
+      grep -q '^LOCKS ' "$log" || fail "$name/$v: the caller's locks were not checked: $(cat "$log")"
+      grep '^LOCKS ' "$log" | grep -qv '^LOCKS none$' && fail "$name/$v: the call's locks outlive it in the caller's open transaction: $(grep '^LOCKS ' "$log")"
     fi
   fi
   if grep '^PROBE ' "$log" | grep -qv '^PROBE ok$'; then fail "$name/$v: the caller reached: $(grep '^PROBE ' "$log")"; fi
@@ -403,6 +427,46 @@ wait "$drain_pid" || fail "the drain failed: $(cat "$work/drain.log")"
 [[ $(on router -c "SELECT count(*) FROM snowflake_id_router.rebalance WHERE id > $rid") == 0 ]] \
   || fail "a second rebalance was recorded beside drain $rid"
 echo "  rebalance_failed, rebalance_next and rebalance_move of drain $rid from forger's session: 42501; its CALL rebalance(): 55P03; the drain ended done"
+
+echo "a rebalance is held by the call that runs it, not by a session that idles after a step"
+# idler holds the documented grants of CALL drain_node(). Its direct call of rebalance_begin
+# is refused (25000: a step runs only in the procedure's transactions). Its own procedure,
+# which runs the step in a transaction of its own as run_rebalance does, begins a drain of
+# node_c and returns; its session then idles. The drain shows interrupted at once,
+# rebalance_stop() stops it, and a superuser's drain of node_c (not refused with 55P03)
+# resumes it and ends done while idler's session still idles.
+on router -c "CREATE ROLE idler LOGIN" \
+  -c "GRANT EXECUTE ON PROCEDURE drain_node(text, text, integer, text, integer), rebalance(text, integer, text, integer) TO idler; ${rebalance_grants//ROLE/idler}" \
+  -c "GRANT EXECUTE ON FUNCTION rebalance_stop() TO idler" >/dev/null
+c_full
+as_idler() {
+  printf '%s;\n\\echo STATE :SQLSTATE\n' "$1" | PGOPTIONS="-c client_min_messages=warning" \
+    psql -X -q -At -h "$SF_TMP/sfrouter" -p "$ROUTER_PORT" -U idler -d postgres 2>&1 | sed -n 's/^STATE //p'
+}
+got=$(as_idler "SELECT snowflake_id_router.rebalance_begin('node_c', 'by_shard_count', 32, 'tpl', 1)")
+[[ $got == 25000 ]] || fail "idler's direct rebalance_begin ended with '$got', not 25000"
+on router -c "CREATE PROCEDURE public.idler_begin() LANGUAGE plpgsql AS \$\$ BEGIN COMMIT;
+    PERFORM snowflake_id_router.rebalance_begin('node_c', 'by_shard_count', 32, 'tpl', 1); END \$\$" \
+  -c "ALTER PROCEDURE public.idler_begin() OWNER TO idler" >/dev/null
+before=$(on router -c "SELECT coalesce(max(id), 0) FROM snowflake_id_router.rebalance")
+printf 'CALL public.idler_begin();\n\\! sleep 30\n' | PGOPTIONS="-c client_min_messages=warning" \
+  psql -X -q -At -h "$SF_TMP/sfrouter" -p "$ROUTER_PORT" -U idler -d postgres >"$work/idler.log" 2>&1 & idler_pid=$!; bg+=($idler_pid)
+for _ in $(seq 200); do
+  [[ $(on router -c "SELECT count(*) FROM snowflake_id_router.rebalance WHERE id > $before AND pid <> pg_backend_pid()") == 1 ]] && break; sleep 0.05
+done
+rid=$(on router -c "SELECT id FROM snowflake_id_router.rebalance WHERE id > $before")
+[[ -n $rid ]] || fail "idler's procedure began no drain: $(cat "$work/idler.log")"
+sleep 0.5
+[[ $(on router -c "SELECT state FROM rebalance_status WHERE id = $rid") == interrupted ]] \
+  || fail "drain $rid of idler's returned call shows $(on router -c "SELECT state FROM rebalance_status WHERE id = $rid"), not interrupted"
+out=$(on router -c "SET client_min_messages = notice" -c "SELECT rebalance_stop()" 2>&1)
+[[ $out == *"was interrupted"*"now stopped"* ]] || fail "rebalance_stop() did not stop idler's drain $rid at once: $out"
+on router -c "CALL drain_node('node_c')" >"$work/drain2.log" 2>&1 || fail "a drain beside idler's idle session failed: $(cat "$work/drain2.log")"
+kill -0 "$idler_pid" 2>/dev/null || fail "idler's session ended before the drain did"
+[[ $(on router -c "SELECT state FROM rebalance_status WHERE id = $rid") == done ]] \
+  || fail "drain $rid did not end done: $(on router -c "SELECT state, error FROM rebalance_status WHERE id = $rid")"
+kill "$idler_pid" 2>/dev/null || true; wait "$idler_pid" 2>/dev/null || true
+echo "  idler's direct rebalance_begin: 25000; its own procedure's drain $rid, its session idle: interrupted, stopped by rebalance_stop(), resumed and done by a superuser's drain"
 
 echo "a move that waited for the schema-change lock leaves nothing of its wait in the caller's transaction"
 # A superuser's session holds the schema-change lock (exclusive, as alter_shards does) for

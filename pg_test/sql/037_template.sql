@@ -166,7 +166,7 @@ SELECT snowflake_id_node.fingerprint_difference(snowflake_id_node.fingerprint('t
 SELECT drop_shard('tshard19', cascade => true);
 DROP SCHEMA tpl_ident CASCADE;
 -- A policy that reads a table of the template would read the template's in every copy: refused
--- (0A000), as are triggers and rules, which create_shard does not copy. Nothing is made.
+-- (0A000), as are rules, which create_shard does not copy. Nothing is made.
 CREATE FUNCTION pg_temp.refusal(schema_name text, shard integer, template text) RETURNS text LANGUAGE plpgsql AS $$
 BEGIN
     PERFORM create_shard(schema_name, shard, template => template);

@@ -59,6 +59,10 @@ SELECT snowflake_id_node.refusal('{mv_7003}');
 DROP VIEW mv_7003.recent;
 CREATE FUNCTION mv_7003.touch() RETURNS trigger LANGUAGE plpgsql AS $$ BEGIN RETURN NEW; END $$;
 CREATE TRIGGER touch BEFORE UPDATE ON mv_7003.posts FOR EACH ROW EXECUTE FUNCTION mv_7003.touch();
+-- An ordinary trigger moves (it does not fire for the rows a move copies); one enabled
+-- ALWAYS would fire again on the target.
+SELECT snowflake_id_node.refusal('{mv_7003}') AS ordinary_trigger;
+ALTER TABLE mv_7003.posts ENABLE ALWAYS TRIGGER touch;
 SELECT snowflake_id_node.refusal('{mv_7003}');
 DROP FUNCTION mv_7003.touch() CASCADE;
 CREATE TABLE mv_7003.nokey (v text);

@@ -128,6 +128,15 @@ $$;
 \c :regress_db
 SELECT add_router('router_b', format('host=%s port=%s dbname=ddl_reg_router_b', current_setting('unix_socket_directories'), current_setting('port')));
 SELECT name, role, map_version = snowflake_id_router.map_version() AS current, behind_since, error FROM router_status;
+-- A monitoring role reads router_status with SELECT on the view alone (issue 33).
+CREATE ROLE ddl_reg_monitor;
+GRANT SELECT ON router_status TO ddl_reg_monitor;
+SET SESSION AUTHORIZATION ddl_reg_monitor;
+SELECT name, role, current FROM router_status;
+SELECT name, versions_behind FROM router_status;
+RESET SESSION AUTHORIZATION;
+REVOKE SELECT ON router_status FROM ddl_reg_monitor;
+DROP ROLE ddl_reg_monitor;
 CALL ddl_reg_refusal(format($q$SELECT add_router('again', 'host=%s port=%s dbname=ddl_reg_router_b')$q$,
                               current_setting('unix_socket_directories'), current_setting('port')));
 CALL ddl_reg_refusal(format($q$SELECT add_router('myself', 'host=%s port=%s dbname=%s')$q$,

@@ -45,8 +45,9 @@ DROP FUNCTION snowflake_id_router.connect(text, text);
 --#include router/sql/58_guard.sql
 --#include router/sql/90_grants.sql
 
--- (After the functions whose SQL bodies called it are made again.)
+-- (After the functions whose SQL bodies called them are made again.)
 DROP FUNCTION snowflake_id_router.open_conn(text, text, text, text);
+DROP FUNCTION snowflake_id_router.session_alive(integer, timestamptz);   -- (call_alive, 41_rebalance.sql)
 
 -- run_rebalance calls a new function, rebalance_reap: a role granted what docs/cluster.md
 -- says a rebalance needs (run_rebalance and the rebalance_* functions) is granted it too.

@@ -92,6 +92,15 @@ COMMENT ON FUNCTION snowflake_id_router.move_may_go(snowflake_id_router.move_sta
 CREATE INDEX move_shards_idx ON snowflake_id_router.move USING gin (shards)
     WHERE NOT snowflake_id_router.move_finished(state);
 
+-- == A rebalance is held by its call ==
+--
+-- The statement (CALL rebalance(), drain_node()) that runs a rebalance: its session holds
+-- the rebalance only while it still runs that statement (call_alive, 41_rebalance.sql), so a
+-- session that ran a step and then idles, or keeps a pipeline open, holds nothing.
+ALTER TABLE snowflake_id_router.rebalance ADD COLUMN call_start timestamptz;
+COMMENT ON COLUMN snowflake_id_router.rebalance.call_start IS
+  'The start of the statement that runs it (statement_timestamp() of its session): it holds the rebalance while it runs.';
+
 -- == Setting verify_moves: whether a move compares its copies' content before the seal ==
 ALTER TABLE snowflake_id_router.setting DROP CONSTRAINT setting_name_check, DROP CONSTRAINT setting_check,
     ADD CONSTRAINT setting_name_check

@@ -11,13 +11,18 @@
 
 -- A SECURITY DEFINER function shares its caller's transaction: what it locks or writes
 -- there (a table lock, a row, an owner-only lock) is held until that transaction ends, by
--- a session the caller controls. A function that gives back what it took before it returns
--- (the moves, repair_moves, alter_shards: unlock_router, unlock_schema_changes) runs
--- anywhere; one that cannot (a write to the router's tables, LOCK TABLE) refuses to run
--- where the caller could keep its transaction open after the call, as VACUUM does: 25001
--- inside a transaction block, a pipeline, or a subtransaction that no procedure's COMMIT
--- began (snowflake_id_node.in_transaction_block; CALL rebalance() runs its steps in
--- transactions of its own). Called first thing, at the function's top level.
+-- a session the caller controls. So none of them locks or writes there: a function gives
+-- back what it took before it returns (the moves, repair_moves, alter_shards:
+-- unlock_router, unlock_schema_changes), or commits its writes and table locks apart, in a
+-- transaction of a connection of its own (commit_apart, and the loopback of the moves'
+-- records). No check can do instead: the first Execute of an extended-protocol pipeline
+-- runs as a lone statement would, and the client may then never send its Sync (the
+-- backend stays active: no idle timeout ends it). The functions that commit apart refuse
+-- to run where the caller's transaction is seen to outlive the statement, as VACUUM does,
+-- since a ROLLBACK there would not undo them: 25001 inside a transaction block, a pipeline
+-- after its first Execute, or a subtransaction that no procedure's COMMIT began
+-- (snowflake_id_node.in_transaction_block; CALL rebalance() runs its steps in transactions
+-- of its own). Called first thing, at the function's top level.
 CREATE OR REPLACE FUNCTION snowflake_id_router.refuse_transaction_block(what text) RETURNS void
 LANGUAGE plpgsql VOLATILE STRICT PARALLEL UNSAFE
 SET search_path = pg_catalog, pg_temp
@@ -25,13 +30,37 @@ AS $$
 BEGIN
     IF snowflake_id_node.in_transaction_block() THEN
         RAISE EXCEPTION '% cannot run inside a transaction block', what USING ERRCODE = 'active_sql_transaction',
-            DETAIL = 'What it locks and writes would be held until the transaction ends, holding up other sessions'' moves and map changes.',
+            DETAIL = 'It commits what it changes itself: a ROLLBACK of the transaction would not undo it.',
             HINT = 'Run it on its own, outside BEGIN ... COMMIT and outside a function''s EXCEPTION block.';
     END IF;
 END
 $$;
 COMMENT ON FUNCTION snowflake_id_router.refuse_transaction_block(text) IS
-  '25001 when the caller''s transaction can stay open after the statement running now (a transaction block): for the SECURITY DEFINER functions that cannot give back what they lock and write.';
+  '25001 when the caller''s transaction is seen to stay open after the statement running now (a transaction block): for the SECURITY DEFINER functions that commit what they change apart.';
+
+-- Runs sql in a transaction of its own on this router database, committed before it
+-- returns, through a connection opened for it and closed after it (also on error: with the
+-- subtransaction that opened it): the writes and table locks of the router's SECURITY
+-- DEFINER functions, which the caller's transaction then never holds. Waits under the
+-- caller's lock_timeout, interruptibly; remote errors keep their SQLSTATE and message.
+-- The first column of its first row.
+CREATE OR REPLACE FUNCTION snowflake_id_router.commit_apart(sql text) RETURNS text
+LANGUAGE plpgsql VOLATILE STRICT PARALLEL UNSAFE
+SET search_path = pg_catalog, pg_temp
+AS $$
+DECLARE
+    result text;
+BEGIN
+    PERFORM snowflake_id_router.connect_self('snowflake_id_router_apart');
+    PERFORM snowflake_id_router.fetch('snowflake_id_router_apart',
+        format('SELECT pg_catalog.set_config(%L, %L, false)', 'lock_timeout', current_setting('lock_timeout')));
+    result := snowflake_id_router.fetch('snowflake_id_router_apart', sql);
+    PERFORM snowflake_id_router.disconnect('snowflake_id_router_apart');
+    RETURN result;
+END
+$$;
+COMMENT ON FUNCTION snowflake_id_router.commit_apart(text) IS
+  'Runs sql in a transaction of its own on this router database, committed before it returns (the writes of the router''s SECURITY DEFINER functions); the first column of its first row.';
 
 -- The one function that opens a connection: conn (reopened if open) by connstr; peer names
 -- it in messages. Waits at most the connect string's connect_timeout (10 s without one).

@@ -92,7 +92,8 @@ BEGIN
             quote_literal(name), (SELECT c.value FROM snowflake_id_node.conninfo(normal) c WHERE c.keyword = 'user')
             USING DETAIL = 'PL/Proxy connects as the calling role only when the connect string names no user.';
     END IF;
-    INSERT INTO snowflake_id_router.node (name, connstr, identity) VALUES (name, normal, found_identity);
+    PERFORM snowflake_id_router.commit_apart(format(
+        'INSERT INTO snowflake_id_router.node (name, connstr, identity) VALUES (%L, %L, %L)', name, normal, found_identity));
 END
 $$;
 COMMENT ON FUNCTION add_node(text, text) IS
@@ -102,8 +103,6 @@ CREATE OR REPLACE FUNCTION assign_shards(first_shard integer, count integer, nod
 LANGUAGE plpgsql VOLATILE CALLED ON NULL INPUT PARALLEL UNSAFE SECURITY DEFINER
 SET search_path = pg_catalog, pg_temp
 AS $$
-DECLARE
-    taken text;
 BEGIN
     PERFORM snowflake_id_router.refuse_transaction_block('assign_shards');
     IF first_shard IS NULL OR count IS NULL OR node IS NULL THEN
@@ -118,11 +117,24 @@ BEGIN
         RAISE EXCEPTION 'node % does not exist', quote_literal(node) USING ERRCODE = 'undefined_object',
             HINT = 'Register it with add_node(name, connstr).';
     END IF;
-    -- Serialises with move_shard and other assign_shards on the same map.
+    PERFORM snowflake_id_router.commit_apart(format('SELECT snowflake_id_router.set_shards(%s, %s, %L)', first_shard, count, node));
+END
+$$;
+COMMENT ON FUNCTION assign_shards(integer, integer, text) IS
+  'Assigns shards first_shard .. first_shard + count - 1 (assigned to no node, or to this node) to node; idempotent.';
+
+-- (Run apart by assign_shards: commit_apart.) Serialises with moves and other map changes.
+CREATE OR REPLACE FUNCTION snowflake_id_router.set_shards(first_shard integer, count integer, node text) RETURNS void
+LANGUAGE plpgsql VOLATILE STRICT PARALLEL UNSAFE
+SET search_path = pg_catalog, pg_temp
+AS $$
+DECLARE
+    taken text;
+BEGIN
     LOCK TABLE snowflake_id_router.shard IN SHARE ROW EXCLUSIVE MODE;
     SELECT format('shard %s is on node %s', s.shard, quote_literal(s.node)) INTO taken
       FROM snowflake_id_router.shard s
-     WHERE s.shard BETWEEN first_shard AND first_shard + count - 1 AND s.node <> assign_shards.node
+     WHERE s.shard BETWEEN first_shard AND first_shard + count - 1 AND s.node <> set_shards.node
      ORDER BY s.shard LIMIT 1;
     IF FOUND THEN
         RAISE EXCEPTION 'cannot assign shards % to % to node %: %', first_shard, first_shard + count - 1,
@@ -130,12 +142,12 @@ BEGIN
             HINT = 'A shard that holds data changes node with move_shard(shard, node).';
     END IF;
     INSERT INTO snowflake_id_router.shard
-    SELECT n, assign_shards.node FROM generate_series(first_shard, first_shard + count - 1) n
+    SELECT n, set_shards.node FROM generate_series(first_shard, first_shard + count - 1) n
     ON CONFLICT DO NOTHING;
 END
 $$;
-COMMENT ON FUNCTION assign_shards(integer, integer, text) IS
-  'Assigns shards first_shard .. first_shard + count - 1 (assigned to no node, or to this node) to node; idempotent.';
+COMMENT ON FUNCTION snowflake_id_router.set_shards(integer, integer, text) IS
+  'assign_shards'' change of the map, committed apart: assigns the shards not on another node to node.';
 
 CREATE OR REPLACE VIEW shard_map AS
     SELECT s.shard, s.node, n.connstr

@@ -271,9 +271,6 @@ LANGUAGE plpgsql VOLATILE CALLED ON NULL INPUT PARALLEL UNSAFE SECURITY DEFINER
 SET search_path = pg_catalog, pg_temp
 AS $$
 DECLARE
-    held integer;
-    first_held integer;
-    unfinished text;
     served integer[];
     unreachable text;
 BEGIN
@@ -295,12 +292,33 @@ BEGIN
         PERFORM snowflake_id_router.disconnect('snowflake_id_router_remove');
         unreachable := SQLERRM;
     END;
+    PERFORM snowflake_id_router.commit_apart(format('SELECT snowflake_id_router.drop_node(%L, %L)', node, served));
+    IF unreachable IS NOT NULL THEN
+        RAISE WARNING 'node % cannot be reached: whether it still serves shard schemas was not checked (%)', quote_literal(node), unreachable
+            USING DETAIL = 'No shard is mapped to it: it is removed. What it may still hold is no longer the router''s.';
+    END IF;
+END
+$$;
+COMMENT ON FUNCTION remove_node(text) IS
+  'Removes a node to which no shard is mapped, that serves no shard schema and takes part in no unfinished move (55000 otherwise); one that cannot be reached, with a WARNING.';
+
+-- (Run apart by remove_node: commit_apart.) Removes node unless a shard is mapped to it, it
+-- is part of an unfinished move, or it serves one of the shards served (its answer).
+CREATE OR REPLACE FUNCTION snowflake_id_router.drop_node(node text, served integer[]) RETURNS void
+LANGUAGE plpgsql VOLATILE CALLED ON NULL INPUT PARALLEL UNSAFE
+SET search_path = pg_catalog, pg_temp
+AS $$
+DECLARE
+    held integer;
+    first_held integer;
+    unfinished text;
+BEGIN
     -- Serialises with assign_shards and map flips: no shard can be assigned to it meanwhile.
     LOCK TABLE snowflake_id_router.shard IN SHARE ROW EXCLUSIVE MODE;
-    IF NOT EXISTS (SELECT FROM snowflake_id_router.node n WHERE n.name = remove_node.node) THEN
+    IF NOT EXISTS (SELECT FROM snowflake_id_router.node n WHERE n.name = drop_node.node) THEN
         RAISE EXCEPTION 'node % does not exist', quote_literal(node) USING ERRCODE = 'undefined_object';
     END IF;
-    SELECT count(*), min(s.shard) INTO held, first_held FROM snowflake_id_router.shard s WHERE s.node = remove_node.node;
+    SELECT count(*), min(s.shard) INTO held, first_held FROM snowflake_id_router.shard s WHERE s.node = drop_node.node;
     IF held > 0 THEN
         RAISE EXCEPTION 'node % still holds % shard(s), the first shard %', quote_literal(node), held, first_held
             USING ERRCODE = 'object_not_in_prerequisite_state',
@@ -310,7 +328,7 @@ BEGIN
     SELECT format('move %s of shard(s) %s from node %L to node %L (%s)', m.id, array_to_string(m.shards, ', '),
                   m.source, m.target, m.state)
       INTO unfinished FROM snowflake_id_router.move m
-     WHERE NOT snowflake_id_router.move_finished(m.state) AND remove_node.node IN (m.source, m.target)
+     WHERE NOT snowflake_id_router.move_finished(m.state) AND drop_node.node IN (m.source, m.target)
      ORDER BY m.id LIMIT 1;
     IF unfinished IS NOT NULL THEN
         RAISE EXCEPTION 'node % is part of an unfinished move: %', quote_literal(node), unfinished
@@ -327,12 +345,8 @@ BEGIN
                   DETAIL = 'Removed, the node''s schemas and their rows would vanish from every view of the router.',
                   HINT = 'shard_status lists them (mapped false): carry what they hold to the node the map names, or drop them there (drop_shard), then remove the node.';
     END IF;
-    IF unreachable IS NOT NULL THEN
-        RAISE WARNING 'node % cannot be reached: whether it still serves shard schemas was not checked (%)', quote_literal(node), unreachable
-            USING DETAIL = 'No shard is mapped to it: it is removed. What it may still hold is no longer the router''s.';
-    END IF;
-    DELETE FROM snowflake_id_router.node n WHERE n.name = remove_node.node;
+    DELETE FROM snowflake_id_router.node n WHERE n.name = drop_node.node;
 END
 $$;
-COMMENT ON FUNCTION remove_node(text) IS
-  'Removes a node to which no shard is mapped, that serves no shard schema and takes part in no unfinished move (55000 otherwise); one that cannot be reached, with a WARNING.';
+COMMENT ON FUNCTION snowflake_id_router.drop_node(text, integer[]) IS
+  'remove_node''s change of the map, committed apart: removes a node no shard is mapped to, in no unfinished move, serving none of served (55000 otherwise).';

@@ -20,15 +20,42 @@
 --   lightest node until it is down to the mean, skipping a shard that would take it below
 --   the mean, or the receiver above it, by more than the tolerance.
 
--- Whether the session of pid, started at started, still lives (pg_stat_activity; a pid is
--- reused only by a session started later). SECURITY DEFINER: a role reading
--- rebalance_status sees only its own sessions' start times in pg_stat_activity.
-CREATE OR REPLACE FUNCTION snowflake_id_router.session_alive(pid integer, started timestamptz) RETURNS boolean
+-- Whether the session of pid, started at started, still runs the statement that began at
+-- call_start (pg_stat_activity; a pid is reused only by a session started later): a
+-- rebalance is held by the call that runs it, not by its session, which may idle or keep a
+-- pipeline open (waiting for its client: ClientRead) once that call has returned.
+-- SECURITY DEFINER: a role reading rebalance_status sees only its own sessions' start times
+-- in pg_stat_activity.
+CREATE OR REPLACE FUNCTION snowflake_id_router.call_alive(pid integer, started timestamptz, call_start timestamptz)
+RETURNS boolean
 LANGUAGE sql VOLATILE CALLED ON NULL INPUT PARALLEL SAFE SECURITY DEFINER
 SET search_path = pg_catalog, pg_temp
-RETURN EXISTS (SELECT FROM pg_stat_activity a WHERE a.pid = session_alive.pid AND a.backend_start = started);  -- (NULL: not alive)
-COMMENT ON FUNCTION snowflake_id_router.session_alive(integer, timestamptz) IS
-  'Whether the session of pid, started at started, still lives.';
+RETURN EXISTS (SELECT FROM pg_stat_activity a
+                WHERE a.pid = call_alive.pid AND a.backend_start = started       -- (NULL: not alive)
+                  AND a.state = 'active' AND a.query_start = call_start AND a.wait_event IS DISTINCT FROM 'ClientRead');
+COMMENT ON FUNCTION snowflake_id_router.call_alive(integer, timestamptz, timestamptz) IS
+  'Whether the session of pid, started at started, still runs the statement begun at call_start (and is not waiting for its client).';
+
+-- A rebalance's steps run only in the transactions of the procedure that runs it
+-- (run_rebalance: CALL rebalance(), drain_node()), which commits after each, or in a
+-- superuser's session (its workers): called directly, what a step writes would stay in a
+-- transaction the caller keeps open (a pipeline's, which no check tells from a lone
+-- statement's), and the rebalance with it. A transaction a procedure began started after
+-- its statement: otherwise StartTransaction takes the statement's start time.
+CREATE OR REPLACE FUNCTION snowflake_id_router.refuse_outside_rebalance(what text) RETURNS void
+LANGUAGE plpgsql VOLATILE STRICT PARALLEL UNSAFE
+SET search_path = pg_catalog, pg_temp
+AS $$
+BEGIN
+    IF now() <= statement_timestamp() AND NOT (SELECT u.rolsuper FROM pg_roles u WHERE u.rolname = session_user) THEN
+        RAISE EXCEPTION '% runs only as a step of CALL rebalance() or drain_node()', what
+            USING ERRCODE = 'invalid_transaction_state',
+                  DETAIL = 'A step commits with the procedure that runs it: called on its own, its writes would last as long as the caller''s transaction.';
+    END IF;
+END
+$$;
+COMMENT ON FUNCTION snowflake_id_router.refuse_outside_rebalance(text) IS
+  '25000 unless called in a transaction a procedure began (run_rebalance''s) or in a superuser''s session: for the steps of a rebalance.';
 
 -- The session running a rebalance or drain on this router, if any (its record running, its
 -- session alive).
@@ -36,7 +63,7 @@ CREATE OR REPLACE FUNCTION snowflake_id_router.rebalance_holder() RETURNS intege
 LANGUAGE sql VOLATILE PARALLEL SAFE
 SET search_path = pg_catalog, pg_temp
 RETURN (SELECT r.pid FROM snowflake_id_router.rebalance r
-         WHERE r.state = 'running' AND snowflake_id_router.session_alive(r.pid, r.session_start)
+         WHERE r.state = 'running' AND snowflake_id_router.call_alive(r.pid, r.session_start, r.call_start)
          LIMIT 1);
 COMMENT ON FUNCTION snowflake_id_router.rebalance_holder() IS
   'PID of the session running a rebalance or drain on this router, or NULL.';
@@ -57,7 +84,7 @@ DECLARE
     r snowflake_id_router.rebalance;
 BEGIN
     SELECT * INTO r FROM snowflake_id_router.rebalance x WHERE x.id = rid;
-    IF NOT FOUND OR NOT ((r.pid = pg_backend_pid()
+    IF NOT FOUND OR NOT ((r.pid = pg_backend_pid() AND r.call_start = statement_timestamp()
                           AND r.session_start = (SELECT a.backend_start FROM pg_stat_activity a WHERE a.pid = pg_backend_pid()))
                          OR (SELECT u.rolsuper FROM pg_roles u WHERE u.rolname = session_user)) THEN
         RAISE EXCEPTION 'rebalance % is not run by this session', coalesce(rid::text, 'NULL')
@@ -339,7 +366,7 @@ DECLARE
     first_batch integer;
     planned record;
 BEGIN
-    PERFORM snowflake_id_router.refuse_transaction_block('rebalance_begin');
+    PERFORM snowflake_id_router.refuse_outside_rebalance('rebalance_begin');
     PERFORM snowflake_id_router.check_plan_args(strategy, batch_size, drain);
     IF template IS NULL OR parallel_moves IS NULL THEN
         RAISE EXCEPTION 'template and parallel_moves must not be NULL' USING ERRCODE = 'null_value_not_allowed';
@@ -374,6 +401,7 @@ BEGIN
                    parallel_moves = rebalance_begin.parallel_moves,
                    template = rebalance_begin.template, state = 'running', pid = pg_backend_pid(),
                    session_start = (SELECT a.backend_start FROM pg_stat_activity a WHERE a.pid = pg_backend_pid()),
+                   call_start = statement_timestamp(),
                    stop_requested = NULL, ended = NULL, error = NULL
              WHERE x.id = rid;
             -- A batch cut short: done if the move was completed (a repair completes a move
@@ -394,9 +422,10 @@ BEGIN
             LOCK TABLE snowflake_id_router.rebalance IN SHARE ROW EXCLUSIVE MODE;
             rid := coalesce((SELECT max(x.id) FROM snowflake_id_router.rebalance x), 0) + 1;
             INSERT INTO snowflake_id_router.rebalance (id, kind, node, strategy, batch_size, parallel_moves, template, state, pid,
-                                                       session_start, started)
+                                                       session_start, call_start, started)
             VALUES (rid, kind, drain, strategy, batch_size, parallel_moves, template, 'running', pg_backend_pid(),
-                    (SELECT a.backend_start FROM pg_stat_activity a WHERE a.pid = pg_backend_pid()), clock_timestamp());
+                    (SELECT a.backend_start FROM pg_stat_activity a WHERE a.pid = pg_backend_pid()), statement_timestamp(),
+                    clock_timestamp());
         END IF;
         first_batch := coalesce((SELECT max(b.batch) FROM snowflake_id_router.rebalance_batch b WHERE b.rebalance = rid), 0);
         INSERT INTO snowflake_id_router.rebalance_batch (rebalance, batch, source, target, shards, bytes, state)
@@ -476,8 +505,8 @@ DECLARE
     looked_again integer := 0;
     remapped integer;
 BEGIN
-    PERFORM snowflake_id_router.refuse_transaction_block('rebalance_next');
     r := snowflake_id_router.own_rebalance(rid);
+    PERFORM snowflake_id_router.refuse_outside_rebalance('rebalance_next');
     IF others_moving AND (r.stop_requested IS NOT NULL
                           OR NOT EXISTS (SELECT FROM snowflake_id_router.rebalance_batch x
                                           WHERE x.rebalance = rid AND x.state = 'planned')) THEN
@@ -559,8 +588,8 @@ DECLARE
     tpl text;
     left_behind integer;
 BEGIN
-    PERFORM snowflake_id_router.refuse_transaction_block('rebalance_move');
     tpl := (snowflake_id_router.own_rebalance(rid)).template;
+    PERFORM snowflake_id_router.refuse_outside_rebalance('rebalance_move');
     -- Only a batch rebalance_next marked moving (a planned or done one is not its to move).
     SELECT * INTO b FROM snowflake_id_router.rebalance_batch x
      WHERE x.rebalance = rid AND x.batch = rebalance_move.batch AND x.state = 'moving';
@@ -675,8 +704,8 @@ DECLARE
     r snowflake_id_router.rebalance;
     b snowflake_id_router.rebalance_batch;
 BEGIN
-    PERFORM snowflake_id_router.refuse_transaction_block('rebalance_failed');
     r := snowflake_id_router.own_rebalance(rid);
+    PERFORM snowflake_id_router.refuse_outside_rebalance('rebalance_failed');
     SELECT * INTO b FROM snowflake_id_router.rebalance_batch x WHERE x.rebalance = rid AND x.batch = rebalance_failed.batch;
     UPDATE snowflake_id_router.rebalance_batch x SET state = 'failed', ended = clock_timestamp(), error = why
      WHERE x.rebalance = rid AND x.batch = rebalance_failed.batch;
@@ -873,19 +902,21 @@ SET search_path = pg_catalog, pg_temp
 AS $$
 DECLARE
     r snowflake_id_router.rebalance;
+    stopped boolean;
 BEGIN
     PERFORM snowflake_id_router.refuse_transaction_block('rebalance_stop');
-    SELECT * INTO r FROM snowflake_id_router.rebalance x WHERE x.state = 'running' FOR UPDATE;
+    SELECT * INTO r FROM snowflake_id_router.rebalance x WHERE x.state = 'running';
     IF NOT FOUND THEN
         RAISE NOTICE 'no rebalance or drain is running';
         RETURN false;
     END IF;
-    IF snowflake_id_router.rebalance_holder() IS DISTINCT FROM r.pid THEN
-        UPDATE snowflake_id_router.rebalance x SET state = 'stopped', ended = clock_timestamp(), stop_requested = clock_timestamp()
-         WHERE x.id = r.id;
+    stopped := snowflake_id_router.commit_apart(format('SELECT snowflake_id_router.stop_rebalance(%s)', r.id))::boolean;
+    IF stopped IS NULL THEN
+        RAISE NOTICE 'no rebalance or drain is running';
+        RETURN false;
+    ELSIF stopped THEN
         RAISE NOTICE '% % was interrupted (its session % is gone): now stopped', r.kind, r.id, r.pid;
     ELSE
-        UPDATE snowflake_id_router.rebalance x SET stop_requested = clock_timestamp() WHERE x.id = r.id;
         RAISE NOTICE '% % (session %) stops after its current batch', r.kind, r.id, r.pid
             USING HINT = 'rebalance_status shows when it has stopped.';
     END IF;
@@ -895,10 +926,35 @@ $$;
 COMMENT ON FUNCTION rebalance_stop() IS
   'Asks the running rebalance or drain to stop after its current batch; false if none is running.';
 
+-- (Run apart by rebalance_stop: commit_apart.) Rebalance rid, if still running: marked
+-- stopped if its session is gone (true), asked to stop otherwise (false); NULL if not running.
+CREATE OR REPLACE FUNCTION snowflake_id_router.stop_rebalance(rid integer) RETURNS boolean
+LANGUAGE plpgsql VOLATILE STRICT PARALLEL UNSAFE
+SET search_path = pg_catalog, pg_temp
+AS $$
+DECLARE
+    r snowflake_id_router.rebalance;
+BEGIN
+    SELECT * INTO r FROM snowflake_id_router.rebalance x WHERE x.id = rid AND x.state = 'running' FOR UPDATE;
+    IF NOT FOUND THEN
+        RETURN NULL;
+    END IF;
+    IF snowflake_id_router.rebalance_holder() IS DISTINCT FROM r.pid THEN
+        UPDATE snowflake_id_router.rebalance x SET state = 'stopped', ended = clock_timestamp(), stop_requested = clock_timestamp()
+         WHERE x.id = r.id;
+        RETURN true;
+    END IF;
+    UPDATE snowflake_id_router.rebalance x SET stop_requested = clock_timestamp() WHERE x.id = r.id;
+    RETURN false;
+END
+$$;
+COMMENT ON FUNCTION snowflake_id_router.stop_rebalance(integer) IS
+  'rebalance_stop''s change, committed apart: rebalance rid marked stopped if its session is gone (true), asked to stop (false); NULL if not running.';
+
 CREATE OR REPLACE VIEW rebalance_status AS
 SELECT r.id, r.kind, r.node, r.strategy,
        CASE WHEN r.state <> 'running' THEN r.state
-            WHEN NOT snowflake_id_router.session_alive(r.pid, r.session_start) THEN 'interrupted'
+            WHEN NOT snowflake_id_router.call_alive(r.pid, r.session_start, r.call_start) THEN 'interrupted'
             WHEN r.stop_requested IS NOT NULL THEN 'stopping'
             ELSE 'running' END AS state,
        r.pid, r.started, r.ended, b.batches, b.batches_done, b.shards, b.shards_done, b.shards - b.shards_done AS shards_left,

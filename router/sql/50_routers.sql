@@ -468,12 +468,17 @@ $$;
 COMMENT ON FUNCTION remove_router(text) IS
   'Stops a follower router following this one''s map (its map is emptied there); moves no longer wait for it.';
 
+-- The map's version is read here from map_state, not through map_version(): a view reads its
+-- tables with its owner's rights but calls functions with its reader's, so SELECT on the
+-- view is all a monitoring role needs (nothing it could change).
 CREATE OR REPLACE VIEW router_status AS
     SELECT r.name, 'follower'::text AS role, r.connstr, r.map_version,
-           r.map_version >= snowflake_id_router.map_version() AS current, r.behind_since, r.error
-      FROM snowflake_id_router.router r
+           r.map_version >= v.version AS current, r.behind_since, r.error,
+           greatest(v.version - r.map_version, 0) AS versions_behind
+      FROM snowflake_id_router.router r,
+           LATERAL (SELECT coalesce((SELECT m.version FROM snowflake_id_router.map_state m), 0) AS version) v
     UNION ALL
-    SELECT f.description, 'primary', NULL, f.map_version, NULL, NULL, NULL
+    SELECT f.description, 'primary', NULL, f.map_version, NULL, NULL, NULL, NULL
       FROM snowflake_id_router.follows f;
 COMMENT ON VIEW router_status IS
-  'On the primary: each follower router, the map version it routes by, whether that is current, since when it is behind and why. On a follower: its primary.';
+  'On the primary: each follower router, the map version it routes by, whether that is current, how many map changes behind, since when and why. On a follower: its primary.';

@@ -353,6 +353,18 @@ AS $$
 BEGIN
     PERFORM snowflake_id_router.refuse_transaction_block('abandon_schema_change');
     PERFORM snowflake_id_router.require_primary('abandon_schema_change');
+    PERFORM snowflake_id_router.commit_apart(format('SELECT snowflake_id_router.abandon_change(%s)', change));
+END
+$$;
+COMMENT ON FUNCTION abandon_schema_change(bigint) IS
+  'Gives up an unfinished schema change: the nodes keep what they have (see schema_change_status), and later changes may run.';
+
+-- (Run apart by abandon_schema_change: commit_apart.)
+CREATE OR REPLACE FUNCTION snowflake_id_router.abandon_change(change bigint) RETURNS void
+LANGUAGE plpgsql VOLATILE STRICT PARALLEL UNSAFE
+SET search_path = pg_catalog, pg_temp
+AS $$
+BEGIN
     PERFORM snowflake_id_router.lock_schema_changes(true);
     UPDATE snowflake_id_router.schema_change c SET state = 'abandoned', finished = now()
      WHERE c.id = change AND c.state IN ('running', 'incomplete');
@@ -361,8 +373,8 @@ BEGIN
     END IF;
 END
 $$;
-COMMENT ON FUNCTION abandon_schema_change(bigint) IS
-  'Gives up an unfinished schema change: the nodes keep what they have (see schema_change_status), and later changes may run.';
+COMMENT ON FUNCTION snowflake_id_router.abandon_change(bigint) IS
+  'abandon_schema_change''s change, committed apart: marks an unfinished schema change abandoned (55000 if none).';
 
 CREATE OR REPLACE VIEW schema_change_status AS
     SELECT c.id AS change, c.ddl, c.template,

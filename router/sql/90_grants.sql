@@ -17,7 +17,7 @@ REVOKE ALL ON schema_change_status, router_status FROM PUBLIC;
 -- and no table of it granted.
 GRANT USAGE ON SCHEMA snowflake_id_router TO PUBLIC;
 GRANT EXECUTE ON FUNCTION snowflake_id_router.app_map() TO PUBLIC;
--- rebalance_status calls session_alive for its state: a role granted SELECT on the view (as
+-- rebalance_status calls call_alive for its state: a role granted SELECT on the view (as
 -- docs/cluster.md says suffices) runs it. It answers only for a (pid, start time) pair, which
 -- whoever does not see that session's start time cannot name.
-GRANT EXECUTE ON FUNCTION snowflake_id_router.session_alive(integer, timestamptz) TO PUBLIC;
+GRANT EXECUTE ON FUNCTION snowflake_id_router.call_alive(integer, timestamptz, timestamptz) TO PUBLIC;

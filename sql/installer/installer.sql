@@ -324,19 +324,24 @@ COMMENT ON FUNCTION drop_shard(text, boolean) IS
 -- After create_shard(schema_name, shard), every table of schema tpl is made in the shard's
 -- schema with CREATE TABLE ... (LIKE tpl.t INCLUDING ALL): columns, defaults, generated
 -- columns, NOT NULL, CHECK, primary key, unique and exclusion constraints, indexes, extended
--- statistics, comments, identity; then its row-level security settings, policies and replica
--- identity (FULL, NOTHING, or USING INDEX: the copy's index made from the template's). A
--- single-column bigint (or snowflake) primary key then defaults to the shard's own next_id()
--- (identity dropped); a key of several columns keeps its columns as they are. Foreign keys are not
--- copied; a table with triggers or rules, or with a policy that reads a table of the
--- template (its copy would read the template's), is refused (0A000): make those in each shard.
+-- statistics, comments, identity; then its storage parameters, triggers (in their ENABLE
+-- state), row-level security settings, policies and replica identity (FULL, NOTHING, or USING
+-- INDEX: the copy's index made from the template's); once every table is made, the foreign
+-- keys between the template's tables, pointing at the shard's. A single-column bigint (or
+-- snowflake) primary key then defaults to the shard's own next_id() (identity dropped); a key
+-- of several columns keeps its columns as they are. Refused (0A000), naming the object: a
+-- rule, a foreign key to a table outside the template (its rows are not the shard's), a
+-- policy or constraint trigger that reads another table of the template (its copy would read
+-- the template's); make those in each shard. A trigger's function lives outside the
+-- template (a function in it is refused, below) and is judged as a default's is.
 --
 -- The template must be a plain schema of tables: anything else in it (views, sequences other
 -- than identity ones, functions, types) is refused (42809). So is a template whose copies
 -- would use or run anything owned by a role that is neither the caller nor a superuser
 -- (42501): functions, operators, types, domains, collations, operator classes, casts'
 -- functions, text search configurations, sequences, found transitively from the tables'
--- columns, defaults, constraints, indexes, statistics and policies (sql/installer/template_read.sql).
+-- columns, defaults, constraints, foreign keys, indexes, statistics, triggers and policies
+-- (sql/installer/template_read.sql).
 -- The template's tables stay locked from that check to the end of the transaction, and the
 -- check reads the catalog as the copy does (src/pg/template_read.rs). Nothing of the template
 -- is executed here. A table the shard already has is left as it is: the call is idempotent.
@@ -397,7 +402,9 @@ STRICT VOLATILE PARALLEL UNSAFE LANGUAGE c AS 'MODULE_PATHNAME', 'template_read_
 -- Its plan's estimated cost is high (a recursive walk) and its real cost a millisecond:
 -- compiling it would cost more than running it. Policies are read back as text, and floats
 -- in them must come out exact.
-SET jit = off SET extra_float_digits = 3;
+SET jit = off SET extra_float_digits = 3
+-- Definitions are read back qualified: the template's names never resolve through a path.
+SET search_path = pg_catalog, pg_temp;
 COMMENT ON FUNCTION snowflake_id_internal.template_read(oid) IS
   'create_shard''s reading of a template schema: its tables locked, then what the shards would copy and run, at a snapshot taken after the locks.';
 
@@ -561,52 +568,42 @@ $$;
 COMMENT ON FUNCTION snowflake_id_internal.copy_policy(regclass, text, text, name, text, text) IS
   'create_shard''s copy of one template policy onto a shard''s table, checked to refer to what the original does.';
 
--- The template form of create_shard and create_shards: the template's tables locked and read
--- once (snowflake_id_internal.template_read), then each shard made and filled.
-CREATE OR REPLACE FUNCTION snowflake_id_internal.create_shards_from(schema_names text[], shards integer[], template text) RETURNS void
+-- A template trigger's copy (name) on table made: its CREATE TRIGGER statement def (the
+-- shard's names in it), then the template's ENABLE state (pg_trigger.tgenabled: O, the default; D, A, R).
+CREATE OR REPLACE FUNCTION snowflake_id_internal.copy_trigger(made regclass, name text, def text, state text) RETURNS void
 LANGUAGE plpgsql VOLATILE STRICT PARALLEL UNSAFE
 SET search_path = pg_catalog, pg_temp
 AS $$
+BEGIN
+    EXECUTE def;
+    IF state <> 'O' THEN
+        EXECUTE format('ALTER TABLE %s %s TRIGGER %I', made,
+                       CASE state WHEN 'D' THEN 'DISABLE' WHEN 'A' THEN 'ENABLE ALWAYS' ELSE 'ENABLE REPLICA' END, name);
+    END IF;
+END
+$$;
+COMMENT ON FUNCTION snowflake_id_internal.copy_trigger(regclass, text, text, text) IS
+  'create_shard''s copy of one template trigger onto a shard''s table, in the template''s ENABLE state.';
+
+-- create_shard's refusals of a template (its name; findings: template_read's rows as jsonb),
+-- each naming every object concerned: what is not a table (42809), code the caller does not
+-- trust (42501), what cannot be copied right (0A000).
+CREATE OR REPLACE FUNCTION snowflake_id_internal.check_template(template text, findings jsonb) RETURNS void
+LANGUAGE plpgsql STABLE STRICT PARALLEL SAFE
+SET search_path = pg_catalog, pg_temp
+AS $$
 DECLARE
-    tpl oid;
     other text;
     refused text;
     untrusted text;
-    tables oid[];
-    names text[];
-    rls_rel oid[];
-    rls text[];
-    policy_rel oid[];
-    policy_name text[];
-    policy_def text[];
-    policy_deps text[];
-    identity_rel oid[];
-    identity text[];
-    s text;
-    made regclass;
-    fn text;
 BEGIN
-    tpl := snowflake_id_internal.template_schema(template, schema_names);
-    -- The shard catalog's lock first, as create_shard takes it, then the template's tables.
-    LOCK TABLE @extschema@.snowflake_id_shard IN SHARE ROW EXCLUSIVE MODE;
     SELECT array_to_string((array_agg(r.detail ORDER BY r.detail) FILTER (WHERE r.kind = 'other'))[1:10], ', ')
            || CASE WHEN count(*) FILTER (WHERE r.kind = 'other') > 10
                    THEN format(' and %s more', count(*) FILTER (WHERE r.kind = 'other') - 10) ELSE '' END,
            string_agg(r.detail, '; ' ORDER BY r.detail) FILTER (WHERE r.kind = 'refused'),
-           string_agg(DISTINCT r.detail, ', ') FILTER (WHERE r.kind = 'untrusted'),
-           array_agg(r.rel ORDER BY r.name) FILTER (WHERE r.kind = 'table'),
-           array_agg(r.name ORDER BY r.name) FILTER (WHERE r.kind = 'table'),
-           array_agg(r.rel ORDER BY r.rel, r.detail) FILTER (WHERE r.kind = 'rls'),
-           array_agg(r.detail ORDER BY r.rel, r.detail) FILTER (WHERE r.kind = 'rls'),
-           array_agg(r.rel ORDER BY r.rel, r.name) FILTER (WHERE r.kind = 'policy'),
-           array_agg(r.name ORDER BY r.rel, r.name) FILTER (WHERE r.kind = 'policy'),
-           array_agg(r.detail ORDER BY r.rel, r.name) FILTER (WHERE r.kind = 'policy'),
-           array_agg(coalesce(r.deps, '') ORDER BY r.rel, r.name) FILTER (WHERE r.kind = 'policy'),
-           array_agg(r.rel ORDER BY r.rel) FILTER (WHERE r.kind = 'identity'),
-           array_agg(r.detail ORDER BY r.rel) FILTER (WHERE r.kind = 'identity')
-      INTO other, refused, untrusted, tables, names, rls_rel, rls, policy_rel, policy_name, policy_def, policy_deps,
-           identity_rel, identity
-      FROM snowflake_id_internal.template_read(tpl) r;
+           string_agg(DISTINCT r.detail, ', ') FILTER (WHERE r.kind = 'untrusted')
+      INTO other, refused, untrusted
+      FROM jsonb_to_recordset(findings) AS r(kind text, detail text);
     IF other IS NOT NULL THEN
         RAISE EXCEPTION 'template schema % is not a plain schema of tables: it holds %', quote_ident(template), other
             USING ERRCODE = 'wrong_object_type';
@@ -622,28 +619,74 @@ BEGIN
             USING ERRCODE = 'feature_not_supported',
                   HINT = 'Make these in each shard after create_shard, or leave them out of the template.';
     END IF;
+END
+$$;
+COMMENT ON FUNCTION snowflake_id_internal.check_template(text, jsonb) IS
+  'create_shard''s refusals of a template, from its reading (template_read''s rows): 42809, 42501, 0A000, naming each object.';
 
-    FOR i IN 1 .. cardinality(schema_names) LOOP
-        s := schema_names[i];
-        fn := snowflake_id_internal.make_shard(s, shards[i]);
-        FOR j IN 1 .. coalesce(cardinality(tables), 0) LOOP
-            made := snowflake_id_internal.copy_template_table(s, names[j], template, fn);
-            CONTINUE WHEN made IS NULL;
-            FOR k IN 1 .. coalesce(cardinality(rls_rel), 0) LOOP
-                CONTINUE WHEN rls_rel[k] <> tables[j];
-                EXECUTE format('ALTER TABLE %I.%I %s ROW LEVEL SECURITY', s, names[j], rls[k]);
-            END LOOP;
-            FOR k IN 1 .. coalesce(cardinality(policy_rel), 0) LOOP
-                CONTINUE WHEN policy_rel[k] <> tables[j];
-                PERFORM snowflake_id_internal.copy_policy(made, template, names[j], policy_name[k], policy_def[k], policy_deps[k]);
-            END LOOP;
-            FOR k IN 1 .. coalesce(cardinality(identity_rel), 0) LOOP
-                CONTINUE WHEN identity_rel[k] <> tables[j];
-                PERFORM snowflake_id_internal.copy_replica_identity(tables[j], made, identity[k]);
-            END LOOP;
+-- Fills shard schema s (its next_id() named fn) from the template's reading (findings:
+-- template_read's rows as jsonb): each table the shard lacks, then on it its storage
+-- parameters, triggers, row-level security, policies and replica identity; then, once every
+-- table is made, the foreign keys of the tables made (their %I is the shard's schema).
+CREATE OR REPLACE FUNCTION snowflake_id_internal.fill_shard(s text, template text, fn text, findings jsonb) RETURNS void
+LANGUAGE plpgsql VOLATILE STRICT PARALLEL UNSAFE
+SET search_path = pg_catalog, pg_temp
+AS $$
+DECLARE
+    t record;
+    f record;
+    made regclass;
+    made_tables oid[] := '{}';
+BEGIN
+    FOR t IN SELECT r.rel, r.name FROM jsonb_to_recordset(findings) AS r(kind text, rel oid, name text)
+              WHERE r.kind = 'table' ORDER BY r.name LOOP
+        made := snowflake_id_internal.copy_template_table(s, t.name, template, fn);
+        CONTINUE WHEN made IS NULL;
+        made_tables := made_tables || t.rel;
+        FOR f IN SELECT r.* FROM jsonb_to_recordset(findings) AS r(kind text, rel oid, name text, detail text, deps text)
+                  WHERE r.rel = t.rel AND r.kind IN ('options', 'trigger', 'rls', 'policy', 'identity')
+                  ORDER BY array_position('{options,trigger,rls,policy,identity}'::text[], r.kind), r.name, r.detail LOOP
+            CASE f.kind
+            WHEN 'options' THEN EXECUTE format('ALTER TABLE %s SET (%s)', made, f.detail);
+            WHEN 'trigger' THEN PERFORM snowflake_id_internal.copy_trigger(made, f.name, format(f.detail, s), f.deps);
+            WHEN 'rls' THEN EXECUTE format('ALTER TABLE %s %s ROW LEVEL SECURITY', made, f.detail);
+            WHEN 'policy' THEN
+                PERFORM snowflake_id_internal.copy_policy(made, template, t.name, f.name, f.detail, coalesce(f.deps, ''));
+            ELSE PERFORM snowflake_id_internal.copy_replica_identity(t.rel, made, f.detail);
+            END CASE;
         END LOOP;
+    END LOOP;
+    FOR f IN SELECT r.*, x.name AS table_name FROM jsonb_to_recordset(findings) AS r(kind text, rel oid, name text, detail text)
+               JOIN jsonb_to_recordset(findings) AS x(kind text, rel oid, name text) ON x.kind = 'table' AND x.rel = r.rel
+              WHERE r.kind = 'key' AND r.rel = ANY (made_tables) ORDER BY r.rel, r.name LOOP
+        EXECUTE format('ALTER TABLE %I.%I ADD CONSTRAINT %I ', s, f.table_name, f.name) || format(f.detail, s);
+    END LOOP;
+END
+$$;
+COMMENT ON FUNCTION snowflake_id_internal.fill_shard(text, text, text, jsonb) IS
+  'create_shard''s copy of a template into one shard, from the template''s reading: tables, their parts, then the foreign keys between them.';
+
+-- The template form of create_shard and create_shards: the template's tables locked and read
+-- once (snowflake_id_internal.template_read), checked, then each shard made and filled.
+CREATE OR REPLACE FUNCTION snowflake_id_internal.create_shards_from(schema_names text[], shards integer[], template text) RETURNS void
+LANGUAGE plpgsql VOLATILE STRICT PARALLEL UNSAFE
+SET search_path = pg_catalog, pg_temp
+AS $$
+DECLARE
+    tpl oid;
+    findings jsonb;
+    fn text;
+BEGIN
+    tpl := snowflake_id_internal.template_schema(template, schema_names);
+    -- The shard catalog's lock first, as create_shard takes it, then the template's tables.
+    LOCK TABLE @extschema@.snowflake_id_shard IN SHARE ROW EXCLUSIVE MODE;
+    SELECT coalesce(jsonb_agg(to_jsonb(r)), '[]') INTO findings FROM snowflake_id_internal.template_read(tpl) r;
+    PERFORM snowflake_id_internal.check_template(template, findings);
+    FOR i IN 1 .. cardinality(schema_names) LOOP
+        fn := snowflake_id_internal.make_shard(schema_names[i], shards[i]);
+        PERFORM snowflake_id_internal.fill_shard(schema_names[i], template, fn, findings);
         IF fn <> 'next_id' THEN
-            EXECUTE format('ALTER FUNCTION %I.%I() RENAME TO next_id', s, fn);
+            EXECUTE format('ALTER FUNCTION %I.%I() RENAME TO next_id', schema_names[i], fn);
         END IF;
     END LOOP;
 END

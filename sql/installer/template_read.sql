@@ -16,11 +16,17 @@
 --              NOTHING or USING INDEX), which LIKE does not copy and a move's copy needs
 --   policy     policy `name` of table rel; detail: the rest of its CREATE POLICY after
 --              "ON table"; deps: what it refers to, besides its table ("classid:objid")
+--   options    the storage parameters of table rel (detail: the list ALTER TABLE ... SET takes)
+--   key        foreign key `name` of table rel to a table of the template (detail: its
+--              definition, the shard's schema as its one %I)
+--   trigger    trigger `name` of table rel (detail: its CREATE TRIGGER, the shard's schema
+--              as its one %I; deps: its pg_trigger.tgenabled)
 --   watch      a relation the walk went through (src/pg/template_read.rs watches it)
 --
 -- The trust walk. It starts from what CREATE TABLE ... (LIKE ... INCLUDING ALL) copies of each
--- table: the column types and collations, defaults and generated expressions, constraints
--- (not foreign keys), indexes, extended statistics; and from the policies create_shard copies.
+-- table: the column types and collations, defaults and generated expressions, constraints,
+-- indexes, extended statistics; and from the foreign keys, triggers (their functions and WHEN
+-- conditions) and policies create_shard copies.
 -- From there it follows, transitively:
 --   * everything an object refers to, as PostgreSQL records it (pg_depend, from the object):
 --     the functions, operators, types, casts' functions, collations, operator classes in an
@@ -62,7 +68,10 @@ parts(rel, classid, objid) AS (
       FROM tables t JOIN pg_catalog.pg_attrdef a ON a.adrelid = t.rel
     UNION ALL
     SELECT t.rel, 'pg_catalog.pg_constraint'::pg_catalog.regclass, k.oid
-      FROM tables t JOIN pg_catalog.pg_constraint k ON k.conrelid = t.rel AND k.contype <> 'f'
+      FROM tables t JOIN pg_catalog.pg_constraint k ON k.conrelid = t.rel
+    UNION ALL
+    SELECT t.rel, 'pg_catalog.pg_trigger'::pg_catalog.regclass, g.oid
+      FROM tables t JOIN pg_catalog.pg_trigger g ON g.tgrelid = t.rel AND NOT g.tgisinternal
     UNION ALL
     SELECT t.rel, 'pg_catalog.pg_class'::pg_catalog.regclass, i.indexrelid
       FROM tables t JOIN pg_catalog.pg_index i ON i.indrelid = t.rel
@@ -84,6 +93,10 @@ reached(classid, objid) AS (
      WHERE d.deptype IN ('n', 'a', 'i')
        AND NOT (d.refclassid = 'pg_catalog.pg_class'::pg_catalog.regclass AND d.refobjid = p.rel)
        AND NOT EXISTS (SELECT FROM parts q WHERE q.rel = p.rel AND q.classid = d.refclassid AND q.objid = d.refobjid)
+       -- (a foreign key's table and index in the template: copied, not run)
+       AND NOT (d.refclassid = 'pg_catalog.pg_class'::pg_catalog.regclass
+                AND (d.refobjid IN (SELECT t.rel FROM tables t)
+                     OR d.refobjid IN (SELECT q.objid FROM parts q WHERE q.classid = 'pg_catalog.pg_class'::pg_catalog.regclass)))
     UNION
     SELECT e.classid, e.objid FROM reached r CROSS JOIN LATERAL (
         SELECT d.refclassid, d.refobjid FROM pg_catalog.pg_depend d
@@ -164,7 +177,10 @@ called(fn) AS (
          WHERE p.classid = 'pg_catalog.pg_statistic_ext'::pg_catalog.regclass AND s.oid = p.objid
         UNION ALL
         SELECT pg_catalog.concat(q.polqual::text, ' ', q.polwithcheck::text) FROM pg_catalog.pg_policy q
-         WHERE p.classid = 'pg_catalog.pg_policy'::pg_catalog.regclass AND q.oid = p.objid) e(t)
+         WHERE p.classid = 'pg_catalog.pg_policy'::pg_catalog.regclass AND q.oid = p.objid
+        UNION ALL
+        SELECT g.tgqual::text FROM pg_catalog.pg_trigger g
+         WHERE p.classid = 'pg_catalog.pg_trigger'::pg_catalog.regclass AND g.oid = p.objid) e(t)
       CROSS JOIN LATERAL pg_catalog.regexp_matches(e.t, E':(?:funcid|aggfnoid|winfnoid) (\\d+)', 'g') m
     UNION
     SELECT r.objid FROM reached r WHERE r.classid = 'pg_catalog.pg_proc'::pg_catalog.regclass),
@@ -221,9 +237,6 @@ UNION ALL
 -- table an SQL function body writes): a change to one forgets a cached reading.
 SELECT 'watch', r.objid, NULL, NULL, NULL FROM reached r WHERE r.classid = 'pg_catalog.pg_class'::pg_catalog.regclass
 UNION ALL
-SELECT 'refused', g.tgrelid, g.tgname::text, pg_catalog.format('trigger %I on table %I', g.tgname, t.relname), NULL
-  FROM tables t JOIN pg_catalog.pg_trigger g ON g.tgrelid = t.rel AND NOT g.tgisinternal
-UNION ALL
 SELECT 'refused', w.ev_class, w.rulename::text, pg_catalog.format('rule %I on table %I', w.rulename, t.relname), NULL
   FROM tables t JOIN pg_catalog.pg_rewrite w ON w.ev_class = t.rel
 UNION ALL
@@ -237,6 +250,9 @@ SELECT 'refused', p.rel, NULL,
         UNION ALL SELECT q.rel, q.classid, q.objid FROM parts q) p
   JOIN pg_catalog.pg_depend d ON d.classid = p.classid AND d.objid = p.objid
  WHERE (p.classid <> 'pg_catalog.pg_class'::pg_catalog.regclass OR p.objid <> p.rel OR d.objsubid > 0)
+   -- (a foreign key to a table of the template is copied pointing at the shard's: keys below)
+   AND NOT (p.classid = 'pg_catalog.pg_constraint'::pg_catalog.regclass AND d.refclassid = 'pg_catalog.pg_class'::pg_catalog.regclass
+            AND d.refobjid IN (SELECT t.rel FROM tables t))
    AND ((d.refclassid = 'pg_catalog.pg_class'::pg_catalog.regclass AND d.refobjid <> p.rel
          AND d.refobjid IN (SELECT o.objid FROM in_schema o WHERE o.classid = 'pg_catalog.pg_class'::pg_catalog.regclass))
      OR (d.refclassid = 'pg_catalog.pg_type'::pg_catalog.regclass
@@ -275,3 +291,60 @@ SELECT 'policy', p.polrelid, p.polname::text,
          WHERE d.classid = 'pg_catalog.pg_policy'::pg_catalog.regclass AND d.objid = p.oid
            AND NOT (d.refclassid = 'pg_catalog.pg_class'::pg_catalog.regclass AND d.refobjid = p.polrelid))
   FROM tables t JOIN pg_catalog.pg_policy p ON p.polrelid = t.rel
+UNION ALL
+-- Storage parameters (the table's, and its TOAST table's as toast.*), which LIKE does not copy.
+SELECT 'options', t.rel, t.relname::text,
+       (SELECT pg_catalog.string_agg(o.p || pg_catalog.quote_ident(pg_catalog.split_part(o.o, '=', 1)) || ' = '
+                                     || pg_catalog.quote_literal(pg_catalog.substr(o.o, pg_catalog.strpos(o.o, '=') + 1)), ', ')
+          FROM (SELECT '', x FROM pg_catalog.unnest(c.reloptions) x
+                UNION ALL
+                SELECT 'toast.', x FROM pg_catalog.pg_class z, pg_catalog.unnest(z.reloptions) x WHERE z.oid = c.reltoastrelid) o(p, o)),
+       NULL
+  FROM tables t JOIN pg_catalog.pg_class c ON c.oid = t.rel
+ WHERE c.reloptions IS NOT NULL
+    OR EXISTS (SELECT FROM pg_catalog.pg_class z WHERE z.oid = c.reltoastrelid AND z.reloptions IS NOT NULL)
+UNION ALL
+-- A foreign key to a table outside the template: its copy would point at a table whose rows
+-- are not the shard's, and which a move does not carry.
+SELECT 'refused', k.conrelid, k.conname::text,
+       pg_catalog.format('foreign key %I on table %I, which refers to table %s outside the template (its rows do not move with the shard)',
+                         k.conname, t.relname, k.confrelid::pg_catalog.regclass), NULL
+  FROM tables t JOIN pg_catalog.pg_constraint k ON k.conrelid = t.rel AND k.contype = 'f'
+ WHERE k.confrelid NOT IN (SELECT u.rel FROM tables u)
+UNION ALL
+-- Foreign keys between the template's tables and the tables' triggers, each as a statement
+-- whose one %I is the shard's schema (every other % doubled): PostgreSQL's own definition,
+-- split where it names the template's table. The head before that name is rebuilt here from
+-- the catalog and must be what PostgreSQL printed (a quoted column name can hold any text):
+-- otherwise the object is refused, never copied from a guess. deps: a trigger's ENABLE state.
+SELECT CASE WHEN pg_catalog.starts_with(x.def, x.head || x.tpl) THEN x.kind ELSE 'refused' END, x.rel, x.name,
+       CASE WHEN pg_catalog.starts_with(x.def, x.head || x.tpl)
+            THEN pg_catalog.replace(x.head, '%', '%%') || '%I.' || pg_catalog.replace(x.target, '%', '%%')
+                 || pg_catalog.replace(pg_catalog.substr(x.def, pg_catalog.length(x.head || x.tpl) + 1), '%', '%%')
+            ELSE pg_catalog.format('%s, whose definition create_shard cannot read back (%s)', x.what, x.def) END,
+       x.deps
+  FROM (SELECT 'key' AS kind, k.conrelid AS rel, k.conname::text AS name, pg_catalog.pg_get_constraintdef(k.oid) AS def,
+               pg_catalog.format('FOREIGN KEY (%s) REFERENCES ',
+                   (SELECT pg_catalog.string_agg(pg_catalog.quote_ident(a.attname), ', ' ORDER BY c.n)
+                      FROM pg_catalog.unnest(k.conkey) WITH ORDINALITY c(att, n)
+                      JOIN pg_catalog.pg_attribute a ON a.attrelid = k.conrelid AND a.attnum = c.att)) AS head,
+               pg_catalog.format('%I.%I(', n.nspname, r.relname) AS tpl, pg_catalog.quote_ident(r.relname) || '(' AS target,
+               pg_catalog.format('foreign key %I on table %I', k.conname, t.relname) AS what, NULL::text AS deps
+          FROM tables t JOIN pg_catalog.pg_constraint k ON k.conrelid = t.rel AND k.contype = 'f'
+          JOIN pg_catalog.pg_class r ON r.oid = k.confrelid JOIN pg_catalog.pg_namespace n ON n.oid = $1
+         WHERE k.confrelid IN (SELECT u.rel FROM tables u)
+        UNION ALL
+        SELECT 'trigger', g.tgrelid, g.tgname::text, pg_catalog.pg_get_triggerdef(g.oid),
+               pg_catalog.format('CREATE %sTRIGGER %I %s %s ON ', CASE WHEN g.tgconstraint <> 0 THEN 'CONSTRAINT ' ELSE '' END, g.tgname,
+                   CASE WHEN g.tgtype & 2 <> 0 THEN 'BEFORE' WHEN g.tgtype & 64 <> 0 THEN 'INSTEAD OF' ELSE 'AFTER' END,
+                   pg_catalog.array_to_string(ARRAY[
+                       CASE WHEN g.tgtype & 4 <> 0 THEN 'INSERT' END, CASE WHEN g.tgtype & 8 <> 0 THEN 'DELETE' END,
+                       CASE WHEN g.tgtype & 16 <> 0 THEN 'UPDATE' || coalesce(' OF ' ||
+                           (SELECT pg_catalog.string_agg(pg_catalog.quote_ident(a.attname), ', ' ORDER BY c.n)
+                              FROM pg_catalog.unnest(g.tgattr::pg_catalog.int2[]) WITH ORDINALITY c(att, n)
+                              JOIN pg_catalog.pg_attribute a ON a.attrelid = g.tgrelid AND a.attnum = c.att), '') END,
+                       CASE WHEN g.tgtype & 32 <> 0 THEN 'TRUNCATE' END], ' OR ')),
+               pg_catalog.format('%I.%I ', n.nspname, t.relname), pg_catalog.quote_ident(t.relname) || ' ',
+               pg_catalog.format('trigger %I on table %I', g.tgname, t.relname), g.tgenabled::text
+          FROM tables t JOIN pg_catalog.pg_trigger g ON g.tgrelid = t.rel AND NOT g.tgisinternal
+          JOIN pg_catalog.pg_namespace n ON n.oid = $1) x

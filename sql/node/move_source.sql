@@ -675,7 +675,9 @@ BEGIN
               WHERE r.role = 'source' AND TG_TABLE_SCHEMA = ANY (r.schemas) LOOP
         IF m.state = 'fenced' AND (NOT snowflake_id_node.alive(m.shards) OR snowflake_id_node.monotonic() > m.fence_until) THEN
             -- The mover is gone or past its time, unless it sealed just before: the latest version decides
-            -- (FOR SHARE waits for a seal in progress and reads past this statement's snapshot).
+            -- (FOR SHARE waits for a seal in progress and reads past this statement's snapshot. An
+            -- idle writer's hold of it delays no undo: the writer holds its table's lock to its end
+            -- anyway, which the undo's DROP TRIGGER on that table waits for first.)
             SELECT r.state INTO m.state FROM snowflake_id_node.move r WHERE r.key = m.key FOR SHARE;
             CONTINUE WHEN m.state IS DISTINCT FROM 'sealed';
         END IF;

@@ -221,8 +221,11 @@ COMMENT ON FUNCTION snowflake_id_node.apply_refusal(text[], text) IS
 -- transactions running on the source, so the router bounds this call by copy_timeout and
 -- cancels it: a slot whose making is cut short goes with the source's WAL sender, and one
 -- made is the source record's, which its undo drops. With session_replication_role =
--- replica, as in a table-sync worker: no trigger of a copy's (foreign keys among the
--- shard's tables, checked on the source) fires for rows copied in any order. Returns the
+-- replica, as in a table-sync worker and the apply worker after it: no trigger of a copy's
+-- fires for the rows copied, in any order: a user's trigger fired on the source when each row
+-- was written there (refusal() refuses one enabled ALWAYS or REPLICA, which would fire again),
+-- and a foreign key among the shard's tables held there, at the one snapshot copied and in
+-- each transaction applied after it, so it holds on the target when it serves. Returns the
 -- rows copied.
 CREATE OR REPLACE FUNCTION snowflake_id_node.copy_rows(key text, source_connstr text) RETURNS bigint
 LANGUAGE plpgsql VOLATILE CALLED ON NULL INPUT
@@ -304,10 +307,21 @@ AS 'MODULE_PATHNAME', 'copy_from_source_wrapper';
 COMMENT ON FUNCTION snowflake_id_node.copy_from_source(text, text, text, oid[]) IS
   'Makes logical replication slot slot on the node connstr reaches (whose identity must be source) and copies there the rows of tables (local tables, read by schema and name) at its snapshot; returns the rows copied.';
 
+-- A connect string with the router's session settings as its options (after its own,
+-- src/pg/node/copy_rows.rs): the subscription's WAL sender on the source then runs with
+-- none of what the source's database or role owner set there (a statement_timeout cutting
+-- the publisher's queries, exit_on_error).
+CREATE OR REPLACE FUNCTION snowflake_id_node.pinned_connstr(connstr text) RETURNS text
+LANGUAGE c IMMUTABLE STRICT
+AS 'MODULE_PATHNAME', 'pinned_connstr_wrapper';
+COMMENT ON FUNCTION snowflake_id_node.pinned_connstr(text) IS
+  'connstr with the router''s session settings as its options, after its own.';
+REVOKE ALL ON FUNCTION snowflake_id_node.pinned_connstr(text) FROM PUBLIC;
+
 -- The subscription (copying), once the rows are copied: to the move's publication and
--- slot on the source, with nothing to copy (copy_data = false): it applies every change
--- committed there after the slot's snapshot. A worker's error disables it
--- (disable_on_error), which marked() reports at once.
+-- slot on the source (its session's settings pinned: pinned_connstr), with nothing to copy
+-- (copy_data = false): it applies every change committed there after the slot's snapshot.
+-- A worker's error disables it (disable_on_error), which marked() reports at once.
 CREATE OR REPLACE FUNCTION snowflake_id_node.subscribe(key text, source_connstr text) RETURNS oid
 LANGUAGE plpgsql VOLATILE CALLED ON NULL INPUT
 SET search_path = pg_catalog, pg_temp
@@ -323,7 +337,7 @@ BEGIN
     PERFORM snowflake_id_node.clear_squatter('subscription', m.marker);
     EXECUTE format('CREATE SUBSCRIPTION %I CONNECTION %L PUBLICATION %I
                       WITH (create_slot = false, slot_name = %L, copy_data = false, disable_on_error = true)',
-                   m.marker, source_connstr, m.marker, m.marker);
+                   m.marker, snowflake_id_node.pinned_connstr(source_connstr), m.marker, m.marker);
     SELECT s.oid INTO oid FROM pg_subscription s
      WHERE s.subname = m.marker AND s.subdbid = (SELECT d.oid FROM pg_database d WHERE d.datname = current_database());
     UPDATE snowflake_id_node.move r SET subscription = m.marker, suboid = oid WHERE r.key = m.key;

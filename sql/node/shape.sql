@@ -32,7 +32,8 @@ COMMENT ON FUNCTION snowflake_id_node.tables(oid) IS
 --   column posts.edits: integer NOT NULL DEFAULT 0, position 4
 --   constraint on posts: PRIMARY KEY (id)
 --   index on posts: CREATE INDEX ON %I.posts USING btree (user_id, id)
--- (an index marked " (invalid)", or " (replica identity)" when it is the table's).
+-- (an index marked " (invalid)", or " (replica identity)" when it is the table's; a trigger
+-- not in its ordinary ENABLE state marked " (disabled)", " (enabled always)" or " (enabled replica)").
 -- Not in it: names of constraints and indexes (LIKE ... INCLUDING ALL makes its own), the
 -- default and identity of a bigint primary key column (create_shard sets it to the shard's
 -- next_id()), NOT NULL constraints as such (PostgreSQL 18 lists them as constraints, 15
@@ -98,7 +99,8 @@ BEGIN
           FROM t JOIN pg_index i ON i.indrelid = t.oid,
                LATERAL (SELECT pg_get_indexdef(i.indexrelid) AS def, c.relname FROM pg_class c WHERE c.oid = i.indexrelid) x
         UNION ALL
-        SELECT format('trigger on %s: %s', quote_ident(t.name), pg_get_triggerdef(g.oid))
+        SELECT format('trigger on %s: %s%s', quote_ident(t.name), pg_get_triggerdef(g.oid),
+                   CASE g.tgenabled WHEN 'D' THEN ' (disabled)' WHEN 'A' THEN ' (enabled always)' WHEN 'R' THEN ' (enabled replica)' END)
           FROM t JOIN pg_trigger g ON g.tgrelid = t.oid
          WHERE NOT g.tgisinternal AND g.tgfoid <> 'snowflake_id_node.fence()'::regprocedure
         UNION ALL
@@ -171,7 +173,9 @@ COMMENT ON FUNCTION snowflake_id_node.fingerprint_difference(text[], text[], tex
 -- Why the schemas cannot move, or NULL: what a move would not carry or would have to drop.
 -- A move copies tables with logical replication and drops the source's schemas at the end:
 -- an unlogged, foreign or partitioned table, a partition or inheritance child, a view,
--- materialized view, trigger or rule in them would not arrive, a table without primary key
+-- materialized view or rule in them would not arrive; a trigger enabled ALWAYS or REPLICA
+-- would fire a second time for each row on the target (an ordinary one does not fire there:
+-- the rows arrive with session_replication_role = replica); a table without primary key
 -- or replica identity could not replicate UPDATE and DELETE, a column holding OIDs (type
 -- oid, the lo extension's lo, or a domain, array, composite or range made of them: what
 -- references large objects) would arrive naming objects of the source that the move does
@@ -215,9 +219,11 @@ BEGIN
         SELECT 3, format('table %s cannot move: it is a partition or inheritance child of %s', t.oid::regclass, i.inhparent::regclass)
           FROM tabs t JOIN pg_inherits i ON i.inhrelid = t.oid
         UNION ALL
-        SELECT 4, format('trigger %s on table %s cannot move: triggers are not carried', quote_ident(g.tgname), t.oid::regclass)
+        SELECT 4, format('trigger %s on table %s cannot move: it is enabled %s, so it fires in replicated writes and would fire '
+                         'again on the target for each row the move copies', quote_ident(g.tgname), t.oid::regclass,
+                         CASE g.tgenabled WHEN 'A' THEN 'ALWAYS' ELSE 'REPLICA' END)
           FROM tabs t JOIN pg_trigger g ON g.tgrelid = t.oid
-         WHERE NOT g.tgisinternal AND g.tgfoid <> 'snowflake_id_node.fence()'::regprocedure
+         WHERE NOT g.tgisinternal AND g.tgenabled IN ('A', 'R') AND g.tgfoid <> 'snowflake_id_node.fence()'::regprocedure
         UNION ALL
         SELECT 5, format('rule %s on table %s cannot move: rules are not carried', quote_ident(r.rulename), t.oid::regclass)
           FROM tabs t JOIN pg_rewrite r ON r.ev_class = t.oid WHERE r.rulename <> '_RETURN' AND t.kind = 'r'

@@ -84,6 +84,20 @@ fn c_string(bytes: Vec<u8>) -> CString {
 /// would otherwise resolve the first query's operators to functions of theirs, run with
 /// the connect string's superuser rights), from the first query on.
 fn conninfo(connstr: &[u8], slot: &str, encoding: &[u8]) -> CString {
+    let mut s = pinned_connstr(connstr);
+    s.extend_from_slice(b" replication='database' fallback_application_name=");
+    s.extend(quoted(slot.as_bytes()));
+    s.extend_from_slice(b" client_encoding=");
+    s.extend(quoted(encoding));
+    c_string(s)
+}
+
+/// `connstr` with the router's session settings (`SESSION_OPTIONS`) after its own
+/// `options`, which they outrank where they repeat one: for the sessions a move has a node
+/// open to its source (this copy's, the subscription's WAL sender), which would otherwise
+/// run with what the source's database or role owner set (a statement_timeout cutting the
+/// publisher's queries, exit_on_error).
+pub fn pinned_connstr(connstr: &[u8]) -> Vec<u8> {
     let own = conninfo_value(&c_string(connstr.to_vec()), c"options");
     let mut options = own.unwrap_or_default();
     if !options.iter().all(u8::is_ascii_whitespace) {
@@ -91,13 +105,9 @@ fn conninfo(connstr: &[u8], slot: &str, encoding: &[u8]) -> CString {
     }
     options.extend_from_slice(SESSION_OPTIONS.as_bytes());
     let mut s = connstr.to_vec();
-    s.extend_from_slice(b" replication='database' fallback_application_name=");
-    s.extend(quoted(slot.as_bytes()));
-    s.extend_from_slice(b" client_encoding=");
-    s.extend(quoted(encoding));
     s.extend_from_slice(b" options=");
     s.extend(quoted(&options));
-    c_string(s)
+    s
 }
 
 /// The source database's OID. The session's settings came with its startup packet

@@ -21,10 +21,11 @@
 //! Errors become `ereport(ERROR)`: the remote's own SQLSTATE, message, detail and hint when
 //! the remote reported one, else 08001 (connecting) or 08006 (a connection lost).
 
+use crate::pg::node::remote::PINNED_LATER;
 use pgrx::pg_sys;
 use pgrx::pg_sys::panic::ErrorReport;
 use pgrx::{PgLogLevel, PgSqlErrorCode};
-use std::ffi::{c_char, c_int, c_void, CStr};
+use std::ffi::{c_char, c_int, c_void, CStr, CString};
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
@@ -96,7 +97,6 @@ extern "C" {
     fn PQflush(conn: *mut PGconn) -> c_int;
     fn PQtransactionStatus(conn: *const PGconn) -> c_int;
     fn PQbackendPID(conn: *const PGconn) -> c_int;
-    fn PQserverVersion(conn: *const PGconn) -> c_int;
     fn PQgetCancel(conn: *mut PGconn) -> *mut PGcancel;
     fn PQcancel(cancel: *mut PGcancel, errbuf: *mut c_char, errbufsize: c_int) -> c_int;
     fn PQfreeCancel(cancel: *mut PGcancel);
@@ -307,28 +307,31 @@ impl Conn {
         }
         // SAFETY: a live connection; 0 on success (it cannot fail on an idle connection).
         unsafe { PQsetnonblocking(conn.raw, 1) };
-        conn.no_transaction_timeout(deadline);
+        conn.pin_later(deadline);
         conn
     }
 
-    /// Sets `transaction_timeout` to 0 where the server has it (17+), within `deadline`:
-    /// the one session setting of a database's or role's owner that the startup packet
-    /// cannot override (`remote::SESSION_OPTIONS`), since an older server refuses a name
-    /// it does not know there.
-    fn no_transaction_timeout(&self, deadline: Option<Instant>) {
-        // SAFETY: a live connection.
-        if unsafe { PQserverVersion(self.raw) } < 170000 {
-            return;
-        }
+    /// Sets, within `deadline`, the session settings the startup packet cannot carry
+    /// (`remote::PINNED_LATER`): each where the server has it (`pg_settings`, and
+    /// PL/pgSQL's, which it knows once loaded) and this session may set it.
+    fn pin_later(&self, deadline: Option<Instant>) {
         let what = "setting up the session";
-        let query = c"SET transaction_timeout = 0";
-        if !self.send_until(query, what, deadline) || !self.ready_by(what, deadline) {
+        let query = CString::new(format!(
+            "SELECT pg_catalog.count(pg_catalog.set_config(v.name, v.value, false)) \
+             FROM (VALUES {PINNED_LATER}) v(name, value) \
+             LEFT JOIN pg_catalog.pg_settings s ON s.name OPERATOR(pg_catalog.=) v.name \
+             WHERE (s.context OPERATOR(pg_catalog.=) 'user' \
+                    OR (s.name IS NOT NULL OR v.name OPERATOR(pg_catalog.~~) 'plpgsql.%') \
+                       AND pg_catalog.current_setting('is_superuser') OPERATOR(pg_catalog.=) 'on')"
+        ))
+        .expect("no NUL in a constant");
+        if !self.send_until(&query, what, deadline) || !self.ready_by(what, deadline) {
             raise(
                 PgSqlErrorCode::ERRCODE_SQLCLIENT_UNABLE_TO_ESTABLISH_SQLCONNECTION,
                 format!("could not connect to {}: timed out", self.peer),
             );
         }
-        self.expect(PGRES_COMMAND_OK, what);
+        self.expect(PGRES_TUPLES_OK, what);
     }
 
     /// The backend process of the peer serving this connection.

@@ -46,19 +46,38 @@ use std::time::{Duration, Instant};
 /// may set for every session there (`ALTER DATABASE … SET`) and that would steer the
 /// router's: `role` above all (a superuser's session would run as that owner), then
 /// search_path, output formats, transaction defaults, durability and timeouts, and what
-/// changes how the node side's own code reads (string literals' backslashes, PL/pgSQL's
-/// extra checks) or prints (time zones, in definitions compared across nodes). One setting
-/// of this kind cannot be given here: `transaction_timeout` (17+), which an older server
-/// refuses at connection; `Conn::open` sets it first thing where the server has it.
+/// changes how the node side's own code reads (string literals' backslashes, locales'
+/// number and time formats, PL/pgSQL's checks and name resolution), prints (time zones and
+/// their abbreviations, in definitions compared across nodes), makes (the tablespace and
+/// access method of a move's copies) or does with an error (`exit_on_error` would turn one
+/// the code catches into the session's end). The settings no startup packet can carry are
+/// `PINNED_LATER`'s. `reliability/t_node_owner.sh` lists every setting a database's or role's
+/// owner could set on the running server and fails on one neither pinned here nor named
+/// harmless there, with its reason.
 pub const SESSION_OPTIONS: &str = "-c role=none -c search_path=pg_catalog,pg_temp \
 -c DateStyle=ISO,MDY -c IntervalStyle=postgres -c extra_float_digits=3 -c bytea_output=hex \
--c TimeZone=UTC -c standard_conforming_strings=on -c transform_null_equals=off \
--c quote_all_identifiers=off -c array_nulls=on \
--c plpgsql.extra_errors=none -c plpgsql.extra_warnings=none \
+-c TimeZone=UTC -c timezone_abbreviations=Default -c lc_numeric=C -c lc_time=C -c lc_monetary=C \
+-c standard_conforming_strings=on -c backslash_quote=safe_encoding -c transform_null_equals=off \
+-c quote_all_identifiers=off -c array_nulls=on -c xmlbinary=base64 -c xmloption=content \
+-c plpgsql.extra_errors=none -c plpgsql.extra_warnings=none -c plpgsql.check_asserts=on \
 -c default_transaction_isolation=read\\ committed -c default_transaction_read_only=off \
+-c default_transaction_deferrable=off -c row_security=on -c exit_on_error=off \
+-c default_tablespace= -c temp_tablespaces= -c default_table_access_method=heap \
+-c default_toast_compression=pglz -c synchronize_seqscans=on \
 -c synchronous_commit=on -c statement_timeout=0 -c lock_timeout=0 \
--c idle_in_transaction_session_timeout=0 -c idle_session_timeout=0 \
+-c idle_in_transaction_session_timeout=0 -c idle_session_timeout=0 -c wal_sender_timeout=60s \
 -c client_connection_check_interval=1000 -c check_function_bodies=on";
+
+/// The settings `Conn::open` sets first thing in every session, which no startup packet can
+/// carry: those an older server does not have (it refuses an unknown name at connection),
+/// and those only a superuser may set (a session of another user would be refused): each
+/// set where the server has it and the session may set it. Pairs of name and value, as the
+/// rows of an SQL `VALUES` list.
+pub const PINNED_LATER: &str = "('transaction_timeout', '0'), ('restrict_nonsystem_relation_kind', ''), \
+('event_triggers', 'on'), ('session_replication_role', 'origin'), ('lc_messages', 'C'), \
+('zero_damaged_pages', 'off'), ('ignore_checksum_failure', 'off'), ('allow_system_table_mods', 'off'), \
+('lo_compat_privileges', 'off'), ('plpgsql.variable_conflict', 'error'), ('debug_parallel_query', 'off'), \
+('force_parallel_mode', 'off')";
 
 /// How long a cancel request is waited for, and then the cancelled query's results.
 const CANCEL_BOUND: Duration = Duration::from_secs(1);

@@ -21,6 +21,14 @@ fn copy_from_source(connstr: Text, source: Text, slot: Text, tables: Array<pg_sy
     i64::try_from(rows).unwrap_or(i64::MAX)
 }
 
+/// `snowflake_id_node.pinned_connstr(connstr text) RETURNS text`: `connstr` with the
+/// router's session settings as its `options` (after its own), for the subscription a move
+/// makes to its source (declared in sql/node/move_target.sql).
+#[pg_extern(sql = false)]
+fn pinned_connstr(connstr: Text) -> String {
+    String::from_utf8_lossy(&copy_rows::pinned_connstr(connstr.bytes())).into_owned()
+}
+
 /// `snowflake_id_node.untrusted_call(expr pg_node_tree, schemas oid[]) RETURNS text`: the
 /// first call or node of `expr` that is neither an IMMUTABLE function of PostgreSQL's own nor
 /// a function or sequence of one of `schemas`, described; NULL when there is none
