@@ -35,6 +35,7 @@ DROP FUNCTION snowflake_id_router.connect(text, text);
 --#include router/sql/31_remote.sql
 --#include router/sql/32_move.sql
 --#include router/sql/33_repair.sql
+--#include router/sql/34_verify.sql
 --#include router/sql/40_nodes.sql
 --#include router/sql/41_rebalance.sql
 --#include router/sql/42_background.sql

@@ -100,3 +100,13 @@ CREATE INDEX move_shards_idx ON snowflake_id_router.move USING gin (shards)
 ALTER TABLE snowflake_id_router.rebalance ADD COLUMN call_start timestamptz;
 COMMENT ON COLUMN snowflake_id_router.rebalance.call_start IS
   'The start of the statement that runs it (statement_timestamp() of its session): it holds the rebalance while it runs.';
+
+-- == Setting verify_moves: whether a move compares its copies' content before the seal ==
+ALTER TABLE snowflake_id_router.setting DROP CONSTRAINT setting_name_check, DROP CONSTRAINT setting_check,
+    ADD CONSTRAINT setting_name_check
+        CHECK (name IN ('lock_timeout', 'copy_timeout', 'cutover_timeout', 'cleanup_timeout', 'status_timeout',
+                        'schema_change_timeout', 'self_connstr', 'verify_moves')),
+    -- A timeout of 0 would mean no timeout at all.
+    ADD CONSTRAINT setting_check
+        CHECK (CASE name WHEN 'self_connstr' THEN true WHEN 'verify_moves' THEN value IN ('on', 'off')
+                         ELSE value::interval > interval '0' AND value::interval <= interval '1 day' END);

@@ -239,6 +239,8 @@ RETURN coalesce((SELECT s.value FROM snowflake_id_router.setting s WHERE s.name 
                     WHEN 'schema_change_timeout' THEN '10 min'
                     -- A node's answer to node_status, shard_status and a rebalance's plan.
                     WHEN 'status_timeout' THEN '10 s'
+                    -- Whether a move compares its copies' content before the seal (34_verify.sql).
+                    WHEN 'verify_moves' THEN 'on'
                     -- The loopback connection: the first unix socket (else localhost), port,
                     -- this database, and the role running the router's functions (the
                     -- extension's owner, as these run SECURITY DEFINER).

@@ -579,6 +579,8 @@ DECLARE
     grants text;
     dst_rows text;
     checked json;
+    content json;   -- the copies' content read before the fence (content_base), NULL: not verified
+    dst_now json;
     st text;
     msg text;
     det text;
@@ -587,6 +589,15 @@ BEGIN
     SELECT * INTO m FROM snowflake_id_router.move r WHERE r.id = move_id;
     src := snowflake_id_router.node_conn(m.source);
     dst := snowflake_id_router.node_conn(m.target);
+    -- Verifying, first part: every chunk of every table read on both sides while writes go
+    -- on; under the fence only what changed since is read again (compare_content).
+    IF snowflake_id_router.verify_moves() THEN
+        step := 'verifying the copies';
+        PERFORM snowflake_id_router.gate(false, snowflake_id_router.timeout('copy_timeout'));
+        content := snowflake_id_router.content_base(src, dst, m.schemas, snowflake_id_router.timeout('copy_timeout'));
+        PERFORM snowflake_id_router.pause_at('verified');
+        step := 'waiting for the fence gate';
+    END IF;
     PERFORM snowflake_id_router.gate(true, snowflake_id_router.timeout('copy_timeout'));
     -- The fenced part: writes to the shards wait or get 40001 until the flip.
     PERFORM snowflake_id_router.enter(move_id, 'fencing');
@@ -613,15 +624,29 @@ BEGIN
     step := 'checking the source';
     seal_conn := src;   -- (before BEGIN: were its reply lost, the undo must not run inside it)
     PERFORM snowflake_id_router.call(src, 'BEGIN', interval '10 s', step);
-    PERFORM snowflake_id_router.send(src, format('SELECT snowflake_id_node.seal_check(%L, %L, %L)', k, prints, lock_ms));
+    PERFORM snowflake_id_router.send(src, format(
+        'SELECT pg_catalog.json_build_object(''check'', c::json, ''content'', snowflake_id_node.content_fence(%L, %L, %L)::json)
+           FROM (SELECT snowflake_id_node.seal_check(%L, %L, %L) c OFFSET 0) s',
+        m.schemas, content->'a', content->'recheck', k, prints, lock_ms));
     step := 'waiting for the target to catch up';
     PERFORM snowflake_id_router.poll(dst, format('SELECT snowflake_id_node.marked(%L)', k), deadline, 'catching up after the fence');
     step := 'giving the copies their owners and privileges';
     dst_rows := snowflake_id_router.give_owners(move_id, grants, deadline);
+    IF content IS NOT NULL THEN
+        step := 'verifying the copies';
+        PERFORM snowflake_id_router.send(dst, format('SELECT snowflake_id_node.content_fence(%L, %L, %L)',
+                                                     m.schemas, content->'b', content->'recheck'));
+    END IF;
     step := 'checking the source';
     checked := snowflake_id_router.receive(src, deadline + snowflake_id_router.timeout('lock_timeout'),
                                            'checking the source under its locks')::json;
+    IF content IS NOT NULL THEN
+        step := 'verifying the copies';
+        dst_now := snowflake_id_router.receive(dst, deadline, 'reading the content of the copies')::json;
+    END IF;
     step := 'comparing the copies';
+    PERFORM snowflake_id_router.compare_content(move_id, content, checked->'content', dst_now, deadline);
+    checked := checked->'check';
     PERFORM snowflake_id_router.compare_rows(move_id, checked->>'rows', dst_rows);
     PERFORM snowflake_id_router.note(move_id, 'sealing', fenced => fenced_at,
         rows => (SELECT coalesce(sum(substring(l FROM ': (\d+) rows$')::bigint), 0)::bigint FROM unnest(string_to_array(checked->>'rows', E'\n')) l));

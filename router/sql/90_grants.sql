@@ -11,7 +11,7 @@ REVOKE ALL ON PROCEDURE rebalance(text, integer, text, integer), drain_node(text
 REVOKE ALL ON ALL PROCEDURES IN SCHEMA snowflake_id_router FROM PUBLIC;
 REVOKE ALL ON node_status, shard_status, rebalance_status FROM PUBLIC;
 REVOKE ALL ON FUNCTION alter_shards(text, text, boolean), abandon_schema_change(bigint),
-    template_status(text, boolean), add_router(text, text), remove_router(text) FROM PUBLIC;
+    template_status(text, boolean), add_router(text, text), remove_router(text), verify_shard(integer, text) FROM PUBLIC;
 REVOKE ALL ON schema_change_status, router_status FROM PUBLIC;
 
 -- What an application role with no other right may read: the shard map (app_map); USAGE on

@@ -19,6 +19,7 @@ ALTER EVENT TRIGGER snowflake_id_guard_drop DISABLE;
 --#include sql/node/move_target.sql
 --#include sql/node/repair.sql
 --#include sql/node/remote.sql
+--#include sql/node/verify.sql
 --#include sql/id/instagram.sql
 --#include sql/installer/installer.sql
 --#include sql/node/status.sql

@@ -58,6 +58,12 @@ extension_sql_file!(
     name = "remote",
     requires = ["node_repair"]
 );
+// Comparing the content of two copies of a shard (a move's verification, verify_shard).
+extension_sql_file!(
+    "../../sql/node/verify.sql",
+    name = "node_verify",
+    requires = ["remote", "installer"]
+);
 
 // Instagram's layout: the declarations (the fmgr ones) and descriptions of its functions.
 extension_sql_file!(
