@@ -572,7 +572,7 @@ DECLARE
     k text := snowflake_id_router.move_key(move_id);
     src text;
     dst text;
-    step text := 'waiting for the fence gate';
+    step text;
     lock_ms text := snowflake_id_router.ms(snowflake_id_router.timeout('lock_timeout'));
     fenced_at timestamptz;
     deadline timestamptz;
@@ -589,15 +589,9 @@ BEGIN
     SELECT * INTO m FROM snowflake_id_router.move r WHERE r.id = move_id;
     src := snowflake_id_router.node_conn(m.source);
     dst := snowflake_id_router.node_conn(m.target);
-    -- Verifying, first part: every chunk of every table read on both sides while writes go
-    -- on; under the fence only what changed since is read again (compare_content).
-    IF snowflake_id_router.verify_moves() THEN
-        step := 'verifying the copies';
-        PERFORM snowflake_id_router.gate(false, snowflake_id_router.timeout('copy_timeout'));
-        content := snowflake_id_router.content_base(src, dst, m.schemas, snowflake_id_router.timeout('copy_timeout'));
-        PERFORM snowflake_id_router.pause_at('verified');
-        step := 'waiting for the fence gate';
-    END IF;
+    step := 'verifying the copies';
+    content := snowflake_id_router.verify_base(src, dst, m.schemas);
+    step := 'waiting for the fence gate';
     PERFORM snowflake_id_router.gate(true, snowflake_id_router.timeout('copy_timeout'));
     -- The fenced part: writes to the shards wait or get 40001 until the flip.
     PERFORM snowflake_id_router.enter(move_id, 'fencing');

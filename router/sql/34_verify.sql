@@ -184,3 +184,25 @@ END
 $$;
 COMMENT ON FUNCTION verify_shard(integer, text) IS
   'Compares a shard''s served copy with its copy on node (NULL: every other node holding one), now: one row per differing chunk, with its first difference.';
+
+-- Verifying a move, first part (cut_over): every chunk of every table read on both sides
+-- while writes go on, outside the fence gate; under the fence only what changed since is
+-- read again (compare_content). NULL when verify_moves is off.
+CREATE OR REPLACE FUNCTION snowflake_id_router.verify_base(src text, dst text, schemas text[]) RETURNS json
+LANGUAGE plpgsql VOLATILE STRICT PARALLEL UNSAFE
+SET search_path = pg_catalog, pg_temp
+AS $$
+DECLARE
+    content json;
+BEGIN
+    IF NOT snowflake_id_router.verify_moves() THEN
+        RETURN NULL;
+    END IF;
+    PERFORM snowflake_id_router.gate(false, snowflake_id_router.timeout('copy_timeout'));
+    content := snowflake_id_router.content_base(src, dst, schemas, snowflake_id_router.timeout('copy_timeout'));
+    PERFORM snowflake_id_router.pause_at('verified');
+    RETURN content;
+END
+$$;
+COMMENT ON FUNCTION snowflake_id_router.verify_base(text, text, text[]) IS
+  'A move''s copies read before its fence (content_base, outside the fence gate), for compare_content under the fence; NULL when verify_moves is off.';
