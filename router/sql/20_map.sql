@@ -98,12 +98,39 @@ $$;
 COMMENT ON FUNCTION add_node(text, text) IS
   'Registers a data node by name and libpq connect string (no password: use ~/.pgpass); it must be reachable, not a router database, and is known by its identity.';
 
-CREATE OR REPLACE FUNCTION assign_shards(first_shard integer, count integer, node text) RETURNS void
-LANGUAGE plpgsql VOLATILE CALLED ON NULL INPUT PARALLEL UNSAFE SECURITY DEFINER
+-- (Run through the loopback connection by assign_shards, whose checks it follows.) The
+-- shards assigned to node, unless one is another node's (55000).
+CREATE OR REPLACE FUNCTION snowflake_id_router.assign(first_shard integer, count integer, node text) RETURNS text
+LANGUAGE plpgsql VOLATILE STRICT PARALLEL UNSAFE
 SET search_path = pg_catalog, pg_temp
 AS $$
 DECLARE
     taken text;
+BEGIN
+    -- Serialises with move_shard and other assign_shards on the same map.
+    LOCK TABLE snowflake_id_router.shard IN SHARE ROW EXCLUSIVE MODE;
+    SELECT format('shard %s is on node %s', s.shard, quote_literal(s.node)) INTO taken
+      FROM snowflake_id_router.shard s
+     WHERE s.shard BETWEEN first_shard AND first_shard + count - 1 AND s.node <> assign.node
+     ORDER BY s.shard LIMIT 1;
+    IF FOUND THEN
+        RAISE EXCEPTION 'cannot assign shards % to % to node %: %', first_shard, first_shard + count - 1,
+            quote_literal(node), taken USING ERRCODE = 'object_not_in_prerequisite_state',
+            HINT = 'A shard that holds data changes node with move_shard(shard, node).';
+    END IF;
+    INSERT INTO snowflake_id_router.shard
+    SELECT n, assign.node FROM generate_series(first_shard, first_shard + count - 1) n
+    ON CONFLICT DO NOTHING;
+    RETURN 'assigned';
+END
+$$;
+COMMENT ON FUNCTION snowflake_id_router.assign(integer, integer, text) IS
+  'Assigns shards to a node unless one is another node''s (run through the loopback connection by assign_shards).';
+
+CREATE OR REPLACE FUNCTION assign_shards(first_shard integer, count integer, node text) RETURNS void
+LANGUAGE plpgsql VOLATILE CALLED ON NULL INPUT PARALLEL UNSAFE SECURITY DEFINER
+SET search_path = pg_catalog, pg_temp
+AS $$
 BEGIN
     PERFORM snowflake_id_router.refuse_transaction_block('assign_shards');
     IF first_shard IS NULL OR count IS NULL OR node IS NULL THEN
@@ -118,20 +145,14 @@ BEGIN
         RAISE EXCEPTION 'node % does not exist', quote_literal(node) USING ERRCODE = 'undefined_object',
             HINT = 'Register it with add_node(name, connstr).';
     END IF;
-    -- Serialises with move_shard and other assign_shards on the same map.
-    LOCK TABLE snowflake_id_router.shard IN SHARE ROW EXCLUSIVE MODE;
-    SELECT format('shard %s is on node %s', s.shard, quote_literal(s.node)) INTO taken
-      FROM snowflake_id_router.shard s
-     WHERE s.shard BETWEEN first_shard AND first_shard + count - 1 AND s.node <> assign_shards.node
-     ORDER BY s.shard LIMIT 1;
-    IF FOUND THEN
-        RAISE EXCEPTION 'cannot assign shards % to % to node %: %', first_shard, first_shard + count - 1,
-            quote_literal(node), taken USING ERRCODE = 'object_not_in_prerequisite_state',
-            HINT = 'A shard that holds data changes node with move_shard(shard, node).';
-    END IF;
-    INSERT INTO snowflake_id_router.shard
-    SELECT n, assign_shards.node FROM generate_series(first_shard, first_shard + count - 1) n
-    ON CONFLICT DO NOTHING;
+    -- Committed at once through the loopback connection, then pushed to the nodes (app_map()
+    -- there), which get only a committed map.
+    PERFORM snowflake_id_router.call(snowflake_id_router.loopback(),
+        format('SELECT snowflake_id_router.assign(%s, %s, %L)', first_shard, count, node),
+        snowflake_id_router.timeout('lock_timeout') + interval '5 s', 'assigning the shards');
+    PERFORM snowflake_id_router.push_nodes();
+    -- The loopback connection is this call's: not left open in the caller's session.
+    PERFORM snowflake_id_router.disconnect('sfid:self');
 END
 $$;
 COMMENT ON FUNCTION assign_shards(integer, integer, text) IS
