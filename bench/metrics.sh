@@ -11,30 +11,14 @@
 # Expects scripts/install to have run.
 set -euo pipefail
 cd "$(dirname "$0")/.."
-source scripts/cluster.sh; source reliability/lib.sh; source scripts/router_cluster.sh; source monitoring/exporter.sh
+source scripts/cluster.sh; source reliability/lib.sh; source scripts/router_cluster.sh; source bench/lib.sh; source monitoring/exporter.sh
 bash scripts/setup monitoring
 out=${1:-bench/metrics.json}
 work=$(mktemp -d); chmod 755 "$work"
 trap 'exporter_stop; router_cluster_down; rm -rf "$work"' EXIT
 RUNS=${RUNS:-5}
 
-# make_shards NODE FIRST COUNT: as bench/moves.sh makes them (500 to a transaction), 3 rows each.
-make_shards() {
-  local from
-  for ((from = $2; from < $2 + $3; from += 500)); do
-    local to=$((from + 500 < $2 + $3 ? from + 499 : $2 + $3 - 1))
-    on "$1" -c "SELECT count(create_shard('shard_' || s, s)) FROM generate_series($from, $to) s" \
-      -c "DO \$\$ BEGIN FOR s IN $from .. $to LOOP
-            EXECUTE format('CREATE TABLE shard_%s.posts (LIKE tpl.posts INCLUDING ALL)', s);
-            EXECUTE format('ALTER TABLE shard_%s.posts ALTER COLUMN id SET DEFAULT shard_%s.next_id()', s, s);
-            EXECUTE format('INSERT INTO shard_%s.posts (user_id, body) SELECT g, ''preload'' FROM generate_series(1, 3) g', s);
-          END LOOP; END \$\$" >/dev/null
-  done
-}
-for n in node_a node_b node_c; do
-  node_start "$n"
-  on "$n" -c "CREATE EXTENSION snowflake_id" -f router/examples/node.sql >/dev/null
-done
+start_nodes node_a node_b node_c
 make_shards node_a 16 16
 make_shards node_b 0 16
 cluster_start sfrouter "$ROUTER_PORT"

@@ -13,30 +13,13 @@
 # Expects scripts/install to have run. Writes bench/moves.json.
 set -euo pipefail
 cd "$(dirname "$0")/.."
-source scripts/cluster.sh; source reliability/lib.sh; source scripts/router_cluster.sh
+source scripts/cluster.sh; source reliability/lib.sh; source scripts/router_cluster.sh; source bench/lib.sh
 out=${1:-bench/moves.json}
 work=$(mktemp -d); chmod 755 "$work"
 trap 'router_cluster_down; rm -rf "$work"' EXIT
 ROUNDS=${ROUNDS:-5}
 
-# make_shards NODE FIRST COUNT: shards FIRST.. on NODE, each made as create_shard(..., template
-# => 'tpl') makes it (here 500 to a transaction, for speed), with 3 rows.
-make_shards() {
-  local from
-  for ((from = $2; from < $2 + $3; from += 500)); do
-    local to=$((from + 500 < $2 + $3 ? from + 499 : $2 + $3 - 1))
-    on "$1" -c "SELECT count(create_shard('shard_' || s, s)) FROM generate_series($from, $to) s" \
-      -c "DO \$\$ BEGIN FOR s IN $from .. $to LOOP
-            EXECUTE format('CREATE TABLE shard_%s.posts (LIKE tpl.posts INCLUDING ALL)', s);
-            EXECUTE format('ALTER TABLE shard_%s.posts ALTER COLUMN id SET DEFAULT shard_%s.next_id()', s, s);
-            EXECUTE format('INSERT INTO shard_%s.posts (user_id, body) SELECT g, ''preload'' FROM generate_series(1, 3) g', s);
-          END LOOP; END \$\$" >/dev/null
-  done
-}
-for n in node_a node_b node_c; do
-  node_start "$n"
-  on "$n" -c "CREATE EXTENSION snowflake_id" -f router/examples/node.sql >/dev/null
-done
+start_nodes node_a node_b node_c
 t0=$(date +%s)
 make_shards node_a 16 8176
 make_shards node_b 0 16

@@ -17,7 +17,7 @@
 set -euo pipefail
 cd "$(dirname "$0")/.."
 here=$PWD
-source scripts/cluster.sh; source reliability/lib.sh; source scripts/router_cluster.sh
+source scripts/cluster.sh; source reliability/lib.sh; source scripts/router_cluster.sh; source bench/lib.sh
 out=${1:-bench/rebalance.json}
 work=$(mktemp -d); chmod 755 "$work"
 ROUTER_NODES=(node_a node_b node_c)
@@ -26,24 +26,6 @@ SMALL=${SMALL:-2000} BATCHES=${BATCHES:-"8 32 64 12x3 16x4 10x6"} BIG_ROWS=${BIG
 FEW=${FEW:-256}   # part 3: shards on y (drained twice); x holds 8192 - FEW
 SCALE=${SCALE:-1}
 
-# make_shards NODE FIRST COUNT: shards FIRST.. on NODE, each a posts table (the DDL
-# create_shard(..., template => 'tpl') runs, in a loop) with 3 rows; 500 a transaction (each
-# table takes locks until its transaction ends).
-make_shards() {
-  local f=$2 n
-  while ((f < $2 + $3)); do
-    n=$(($2 + $3 - f)); ((n <= 500)) || n=500
-    make_some "$1" "$f" "$n"; f=$((f + n))
-  done
-}
-make_some() {
-  on "$1" -c "SELECT count(create_shard('shard_' || s, s)) FROM generate_series($2, $2 + $3 - 1) s" \
-    -c "DO \$\$ BEGIN FOR s IN $2 .. $2 + $3 - 1 LOOP
-          EXECUTE format('CREATE TABLE shard_%s.posts (LIKE tpl.posts INCLUDING ALL)', s);
-          EXECUTE format('ALTER TABLE shard_%s.posts ALTER COLUMN id SET DEFAULT shard_%s.next_id()', s, s);
-          EXECUTE format('INSERT INTO shard_%s.posts (user_id, body) SELECT g, ''preload'' FROM generate_series(1, 3) g', s);
-        END LOOP; END \$\$" >/dev/null
-}
 # fresh_node NAME: a data node with snowflake_id and the example template, no shard.
 fresh_node() {
   node_start "$1" max_logical_replication_workers=10 max_worker_processes=16

@@ -60,19 +60,6 @@ clean() {
 }
 rows() { on "$1" -c "SELECT count(*) FROM $2"; }
 served_by() { on router -c "SELECT node FROM shard_map WHERE shard = $1"; }
-# hold STEP SQL: runs SQL on the router in the background, held at STEP; sets $mover, $mover_pid.
-hold() {
-  on router -c "INSERT INTO snowflake_id_router.breakpoint (step) VALUES ('$1')"
-  on router -c "SET client_min_messages = notice" -v VERBOSITY=verbose -c "$2" >"$work/held.log" 2>&1 & mover=$!
-  for _ in $(seq 600); do
-    mover_pid=$(on router -c "SELECT pid FROM snowflake_id_router.breakpoint WHERE reached IS NOT NULL")
-    [[ -n $mover_pid ]] && return 0
-    kill -0 "$mover" 2>/dev/null || fail "'$2' ended before step '$1': $(cat "$work/held.log")"
-    sleep 0.05
-  done
-  fail "'$2' did not reach step '$1'"
-}
-release() { on router -c "DELETE FROM snowflake_id_router.breakpoint"; }
 on_all() { local n; for n in "${ROUTER_NODES[@]}"; do on "$n" "$@"; done; }
 for s in 0 1 2 3 4 5 6 7; do on node_a -c "INSERT INTO shard_$s.posts (user_id, body) SELECT 42, 'row' FROM generate_series(1, 100)"; done
 
@@ -143,27 +130,27 @@ refused 55000 'view public.feed4 depends on table shard_4.posts' "SELECT move_sh
 [[ $(rows node_a public.feed4) == 100 ]] || fail "19.7: the view outside lost its rows"
 on node_a -c "DROP VIEW public.feed4"
 clean 19.7
-hold 'catching up' "SELECT move_shard(4, 'node_b')"
+held 'catching up' "SELECT move_shard(4, 'node_b')"
 on node_b -c "INSERT INTO shard_4.posts (id, user_id, body) VALUES (1, 0, 'not on the source')"
 release
 if wait "$mover"; then fail "19.7: a move whose copy holds other rows succeeded"; fi
-grep -q "55000: moving shard 4 from node 'node_a' to node 'node_b' failed while comparing the copies: the copy on node 'node_b' does not hold the rows" "$work/held.log" \
-  || fail "19.7: $(cat "$work/held.log")"
-echo "  the copy holding another row count: $(grep -o 'table shard_4.posts: [^)]*) in [^,]*, ([^)]*) in node .node_b.' "$work/held.log")"
+grep -q "55000: moving shard 4 from node 'node_a' to node 'node_b' failed while comparing the copies: the copy on node 'node_b' does not hold the rows" "$work/mover.log" \
+  || fail "19.7: $(cat "$work/mover.log")"
+echo "  the copy holding another row count: $(grep -o 'table shard_4.posts: [^)]*) in [^,]*, ([^)]*) in node .node_b.' "$work/mover.log")"
 [[ $(served_by 4) == node_a && $(rows node_a shard_4.posts) == 100 ]] || fail "19.7: shard 4 is not whole on node_a"
 clean 19.7
 
 echo "25.3: DDL during the copy is refused and undone, nothing of it lost"
-hold subscribed "SELECT move_shard(5, 'node_c')"
+held subscribed "SELECT move_shard(5, 'node_c')"
 on node_a -c "CREATE TABLE shard_5.likes (id bigint PRIMARY KEY)" -c "INSERT INTO shard_5.likes SELECT generate_series(1, 50)"
 release
 if wait "$mover"; then fail "25.3: a move whose shard gained a table during the copy succeeded"; fi
-echo "  a table added with rows: $(grep -m1 -o 'ERROR:  .*' "$work/held.log" | cut -c8- | cut -c1-200)"
+echo "  a table added with rows: $(grep -m1 -o 'ERROR:  .*' "$work/mover.log" | cut -c8- | cut -c1-200)"
 [[ $(served_by 5) == node_a && $(rows node_a shard_5.likes) == 50 ]] || fail "25.3: the new table's rows are not on node_a"
 on node_a -c "DROP TABLE shard_5.likes"
 clean 25.3
 # (the failed move's session then says whether it still holds the fence gate closed)
-hold 'catching up' "DO \$\$ BEGIN PERFORM move_shard(5, 'node_c'); EXCEPTION WHEN OTHERS THEN
+held 'catching up' "DO \$\$ BEGIN PERFORM move_shard(5, 'node_c'); EXCEPTION WHEN OTHERS THEN
   RAISE EXCEPTION '% (fence gate closed here: %)', SQLERRM, snowflake_id_router.gate_closed_here() USING ERRCODE = SQLSTATE; END \$\$"
 echo "20: while a move is fenced, another waits before its heavy steps"
 on router -c "SELECT move_shard(1, 'node_b')" -c "SELECT 'fence gate closed here: ' || snowflake_id_router.gate_closed_here()" \
@@ -186,10 +173,10 @@ on node_a -c "ALTER EVENT TRIGGER snowflake_id_guard_ddl DISABLE" \
           -c "ALTER EVENT TRIGGER snowflake_id_guard_ddl ENABLE ALWAYS"
 release
 if wait "$mover"; then fail "25.3: a move whose shard gained a column under the fence succeeded"; fi
-grep -q "changed during the move: column posts.visibility" "$work/held.log" || fail "25.3: $(cat "$work/held.log")"
-echo "  a column added: $(grep -m1 -o 'ERROR:  .*' "$work/held.log" | cut -c8- | cut -c1-200)"
+grep -q "changed during the move: column posts.visibility" "$work/mover.log" || fail "25.3: $(cat "$work/mover.log")"
+echo "  a column added: $(grep -m1 -o 'ERROR:  .*' "$work/mover.log" | cut -c8- | cut -c1-200)"
 [[ $(served_by 5) == node_a ]] || fail "25.3: shard 5 left node_a"
-grep -q "(fence gate closed here: f)" "$work/held.log" || fail "20: a move failed in its fence and its session kept the gate closed: $(cat "$work/held.log")"
+grep -q "(fence gate closed here: f)" "$work/mover.log" || fail "20: a move failed in its fence and its session kept the gate closed: $(cat "$work/mover.log")"
 wait "$second" || fail "20: the move that waited at the gate failed: $(cat "$work/second.log")"
 [[ $(served_by 1) == node_b && $(tail -1 "$work/second.log") == 'fence gate closed here: false' ]] \
   || fail "20: after the move that waited at the gate: shard 1 on $(served_by 1); $(cat "$work/second.log")"
@@ -201,10 +188,10 @@ clean 25.3
 echo "25.4: a fan-out sees each shard once"
 feed() { on router -c "SELECT count(*) || ' ' || count(DISTINCT id) FROM user_feed(42, 100000)"; }
 full=$(feed)
-hold subscribed "SELECT move_shard(6, 'node_c')"
+held subscribed "SELECT move_shard(6, 'node_c')"
 sleep 1   # (the copy runs meanwhile)
 [[ $(feed) == "$full" ]] || fail "25.4: user_feed during the copy: $(feed), before: $full"
-on router -c "SELECT pg_terminate_backend($mover_pid)" >/dev/null
+on router -c "SELECT pg_terminate_backend($mpid)" >/dev/null
 wait "$mover" || true
 release
 [[ $(feed) == "$full" ]] || fail "25.4: user_feed with a stale copy left: $(feed), before: $full"
@@ -219,11 +206,11 @@ r2() { PGOPTIONS="-c client_min_messages=warning" psql -X -q -At -v ON_ERROR_STO
 r2 -c "CREATE EXTENSION snowflake_id_router CASCADE" >/dev/null
 for n in "${ROUTER_NODES[@]}"; do r2 -c "SELECT add_node('$n', '$(node_connstr "$n")')" 2>/dev/null >/dev/null; done
 on router -c "COPY snowflake_id_router.shard TO STDOUT" | r2 -c "COPY snowflake_id_router.shard FROM STDIN"
-hold fenced "SELECT move_shard(7, 'node_b')"
+held fenced "SELECT move_shard(7, 'node_b')"
 err=$(r2 -v VERBOSITY=verbose -c "SELECT move_shard(7, 'node_c')" 2>&1 >/dev/null || true)
 [[ $err == *'ERROR:  55P03:'*'shard 7 is being moved or repaired by another session'* ]] || fail "25.2: the other router's live move was not refused: $err"
 echo "  the other router, while this one's move lives: $(grep -m1 -o 'ERROR:  .*' <<<"$err" | cut -c8- | cut -c1-160)"
-on router -c "SELECT pg_terminate_backend($mover_pid)" >/dev/null
+on router -c "SELECT pg_terminate_backend($mpid)" >/dev/null
 wait "$mover" || true
 release
 err=$(r2 -v VERBOSITY=verbose -c "SELECT move_shard(7, 'node_c')" 2>&1 >/dev/null || true)
@@ -250,7 +237,7 @@ refused 57014 'Running there: pid' "SELECT move_shard(2, 'node_b')"
 clean 25.6
 on router -c "DELETE FROM snowflake_id_router.setting"
 for how in cancel terminate; do
-  on router -c "SELECT move_shard(2, 'node_b')" >"$work/held.log" 2>&1 & mover=$!
+  on router -c "SELECT move_shard(2, 'node_b')" >"$work/mover.log" 2>&1 & mover=$!
   for _ in $(seq 200); do
     [[ $(on router -c "SELECT count(*) FROM move_history WHERE outcome = 'running: copying'") == 1 ]] && break
     sleep 0.05
@@ -260,7 +247,7 @@ for how in cancel terminate; do
   on router -c "SELECT pg_${how}_backend(pid) FROM pg_stat_activity WHERE query = 'SELECT move_shard(2, ''node_b'')'" >/dev/null
   if wait "$mover"; then fail "25.6: the mover succeeded though its backend got pg_${how}_backend"; fi
   ((SECONDS - t0 < 10)) || fail "25.6: pg_${how}_backend: the mover took $((SECONDS - t0)) s to stop"
-  echo "  pg_${how}_backend of the mover while the slot waited: $(grep -m1 -o 'ERROR:  .*\|FATAL:  .*' "$work/held.log" | cut -c1-180)"
+  echo "  pg_${how}_backend of the mover while the slot waited: $(grep -m1 -o 'ERROR:  .*\|FATAL:  .*' "$work/mover.log" | cut -c1-180)"
   [[ $how == terminate ]] || clean "25.6 ($how)"
 done
 kill "${bg[@]}" 2>/dev/null || true
@@ -270,13 +257,13 @@ on router -c "SELECT move_shard(2, 'node_b')" >/dev/null   # the terminated move
 clean 25.6
 
 echo "25.7: the source restarted while fenced"
-hold fenced "SELECT move_shard(2736, 'node_c')"
+held fenced "SELECT move_shard(2736, 'node_c')"
 cluster_stop sfnode_b immediate
 node_restart node_b
 release
 if wait "$mover"; then fail "25.7: the move succeeded across its source's restart"; fi
-grep -q "everything the move made is removed" "$work/held.log" || fail "25.7: the error does not say the move was undone: $(cat "$work/held.log")"
-echo "  $(grep -m1 -o 'ERROR:  .*' "$work/held.log" | cut -c8- | cut -c1-160)"
+grep -q "everything the move made is removed" "$work/mover.log" || fail "25.7: the error does not say the move was undone: $(cat "$work/mover.log")"
+echo "  $(grep -m1 -o 'ERROR:  .*' "$work/mover.log" | cut -c8- | cut -c1-160)"
 on node_b -c "INSERT INTO shard_2736.posts (user_id, body) VALUES (0, 'after the restart')" >/dev/null || fail "25.7: shard 2736 refuses writes"
 clean 25.7
 
@@ -288,14 +275,14 @@ on node_a -c "SELECT count(pg_drop_replication_slot(slot_name)) FROM pg_replicat
 # The copy itself failing on the target (a key there already): reported at once, with the
 # target's own error, not after copy_timeout.
 on router -c "INSERT INTO snowflake_id_router.setting VALUES ('copy_timeout', '20 s')"
-hold copying "SELECT move_shard(0, 'node_c')"
+held copying "SELECT move_shard(0, 'node_c')"
 on node_c -c "INSERT INTO shard_0.posts (id, user_id, body) VALUES ($(on node_a -c "SELECT min(id) FROM shard_0.posts"), 0, 'already here')"
 t0=$SECONDS
 release
 if wait "$mover"; then fail "25.10: a move whose copy failed on the target succeeded"; fi
-((SECONDS - t0 < 10)) || fail "25.10: the copy's failure was reported after $((SECONDS - t0)) s (copy_timeout 20 s), not at once: $(cat "$work/held.log")"
-grep -q "23505: .*duplicate key" "$work/held.log" || fail "25.10: $(cat "$work/held.log")"
-echo "  the copy failing on the target: $(grep -m1 -o 'ERROR:  .*' "$work/held.log" | cut -c8- | cut -c1-200)"
+((SECONDS - t0 < 10)) || fail "25.10: the copy's failure was reported after $((SECONDS - t0)) s (copy_timeout 20 s), not at once: $(cat "$work/mover.log")"
+grep -q "23505: .*duplicate key" "$work/mover.log" || fail "25.10: $(cat "$work/mover.log")"
+echo "  the copy failing on the target: $(grep -m1 -o 'ERROR:  .*' "$work/mover.log" | cut -c8- | cut -c1-200)"
 on router -c "DELETE FROM snowflake_id_router.setting"
 [[ $(served_by 0) == node_a && $(rows node_a shard_0.posts) == 100 ]] || fail "25.10: shard 0 is not whole on node_a"
 clean 25.10
@@ -317,7 +304,7 @@ kill "$reader" 2>/dev/null || true
 on node_a -c "SELECT pg_terminate_backend(pid) FROM pg_stat_activity WHERE query = 'SELECT pg_sleep(30)'" >/dev/null
 on router -c "SELECT outcome FROM repair_moves() WHERE move IS NOT NULL" | grep -q completed || fail "25.11: repair_moves did not finish the clean-up"
 clean 25.11
-hold fenced "SELECT move_shard(1, 'node_c')"
+held fenced "SELECT move_shard(1, 'node_c')"
 sudo -u postgres "$PGBIN/pg_dump" -h "$(node_dir node_a)" -p "$(node_port node_a)" -U postgres -Fc -f "$work/dump/fenced" postgres
 on node_c -c "CREATE DATABASE restored"
 sudo -u postgres "$PGBIN/pg_restore" -h "$(node_dir node_c)" -p "$(node_port node_c)" -U postgres -d restored "$work/dump/fenced" 2>"$work/restore.log" || true
@@ -327,7 +314,7 @@ dropped=$(rq -c "SELECT array_to_string(snowflake_id_node.drop_orphans('$router8
 [[ $dropped == *publication* && $dropped == *'fence trigger'* ]] || fail "25.11: drop_orphans in the restored database removed only: $dropped"
 [[ $(rq -c "SELECT count(*) FROM snowflake_id_node.leftovers()") == 0 ]] || fail "25.11: leftovers in the restored database"
 echo "  a dump of the fenced source restores writable; drop_orphans there removed: $dropped"
-on router -c "SELECT pg_terminate_backend($mover_pid)" >/dev/null
+on router -c "SELECT pg_terminate_backend($mpid)" >/dev/null
 wait "$mover" || true
 release
 on node_c -c "DROP DATABASE restored"

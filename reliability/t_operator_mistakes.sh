@@ -62,22 +62,9 @@ clean() {
     [[ -z $left ]] || fail "$1: left on $n: $left"
   done
 }
-# hold STEP SQL: runs SQL on the router in the background, held at STEP; sets $mover, $mover_pid.
-hold() {
-  on router -c "INSERT INTO snowflake_id_router.breakpoint (step) VALUES ('$1')"
-  on router -c "SET client_min_messages = notice" -v VERBOSITY=verbose -c "$2" >"$work/held.log" 2>&1 & mover=$!
-  for _ in $(seq 600); do
-    mover_pid=$(on router -c "SELECT pid FROM snowflake_id_router.breakpoint WHERE reached IS NOT NULL")
-    [[ -n $mover_pid ]] && return 0
-    kill -0 "$mover" 2>/dev/null || fail "'$2' ended before step '$1': $(cat "$work/held.log")"
-    sleep 0.05
-  done
-  fail "'$2' did not reach step '$1'"
-}
-release() { on router -c "DELETE FROM snowflake_id_router.breakpoint"; }
 # kill_mover: the held mover's backend terminated, then the breakpoint removed: a dead move.
 kill_mover() {
-  on router -c "SELECT pg_terminate_backend($mover_pid)" >/dev/null
+  on router -c "SELECT pg_terminate_backend($mpid)" >/dev/null
   wait "$mover" || true
   release
 }
@@ -143,7 +130,7 @@ fi
 
 if want 17; then
 echo "17: alter_shards while a move is dead after its seal"
-hold sealed "SELECT move_shard(2731, 'node_c')"
+held sealed "SELECT move_shard(2731, 'node_c')"
 kill_mover
 move=$(on router -c "SELECT max(id) FROM snowflake_id_router.move")
 refused 55000 "move $move" "SELECT alter_shards('ALTER TABLE %I.posts ADD COLUMN c17 text')"
@@ -219,14 +206,14 @@ for c in 1 2 3 4; do "$PYTHON" "$here/router_client.py" "$dsn" "$c" 600 "$shards
 others=$(on node_c -c "SELECT array_agg(shard) FROM snowflake_id_shards WHERE shard <> 5462")
 on router -c "SELECT move_shards('$others', 'node_a')" >/dev/null
 # A plan leaves out a shard whose move copies it (before the seal, still served).
-hold subscribed "SELECT move_shard(5462, 'node_b')"
+held subscribed "SELECT move_shard(5462, 'node_b')"
 planned=$(on router -c "SET client_min_messages = notice" -c "SELECT string_agg(array_to_string(shards, ','), ' ') FROM rebalance_plan(drain => 'node_c')" 2>"$work/plan.log")
 [[ " ${planned//,/ } " != *" 5462 "* ]] || fail "13: the drain's plan moves shard 5462, which a move copies: $planned"
 grep -q "shard(s) 5462 not planned: in unfinished moves" "$work/plan.log" || fail "13: the plan does not say why 5462 is left out: $(cat "$work/plan.log")"
 echo "  rebalance_plan(drain => 'node_c') while 5462 is copied: batches [${planned:-none}]; $(grep -o 'shard(s) 5462 not planned[^(]*' "$work/plan.log")"
 kill_mover
 on router -c "SELECT count(*) FROM repair_moves()" >/dev/null
-hold sealed "SELECT move_shard(5462, 'node_b')"
+held sealed "SELECT move_shard(5462, 'node_b')"
 move=$(on router -c "SELECT max(id) FROM snowflake_id_router.move")
 t0=$(date +%s.%N)
 err=$(on router -v VERBOSITY=verbose -c "SET client_min_messages = warning" -c "CALL drain_node('node_c')" 2>&1 >/dev/null || true)

@@ -148,11 +148,11 @@ now() { date +%s.%N; }
 secs() { python3 -c "print(round($2 - $1, 2))"; }
 # held STEP SQL [OPTIONS]: runs SQL on the router in the background (the session's PGOPTIONS
 # OPTIONS), held at breakpoint STEP; sets mover (the psql's pid) and mpid (the mover's
-# backend) once it is there.
+# backend) once it is there. Its notices and errors (with their SQLSTATE) go to mover.log.
 held() {
   on router -c "INSERT INTO snowflake_id_router.breakpoint (step) VALUES ('$1')"
-  PGOPTIONS="-c client_min_messages=warning ${3:-}" psql -X -q -At -h "$SF_TMP/sfrouter" -p "$ROUTER_PORT" -U postgres -d postgres \
-    -c "$2" >"$work/mover.log" 2>&1 & mover=$!
+  PGOPTIONS="-c client_min_messages=notice ${3:-}" psql -X -q -At -v VERBOSITY=verbose -h "$SF_TMP/sfrouter" \
+    -p "$ROUTER_PORT" -U postgres -d postgres -c "$2" >"$work/mover.log" 2>&1 & mover=$!
   mpid=
   for _ in $(seq 600); do
     mpid=$(on router -c "SELECT pid FROM snowflake_id_router.breakpoint WHERE reached IS NOT NULL LIMIT 1")
