@@ -3,12 +3,15 @@ SQLAlchemy or the Django router of clients/python/ (reliability/t_app_routing.sh
 
 Inserts posts on random shards, updates its own earlier posts and reads them back by ID, and
 every 50 rounds reads all its posts with the router's fan-out (each must be there once, with its
-last acknowledged body, in ID order), until the deadline or LOG.stop. Each write it saw acknowledged is logged as
+last acknowledged body, in ID order), until the deadline or LOG.stop; while LOG.pause exists
+it waits, its counts so far written to LOG.paused. Each write it saw acknowledged is logged as
 reliability/router_check.py reads them:  I <id> <shard> <body> <t0> <t_ack> 1  or
 U <id> - <body> <t0> <t_ack> 1. A read must return the body of the post's last acknowledged
 write. Any error that reaches the application (the routers retry SF001, 40001 and 40P01
 themselves) ends it with exit 1, naming it. Prints one line of counts at the end.
-Usage: app_router_client.py sqlalchemy|django ROUTER_DSN CLIENT_NO SECONDS SHARDS LOG
+Usage: app_router_client.py sqlalchemy|django SOURCE CLIENT_NO SECONDS SHARDS LOG
+SOURCE: the router's connect string, or nodes:DSN|DSN... to read the map from those nodes
+(no router). APP_USER (environment): the role to reach the nodes as.
 """
 import json
 import os
@@ -19,11 +22,15 @@ import time
 sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "clients", "python"))
 from snowflake_routing import ShardMap, shard_of  # noqa: E402
 
-kind, router_dsn, client, seconds, shards, log_path = sys.argv[1:7]
+kind, source, client, seconds, shards, log_path = sys.argv[1:7]
 shards = [int(s) for s in shards.split(",")]
 rng = random.Random(int(client))
 deadline = time.time() + float(seconds)
-shard_map = ShardMap(router_dsn)
+credentials = {"user": os.environ["APP_USER"]} if os.environ.get("APP_USER") else {}
+if source.startswith("nodes:"):
+    shard_map = ShardMap(nodes=source[len("nodes:"):].split("|"), **credentials)
+else:
+    shard_map = ShardMap(source, **credentials)
 
 
 def sqlalchemy_app():
@@ -111,6 +118,13 @@ n = 0
 with open(log_path, "w") as log:
     try:
         while time.time() < deadline and not os.path.exists(log_path + ".stop"):
+            if os.path.exists(log_path + ".pause"):
+                if not os.path.exists(log_path + ".paused"):
+                    with open(log_path + ".paused.tmp", "w") as paused:
+                        json.dump({**counts, "retried": dict(stats), "map_loads": shard_map.loads}, paused)
+                    os.rename(log_path + ".paused.tmp", log_path + ".paused")
+                time.sleep(0.05)
+                continue
             n += 1
             body = f"{kind[0]}{client}n{n}"
             t0 = time.time()

@@ -39,6 +39,7 @@ done
 shards=$(on router -c "SELECT string_agg(s::text, ',') FROM (SELECT generate_series(0, 15) UNION ALL
                         SELECT generate_series(2731, 2746) UNION ALL SELECT generate_series(5462, 5477)) g(s)")
 export SF_ROUTER_URL="jdbc:postgresql://127.0.0.1:$ROUTER_PORT/postgres" SF_USER=app SF_ADMIN_USER=postgres \
+       SF_NODE_URL="jdbc:postgresql://127.0.0.1:$(node_port node_a)/postgres" \
        SF_SHARDS=$shards SF_LOG_DIR=$work LOGGING_LEVEL_ROOT=WARN
 # Spring Boot 3.5 drains node_b, Spring Boot 4.0 node_c (rebalance spreads the shards again).
 run() {  # run PROFILE CLIENT_BASE DRAIN

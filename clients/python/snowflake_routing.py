@@ -1,5 +1,5 @@
 """Applications that route by shard themselves (docs/app-routing.md), the driver-neutral part:
-the shard map read from the router, the shard of an ID, the unit-of-work runner with the retry
+the shard map read from the router or from the nodes, the shard of an ID, the unit-of-work runner with the retry
 rules, and the fan-out over every shard. routing_sqlalchemy.py and routing_django.py build on it.
 """
 import heapq
@@ -30,14 +30,31 @@ def sqlstate(error: BaseException):
     return None
 
 
-class ShardMap:
-    """The router's map (snowflake_id_router.app_map()), with the application's own credentials
-    added to each node's connect string (which holds none). Reloaded when a node says SF001."""
+ROUTER_MAP = "SELECT shard, node, connstr, map_version FROM snowflake_id_router.app_map()"
+NODE_MAP = "SELECT shard, node, connstr, map_version FROM app_map()"   # every node's copy
 
-    def __init__(self, router_dsn: str, **credentials):
+
+def read_map(dsn: str, query: str):
+    with psycopg.connect(dsn, autocommit=True) as conn:
+        return conn.execute(query).fetchall()
+
+
+class ShardMap:
+    """The shard map (app_map()), with the application's own credentials added to each node's
+    connect string (which holds none). Read from the router (router_dsn) or, with no router,
+    from the nodes (nodes: connect strings of a few of them): every node keeps the map the
+    router last pushed it, and the highest version any of them gives is taken. Reloaded when
+    a node says SF001: from the router while it answers, else from the nodes given and those
+    of the map held, so that once it has a map an application needs no router."""
+
+    def __init__(self, router_dsn: str = None, nodes=(), **credentials):
+        if not router_dsn and not nodes:
+            raise ValueError("give the router's connect string or some nodes'")
         self.router_dsn, self.credentials = router_dsn, credentials
+        self.bootstrap = [make_conninfo(dsn, **credentials) for dsn in nodes]
         self.lock = threading.Lock()
         self.version, self.loads, self.listeners = None, 0, []
+        self.dsns = {}
         self.served_before = set()         # the shards the last fan-out found (fan_out)
         self.load()
 
@@ -46,15 +63,38 @@ class ShardMap:
         with self.lock:
             if seen_version is not None and seen_version != self.version:
                 return
-            with psycopg.connect(self.router_dsn, autocommit=True) as conn:
-                rows = conn.execute(
-                    "SELECT shard, node, connstr, map_version FROM snowflake_id_router.app_map()").fetchall()
-            self.nodes = {shard: node for shard, node, _, _ in rows}
-            self.dsns = {node: make_conninfo(connstr, **self.credentials) for _, node, connstr, _ in rows}
-            self.version = rows[0][3] if rows else 0
+            rows = self.read()
+            if rows is not None:
+                self.nodes = {shard: node for shard, node, _, _ in rows}
+                self.dsns = {node: make_conninfo(connstr, **self.credentials) for _, node, connstr, _ in rows}
+                self.version = rows[0][3] if rows else 0
             self.loads += 1
         for listener in self.listeners:
             listener(self)
+
+    def read(self):
+        """The newest map to be had, or None when none is newer than the one held: the
+        router's while it answers; else the highest version among the nodes' copies (a node
+        that missed a push gives an older one)."""
+        if self.router_dsn:
+            try:
+                return read_map(self.router_dsn, ROUTER_MAP)
+            except psycopg.OperationalError:
+                if not self.dsns:
+                    raise                       # (no map yet, and no node known)
+        best, failures = None, []
+        for dsn in dict.fromkeys(self.bootstrap + list(self.dsns.values())):
+            try:
+                rows = read_map(dsn, NODE_MAP)
+            except psycopg.Error as error:      # a node down: the others answer
+                failures.append(error)
+                continue
+            if rows and (best is None or rows[0][3] > best[0][3]):
+                best = rows
+        if best is None and self.version is None:
+            raise LookupError(f"no node gave a shard map ({len(failures)} could not be reached)") \
+                from (failures[0] if failures else None)
+        return best if best is not None and (self.version is None or best[0][3] > self.version) else None
 
     def node(self, shard: int) -> str:
         try:

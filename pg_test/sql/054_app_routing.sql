@@ -136,6 +136,30 @@ SELECT alter_node('b', format('dbname=app_reg_b port=%s host=%s', current_settin
 SELECT pg_temp.version_went_up() AS altered,
        (SELECT DISTINCT connstr ~ '^dbname=' FROM snowflake_id_router.app_map() WHERE node = 'b') AS new_connstr;
 SELECT p.prosecdef, p.provolatile, p.proconfig FROM pg_proc p WHERE p.oid = 'snowflake_id_router.app_map()'::regprocedure;
+SELECT DISTINCT map_version AS v FROM snowflake_id_router.app_map() \gset
+
+-- The map on every node: pushed by the router at each assignment, flip (a move's clean-up;
+-- the flip by hand above is in the push of alter_node) and alter_node. A role with no other
+-- right reads it there, the router's map under the router's version, and cannot change it.
+\c app_reg_a
+\set VERBOSITY sqlstate
+SET ROLE app_user;
+SELECT shard, node, connstr ~ '^dbname=' AS new_connstr, map_version = :v AS current FROM app_map();
+SELECT snowflake_id_node.apply_map('r', :v + 1, '[]', '{}', '{}');    -- 42501
+SELECT count(*) FROM snowflake_id_node.app_map;                       -- 42501
+RESET ROLE;
+SELECT p.prosecdef, p.provolatile, p.proconfig, has_function_privilege('app_user', p.oid, 'EXECUTE') AS app_user_may,
+       pg_get_userbyid(p.proowner) = current_user AS owners
+  FROM pg_proc p WHERE p.oid = 'app_map()'::regprocedure;
+SELECT has_table_privilege('app_user', 'snowflake_id_node.app_map', 'SELECT, INSERT, UPDATE, DELETE, TRUNCATE') AS app_user_on_table;
+-- A push older than the map kept (two pushes out of order) changes nothing; a newer one is
+-- kept whole, with its version.
+SELECT snowflake_id_node.apply_map(m.router, :v - 1, '[]', '{}', '{}') = :v AS kept FROM snowflake_id_node.app_map m;
+SELECT count(*) AS shards, min(map_version) = :v AS current FROM app_map();
+SELECT snowflake_id_node.apply_map(m.router, :v + 1, '[{"name": "c", "connstr": "dbname=c"}]', '{7}', '{c}') = :v + 1 AS newer
+  FROM snowflake_id_node.app_map m;
+SELECT shard, node, connstr, map_version = :v + 1 AS newer FROM app_map();
+\c :regress_db
 
 DROP EXTENSION snowflake_id_router CASCADE;
 DROP EXTENSION plproxy;

@@ -118,6 +118,8 @@ BEGIN
             HINT = 'Register it with add_node(name, connstr).';
     END IF;
     PERFORM snowflake_id_router.commit_apart(format('SELECT snowflake_id_router.set_shards(%s, %s, %L)', first_shard, count, node));
+    -- Committed: then pushed to the nodes (app_map() there), which get only a committed map.
+    PERFORM snowflake_id_router.push_nodes();
 END
 $$;
 COMMENT ON FUNCTION assign_shards(integer, integer, text) IS

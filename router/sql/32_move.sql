@@ -1117,6 +1117,9 @@ DECLARE
     behind text;
 BEGIN
     SELECT * INTO m FROM snowflake_id_router.move r WHERE r.id = move_id;
+    -- First the nodes' copies of the map (app_map() there): clients that read the map from
+    -- the nodes follow the flip at once, whatever the rest of the clean-up does.
+    PERFORM snowflake_id_router.push_nodes();
     BEGIN
         PERFORM snowflake_id_router.gate_open();   -- (a repair's completion, which closed none, passes)
         PERFORM snowflake_id_router.gate(false, snowflake_id_router.timeout('copy_timeout'));

@@ -154,6 +154,8 @@ BEGIN
     PERFORM snowflake_id_router.disconnect_all();   -- (a session's kept ones: release_connections)
     -- Routers that are behind get the map first (the moves waiting for them then finish).
     PERFORM snowflake_id_router.routed_everywhere(snowflake_id_router.map_version());
+    -- And the nodes (app_map() there): a push a node missed, or one a router stopped before.
+    PERFORM snowflake_id_router.push_nodes();
     FOR m IN SELECT * FROM snowflake_id_router.move x WHERE NOT snowflake_id_router.move_finished(x.state) ORDER BY x.id LOOP
         move := m.id;
         shards := m.shards;

@@ -540,7 +540,7 @@ BEGIN
                   FROM snowflake_id_router.plan(r.strategy, r.batch_size, r.node) p;
                 CONTINUE WHEN FOUND;
                 -- Committed at once through the loopback connection, then pushed to the
-                -- other routers, as a move's flip is.
+                -- nodes and the other routers, as a move's flip is.
                 remapped := snowflake_id_router.call(snowflake_id_router.loopback(),
                     format('SELECT snowflake_id_router.remap_empty(%L, %L)::text', r.node,
                            (SELECT coalesce(jsonb_agg(jsonb_build_object('shard', m.shard, 'move', m.move)), '[]')
@@ -548,6 +548,9 @@ BEGIN
                     snowflake_id_router.timeout('lock_timeout') + interval '5 s',
                     'mapping the drained node''s shards without data')::integer;
                 RAISE NOTICE 'drain %: % shard(s) of node % without data mapped to the other nodes', rid, remapped, quote_literal(r.node);
+                IF remapped > 0 THEN
+                    PERFORM snowflake_id_router.push_nodes();
+                END IF;
                 IF remapped > 0 AND NOT snowflake_id_router.routed_everywhere(NULL) THEN
                     RAISE WARNING 'drain %: not every other router routes by the new map yet', rid
                         USING HINT = 'See router_status; repair_moves() or snowflake_id_router.push_map() brings them up to date once they can be reached.';

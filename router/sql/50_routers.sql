@@ -222,6 +222,31 @@ $$;
 COMMENT ON FUNCTION snowflake_id_router.connect_router(text, text) IS
   'Opens connection conn to a follower router and checks that it reaches the database registered; 55000 otherwise.';
 
+-- The map as committed, read through a loopback connection of its own in one statement (one
+-- snapshot: the version and the map it counts): pushed to followers and nodes, they never
+-- get a map change that the caller's transaction may yet roll back. {version, nodes (name,
+-- connstr, identity), shards, owners (text of arrays)}.
+CREATE OR REPLACE FUNCTION snowflake_id_router.committed_map() RETURNS jsonb
+LANGUAGE plpgsql VOLATILE PARALLEL UNSAFE
+SET search_path = pg_catalog, pg_temp
+AS $$
+DECLARE
+    map jsonb;
+BEGIN
+    PERFORM snowflake_id_router.connect_self('snowflake_id_router_push_self');
+    map := snowflake_id_router.fetch('snowflake_id_router_push_self', $q$
+        SELECT jsonb_build_object(
+            'version', snowflake_id_router.map_version(),
+            'nodes', (SELECT coalesce(jsonb_agg(to_jsonb(n) ORDER BY n.name), '[]') FROM snowflake_id_router.node n),
+            'shards', (SELECT coalesce(array_agg(s.shard ORDER BY s.shard), '{}') FROM snowflake_id_router.shard s)::text,
+            'owners', (SELECT coalesce(array_agg(s.node ORDER BY s.shard), '{}') FROM snowflake_id_router.shard s)::text)::text$q$)::jsonb;
+    PERFORM snowflake_id_router.disconnect('snowflake_id_router_push_self');
+    RETURN map;
+END
+$$;
+COMMENT ON FUNCTION snowflake_id_router.committed_map() IS
+  'This router''s map as committed (read through a loopback connection of its own), with its version, as jsonb.';
+
 -- Pushes the committed map to every follower (or only to one, by name): each applies it
 -- in its own transaction and then waits (cleanup_timeout) for its transactions older than
 -- that to end; a follower that fails either is marked behind, with the reason. Returns
@@ -242,17 +267,7 @@ DECLARE
     map jsonb;
     all_current boolean := true;
 BEGIN
-    -- The map as committed, read through the loopback connection in one statement (one
-    -- snapshot: the version and the map it counts): a follower never gets a map change
-    -- that the caller's transaction may yet roll back.
-    PERFORM snowflake_id_router.connect_self('snowflake_id_router_push_self');
-    map := snowflake_id_router.fetch('snowflake_id_router_push_self', $q$
-        SELECT jsonb_build_object(
-            'version', snowflake_id_router.map_version(),
-            'nodes', (SELECT coalesce(jsonb_agg(to_jsonb(n) ORDER BY n.name), '[]') FROM snowflake_id_router.node n),
-            'shards', (SELECT coalesce(array_agg(s.shard ORDER BY s.shard), '{}') FROM snowflake_id_router.shard s)::text,
-            'owners', (SELECT coalesce(array_agg(s.node ORDER BY s.shard), '{}') FROM snowflake_id_router.shard s)::text)::text$q$)::jsonb;
-    PERFORM snowflake_id_router.disconnect('snowflake_id_router_push_self');
+    map := snowflake_id_router.committed_map();
     v := (map->>'version')::bigint;
     nodes := map->'nodes';
     shards := (map->>'shards')::integer[];
@@ -321,7 +336,7 @@ COMMENT ON FUNCTION snowflake_id_router.routed_everywhere(bigint) IS
 
 -- alter_node's change of the map: the node's connect string (and identity), committed
 -- through the loopback connection for every router session here at once, as long as the
--- node is still as read (40001 otherwise), then pushed to the followers. Returns whether
+-- node is still as read (40001 otherwise), then pushed to the nodes and followers. Returns whether
 -- every router routes by it.
 CREATE OR REPLACE FUNCTION snowflake_id_router.repoint_node(node text, old_connstr text, new_connstr text, new_identity text)
 RETURNS boolean
@@ -334,6 +349,7 @@ BEGIN
     v := snowflake_id_router.call(snowflake_id_router.loopback(), format(
         'SELECT snowflake_id_router.set_node(%L, %L, %L, %L)::text', node, old_connstr, new_connstr, new_identity),
         snowflake_id_router.timeout('lock_timeout') + interval '5 s', 'repointing the node')::bigint;
+    PERFORM snowflake_id_router.push_nodes();
     RETURN snowflake_id_router.routed_everywhere(v);
 END
 $$;

@@ -6,3 +6,19 @@
 -- (snowflake_id_node.monotonic(), the same in every backend), set by set_fence: past it,
 -- writes pass and the seal is refused, even while a stalled mover's session still lives.
 ALTER TABLE snowflake_id_node.move ADD COLUMN fence_until timestamptz;
+
+-- The router's shard map, as its primary last pushed it here (sql/node/app.sql): what
+-- applications read from any node (app_map()) once they have no router to ask. One row.
+-- Not dumped: a restored copy of a node gets the map at the router's next push, and never
+-- answers with one it was not given.
+CREATE TABLE snowflake_id_node.app_map (
+    one boolean PRIMARY KEY DEFAULT true CHECK (one),
+    router text NOT NULL,                       -- the identity of the router whose map it is
+    version bigint NOT NULL,                    -- that router's map version
+    nodes jsonb NOT NULL,                       -- [{"name": ..., "connstr": ...}, ...]
+    shards integer[] NOT NULL,
+    owners text[] NOT NULL CHECK (cardinality(owners) = cardinality(shards)),
+    applied timestamptz NOT NULL
+);
+COMMENT ON TABLE snowflake_id_node.app_map IS
+  'The shard map the router last pushed to this node, with its version (app_map() reads it).';

@@ -10,7 +10,7 @@ import java.util.Map;
 
 /**
  * The shard map an application routes by, as the router's {@code snowflake_id_router.app_map()}
- * gives it: each assigned shard's node, each node's connect string (it holds no secret: the
+ * (or a node's {@code app_map()}, its copy of it) gives it: each assigned shard's node, each node's connect string (it holds no secret: the
  * application adds its own user and password) and the map's version. Immutable: a reload
  * makes a new one.
  */
@@ -33,9 +33,24 @@ public final class ShardMap {
 
     /** Reads the map from the router (one query; any role may run app_map()). */
     public static ShardMap load(Connection router) throws SQLException {
-        try (Statement st = router.createStatement();
-             ResultSet rs = st.executeQuery(
-                     "SELECT shard, node, connstr, map_version FROM snowflake_id_router.app_map()")) {
+        ShardMap map = read(router, "SELECT shard, node, connstr, map_version FROM snowflake_id_router.app_map()");
+        if (map == null) {
+            throw new SQLException("the router's shard map is empty: no shard is assigned to a node");
+        }
+        return map;
+    }
+
+    /**
+     * Reads a node's copy of the map (app_map() there: the map the router last pushed it, any
+     * role may read it); null if it has none yet. A node that missed a push gives an older
+     * map under its older version: ask several and keep the highest version.
+     */
+    public static ShardMap loadFromNode(Connection node) throws SQLException {
+        return read(node, "SELECT shard, node, connstr, map_version FROM app_map()");
+    }
+
+    private static ShardMap read(Connection conn, String query) throws SQLException {
+        try (Statement st = conn.createStatement(); ResultSet rs = st.executeQuery(query)) {
             ShardMap map = null;
             while (rs.next()) {
                 if (map == null) {
@@ -43,9 +58,6 @@ public final class ShardMap {
                 }
                 map.nodeOf[rs.getInt(1)] = rs.getString(2);
                 map.connstrOf.put(rs.getString(2), rs.getString(3));
-            }
-            if (map == null) {
-                throw new SQLException("the router's shard map is empty: no shard is assigned to a node");
             }
             return map;
         }

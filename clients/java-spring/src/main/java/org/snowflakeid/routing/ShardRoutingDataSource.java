@@ -6,7 +6,10 @@ import java.sql.Connection;
 import java.sql.DriverManager;
 import java.sql.SQLException;
 import java.util.HashMap;
+import java.util.LinkedHashMap;
+import java.util.List;
 import java.util.Map;
+import java.util.Properties;
 import java.util.function.Consumer;
 import javax.sql.DataSource;
 import org.springframework.jdbc.datasource.lookup.AbstractRoutingDataSource;
@@ -14,12 +17,14 @@ import org.springframework.jdbc.datasource.lookup.AbstractRoutingDataSource;
 /**
  * A DataSource over the cluster's data nodes: one HikariCP pool per node (not per shard), the
  * node chosen by the shard bound to the thread ({@link ShardRouter#onShard}) through the shard
- * map read from the router. Each connection it gives runs {@code use_shard} first in every
+ * map read from the router or, with no router, from the nodes (each keeps the router's last
+ * map: the highest version they give is taken). Each connection it gives runs {@code use_shard} first in every
  * transaction ({@link ShardConnection}). Declare it as the application's DataSource bean:
  * Spring Boot's JPA and JDBC set-up then use it.
  */
 public class ShardRoutingDataSource extends AbstractRoutingDataSource implements AutoCloseable {
-    private final String routerUrl;
+    private final String routerUrl;           // null: the map is read from the nodes only
+    private final List<String> nodeUrls;     // nodes to read the map from before the map names any
     private final String user;
     private final String password;
     private final Consumer<HikariConfig> poolSettings;
@@ -30,7 +35,7 @@ public class ShardRoutingDataSource extends AbstractRoutingDataSource implements
 
     /**
      * @param routerUrl    the router database (jdbc:postgresql://...), read at start and when a
-     *                     node answers SF001
+     *                     node answers SF001; while it does not answer, the nodes of the map
      * @param user         the application's role on the router and the nodes
      * @param password     its password (or null)
      * @param poolSettings pool size, timeouts... of each node's pool (the URL and credentials
@@ -38,7 +43,25 @@ public class ShardRoutingDataSource extends AbstractRoutingDataSource implements
      */
     public ShardRoutingDataSource(String routerUrl, String user, String password, Consumer<HikariConfig> poolSettings)
             throws SQLException {
+        this(routerUrl, List.of(), user, password, poolSettings);
+    }
+
+    /**
+     * With no router: the map is read from the nodes (jdbc:postgresql://... of a few of them),
+     * then from the nodes the map names.
+     */
+    public static ShardRoutingDataSource fromNodes(List<String> nodeUrls, String user, String password,
+                                                   Consumer<HikariConfig> poolSettings) throws SQLException {
+        if (nodeUrls.isEmpty()) {
+            throw new IllegalArgumentException("give at least one node's URL");
+        }
+        return new ShardRoutingDataSource(null, nodeUrls, user, password, poolSettings);
+    }
+
+    private ShardRoutingDataSource(String routerUrl, List<String> nodeUrls, String user, String password,
+                                   Consumer<HikariConfig> poolSettings) throws SQLException {
         this.routerUrl = routerUrl;
+        this.nodeUrls = List.copyOf(nodeUrls);
         this.user = user;
         this.password = password;
         this.poolSettings = poolSettings;
@@ -59,9 +82,9 @@ public class ShardRoutingDataSource extends AbstractRoutingDataSource implements
         if (map != seen) {
             return;
         }
-        ShardMap fresh;
-        try (Connection router = DriverManager.getConnection(routerUrl, user, password)) {
-            fresh = ShardMap.load(router);
+        ShardMap fresh = read();
+        if (fresh == null) {
+            return;   // the nodes have no newer map than this one
         }
         fresh.nodes().forEach((node, connstr) -> {
             if (!connstr.equals(poolConnstr.get(node))) {   // a new node, or alter_node
@@ -74,6 +97,60 @@ public class ShardRoutingDataSource extends AbstractRoutingDataSource implements
         });
         routes = Map.copyOf(pools);
         map = fresh;  // published after the pools: a thread that reads it finds its node's pool
+    }
+
+    /**
+     * The newest map to be had, or null if none is newer than the one held: the router's while
+     * it answers; else the highest version among the nodes' copies (those given, and those of
+     * the map held), a node down or without a map skipped.
+     */
+    private ShardMap read() throws SQLException {
+        SQLException failure = null;
+        if (routerUrl != null) {
+            try (Connection router = DriverManager.getConnection(routerUrl, user, password)) {
+                return ShardMap.load(router);
+            } catch (SQLException e) {
+                if (map == null || e.getSQLState() == null || !e.getSQLState().startsWith("08")) {
+                    throw e;   // no map yet to name the nodes, or not a connection failure
+                }
+                failure = e;
+            }
+        }
+        Map<String, Properties> urls = new LinkedHashMap<>();
+        for (String url : nodeUrls) {
+            urls.put(url, credentials(new Properties()));
+        }
+        if (map != null) {
+            map.nodes().values().forEach(connstr -> {
+                Connstr c = new Connstr(connstr);
+                Properties props = new Properties();
+                props.putAll(c.props);
+                urls.putIfAbsent(c.url, credentials(props));
+            });
+        }
+        ShardMap best = null;
+        for (Map.Entry<String, Properties> url : urls.entrySet()) {
+            try (Connection node = DriverManager.getConnection(url.getKey(), url.getValue())) {
+                ShardMap got = ShardMap.loadFromNode(node);
+                if (got != null && (best == null || got.version() > best.version())) {
+                    best = got;
+                }
+            } catch (SQLException e) {   // a node down: the others answer
+                failure = failure == null ? e : failure;
+            }
+        }
+        if (best == null && map == null) {
+            throw new SQLException("no node gave a shard map", "08001", failure);
+        }
+        return best != null && (map == null || best.version() > map.version()) ? best : null;
+    }
+
+    private Properties credentials(Properties props) {
+        props.setProperty("user", user);
+        if (password != null) {
+            props.setProperty("password", password);
+        }
+        return props;
     }
 
     private HikariDataSource newPool(String node, String connstr) {
