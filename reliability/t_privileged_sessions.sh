@@ -233,6 +233,12 @@ row abandon_schema_change "abandon_schema_change(bigint)" "GRANT EXECUTE ON FUNC
 row app_map "snowflake_id_router.app_map()" "SELECT 'nothing granted to ROLE'" \
   "SELECT count(*) FROM snowflake_id_router.app_map()" 00000 \
   "SELECT count(*) FROM snowflake_id_router.app_map()" 00000 : "$local_variants"
+# The map a node keeps for applications: every role's, with no grant, on a node.
+row node_app_map "app_map()" "SELECT 'nothing granted to ROLE'" \
+  "SELECT count(*) FROM app_map()" 00000 "SELECT count(*) FROM app_map()" 00000 : "normal tx error t1" node_a
+# A shard's copies compared on demand (reaches the nodes; an unknown node is 42704).
+row verify_shard "verify_shard(integer,text)" "GRANT EXECUTE ON FUNCTION verify_shard(integer, text) TO ROLE" \
+  "SELECT count(*) FROM verify_shard(0)" 00000 "SELECT count(*) FROM verify_shard(0, 'ghost')" 42704
 # The fence trigger runs for a writer on a node while its shard is fenced (held there).
 row fence "snowflake_id_node.fence()" \
   "GRANT USAGE ON SCHEMA shard_1 TO ROLE; GRANT INSERT ON shard_1.posts TO ROLE; GRANT USAGE ON SEQUENCE shard_1.table_id_seq TO ROLE" \
