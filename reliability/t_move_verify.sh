@@ -71,8 +71,10 @@ grep -q "key $old: ($old,0,preload,0) on node 'node_a', ($old,0,changed,0) on no
 
 echo "2: a copy whose trigger deletes one row and inserts another as a row is applied"
 first=$(on node_a -c "SELECT min(id) FROM shard_3.posts")
+# (The extra row's ID is 2^40 ahead, about two minutes: NEW.id + 1 could be the ID a writer's
+# next row takes, whose apply then failed on the duplicate instead of being compared.)
 refused 2 3 node_b "IF NEW.body = 'victim2' THEN DELETE FROM shard_3.posts WHERE id = $first;
-  INSERT INTO shard_3.posts VALUES (NEW.id + 1, 0, 'extra'); END IF; RETURN NEW;" victim2
+  INSERT INTO shard_3.posts VALUES (NEW.id + (1::bigint << 40), 0, 'extra'); END IF; RETURN NEW;" victim2
 grep -q "key $first: ($first,[^)]*) on node 'node_a', missing on node 'node_b'" "$work/mover.log" \
   || fail "2: the difference named is not the deleted row $first: $(cat "$work/mover.log")"
 
