@@ -88,14 +88,7 @@ on router -c "SELECT move_shards('{2,3}', 'node_b')" >/dev/null
 on router -c "CALL drain_node('node_c')" >/dev/null
 without_router 0 node_c 2 node_c 2731 node_c 5462 node_c 5464 node_c
 sleep 2
-for c in 1 2 3 4; do touch "$work/client$c.log.stop"; done
-failed=0
-for i in "${!pids[@]}"; do wait "${pids[$i]}" || failed=1; done
-pids=()
-cat "$work"/client*.err >&2
-((failed == 0)) || fail "an error reached an application (above)"
-cat "$work"/client*.out
-router_invariants "$work" "${logs[@]}"
+apps_stop
 moves=$(on router -c "SELECT count(*) FROM move_history WHERE outcome = 'done'")
 read -r inserts reads <<<"$("$venv/bin/python" -c '
 import json, sys

@@ -72,14 +72,7 @@ for step in fenced sealed; do
 done
 moves=$(on router -c "SELECT count(*) FROM move_history WHERE outcome = 'done'")
 sleep 2
-for c in 1 2 3 4; do touch "$work/client$c.log.stop"; done
-failed=0
-for i in "${!pids[@]}"; do wait "${pids[$i]}" || failed=1; done
-pids=()
-cat "$work"/client*.err >&2
-((failed == 0)) || fail "an error reached an application (above)"
-cat "$work"/client*.out
-router_invariants "$work" "${logs[@]}"
+apps_stop
 for kind in node rust; do
   read -r inserts updates reads fan_outs sf001 retried loads <<<"$(python3 -c '
 import json, sys

@@ -56,14 +56,7 @@ for step in fenced sealed; do
 done
 moves=$(on router -c "SELECT count(*) FROM move_history WHERE outcome = 'done'")
 sleep 2
-for c in 1 2 3 4; do touch "$work/client$c.log.stop"; done
-failed=0
-for i in "${!pids[@]}"; do wait "${pids[$i]}" || failed=1; done
-pids=()
-cat "$work"/client*.err >&2
-((failed == 0)) || fail "an error reached an application (above)"
-cat "$work"/client*.out
-router_invariants "$work" "${logs[@]}"
+apps_stop
 read -r inserts updates reads fan_outs sf001 retried loads <<<"$("$venv/bin/python" -c '
 import json, sys
 r = [json.loads(open(p).read()) for p in sys.argv[1:]]

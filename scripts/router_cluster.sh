@@ -142,6 +142,20 @@ router_invariants() {
   echo "router invariants: nothing left by moves on $(IFS=,; echo "${ROUTER_NODES[*]}"), every shard served once where the map names it"
 }
 
+# apps_stop: for the tests whose four application clients (pids, writing logs in $work)
+# stop once $work/clientN.log.stop exists: stops them, fails if an error reached one, prints
+# their output and checks router_invariants over their logs.
+apps_stop() {
+  local c i failed=0
+  for c in 1 2 3 4; do touch "$work/client$c.log.stop"; done
+  for i in "${!pids[@]}"; do wait "${pids[$i]}" || failed=1; done
+  pids=()
+  cat "$work"/client*.err >&2
+  ((failed == 0)) || fail "an error reached an application (above)"
+  cat "$work"/client*.out
+  router_invariants "$work" "${logs[@]}"
+}
+
 # For tests that hold a move at a step (the router's test hook snowflake_id_router.breakpoint);
 # they set `work` (where mover.log goes).
 now() { date +%s.%N; }
