@@ -3,12 +3,14 @@ shard of node_a's first 16, through psycopg straight to the node (schema-qualifi
 SQLAlchemy Session on the node (SET LOCAL search_path, the ORM's INSERT: the ORM's own cost), the
 SQLAlchemy and Django routers of clients/python/ (use_shard, then the ORM's INSERT), and
 psycopg through the router (insert_post, PL/Proxy). Medians over interleaved rounds.
-Usage: app_routing.py ROUTER_DSN NODE_A_DSN"""
+Usage: app_routing.py ROUTER_DSN NODE_A_DSN [OUT.json] (the medians, in ms, and their ratios)"""
 import os
 import random
 import statistics
 import sys
 import time
+
+import json
 
 import psycopg
 
@@ -16,6 +18,7 @@ sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), ".."
 from snowflake_routing import ShardMap  # noqa: E402
 
 router_dsn, node_dsn = sys.argv[1:3]
+out = sys.argv[3] if len(sys.argv) > 3 else None
 N, ROUNDS = 1000, 3
 shard_map = ShardMap(router_dsn)
 rng = random.Random(1)
@@ -101,3 +104,7 @@ print(f"Python, one session, single-row insert, median latency of {N * ROUNDS} (
 for name, ts in times.items():
     m = statistics.median(ts)
     print(f"  {name:20} {m * 1000:.3f} ms ({m / base:.2f}x)")
+if out:
+    json.dump({name: {"latency_ms": round(statistics.median(ts) * 1000, 4),
+                      "ratio_to_direct": round(statistics.median(ts) / base, 3)} for name, ts in times.items()},
+              open(out, "w"), indent=1)

@@ -9,7 +9,7 @@ const routing = path.join(__dirname, '..', 'clients', 'node', 'routing.js');
 const { ShardRouter, connectionString } = require(routing);
 const pg = require(require.resolve('pg', { paths: [path.dirname(routing)] }));
 
-const [routerConnstr, nodeConnstr] = process.argv.slice(2);
+const [routerConnstr, nodeConnstr, out] = process.argv.slice(2);   // out: where to write the medians (JSON)
 const N = 1000, ROUNDS = 3;
 let seed = 1;
 const shard = () => (seed = (seed * 1103515245 + 12345) % 2147483648) % 16;
@@ -46,6 +46,11 @@ const median = (xs) => [...xs].sort((a, b) => a - b)[Math.floor(xs.length / 2)];
   console.log(`Node, one session, single-row insert, median latency of ${N * ROUNDS} (ratio to pg direct):`);
   for (const [name, ts] of Object.entries(times)) {
     console.log(`  ${name.padEnd(24)} ${median(ts).toFixed(3)} ms (${(median(ts) / base).toFixed(2)}x)`);
+  }
+  if (out) {
+    const medians = Object.fromEntries(Object.entries(times).map(([name, ts]) =>
+      [name, { latency_ms: Number(median(ts).toFixed(4)), ratio_to_direct: Number((median(ts) / base).toFixed(3)) }]));
+    require('fs').writeFileSync(out, JSON.stringify(medians, null, 1));
   }
   await Promise.all([direct.end(), routed.end(), app.end()]);
 })().catch((e) => { console.error(e); process.exit(1); });

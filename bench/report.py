@@ -335,6 +335,21 @@ def router_figures(put):
     put("router.bulk.rate", num(b["rows_per_second"], -2), f"{src}: bulk_move rows_per_second")
 
 
+def app_routing_figures(put):
+    d, src = load("app_routing"), "bench/app_routing.json"
+    med = d["pgbench"]["median"]
+    put("app.latency.direct", num(med["direct"]["latency_ms"], 3, "ms"), f"{src}: pgbench median direct latency_ms")
+    for v in ("direct_ext", "direct_tx", "direct_tx_pipelined", "use_shard", "pipelined", "implicit", "router"):
+        put(f"app.latency.{v}", num(med[v]["latency_ratio"], 2, "×"), f"{src}: pgbench median {v} latency_ratio")
+        put(f"app.tps.{v}", num(med[v]["tps_ratio"], 2, "×"), f"{src}: pgbench median {v} tps_ratio")
+    for lang, direct in (("python", "psycopg direct"), ("node", "pg direct")):
+        put(f"app.{lang}.direct", num(d[lang][direct]["latency_ms"], 3, "ms"), f"{src}: {lang} {direct!r} latency_ms")
+        for name, m in d[lang].items():
+            if name != direct:
+                key = re.sub(r"[^a-z0-9]+", "_", name.lower()).strip("_")
+                put(f"app.{lang}.{key}", num(m["ratio_to_direct"], 2, "×"), f"{src}: {lang} {name!r} ratio_to_direct")
+
+
 def alter_figures(put):
     d, src = load("alter_shards"), "bench/alter_shards.json"
     put("alter.shards", num(d["shards_over_3_nodes"]), f"{src}: shards_over_3_nodes")
@@ -382,7 +397,7 @@ def figures():
         assert name not in out, name
         out[name] = (value, source)
     for group in (results_figures, rebalance_figures, moves_figures, metrics_figures, router_figures, alter_figures,
-                  shards_figures):
+                  shards_figures, app_routing_figures):
         group(put)
     return out
 
