@@ -16,6 +16,11 @@
 #   4  verify_shard: shard 9's copy on node_c, while a move holds it (subscribed): no
 #      difference; a row changed there by hand: one, naming its key and both rows; the move,
 #      released, refused as in 1 (found at the first read, compared again under the fence).
+#   5  the lag gate (setting switch_lag, 64kB here): shard 4's move node_a -> node_b, its
+#      target's subscription disabled once subscribed (so the target falls behind as the
+#      clients write): with copy_timeout 3 s the move is refused (57014) naming the lag, and
+#      undone, no fence ever set; again, the subscription enabled after 2 s of waiting: the
+#      move fences once the target is near (move_history.fence_lag at most 64kB).
 # Afterwards (router_invariants): every acknowledged write present exactly once, on the node
 # the map names; no ID twice; nothing left by a move on any node.
 set -euo pipefail
@@ -102,6 +107,29 @@ grep -q "table shard_9.posts, key $changed:" "$work/mover.log" || fail "4: $(cat
 err=$(on router -c "SELECT * FROM verify_shard(9, 'node_c')" 2>&1 || true)
 [[ $err == *"55000"*"node 'node_c' holds no copy of shard 9"* || $err == *"node 'node_c' holds no copy of shard 9"* ]] \
   || fail "4: verify_shard against a node with no copy: $err"
+
+echo "5: the fence waits for the target to come within switch_lag"
+setting() { on router -c "INSERT INTO snowflake_id_router.setting VALUES ('$1', '$2') ON CONFLICT (name) DO UPDATE SET value = excluded.value"; }
+sub() { on node_b -c "ALTER SUBSCRIPTION $(on node_b -c "SELECT subname FROM pg_subscription WHERE subname LIKE 'sfid%'") $1"; }
+setting switch_lag 64kB; setting copy_timeout '3 s'
+held subscribed "SELECT move_shard(4, 'node_b')"
+sub DISABLE; sleep 1; release
+if ended; then fail "5: the move of shard 4 fenced though its target stayed behind"; fi
+grep -q "57014.*moving shard 4 from node 'node_a' to node 'node_b' failed while waiting for the target to come near: the target stayed .* behind the source (switch_lag 64kB)" "$work/mover.log" \
+  || fail "5: $(cat "$work/mover.log")"
+[[ $(map 4) == node_a ]] || fail "5: shard 4 is not served by node_a after the refusal"
+on router -c "DELETE FROM snowflake_id_router.setting WHERE name = 'copy_timeout'"
+held subscribed "SELECT move_shard(4, 'node_b')"
+sub DISABLE; release; sleep 2
+[[ $(on router -c "SELECT state FROM snowflake_id_router.move ORDER BY id DESC LIMIT 1") == copying ]] \
+  || fail "5: the move did not wait for its target: $(on router -c "SELECT state FROM snowflake_id_router.move ORDER BY id DESC LIMIT 1")"
+sub ENABLE
+ended || fail "5: the move of shard 4 failed once its target caught up: $(cat "$work/mover.log")"
+[[ $(map 4) == node_b ]] || fail "5: shard 4 is not on node_b after its move"
+lag=$(on router -c "SELECT fence_lag FROM move_history ORDER BY move DESC LIMIT 1")
+(( lag <= 65536 )) || fail "5: the move fenced $lag bytes behind"
+echo "  refused after 3 s behind; fenced $lag bytes behind once its subscription was enabled"
+on router -c "DELETE FROM snowflake_id_router.setting"
 
 touch "$work"/client{1,2,3,4}.log.stop
 for p in "${pids[@]}"; do wait "$p" || fail "a client failed: $(tail -3 "$work"/client*.log)"; done

@@ -101,12 +101,21 @@ ALTER TABLE snowflake_id_router.rebalance ADD COLUMN call_start timestamptz;
 COMMENT ON COLUMN snowflake_id_router.rebalance.call_start IS
   'The start of the statement that runs it (statement_timestamp() of its session): it holds the rebalance while it runs.';
 
--- == Setting verify_moves: whether a move compares its copies' content before the seal ==
+-- == Settings verify_moves (whether a move compares its copies' content before the seal)
+-- == and switch_lag (how far behind the source a target may be when its move fences) ==
 ALTER TABLE snowflake_id_router.setting DROP CONSTRAINT setting_name_check, DROP CONSTRAINT setting_check,
     ADD CONSTRAINT setting_name_check
         CHECK (name IN ('lock_timeout', 'copy_timeout', 'cutover_timeout', 'cleanup_timeout', 'status_timeout',
-                        'schema_change_timeout', 'self_connstr', 'verify_moves')),
+                        'schema_change_timeout', 'self_connstr', 'verify_moves', 'switch_lag')),
     -- A timeout of 0 would mean no timeout at all.
     ADD CONSTRAINT setting_check
         CHECK (CASE name WHEN 'self_connstr' THEN true WHEN 'verify_moves' THEN value IN ('on', 'off')
+                         WHEN 'switch_lag' THEN pg_catalog.pg_size_bytes(value) >= 0
                          ELSE value::interval > interval '0' AND value::interval <= interval '1 day' END);
+
+-- == What a move's fence waited for: the target's lag (move_history) ==
+ALTER TABLE snowflake_id_router.move ADD COLUMN fence_lag bigint, ADD COLUMN fence_retries integer;
+COMMENT ON COLUMN snowflake_id_router.move.fence_lag IS
+  'Bytes of the source''s WAL its target had not confirmed when the fence was set (switch_lag bounds it).';
+COMMENT ON COLUMN snowflake_id_router.move.fence_retries IS
+  'How often the fence gate was given back before the fence because the target had fallen behind again.';

@@ -241,6 +241,9 @@ RETURN coalesce((SELECT s.value FROM snowflake_id_router.setting s WHERE s.name 
                     WHEN 'status_timeout' THEN '10 s'
                     -- Whether a move compares its copies' content before the seal (34_verify.sql).
                     WHEN 'verify_moves' THEN 'on'
+                    -- How far behind the source a move's target may be when it fences
+                    -- (32_move.sql, near_fence): what the fence then waits to catch up.
+                    WHEN 'switch_lag' THEN '16MB'
                     -- The loopback connection: the first unix socket (else localhost), port,
                     -- this database, and the role running the router's functions (the
                     -- extension's owner, as these run SECURITY DEFINER).

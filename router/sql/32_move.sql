@@ -554,6 +554,51 @@ $$;
 COMMENT ON FUNCTION snowflake_id_router.subscribe(bigint, timestamptz) IS
   'Subscribes a move''s target to its source''s slot (nothing left to copy) and records the subscription''s OID.';
 
+-- Closes the fence gate for move move_id once its target is within switch_lag of the source
+-- (snowflake_id_node.move_lag), so that the fence waits only for that much to be applied.
+-- The lag is read before the gate and again behind it (another batch's fence may have held
+-- it while the source ran ahead): too far then, the gate is given back and the wait starts
+-- again. Both waits together are bounded by copy_timeout: 57014, and the move is undone.
+-- Records the lag at the fence and the gate's retries (move_history).
+CREATE OR REPLACE FUNCTION snowflake_id_router.near_fence(move_id bigint, src text) RETURNS void
+LANGUAGE plpgsql VOLATILE STRICT PARALLEL UNSAFE
+SET search_path = pg_catalog, pg_temp
+AS $$
+#variable_conflict use_variable
+DECLARE
+    bound bigint := pg_size_bytes(snowflake_id_router.setting('switch_lag'));
+    lag_sql text := format('SELECT snowflake_id_node.move_lag(%L)', snowflake_id_router.move_key(move_id));
+    began timestamptz := snowflake_id_node.monotonic();
+    deadline timestamptz := began + snowflake_id_router.timeout('copy_timeout');
+    lag bigint;
+    retries integer := 0;
+BEGIN
+    LOOP
+        LOOP
+            lag := snowflake_id_router.call(src, lag_sql, snowflake_id_router.timeout('lock_timeout'), 'reading the target''s lag')::bigint;
+            EXIT WHEN lag IS NULL OR lag <= bound;   -- (no slot: the catch-up under the fence says why)
+            IF snowflake_id_node.monotonic() >= deadline THEN
+                RAISE EXCEPTION 'the target stayed % behind the source (switch_lag %) for %', pg_size_pretty(lag),
+                                snowflake_id_router.setting('switch_lag'), snowflake_id_router.timeout('copy_timeout')
+                    USING ERRCODE = 'query_canceled',
+                          HINT = 'The source''s writes outpace the target''s apply: move when there are fewer, or raise switch_lag or copy_timeout.';
+            END IF;
+            PERFORM snowflake_id_node.sleep(snowflake_id_router.nap(began, 0.001, 0.05));
+        END LOOP;
+        PERFORM snowflake_id_router.gate(true, greatest(deadline - snowflake_id_node.monotonic(), interval '0'));
+        lag := snowflake_id_router.call(src, lag_sql, snowflake_id_router.timeout('lock_timeout'), 'reading the target''s lag')::bigint;
+        EXIT WHEN lag IS NULL OR lag <= bound;
+        retries := retries + 1;
+        PERFORM snowflake_id_router.gate_open();
+    END LOOP;
+    PERFORM snowflake_id_router.call(snowflake_id_router.loopback(),
+        format('UPDATE snowflake_id_router.move SET fence_lag = %L, fence_retries = %s WHERE id = %s RETURNING true', lag, retries, move_id),
+        snowflake_id_router.timeout('lock_timeout') + interval '1 s', 'recording the move');
+END
+$$;
+COMMENT ON FUNCTION snowflake_id_router.near_fence(bigint, text) IS
+  'Closes the fence gate for a move once its target is within switch_lag of the source (57014 past copy_timeout); records the lag and retries.';
+
 -- The cutover, up to the seal: the gate closed, writes fenced on the source (the fence's
 -- lock bounded by lock_timeout, what follows up to the seal by cutover_timeout), the
 -- target caught up and given its owners, both sides' rows compared, the seal sent in the
@@ -591,8 +636,8 @@ BEGIN
     dst := snowflake_id_router.node_conn(m.target);
     step := 'verifying the copies';
     content := snowflake_id_router.verify_base(src, dst, m.schemas);
-    step := 'waiting for the fence gate';
-    PERFORM snowflake_id_router.gate(true, snowflake_id_router.timeout('copy_timeout'));
+    step := 'waiting for the target to come near';
+    PERFORM snowflake_id_router.near_fence(move_id, src);
     -- The fenced part: writes to the shards wait or get 40001 until the flip.
     PERFORM snowflake_id_router.enter(move_id, 'fencing');
     step := 'fencing writes on the source';

@@ -197,8 +197,8 @@ CREATE OR REPLACE VIEW move_history AS
                                 AND l.classid = snowflake_id_node.lock_class()::oid AND l.objid::bigint = m.shards[1])
                 THEN 'running: ' || m.state
                 ELSE 'interrupted: ' || m.state END AS outcome,
-           m.error
+           m.error, m.fence_lag, m.fence_retries
       FROM snowflake_id_router.move m
      ORDER BY m.id;
 COMMENT ON VIEW move_history IS
-  'Each move: shards, nodes, start, end, rows, write pause (fence to flip), outcome (done, undone, running or interrupted at a step) and error.';
+  'Each move: shards, nodes, start, end, rows, write pause (fence to flip), outcome (done, undone, running or interrupted at a step), error, the target''s lag at the fence (bytes) and the fence gate''s retries.';

@@ -276,6 +276,18 @@ BEGIN ATOMIC
 END;
 COMMENT ON FUNCTION snowflake_id_node.move_tables(text[]) IS 'The tables of the schemas.';
 
+-- How far move key's target is behind this node: the bytes of WAL between this node's
+-- position and what the move's slot has confirmed (NULL before the slot is made). The
+-- router fences only once it is within switch_lag, so that the fence waits for little.
+CREATE OR REPLACE FUNCTION snowflake_id_node.move_lag(key text) RETURNS bigint
+LANGUAGE sql STABLE STRICT
+SET search_path = pg_catalog, pg_temp
+RETURN (SELECT pg_wal_lsn_diff(pg_current_wal_lsn(), s.confirmed_flush_lsn)::bigint
+          FROM snowflake_id_node.move m JOIN pg_replication_slots s ON s.slot_name = m.slot
+         WHERE m.key = move_lag.key AND m.role = 'source');
+COMMENT ON FUNCTION snowflake_id_node.move_lag(text) IS
+  'Bytes of WAL here that move key''s target has not confirmed (its slot''s confirmed_flush_lsn); NULL without a slot.';
+
 -- The marker row, written after the fence: once the target has it, it has every write before.
 CREATE OR REPLACE FUNCTION snowflake_id_node.mark(key text) RETURNS void
 LANGUAGE plpgsql VOLATILE CALLED ON NULL INPUT
