@@ -17,6 +17,10 @@
 #   6  rebalance node_a drained in batches of 4, node_c cut off once the first is replicating:
 #                the drain stops at its batch onto node_c; run again after the link is back,
 #                it ends with node_a empty
+#   7  follower  router_b, a follower router in node_c's namespace, cut off as shard 4 flips
+#                (back onto node_a): the move ends, its old copy kept (sealed) while router_b
+#                routes by the old map; once the link is back repair_moves() pushes the map,
+#                router_b is current and the old copy gone
 # The cut is held 3 s past the move's end (the mover must end while node_c is unreachable).
 # Each mover must end within its timeouts (set below: the longest is measured), with an
 # error whose SQLSTATE is 57014 or 08xxx, or done; afterwards (router_invariants) nothing
@@ -31,7 +35,7 @@ pids=()
 ns=sfn$$ veth=sfv$$ net=10.$((200 + $$ % 50)).$(($$ / 50 % 250)).0
 down() {
   touch "$work"/client{1,2,3,4}.log.stop; kill "${pids[@]}" 2>/dev/null || true
-  router_cluster_down; ip netns del "$ns" 2>/dev/null || true; ip link del "$veth" 2>/dev/null || true; rm -rf "$work"
+  cluster_stop sfrouter2; router_cluster_down; ip netns del "$ns" 2>/dev/null || true; ip link del "$veth" 2>/dev/null || true; rm -rf "$work"
 }
 trap down EXIT
 
@@ -65,7 +69,8 @@ bounded() {
   if python3 -c "import sys; sys.exit(not $took > $longest)"; then longest=$took; fi
 }
 # cut_at CASE STEP SQL: runs SQL held at STEP, cuts node_c off, releases it, waits for it
-# (timed), keeps the cut 3 s more, restores it and repairs. Sets `took` and `outcome`.
+# (timed), runs the command $during (if set) while the link is still cut, keeps the cut 3 s
+# more, restores it and repairs. Sets `took` and `outcome`.
 cut_at() {
   held "$2" "$3"
   link down; local t0; t0=$(now)
@@ -77,6 +82,7 @@ cut_at() {
     grep -Eq "ERROR:  (57014|08[0-9A-Z]{3}):" "$work/mover.log" || fail "$1: an error other than a timeout or a lost connection: $(cat "$work/mover.log")"
   fi
   echo "  $outcome after $took s: $({ grep -m1 -o 'ERROR: .*' "$work/mover.log" || true; } | cut -c1-160)"
+  ${during:-}; during=
   sleep 3; link up
   on router -c "SELECT count(*) FROM repair_moves()" >/dev/null
 }
@@ -131,6 +137,27 @@ grep -q "batch [0-9]* (shard(s) [0-9, ]* from node 'node_a' to node 'node_c')" "
   || fail "6: no batch onto node_c met the cut (the plan changed: adapt the case): $(cat "$work/mover.log")"
 on router -c "CALL drain_node('node_a')" >/dev/null
 [[ $(on router -c "SELECT count(*) FROM shard_map WHERE node = 'node_a'") == 0 ]] || fail "6: node_a still serves shards after its drain"
+
+echo "7: a follower router cut off during the map push"
+b_port=$((ROUTER_PORT + 6))
+CLUSTER_WRAP="ip netns exec $ns" cluster_start sfrouter2 "$b_port" "listen_addresses=${net%.0}.2"
+echo "host all all ${net%.0}.0/24 trust" >>"$SF_TMP/sfrouter2/data/pg_hba.conf"
+sudo -u postgres "$PGBIN/pg_ctl" -D "$SF_TMP/sfrouter2/data" reload >/dev/null
+on_b() { PGOPTIONS="-c client_min_messages=warning" psql -X -q -At -v ON_ERROR_STOP=1 -h "$SF_TMP/sfrouter2" -p "$b_port" -U postgres -d postgres "$@"; }
+on_b -c "CREATE EXTENSION snowflake_id_router CASCADE" -f "$here/../router/examples/router.sql" >/dev/null
+on router -c "SELECT add_router('router_b', 'host=${net%.0}.2 port=$b_port dbname=postgres user=postgres')" >/dev/null
+old=$(map 4)   # (the drain of case 6 moved it off node_a)
+kept() {
+  [[ $(on "$old" -c "SELECT count(*) FROM pg_namespace WHERE nspname = 'shard_4'") == 1 ]] || fail "7: the old copy went while router_b routes by the old map"
+  [[ $(on router -c "SELECT current FROM router_status WHERE name = 'router_b'") == f ]] || fail "7: router_b is said current while cut off"
+}
+during=kept
+cut_at 7 flipping "SELECT move_shard(4, 'node_a')"
+[[ $(map 4) == node_a && $(on_b -c "SELECT node FROM shard_map WHERE shard = 4") == node_a ]] \
+  || fail "7: shard 4 is on $(map 4) for the primary, $(on_b -c "SELECT node FROM shard_map WHERE shard = 4") for router_b after the push"
+[[ $(on router -c "SELECT current FROM router_status WHERE name = 'router_b'") == t ]] || fail "7: router_b is not current after repair_moves()"
+[[ $(on "$old" -c "SELECT count(*) FROM pg_namespace WHERE nspname = 'shard_4'") == 0 ]] || fail "7: shard 4's old copy stays on $old"
+on router -c "SELECT remove_router('router_b')" >/dev/null
 
 echo "the longest move under a cut: $longest s"
 touch "$work"/client{1,2,3,4}.log.stop
