@@ -9,13 +9,15 @@
 // I <id> <shard> <body> <t0> <t_ack> 1  or  U <id> - <body> <t0> <t_ack> 1. A read must return
 // the body of the post's last acknowledged write. Any error that reaches the application (the
 // client retries SF001, 40001 and 40P01 itself) ends it with exit 1, naming it. Prints one line
-// of counts (JSON) at the end.
-// Usage: node app_node_client.js ROUTER_CONNSTR USER CLIENT_NO SECONDS SHARDS LOG
+// of counts (JSON) at the end. While LOG.pause exists it waits, its counts so far written to
+// LOG.paused (reliability/t_app_no_router.sh).
+// Usage: node app_node_client.js SOURCE USER CLIENT_NO SECONDS SHARDS LOG
+// SOURCE: the router's connect string, or nodes:CONNSTR|CONNSTR... to read the map from those nodes
 const fs = require('node:fs');
 const path = require('node:path');
 const { ShardRouter, shardOf } = require(path.join(__dirname, '..', 'clients', 'node', 'routing.js'));
 
-const [routerConnstr, user, client, seconds, shardList, logPath] = process.argv.slice(2);
+const [source, user, client, seconds, shardList, logPath] = process.argv.slice(2);
 const shards = shardList.split(',').map(Number);
 const deadline = Date.now() + Number(seconds) * 1000;
 let seed = Number(client);
@@ -24,7 +26,8 @@ const pick = (list) => list[Math.floor(random() * list.length)];
 const now = () => (Date.now() / 1000).toFixed(6);
 
 (async () => {
-  const app = await ShardRouter.connect({ router: routerConnstr, user, pool: { max: 2 } });
+  const app = await ShardRouter.connect({ ...(source.startsWith('nodes:')
+    ? { nodes: source.slice('nodes:'.length).split('|') } : { router: source }), user, pool: { max: 2 } });
   const insert = (shard, body) => app.withShard(shard, async (c) =>
     (await c.query('INSERT INTO posts (user_id, body) VALUES ($1, $2) RETURNING id', [client, body])).rows[0].id);
   const update = (id, body) => app.byId(id, async (c) => {
@@ -35,9 +38,18 @@ const now = () => (Date.now() / 1000).toFixed(6);
 
   const last = new Map();   // id -> body of its last acknowledged write
   const counts = { inserts: 0, updates: 0, reads: 0, fan_outs: 0 };
+  const summary = () => JSON.stringify({ kind: 'node', client: Number(client), ...counts,
+    retried: { SF001: app.stats.SF001, '40001': app.stats['40001'], '40P01': app.stats['40P01'] }, map_loads: app.loads });
   const log = fs.openSync(logPath, 'w');
   try {
     for (let n = 1; Date.now() < deadline && !fs.existsSync(`${logPath}.stop`); n++) {
+      while (fs.existsSync(`${logPath}.pause`)) {
+        if (!fs.existsSync(`${logPath}.paused`)) {
+          fs.writeFileSync(`${logPath}.paused.tmp`, summary());
+          fs.renameSync(`${logPath}.paused.tmp`, `${logPath}.paused`);
+        }
+        await new Promise((resolve) => setTimeout(resolve, 20));
+      }
       const body = `j${client}n${n}`, t0 = now();
       let post;
       if (last.size && random() < 0.3) {
@@ -70,6 +82,5 @@ const now = () => (Date.now() / 1000).toFixed(6);
   }
   fs.closeSync(log);
   await app.end();
-  console.log(JSON.stringify({ kind: 'node', client: Number(client), ...counts,
-    retried: { SF001: app.stats.SF001, '40001': app.stats['40001'], '40P01': app.stats['40P01'] }, map_loads: app.loads }));
+  console.log(summary());
 })().catch((error) => { console.error(`node client ${client}: ${error.stack}`); process.exit(1); });

@@ -4,9 +4,12 @@
 # moves: four writers, two through the Node client (clients/node/routing.js, node-postgres)
 # and two through the Rust client (clients/rust/src/routing.rs, tokio-postgres with
 # deadpool-postgres), each with its own pools and a map read from the router by the
-# application's role, which has no other right there, insert, update and read back posts by
+# application's role, which has no other right there (one writer of each reads its first map
+# from one node instead, and never names the router), insert, update and read back posts by
 # ID while move_shard, move_shards, drain_node and rebalance move their shards, and two moves
-# are held at their fence and once sealed. Then: every write a client saw acknowledged is
+# are held at their fence and once sealed. Then shards move while the writers are paused and
+# the router is stopped (as t_app_no_router.sh does for Python): each writer must meet SF001
+# and find the new nodes in the nodes' maps (app_map()), with no router. Then: every write a client saw acknowledged is
 # present exactly once, on the node the map names, with its last acknowledged body, and no ID
 # twice (router_invariants, reliability/router_check.py); every read by ID, and every fan-out
 # of a client's posts over all shards, returned the last acknowledged bodies; no error reached
@@ -41,10 +44,12 @@ done
 router_connstr="host=$SF_TMP/sfrouter port=$ROUTER_PORT dbname=postgres"
 shards=$(on router -c "SELECT string_agg(x::text, ',' ORDER BY x) FROM generate_series(0, 3) s, LATERAL (VALUES (s), (s + 2731), (s + 5462)) v(x)")
 
+one_node="nodes:$(node_connstr node_a)"
 logs=()
 for c in 1 2 3 4; do
   if ((c <= 2)); then writer=(node "$here/app_node_client.js"); else writer=("$clients/rust/target/debug/app_writer"); fi
-  "${writer[@]}" "$router_connstr" app "$c" 120 "$shards" "$work/client$c.log" \
+  source=$( ((c % 2)) && echo "$one_node" || echo "$router_connstr")
+  "${writer[@]}" "$source" app "$c" 120 "$shards" "$work/client$c.log" \
     >"$work/client$c.out" 2>"$work/client$c.err" & pids+=($!)
   logs+=("$work/client$c.log")
 done
@@ -70,6 +75,42 @@ for step in fenced sealed; do
   on router -c "DELETE FROM snowflake_id_router.breakpoint"
   wait "$mover"
 done
+
+# The router stopped: the writers paused, a shard of each node moves, the router stops, the
+# writers go on 4 s; each must be told SF001 and read the map again, from the nodes.
+counts() { python3 -c '
+import json, sys
+r = [json.loads(open(p).read()) for p in sys.argv[1:]]
+print(" ".join("%d:%d" % (x["retried"].get("SF001", 0), x["map_loads"]) for x in r))' "$@"; }
+pause_all() {
+  local c i
+  for c in 1 2 3 4; do touch "$work/client$c.log.pause"; done
+  for i in $(seq 400); do
+    [[ -f $work/client1.log.paused && -f $work/client2.log.paused && -f $work/client3.log.paused && -f $work/client4.log.paused ]] && return
+    sleep 0.05
+  done
+  fail "the writers did not pause (or one failed: $(cat "$work"/client*.err))"
+}
+resume_all() { local c; for c in 1 2 3 4; do rm -f "$work/client$c.log.pause" "$work/client$c.log.paused"; done; }
+pause_all
+# One shard of the writers' on each node to another node.
+on router -c "SELECT DISTINCT ON (node) format('SELECT move_shard(%s, %L);', shard,
+                CASE node WHEN 'node_a' THEN 'node_b' WHEN 'node_b' THEN 'node_c' ELSE 'node_a' END)
+              FROM shard_map WHERE shard IN ($shards) ORDER BY node, shard" | on router >/dev/null
+before=$(counts "$work"/client{1,2,3,4}.log.paused)
+cluster_stop sfrouter
+resume_all
+sleep 4
+pause_all
+after=$(counts "$work"/client{1,2,3,4}.log.paused)
+read -ra b <<<"$before"; read -ra a <<<"$after"
+for c in 0 1 2 3; do
+  ((${a[$c]%:*} > ${b[$c]%:*} && ${a[$c]#*:} > ${b[$c]#*:})) \
+    || fail "writer $((c + 1)) met no SF001 or read no map without the router (before $before, after $after)"
+done
+echo "without the router: SF001:map loads per writer (node, node, rust, rust) $before -> $after"
+cluster_resume sfrouter
+resume_all
 moves=$(on router -c "SELECT count(*) FROM move_history WHERE outcome = 'done'")
 sleep 2
 apps_stop
@@ -87,4 +128,4 @@ print(s("inserts"), s("updates"), s("reads"), s("fan_outs"), sum(x["retried"].ge
   ((inserts > 100 && reads > 100 && fan_outs > 4)) || fail "too little work by the $kind clients: $inserts inserts, $reads reads, $fan_outs fan-outs"
 done
 echo "app routing (Node and Rust): $moves moves; no error reached an application"
-((moves >= 7)) || fail "only $moves moves done"
+((moves >= 10)) || fail "only $moves moves done"

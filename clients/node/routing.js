@@ -7,6 +7,8 @@ const pg = require('pg');
 
 const NOT_SERVED = 'SF001';                      // use_shard: this node does not serve the shard
 const TRY_AGAIN = new Set(['40001', '40P01']);   // a move's fence, a deadlock: the same work again, later
+const ROUTER_MAP = 'SELECT shard, node, connstr, map_version FROM snowflake_id_router.app_map()';
+const NODE_MAP = 'SELECT shard, node, connstr, map_version FROM app_map()';   // every node's copy
 
 /** The logical shard of an ID (id_shard(id) on the server): a string (node-postgres' bigint), BigInt or number. */
 function shardOf(id) {
@@ -39,6 +41,17 @@ function connectionString(connstr, { user, password }) {
   return `postgresql:///${encodeURIComponent(dbname)}?${new URLSearchParams(kw)}`;
 }
 
+/** The rows of a map query on one server (a connection of its own, closed after). */
+async function readMap(connectionString, query) {
+  const client = new pg.Client({ connectionString });
+  await client.connect();
+  try {
+    return (await client.query(query)).rows;
+  } finally {
+    await client.end();
+  }
+}
+
 const sleep = (ms) => new Promise((resolve) => setTimeout(resolve, ms));
 const byId = (idOf) => (a, b) => {
   const x = BigInt(idOf(a)), y = BigInt(idOf(b));
@@ -47,14 +60,20 @@ const byId = (idOf) => (a, b) => {
 
 class ShardRouter {
   /**
-   * router: the router's connect string (libpq's keyword = value); user, password: the
+   * router: the router's connect string (libpq's keyword = value); nodes: connect strings of
+   * a few nodes, to read the map from with no router (every node keeps the map the router
+   * last pushed it; the highest version any gives is taken); one of the two at least. On
+   * SF001 the map is read from the router while it answers, else from those nodes and the
+   * map's own, so that once it has a map an application needs no router. user, password: the
    * application's, on the router and on every node; pool: each node's pg.Pool options (max...);
    * tries, firstPause, longestPause (ms): the retry rules' bounds (40 tries, about 15 s).
    * ShardRouter.connect(options) makes one and reads the map.
    */
-  constructor({ router, user, password, pool = {}, tries = 40, firstPause = 5, longestPause = 500 }) {
+  constructor({ router, nodes = [], user, password, pool = {}, tries = 40, firstPause = 5, longestPause = 500 }) {
     Object.assign(this, { credentials: { user, password }, poolOptions: pool, tries, firstPause, longestPause });
-    this.routerString = connectionString(router, this.credentials);
+    if (!router && !nodes.length) throw new Error("give the router's connect string or some nodes'");
+    this.routerString = router ? connectionString(router, this.credentials) : null;
+    this.bootstrap = nodes.map((connstr) => connectionString(connstr, this.credentials));
     this.version = null;
     this.nodeOf = new Map();      // shard -> node
     this.connstrs = new Map();    // node -> its connect string, as the map gives it
@@ -79,14 +98,8 @@ class ShardRouter {
   }
 
   async readMap() {
-    const client = new pg.Client({ connectionString: this.routerString });
-    await client.connect();
-    let rows;
-    try {
-      ({ rows } = await client.query('SELECT shard, node, connstr, map_version FROM snowflake_id_router.app_map()'));
-    } finally {
-      await client.end();
-    }
+    const rows = await this.newestMap();
+    if (rows === null) { this.loads++; return; }        // none newer than the map held
     const nodeOf = new Map(rows.map((r) => [r.shard, r.node]));
     const connstrs = new Map(rows.map((r) => [r.node, r.connstr]));
     for (const [node, connstr] of connstrs) {
@@ -98,6 +111,36 @@ class ShardRouter {
     for (const node of this.pools.keys()) if (!connstrs.has(node)) this.endPool(node);   // removed
     Object.assign(this, { nodeOf, connstrs, version: rows.length ? rows[0].map_version : '0' });
     this.loads++;
+  }
+
+  /**
+   * The newest map to be had, or null when none is newer than the one held: the router's
+   * while it answers; else the highest version among the nodes' copies (a node that missed a
+   * push gives an older one).
+   */
+  async newestMap() {
+    if (this.routerString) {
+      try {
+        return await readMap(this.routerString, ROUTER_MAP);
+      } catch (error) {
+        if (!this.connstrs.size && !this.bootstrap.length) throw error;   // no map yet, and no node known
+      }
+    }
+    let best = null;
+    const failures = [];
+    const known = [...this.connstrs.values()].map((c) => connectionString(c, this.credentials));
+    for (const connstr of new Set([...this.bootstrap, ...known])) {
+      try {
+        const rows = await readMap(connstr, NODE_MAP);
+        if (rows.length && (best === null || BigInt(rows[0].map_version) > BigInt(best[0].map_version))) best = rows;
+      } catch (error) {
+        failures.push(error);                               // a node down: the others answer
+      }
+    }
+    if (best === null && this.version === null) {
+      throw new Error(`no node gave a shard map (${failures.length} could not be reached)`, { cause: failures[0] });
+    }
+    return best !== null && (this.version === null || BigInt(best[0].map_version) > BigInt(this.version)) ? best : null;
   }
 
   endPool(node) {

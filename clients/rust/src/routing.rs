@@ -85,6 +85,20 @@ impl From<PoolError> for Error {
     }
 }
 
+const ROUTER_MAP: &str =
+    "SELECT shard, node, connstr, map_version FROM snowflake_id_router.app_map()";
+const NODE_MAP: &str = "SELECT shard, node, connstr, map_version FROM app_map()"; // every node's copy
+
+/// The rows of a map query on one server (a connection of its own, closed after).
+async fn read_map(config: &Config, query: &str) -> Result<Vec<Row>, tokio_postgres::Error> {
+    let (client, connection) = config.connect(NoTls).await?;
+    let driver = tokio::spawn(connection);
+    let rows = client.query(query, &[]).await;
+    drop(client);
+    let _ = driver.await;
+    rows
+}
+
 /// One read of the map: each shard's node, each node's connect string and pool.
 struct Map {
     version: i64,
@@ -104,7 +118,8 @@ pub struct Stats {
 }
 
 pub struct ShardRouter {
-    router: Config,
+    router: Option<Config>,
+    bootstrap: Vec<Config>, // nodes to read the map from when the router does not answer
     user: Option<String>,
     password: Option<String>,
     pool_size: usize,
@@ -128,9 +143,35 @@ impl ShardRouter {
         password: Option<&str>,
         pool_size: usize,
     ) -> Result<Self, Error> {
+        Self::start(Some(router), &[], user, password, pool_size).await
+    }
+
+    /// Reads the map from a few nodes (their connect strings), with no router: every node
+    /// keeps the map the router last pushed it, and the highest version any gives is taken.
+    pub async fn connect_nodes(
+        nodes: &[&str],
+        user: Option<&str>,
+        password: Option<&str>,
+        pool_size: usize,
+    ) -> Result<Self, Error> {
+        Self::start(None, nodes, user, password, pool_size).await
+    }
+
+    async fn start(
+        router: Option<&str>,
+        nodes: &[&str],
+        user: Option<&str>,
+        password: Option<&str>,
+        pool_size: usize,
+    ) -> Result<Self, Error> {
+        if router.is_none() && nodes.is_empty() {
+            return Err(Error::Config(
+                "give the router's connect string or some nodes'".into(),
+            ));
+        }
         let mut this = ShardRouter {
-            router: Config::from_str(router)
-                .map_err(|e| Error::Config(format!("the router's connect string: {e}")))?,
+            router: None,
+            bootstrap: Vec::new(),
             user: user.map(String::from),
             password: password.map(String::from),
             pool_size,
@@ -146,19 +187,33 @@ impl ShardRouter {
             first_pause: Duration::from_millis(5),
             longest_pause: Duration::from_millis(500),
         };
-        this.credentials_into_router();
+        this.router = router
+            .map(|r| {
+                this.config(r)
+                    .map_err(|e| Error::Config(format!("the router's connect string: {e}")))
+            })
+            .transpose()?;
+        this.bootstrap = nodes
+            .iter()
+            .map(|n| {
+                this.config(n)
+                    .map_err(|e| Error::Config(format!("connect string {n:?}: {e}")))
+            })
+            .collect::<Result<_, _>>()?;
         this.load(None).await?;
         Ok(this)
     }
 
-    fn credentials_into_router(&mut self) {
-        let config = &mut self.router;
+    /// A connect string's config with the application's credentials.
+    fn config(&self, connstr: &str) -> Result<Config, tokio_postgres::Error> {
+        let mut config = Config::from_str(connstr)?;
         if let Some(user) = &self.user {
             config.user(user);
         }
         if let Some(password) = &self.password {
             config.password(password);
         }
+        Ok(config)
     }
 
     fn map(&self) -> Arc<Map> {
@@ -188,17 +243,10 @@ impl ShardRouter {
         if seen.is_some_and(|v| v != old.version) {
             return Ok(());
         }
-        let (client, connection) = self.router.connect(NoTls).await?;
-        let driver = tokio::spawn(connection);
-        let rows = client
-            .query(
-                "SELECT shard, node, connstr, map_version FROM snowflake_id_router.app_map()",
-                &[],
-            )
-            .await;
-        drop(client);
-        let _ = driver.await;
-        let rows = rows?;
+        let Some(rows) = self.newest_map(&old).await? else {
+            self.stats.loads.fetch_add(1, Relaxed); // none newer than the map held
+            return Ok(());
+        };
         let mut map = Map {
             version: rows.first().map_or(0, |r| r.get(3)),
             node_of: HashMap::new(),
@@ -222,15 +270,55 @@ impl ShardRouter {
         Ok(())
     }
 
+    /// The newest map to be had, or None when none is newer than `old`: the router's while it
+    /// answers; else the highest version among the nodes' copies (a node that missed a push
+    /// gives an older one), from the nodes given and those of the map held.
+    async fn newest_map(&self, old: &Map) -> Result<Option<Vec<Row>>, Error> {
+        if let Some(router) = &self.router {
+            match read_map(router, ROUTER_MAP).await {
+                Ok(rows) => return Ok(Some(rows)),
+                Err(e) if old.nodes.is_empty() && self.bootstrap.is_empty() => return Err(e.into()),
+                Err(_) => {} // the router down: the nodes answer
+            }
+        }
+        let mut known = self.bootstrap.clone();
+        for (connstr, _) in old.nodes.values() {
+            known.push(
+                self.config(connstr)
+                    .map_err(|e| Error::Config(format!("connect string {connstr:?}: {e}")))?,
+            );
+        }
+        let (mut best, mut failed): (Option<Vec<Row>>, Option<tokio_postgres::Error>) =
+            (None, None);
+        for config in &known {
+            match read_map(config, NODE_MAP).await {
+                Ok(rows) => {
+                    let v = rows.first().map(|r| r.get::<_, i64>(3));
+                    if v.is_some()
+                        && best
+                            .as_ref()
+                            .is_none_or(|b| v > b.first().map(|r| r.get::<_, i64>(3)))
+                    {
+                        best = Some(rows);
+                    }
+                }
+                Err(e) => failed = Some(e), // a node down: the others answer
+            }
+        }
+        match best {
+            None if old.version < 0 => Err(match failed {
+                Some(e) => e.into(),
+                None => Error::Config("no node gave a shard map".into()),
+            }),
+            Some(rows) if rows[0].get::<_, i64>(3) > old.version => Ok(Some(rows)),
+            _ => Ok(None),
+        }
+    }
+
     fn pool(&self, connstr: &str) -> Result<Pool, Error> {
-        let mut config = Config::from_str(connstr)
+        let config = self
+            .config(connstr)
             .map_err(|e| Error::Config(format!("connect string {connstr:?}: {e}")))?;
-        if let Some(user) = &self.user {
-            config.user(user);
-        }
-        if let Some(password) = &self.password {
-            config.password(password);
-        }
         let manager = Manager::from_config(
             config,
             NoTls,

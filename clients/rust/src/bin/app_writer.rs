@@ -9,8 +9,10 @@
 //! `I <id> <shard> <body> <t0> <t_ack> 1` or `U <id> - <body> <t0> <t_ack> 1`. A read must
 //! return the body of the post's last acknowledged write. Any error that reaches the
 //! application (the client retries SF001, 40001 and 40P01 itself) ends it with exit 1, naming
-//! it. Prints one line of counts (JSON) at the end.
-//! Usage: app_writer ROUTER_CONNSTR USER CLIENT_NO SECONDS SHARDS LOG
+//! it. Prints one line of counts (JSON) at the end. While LOG.pause exists it waits, its counts
+//! so far written to LOG.paused (reliability/t_app_node_rust.sh's runs without the router).
+//! Usage: app_writer SOURCE USER CLIENT_NO SECONDS SHARDS LOG
+//! SOURCE: the router's connect string, or nodes:CONNSTR|CONNSTR... to read the map from those nodes
 
 use snowflake_id_client_recipe::routing::{shard_of, ShardRouter};
 use std::collections::BTreeMap;
@@ -46,26 +48,54 @@ impl Rng {
 #[tokio::main(flavor = "current_thread")]
 async fn main() {
     let args: Vec<String> = std::env::args().collect();
-    let [_, router, user, client, seconds, shards, log_path] = &args[..] else {
-        panic!("usage: app_writer ROUTER_CONNSTR USER CLIENT_NO SECONDS SHARDS LOG")
+    let [_, source, user, client, seconds, shards, log_path] = &args[..] else {
+        panic!("usage: app_writer SOURCE USER CLIENT_NO SECONDS SHARDS LOG")
     };
     let user_id: i64 = client.parse().unwrap();
     let shards: Vec<i32> = shards.split(',').map(|s| s.parse().unwrap()).collect();
     let deadline = Instant::now() + Duration::from_secs_f64(seconds.parse().unwrap());
     let stop = format!("{log_path}.stop");
     let mut rng = Rng(user_id as u64);
-    let app = ShardRouter::connect(router, Some(user), None, 2)
-        .await
-        .unwrap();
+    let app = match source.strip_prefix("nodes:") {
+        Some(nodes) => {
+            let nodes: Vec<&str> = nodes.split('|').collect();
+            ShardRouter::connect_nodes(&nodes, Some(user), None, 2).await
+        }
+        None => ShardRouter::connect(source, Some(user), None, 2).await,
+    }
+    .unwrap();
+    let summary = |app: &ShardRouter, counts: [u64; 4]| {
+        let s = &app.stats;
+        format!(
+            r#"{{"kind": "rust", "client": {client}, "inserts": {}, "updates": {}, "reads": {}, "fan_outs": {}, "retried": {{"SF001": {}, "40001": {}}}, "map_loads": {}}}"#,
+            counts[0],
+            counts[1],
+            counts[2],
+            counts[3],
+            s.moved.load(Relaxed),
+            s.conflicts.load(Relaxed),
+            s.loads.load(Relaxed)
+        )
+    };
+    let (pause, paused) = (format!("{log_path}.pause"), format!("{log_path}.paused"));
     let mut log = std::fs::File::create(log_path).unwrap();
     let mut last: BTreeMap<i64, String> = BTreeMap::new(); // id -> body of its last acknowledged write
-    let (mut inserts, mut updates, mut reads, mut fan_outs) = (0, 0, 0, 0);
+    let (mut inserts, mut updates, mut reads, mut fan_outs) = (0u64, 0u64, 0u64, 0u64);
     let fail = |what: String| -> ! {
         eprintln!("rust client {client}: error reached the application: {what}");
         exit(1)
     };
     let mut n = 0;
     while Instant::now() < deadline && !Path::new(&stop).exists() {
+        if Path::new(&pause).exists() {
+            if !Path::new(&paused).exists() {
+                let tmp = format!("{paused}.tmp");
+                std::fs::write(&tmp, summary(&app, [inserts, updates, reads, fan_outs])).unwrap();
+                std::fs::rename(&tmp, &paused).unwrap();
+            }
+            tokio::time::sleep(Duration::from_millis(20)).await;
+            continue;
+        }
         n += 1;
         let (body, t0) = (format!("r{client}n{n}"), now());
         let post = if !last.is_empty() && rng.below(10) < 3 {
@@ -157,11 +187,5 @@ async fn main() {
             fan_outs += 1;
         }
     }
-    let s = &app.stats;
-    println!(
-        r#"{{"kind": "rust", "client": {client}, "inserts": {inserts}, "updates": {updates}, "reads": {reads}, "fan_outs": {fan_outs}, "retried": {{"SF001": {}, "40001": {}}}, "map_loads": {}}}"#,
-        s.moved.load(Relaxed),
-        s.conflicts.load(Relaxed),
-        s.loads.load(Relaxed)
-    );
+    println!("{}", summary(&app, [inserts, updates, reads, fan_outs]));
 }
