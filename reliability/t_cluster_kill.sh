@@ -34,7 +34,8 @@ source "$here/../scripts/cluster.sh"; source "$here/lib.sh"
 source "$here/../scripts/router_cluster.sh"
 work=$(mktemp -d); chmod 755 "$work"
 pids=()
-trap '[[ -f $work/frozen ]] && sudo kill -CONT $(cat "$work/frozen") 2>/dev/null; touch "$work"/client{1,2,3,4}.log.stop; kill "${pids[@]}" 2>/dev/null || true; router_cluster_down; rm -rf "$work"' EXIT
+writer=
+trap '[[ -f $work/frozen ]] && sudo kill -CONT $(cat "$work/frozen") 2>/dev/null; touch "$work"/client{1,2,3,4}.log.stop; kill "${pids[@]}" $writer 2>/dev/null || true; router_cluster_down; rm -rf "$work"' EXIT
 
 SHARDS_PER_NODE=8 router_cluster_up
 on node_a -c "INSERT INTO shard_2.posts (user_id, body) SELECT 0, 'preload' FROM generate_series(1, 50000)"
@@ -149,7 +150,7 @@ interrupt() {
 # until the move's complete_by, then takes it over and completes it; the mover, thawed,
 # fails with 55000 and its call leaves nothing (router_invariants, at the end).
 frozen() {
-  local shard=$1 from=$2 to=$3 pid mover id out t0 t_ok
+  local shard=$1 from=$2 to=$3 pid mover id out t0 t_ok   # (writer: global, for the trap)
   on router -c "INSERT INTO snowflake_id_router.breakpoint (step) VALUES ('sealed')"
   on router -c '\set VERBOSITY verbose' -c "SELECT move_shard($shard, '$to')" >"$work/mover.log" 2>&1 & mover=$!
   for _ in $(seq 600); do
@@ -166,7 +167,7 @@ frozen() {
   ( while [[ ! -f $work/writer.stop ]]; do
       if on router -c "SELECT insert_post($shard, 0, 'frozen mover')" >/dev/null 2>&1; then echo "$(date +%s.%N) ok"; else echo "$(date +%s.%N) error"; fi
       sleep 0.1
-    done ) >"$work/writer.log" & local writer=$!
+    done ) >"$work/writer.log" & writer=$!
   while :; do
     out=$(on router -c "SELECT outcome FROM repair_moves() WHERE move = $id")
     [[ $out == taken* ]] && break
@@ -180,7 +181,7 @@ frozen() {
     [[ -n $t_ok ]] && break
     sleep 0.1
   done
-  touch "$work/writer.stop"; wait "$writer"; rm -f "$work/writer.stop"
+  touch "$work/writer.stop"; wait "$writer"; writer=; rm -f "$work/writer.stop"
   [[ -n $t_ok ]] || fail "no write to shard $shard passed through the router after repair_moves() completed move $id"
   printf 'mover frozen right after its seal (kill -STOP): repair_moves() "%s" %.2f s after the freeze; writes through the router pass again %.2f s after it (bound: lock_timeout + cutover_timeout + 1 s + cleanup_timeout + 5 s = 23 s)\n' \
     "$out" "$(awk "BEGIN { print $(date +%s.%N) - $t0 }")" "$(awk "BEGIN { print $t_ok - $t0 }")"
