@@ -121,8 +121,9 @@ COMMENT ON FUNCTION snowflake_id_router.record_move(bigint, snowflake_id_router.
 
 -- Makes owner the move's owner (run through the loopback connection, committed at once): a
 -- repair holding the move's router locks (its mover gone), or (overdue) one past the
--- complete_by of a move sealing or sealed whose mover still lives. The row lock orders it
--- with the mover's record_move and flip: exactly one of them goes on. True if taken.
+-- complete_by of a move sealing or sealed whose mover still lives (complete_by then starts
+-- again, for the taker). The row lock orders it with the mover's record_move and flip:
+-- exactly one of them goes on. True if taken.
 CREATE OR REPLACE FUNCTION snowflake_id_router.take_move(move_id bigint, owner text, overdue boolean) RETURNS boolean
 LANGUAGE plpgsql VOLATILE STRICT PARALLEL UNSAFE
 SET search_path = pg_catalog, pg_temp
@@ -130,7 +131,10 @@ AS $$
 #variable_conflict use_variable
 BEGIN
     UPDATE snowflake_id_router.move r
-       SET owner = take_move.owner, taken_over = CASE WHEN overdue THEN clock_timestamp() ELSE r.taken_over END
+       SET owner = take_move.owner, taken_over = CASE WHEN overdue THEN clock_timestamp() ELSE r.taken_over END,
+           -- (the taker gets the same time to complete it: a second repair waits for it)
+           complete_by = CASE WHEN overdue THEN snowflake_id_node.monotonic() + snowflake_id_router.completion_bound()
+                              ELSE r.complete_by END
      WHERE r.id = move_id AND NOT snowflake_id_router.move_finished(r.state)
        AND (NOT overdue OR (snowflake_id_router.move_may_be_sealed(r.state) AND r.complete_by <= snowflake_id_node.monotonic()));
     RETURN FOUND;
