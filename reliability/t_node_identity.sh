@@ -7,7 +7,8 @@
 # one to the other. A second name for node_a, or for node_d, is refused (42710). A streaming
 # standby of node_b (pg_basebackup -R) carries node_b's mark: refused while in recovery,
 # accepted by alter_node once promoted; node_b's old primary, restarted, is then refused
-# under a new name, as it is node_b.
+# under a new name, as it is node_b. A node registered by 0.3.0 (no mark) is given its mark by
+# alter_node.
 set -euo pipefail
 here=$(cd "$(dirname "$0")" && pwd)
 source "$here/../scripts/cluster.sh"; source "$here/lib.sh"
@@ -71,4 +72,15 @@ echo "node_b failed over to its promoted standby (mark $(mark standby))"
 cluster_resume sfnode_b
 [[ $(sqlstate "SELECT add_node('node_b_old', '$(node_connstr node_b)')") == 42710 ]] \
   || fail "add_node accepted node_b's old primary as a new node"
+
+# A node registered by 0.3.0 (no mark, identity system identifier/database OID): reached as
+# before, a second name refused by the 0.3.0 rule, given its mark by alter_node.
+on node_a -c "DELETE FROM snowflake_id_node.node_mark" >/dev/null
+on router -c "UPDATE snowflake_id_router.node SET identity = snowflake_id_router.database_of(identity) WHERE name = 'node_a'"
+[[ $(on router -c "SELECT reachable FROM node_status WHERE node = 'node_a'") == t ]] || fail "node_a registered without a mark unreachable"
+[[ $(sqlstate "SELECT add_node('node_a2', '$(node_connstr node_a) application_name=again')") == 42710 ]] \
+  || fail "add_node accepted node_a (registered without a mark) under a second name"
+on router -c "SELECT alter_node('node_a', '$(node_connstr node_a)')" >/dev/null
+[[ -n $(mark node_a) && $(on router -c "SELECT identity FROM snowflake_id_router.node WHERE name = 'node_a'") == */"$(mark node_a)" ]] \
+  || fail "alter_node did not give node_a (registered without a mark) its mark"
 echo "ok"

@@ -322,9 +322,11 @@ AS $$
 DECLARE
     seen text := snowflake_id_router.remote_identity(conn, '');
 BEGIN
+    -- Read from the table, as the rest from pg_catalog, never through a function of the node's.
     IF snowflake_id_router.fetch(conn, $q$
-           SELECT (pg_catalog.to_regprocedure('snowflake_id_node.node_mark()') IS NOT NULL)::text$q$)::boolean THEN
-        seen := seen || coalesce('/' || nullif(snowflake_id_router.fetch(conn, 'SELECT snowflake_id_node.node_mark()::text'), ''), '');
+           SELECT (pg_catalog.to_regclass('snowflake_id_node.node_mark') IS NOT NULL)::text$q$)::boolean THEN
+        seen := seen || coalesce('/' || nullif(snowflake_id_router.fetch(conn,
+                    'SELECT m.mark::pg_catalog.text FROM snowflake_id_node.node_mark m'), ''), '');
     END IF;
     RETURN seen;
 END
@@ -357,9 +359,11 @@ RETURN registered = found
 COMMENT ON FUNCTION snowflake_id_router.same_node(text, text) IS
   'Whether a node found (its identity) is the node registered: the same mark, or for a node without one the same system identifier and database OID.';
 
--- Gives the node connection conn reaches a new mark (compare and set against the one in
--- seen, its identity) and returns its identity with it; seen itself from a node whose
--- snowflake_id predates marks (it keeps the 0.3.0 identity).
+-- Gives the node connection conn reaches (identity seen) a mark, if it has none, and returns
+-- its identity with it. A mark already there is kept: another router registered the node,
+-- or an add_node here did not commit; rewritten, the node would become another one for
+-- every router that knows it. Compare and set: of two calls at once, one marks it, the other
+-- fails (40001). seen itself from a node whose snowflake_id predates marks.
 CREATE OR REPLACE FUNCTION snowflake_id_router.mark_node(conn text, seen text) RETURNS text
 LANGUAGE plpgsql VOLATILE STRICT PARALLEL UNSAFE
 SET search_path = pg_catalog, pg_temp
@@ -367,17 +371,16 @@ AS $$
 DECLARE
     mark uuid := gen_random_uuid();
 BEGIN
-    IF NOT snowflake_id_router.fetch(conn, $q$
+    IF snowflake_id_router.node_mark_of(seen) IS NOT NULL OR NOT snowflake_id_router.fetch(conn, $q$
            SELECT (pg_catalog.to_regprocedure('snowflake_id_node.set_node_mark(uuid,uuid)') IS NOT NULL)::text$q$)::boolean THEN
         RETURN seen;
     END IF;
-    PERFORM snowflake_id_router.fetch(conn, format('SELECT snowflake_id_node.set_node_mark(%L, %L)::text',
-                                                   mark, snowflake_id_router.node_mark_of(seen)));
+    PERFORM snowflake_id_router.fetch(conn, format('SELECT snowflake_id_node.set_node_mark(%L, NULL)::text', mark));
     RETURN snowflake_id_router.database_of(seen) || '/' || mark;
 END
 $$;
 COMMENT ON FUNCTION snowflake_id_router.mark_node(text, text) IS
-  'Writes a new identity mark into the node a connection reaches (compare and set against the one seen) and returns its new identity; seen if its snowflake_id has no marks.';
+  'Writes an identity mark into the node a connection reaches if it has none (40001 if another call did meanwhile); returns its identity with its mark, seen if its snowflake_id has no marks.';
 
 -- Opens the loopback connection conn to this router database (setting self_connstr) and
 -- checks that it reaches this very database: map flips and move records go through it.

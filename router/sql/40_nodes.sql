@@ -272,8 +272,8 @@ $$;
 COMMENT ON FUNCTION alter_node(text, text) IS
   'Repoints a node to a new connect string reaching the same database (another address, its promoted standby), for every router session at once.';
 
--- Gives the node that connect string normal reaches (identity seen) a mark of its own,
--- (mark_node); returns its identity, with the mark if given.
+-- Gives the node that connect string normal reaches (identity seen) a mark if it has none
+-- (mark_node); returns its identity, with its mark.
 CREATE OR REPLACE FUNCTION snowflake_id_router.give_mark(node text, normal text, seen text) RETURNS text
 LANGUAGE plpgsql VOLATILE STRICT PARALLEL UNSAFE
 SET search_path = pg_catalog, pg_temp
@@ -295,7 +295,7 @@ EXCEPTION WHEN OTHERS THEN
 END
 $$;
 COMMENT ON FUNCTION snowflake_id_router.give_mark(text, text, text) IS
-  'Writes a new identity mark into a node whose identity is still seen (mark_node); returns its identity.';
+  'Gives a node whose identity is still seen a mark if it has none (mark_node); returns its identity.';
 
 -- Removes a node that holds no shard: none mapped to it (drain_node moves them off first),
 -- none it still serves whatever the map says (a shard made there by hand, a copy left
