@@ -65,10 +65,10 @@ def alerts(rules, scrape, work, expected):
         series.append({"series": f"{name}{{{selector}}}", "values": f"{value!r}x60"})
     (server,) = servers
     want = {}
-    for e in expected:
-        alert, label = e.split(":", 1)
-        key, value = label.split("=", 1)
-        want.setdefault(alert, []).append({key: value, "server": server})
+    for e in expected:   # Alert:label=value, or Alert for a router-wide series
+        alert, _, label = e.partition(":")
+        labels = dict([label.split("=", 1)]) if label else {}
+        want.setdefault(alert, []).append({**labels, "server": server})
     tests = []
     for group in groups["groups"]:
         for rule in group["rules"]:

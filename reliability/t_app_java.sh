@@ -11,7 +11,8 @@
 # no error reaching them, every post read back by ID. Then, over both runs
 # (router_invariants, router_check.py): every write a writer saw acknowledged is present
 # exactly once, on the node the map names, with its last body; no ID twice; the moved
-# shards' new IDs above their old ones. Maven's downloads are kept in ~/.m2 between runs.
+# shards' new IDs above their old ones. TsidTest: 5,000 TSIDs of tsid-creator decode on a
+# node with the tsid layout (time, text form, node and counter as the library made them). Maven's downloads are kept in ~/.m2 between runs.
 set -euo pipefail
 here=$(cd "$(dirname "$0")" && pwd)
 source "$here/../scripts/cluster.sh"; source "$here/lib.sh"
@@ -46,7 +47,7 @@ run() {  # run PROFILE CLIENT_BASE DRAIN
   local t0=$SECONDS
   SF_CLIENT_BASE=$2 SF_DRAIN=$3 mvn -B -q -f "$app/pom.xml" -P "$1" test >"$work/$1.out" 2>&1 \
     || { cat "$work/$1.out"; fail "the Java client's tests on $1 failed (above)"; }
-  grep -h "^moves:\|^batching:\|^IDENTITY:" "$work/$1.out" | sed "s/^/$1 /"
+  grep -h "^moves:\|^batching:\|^IDENTITY:\|^tsid:" "$work/$1.out" | sed "s/^/$1 /"
   echo "$1: RoutingTest and MovesTest passed in $((SECONDS - t0)) s"
 }
 run boot3 0 node_b

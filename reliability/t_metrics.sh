@@ -5,11 +5,12 @@
 # superuser); its /metrics scraped with curl. Healthy: every metric the queries file defines
 # is scraped, every node reachable, nothing left over, the follower current, and on the
 # scraped series no rule of monitoring/alerts.yml fires (promtool test rules,
-# reliability/metrics_check.py). Then four faults: a replication slot named as a move's left
+# reliability/metrics_check.py). Then five faults: a replication slot named as a move's left
 # on node_a, node_c stopped, the follower stopped while the map changes (alter_node), a
-# shard of node_b whose newest ID is an hour ahead of the clock. Each shows in the metric its
-# alert reads, and on the scraped series exactly those four alerts fire, each for that node
-# or router only. Prints the values and what a scrape costs (the exporter's time and each
+# shard of node_b whose newest ID is an hour ahead of the clock, a move that failed (its
+# target held a schema of the shard's name). Each shows in the metric its alert reads, and
+# on the scraped series exactly those five alerts fire, each for that node or router only.
+# Prints the values and what a scrape costs (the exporter's time and each
 # query's, as the monitoring role).
 # Once: the exporter reads only the router's views, the same SQL on every version, and it is
 # Debian 12's package, on the host (not in the chroots of 17 and 19); 15 is Debian 12's own.
@@ -67,6 +68,11 @@ echo "healthy: scraped in ${t_healthy} s (the exporter's own time: $(value healt
 
 # The faults. A replication slot named as a move's makes (sfid_<router>_<move>), with no move.
 on node_a -c "SELECT pg_create_logical_replication_slot('sfid_0badc0de_1', 'pgoutput')" >/dev/null
+# A move that fails for real: its target holds a schema of the shard's name (42P06), undone.
+on node_b -c "CREATE SCHEMA shard_1"
+err=$(on router -c "SELECT move_shard(1, 'node_b')" 2>&1 || true)
+[[ $err == *"42P06"* || $err == *"already has a schema"* ]] || fail "the move onto a squatted schema did not fail as expected: $err"
+on node_b -c "DROP SCHEMA shard_1"
 cluster_stop sfnode_c
 cluster_stop sfrouter2
 on router -c "SELECT alter_node('node_a', '$(node_connstr node_a) connect_timeout=9')" >/dev/null 2>&1
@@ -84,6 +90,9 @@ is faults snowflake_id_node_leftovers node=node_b 0
 is faults snowflake_id_follower_current router=router_b 0
 is faults snowflake_id_shards_ahead_of_clock node=node_b 1
 is faults snowflake_id_shards_ahead_of_clock node=node_a 0
+[[ $(value faults snowflake_id_moves_undone_last_hour) == 1 && $(value faults snowflake_id_moves_undone_total) == 1 ]] \
+  || fail "the failed move is not counted: undone_last_hour $(value faults snowflake_id_moves_undone_last_hour), undone_total $(value faults snowflake_id_moves_undone_total)"
+[[ $(value healthy snowflake_id_moves_undone_total) == 0 ]] || fail "a move was undone before the faults"
 [[ $(value faults snowflake_id_node_slot_wal_bytes node=node_a) != NaN ]] || fail "node_a's slot holds no WAL in the scrape"
 awk -v v="$(value faults snowflake_id_follower_behind_seconds router=router_b)" 'BEGIN { exit !(v > 0) }' \
   || fail "router_b is not behind for any time in the scrape"
@@ -94,7 +103,7 @@ grep -E '^snowflake_id_(node_(reachable|leftovers|leftover_slots|slot_wal_bytes)
   "$work/faults.prom" | sed -E 's/,?server="[^"]*"//; s/\{\}//; s/^/  /'
 "$PYTHON" "$here/metrics_check.py" alerts "$root/monitoring/alerts.yml" "$work/faults.prom" "$work" \
   SnowflakeIdNodeUnreachable:node=node_c SnowflakeIdLeftovers:node=node_a \
-  SnowflakeIdFollowerBehind:router=router_b SnowflakeIdIdsAheadOfClock:node=node_b
+  SnowflakeIdFollowerBehind:router=router_b SnowflakeIdIdsAheadOfClock:node=node_b SnowflakeIdMoveFailed
 "$PYTHON" "$here/metrics_check.py" cost "$root/monitoring/queries.yaml" "$MONITOR_DSN"
 exporter_stop
 on node_a -c "SELECT pg_drop_replication_slot('sfid_0badc0de_1')" >/dev/null

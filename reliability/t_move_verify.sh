@@ -17,10 +17,14 @@
 #      difference; a row changed there by hand: one, naming its key and both rows; the move,
 #      released, refused as in 1 (found at the first read, compared again under the fence).
 #   5  the lag gate (setting switch_lag, 64kB here): shard 4's move node_a -> node_b, its
-#      target's subscription disabled once subscribed (so the target falls behind as the
-#      clients write): with copy_timeout 3 s the move is refused (57014) naming the lag, and
+#      target's subscription disabled once subscribed and 2,000 rows written (so the target
+#      falls behind): with copy_timeout 3 s the move is refused (57014) naming the lag, and
 #      undone, no fence ever set; again, the subscription enabled after 2 s of waiting: the
 #      move fences once the target is near (move_history.fence_lag at most 64kB).
+#   6  fence_attempts: shard 5's move, its copy's table on node_b locked against writes for
+#      7 s before the fence (the apply waits): the fence (cutover_timeout 2 s) is lifted, a write to shard 5
+#      passes, and once the lock goes the move fences again and is done (fence_retries);
+#      with fence_attempts 1, shard 6's move in the same plight is undone (57014).
 # Afterwards (router_invariants): every acknowledged write present exactly once, on the node
 # the map names; no ID twice; nothing left by a move on any node.
 set -euo pipefail
@@ -112,15 +116,18 @@ echo "5: the fence waits for the target to come within switch_lag"
 setting() { on router -c "INSERT INTO snowflake_id_router.setting VALUES ('$1', '$2') ON CONFLICT (name) DO UPDATE SET value = excluded.value"; }
 sub() { on node_b -c "ALTER SUBSCRIPTION $(on node_b -c "SELECT subname FROM pg_subscription WHERE subname LIKE 'sfid%'") $1"; }
 setting switch_lag 64kB; setting copy_timeout '3 s'
+# (The subscription disabled, and 2,000 rows written on node_a: the target falls behind far
+# past 64kB before the mover reads the lag.)
+behind() { sub DISABLE; on node_a -c "INSERT INTO shard_4.posts (user_id, body) SELECT 0, repeat('x', 200) FROM generate_series(1, 2000)"; }
 held subscribed "SELECT move_shard(4, 'node_b')"
-sub DISABLE; sleep 1; release
+behind; release
 if ended; then fail "5: the move of shard 4 fenced though its target stayed behind"; fi
 grep -q "57014.*moving shard 4 from node 'node_a' to node 'node_b' failed while waiting for the target to come near: the target stayed .* behind the source (switch_lag 64kB)" "$work/mover.log" \
   || fail "5: $(cat "$work/mover.log")"
 [[ $(map 4) == node_a ]] || fail "5: shard 4 is not served by node_a after the refusal"
 on router -c "DELETE FROM snowflake_id_router.setting WHERE name = 'copy_timeout'"
 held subscribed "SELECT move_shard(4, 'node_b')"
-sub DISABLE; release; sleep 2
+behind; release; sleep 2
 [[ $(on router -c "SELECT state FROM snowflake_id_router.move ORDER BY id DESC LIMIT 1") == copying ]] \
   || fail "5: the move did not wait for its target: $(on router -c "SELECT state FROM snowflake_id_router.move ORDER BY id DESC LIMIT 1")"
 sub ENABLE
@@ -129,6 +136,38 @@ ended || fail "5: the move of shard 4 failed once its target caught up: $(cat "$
 lag=$(on router -c "SELECT fence_lag FROM move_history ORDER BY move DESC LIMIT 1")
 (( lag <= 65536 )) || fail "5: the move fenced $lag bytes behind"
 echo "  refused after 3 s behind; fenced $lag bytes behind once its subscription was enabled"
+on router -c "DELETE FROM snowflake_id_router.setting"
+
+echo "6: a fence the target does not catch up with in time is lifted and tried again"
+setting cutover_timeout '2 s'
+# blocked SHARD SECONDS: the copy's table on node_b locked against writes for that long,
+# and a row written on node_a: the apply waits on it (reads pass).
+blocked() {
+  on node_b -c "BEGIN" -c "LOCK TABLE shard_$1.posts IN SHARE MODE" -c "SELECT pg_sleep($2)" -c "COMMIT" >/dev/null & locker=$!
+  sleep 0.3
+  on node_a -c "INSERT INTO shard_$1.posts (user_id, body) VALUES (0, 'held up')"
+}
+held subscribed "SELECT move_shard(5, 'node_b')"
+blocked 5 7; t0=$(now); release
+sleep 3.5   # (past the first fence's cutover_timeout: lifted, waiting for the target)
+id=$(on router -c "SET statement_timeout = '5s'" -c "SELECT insert_post(5, 39, 'between the fences')") \
+  || fail "6: a write to shard 5 did not pass with the fence lifted"
+kill -0 "$mover" 2>/dev/null || fail "6: the move ended with its fence lifted: $(cat "$work/mover.log")"
+wait "$locker"
+ended || fail "6: the move of shard 5 failed though its target caught up after a lifted fence: $(cat "$work/mover.log")"
+[[ $(map 5) == node_b && $(on node_b -c "SELECT count(*) FROM shard_5.posts WHERE id = $id") == 1 ]] \
+  || fail "6: shard 5 is on $(map 5); the write between the fences is not on node_b"
+grep -q "the fence is lifted and will be tried again" "$work/mover.log" || fail "6: no notice of the lifted fence: $(cat "$work/mover.log")"
+retries=$(on router -c "SELECT fence_retries FROM move_history ORDER BY move DESC LIMIT 1")
+(( retries >= 1 )) || fail "6: move_history shows $retries fence retries"
+echo "  done in $(secs "$t0" "$(now)") s after $retries lifted fence(s); a write passed between the fences"
+setting fence_attempts 1
+held subscribed "SELECT move_shard(6, 'node_b')"
+blocked 6 5; release
+if ended; then fail "6: with fence_attempts 1 the move of shard 6 succeeded though its target stayed behind"; fi
+grep -q "57014.*catching up after the fence" "$work/mover.log" || fail "6: $(cat "$work/mover.log")"
+[[ $(map 6) == node_a ]] || fail "6: shard 6 is not served by node_a after the refusal"
+wait "$locker"
 on router -c "DELETE FROM snowflake_id_router.setting"
 
 touch "$work"/client{1,2,3,4}.log.stop

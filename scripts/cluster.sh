@@ -19,7 +19,8 @@ cluster_start() {
   local opts="-p $port -k $dir -c listen_addresses='' -c log_line_prefix='%m [%p] %e '"
   local o; for o in "$@"; do opts+=" -c $o"; done
   echo "$opts" >"$dir/options"; echo "${CLUSTER_ENV:-}" >"$dir/environment"
-  sudo -u postgres env ${CLUSTER_ENV:-} "$PGBIN/pg_ctl" -D "$dir/data" -l "$dir/server.log" -o "$opts" -w start >/dev/null
+  echo "${CLUSTER_WRAP:-}" >"$dir/wrap"
+  ${CLUSTER_WRAP:-} sudo -u postgres env ${CLUSTER_ENV:-} "$PGBIN/pg_ctl" -D "$dir/data" -l "$dir/server.log" -o "$opts" -w start >/dev/null
   export PGHOST=$dir PGPORT=$port PGUSER=postgres PGDATABASE=postgres
 }
 

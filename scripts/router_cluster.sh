@@ -5,6 +5,8 @@
 # Settings (environment): ROUTER_PORT (55490; nodes take the next three ports),
 # SHARDS_PER_NODE (16: shards made on each node, the first of its range),
 # NODE_ENV_node_c etc. (extra postmaster environment for one node, e.g. libfaketime),
+# NODE_NETNS_node_c and NODE_ADDR_node_c (a network namespace its postmaster runs in and the
+# address there it listens on, which its connect string names: reliability/t_network_faults.sh),
 # ROUTER_TCP (an address on loopback, e.g. 127.0.0.1: every server listens there too and the
 # nodes' connect strings name it, for clients that speak TCP only, such as pgjdbc; then take
 # ROUTER_PORT from free_ports, TCP ports being shared by the whole machine).
@@ -25,7 +27,8 @@ node_port() {
              node_d) echo $((ROUTER_PORT + 4)) ;; standby) echo $((ROUTER_PORT + 5)) ;; esac
 }
 node_dir() { echo "$SF_TMP/sf$1"; }
-node_connstr() { echo "host=${ROUTER_TCP:-$(node_dir "$1")} port=$(node_port "$1") dbname=postgres user=postgres"; }
+node_addr() { local var="NODE_ADDR_$1"; echo "${!var:-${ROUTER_TCP:-}}"; }
+node_connstr() { local a; a=$(node_addr "$1"); echo "host=${a:-$(node_dir "$1")} port=$(node_port "$1") dbname=postgres user=postgres"; }
 # free_ports N: the first of N consecutive ports free on loopback (for ROUTER_PORT with ROUTER_TCP).
 free_ports() {
   python3 -c 'import random, socket, sys
@@ -54,9 +57,14 @@ on() {
 # node_start NAME [OPTION=VALUE...]: (re)starts a data node's cluster (fresh), with
 # wal_level = logical and the options given.
 node_start() {
-  local var="NODE_ENV_$1"
-  CLUSTER_ENV=${!var:-} cluster_start "sf$1" "$(node_port "$1")" wal_level=logical fsync=off max_wal_senders=20 max_replication_slots=20 wal_retrieve_retry_interval=100ms \
-    ${ROUTER_TCP:+listen_addresses=$ROUTER_TCP} "${@:2}"
+  local var="NODE_ENV_$1" ns="NODE_NETNS_$1" addr; addr=$(node_addr "$1")
+  CLUSTER_ENV=${!var:-} CLUSTER_WRAP=${!ns:+ip netns exec ${!ns}} \
+    cluster_start "sf$1" "$(node_port "$1")" wal_level=logical fsync=off max_wal_senders=20 max_replication_slots=20 wal_retrieve_retry_interval=100ms \
+    ${addr:+listen_addresses=$addr} "${@:2}"
+  if [[ -n ${!ns:-} ]]; then   # (initdb -A trust trusts loopback only)
+    echo "host all all ${addr%.*}.0/24 trust" >>"$(node_dir "$1")/data/pg_hba.conf"
+    sudo -u postgres "$PGBIN/pg_ctl" -D "$(node_dir "$1")/data" reload >/dev/null
+  fi
 }
 # node_restart NAME: restarts a node's existing cluster (after a crash), same options.
 node_restart() {
@@ -66,7 +74,7 @@ node_restart() {
   # old shared memory is in use and a new postmaster refuses to start.
   for try in $(seq 50); do
     rm -f "$dir/data/postmaster.pid" "$dir/.s.PGSQL.$(node_port "$1").lock"
-    sudo -u postgres env ${!var:-} "$PGBIN/pg_ctl" -D "$dir/data" -l "$dir/server.log" \
+    $(cat "$dir/wrap" 2>/dev/null) sudo -u postgres env ${!var:-} "$PGBIN/pg_ctl" -D "$dir/data" -l "$dir/server.log" \
       -o "$(cat "$dir/options")" \
       -w start >/dev/null 2>&1 && return 0
     sleep 0.2

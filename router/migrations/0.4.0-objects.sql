@@ -70,7 +70,8 @@ RETURN state >= 'preparing';
 COMMENT ON FUNCTION snowflake_id_router.move_made(snowflake_id_router.move_state) IS
   'Whether a move in this state may have made something on a node (from preparing on).';
 
--- The transitions a move may take: forward one step at a time up to sealing; to sealed,
+-- The transitions a move may take: forward one step at a time up to sealing (and from
+-- fencing back to copying, a fence lifted to be tried again); to sealed,
 -- undoing or undone from before the seal; the flip from sealing or sealed; cleaning after
 -- the flip, done after cleaning. A state recorded again (a repair) is no transition.
 CREATE OR REPLACE FUNCTION snowflake_id_router.move_may_go(from_state snowflake_id_router.move_state,
@@ -78,6 +79,8 @@ CREATE OR REPLACE FUNCTION snowflake_id_router.move_may_go(from_state snowflake_
 LANGUAGE sql IMMUTABLE STRICT PARALLEL SAFE
 RETURN CASE
     WHEN to_state = from_state THEN NOT snowflake_id_router.move_finished(from_state)
+    -- (A fence lifted before the seal, to be tried again: cut_over, fence_lifted.)
+    WHEN from_state = 'fencing' AND to_state = 'copying' THEN true
     WHEN to_state BETWEEN 'checking' AND 'sealing'
         THEN array_position(enum_range(NULL::snowflake_id_router.move_state), to_state)
              = array_position(enum_range(NULL::snowflake_id_router.move_state), from_state) + 1
@@ -102,15 +105,17 @@ COMMENT ON COLUMN snowflake_id_router.rebalance.call_start IS
   'The start of the statement that runs it (statement_timestamp() of its session): it holds the rebalance while it runs.';
 
 -- == Settings verify_moves (whether a move compares its copies' content before the seal)
--- == and switch_lag (how far behind the source a target may be when its move fences) ==
+-- == switch_lag (how far behind the source a target may be when its move fences) and
+-- == fence_attempts (how often a move fences before it gives up on its target catching up) ==
 ALTER TABLE snowflake_id_router.setting DROP CONSTRAINT setting_name_check, DROP CONSTRAINT setting_check,
     ADD CONSTRAINT setting_name_check
         CHECK (name IN ('lock_timeout', 'copy_timeout', 'cutover_timeout', 'cleanup_timeout', 'status_timeout',
-                        'schema_change_timeout', 'self_connstr', 'verify_moves', 'switch_lag')),
+                        'schema_change_timeout', 'self_connstr', 'verify_moves', 'switch_lag', 'fence_attempts')),
     -- A timeout of 0 would mean no timeout at all.
     ADD CONSTRAINT setting_check
         CHECK (CASE name WHEN 'self_connstr' THEN true WHEN 'verify_moves' THEN value IN ('on', 'off')
                          WHEN 'switch_lag' THEN pg_catalog.pg_size_bytes(value) >= 0
+                         WHEN 'fence_attempts' THEN CASE WHEN value ~ '^\s*[0-9]{1,2}\s*$' THEN value::integer BETWEEN 1 AND 10 ELSE false END
                          ELSE value::interval > interval '0' AND value::interval <= interval '1 day' END);
 
 -- == What a move's fence waited for: the target's lag (move_history) ==
@@ -118,4 +123,4 @@ ALTER TABLE snowflake_id_router.move ADD COLUMN fence_lag bigint, ADD COLUMN fen
 COMMENT ON COLUMN snowflake_id_router.move.fence_lag IS
   'Bytes of the source''s WAL its target had not confirmed when the fence was set (switch_lag bounds it).';
 COMMENT ON COLUMN snowflake_id_router.move.fence_retries IS
-  'How often the fence gate was given back before the fence because the target had fallen behind again.';
+  'How often the fence was lifted (the target not caught up within cutover_timeout) or the fence gate given back (the target behind again) before the fence that held.';

@@ -244,6 +244,9 @@ RETURN coalesce((SELECT s.value FROM snowflake_id_router.setting s WHERE s.name 
                     -- How far behind the source a move's target may be when it fences
                     -- (32_move.sql, near_fence): what the fence then waits to catch up.
                     WHEN 'switch_lag' THEN '16MB'
+                    -- How often a move fences before it gives up on its target catching
+                    -- up within cutover_timeout (32_move.sql, fence_lifted).
+                    WHEN 'fence_attempts' THEN '3'
                     -- The loopback connection: the first unix socket (else localhost), port,
                     -- this database, and the role running the router's functions (the
                     -- extension's owner, as these run SECURITY DEFINER).

@@ -592,12 +592,59 @@ BEGIN
         PERFORM snowflake_id_router.gate_open();
     END LOOP;
     PERFORM snowflake_id_router.call(snowflake_id_router.loopback(),
-        format('UPDATE snowflake_id_router.move SET fence_lag = %L, fence_retries = %s WHERE id = %s RETURNING true', lag, retries, move_id),
+        format('UPDATE snowflake_id_router.move SET fence_lag = %L, fence_retries = coalesce(fence_retries, 0) + %s WHERE id = %s RETURNING true',
+               lag, retries, move_id),
         snowflake_id_router.timeout('lock_timeout') + interval '1 s', 'recording the move');
 END
 $$;
 COMMENT ON FUNCTION snowflake_id_router.near_fence(bigint, text) IS
   'Closes the fence gate for a move once its target is within switch_lag of the source (57014 past copy_timeout); records the lag and retries.';
+
+-- Waits (up to deadline) for move move_id's target to have its marker (caught up after the
+-- fence): false once it has. Past the deadline, unless this was the fence_attempts'th
+-- attempt, lifts the fence instead and returns true, for cut_over to try again: the seal
+-- check's transaction on the source rolled back, the fence and marker row removed there
+-- (lift_fence), the move copying again and the gate open; then waits (copy_timeout) for the
+-- target to confirm the marker's delete, so that only the next marker can say it caught up.
+-- A cancel, or the last attempt's timeout, is raised (the move is undone).
+CREATE OR REPLACE FUNCTION snowflake_id_router.fence_lifted(move_id bigint, src text, dst text, deadline timestamptz, attempt integer)
+RETURNS boolean
+LANGUAGE plpgsql VOLATILE STRICT PARALLEL UNSAFE
+SET search_path = pg_catalog, pg_temp
+AS $$
+#variable_conflict use_variable
+DECLARE
+    k text := snowflake_id_router.move_key(move_id);
+    lock_wait interval := snowflake_id_router.timeout('lock_timeout');
+    lsn text;
+BEGIN
+    BEGIN
+        PERFORM snowflake_id_router.poll(dst, format('SELECT snowflake_id_node.marked(%L)', k), deadline, 'catching up after the fence');
+        RETURN false;
+    EXCEPTION WHEN query_canceled THEN
+        IF attempt >= snowflake_id_router.setting('fence_attempts')::integer OR snowflake_id_node.monotonic() < deadline THEN
+            RAISE;
+        END IF;
+    END;
+    PERFORM snowflake_id_router.receive(src, snowflake_id_node.monotonic() + lock_wait, 'checking the source under its locks');
+    PERFORM snowflake_id_router.call(src, 'ROLLBACK', interval '10 s', 'lifting the fence');
+    PERFORM snowflake_id_router.call(src, format('SELECT snowflake_id_node.lift_fence(%L, %L)', k, snowflake_id_router.ms(lock_wait)),
+                                     lock_wait + interval '1 s', 'lifting the fence');
+    PERFORM snowflake_id_router.note(move_id, 'copying');
+    PERFORM snowflake_id_router.gate_open();
+    RAISE NOTICE 'move %: the target did not catch up within cutover_timeout; the fence is lifted and will be tried again', move_id;
+    lsn := snowflake_id_router.call(src, 'SELECT pg_catalog.pg_current_wal_lsn()', interval '10 s', 'lifting the fence');
+    PERFORM snowflake_id_router.poll(src, format('SELECT snowflake_id_node.move_confirmed(%L, %L)', k, lsn),
+                                     snowflake_id_node.monotonic() + snowflake_id_router.timeout('copy_timeout'),
+                                     'the target''s catching up with the fence lifted');
+    PERFORM snowflake_id_router.call(snowflake_id_router.loopback(),
+        format('UPDATE snowflake_id_router.move SET fence_retries = coalesce(fence_retries, 0) + 1 WHERE id = %s RETURNING true', move_id),
+        lock_wait + interval '1 s', 'recording the move');
+    RETURN true;
+END
+$$;
+COMMENT ON FUNCTION snowflake_id_router.fence_lifted(bigint, text, text, timestamptz, integer) IS
+  'Waits for a move''s target to catch up after the fence (false); past the deadline, before the last attempt, lifts the fence for cut_over to retry (true).';
 
 -- The cutover, up to the seal: the gate closed, writes fenced on the source (the fence's
 -- lock bounded by lock_timeout, what follows up to the seal by cutover_timeout), the
@@ -626,6 +673,7 @@ DECLARE
     checked json;
     content json;   -- the copies' content read before the fence (content_base), NULL: not verified
     dst_now json;
+    attempt integer := 0;
     st text;
     msg text;
     det text;
@@ -638,37 +686,41 @@ BEGIN
     content := snowflake_id_router.verify_base(src, dst, m.schemas);
     step := 'waiting for the target to come near';
     PERFORM snowflake_id_router.near_fence(move_id, src);
-    -- The fenced part: writes to the shards wait or get 40001 until the flip.
-    PERFORM snowflake_id_router.enter(move_id, 'fencing');
-    step := 'fencing writes on the source';
-    fenced_at := clock_timestamp();
-    -- The source lifts the fence by itself once past the cutover's bound (the seal then
-    -- refused), were this session to stall: lock_timeout + cutover_timeout + 1 s.
-    PERFORM snowflake_id_router.call(src, format('SELECT snowflake_id_node.set_fence(%L, %L, %L)', k, lock_ms,
-                                                 snowflake_id_router.timeout('lock_timeout')
-                                                 + snowflake_id_router.timeout('cutover_timeout') + interval '1 s'),
-                                     snowflake_id_router.timeout('lock_timeout') + interval '1 s', step);
-    deadline := snowflake_id_node.monotonic() + snowflake_id_router.timeout('cutover_timeout');
-    PERFORM snowflake_id_router.pause_at('fenced');
-    -- The marker, and the owners and privileges the copies get once the target has it:
-    -- as they are at the fence.
-    step := 'waiting for the target to catch up';
-    grants := snowflake_id_router.call(src, format('SELECT snowflake_id_node.grants(%L) FROM (SELECT snowflake_id_node.mark(%L) OFFSET 0) m',
-                                                   m.schemas, k),
-                                       greatest(deadline - snowflake_id_node.monotonic(), interval '0'), 'writing the marker');
-    PERFORM snowflake_id_router.pause_at('catching up');
-    -- The source checks its side while the target catches up and gets its owners:
-    -- seal_check, in a transaction there that the seal commits, compares the schemas'
-    -- definitions with the copies' under its locks and counts the rows.
-    step := 'checking the source';
-    seal_conn := src;   -- (before BEGIN: were its reply lost, the undo must not run inside it)
-    PERFORM snowflake_id_router.call(src, 'BEGIN', interval '10 s', step);
-    PERFORM snowflake_id_router.send(src, format(
-        'SELECT pg_catalog.json_build_object(''check'', c::json, ''content'', snowflake_id_node.content_fence(%L, %L, %L)::json)
-           FROM (SELECT snowflake_id_node.seal_check(%L, %L, %L) c OFFSET 0) s',
-        m.schemas, content->'a', content->'recheck', k, prints, lock_ms));
-    step := 'waiting for the target to catch up';
-    PERFORM snowflake_id_router.poll(dst, format('SELECT snowflake_id_node.marked(%L)', k), deadline, 'catching up after the fence');
+    LOOP   -- (fence_attempts times at most: fence_lifted)
+        -- The fenced part: writes to the shards wait or get 40001 until the flip.
+        PERFORM snowflake_id_router.enter(move_id, 'fencing');
+        attempt := attempt + 1;
+        step := 'fencing writes on the source';
+        fenced_at := clock_timestamp();
+        -- The source lifts the fence by itself once past the cutover's bound (the seal then
+        -- refused), were this session to stall: lock_timeout + cutover_timeout + 1 s.
+        PERFORM snowflake_id_router.call(src, format('SELECT snowflake_id_node.set_fence(%L, %L, %L)', k, lock_ms,
+                                                     snowflake_id_router.timeout('lock_timeout')
+                                                     + snowflake_id_router.timeout('cutover_timeout') + interval '1 s'),
+                                         snowflake_id_router.timeout('lock_timeout') + interval '1 s', step);
+        deadline := snowflake_id_node.monotonic() + snowflake_id_router.timeout('cutover_timeout');
+        PERFORM snowflake_id_router.pause_at('fenced');
+        -- The marker, and the copies' owners and privileges as they are at the fence.
+        step := 'waiting for the target to catch up';
+        grants := snowflake_id_router.call(src, format('SELECT snowflake_id_node.grants(%L) FROM (SELECT snowflake_id_node.mark(%L) OFFSET 0) m',
+                                                       m.schemas, k),
+                                           greatest(deadline - snowflake_id_node.monotonic(), interval '0'), 'writing the marker');
+        PERFORM snowflake_id_router.pause_at('catching up');
+        -- The source checks its side while the target catches up and gets its owners:
+        -- seal_check, in a transaction there that the seal commits, compares the schemas'
+        -- definitions with the copies' under its locks and counts the rows.
+        step := 'checking the source';
+        seal_conn := src;   -- (before BEGIN: were its reply lost, the undo must not run inside it)
+        PERFORM snowflake_id_router.call(src, 'BEGIN', interval '10 s', step);
+        PERFORM snowflake_id_router.send(src, format(
+            'SELECT pg_catalog.json_build_object(''check'', c::json, ''content'', snowflake_id_node.content_fence(%L, %L, %L)::json)
+               FROM (SELECT snowflake_id_node.seal_check(%L, %L, %L) c OFFSET 0) s',
+            m.schemas, content->'a', content->'recheck', k, prints, lock_ms));
+        step := 'waiting for the target to catch up';
+        EXIT WHEN NOT snowflake_id_router.fence_lifted(move_id, src, dst, deadline, attempt);
+        step := 'waiting for the target to come near';
+        PERFORM snowflake_id_router.near_fence(move_id, src);
+    END LOOP;
     step := 'giving the copies their owners and privileges';
     dst_rows := snowflake_id_router.give_owners(move_id, grants, deadline);
     IF content IS NOT NULL THEN

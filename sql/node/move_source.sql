@@ -288,6 +288,45 @@ RETURN (SELECT pg_wal_lsn_diff(pg_current_wal_lsn(), s.confirmed_flush_lsn)::big
 COMMENT ON FUNCTION snowflake_id_node.move_lag(text) IS
   'Bytes of WAL here that move key''s target has not confirmed (its slot''s confirmed_flush_lsn); NULL without a slot.';
 
+-- Lifts move key's fence here before its seal, for the router to try it again once the
+-- target is near (it did not catch up within cutover_timeout): the tables' fence triggers
+-- and the marker row go (the row's delete replicates, so that the next marker is the only
+-- one the target can see), and the record is copying again. The tables are locked before
+-- the record, as the undo does (a fenced writer holds its table and reads the record).
+CREATE OR REPLACE FUNCTION snowflake_id_node.lift_fence(key text, lock_timeout text) RETURNS void
+LANGUAGE plpgsql VOLATILE STRICT
+SET search_path = pg_catalog, pg_temp
+AS $$
+#variable_conflict use_variable
+DECLARE
+    m snowflake_id_node.move;
+BEGIN
+    PERFORM set_config('lock_timeout', lock_timeout, true);
+    SELECT * INTO m FROM snowflake_id_node.move r WHERE r.key = lift_fence.key AND r.role = 'source';
+    IF FOUND AND EXISTS (SELECT FROM snowflake_id_node.move_tables(m.schemas)) THEN
+        EXECUTE 'LOCK TABLE ' || (SELECT string_agg(x.t::text, ', ') FROM snowflake_id_node.move_tables(m.schemas) x)
+                || ' IN SHARE ROW EXCLUSIVE MODE';
+    END IF;
+    m := snowflake_id_node.record(key, '{fenced}');
+    PERFORM snowflake_id_node.fence_tables(m.marker, m.schemas, false);
+    EXECUTE format('DELETE FROM snowflake_id_node.%I', m.marker);
+    UPDATE snowflake_id_node.move r SET state = 'copying', guarded = NULL, fence_until = NULL WHERE r.key = m.key;
+END
+$$;
+COMMENT ON FUNCTION snowflake_id_node.lift_fence(text, text) IS
+  'Move step on the source: lifts move key''s fence before its seal (fence triggers, marker row), copying again.';
+
+-- Whether move key's target has confirmed this node's WAL up to lsn (its slot's
+-- confirmed_flush_lsn): after a lifted fence, the marker row's delete.
+CREATE OR REPLACE FUNCTION snowflake_id_node.move_confirmed(key text, lsn pg_lsn) RETURNS boolean
+LANGUAGE sql STABLE STRICT
+SET search_path = pg_catalog, pg_temp
+RETURN coalesce((SELECT s.confirmed_flush_lsn >= lsn
+                   FROM snowflake_id_node.move m JOIN pg_replication_slots s ON s.slot_name = m.slot
+                  WHERE m.key = move_confirmed.key AND m.role = 'source'), false);
+COMMENT ON FUNCTION snowflake_id_node.move_confirmed(text, pg_lsn) IS
+  'Whether move key''s target has confirmed this node''s WAL up to lsn.';
+
 -- The marker row, written after the fence: once the target has it, it has every write before.
 CREATE OR REPLACE FUNCTION snowflake_id_node.mark(key text) RETURNS void
 LANGUAGE plpgsql VOLATILE CALLED ON NULL INPUT
