@@ -15,6 +15,11 @@
 #   sealed       (sealed, not flipped)    terminated
 #   flipped      (right after the flip)   kill -9 of the router's postmaster
 #   cleaning the source (clean-up half done)  terminated
+#   sealed       (the mover frozen right after its seal, kill -STOP, alive for TCP):
+#                 repair_moves() reports it running until its complete_by (the fence's
+#                 bound + cleanup_timeout after its seal: 18 s), then takes it over and
+#                 completes it; writes through the router pass again within 18 s + 5 s of
+#                 the freeze; the mover, thawed, fails with 55000 and leaves nothing
 # and a flip whose reply is lost (its loopback connection dies in the commit): completed.
 # Before the seal, the shard must take writes again on its source within 10 s with no one
 # acting (the fence dissolves with its mover); from the seal on, it takes none there (the
@@ -29,7 +34,8 @@ source "$here/../scripts/cluster.sh"; source "$here/lib.sh"
 source "$here/../scripts/router_cluster.sh"
 work=$(mktemp -d); chmod 755 "$work"
 pids=()
-trap 'touch "$work"/client{1,2,3,4}.log.stop; kill "${pids[@]}" 2>/dev/null || true; router_cluster_down; rm -rf "$work"' EXIT
+writer=
+trap '[[ -f $work/frozen ]] && sudo kill -CONT $(cat "$work/frozen") 2>/dev/null; touch "$work"/client{1,2,3,4}.log.stop; kill "${pids[@]}" $writer 2>/dev/null || true; router_cluster_down; rm -rf "$work"' EXIT
 
 SHARDS_PER_NODE=8 router_cluster_up
 on node_a -c "INSERT INTO shard_2.posts (user_id, body) SELECT 0, 'preload' FROM generate_series(1, 50000)"
@@ -138,6 +144,58 @@ interrupt() {
   [[ $(direct_write "$to" "$shard") == ok ]] || fail "shard $shard takes no writes on $to after the re-run: $(cat "$work/direct.err")"
 }
 
+# frozen SHARD FROM TO: the move held at 'sealed' (its seal committed), its mover's router
+# backend then frozen (kill -STOP: a paused VM, a stalled network; alive for TCP) while a
+# writer inserts into SHARD through the router every 0.1 s. repair_moves() says "running"
+# until the move's complete_by, then takes it over and completes it; the mover, thawed,
+# fails with 55000 and its call leaves nothing (router_invariants, at the end).
+frozen() {
+  local shard=$1 from=$2 to=$3 pid mover id out t0 t_ok   # (writer: global, for the trap)
+  on router -c "INSERT INTO snowflake_id_router.breakpoint (step) VALUES ('sealed')"
+  on router -c '\set VERBOSITY verbose' -c "SELECT move_shard($shard, '$to')" >"$work/mover.log" 2>&1 & mover=$!
+  for _ in $(seq 600); do
+    pid=$(on router -c "SELECT pid FROM snowflake_id_router.breakpoint WHERE step = 'sealed' AND reached IS NOT NULL")
+    [[ -n $pid ]] && break
+    kill -0 "$mover" 2>/dev/null || fail "the move of shard $shard ended before its seal: $(cat "$work/mover.log")"
+    sleep 0.05
+  done
+  [[ -n $pid ]] || fail "the move of shard $shard did not reach its seal"
+  sudo kill -STOP "$pid"; echo "$pid" >"$work/frozen"
+  t0=$(date +%s.%N)
+  on router -c "DELETE FROM snowflake_id_router.breakpoint"
+  id=$(on router -c "SELECT max(id) FROM snowflake_id_router.move")
+  ( while [[ ! -f $work/writer.stop ]]; do
+      if on router -c "SELECT insert_post($shard, 0, 'frozen mover')" >/dev/null 2>&1; then echo "$(date +%s.%N) ok"; else echo "$(date +%s.%N) error"; fi
+      sleep 0.1
+    done ) >"$work/writer.log" & writer=$!
+  while :; do
+    out=$(on router -c "SELECT outcome FROM repair_moves() WHERE move = $id")
+    [[ $out == taken* ]] && break
+    [[ $out == running* ]] || fail "repair_moves() on move $id, its mover frozen after the seal: $out"
+    awk "BEGIN { exit !($(date +%s.%N) - $t0 > 40) }" && fail "repair_moves() still says '$out' 40 s after the mover of move $id froze after its seal"
+    sleep 0.5
+  done
+  [[ $out == 'taken over from its stalled mover: completed' ]] || fail "repair_moves() on move $id: $out"
+  for _ in $(seq 100); do
+    t_ok=$(awk -v t="$t0" '$1 > t && $2 == "ok" { print $1; exit }' "$work/writer.log")
+    [[ -n $t_ok ]] && break
+    sleep 0.1
+  done
+  touch "$work/writer.stop"; wait "$writer"; writer=; rm -f "$work/writer.stop"
+  [[ -n $t_ok ]] || fail "no write to shard $shard passed through the router after repair_moves() completed move $id"
+  printf 'mover frozen right after its seal (kill -STOP): repair_moves() "%s" %.2f s after the freeze; writes through the router pass again %.2f s after it (bound: lock_timeout + cutover_timeout + 1 s + cleanup_timeout + 5 s = 23 s)\n' \
+    "$out" "$(awk "BEGIN { print $(date +%s.%N) - $t0 }")" "$(awk "BEGIN { print $t_ok - $t0 }")"
+  awk "BEGIN { exit !($t_ok - $t0 <= 23) }" || fail "writes to shard $shard passed again only $(awk "BEGIN { print $t_ok - $t0 }") s after its mover froze"
+  [[ $(on router -c "SELECT node FROM shard_map WHERE shard = $shard") == "$to" ]] || fail "the map of shard $shard does not name $to after the repair"
+  [[ $(direct_write "$to" "$shard") == ok ]] || fail "shard $shard takes no writes on $to after the repair: $(cat "$work/direct.err")"
+  sudo kill -CONT "$pid"; rm -f "$work/frozen"
+  if wait "$mover"; then fail "the thawed mover of move $id returned success: $(cat "$work/mover.log")"; fi
+  grep -q "ERROR:  55000: move $id of shard $shard is not this session's: a repair (repair_moves()) took it over" "$work/mover.log" \
+    || fail "the thawed mover of move $id: $(cat "$work/mover.log")"
+  echo "    the thawed mover: $(grep -o 'ERROR:  55000: .*' "$work/mover.log" | head -1)"
+  [[ $(on router -c "SELECT state FROM snowflake_id_router.move WHERE id = $id") == done ]] || fail "move $id is not done after its mover thawed"
+}
+
 interrupt owned 2736 node_b node_a terminate
 interrupt copying 1 node_a node_b terminate
 interrupt subscribed 2 node_a node_c terminate
@@ -149,6 +207,7 @@ interrupt sealing 2735 node_b node_c kill9
 interrupt sealed 2732 node_b node_c terminate
 interrupt flipped 2733 node_b node_a kill9
 interrupt 'cleaning the source' 5463 node_c node_a terminate
+frozen 2738 node_b node_a
 
 # The flip committed, its reply lost: the loopback connection that runs it is terminated
 # while its commit waits for a synchronous standby that is not there (committed locally).

@@ -24,7 +24,7 @@ CREATE FUNCTION where_am_i(shard integer) RETURNS text LANGUAGE sql RETURN 'on '
 SELECT add_node('n1', format('postgresql://%s@:%s/router_reg_node?host=%s',
                              current_user, current_setting('port'), current_setting('unix_socket_directories')));
 SELECT replace(replace(connstr, current_setting('unix_socket_directories'), 'SOCKETS'), current_setting('port'), 'PORT') AS connstr,
-       identity ~ '^[0-9]+/[0-9]+$' AS identified FROM snowflake_id_router.node;
+       identity ~ '^[0-9]+/[0-9]+/[0-9a-f-]{36}$' AS identified FROM snowflake_id_router.node;
 SELECT assign_shards(0, 8, 'n1');
 SELECT assign_shards(4, 8, 'n1');       -- idempotent where already on this node
 SELECT count(*) AS assigned, min(shard), max(shard), min(node) FROM shard_map;

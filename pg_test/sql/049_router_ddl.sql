@@ -58,14 +58,17 @@ VALUES ('{1}', 'node_a', 'node_b', 'a', 'b', 'tpl', 'sealing');
 CALL ddl_reg_refusal($q$SELECT alter_shards('COMMENT ON TABLE %I.posts IS ''x''')$q$);
 -- (That record, as a move's states go: only the transitions move_may_go allows, each
 -- through record_move; 55000 for any other.)
-CALL ddl_reg_refusal($q$SELECT snowflake_id_router.record_move(id, 'checking', NULL, NULL, NULL, NULL, NULL) FROM snowflake_id_router.move$q$);
-SELECT snowflake_id_router.record_move(id, 'flipped', NULL, NULL, NULL, NULL, 'e') FROM snowflake_id_router.move;
-CALL ddl_reg_refusal($q$SELECT snowflake_id_router.record_move(id, 'done', NULL, NULL, NULL, NULL, NULL) FROM snowflake_id_router.move$q$);
-SELECT snowflake_id_router.record_move(id, 'cleaning', NULL, NULL, NULL, NULL, NULL) FROM snowflake_id_router.move;
-SELECT snowflake_id_router.record_move(id, 'done', NULL, NULL, NULL, NULL, NULL) FROM snowflake_id_router.move;
+CALL ddl_reg_refusal($q$SELECT snowflake_id_router.record_move(id, 'checking', NULL, NULL, NULL, NULL, NULL, NULL) FROM snowflake_id_router.move$q$);
+SELECT snowflake_id_router.record_move(id, 'flipped', NULL, NULL, NULL, NULL, 'e', NULL) FROM snowflake_id_router.move;
+CALL ddl_reg_refusal($q$SELECT snowflake_id_router.record_move(id, 'done', NULL, NULL, NULL, NULL, NULL, NULL) FROM snowflake_id_router.move$q$);
+-- (Only by its owner, the session driving it: 55000 for another, as for a mover whose
+-- move a repair took over.)
+CALL ddl_reg_refusal($q$SELECT snowflake_id_router.record_move(id, 'cleaning', NULL, NULL, NULL, NULL, NULL, '1/2') FROM snowflake_id_router.move$q$);
+SELECT snowflake_id_router.record_move(id, 'cleaning', NULL, NULL, NULL, NULL, NULL, NULL) FROM snowflake_id_router.move;
+SELECT snowflake_id_router.record_move(id, 'done', NULL, NULL, NULL, NULL, NULL, NULL) FROM snowflake_id_router.move;
 SELECT state, error, flipped IS NOT NULL AS flipped, ended IS NOT NULL AS ended, map_version IS NOT NULL AS map_version
   FROM snowflake_id_router.move;
-CALL ddl_reg_refusal($q$SELECT snowflake_id_router.record_move(id, 'undone', NULL, NULL, NULL, NULL, NULL) FROM snowflake_id_router.move$q$);
+CALL ddl_reg_refusal($q$SELECT snowflake_id_router.record_move(id, 'undone', NULL, NULL, NULL, NULL, NULL, NULL) FROM snowflake_id_router.move$q$);
 DELETE FROM snowflake_id_router.move;
 -- Refused by a node's template, before any node changes: nothing recorded.
 CALL ddl_reg_refusal($q$SELECT alter_shards('ALTER TABLE %I.posts ADD COLUMN note text')$q$);

@@ -29,6 +29,7 @@ DROP FUNCTION snowflake_id_router.note(bigint, text);
 DROP FUNCTION snowflake_id_router.enter(bigint, text);
 DROP FUNCTION snowflake_id_router.fail_move(bigint, text, boolean, text, text, text, text, text);
 DROP FUNCTION snowflake_id_router.connect(text, text);
+DROP FUNCTION snowflake_id_router.flip(bigint);   -- (now with the move's owner)
 
 --#include router/sql/10_connections.sql
 --#include router/sql/20_map.sql

@@ -124,3 +124,13 @@ COMMENT ON COLUMN snowflake_id_router.move.fence_lag IS
   'Bytes of the source''s WAL its target had not confirmed when the fence was set (switch_lag bounds it).';
 COMMENT ON COLUMN snowflake_id_router.move.fence_retries IS
   'How often the fence was lifted (the target not caught up within cutover_timeout) or the fence gate given back (the target behind again) before the fence that held.';
+
+-- == Who completes a move: its owner, and the time by which a sealed move completes ==
+-- (docs/cluster-design.md, "From the seal": a mover frozen after its seal is taken over.)
+ALTER TABLE snowflake_id_router.move ADD COLUMN owner text, ADD COLUMN complete_by timestamptz, ADD COLUMN taken_over timestamptz;
+COMMENT ON COLUMN snowflake_id_router.move.owner IS
+  'The session that drives the move (session_token()): every change to the record compares it; a repair takes it over.';
+COMMENT ON COLUMN snowflake_id_router.move.complete_by IS
+  'Set with the seal (snowflake_id_node.monotonic() + completion_bound()): past it, repair_moves() takes the move over from a mover still alive.';
+COMMENT ON COLUMN snowflake_id_router.move.taken_over IS
+  'When repair_moves() took the move over from its mover, alive but stalled past complete_by (NULL: never).';

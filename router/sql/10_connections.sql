@@ -286,16 +286,16 @@ BEGIN
     END IF;
     PERFORM snowflake_id_router.connect(conn, snowflake_id_router.connect_options() || ' ' || n.connstr,
                                         format('node %L', node));
-    found_identity := snowflake_id_router.remote_identity(conn, node);
+    found_identity := snowflake_id_router.remote_node_identity(conn);
     IF n.identity IS NULL THEN
         PERFORM snowflake_id_router.check_new_identity(node, found_identity);
         UPDATE snowflake_id_router.node r SET identity = found_identity WHERE r.name = connect_node.node;
-    ELSIF n.identity <> found_identity THEN
+    ELSIF NOT snowflake_id_router.same_node(n.identity, found_identity) THEN
         PERFORM snowflake_id_router.disconnect(conn);
         RAISE EXCEPTION 'node % now reaches another database (identity %, registered as %)',
             quote_literal(node), found_identity, n.identity
             USING ERRCODE = 'object_not_in_prerequisite_state',
-                  HINT = 'A node is identified by its system identifier and database OID. Repoint it with alter_node(name, connstr) only to the same database (or its promoted standby).';
+                  HINT = 'A node is identified by its system identifier, database OID and the mark the router wrote into it. Repoint it with alter_node(name, connstr) only to the same database (or its promoted standby).';
     END IF;
 END
 $$;
@@ -313,6 +313,77 @@ RETURN snowflake_id_router.fetch(conn, $q$
      WHERE db.datname OPERATOR(pg_catalog.=) pg_catalog.current_database()$q$);
 COMMENT ON FUNCTION snowflake_id_router.remote_identity(text, text) IS
   'The identity (system identifier/database OID) of what a connection reaches, read with pg_catalog alone.';
+
+-- What connection conn reaches as a node: its identity (remote_identity), then '/' and the
+-- mark the router wrote into it when it registered it (snowflake_id_node.node_mark), if it
+-- has one. A physical standby carries its primary's mark; copies of one initdb, which share
+-- the rest, get different ones. A node whose snowflake_id predates 0.4.0 has no mark.
+CREATE OR REPLACE FUNCTION snowflake_id_router.remote_node_identity(conn text) RETURNS text
+LANGUAGE plpgsql VOLATILE STRICT PARALLEL UNSAFE
+SET search_path = pg_catalog, pg_temp
+AS $$
+DECLARE
+    seen text := snowflake_id_router.remote_identity(conn, '');
+BEGIN
+    -- Read from the table, as the rest from pg_catalog, never through a function of the node's.
+    IF snowflake_id_router.fetch(conn, $q$
+           SELECT (pg_catalog.to_regclass('snowflake_id_node.node_mark') IS NOT NULL)::text$q$)::boolean THEN
+        seen := seen || coalesce('/' || nullif(snowflake_id_router.fetch(conn,
+                    'SELECT m.mark::pg_catalog.text FROM snowflake_id_node.node_mark m'), ''), '');
+    END IF;
+    RETURN seen;
+END
+$$;
+COMMENT ON FUNCTION snowflake_id_router.remote_node_identity(text) IS
+  'The identity of the node a connection reaches: system identifier/database OID/the mark the router gave it (if any).';
+
+-- The system identifier/database OID part of a node identity (what remote_identity reads).
+CREATE OR REPLACE FUNCTION snowflake_id_router.database_of(identity text) RETURNS text
+LANGUAGE sql IMMUTABLE STRICT PARALLEL SAFE
+RETURN split_part(identity, '/', 1) || '/' || split_part(identity, '/', 2);
+COMMENT ON FUNCTION snowflake_id_router.database_of(text) IS
+  'The system identifier/database OID part of a node identity, without its mark.';
+
+-- The mark part of a node identity (NULL for one without).
+CREATE OR REPLACE FUNCTION snowflake_id_router.node_mark_of(identity text) RETURNS uuid
+LANGUAGE sql IMMUTABLE STRICT PARALLEL SAFE
+RETURN nullif(split_part(identity, '/', 3), '')::uuid;
+COMMENT ON FUNCTION snowflake_id_router.node_mark_of(text) IS
+  'The mark part of a node identity (system identifier/database OID/mark), NULL if it has none.';
+
+-- Whether found (remote_node_identity) is the node registered as registered. A node
+-- registered by 0.3.0 (or whose snowflake_id is older) has no mark: its system identifier
+-- and database OID decide, as they did then. The rule of every identity check on nodes.
+CREATE OR REPLACE FUNCTION snowflake_id_router.same_node(registered text, found text) RETURNS boolean
+LANGUAGE sql IMMUTABLE STRICT PARALLEL SAFE
+RETURN registered = found
+    OR (snowflake_id_router.node_mark_of(registered) IS NULL
+        AND registered = snowflake_id_router.database_of(found));
+COMMENT ON FUNCTION snowflake_id_router.same_node(text, text) IS
+  'Whether a node found (its identity) is the node registered: the same mark, or for a node without one the same system identifier and database OID.';
+
+-- Gives the node connection conn reaches (identity seen) a mark, if it has none, and returns
+-- its identity with it. A mark already there is kept: another router registered the node,
+-- or an add_node here did not commit; rewritten, the node would become another one for
+-- every router that knows it. Compare and set: of two calls at once, one marks it, the other
+-- fails (40001). seen itself from a node whose snowflake_id predates marks.
+CREATE OR REPLACE FUNCTION snowflake_id_router.mark_node(conn text, seen text) RETURNS text
+LANGUAGE plpgsql VOLATILE STRICT PARALLEL UNSAFE
+SET search_path = pg_catalog, pg_temp
+AS $$
+DECLARE
+    mark uuid := gen_random_uuid();
+BEGIN
+    IF snowflake_id_router.node_mark_of(seen) IS NOT NULL OR NOT snowflake_id_router.fetch(conn, $q$
+           SELECT (pg_catalog.to_regprocedure('snowflake_id_node.set_node_mark(uuid,uuid)') IS NOT NULL)::text$q$)::boolean THEN
+        RETURN seen;
+    END IF;
+    PERFORM snowflake_id_router.fetch(conn, format('SELECT snowflake_id_node.set_node_mark(%L, NULL)::text', mark));
+    RETURN snowflake_id_router.database_of(seen) || '/' || mark;
+END
+$$;
+COMMENT ON FUNCTION snowflake_id_router.mark_node(text, text) IS
+  'Writes an identity mark into the node a connection reaches if it has none (40001 if another call did meanwhile); returns its identity with its mark, seen if its snowflake_id has no marks.';
 
 -- Opens the loopback connection conn to this router database (setting self_connstr) and
 -- checks that it reaches this very database: map flips and move records go through it.
@@ -382,13 +453,14 @@ AS $$
 DECLARE
     other text;
 BEGIN
-    SELECT n.name INTO other FROM snowflake_id_router.node n WHERE n.identity = new_identity AND n.name <> node;
+    SELECT n.name INTO other FROM snowflake_id_router.node n
+     WHERE snowflake_id_router.same_node(n.identity, new_identity) AND n.name <> node;
     IF FOUND THEN
         RAISE EXCEPTION 'node % is the same database as node % (identity %)', quote_literal(node), quote_literal(other), new_identity
             USING ERRCODE = 'duplicate_object',
-                  HINT = 'A node is identified by its system identifier and database OID, whatever connect string reaches it.';
+                  HINT = 'A node is identified by the mark the router wrote into it (with its system identifier and database OID), whatever connect string reaches it; a physical standby carries its primary''s.';
     END IF;
-    IF new_identity = snowflake_id_node.identity() THEN
+    IF snowflake_id_router.database_of(new_identity) = snowflake_id_node.identity() THEN
         RAISE EXCEPTION 'node % is this router database itself (identity %)', quote_literal(node), new_identity
             USING ERRCODE = 'object_not_in_prerequisite_state',
                   HINT = 'A router routes to data nodes; a shard placed here would route every call back to the router.';

@@ -72,21 +72,29 @@ BEGIN
     IF EXISTS (SELECT FROM snowflake_id_router.node n WHERE n.name = add_node.name) THEN
         RAISE EXCEPTION 'node % already exists', quote_literal(name) USING ERRCODE = 'duplicate_object';
     END IF;
-    -- Known by what it is: reach it once and read its identity.
+    -- Known by what it is: reach it once and read its identity; a server that carries a
+    -- registered node's mark is that node (or its standby), one without is a new node (a
+    -- copy of another's initdb included), and is given a mark of its own.
     PERFORM snowflake_id_router.connect('snowflake_id_router_add', snowflake_id_router.connect_options() || ' ' || normal,
                                         format('node %L', name));
-    found_identity := snowflake_id_router.remote_identity('snowflake_id_router_add', name);
-    router := snowflake_id_router.fetch('snowflake_id_router_add',
-        $q$SELECT EXISTS (SELECT FROM pg_catalog.pg_extension e WHERE e.extname = 'snowflake_id_router')::text$q$)::boolean;
-    PERFORM snowflake_id_router.disconnect('snowflake_id_router_add');
-    PERFORM snowflake_id_router.check_new_identity(name, found_identity);
-    -- Not a router database (a follower, or any other): shards mapped there would make it
-    -- route their calls to itself, or to its own map's nodes.
-    IF router THEN
-        RAISE EXCEPTION 'node % is a router database (it has the extension snowflake_id_router)', quote_literal(name)
-            USING ERRCODE = 'object_not_in_prerequisite_state',
-                  HINT = 'A node is a database of data (snowflake_id and the shards); another router database follows this one with add_router(name, connstr).';
-    END IF;
+    BEGIN
+        found_identity := snowflake_id_router.remote_node_identity('snowflake_id_router_add');
+        router := snowflake_id_router.fetch('snowflake_id_router_add',
+            $q$SELECT EXISTS (SELECT FROM pg_catalog.pg_extension e WHERE e.extname = 'snowflake_id_router')::text$q$)::boolean;
+        PERFORM snowflake_id_router.check_new_identity(name, found_identity);
+        -- Not a router database (a follower, or any other): shards mapped there would make it
+        -- route their calls to itself, or to its own map's nodes.
+        IF router THEN
+            RAISE EXCEPTION 'node % is a router database (it has the extension snowflake_id_router)', quote_literal(name)
+                USING ERRCODE = 'object_not_in_prerequisite_state',
+                      HINT = 'A node is a database of data (snowflake_id and the shards); another router database follows this one with add_router(name, connstr).';
+        END IF;
+        found_identity := snowflake_id_router.mark_node('snowflake_id_router_add', found_identity);
+        PERFORM snowflake_id_router.disconnect('snowflake_id_router_add');
+    EXCEPTION WHEN OTHERS THEN
+        PERFORM snowflake_id_router.disconnect('snowflake_id_router_add');
+        RAISE;
+    END;
     IF EXISTS (SELECT FROM snowflake_id_node.conninfo(normal) c WHERE c.keyword = 'user') THEN
         RAISE WARNING 'the connect string of node % names a user: every role''s routed calls will connect as %',
             quote_literal(name), (SELECT c.value FROM snowflake_id_node.conninfo(normal) c WHERE c.keyword = 'user')

@@ -332,7 +332,8 @@ AS $$
 #variable_conflict use_variable
 BEGIN
     PERFORM snowflake_id_router.call(snowflake_id_router.loopback(),
-        format('SELECT snowflake_id_router.record_move(%s, %L, %L, %L, %L, %L, %L)', move_id, state, schemas, suboid, fenced, rows, error),
+        format('SELECT snowflake_id_router.record_move(%s, %L, %L, %L, %L, %L, %L, %L)', move_id, state, schemas, suboid, fenced,
+               rows, error, snowflake_id_router.session_token()),
         snowflake_id_router.timeout('lock_timeout') + interval '1 s', 'recording the move');
 END
 $$;

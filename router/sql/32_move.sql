@@ -32,12 +32,61 @@ SET search_path = pg_catalog, pg_temp
 RETURN left(md5(snowflake_id_node.identity()), 8) || '/' || move_id;
 COMMENT ON FUNCTION snowflake_id_router.move_key(bigint) IS 'The key of a move on its nodes: <router8>/<move id>.';
 
+-- This session, as a move's owner (move.owner): its pid and start (a pid alone is reused).
+CREATE OR REPLACE FUNCTION snowflake_id_router.session_token() RETURNS text
+LANGUAGE sql STABLE PARALLEL RESTRICTED
+SET search_path = pg_catalog, pg_temp
+RETURN pg_catalog.pg_backend_pid() || '/' || (SELECT pg_catalog.date_part('epoch', a.backend_start) FROM pg_catalog.pg_stat_activity a
+                                                WHERE a.pid = pg_catalog.pg_backend_pid());
+COMMENT ON FUNCTION snowflake_id_router.session_token() IS 'This session as a move''s owner: its pid and its start.';
+
+-- How long a source fences its shards for a mover (set_fence): lock_timeout + cutover_timeout + 1 s.
+CREATE OR REPLACE FUNCTION snowflake_id_router.fence_bound() RETURNS interval
+LANGUAGE sql STABLE PARALLEL SAFE
+SET search_path = pg_catalog, pg_temp
+RETURN snowflake_id_router.timeout('lock_timeout') + snowflake_id_router.timeout('cutover_timeout') + interval '1 s';
+COMMENT ON FUNCTION snowflake_id_router.fence_bound() IS
+  'How long a source fences its shards for a mover, by itself: lock_timeout + cutover_timeout + 1 s.';
+
+-- How long after its seal is sent a move must be flipped (move.complete_by): the seal
+-- commits within the fence's bound (the source refuses it later), then cleanup_timeout.
+CREATE OR REPLACE FUNCTION snowflake_id_router.completion_bound() RETURNS interval
+LANGUAGE sql STABLE PARALLEL SAFE
+SET search_path = pg_catalog, pg_temp
+RETURN snowflake_id_router.fence_bound() + snowflake_id_router.timeout('cleanup_timeout');
+COMMENT ON FUNCTION snowflake_id_router.completion_bound() IS
+  'How long after its seal is sent a move must be flipped: the fence''s bound, then cleanup_timeout.';
+
+-- The move is no longer this owner's: a repair took it over (past its complete_by) and
+-- completes it. 55000; the caller leaves everything to the repair.
+CREATE OR REPLACE FUNCTION snowflake_id_router.check_owner(move_id bigint, owner text) RETURNS void
+LANGUAGE plpgsql VOLATILE CALLED ON NULL INPUT PARALLEL UNSAFE
+SET search_path = pg_catalog, pg_temp
+AS $$
+#variable_conflict use_variable
+DECLARE
+    m snowflake_id_router.move;
+BEGIN
+    SELECT * INTO m FROM snowflake_id_router.move r WHERE r.id = move_id;
+    IF m.owner IS DISTINCT FROM owner THEN
+        RAISE EXCEPTION 'move % of % is not this session''s: a repair (repair_moves()) took it over past its complete_by and completes it',
+            move_id, snowflake_id_router.shard_list(m.shards)
+            USING ERRCODE = 'object_not_in_prerequisite_state',
+                  HINT = 'This session stalled after the move''s seal and did not flip it in time; it changes nothing more. See move_history.';
+    END IF;
+END
+$$;
+COMMENT ON FUNCTION snowflake_id_router.check_owner(bigint, text) IS
+  'Raises 55000 unless owner (a session_token()) still drives the move: a repair took it over.';
+
 -- The one place a move's state changes (run in the loopback session, through note, or by
--- flip in its own transaction): the transition checked (move_may_go: 55000 otherwise), the
--- times it implies set (ended when finished, flipped and the map's version at the flip),
--- and what the step learnt recorded (NULL: unchanged).
+-- flip in its own transaction): the owner compared (check_owner: 55000 once a repair took
+-- the move over), the transition checked (move_may_go: 55000 otherwise), the times it
+-- implies set (ended when finished, flipped and the map's version at the flip, complete_by
+-- with the seal), and what the step learnt recorded (NULL: unchanged).
 CREATE OR REPLACE FUNCTION snowflake_id_router.record_move(move_id bigint, state snowflake_id_router.move_state, schemas text[],
-                                                           suboid oid, fenced timestamptz, rows bigint, error text) RETURNS text
+                                                           suboid oid, fenced timestamptz, rows bigint, error text,
+                                                           owner text) RETURNS text
 LANGUAGE plpgsql VOLATILE CALLED ON NULL INPUT PARALLEL UNSAFE
 SET search_path = pg_catalog, pg_temp
 AS $$
@@ -50,6 +99,7 @@ BEGIN
     IF NOT FOUND THEN
         RAISE EXCEPTION 'move % does not exist', move_id USING ERRCODE = 'undefined_object';
     END IF;
+    PERFORM snowflake_id_router.check_owner(move_id, owner);
     IF state IS NOT NULL AND NOT snowflake_id_router.move_may_go(was, state) THEN
         RAISE EXCEPTION 'move % is %: it cannot go to %', move_id, was, state USING ERRCODE = 'object_not_in_prerequisite_state';
     END IF;
@@ -59,13 +109,39 @@ BEGIN
            fenced = coalesce(fenced, r.fenced), rows = coalesce(rows, r.rows), error = coalesce(error, r.error),
            ended = CASE WHEN moved AND snowflake_id_router.move_finished(state) THEN clock_timestamp() ELSE r.ended END,
            flipped = CASE WHEN moved AND state = 'flipped' THEN clock_timestamp() ELSE r.flipped END,
-           map_version = CASE WHEN moved AND state = 'flipped' THEN snowflake_id_router.map_version() ELSE r.map_version END
+           map_version = CASE WHEN moved AND state = 'flipped' THEN snowflake_id_router.map_version() ELSE r.map_version END,
+           complete_by = CASE WHEN moved AND state = 'sealing'
+                              THEN snowflake_id_node.monotonic() + snowflake_id_router.completion_bound() ELSE r.complete_by END
      WHERE r.id = move_id;
     RETURN coalesce(state, was)::text;
 END
 $$;
-COMMENT ON FUNCTION snowflake_id_router.record_move(bigint, snowflake_id_router.move_state, text[], oid, timestamptz, bigint, text) IS
-  'Records a move''s transition (55000 for one move_may_go does not allow) and what its step learnt; NULL: unchanged.';
+COMMENT ON FUNCTION snowflake_id_router.record_move(bigint, snowflake_id_router.move_state, text[], oid, timestamptz, bigint, text, text) IS
+  'Records a move''s transition (55000 for one move_may_go does not allow, or once owner no longer drives it) and what its step learnt; NULL: unchanged.';
+
+-- Makes owner the move's owner (run through the loopback connection, committed at once): a
+-- repair holding the move's router locks (its mover gone), or (overdue) one past the
+-- complete_by of a move sealing or sealed whose mover still lives (complete_by then starts
+-- again, for the taker). The row lock orders it with the mover's record_move and flip:
+-- exactly one of them goes on. True if taken.
+CREATE OR REPLACE FUNCTION snowflake_id_router.take_move(move_id bigint, owner text, overdue boolean) RETURNS boolean
+LANGUAGE plpgsql VOLATILE STRICT PARALLEL UNSAFE
+SET search_path = pg_catalog, pg_temp
+AS $$
+#variable_conflict use_variable
+BEGIN
+    UPDATE snowflake_id_router.move r
+       SET owner = take_move.owner, taken_over = CASE WHEN overdue THEN clock_timestamp() ELSE r.taken_over END,
+           -- (the taker gets the same time to complete it: a second repair waits for it)
+           complete_by = CASE WHEN overdue THEN snowflake_id_node.monotonic() + snowflake_id_router.completion_bound()
+                              ELSE r.complete_by END
+     WHERE r.id = move_id AND NOT snowflake_id_router.move_finished(r.state)
+       AND (NOT overdue OR (snowflake_id_router.move_may_be_sealed(r.state) AND r.complete_by <= snowflake_id_node.monotonic()));
+    RETURN FOUND;
+END
+$$;
+COMMENT ON FUNCTION snowflake_id_router.take_move(bigint, text, boolean) IS
+  'Takes a move over for owner (overdue: only a sealing or sealed one past its complete_by); true if taken.';
 
 -- The router's shard locks for a move (transaction level): 55P03 when another session
 -- moves or repairs one of the shards; a schema change running is waited for.
@@ -338,8 +414,9 @@ BEGIN
             quote_literal(source), quote_literal(target), src_id USING ERRCODE = 'object_not_in_prerequisite_state';
     END IF;
     move_id := snowflake_id_router.call(self, format(
-        'INSERT INTO snowflake_id_router.move (shards, source, target, source_identity, target_identity, template)
-         VALUES (%L, %L, %L, %L, %L, %L) RETURNING id', shards, source, target, src_id, dst_id, template),
+        'INSERT INTO snowflake_id_router.move (shards, source, target, source_identity, target_identity, template, owner)
+         VALUES (%L, %L, %L, %L, %L, %L, %L) RETURNING id', shards, source, target, src_id, dst_id, template,
+        snowflake_id_router.session_token()),
         interval '10 s', 'recording the move')::bigint;
     PERFORM snowflake_id_router.pause_at('planned');
     RETURN move_id;
@@ -695,8 +772,7 @@ BEGIN
         -- The source lifts the fence by itself once past the cutover's bound (the seal then
         -- refused), were this session to stall: lock_timeout + cutover_timeout + 1 s.
         PERFORM snowflake_id_router.call(src, format('SELECT snowflake_id_node.set_fence(%L, %L, %L)', k, lock_ms,
-                                                     snowflake_id_router.timeout('lock_timeout')
-                                                     + snowflake_id_router.timeout('cutover_timeout') + interval '1 s'),
+                                                     snowflake_id_router.fence_bound()),
                                          snowflake_id_router.timeout('lock_timeout') + interval '1 s', step);
         deadline := snowflake_id_node.monotonic() + snowflake_id_router.timeout('cutover_timeout');
         PERFORM snowflake_id_router.pause_at('fenced');
@@ -1072,12 +1148,15 @@ BEGIN
             PERFORM snowflake_id_router.activate_target(move_id, sequences);
             PERFORM snowflake_id_router.pause_at('flipping');
             step := 'flipping the map';
-            PERFORM snowflake_id_router.call(snowflake_id_router.loopback(), format('SELECT snowflake_id_router.flip(%s)', move_id),
+            PERFORM snowflake_id_router.call(snowflake_id_router.loopback(), format('SELECT snowflake_id_router.flip(%s, %L)', move_id,
+                                                                                              snowflake_id_router.session_token()),
                                              snowflake_id_router.timeout('lock_timeout') + snowflake_id_router.timeout('cleanup_timeout'), step);
             EXIT;
         EXCEPTION WHEN query_canceled OR OTHERS THEN
             GET STACKED DIAGNOSTICS st = RETURNED_SQLSTATE, msg = MESSAGE_TEXT;
             PERFORM snowflake_id_router.settle_all();
+            -- A repair took the move over (this session stalled past its complete_by): it is the repair's.
+            PERFORM snowflake_id_router.check_owner(move_id, snowflake_id_router.session_token());
             -- A flip whose reply was lost is a flip.
             EXIT WHEN snowflake_id_router.move_flipped((SELECT r.state FROM snowflake_id_router.move r WHERE r.id = move_id));
             BEGIN
@@ -1214,12 +1293,18 @@ DECLARE
     behind text;
 BEGIN
     SELECT * INTO m FROM snowflake_id_router.move r WHERE r.id = move_id;
+    -- Not a move a repair took over from this session (stalled past its complete_by).
+    PERFORM snowflake_id_router.check_owner(move_id, snowflake_id_router.session_token());
     -- First the nodes' copies of the map (app_map() there): clients that read the map from
     -- the nodes follow the flip at once, whatever the rest of the clean-up does.
     PERFORM snowflake_id_router.push_nodes();
+    -- (A move taken over from its stalled mover: that mover's loopback session still holds
+    -- the gate closed; not waited for.)
     BEGIN
         PERFORM snowflake_id_router.gate_open();   -- (a repair's completion, which closed none, passes)
-        PERFORM snowflake_id_router.gate(false, snowflake_id_router.timeout('copy_timeout'));
+        IF m.taken_over IS NULL THEN
+            PERFORM snowflake_id_router.gate(false, snowflake_id_router.timeout('copy_timeout'));
+        END IF;
     EXCEPTION WHEN lock_not_available THEN
         NULL;   -- (the gate orders heavy steps; it guards nothing)
     END;
@@ -1281,7 +1366,7 @@ COMMENT ON FUNCTION snowflake_id_router.finished(bigint, text[]) IS
 -- The flip, run through the loopback connection (committed at once for every router
 -- session): the map of the move's shards from its source to its target, and its record.
 -- The one place a move changes the map.
-CREATE OR REPLACE FUNCTION snowflake_id_router.flip(move_id bigint) RETURNS text
+CREATE OR REPLACE FUNCTION snowflake_id_router.flip(move_id bigint, owner text) RETURNS text
 LANGUAGE plpgsql VOLATILE STRICT PARALLEL UNSAFE
 SET search_path = pg_catalog, pg_temp
 AS $$
@@ -1290,6 +1375,7 @@ DECLARE
     m snowflake_id_router.move;
 BEGIN
     SELECT * INTO m FROM snowflake_id_router.move r WHERE r.id = move_id FOR UPDATE;
+    PERFORM snowflake_id_router.check_owner(move_id, owner);
     IF snowflake_id_router.move_flipped(m.state) THEN
         RETURN 'flipped already';
     END IF;
@@ -1302,12 +1388,12 @@ BEGIN
        <> cardinality(m.shards) THEN
         RAISE EXCEPTION 'the map of shards % changed during move %', m.shards, move_id USING ERRCODE = 'serialization_failure';
     END IF;
-    PERFORM snowflake_id_router.record_move(move_id, 'flipped', NULL, NULL, NULL, NULL, NULL);
+    PERFORM snowflake_id_router.record_move(move_id, 'flipped', NULL, NULL, NULL, NULL, NULL, owner);
     RETURN 'flipped';
 END
 $$;
-COMMENT ON FUNCTION snowflake_id_router.flip(bigint) IS
-  'Flips the map of a sealed move''s shards to its target and records it (run through the loopback connection).';
+COMMENT ON FUNCTION snowflake_id_router.flip(bigint, text) IS
+  'Flips the map of a sealed move''s shards to its target and records it, if owner still drives the move (run through the loopback connection).';
 
 -- The flip rehearsed in a subtransaction rolled back: the map's rows can be locked (within
 -- the loopback session's lock_timeout) and every cache the flip needs is loaded, so the

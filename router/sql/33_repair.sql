@@ -6,6 +6,7 @@
 -- sealed on its source is completed, any other undone. repair_moves() does this for every
 -- such move, and removes what this router's moves left on the nodes without a record on the
 -- router (a restored dump, say); every move does it first for the moves of its own shards.
+-- A sealed move whose mover lives but stalled past its complete_by is taken over (take_over).
 
 -- Repairs one move whose mover is gone; the caller holds its router locks.
 CREATE OR REPLACE FUNCTION snowflake_id_router.repair_move(move_id bigint) RETURNS text
@@ -17,6 +18,10 @@ DECLARE
     m snowflake_id_router.move;
     left_over text;
 BEGIN
+    -- This session drives it from now on: its record changes compare the owner.
+    PERFORM snowflake_id_router.call(snowflake_id_router.loopback(),
+        format('SELECT snowflake_id_router.take_move(%s, %L, false)', move_id, snowflake_id_router.session_token()),
+        snowflake_id_router.timeout('lock_timeout') + interval '1 s', 'taking the move over');
     SELECT * INTO m FROM snowflake_id_router.move r WHERE r.id = move_id;
     IF snowflake_id_router.move_before_seal(m.state) THEN
         left_over := snowflake_id_router.undo_move(move_id, coalesce(m.error, format('interrupted while %s', m.state)));
@@ -33,6 +38,47 @@ END
 $$;
 COMMENT ON FUNCTION snowflake_id_router.repair_move(bigint) IS
   'Completes (if sealed) or undoes a move whose mover is gone; the caller holds its router locks.';
+
+-- A move whose mover lives (its router locks held) but has not flipped it by its
+-- complete_by (stalled after its seal: kill -STOP, a paused VM, a network that holds):
+-- taken over (take_move, which orders it with the mover's own record changes: exactly one
+-- goes on), the mover's sessions on both nodes ended (snowflake_id_node.take_over: those
+-- holding the move's owner-only shard locks, which nothing but a move takes), then
+-- completed from the seal (or undone, were the seal not committed). The mover, thawed,
+-- fails with 55000 (check_owner). 'running: <state>' for a move not yet past its time.
+CREATE OR REPLACE FUNCTION snowflake_id_router.take_over(move_id bigint) RETURNS text
+LANGUAGE plpgsql VOLATILE STRICT PARALLEL UNSAFE
+SET search_path = pg_catalog, pg_temp
+AS $$
+#variable_conflict use_variable
+DECLARE
+    m snowflake_id_router.move;
+    wait interval := snowflake_id_router.timeout('lock_timeout');
+    n text;
+BEGIN
+    SELECT * INTO m FROM snowflake_id_router.move r WHERE r.id = move_id;
+    IF NOT snowflake_id_router.call(snowflake_id_router.loopback(),
+            format('SELECT snowflake_id_router.take_move(%s, %L, true)', move_id, snowflake_id_router.session_token()),
+            wait + interval '1 s', 'taking the move over')::boolean THEN
+        RETURN 'running: ' || m.state;
+    END IF;
+    BEGIN
+        FOREACH n IN ARRAY ARRAY[m.source, m.target] LOOP
+            PERFORM snowflake_id_router.call(snowflake_id_router.node_conn(n),
+                format('SELECT snowflake_id_node.take_over(%L, %L)', snowflake_id_router.move_key(move_id), wait),
+                wait + interval '10 s', 'ending the stalled mover''s sessions');
+        END LOOP;
+        RETURN 'taken over from its stalled mover: ' || snowflake_id_router.repair_move(move_id);
+    EXCEPTION WHEN query_canceled OR OTHERS THEN
+        IF snowflake_id_router.cancelled(SQLSTATE, SQLERRM) THEN
+            RAISE;
+        END IF;
+        RETURN format('taken over from its stalled mover, not repaired: %s (%s)', SQLERRM, SQLSTATE);
+    END;
+END
+$$;
+COMMENT ON FUNCTION snowflake_id_router.take_over(bigint) IS
+  'Completes a sealed move whose living mover did not flip it by its complete_by: taken over, the mover''s node sessions ended; else ''running: <state>''.';
 
 -- Repairs the interrupted moves of these shards (at the start of a move of them).
 CREATE OR REPLACE FUNCTION snowflake_id_router.repair_shards(shards integer[]) RETURNS void
@@ -171,7 +217,7 @@ BEGIN
             END;
             PERFORM snowflake_id_router.unlock_router(m.shards);
         EXCEPTION WHEN lock_not_available THEN
-            outcome := 'running: ' || m.state;
+            outcome := snowflake_id_router.take_over(m.id);   -- (past its complete_by; else running)
         END;
         PERFORM snowflake_id_router.disconnect_all();
         RETURN NEXT;

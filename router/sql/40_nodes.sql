@@ -38,6 +38,11 @@ BEGIN
         BEGIN
             PERFORM snowflake_id_router.connect(conns[i], snowflake_id_router.connect_options() || ' ' || nodes[i].connstr,
                                                 format('node %L', nodes[i].name));
+            found_identity := snowflake_id_router.remote_node_identity(conns[i]);
+            IF NOT snowflake_id_router.same_node(coalesce(nodes[i].identity, found_identity), found_identity) THEN
+                RAISE EXCEPTION 'the connect string reaches another node (identity %, registered as %)',
+                                found_identity, nodes[i].identity USING ERRCODE = 'object_not_in_prerequisite_state';
+            END IF;
             PERFORM snowflake_id_router.call(conns[i], format('SET statement_timeout = %L',
                 extract(epoch FROM snowflake_id_router.setting('status_timeout')::interval) * 1000),
                 snowflake_id_router.timeout('status_timeout'), 'setting up the session');
@@ -85,7 +90,8 @@ BEGIN
                 errors[i] := CASE WHEN got[3] LIKE '%snowflake_id_node.%does not exist%'
                                   THEN 'the node runs snowflake_id older than 0.3.0 (there: ALTER EXTENSION snowflake_id UPDATE)'
                                   ELSE coalesce(got[3], 'no answer') END;
-            ELSIF found_identity IS DISTINCT FROM coalesce(nodes[i].identity, found_identity) THEN
+            -- (found is identity(), without the mark: the connection was checked whole above.)
+            ELSIF NOT snowflake_id_router.same_node(found_identity, coalesce(nodes[i].identity, found_identity)) THEN
                 errors[i] := format('the connect string reaches another database (identity %s, registered as %s)',
                                     found_identity, nodes[i].identity);
             ELSIF chunk IS NULL THEN
@@ -214,7 +220,7 @@ BEGIN
     BEGIN
         PERFORM snowflake_id_router.connect('snowflake_id_router_alter', snowflake_id_router.connect_options() || ' ' || normal,
                                             format('node %L', node));
-        found_identity := snowflake_id_router.remote_identity('snowflake_id_router_alter', node);
+        found_identity := snowflake_id_router.remote_node_identity('snowflake_id_router_alter');
         recovering := snowflake_id_router.fetch('snowflake_id_router_alter', 'SELECT pg_catalog.pg_is_in_recovery()::text');
         PERFORM snowflake_id_router.disconnect('snowflake_id_router_alter');
     EXCEPTION WHEN OTHERS THEN
@@ -227,7 +233,7 @@ BEGIN
         BEGIN
             PERFORM snowflake_id_router.connect('snowflake_id_router_alter', snowflake_id_router.connect_options() || ' ' || n.connstr,
                                                 format('node %L', node));
-            n.identity := snowflake_id_router.remote_identity('snowflake_id_router_alter', node);
+            n.identity := snowflake_id_router.remote_node_identity('snowflake_id_router_alter');
         EXCEPTION WHEN OTHERS THEN
             PERFORM snowflake_id_router.check_new_identity(node, found_identity);
             RAISE WARNING 'node % had no recorded identity and its old connect string reaches nothing: it is now known as %',
@@ -236,16 +242,22 @@ BEGIN
         END;
         PERFORM snowflake_id_router.disconnect('snowflake_id_router_alter');
     END IF;
-    IF found_identity <> n.identity THEN
+    IF NOT snowflake_id_router.same_node(n.identity, found_identity) THEN
         RAISE EXCEPTION 'the new connect string of node % reaches another database (identity %, node % is %)',
             quote_literal(node), found_identity, quote_literal(node), n.identity
             USING ERRCODE = 'object_not_in_prerequisite_state',
-                  HINT = 'alter_node repoints a node to the same database: another address of it, or its promoted physical standby (same system identifier and database OID).';
+                  HINT = 'alter_node repoints a node to the same database: another address of it, or its promoted physical standby (which carries the mark the router wrote into the node).';
     END IF;
     IF recovering THEN
         RAISE EXCEPTION 'the new connect string of node % reaches a server in recovery (a standby)', quote_literal(node)
             USING ERRCODE = 'object_not_in_prerequisite_state',
                   HINT = 'Promote it first (pg_ctl promote, or SELECT pg_promote() there), then run alter_node again.';
+    END IF;
+    IF snowflake_id_router.node_mark_of(n.identity) IS NULL THEN
+        -- Registered without a mark (by 0.3.0): this call gives it one, unless the server
+        -- carries another registered node's.
+        PERFORM snowflake_id_router.check_new_identity(node, found_identity);
+        found_identity := snowflake_id_router.give_mark(node, normal, found_identity);
     END IF;
     -- Committed at once, for every router session here, then pushed to the other routers.
     IF NOT snowflake_id_router.repoint_node(node, n.connstr, normal, found_identity) THEN
@@ -259,6 +271,31 @@ END
 $$;
 COMMENT ON FUNCTION alter_node(text, text) IS
   'Repoints a node to a new connect string reaching the same database (another address, its promoted standby), for every router session at once.';
+
+-- Gives the node that connect string normal reaches (identity seen) a mark if it has none
+-- (mark_node); returns its identity, with its mark.
+CREATE OR REPLACE FUNCTION snowflake_id_router.give_mark(node text, normal text, seen text) RETURNS text
+LANGUAGE plpgsql VOLATILE STRICT PARALLEL UNSAFE
+SET search_path = pg_catalog, pg_temp
+AS $$
+BEGIN
+    PERFORM snowflake_id_router.connect('snowflake_id_router_mark', snowflake_id_router.connect_options() || ' ' || normal,
+                                        format('node %L', node));
+    IF snowflake_id_router.remote_node_identity('snowflake_id_router_mark') IS DISTINCT FROM seen THEN
+        RAISE EXCEPTION 'node % changed while it was being checked (now %, was %)', quote_literal(node),
+            snowflake_id_router.remote_node_identity('snowflake_id_router_mark'), seen
+            USING ERRCODE = 'serialization_failure';
+    END IF;
+    seen := snowflake_id_router.mark_node('snowflake_id_router_mark', seen);
+    PERFORM snowflake_id_router.disconnect('snowflake_id_router_mark');
+    RETURN seen;
+EXCEPTION WHEN OTHERS THEN
+    PERFORM snowflake_id_router.disconnect('snowflake_id_router_mark');
+    RAISE;
+END
+$$;
+COMMENT ON FUNCTION snowflake_id_router.give_mark(text, text, text) IS
+  'Gives a node whose identity is still seen a mark if it has none (mark_node); returns its identity.';
 
 -- Removes a node that holds no shard: none mapped to it (drain_node moves them off first),
 -- none it still serves whatever the map says (a shard made there by hand, a copy left

@@ -406,7 +406,8 @@ BEGIN
         RAISE EXCEPTION 'router % is this router database itself (identity %)', quote_literal(name), found_identity
             USING ERRCODE = 'object_not_in_prerequisite_state';
     END IF;
-    SELECT format('node %s', quote_literal(n.name)) INTO other FROM snowflake_id_router.node n WHERE n.identity = found_identity;
+    SELECT format('node %s', quote_literal(n.name)) INTO other FROM snowflake_id_router.node n
+         WHERE snowflake_id_router.database_of(n.identity) = found_identity;
     IF other IS NULL THEN
         SELECT format('router %s', quote_literal(r.name)) INTO other FROM snowflake_id_router.router r WHERE r.identity = found_identity;
     END IF;

@@ -22,3 +22,16 @@ CREATE TABLE snowflake_id_node.app_map (
 );
 COMMENT ON TABLE snowflake_id_node.app_map IS
   'The shard map the router last pushed to this node, with its version (app_map() reads it).';
+
+-- The node's identity as the router registered it (sql/node/node.sql, node_mark): one row,
+-- written by the router's add_node (or alter_node, for a node registered by 0.3.0). It is in
+-- the data, so a physical standby carries it until it is promoted; two copies of one initdb,
+-- which share their system identifier, get different ones. Only the extension owner can
+-- write here (schema snowflake_id_node), so a mark proves the router wrote it. Not dumped: a
+-- restored copy is a new server, registered as a node of its own.
+CREATE TABLE snowflake_id_node.node_mark (
+    one boolean PRIMARY KEY DEFAULT true CHECK (one),
+    mark uuid NOT NULL
+);
+COMMENT ON TABLE snowflake_id_node.node_mark IS
+  'The identity the router gave this node when it registered it (one row; carried by physical standbys).';

@@ -46,6 +46,43 @@ RETURN (SELECT c.system_identifier::text FROM pg_control_system() c) || '/'
 COMMENT ON FUNCTION snowflake_id_node.identity() IS
   'This database''s identity: <system identifier>/<database OID>, the same through any connect string and on a promoted standby.';
 
+-- The mark the router gave this node (table node_mark), NULL before it has one. With
+-- identity(), it tells apart nodes that share a system identifier: copies of one initdb, the
+-- two halves of a split, a node and its promoted standby once the router gives it its own.
+CREATE OR REPLACE FUNCTION snowflake_id_node.node_mark() RETURNS uuid
+LANGUAGE sql STABLE PARALLEL SAFE
+SET search_path = pg_catalog, pg_temp
+RETURN (SELECT m.mark FROM snowflake_id_node.node_mark m);
+COMMENT ON FUNCTION snowflake_id_node.node_mark() IS
+  'The identity mark the router gave this node (NULL before it has one).';
+
+-- Gives this node the mark new_mark, if its mark is still expected (NULL: none): a compare
+-- and set, so two routers (or two names of one server added at once) cannot both give it
+-- one; 40001 otherwise. Not on a standby (25006, as any write).
+CREATE OR REPLACE FUNCTION snowflake_id_node.set_node_mark(new_mark uuid, expected uuid) RETURNS void
+LANGUAGE plpgsql VOLATILE CALLED ON NULL INPUT
+SET search_path = pg_catalog, pg_temp
+AS $$
+DECLARE
+    current_mark uuid;
+BEGIN
+    IF new_mark IS NULL THEN
+        RAISE EXCEPTION 'set_node_mark: new_mark must not be NULL' USING ERRCODE = 'null_value_not_allowed';
+    END IF;
+    LOCK TABLE snowflake_id_node.node_mark IN EXCLUSIVE MODE;
+    current_mark := snowflake_id_node.node_mark();
+    IF current_mark IS DISTINCT FROM expected THEN
+        RAISE EXCEPTION 'the identity mark of this node is %, not %', coalesce(current_mark::text, 'none'),
+            coalesce(expected::text, 'none') USING ERRCODE = 'serialization_failure',
+            HINT = 'Another router call gave it one meanwhile: run the command again.';
+    END IF;
+    INSERT INTO snowflake_id_node.node_mark (mark) VALUES (new_mark)
+        ON CONFLICT (one) DO UPDATE SET mark = excluded.mark;
+END
+$$;
+COMMENT ON FUNCTION snowflake_id_node.set_node_mark(uuid, uuid) IS
+  'Gives this node the identity mark new_mark if its mark is still expected (NULL: none); 40001 otherwise.';
+
 -- The lock class of shard locks ('SFID' as a 32-bit integer), on nodes and routers: owner-only
 -- advisory locks (snowflake_id_node.own_lock, pg_locks.objsubid 3).
 CREATE OR REPLACE FUNCTION snowflake_id_node.lock_class() RETURNS integer

@@ -51,6 +51,44 @@ $$;
 COMMENT ON FUNCTION snowflake_id_node.undo(text, interval, oid) IS
   'Undoes what move key made on this node before its decision point (target: subscription, copies; source: fence, publication, slot, marker) and, all gone, its record; returns how many copies are left to drop.';
 
+-- == Taking over a move whose mover stalled after its seal ==
+
+-- The sessions holding the shard locks of move key's record here are that move's own (only
+-- the extension owner's code takes such a lock, and a shard in a move record is locked by
+-- its move alone): the router's repair, past the move's complete_by, ends them (their
+-- transactions roll back, their locks go) and takes the locks for this session, so that the
+-- stalled mover, thawed, can do nothing more here. Returns how many sessions it ended; 0
+-- without a record.
+CREATE OR REPLACE FUNCTION snowflake_id_node.take_over(key text, wait interval) RETURNS integer
+LANGUAGE plpgsql VOLATILE STRICT
+SET search_path = pg_catalog, pg_temp
+AS $$
+#variable_conflict use_variable
+DECLARE
+    m snowflake_id_node.move;
+    ended integer := 0;
+    p integer;
+BEGIN
+    SELECT * INTO m FROM snowflake_id_node.move r WHERE r.key = take_over.key;
+    IF NOT FOUND THEN
+        RETURN 0;
+    END IF;
+    FOR p IN SELECT DISTINCT l.pid FROM pg_locks l
+              WHERE l.locktype = 'advisory' AND l.granted AND l.objsubid = 3 AND l.pid <> pg_backend_pid()
+                AND l.database = (SELECT d.oid FROM pg_database d WHERE d.datname = current_database())
+                AND l.classid = snowflake_id_node.lock_class()::oid AND l.objid::bigint = ANY (m.shards::bigint[]) LOOP
+        -- (Waits until it is gone, within wait.)
+        IF pg_terminate_backend(p, (extract(epoch FROM wait) * 1000)::bigint) THEN
+            ended := ended + 1;
+        END IF;
+    END LOOP;
+    PERFORM snowflake_id_node.lock_shards(m.shards, wait);
+    RETURN ended;
+END
+$$;
+COMMENT ON FUNCTION snowflake_id_node.take_over(text, interval) IS
+  'Ends the sessions holding the shard locks of move key''s record (the move''s own) and takes the locks for this session; returns how many it ended.';
+
 -- == For repair and status ==
 
 -- The move records here, with whether their shards' locks are held by another session.
