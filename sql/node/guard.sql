@@ -104,6 +104,37 @@ END;
 COMMENT ON FUNCTION snowflake_id_node.touches(oid, oid, text[]) IS
   'Whether an object (or one of its parts) is one of the schemas, in one, or directly depends on or is depended on by an object in one.';
 
+-- What the objects of the schemas use outside them, whose change would change the shards'
+-- definitions or behaviour with no DDL on the schemas themselves: walked outward through
+-- pg_depend from every object in the schemas (and its parts: defaults, constraints,
+-- indexes, triggers, rules) to what each depends on (a type, domain, function, operator,
+-- collation, text search configuration, sequence, a table a key references), then on to
+-- what those use and their own parts (a domain's constraints, a composite type's
+-- columns), and the extension owning any of them. Built-in objects (oid below 16384,
+-- which no DDL changes) and schemas (an object's oid, not its schema's name, is what a
+-- shard refers to) are not followed. As touches(), it reads only the catalogs.
+CREATE OR REPLACE FUNCTION snowflake_id_node.used(schemas text[]) RETURNS TABLE (classid oid, objid oid)
+LANGUAGE sql STABLE STRICT
+SET search_path = pg_catalog, pg_temp
+BEGIN ATOMIC
+    WITH RECURSIVE o(classid, objid) AS (
+        SELECT d.classid, d.objid FROM pg_depend d JOIN pg_namespace n ON n.oid = d.refobjid
+         WHERE d.refclassid = 'pg_namespace'::regclass AND n.nspname = ANY (used.schemas)
+        UNION
+        SELECT x.classid, x.objid FROM o, LATERAL (
+            SELECT d.classid, d.objid FROM pg_depend d
+             WHERE d.refclassid = o.classid AND d.refobjid = o.objid AND d.deptype IN ('i', 'a')
+            UNION ALL
+            SELECT d.refclassid, d.refobjid FROM pg_depend d
+             WHERE d.classid = o.classid AND d.objid = o.objid AND d.refobjid >= 16384
+               AND d.refclassid <> 'pg_namespace'::regclass) x
+    )
+    SELECT o.classid, o.objid FROM o
+     WHERE NOT coalesce((pg_identify_object(o.classid, o.objid, 0)).schema = ANY (used.schemas), false);
+END;
+COMMENT ON FUNCTION snowflake_id_node.used(text[]) IS
+  'The objects outside the schemas that objects in them depend on, directly or through others (and those objects'' parts and extensions).';
+
 -- ddl_command_end: a command whose object touches a guarded move's schemas (every DDL
 -- command PostgreSQL reports an object of, whatever its kind: denied unless the catalogs
 -- show it elsewhere), or one with no object (GRANT, REVOKE) that changed the owners or
@@ -122,6 +153,9 @@ BEGIN
         FOR c IN SELECT * FROM pg_event_trigger_ddl_commands() LOOP
             IF c.schema_name = ANY (m.schemas) OR snowflake_id_node.touches(c.classid, c.objid, m.schemas) THEN
                 PERFORM snowflake_id_node.refuse_change(m, c.command_tag);
+            ELSIF (c.classid, c.objid) IN (SELECT u.classid, u.objid FROM snowflake_id_node.used(m.schemas) u) THEN
+                PERFORM snowflake_id_node.refuse_change(m, format('%s of %s, which it uses,', c.command_tag,
+                                                                  pg_describe_object(c.classid, c.objid, 0)));
             ELSIF c.objid IS NULL AND m.state <> 'incoming' AND m.guarded IS NOT NULL
                   AND md5(snowflake_id_node.grants(m.schemas)) IS DISTINCT FROM m.guarded THEN
                 PERFORM snowflake_id_node.refuse_change(m, c.command_tag);
@@ -161,7 +195,7 @@ COMMENT ON FUNCTION snowflake_id_node.guard_drop() IS
   'Event trigger (sql_drop): refuses dropping anything of the schemas of a shard being moved (55000).';
 
 REVOKE ALL ON FUNCTION snowflake_id_node.guarded_moves(), snowflake_id_node.refuse_change(snowflake_id_node.move, text),
-    snowflake_id_node.touches(oid, oid, text[]),
+    snowflake_id_node.touches(oid, oid, text[]), snowflake_id_node.used(text[]),
     snowflake_id_node.kept(snowflake_id_node.move), snowflake_id_node.in_place(snowflake_id_node.move),
     snowflake_id_node.guard_ddl(), snowflake_id_node.guard_drop() FROM PUBLIC;
 
