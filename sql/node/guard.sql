@@ -112,12 +112,19 @@ COMMENT ON FUNCTION snowflake_id_node.touches(oid, oid, text[]) IS
 -- what those use and their own parts (a domain's constraints, a composite type's
 -- columns), and the extension owning any of them. Built-in objects (oid below 16384,
 -- which no DDL changes) and schemas (an object's oid, not its schema's name, is what a
--- shard refers to) are not followed. As touches(), it reads only the catalogs.
+-- shard refers to) are not followed, nor snowflake_id itself and its objects (the move's
+-- own machinery, which only its owner's ALTER EXTENSION UPDATE changes, moves in flight or
+-- not: reliability/t_move_upgrade.sh). As touches(), it reads only the catalogs.
 CREATE OR REPLACE FUNCTION snowflake_id_node.used(schemas text[]) RETURNS TABLE (classid oid, objid oid)
 LANGUAGE sql STABLE STRICT
 SET search_path = pg_catalog, pg_temp
 BEGIN ATOMIC
-    WITH RECURSIVE o(classid, objid) AS (
+    WITH RECURSIVE ours(classid, objid) AS MATERIALIZED (
+        SELECT 'pg_extension'::regclass::oid, e.oid FROM pg_extension e WHERE e.extname = 'snowflake_id'
+        UNION ALL
+        SELECT d.classid, d.objid FROM pg_depend d JOIN pg_extension e ON e.oid = d.refobjid
+         WHERE d.refclassid = 'pg_extension'::regclass AND e.extname = 'snowflake_id' AND d.deptype = 'e'
+    ), o(classid, objid) AS (
         SELECT d.classid, d.objid FROM pg_depend d JOIN pg_namespace n ON n.oid = d.refobjid
          WHERE d.refclassid = 'pg_namespace'::regclass AND n.nspname = ANY (used.schemas)
         UNION
@@ -128,6 +135,7 @@ BEGIN ATOMIC
             SELECT d.refclassid, d.refobjid FROM pg_depend d
              WHERE d.classid = o.classid AND d.objid = o.objid AND d.refobjid >= 16384
                AND d.refclassid <> 'pg_namespace'::regclass) x
+         WHERE (x.classid, x.objid) NOT IN (SELECT u.classid, u.objid FROM ours u)
     )
     SELECT o.classid, o.objid FROM o
      WHERE NOT coalesce((pg_identify_object(o.classid, o.objid, 0)).schema = ANY (used.schemas), false);
