@@ -68,6 +68,11 @@ SELECT add_node('other', 'postgresql:///db?host=/tmp/x&servicefile=%2Ftmp%2Fx');
 -- So is a password file of the caller's choosing, and more than one server: PL/Proxy's
 -- routed calls, unchecked, would land on the next one listed when the first is down.
 SELECT add_node('other', 'host=x passfile=/tmp/x/pgpass');                 -- 22023
+-- And any option not among those a node's may hold (connstr_keywords): one that writes a
+-- file as the server user, hands on its credentials, or changes the protocol.
+SELECT add_node('other', 'host=x sslkeylogfile=/tmp/x/keys');              -- 22023
+SELECT add_node('other', 'postgresql://x/db?gssdelegation=1');             -- 22023
+SELECT add_node('other', 'host=x replication=database');                   -- 22023
 SELECT add_node('other', 'host=x options=''-c default_transaction_read_only=on''');  -- 22023
 SELECT add_node('other', 'postgresql://x/db?options=-c%20session_replication_role%3Dreplica');  -- 22023
 SELECT add_node('other', 'host=/tmp/x,/tmp/y port=5432');                  -- 22023

@@ -160,6 +160,23 @@ LANGUAGE sql IMMUTABLE STRICT PARALLEL SAFE
 RETURN '''' || replace(replace(v, '\', '\\'), '''', '\''') || '''';
 COMMENT ON FUNCTION snowflake_id_router.conn_value(text) IS 'A libpq connect string value, quoted.';
 
+-- The options a node's connect string may hold (normalize_connstr): where the server is and
+-- who connects, timeouts and keepalives, TLS and GSS encryption as the server user's own
+-- files and defaults give them. Not listed, so refused: anything that writes a file
+-- (sslkeylogfile), hands on credentials (gssdelegation, oauth_*), changes the protocol
+-- (replication), or names settings of its own (service, passfile, options); secrets are
+-- refused apart.
+CREATE OR REPLACE FUNCTION snowflake_id_router.connstr_keywords() RETURNS text[]
+LANGUAGE sql IMMUTABLE PARALLEL SAFE
+RETURN ARRAY['host', 'hostaddr', 'port', 'dbname', 'user', 'connect_timeout', 'client_encoding', 'application_name',
+             'fallback_application_name', 'keepalives', 'keepalives_idle', 'keepalives_interval', 'keepalives_count',
+             'tcp_user_timeout', 'sslmode', 'sslnegotiation', 'sslcompression', 'sslcert', 'sslkey', 'sslrootcert',
+             'sslcrl', 'sslcrldir', 'sslsni', 'ssl_min_protocol_version', 'ssl_max_protocol_version',
+             'min_protocol_version', 'max_protocol_version', 'requirepeer', 'gssencmode', 'krbsrvname', 'gsslib',
+             'channel_binding', 'require_auth', 'target_session_attrs', 'load_balance_hosts'];
+COMMENT ON FUNCTION snowflake_id_router.connstr_keywords() IS
+  'The libpq options a node''s connect string may hold; any other is refused (22023).';
+
 -- A connect string as libpq reads it (PQconninfoParse, through snowflake_id), each value
 -- quoted: whatever PL/Proxy, the router or a subscription appends to it stays an option of its
 -- own. Secrets are refused: connect strings are readable by every role. So is a service
@@ -183,16 +200,20 @@ AS $$
 DECLARE
     secret text;
     service text;
+    unknown text;
     several text;
     split text;
     normal text;
 BEGIN
     SELECT string_agg(c.keyword, ', ') FILTER (WHERE c.secret),
            string_agg(c.keyword, ', ') FILTER (WHERE c.keyword IN ('service', 'servicefile', 'passfile', 'options')),
+           string_agg(c.keyword, ', ') FILTER (WHERE NOT c.secret
+                      AND c.keyword NOT IN ('service', 'servicefile', 'passfile', 'options')
+                      AND c.keyword <> ALL (snowflake_id_router.connstr_keywords())),
            string_agg(c.keyword, ', ') FILTER (WHERE c.keyword IN ('host', 'hostaddr', 'port') AND strpos(c.value, ',') > 0),
            CASE WHEN count(*) FILTER (WHERE c.keyword IN ('host', 'hostaddr') AND c.value <> '') = 2 THEN 'host, hostaddr' END,
            string_agg(c.keyword || '=' || snowflake_id_router.conn_value(c.value), ' ')
-      INTO secret, service, several, split, normal FROM snowflake_id_node.conninfo(connstr) c;
+      INTO secret, service, unknown, several, split, normal FROM snowflake_id_node.conninfo(connstr) c;
     IF secret IS NOT NULL THEN
         RAISE EXCEPTION 'the connect string holds a secret (%)', secret
             USING ERRCODE = 'invalid_parameter_value',
@@ -204,6 +225,12 @@ BEGIN
             USING ERRCODE = 'invalid_parameter_value',
                   DETAIL = 'A service file entry can hold a user and a password, which the router would not see; a password file of the caller''s choosing would give its passwords to the server named; server options would steer every routed call.',
                   HINT = 'Give the options directly (host, port, dbname ...), the password in ~/.pgpass of the router''s server user.';
+    END IF;
+    IF unknown IS NOT NULL THEN
+        RAISE EXCEPTION 'the connect string names options a node''s connect string may not hold (%)', unknown
+            USING ERRCODE = 'invalid_parameter_value',
+                  DETAIL = 'The router''s server user connects with them: an option that writes a file (sslkeylogfile), hands on credentials (gssdelegation, oauth_*) or changes the protocol (replication) would do so with its rights.',
+                  HINT = 'Allowed: ' || array_to_string(snowflake_id_router.connstr_keywords(), ', ') || '.';
     END IF;
     IF several IS NOT NULL THEN
         RAISE EXCEPTION 'the connect string names more than one server (%)', several

@@ -45,8 +45,12 @@ BEGIN
     PERFORM snowflake_id_router.own_rebalance(rid);
     LOOP
         PERFORM pg_stat_clear_snapshot();   -- (pg_stat_activity is read once a transaction otherwise)
+        -- (The worker started for this rebalance: its one statement names it, and only the
+        -- router's background workers have that type. Not any other worker, such as the
+        -- maintenance of another role, which would hold the rebalance and never step it.)
         SELECT a.backend_start, a.query_start INTO worker_start, worker_call FROM pg_stat_activity a
-         WHERE a.pid = worker AND a.backend_type = 'snowflake_id_router background' AND a.state = 'active';
+         WHERE a.pid = worker AND a.backend_type = 'snowflake_id_router background' AND a.state = 'active'
+           AND a.query = format('SELECT snowflake_id_router.background_step(1, %s)', rid);
         EXIT WHEN worker_call IS NOT NULL;
         IF snowflake_id_node.monotonic() > deadline THEN
             RAISE EXCEPTION 'background worker % ended, or did not start within 10 s', worker
@@ -141,8 +145,13 @@ DECLARE
     failure record;
 BEGIN
     IF job = 2 THEN
+        -- (A role that may not run repair_moves() has no maintenance to retry: it ends.)
+        IF code = '42501' THEN
+            RAISE WARNING 'router maintenance: % (%); it ends', message, code;
+            RETURN NULL;
+        END IF;
         RAISE WARNING 'router maintenance: repair_moves failed: % (%)', message, code;
-        RETURN arg;
+        RETURN least(greatest(arg, 1), 86400);   -- (as maintenance_step's)
     END IF;
     IF snowflake_id_router.rebalance_mine(arg, false) THEN
         failure := snowflake_id_router.rebalance_failed(arg, snowflake_id_router.rebalance_moving(arg), code, message);
@@ -174,7 +183,11 @@ BEGIN
     FOR r IN SELECT * FROM @extschema@.repair_moves() LOOP
         RAISE LOG 'router maintenance: move %: %', r.move, r.outcome;
     END LOOP;
-    RETURN seconds;
+    -- Within maintenance_start's bounds (1 s to a day) whatever the worker was started
+    -- with: background_start takes its arguments from its caller, and a worker that never
+    -- waits would flood the server and its log. (Inline: the worker's role may run only
+    -- the functions docs/cluster.md grants it.)
+    RETURN least(greatest(seconds, 1), 86400);
 END
 $$;
 COMMENT ON FUNCTION snowflake_id_router.maintenance_step(integer) IS
