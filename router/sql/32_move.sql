@@ -636,8 +636,9 @@ COMMENT ON FUNCTION snowflake_id_router.subscribe(bigint, timestamptz) IS
 -- The lag is read before the gate and again behind it (another batch's fence may have held
 -- it while the source ran ahead): too far then, the gate is given back and the wait starts
 -- again. Both waits together are bounded by copy_timeout: 57014, and the move is undone.
--- Records the lag at the fence and the gate's retries (move_history).
-CREATE OR REPLACE FUNCTION snowflake_id_router.near_fence(move_id bigint, src text) RETURNS void
+-- Records the lag at the fence and the retries (move_history): the gate's, and lifted, a
+-- fence lifted just before (fence_lifted).
+CREATE OR REPLACE FUNCTION snowflake_id_router.near_fence(move_id bigint, src text, lifted integer DEFAULT 0) RETURNS void
 LANGUAGE plpgsql VOLATILE STRICT PARALLEL UNSAFE
 SET search_path = pg_catalog, pg_temp
 AS $$
@@ -648,7 +649,7 @@ DECLARE
     began timestamptz := snowflake_id_node.monotonic();
     deadline timestamptz := began + snowflake_id_router.timeout('copy_timeout');
     lag bigint;
-    retries integer := 0;
+    retries integer := lifted;   -- (a fence lifted just before: fence_lifted)
 BEGIN
     LOOP
         LOOP
@@ -674,7 +675,7 @@ BEGIN
         snowflake_id_router.timeout('lock_timeout') + interval '1 s', 'recording the move');
 END
 $$;
-COMMENT ON FUNCTION snowflake_id_router.near_fence(bigint, text) IS
+COMMENT ON FUNCTION snowflake_id_router.near_fence(bigint, text, integer) IS
   'Closes the fence gate for a move once its target is within switch_lag of the source (57014 past copy_timeout); records the lag and retries.';
 
 -- Waits (up to deadline) for move move_id's target to have its marker (caught up after the
@@ -714,10 +715,7 @@ BEGIN
     PERFORM snowflake_id_router.poll(src, format('SELECT snowflake_id_node.move_confirmed(%L, %L)', k, lsn),
                                      snowflake_id_node.monotonic() + snowflake_id_router.timeout('copy_timeout'),
                                      'the target''s catching up with the fence lifted');
-    PERFORM snowflake_id_router.call(snowflake_id_router.loopback(),
-        format('UPDATE snowflake_id_router.move SET fence_retries = coalesce(fence_retries, 0) + 1 WHERE id = %s RETURNING true', move_id),
-        lock_wait + interval '1 s', 'recording the move');
-    RETURN true;
+    RETURN true;   -- (cut_over's next near_fence records the lift)
 END
 $$;
 COMMENT ON FUNCTION snowflake_id_router.fence_lifted(bigint, text, text, timestamptz, integer) IS
@@ -795,7 +793,7 @@ BEGIN
         step := 'waiting for the target to catch up';
         EXIT WHEN NOT snowflake_id_router.fence_lifted(move_id, src, dst, deadline, attempt);
         step := 'waiting for the target to come near';
-        PERFORM snowflake_id_router.near_fence(move_id, src);
+        PERFORM snowflake_id_router.near_fence(move_id, src, 1);
     END LOOP;
     step := 'giving the copies their owners and privileges';
     dst_rows := snowflake_id_router.give_owners(move_id, grants, deadline);
