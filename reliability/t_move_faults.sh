@@ -10,6 +10,8 @@
 #       (SIGINT to psql) with a batch sealed: each sealed move flips, then stops (57014),
 #       its old copy left sealed for the repair, nothing else; resumed, the rebalance ends.
 #       A cancel of the mover's session on a node there: that step tried again, the move done.
+#       A cancel where no step's own handler runs (as the move is recorded, between its
+#       copy and its cutover): the move undone by the call itself, nothing left.
 #   15  a target frozen (kill -STOP of its postmaster and backends) while the move waits
 #       for it under the fence: the healthy source takes writes again within
 #       lock_timeout + cutover_timeout + 1 s (the undo does the source first); the mover
@@ -138,7 +140,28 @@ cancelled_between() {
   repaired
 }
 
+# A cancel of the mover where no step's own handler runs (ARGS: STEP SHARD TARGET): as its
+# record is made (planned), between its copy and its cutover (copied). The move is undone at
+# once by the call itself (57014), nothing left, the shard where it was and taking writes.
+cancelled_outside() {
+  local step=$1 shard=$2 to=$3 from state
+  from=$(map "$shard")
+  held "$step" "SELECT move_shard($shard, '$to')"
+  on router -c "SELECT pg_cancel_backend($mpid)" >/dev/null
+  sleep 0.5; release
+  if ended; then fail "move_shard($shard) cancelled at '$step' succeeded"; fi
+  grep -q "57014: moving shard $shard from node '$from' to node '$to' failed while" "$work/mover.log" \
+    || fail "move_shard($shard) cancelled at '$step': $(cat "$work/mover.log")"
+  state=$(on router -c "SELECT state FROM snowflake_id_router.move ORDER BY id DESC LIMIT 1")
+  [[ $state == undone && $(map "$shard") == "$from" && -z $(leftovers) ]] \
+    || fail "move_shard($shard) cancelled at '$step' left its move $state, the shard on $(map "$shard"), leftovers: $(leftovers)"
+  on router -c "SELECT insert_post($shard, 0, 'after the cancel')" >/dev/null || fail "shard $shard takes no writes after the cancelled move"
+  echo "14: move_shard($shard) cancelled at '$step' (outside the steps): undone by the call itself (57014), nothing left"
+}
+
 case14() {
+  cancelled_outside planned 3 node_b
+  cancelled_outside copied 3 node_c
   cancelled_between flipping statement_timeout 1 node_b
   cancelled_between sealed pg_cancel_backend 2 node_b
   # Someone cancels the mover's session on the target while it activates the copy (held

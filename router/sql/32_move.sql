@@ -367,7 +367,9 @@ COMMENT ON FUNCTION move_shard(integer, text, text) IS
 -- A move: its record (open_move), then, before the seal, its copy (copy_move) and its
 -- cutover (cut_over), each undoing both sides on a failure or cancel (fail_move, whose
 -- error says what step failed and what is left); from the seal on, complete_move (which
--- commits the seal).
+-- commits the seal). An error or cancel that lands where neither step's handler runs (as
+-- open_move's record commits, between the steps) finds the move by its record and undoes
+-- it the same way: no failure leaves a live session's move unfinished.
 CREATE OR REPLACE FUNCTION snowflake_id_router.run_move(shards integer[], source text, target text, template text)
 RETURNS bigint
 LANGUAGE plpgsql VOLATILE STRICT PARALLEL UNSAFE
@@ -375,15 +377,38 @@ SET search_path = pg_catalog, pg_temp
 AS $$
 #variable_conflict use_variable
 DECLARE
-    move_id bigint := snowflake_id_router.open_move(shards, source, target, template);
+    move_id bigint;
     prints text;
     sequences text;
     seal_conn text;
+    st text;
+    msg text;
+    det text;
+    hnt text;
+    state text;
 BEGIN
-    prints := snowflake_id_router.copy_move(move_id);
-    IF prints IS NOT NULL THEN
-        SELECT c.sequences, c.seal_conn INTO sequences, seal_conn FROM snowflake_id_router.cut_over(move_id, prints) c;
-    END IF;
+    BEGIN
+        move_id := snowflake_id_router.open_move(shards, source, target, template);
+        PERFORM snowflake_id_router.pause_at('planned');
+        prints := snowflake_id_router.copy_move(move_id);
+        PERFORM snowflake_id_router.pause_at('copied');
+        IF prints IS NOT NULL THEN
+            SELECT c.sequences, c.seal_conn INTO sequences, seal_conn FROM snowflake_id_router.cut_over(move_id, prints) c;
+        END IF;
+    EXCEPTION WHEN query_canceled OR OTHERS THEN
+        GET STACKED DIAGNOSTICS st = RETURNED_SQLSTATE, msg = MESSAGE_TEXT, det = PG_EXCEPTION_DETAIL, hnt = PG_EXCEPTION_HINT;
+        SELECT r.id, r.state INTO move_id, state FROM snowflake_id_router.move r
+         WHERE (r.id = move_id OR (move_id IS NULL AND r.owner = snowflake_id_router.session_token() AND r.shards = run_move.shards))
+           AND r.error IS NULL AND snowflake_id_router.move_before_seal(r.state)
+         ORDER BY r.id DESC LIMIT 1;
+        IF NOT FOUND THEN
+            RAISE;   -- (a step's handler dealt with it, or nothing was recorded)
+        END IF;
+        PERFORM snowflake_id_router.fail_move(move_id, state, NULL, st, msg, det, hnt);
+        -- (Returned: the source is sealed after all; completed below.)
+        sequences := NULL;
+        seal_conn := NULL;
+    END;
     -- The seal's commit on, the move is completed, whoever cancels what.
     PERFORM snowflake_id_router.complete_move(move_id, sequences, seal_conn);
     PERFORM snowflake_id_router.release_connections();
@@ -418,7 +443,6 @@ BEGIN
          VALUES (%L, %L, %L, %L, %L, %L, %L) RETURNING id', shards, source, target, src_id, dst_id, template,
         snowflake_id_router.session_token()),
         interval '10 s', 'recording the move')::bigint;
-    PERFORM snowflake_id_router.pause_at('planned');
     RETURN move_id;
 END
 $$;
