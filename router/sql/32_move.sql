@@ -404,7 +404,7 @@ BEGIN
         IF NOT FOUND THEN
             RAISE;   -- (a step's handler dealt with it, or nothing was recorded)
         END IF;
-        PERFORM snowflake_id_router.fail_move(move_id, state, NULL, st, msg, det, hnt);
+        PERFORM snowflake_id_router.fail_move(move_id, CASE state WHEN 'planned' THEN 'starting' ELSE state END, NULL, st, msg, det, hnt);
         -- (Returned: the source is sealed after all; completed below.)
         sequences := NULL;
         seal_conn := NULL;
