@@ -17,7 +17,12 @@
 #                                shards spread evenly (within one);
 #   rebalance_start(drain => 'node_c')     stopped after a batch by rebalance_stop():
 #                                rebalance_wait() says stopped, resume names the drain;
-#                                resumed by it, then its worker cancelled: stopped again.
+#                                resumed by it, then its worker cancelled: stopped again;
+#   roles granted what docs/cluster.md lists: rebalance_wait() alone works; a maintenance
+#                                worker started directly with no interval waits 1 s between
+#                                runs, and ends at once if its role may not run repair_moves();
+#                                an operator's procedure handing a rebalance to a worker not
+#                                started for it (the maintenance worker) is refused (55000).
 # Afterwards (router_invariants): every acknowledged write present exactly once, on the node
 # the map names; no ID twice; nothing left on the nodes by moves.
 # every version: the background worker's start-up differs by version (signal handler API, NOLOGIN roles)
@@ -121,6 +126,82 @@ on router -c "SELECT pg_cancel_backend(pid) FROM rebalance_status WHERE id = $dr
 IFS='|' read -r id3 done error <<<"$(status_of "id, shards_done, error")"
 echo "background drain $id3 resumed, its worker cancelled: stopped after $done shards ($error)"
 [[ $id3 == "$drain" ]] || fail "the resumed drain is $id3, not $drain"
+
+# Roles granted the background operations as docs/cluster.md lists, and no more (issue 33).
+# as_role ROLE SQL: SQL run on the router as ROLE; its output, or its error's SQLSTATE.
+as_role() { { on router -U "$1" -v VERBOSITY=sqlstate -c "$2" 2>&1 || true; } | sed -E 's/.*ERROR:  ([0-9A-Z]{5}).*/\1/'; }
+grants_of() {   # grants_of ROLE: the grants a background rebalance needs (docs/cluster.md)
+  echo "GRANT EXECUTE ON PROCEDURE rebalance_start(text, integer, text, text, integer) TO $1;
+        GRANT EXECUTE ON PROCEDURE snowflake_id_router.run_rebalance(text, text, integer, text, integer) TO $1;
+        GRANT EXECUTE ON FUNCTION snowflake_id_router.require_primary(text), snowflake_id_router.background_start(integer, integer),
+          snowflake_id_router.background_step(integer, integer), snowflake_id_router.background_failed(integer, integer, text, text) TO $1;
+        DO \$\$ DECLARE f regprocedure; BEGIN
+          FOR f IN SELECT p.oid FROM pg_proc p WHERE p.pronamespace = 'snowflake_id_router'::regnamespace AND p.proname LIKE 'rebalance\_%' LOOP
+            EXECUTE format('GRANT EXECUTE ON FUNCTION %s TO $1', f);
+          END LOOP; END \$\$;"
+}
+# rebalance_wait() granted alone: it reads the newest rebalance's state as a superuser's does
+# (no USAGE on schema snowflake_id_node, whose clock and sleep it uses).
+on router -c "CREATE ROLE bg_waiter LOGIN" -c "GRANT EXECUTE ON FUNCTION rebalance_wait(interval) TO bg_waiter" >/dev/null
+waited=$(as_role bg_waiter "SELECT rebalance_wait('5 s')")
+[[ $waited == stopped ]] || fail "rebalance_wait() as a role granted it: $waited"
+echo "rebalance_wait() as a role granted only it: $waited"
+
+# A maintenance worker started directly (background_start(2, 0): no interval) by a role that
+# may not run repair_moves() ends at once (42501), rather than retrying with no wait.
+[[ $(on router -c "SELECT count(*) FROM snowflake_id_router.maintenance_workers()") == 0 ]] || fail "a maintenance worker still runs"
+on router -c "CREATE ROLE bg_maint LOGIN" \
+  -c "GRANT EXECUTE ON FUNCTION snowflake_id_router.background_start(integer, integer), snowflake_id_router.background_step(integer, integer),
+        snowflake_id_router.background_failed(integer, integer, text, text), snowflake_id_router.maintenance_step(integer),
+        snowflake_id_router.maintenance_workers() TO bg_maint" >/dev/null
+worker=$(as_role bg_maint "SELECT snowflake_id_router.background_start(2, 0)")
+[[ $worker =~ ^[0-9]+$ ]] || fail "background_start(2, 0) as bg_maint: $worker"
+gone=f
+for _ in $(seq 50); do
+  [[ $(on router -c "SELECT count(*) FROM pg_stat_activity WHERE pid = $worker") == 0 ]] && { gone=t; break; }
+  sleep 0.1
+done
+if [[ $gone != t ]]; then
+  on router -c "SELECT pg_terminate_backend($worker)" >/dev/null
+  fail "the maintenance worker of a role that may not run repair_moves() still runs after 5 s"
+fi
+echo "maintenance worker $worker of a role without repair_moves(): ended at once"
+# The same started by a superuser with no interval: it sleeps 1 s between its runs, out of
+# any transaction (with no wait it would be in one at nearly every look: its steps follow
+# each other at once). Of looks every 5 ms for 3 s, at least a tenth see it between runs.
+worker=$(on router -c "SELECT snowflake_id_router.background_start(2, 0)")
+read -r idle looks <<<"$(on router -F ' ' -c "CREATE TEMP TABLE seen (idle boolean)" -c "DO \$\$
+    DECLARE t0 timestamptz := clock_timestamp();
+    BEGIN
+        WHILE clock_timestamp() < t0 + interval '3 s' LOOP
+            PERFORM pg_stat_clear_snapshot();
+            INSERT INTO seen SELECT a.xact_start IS NULL FROM pg_stat_activity a WHERE a.pid = $worker;
+            PERFORM pg_sleep(0.005);
+        END LOOP;
+    END \$\$" -c "SELECT count(*) FILTER (WHERE idle), count(*) FROM seen")"
+on router -c "SELECT maintenance_stop()" >/dev/null
+echo "maintenance worker started with no interval: between runs at $idle of $looks looks in 3 s"
+((looks > 0 && idle * 10 >= looks)) || fail "a maintenance worker started with interval 0 was between runs at $idle of $looks looks (it waits 1 s between them)"
+
+# A granted operator's own procedure that begins a rebalance and hands it to a router worker
+# not started for it (here the maintenance worker): refused (55000), the rebalance not given
+# to a worker that would never step it.
+on router -c "CREATE ROLE bg_ops LOGIN" -c "$(grants_of bg_ops)" \
+  -c "CREATE PROCEDURE public.bg_hand(worker integer) LANGUAGE plpgsql AS \$\$
+        DECLARE rid integer;
+        BEGIN
+            COMMIT;
+            rid := snowflake_id_router.rebalance_begin(NULL, 'by_shard_count', 32, 'tpl', 1);
+            PERFORM snowflake_id_router.rebalance_hand_over(rid, worker);
+        END \$\$" -c "GRANT EXECUTE ON PROCEDURE public.bg_hand(integer) TO bg_ops" >/dev/null
+worker=$(on router -c "SELECT maintenance_start('1 s')")
+handed=$(as_role bg_ops "CALL public.bg_hand($worker)")
+held=$(on router -c "SELECT count(*) FROM rebalance_status WHERE pid = $worker")
+on router -c "SELECT maintenance_stop()" >/dev/null
+[[ $handed == 55000 && $held == 0 ]] || fail "a rebalance handed to maintenance worker $worker by bg_ops's procedure: '$handed', $held rebalance(s) held by it"
+echo "a rebalance handed to the maintenance worker by an operator's procedure: refused ($handed)"
+[[ $(as_role bg_ops "CALL public.bg_hand(pg_backend_pid())") == 55000 ]] || fail "a rebalance handed to the operator's own session was not refused"
+on router -c "DROP PROCEDURE public.bg_hand(integer)" >/dev/null
 
 sleep 2
 touch "$work"/client{1,2,3,4}.log.stop

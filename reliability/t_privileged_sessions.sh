@@ -218,6 +218,10 @@ row call_alive "snowflake_id_router.call_alive(integer,timestamp with time zone,
   "SELECT snowflake_id_router.call_alive(1, 'infinity', 'infinity')" 00000 : "$local_variants"
 row rebalance_stop "rebalance_stop()" "GRANT EXECUTE ON FUNCTION rebalance_stop() TO ROLE" \
   "SELECT rebalance_stop()" 00000 "SELECT rebalance_stop()" 00000 : "$local_variants"
+# (Whatever state the newest rebalance is in: 55000, caught, for failed or interrupted.)
+row rebalance_wait "rebalance_wait(interval)" "GRANT EXECUTE ON FUNCTION rebalance_wait(interval) TO ROLE" \
+  "DO \$\$ BEGIN PERFORM rebalance_wait('1 s'); EXCEPTION WHEN object_not_in_prerequisite_state THEN NULL; END \$\$" 00000 \
+  "DO \$\$ BEGIN PERFORM rebalance_wait('0 s'); EXCEPTION WHEN object_not_in_prerequisite_state THEN NULL; END \$\$" 00000 : "$local_variants"
 row add_router "add_router(text,text)" "GRANT EXECUTE ON FUNCTION add_router(text, text) TO ROLE" \
   "SELECT add_router('f', '$(router_db follower)')" 00000 "SELECT add_router('me', '$(router_db postgres)')" 55000 no_router \
   "normal tx pipe error t5 t100 cancel1 terminate2"

@@ -252,9 +252,13 @@ COMMENT ON PROCEDURE rebalance_start(text, integer, text, text, integer) IS
 
 -- Waits until the newest rebalance or drain is no longer running (at most timeout; NULL:
 -- no limit) and returns its state; 55000 if it failed or was interrupted, naming the call
--- that resumes it.
+-- that resumes it. SECURITY DEFINER, as rebalance_stop: a role granted it needs no right on
+-- what it reads (rebalance_status, pg_stat_activity's backend types) nor on the monotonic
+-- clock and sleep of schema snowflake_id_node, which are closed to every role; it opens,
+-- takes and leaves nothing in the caller's session, and tells only the newest rebalance's
+-- state, error and resuming call.
 CREATE OR REPLACE FUNCTION rebalance_wait(timeout interval DEFAULT NULL) RETURNS text
-LANGUAGE plpgsql VOLATILE CALLED ON NULL INPUT PARALLEL UNSAFE
+LANGUAGE plpgsql VOLATILE CALLED ON NULL INPUT PARALLEL UNSAFE SECURITY DEFINER
 SET search_path = pg_catalog, pg_temp
 AS $$
 DECLARE
