@@ -14,10 +14,14 @@
 #               one), which use_shard's setting lasts
 #   router      through the router: SELECT insert_post(n, ...) (PL/Proxy, then the node)
 # with pgbench: latency (1 session) and throughput (4 sessions), interleaved, ROUNDS rounds,
-# medians; then the same insert's latency through the Python clients (one session, in
-# process: psycopg direct, the SQLAlchemy and Django routers' units, psycopg through the
-# router): bench/app_routing.py; and through the Node client (node-postgres direct, in a
-# transaction, routing.js's withShard, through the router): bench/app_routing_node.js.
+# medians. Then issue 36's bar, through the clients, with the same INSERT and the same read by
+# ID sent straight to the node and through the router (PL/Proxy): latency (median, p99) and
+# 4-session throughput of the Python client (the SQLAlchemy router of clients/python/ against
+# psycopg and a plain SQLAlchemy Session on the node): bench/app_routing.py; of the Java client
+# (the Spring routing DataSource of clients/java-spring against pgjdbc on a HikariCP pool):
+# AppRoutingBench in its tests; and the Node client's insert latency: bench/app_routing_node.js.
+# Every server listens on loopback TCP too (pgjdbc speaks no unix sockets), so the router's
+# PL/Proxy and the clients reach the nodes by TCP; pgbench uses the unix sockets.
 # Prints the figures and their ratios to direct, and writes them with every round to OUT.json.
 set -euo pipefail
 cd "$(dirname "$0")/.."
@@ -25,10 +29,12 @@ out=$(realpath -m "${1:-bench/app_routing.json}")
 source scripts/cluster.sh; source reliability/lib.sh; source scripts/router_cluster.sh
 work=$(mktemp -d); chmod 755 "$work"
 trap 'router_cluster_down; rm -rf "$work"' EXIT
-ROUNDS=${ROUNDS:-3} SECS=${SECS:-5}
+export ROUNDS=${ROUNDS:-3} SECS=${SECS:-5}
+ROUTER_TCP=127.0.0.1 ROUTER_PORT=$(free_ports 6)
 SHARDS_PER_NODE=16 router_cluster_up >/dev/null 2>&1
 bash clients/venv.sh
 bash clients/node.sh
+bash scripts/setup clients   # the JDK and Maven
 
 shard='\set shard random(0, 15)'
 printf '%s\nINSERT INTO shard_:shard.posts (user_id, body) VALUES (1, '"'bench'"') RETURNING id;\n' "$shard" >"$work/direct.sql"
@@ -61,6 +67,10 @@ for r in $(seq "$ROUNDS"); do
 done
 "$(pwd)/clients/.venv/bin/python" bench/app_routing.py \
   "host=$SF_TMP/sfrouter port=$ROUTER_PORT dbname=postgres user=postgres" "$(node_connstr node_a)" "$work/python.json"
+SF_BENCH_OUT=$work/java.json SF_USER=postgres SF_ROUTER_URL="jdbc:postgresql://127.0.0.1:$ROUTER_PORT/postgres" \
+  SF_NODE_URL="jdbc:postgresql://127.0.0.1:$(node_port node_a)/postgres" LOGGING_LEVEL_ROOT=WARN \
+  mvn -B -q -f clients/java-spring/pom.xml -P boot3 -Dtest=AppRoutingBench -Dsurefire.failIfNoSpecifiedTests=false test \
+  >"$work/java.out" 2>&1 || { cat "$work/java.out"; exit 1; }
 node bench/app_routing_node.js "host=$SF_TMP/sfrouter port=$ROUTER_PORT dbname=postgres user=postgres" "$(node_connstr node_a)" \
   "$work/node.json"
 python3 - "$work" "$out" "$ROUNDS" "$SECS" <<'PY'
@@ -79,10 +89,23 @@ for v in ("direct", "direct_ext", "direct_tx", "direct_tx_pipelined", "use_shard
     pgbench[v] = {"latency_ms": l1, "latency_ratio": round(l1 / med["direct", 1][1], 3),
                   "tps_4_sessions": round(t4, 1), "tps_ratio": round(t4 / med["direct", 4][0], 3)}
     print(f"  {v:20} latency {l1:.3f} ms ({l1 / med['direct', 1][1]:.2f}x)   4-session throughput {t4:,.0f} tps ({t4 / med['direct', 4][0]:.2f}x)")
-doc = {"what": "bench/app_routing.sh: a router and 3 data nodes on loopback (unix sockets), one machine; "
+doc = {"what": "bench/app_routing.sh: a router and 3 data nodes on loopback (pgbench by unix sockets, the clients and PL/Proxy by TCP), one machine; "
                f"single-row inserts on 16 shards of node_a; pgbench {rounds} interleaved rounds of {secs} s, medians",
        "pgbench": {"median": pgbench, "rounds": every},
-       "python": json.load(open(f"{work}/python.json")), "node": json.load(open(f"{work}/node.json"))}
+       "python": json.load(open(f"{work}/python.json")), "java": json.load(open(f"{work}/java.json")),
+       "node": json.load(open(f"{work}/node.json"))}
+java = doc["java"]
+print("Java, one thread's latency (median, p99) and 4 threads' throughput (ratio to pgjdbc direct tx / autocommit):")
+for op in ("insert", "read"):
+    b, a = java[f"pgjdbc direct tx/{op}"], java[f"pgjdbc direct/{op}"]
+    for name in ("pgjdbc direct", "pgjdbc direct tx", "Spring routing DataSource", "pgjdbc via router"):
+        f = java[f"{name}/{op}"]
+        f.update(latency_ratio_tx=round(f["latency_ms"] / b["latency_ms"], 3),
+                 latency_ratio_autocommit=round(f["latency_ms"] / a["latency_ms"], 3),
+                 tps_ratio_tx=round(f["tps_4"] / b["tps_4"], 3), tps_ratio_autocommit=round(f["tps_4"] / a["tps_4"], 3))
+        print(f"  {op:6} {name:26} {f['latency_ms']:.3f} ms p99 {f['p99_ms']:.3f} ({f['latency_ratio_tx']:.2f}x / "
+              f"{f['latency_ratio_autocommit']:.2f}x)  {f['tps_4']:,.0f}/s ({f['tps_ratio_tx']:.2f}x / "
+              f"{f['tps_ratio_autocommit']:.2f}x)  rounds {f['tps_rounds']}")
 json.dump(doc, open(out, "w"), indent=1)
 print(f"written to {out}")
 PY

@@ -342,12 +342,21 @@ def app_routing_figures(put):
     for v in ("direct_ext", "direct_tx", "direct_tx_pipelined", "use_shard", "pipelined", "implicit", "router"):
         put(f"app.latency.{v}", num(med[v]["latency_ratio"], 2, "×"), f"{src}: pgbench median {v} latency_ratio")
         put(f"app.tps.{v}", num(med[v]["tps_ratio"], 2, "×"), f"{src}: pgbench median {v} tps_ratio")
-    for lang, direct in (("python", "psycopg direct"), ("node", "pg direct")):
-        put(f"app.{lang}.direct", num(d[lang][direct]["latency_ms"], 3, "ms"), f"{src}: {lang} {direct!r} latency_ms")
-        for name, m in d[lang].items():
-            if name != direct:
-                key = re.sub(r"[^a-z0-9]+", "_", name.lower()).strip("_")
-                put(f"app.{lang}.{key}", num(m["ratio_to_direct"], 2, "×"), f"{src}: {lang} {name!r} ratio_to_direct")
+    put("app.node.direct", num(d["node"]["pg direct"]["latency_ms"], 3, "ms"), f"{src}: node 'pg direct' latency_ms")
+    for name, m in d["node"].items():
+        if name != "pg direct":
+            key = re.sub(r"[^a-z0-9]+", "_", name.lower()).strip("_")
+            put(f"app.node.{key}", num(m["ratio_to_direct"], 2, "×"), f"{src}: node {name!r} ratio_to_direct")
+    # issue 36's bar: each client's insert and read by ID against the same statements direct
+    clients = {"python": {(name, op): f for name, ops in d["python"].items() for op, f in ops.items()},
+               "java": {tuple(k.split("/")): f for k, f in d["java"].items()}}
+    for lang, figs in clients.items():
+        for (name, op), f in figs.items():
+            key = f"app.{lang}.{op}." + re.sub(r"[^a-z0-9]+", "_", name.lower()).strip("_")
+            at = f"{src}: {lang} {name!r} {op}"
+            put(f"{key}.ms", num(f["latency_ms"], 3, "ms"), f"{at} latency_ms")
+            put(f"{key}.latency", num(f["latency_ratio_tx"], 2, "×"), f"{at} latency_ratio_tx")
+            put(f"{key}.tps", num(f["tps_ratio_tx"], 2, "×"), f"{at} tps_ratio_tx")
 
 
 def alter_figures(put):

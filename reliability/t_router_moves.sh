@@ -16,7 +16,7 @@ here=$(cd "$(dirname "$0")" && pwd)
 source "$here/../scripts/cluster.sh"; source "$here/lib.sh"
 source "$here/../scripts/router_cluster.sh"
 work=$(mktemp -d); chmod 755 "$work"
-trap 'router_cluster_down; rm -rf "$work"' EXIT
+trap 'touch "$work"/client{1,2,3,4}.log.stop; router_cluster_down; rm -rf "$work"' EXIT
 
 for f in "$here"/../router/examples/*.sql; do
   python3 -c 'import sys; sys.exit(open(sys.argv[1]).read().strip() not in open(sys.argv[2]).read())' \
@@ -59,7 +59,7 @@ move() {  # move SHARD NODE: must succeed; records its time span
 dsn="host=$SF_TMP/sfrouter port=$ROUTER_PORT user=postgres dbname=postgres"
 pids=()
 for c in 1 2 3 4; do
-  "$PYTHON" "$here/router_client.py" "$dsn" "$c" 24 "$shards" "$work/client$c.log" & pids+=($!)
+  "$PYTHON" "$here/router_client.py" "$dsn" "$c" 300 "$shards" "$work/client$c.log" & pids+=($!)
 done
 sleep 3; move 1 node_c
 sleep 2; move 2731 node_c
@@ -102,6 +102,9 @@ on router -c "SELECT insert_post(4, 0, 'after the undone fence')" >/dev/null || 
 echo "catch-up timeout: fence undone, shard 4 takes writes on node_a"
 sleep 1; move 4 node_b
 sleep 2; move 5463 node_b
+# (The writers go on past the last move, however long the moves took: each moved shard
+# needs writes after its move for the check.)
+sleep 2; touch "$work"/client{1,2,3,4}.log.stop
 for p in "${pids[@]}"; do wait "$p" || fail "a client failed"; done
 cat "$work/move.log" | grep -o 'shard .* writes fenced for .* ms' || true
 

@@ -24,8 +24,12 @@ class RoutedSession(ShardedSession):
 @event.listens_for(RoutedSession, "after_begin")
 def _use_shard(session, transaction, connection):
     # The transaction's first statement on this node: SF001 if the node does not serve it.
+    # Sent in a pipeline on the driver's connection, so that psycopg's BEGIN goes with it:
+    # one round trip, not two (psycopg sends BEGIN apart otherwise), and no SQL to compile.
     shard = session.info["shard_on"][connection.engine.sf_node]
-    connection.execute(text("SELECT use_shard(:shard)"), {"shard": shard})
+    driver = connection.connection.driver_connection
+    with driver.pipeline():
+        driver.execute("SELECT use_shard(%s)", [shard])
 
 
 class ShardRouter:

@@ -33,12 +33,12 @@
 -- The shards this node serves: not a move's copy before it is activated, nor a copy a move
 -- has sealed (snowflake_id_node.move), so a fan-out never sees a shard twice.
 CREATE OR REPLACE VIEW snowflake_id_shards AS
-    SELECT c.schema_name, c.shard, c.sequence FROM snowflake_id_shard c
+    SELECT c.schema_name, c.shard, c.sequence, c.template FROM snowflake_id_shard c
      WHERE NOT EXISTS (SELECT FROM snowflake_id_node.move m
                         WHERE c.schema_name = ANY (m.schemas) AND m.state IN ('incoming', 'sealed'))
      ORDER BY c.shard;
 COMMENT ON VIEW snowflake_id_shards IS
-  'Logical shards made by create_shard and served here (not a move''s copy before or after it serves): schema, shard number, sequence.';
+  'Logical shards made by create_shard and served here (not a move''s copy before or after it serves): schema, shard number, sequence, template.';
 -- Readable by every role, as pg_namespace is: an application's node-side functions look
 -- shards up here.
 GRANT SELECT ON snowflake_id_shards TO PUBLIC;
@@ -700,6 +700,9 @@ BEGIN
             EXECUTE format('ALTER FUNCTION %I.%I() RENAME TO next_id', schema_names[i], fn);
         END IF;
     END LOOP;
+    -- (alter_shards changes the shards of the template it names: snowflake_id_node.template_shards.)
+    UPDATE @extschema@.snowflake_id_shard c SET template = create_shards_from.template
+     WHERE c.schema_name = ANY (schema_names) AND c.template IS DISTINCT FROM create_shards_from.template;
 END
 $$;
 COMMENT ON FUNCTION snowflake_id_internal.create_shards_from(text[], integer[], text) IS

@@ -1,6 +1,7 @@
 -- What snowflake_id 0.4.0 changes in the node side's tables, made once: by the upgrade from
 -- 0.3.0 (its migration includes this file first) and by the fresh install (after
--- sql/node/objects.sql, the tables as of 0.3.0; src/sql/files.rs). scripts/build-sql says how.
+-- sql/node/objects.sql and sql/installer/shard_catalog.sql, the tables as of 0.3.0;
+-- src/sql/files.rs). scripts/build-sql says how.
 
 -- A source's fence holds writes off until this time of the host's monotonic clock
 -- (snowflake_id_node.monotonic(), the same in every backend), set by set_fence: past it,
@@ -35,3 +36,11 @@ CREATE TABLE snowflake_id_node.node_mark (
 );
 COMMENT ON TABLE snowflake_id_node.node_mark IS
   'The identity the router gave this node when it registered it (one row; carried by physical standbys).';
+
+-- The template each shard was made from (create_shard(..., template => ...), or the copy a
+-- move made from one): alter_shards changes only the shards of the template it names. NULL:
+-- made without a template, or before 0.4.0 (sql/node/ddl.sql, template_shards, says how
+-- such a shard is taken).
+ALTER TABLE @extschema@.snowflake_id_shard ADD COLUMN template text;
+COMMENT ON COLUMN @extschema@.snowflake_id_shard.template IS
+  'The template schema the shard''s tables were made from (NULL: none, or made before 0.4.0).';

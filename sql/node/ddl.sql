@@ -199,6 +199,27 @@ $$;
 COMMENT ON FUNCTION snowflake_id_node.schema_change_check(text, text, text, text) IS
   'alter_shards'' check before any node changes: tries the change on the template and undoes it, checks the lock table''s room; applied, ready, or an error.';
 
+-- The schemas of this node's shards that alter_shards changes for template, in shard order:
+-- those made from it (snowflake_id_shard.template), and those whose template is not known
+-- (made without one, or before 0.4.0) whose tables are the template's (the same
+-- fingerprint), which are recorded as made from it. A shard of another template, or of none
+-- whose tables differ, is left as it is (template_status shows it).
+CREATE OR REPLACE FUNCTION snowflake_id_node.template_shards(template text) RETURNS text[]
+LANGUAGE plpgsql VOLATILE STRICT PARALLEL UNSAFE
+SET search_path = pg_catalog, pg_temp
+AS $$
+DECLARE
+    tpl text[] := snowflake_id_node.fingerprint(template);
+BEGIN
+    UPDATE @extschema@.snowflake_id_shard s SET template = template_shards.template
+     WHERE s.template IS NULL AND snowflake_id_node.fingerprint(s.schema_name) = tpl;
+    RETURN ARRAY(SELECT s.schema_name FROM @extschema@.snowflake_id_shard s
+                  WHERE s.template = template_shards.template ORDER BY s.shard);
+END
+$$;
+COMMENT ON FUNCTION snowflake_id_node.template_shards(text) IS
+  'The shards alter_shards changes for a template: those made from it, and those of no known template with its tables (recorded so).';
+
 -- The change itself: template, then every shard's schema (in shard order), one
 -- transaction, recorded in it. Returns the number of schemas changed (that of the record,
 -- when this node had the change already). Each statement waits at most lock_timeout for
@@ -213,6 +234,7 @@ DECLARE
     per_schema integer;
     too_many text;
     schemas integer := 1;
+    shards text[];        -- the template's shards' schemas
     at text := template;  -- the schema being changed
     st text;
     msg text;
@@ -230,18 +252,20 @@ BEGIN
     IF to_regnamespace(quote_ident(template)) IS NULL THEN
         RAISE EXCEPTION 'template schema % does not exist', quote_ident(template) USING ERRCODE = 'invalid_schema_name';
     END IF;
+    -- The template's shards, as they are before it changes.
+    shards := snowflake_id_node.template_shards(template);
     -- One block for the whole change (a block per schema would be a subtransaction per
     -- schema, thousands of them): an error names the schema it stopped at.
     BEGIN
         per_schema := (SELECT count(*) FROM pg_locks WHERE pid = pg_backend_pid());
         PERFORM snowflake_id_node.change_schema(ddl, template);
         per_schema := (SELECT count(*) FROM pg_locks WHERE pid = pg_backend_pid()) - per_schema;
-        too_many := snowflake_id_node.lock_room(greatest(per_schema, 1), (SELECT count(*) FROM @extschema@.snowflake_id_shard)::integer);
+        too_many := snowflake_id_node.lock_room(greatest(per_schema, 1), cardinality(shards));
         IF too_many IS NOT NULL THEN
             RAISE EXCEPTION '%', split_part(too_many, E'\nHINT: ', 1)
                 USING ERRCODE = 'configuration_limit_exceeded', HINT = split_part(too_many, E'\nHINT: ', 2);
         END IF;
-        FOR at IN SELECT s.schema_name FROM @extschema@.snowflake_id_shard s ORDER BY s.shard LOOP
+        FOREACH at IN ARRAY shards LOOP
             PERFORM snowflake_id_node.change_schema(ddl, at);
             schemas := schemas + 1;
         END LOOP;
@@ -261,8 +285,9 @@ $$;
 COMMENT ON FUNCTION snowflake_id_node.schema_change_apply(text, text, text, text) IS
   'alter_shards on this node: the statement on the template and every shard''s schema, in one transaction, recorded under key; idempotent.';
 
--- The shards of this node whose tables differ from the template's (template_status with
--- shards => true): how many there are, and the first one's first difference.
+-- The shards of this node made from template (and those whose template is not known)
+-- whose tables differ from the template's (template_status with shards => true): how many
+-- there are, and the first one's first difference.
 CREATE OR REPLACE FUNCTION snowflake_id_node.shards_unlike(template text, OUT checked integer, OUT differing integer, OUT first text)
 LANGUAGE plpgsql STABLE STRICT PARALLEL SAFE
 SET search_path = pg_catalog, pg_temp
@@ -274,7 +299,8 @@ DECLARE
 BEGIN
     checked := 0;
     differing := 0;
-    FOR s IN SELECT x.schema_name FROM @extschema@.snowflake_id_shard x ORDER BY x.shard LOOP
+    FOR s IN SELECT x.schema_name FROM @extschema@.snowflake_id_shard x
+              WHERE x.template = shards_unlike.template OR x.template IS NULL ORDER BY x.shard LOOP
         checked := checked + 1;
         fp := snowflake_id_node.fingerprint(s.schema_name);
         IF fp <> tpl THEN

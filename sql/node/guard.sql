@@ -143,6 +143,39 @@ END;
 COMMENT ON FUNCTION snowflake_id_node.used(text[]) IS
   'The objects outside the schemas that objects in them depend on, directly or through others (and those objects'' parts and extensions).';
 
+-- ddl_command_end: the schema of snowflake_id (and of snowflake_id_router) keeps its name.
+-- Their functions name it as it was when they were made (@extschema@ in their scripts), as
+-- functions written in PL/pgSQL must: renamed, a schema made under the old name (which the
+-- database's owner may make, and who owns public since PostgreSQL 15 and may rename it)
+-- would hold what they run, as the superuser who runs a move or reads shard_status. So
+-- renaming snowflake_id's schema is refused (2BP01) whoever runs it (rename it back with the
+-- event trigger disabled, if it was); a schema of snowflake_id_router's own, whose name this
+-- extension does not know, can be altered by superusers only (42501).
+CREATE OR REPLACE FUNCTION snowflake_id_node.guard_extension_schema() RETURNS void
+LANGUAGE plpgsql VOLATILE
+SET search_path = pg_catalog, pg_temp
+AS $$
+DECLARE
+    c record;
+BEGIN
+    FOR c IN SELECT e.extname, n.nspname FROM pg_event_trigger_ddl_commands() d
+               JOIN pg_extension e ON e.extnamespace = d.objid JOIN pg_namespace n ON n.oid = e.extnamespace
+              WHERE d.command_tag = 'ALTER SCHEMA' AND e.extname IN ('snowflake_id', 'snowflake_id_router') LOOP
+        IF c.extname = 'snowflake_id' AND c.nspname <> '@extschema@' THEN
+            RAISE EXCEPTION 'schema % holds extension snowflake_id, whose functions name it: it cannot be renamed', quote_ident('@extschema@')
+                USING ERRCODE = 'dependent_objects_still_exist',
+                      DETAIL = 'A schema made under its old name would hold what the extension''s functions run.';
+        ELSIF c.extname = 'snowflake_id_router' AND NOT (SELECT r.rolsuper FROM pg_roles r WHERE r.rolname = session_user) THEN
+            RAISE EXCEPTION 'schema % holds extension snowflake_id_router: only a superuser may alter it', quote_ident(c.nspname)
+                USING ERRCODE = 'insufficient_privilege',
+                      DETAIL = 'The extension''s functions name the schema: renamed, a schema made under its old name would hold what they run.';
+        END IF;
+    END LOOP;
+END
+$$;
+COMMENT ON FUNCTION snowflake_id_node.guard_extension_schema() IS
+  'In the DDL event trigger: refuses renaming the schema of snowflake_id (2BP01), and altering one of snowflake_id_router but by a superuser (42501).';
+
 -- ddl_command_end: a command whose object touches a guarded move's schemas (every DDL
 -- command PostgreSQL reports an object of, whatever its kind: denied unless the catalogs
 -- show it elsewhere), or one with no object (GRANT, REVOKE) that changed the owners or
@@ -157,6 +190,7 @@ DECLARE
     m snowflake_id_node.move;
     c record;
 BEGIN
+    PERFORM snowflake_id_node.guard_extension_schema();
     FOR m IN SELECT * FROM snowflake_id_node.guarded_moves() LOOP
         FOR c IN SELECT * FROM pg_event_trigger_ddl_commands() LOOP
             IF c.schema_name = ANY (m.schemas) OR snowflake_id_node.touches(c.classid, c.objid, m.schemas) THEN
@@ -205,7 +239,7 @@ COMMENT ON FUNCTION snowflake_id_node.guard_drop() IS
 REVOKE ALL ON FUNCTION snowflake_id_node.guarded_moves(), snowflake_id_node.refuse_change(snowflake_id_node.move, text),
     snowflake_id_node.touches(oid, oid, text[]), snowflake_id_node.used(text[]),
     snowflake_id_node.kept(snowflake_id_node.move), snowflake_id_node.in_place(snowflake_id_node.move),
-    snowflake_id_node.guard_ddl(), snowflake_id_node.guard_drop() FROM PUBLIC;
+    snowflake_id_node.guard_ddl(), snowflake_id_node.guard_drop(), snowflake_id_node.guard_extension_schema() FROM PUBLIC;
 
 -- The event triggers, made once (the block lets a migration load this file again); ALWAYS:
 -- in a session whose session_replication_role is replica too.

@@ -61,7 +61,10 @@ COMMENT ON FUNCTION snowflake_id_node.on_rows(regclass, text, text) IS
 -- the keys below the first, the last those from the last bound on), its rows and digest, as JSON {"chunk": [rows, digest]}; only
 -- the chunks listed (NULL: all), empty ones left out. Each chunk is read on its own, by a
 -- range of the primary key's index in its order (no sort; a chunk read again under a
--- move's fence costs its own rows only).
+-- move's fence costs its own rows only). A row's text over 64 kB goes into the chunk's
+-- digest as "H" and its own SHA-256 (a row's text begins with "(": none can pass for
+-- it), so a chunk's input stays within 1,000 x 64 kB however well the rows compress on
+-- disk (a text value holds at most 1 GB).
 CREATE OR REPLACE FUNCTION snowflake_id_node.chunk_digests(t regclass, bounds text, chunks integer[]) RETURNS json
 LANGUAGE sql VOLATILE CALLED ON NULL INPUT
 SET search_path = pg_catalog, pg_temp
@@ -70,16 +73,16 @@ RETURN snowflake_id_node.on_rows(t, format(
        SELECT b.c, d.n, d.v
          FROM (SELECT u.o::integer AS c, u.lo, lead(u.lo) OVER (ORDER BY u.o) AS hi
                  FROM unnest(%%4$s) WITH ORDINALITY u(lo, o)) b
-        CROSS JOIN LATERAL (SELECT count(*) AS n, json_build_array(count(*), encode(sha256(string_agg(s.h, decode(''00'', ''hex''))), ''hex'')) AS v
+        CROSS JOIN LATERAL (SELECT count(*) AS n, json_build_array(count(*), encode(sha256(string_agg(CASE WHEN octet_length(s.h) <= 65536 THEN s.h ELSE decode(''48'', ''hex'') || sha256(s.h) END, decode(''00'', ''hex''))), ''hex'')) AS v
                               FROM (SELECT textsend((x.*)::text) AS h FROM ONLY %%1$s x
                                      WHERE %%2$s >= b.lo AND %%2$s < b.hi ORDER BY %%3$s) s) d
         WHERE b.hi IS NOT NULL AND %1$s
        UNION ALL
-       SELECT cardinality(%%4$s), count(*), json_build_array(count(*), encode(sha256(string_agg(s.h, decode(''00'', ''hex''))), ''hex''))
+       SELECT cardinality(%%4$s), count(*), json_build_array(count(*), encode(sha256(string_agg(CASE WHEN octet_length(s.h) <= 65536 THEN s.h ELSE decode(''48'', ''hex'') || sha256(s.h) END, decode(''00'', ''hex''))), ''hex''))
          FROM (SELECT textsend((x.*)::text) AS h FROM ONLY %%1$s x
                 WHERE %3$s AND %%2$s >= (%%4$s)[cardinality(%%4$s)] ORDER BY %%3$s) s
        UNION ALL
-       SELECT 0, count(*), json_build_array(count(*), encode(sha256(string_agg(s.h, decode(''00'', ''hex''))), ''hex''))
+       SELECT 0, count(*), json_build_array(count(*), encode(sha256(string_agg(CASE WHEN octet_length(s.h) <= 65536 THEN s.h ELSE decode(''48'', ''hex'') || sha256(s.h) END, decode(''00'', ''hex''))), ''hex''))
          FROM (SELECT textsend((x.*)::text) AS h FROM ONLY %%1$s x
                 WHERE %2$s AND (cardinality(%%4$s) = 0 OR %%2$s < (%%4$s)[1]) ORDER BY %%3$s) s) r
       WHERE r.n > 0',
@@ -199,13 +202,16 @@ SET search_path = pg_catalog, pg_temp
 RETURN coalesce((SELECT json_object_agg(k, coalesce(d->k::text, '[0, null]'::json)) FROM unnest(chunks) k), '{}');
 COMMENT ON FUNCTION snowflake_id_node.overlay(integer[], json) IS 'The chunks listed with their digests in d, an empty one as [0, null].';
 
--- The rows of one chunk of table t, in key order: JSON [[key, row text], ...].
+-- The rows of one chunk of table t, in key order: JSON [[key, row text], ...]; a row's text
+-- over 64 kB as its first 200 characters, its length and its SHA-256.
 CREATE OR REPLACE FUNCTION snowflake_id_node.chunk_rows(t regclass, bounds text, chunk integer) RETURNS text
 LANGUAGE sql VOLATILE STRICT
 SET search_path = pg_catalog, pg_temp
 RETURN snowflake_id_node.on_rows(t, format(
-    'SELECT coalesce(json_agg(json_build_array(%%5$s, (x.*)::text) ORDER BY %%3$s), ''[]'')::text
-       FROM ONLY %%1$s x WHERE width_bucket(%%2$s, %%4$s) = %s', chunk), bounds);
+    'SELECT coalesce(json_agg(json_build_array(%%5$s, CASE WHEN octet_length(y.r) <= 65536 THEN y.r
+                                   ELSE left(y.r, 200) || format('' ... (%%%%s bytes, SHA-256 %%%%s)'', octet_length(y.r), encode(sha256(textsend(y.r)), ''hex'')) END)
+                              ORDER BY %%3$s), ''[]'')::text
+       FROM ONLY %%1$s x CROSS JOIN LATERAL (SELECT (x.*)::text AS r OFFSET 0) y WHERE width_bucket(%%2$s, %%4$s) = %s', chunk), bounds);
 COMMENT ON FUNCTION snowflake_id_node.chunk_rows(regclass, text, integer) IS
   'The rows of one chunk of table t in key order, as JSON [[key, row text], ...].';
 

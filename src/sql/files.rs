@@ -20,7 +20,7 @@ extension_sql_file!("../../sql/node/objects.sql", name = "node_objects");
 extension_sql_file!(
     "../../sql/migrations/0.4.0-objects.sql",
     name = "node_objects_0_4_0",
-    requires = ["node_objects"]
+    requires = ["node_objects", "shard_catalog"]
 );
 extension_sql_file!(
     "../../sql/node/node.sql",

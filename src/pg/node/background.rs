@@ -107,7 +107,8 @@ pub extern "C-unwind" fn snowflake_id_background_main(_arg: pg_sys::Datum) {
         )
     };
     // Settings pinned: what the role's or database's defaults (applied at connect) would
-    // change under the router's functions. No statement_timeout is armed in a worker.
+    // change under the router's functions. No statement_timeout is armed in a worker. This
+    // statement is parsed under the role's search_path: every name in it is qualified.
     let pinned = step(&format!(
         "SELECT pg_catalog.length(pg_catalog.concat(
                     pg_catalog.set_config('search_path', 'pg_catalog, pg_temp', false),
@@ -116,7 +117,7 @@ pub extern "C-unwind" fn snowflake_id_background_main(_arg: pg_sys::Datum) {
                     pg_catalog.set_config('default_transaction_isolation', 'read committed', false),
                     pg_catalog.set_config('default_transaction_read_only', 'off', false),
                     pg_catalog.set_config('synchronous_commit', 'on', false),
-                    pg_catalog.set_config('application_name', 'snowflake_id_router job {job}', false)))::float8",
+                    pg_catalog.set_config('application_name', 'snowflake_id_router job {job}', false)))::pg_catalog.float8",
         job = job as i32
     ))
     .err();
