@@ -519,7 +519,10 @@ BEGIN
             USING ERRCODE = 'duplicate_table',
                   HINT = 'An index of an earlier table may have taken the name (CREATE TABLE ... LIKE names indexes after their table): rename the template''s table.';
     END IF;
-    EXECUTE format('CREATE TABLE %I.%I (LIKE %I.%I INCLUDING ALL)', s, name, template, name);
+    -- A partitioned table is partitioned alike (template_read refused a key expression).
+    EXECUTE format('CREATE TABLE %I.%I (LIKE %I.%I INCLUDING ALL)', s, name, template, name)
+         || coalesce(' PARTITION BY ' || (SELECT pg_get_partkeydef(k.partrelid) FROM pg_partitioned_table k
+                                           WHERE k.partrelid = format('%I.%I', template, name)::regclass), '');
     made := format('%I.%I', s, name)::regclass;
     -- A single-column bigint (or snowflake) primary key is the shard's ID.
     SELECT a.attname, a.attidentity INTO key FROM pg_index i
@@ -626,7 +629,8 @@ COMMENT ON FUNCTION snowflake_id_internal.check_template(text, jsonb) IS
 
 -- Fills shard schema s (its next_id() named fn) from the template's reading (findings:
 -- template_read's rows as jsonb): each table the shard lacks, then on it its storage
--- parameters, triggers, row-level security, policies and replica identity; then, once every
+-- parameters, triggers, row-level security, policies and replica identity (a partition
+-- attached to its table first); then, once every
 -- table is made, the foreign keys of the tables made (their %I is the shard's schema).
 CREATE OR REPLACE FUNCTION snowflake_id_internal.fill_shard(s text, template text, fn text, findings jsonb) RETURNS void
 LANGUAGE plpgsql VOLATILE STRICT PARALLEL UNSAFE
@@ -638,11 +642,18 @@ DECLARE
     made regclass;
     made_tables oid[] := '{}';
 BEGIN
-    FOR t IN SELECT r.rel, r.name FROM jsonb_to_recordset(findings) AS r(kind text, rel oid, name text)
-              WHERE r.kind = 'table' ORDER BY r.name LOOP
+    -- A partitioned table before its partitions, each attached to it once made.
+    FOR t IN SELECT r.rel, r.name, p.name AS parent, p.detail AS bound
+               FROM jsonb_to_recordset(findings) AS r(kind text, rel oid, name text)
+               LEFT JOIN jsonb_to_recordset(findings) AS p(kind text, rel oid, name text, detail text, deps text)
+                 ON p.kind = 'partition' AND p.rel = r.rel
+              WHERE r.kind = 'table' ORDER BY coalesce(p.deps::integer, 0), r.name LOOP
         made := snowflake_id_internal.copy_template_table(s, t.name, template, fn);
         CONTINUE WHEN made IS NULL;
         made_tables := made_tables || t.rel;
+        IF t.parent IS NOT NULL THEN
+            EXECUTE format('ALTER TABLE %I.%I ATTACH PARTITION %s ', s, t.parent, made) || t.bound;
+        END IF;
         FOR f IN SELECT r.* FROM jsonb_to_recordset(findings) AS r(kind text, rel oid, name text, detail text, deps text)
                   WHERE r.rel = t.rel AND r.kind IN ('options', 'trigger', 'rls', 'policy', 'identity')
                   ORDER BY array_position('{options,trigger,rls,policy,identity}'::text[], r.kind), r.name, r.detail LOOP

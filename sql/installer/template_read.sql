@@ -21,6 +21,8 @@
 --              definition, the shard's schema as its one %I)
 --   trigger    trigger `name` of table rel (detail: its CREATE TRIGGER, the shard's schema
 --              as its one %I; deps: its pg_trigger.tgenabled)
+--   partition  table rel is a partition of the template's table `name` (detail: its bound,
+--              FOR VALUES ... or DEFAULT; deps: how many tables it is under, made in that order)
 --   watch      a relation the walk went through (src/pg/template_read.rs watches it)
 --
 -- The trust walk. It starts from what CREATE TABLE ... (LIKE ... INCLUDING ALL) copies of each
@@ -61,7 +63,7 @@ in_schema AS (
        AND d.deptype = 'n'),
 tables AS (
     SELECT c.oid AS rel, c.relname FROM in_schema o JOIN pg_catalog.pg_class c ON c.oid = o.objid
-     WHERE o.classid = 'pg_catalog.pg_class'::pg_catalog.regclass AND c.relkind = 'r'),
+     WHERE o.classid = 'pg_catalog.pg_class'::pg_catalog.regclass AND c.relkind IN ('r', 'p')),
 -- What the copy takes of each table.
 parts(rel, classid, objid) AS (
     SELECT t.rel, 'pg_catalog.pg_attrdef'::pg_catalog.regclass::oid, a.oid
@@ -86,6 +88,14 @@ reached(classid, objid) AS (
     SELECT d.refclassid, d.refobjid FROM tables t JOIN pg_catalog.pg_depend d
         ON d.classid = 'pg_catalog.pg_class'::pg_catalog.regclass AND d.objid = t.rel AND d.objsubid > 0
      WHERE d.deptype IN ('n', 'a', 'i')
+    UNION
+    -- ... what a partition key refers to (its operator classes and collations: the copy's
+    -- routing runs them) ...
+    SELECT d.refclassid, d.refobjid FROM tables t JOIN pg_catalog.pg_partitioned_table k ON k.partrelid = t.rel
+      JOIN pg_catalog.pg_depend d
+        ON d.classid = 'pg_catalog.pg_class'::pg_catalog.regclass AND d.objid = t.rel AND d.objsubid = 0
+     WHERE d.deptype = 'n' AND d.refclassid <> 'pg_catalog.pg_namespace'::pg_catalog.regclass
+       AND NOT (d.refclassid = 'pg_catalog.pg_class'::pg_catalog.regclass AND d.refobjid IN (SELECT u.rel FROM tables u))
     UNION
     -- ... and the parts, besides their own table and its other parts (an index's constraint).
     SELECT d.refclassid, d.refobjid FROM parts p JOIN pg_catalog.pg_depend d
@@ -250,6 +260,8 @@ SELECT 'refused', p.rel, NULL,
         UNION ALL SELECT q.rel, q.classid, q.objid FROM parts q) p
   JOIN pg_catalog.pg_depend d ON d.classid = p.classid AND d.objid = p.objid
  WHERE (p.classid <> 'pg_catalog.pg_class'::pg_catalog.regclass OR p.objid <> p.rel OR d.objsubid > 0)
+   -- (a partition's index, key or trigger made from its table's: made again by ATTACH PARTITION)
+   AND d.deptype NOT IN ('P', 'S')
    -- (a foreign key to a table of the template is copied pointing at the shard's: keys below)
    AND NOT (p.classid = 'pg_catalog.pg_constraint'::pg_catalog.regclass AND d.refclassid = 'pg_catalog.pg_class'::pg_catalog.regclass
             AND d.refobjid IN (SELECT t.rel FROM tables t))
@@ -268,6 +280,29 @@ SELECT 'refused', p.polrelid, p.polname::text,
  WHERE EXISTS (SELECT FROM pg_catalog.regexp_matches(coalesce(p.polqual::text, '') || ' ' || coalesce(p.polwithcheck::text, ''),
                                                      E':relid (\\d+)', 'g') m
                 WHERE m[1]::oid = p.polrelid)
+UNION ALL
+-- Partitions, made in the shard as partitions of its copy of their table, with their bounds
+-- (literals); their indexes, keys and triggers made from the table's come with ATTACH. A
+-- partition whose table is outside the template, or a table with a partition outside it,
+-- would be copied as neither; a key expression would be run by the copy, unwalked.
+SELECT 'partition', c.oid, p.relname::text, pg_catalog.pg_get_expr(c.relpartbound, c.oid),
+       (SELECT pg_catalog.count(*) FROM pg_catalog.pg_partition_ancestors(c.oid) a)::text
+  FROM tables t JOIN pg_catalog.pg_class c ON c.oid = t.rel AND c.relispartition
+  JOIN pg_catalog.pg_inherits i ON i.inhrelid = c.oid JOIN pg_catalog.pg_class p ON p.oid = i.inhparent
+ WHERE i.inhparent IN (SELECT u.rel FROM tables u)
+UNION ALL
+SELECT 'refused', i.inhrelid, NULL,
+       pg_catalog.format('partition %s of table %s, one of them outside the template (the copy would not be the table''s partition)',
+                         i.inhrelid::pg_catalog.regclass, i.inhparent::pg_catalog.regclass), NULL
+  FROM tables t JOIN pg_catalog.pg_inherits i ON i.inhrelid = t.rel OR i.inhparent = t.rel
+ WHERE NOT (i.inhrelid IN (SELECT u.rel FROM tables u) AND i.inhparent IN (SELECT u.rel FROM tables u))
+   AND EXISTS (SELECT FROM pg_catalog.pg_partitioned_table k WHERE k.partrelid = i.inhparent)
+UNION ALL
+SELECT 'refused', t.rel, NULL,
+       pg_catalog.format('partitioned table %I, whose partition key has an expression (%s)', t.relname,
+                         pg_catalog.pg_get_partkeydef(t.rel)), NULL
+  FROM tables t JOIN pg_catalog.pg_partitioned_table k ON k.partrelid = t.rel
+ WHERE k.partexprs IS NOT NULL
 UNION ALL
 SELECT 'rls', t.rel, t.relname::text, x.x, NULL
   FROM tables t JOIN pg_catalog.pg_class c ON c.oid = t.rel,
@@ -309,7 +344,7 @@ UNION ALL
 SELECT 'refused', k.conrelid, k.conname::text,
        pg_catalog.format('foreign key %I on table %I, which refers to table %s outside the template (its rows do not move with the shard)',
                          k.conname, t.relname, k.confrelid::pg_catalog.regclass), NULL
-  FROM tables t JOIN pg_catalog.pg_constraint k ON k.conrelid = t.rel AND k.contype = 'f'
+  FROM tables t JOIN pg_catalog.pg_constraint k ON k.conrelid = t.rel AND k.contype = 'f' AND k.conparentid = 0
  WHERE k.confrelid NOT IN (SELECT u.rel FROM tables u)
 UNION ALL
 -- Foreign keys between the template's tables and the tables' triggers, each as a statement
@@ -330,7 +365,7 @@ SELECT CASE WHEN pg_catalog.starts_with(x.def, x.head || x.tpl) THEN x.kind ELSE
                       JOIN pg_catalog.pg_attribute a ON a.attrelid = k.conrelid AND a.attnum = c.att)) AS head,
                pg_catalog.format('%I.%I(', n.nspname, r.relname) AS tpl, pg_catalog.quote_ident(r.relname) || '(' AS target,
                pg_catalog.format('foreign key %I on table %I', k.conname, t.relname) AS what, NULL::text AS deps
-          FROM tables t JOIN pg_catalog.pg_constraint k ON k.conrelid = t.rel AND k.contype = 'f'
+          FROM tables t JOIN pg_catalog.pg_constraint k ON k.conrelid = t.rel AND k.contype = 'f' AND k.conparentid = 0
           JOIN pg_catalog.pg_class r ON r.oid = k.confrelid JOIN pg_catalog.pg_namespace n ON n.oid = $1
          WHERE k.confrelid IN (SELECT u.rel FROM tables u)
         UNION ALL
@@ -346,5 +381,5 @@ SELECT CASE WHEN pg_catalog.starts_with(x.def, x.head || x.tpl) THEN x.kind ELSE
                        CASE WHEN g.tgtype & 32 <> 0 THEN 'TRUNCATE' END], ' OR ')),
                pg_catalog.format('%I.%I ', n.nspname, t.relname), pg_catalog.quote_ident(t.relname) || ' ',
                pg_catalog.format('trigger %I on table %I', g.tgname, t.relname), g.tgenabled::text
-          FROM tables t JOIN pg_catalog.pg_trigger g ON g.tgrelid = t.rel AND NOT g.tgisinternal
+          FROM tables t JOIN pg_catalog.pg_trigger g ON g.tgrelid = t.rel AND NOT g.tgisinternal AND g.tgparentid = 0
           JOIN pg_catalog.pg_namespace n ON n.oid = $1) x

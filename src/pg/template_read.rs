@@ -39,7 +39,7 @@ use std::ffi::CStr;
 /// The template's tables, as sql/installer/template_read.sql's `tables` lists them.
 const TABLES: &CStr = c"SELECT c.oid FROM pg_catalog.pg_depend d JOIN pg_catalog.pg_class c ON c.oid = d.objid
  WHERE d.refclassid = 'pg_catalog.pg_namespace'::pg_catalog.regclass AND d.refobjid = $1 AND d.deptype = 'n'
-   AND d.classid = 'pg_catalog.pg_class'::pg_catalog.regclass AND c.relkind = 'r'";
+   AND d.classid = 'pg_catalog.pg_class'::pg_catalog.regclass AND c.relkind IN ('r', 'p')";
 
 /// Rounds of "lock what is listed, read again" before giving up with 40001: more means
 /// tables keep being created in the template while create_shard reads it.
