@@ -273,10 +273,15 @@ BEGIN
         PERFORM pg_stat_clear_snapshot();   -- (pg_stat_activity is read once a transaction otherwise)
         SELECT x.id, x.kind, x.state, x.error, x.resume, x.pid INTO s FROM @extschema@.rebalance_status x ORDER BY x.id DESC LIMIT 1;
         -- A background worker that has left its call (a cancelled step) is about to record
-        -- how it ended: not interrupted while it lives.
-        IF s.state = 'interrupted' AND snowflake_id_node.monotonic() < deadline
-           AND EXISTS (SELECT FROM pg_stat_activity a WHERE a.pid = s.pid AND a.backend_type = 'snowflake_id_router background') THEN
-            s.state := 'running';
+        -- how it ended: not interrupted while it lives. It records that before it ends, so
+        -- once it is seen gone, the record is read again: the first read may predate it.
+        IF s.state = 'interrupted' AND snowflake_id_node.monotonic() < deadline THEN
+            IF EXISTS (SELECT FROM pg_stat_activity a WHERE a.pid = s.pid AND a.backend_type = 'snowflake_id_router background') THEN
+                s.state := 'running';
+            ELSE
+                PERFORM pg_stat_clear_snapshot();
+                SELECT x.id, x.kind, x.state, x.error, x.resume, x.pid INTO s FROM @extschema@.rebalance_status x ORDER BY x.id DESC LIMIT 1;
+            END IF;
         END IF;
         EXIT WHEN NOT FOUND OR s.state NOT IN ('running', 'stopping') OR snowflake_id_node.monotonic() >= deadline;
         PERFORM snowflake_id_node.sleep(0.2);
