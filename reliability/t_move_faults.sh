@@ -201,8 +201,9 @@ case14() {
   read -r id state <<<"$(on router -F ' ' -c "SELECT id, state FROM rebalance_status ORDER BY id DESC LIMIT 1")"
   # The sealed batch flips; the other is undone, or, when the cancel landed where the call
   # could not catch it (a COMMIT between its looks) and it ended at once, finished by its
-  # worker. Either way within a bound, and none left unfinished.
-  for _ in $(seq 200); do
+  # worker (which then moves its batch whole: copy, fence, flip and clean-up, 10 s and more
+  # under CI's load). Either way within a bound, and none left unfinished.
+  for _ in $(seq 1200); do
     [[ $(on router -c "SELECT count(*) FROM (SELECT * FROM snowflake_id_router.move ORDER BY id DESC LIMIT 2) m
                         WHERE m.state NOT IN ('flipped', 'done', 'undone')") == 0 ]] && break
     sleep 0.05
