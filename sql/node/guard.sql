@@ -150,10 +150,12 @@ COMMENT ON FUNCTION snowflake_id_node.used(text[]) IS
 -- would hold what they run, as the superuser who runs a move or reads shard_status. So
 -- renaming snowflake_id's schema is refused (2BP01) whoever runs it (rename it back with the
 -- event trigger disabled, if it was); a schema of snowflake_id_router's own, whose name this
--- extension does not know, can be altered by superusers only (42501).
+-- extension does not know, can be altered by superusers only (42501). Called by guard_ddl
+-- alone, under its search_path, and with no SET clause of its own: with one, on
+-- PostgreSQL 18, a parallel batch's CREATE PUBLICATION was refused as touching another
+-- move's shard (t_cluster_rebalance); the cause was not traced further.
 CREATE OR REPLACE FUNCTION snowflake_id_node.guard_extension_schema() RETURNS void
 LANGUAGE plpgsql VOLATILE
-SET search_path = pg_catalog, pg_temp
 AS $$
 DECLARE
     c record;
