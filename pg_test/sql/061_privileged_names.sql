@@ -52,14 +52,22 @@ ALTER ROLE pn_dbo SET search_path = pn_s, pg_catalog;
 GRANT USAGE ON SCHEMA snowflake_id_router TO pn_dbo;
 GRANT EXECUTE ON FUNCTION snowflake_id_router.background_start(integer, integer) TO pn_dbo;
 SET ROLE pn_dbo;
-SELECT snowflake_id_router.background_start(2, 60) > 0 AS started;
+SELECT snowflake_id_router.background_start(2, 60) AS worker \gset
 RESET ROLE;
--- The worker ends at its first step (pn_dbo may not run repair_moves()): wait for it.
+SELECT :worker > 0 AS started, set_config('pn.worker', :'worker', false) IS NOT NULL AS noted;
+-- The worker ends at its first step (pn_dbo may not run repair_moves()): wait until it
+-- has shown and gone (pg_stat_activity is read once a transaction unless cleared; a worker
+-- that ended before it was seen is given 10 s to show).
 DO $$
+DECLARE
+    seen boolean := false;
+    present boolean;
 BEGIN
-    FOR i IN 1 .. 600 LOOP
-        EXIT WHEN NOT EXISTS (SELECT FROM pg_stat_activity a
-                               WHERE a.backend_type = 'snowflake_id_router background' AND a.usename = 'pn_dbo');
+    FOR i IN 1 .. 800 LOOP
+        PERFORM pg_stat_clear_snapshot();
+        present := EXISTS (SELECT FROM pg_stat_activity a WHERE a.pid = current_setting('pn.worker')::integer);
+        seen := seen OR present;
+        EXIT WHEN NOT present AND (seen OR i > 200);
         PERFORM pg_sleep(0.05);
     END LOOP;
 END
