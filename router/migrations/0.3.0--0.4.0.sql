@@ -37,6 +37,7 @@ DROP FUNCTION snowflake_id_router.flip(bigint);   -- (now with the move's owner)
 --#include router/sql/32_move.sql
 --#include router/sql/33_repair.sql
 --#include router/sql/34_verify.sql
+--#include router/sql/35_keep.sql
 --#include router/sql/40_nodes.sql
 --#include router/sql/41_rebalance.sql
 --#include router/sql/42_background.sql

@@ -18,6 +18,7 @@ CREATE TYPE snowflake_id_router.move_state AS ENUM (
     'sealing',    -- the rows compared; the seal sent (it may have committed)
     'sealed',     -- the source sealed (the nodes' records say so): completed from here on
     'flipped',    -- the map points at the target
+    'kept',       -- the old copy kept current by reverse replication (revert_window)
     'cleaning',   -- every router routes by the flip; the old copy being dropped
     'done',
     'undoing',    -- the undo left something on a node (the error says what)
@@ -61,7 +62,7 @@ CREATE OR REPLACE FUNCTION snowflake_id_router.move_flipped(state snowflake_id_r
 LANGUAGE sql IMMUTABLE STRICT PARALLEL SAFE
 RETURN state BETWEEN 'flipped' AND 'done';
 COMMENT ON FUNCTION snowflake_id_router.move_flipped(snowflake_id_router.move_state) IS
-  'Whether a move in this state is past its flip: flipped, cleaning or done.';
+  'Whether a move in this state is past its flip: flipped, kept, cleaning or done.';
 
 -- Something may have been made on a node: a failure has something to undo there.
 CREATE OR REPLACE FUNCTION snowflake_id_router.move_made(state snowflake_id_router.move_state) RETURNS boolean
@@ -72,8 +73,9 @@ COMMENT ON FUNCTION snowflake_id_router.move_made(snowflake_id_router.move_state
 
 -- The transitions a move may take: forward one step at a time up to sealing (and from
 -- fencing back to copying, a fence lifted to be tried again); to sealed,
--- undoing or undone from before the seal; the flip from sealing or sealed; cleaning after
--- the flip, done after cleaning. A state recorded again (a repair) is no transition.
+-- undoing or undone from before the seal; the flip from sealing or sealed; kept after the
+-- flip; cleaning after the flip or kept, done after cleaning. A state recorded again (a
+-- repair) is no transition.
 CREATE OR REPLACE FUNCTION snowflake_id_router.move_may_go(from_state snowflake_id_router.move_state,
                                                            to_state snowflake_id_router.move_state) RETURNS boolean
 LANGUAGE sql IMMUTABLE STRICT PARALLEL SAFE
@@ -86,7 +88,8 @@ RETURN CASE
              = array_position(enum_range(NULL::snowflake_id_router.move_state), from_state) + 1
     WHEN to_state IN ('sealed', 'undoing', 'undone') THEN snowflake_id_router.move_before_seal(from_state)
     WHEN to_state = 'flipped' THEN snowflake_id_router.move_may_be_sealed(from_state)
-    WHEN to_state = 'cleaning' THEN from_state = 'flipped'
+    WHEN to_state = 'kept' THEN from_state = 'flipped'
+    WHEN to_state = 'cleaning' THEN from_state IN ('flipped', 'kept')
     WHEN to_state = 'done' THEN from_state = 'cleaning'
     ELSE false END;
 COMMENT ON FUNCTION snowflake_id_router.move_may_go(snowflake_id_router.move_state, snowflake_id_router.move_state) IS
@@ -106,16 +109,20 @@ COMMENT ON COLUMN snowflake_id_router.rebalance.call_start IS
 
 -- == Settings verify_moves (whether a move compares its copies' content before the seal)
 -- == switch_lag (how far behind the source a target may be when its move fences) and
--- == fence_attempts (how often a move fences before it gives up on its target catching up) ==
+-- == fence_attempts (how often a move fences before it gives up on its target catching up)
+-- == revert_window (how long a move keeps its old copy, kept current, to be reverted) ==
 ALTER TABLE snowflake_id_router.setting DROP CONSTRAINT setting_name_check, DROP CONSTRAINT setting_check,
     ADD CONSTRAINT setting_name_check
         CHECK (name IN ('lock_timeout', 'copy_timeout', 'cutover_timeout', 'cleanup_timeout', 'status_timeout',
-                        'schema_change_timeout', 'self_connstr', 'verify_moves', 'switch_lag', 'fence_attempts')),
+                        'schema_change_timeout', 'self_connstr', 'verify_moves', 'switch_lag', 'fence_attempts',
+                        'revert_window')),
     -- A timeout of 0 would mean no timeout at all.
     ADD CONSTRAINT setting_check
         CHECK (CASE name WHEN 'self_connstr' THEN true WHEN 'verify_moves' THEN value IN ('on', 'off')
                          WHEN 'switch_lag' THEN pg_catalog.pg_size_bytes(value) >= 0
                          WHEN 'fence_attempts' THEN CASE WHEN value ~ '^\s*[0-9]{1,2}\s*$' THEN value::integer BETWEEN 1 AND 10 ELSE false END
+                         -- (0: no window, the old copy dropped at once)
+                         WHEN 'revert_window' THEN value::interval >= interval '0' AND value::interval <= interval '30 days'
                          ELSE value::interval > interval '0' AND value::interval <= interval '1 day' END);
 
 -- == What a move's fence waited for: the target's lag (move_history) ==
@@ -134,3 +141,8 @@ COMMENT ON COLUMN snowflake_id_router.move.complete_by IS
   'Set with the seal (snowflake_id_node.monotonic() + completion_bound()): past it, repair_moves() takes the move over from a mover still alive.';
 COMMENT ON COLUMN snowflake_id_router.move.taken_over IS
   'When repair_moves() took the move over from its mover, alive but stalled past complete_by (NULL: never).';
+
+-- == A move's revert window (setting revert_window; docs/cluster.md, "Keeping a move's old copy") ==
+ALTER TABLE snowflake_id_router.move ADD COLUMN revert_until timestamptz;
+COMMENT ON COLUMN snowflake_id_router.move.revert_until IS
+  'The end of the move''s revert window (revert_window after the flip), recorded before its reverse replication is made; NULL: none.';

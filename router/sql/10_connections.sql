@@ -274,6 +274,8 @@ RETURN coalesce((SELECT s.value FROM snowflake_id_router.setting s WHERE s.name 
                     -- How often a move fences before it gives up on its target catching
                     -- up within cutover_timeout (32_move.sql, fence_lifted).
                     WHEN 'fence_attempts' THEN '3'
+                    -- How long a move keeps its old copy current, to be reverted (35_keep.sql).
+                    WHEN 'revert_window' THEN '0'
                     -- The loopback connection: the first unix socket (else localhost), port,
                     -- this database, and the role running the router's functions (the
                     -- extension's owner, as these run SECURITY DEFINER).

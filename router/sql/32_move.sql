@@ -1168,6 +1168,7 @@ BEGIN
         BEGIN
             step := 'activating the copies';
             PERFORM snowflake_id_router.activate_target(move_id, sequences);
+            PERFORM snowflake_id_router.publish_back(move_id);   -- (with a revert window: 35_keep.sql)
             PERFORM snowflake_id_router.pause_at('flipping');
             step := 'flipping the map';
             PERFORM snowflake_id_router.call(snowflake_id_router.loopback(), format('SELECT snowflake_id_router.flip(%s, %L)', move_id,
@@ -1331,6 +1332,10 @@ BEGIN
         NULL;   -- (the gate orders heavy steps; it guards nothing)
     END;
     left_over := snowflake_id_router.end_replication(move_id);
+    -- A move with a revert window keeps its old copy while the window lasts (35_keep.sql).
+    IF m.revert_until IS NOT NULL AND snowflake_id_router.keep_old_copy(move_id, left_over) THEN
+        RETURN;
+    END IF;
     IF NOT snowflake_id_router.routed_everywhere(m.map_version) THEN
         behind := (SELECT string_agg(quote_literal(x.name), ', ' ORDER BY x.name) FROM snowflake_id_router.router x
                     WHERE x.map_version < coalesce(m.map_version, 0));

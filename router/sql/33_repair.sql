@@ -33,7 +33,9 @@ BEGIN
     END IF;
     PERFORM snowflake_id_router.complete_move(move_id);
     SELECT * INTO m FROM snowflake_id_router.move r WHERE r.id = move_id;
-    RETURN CASE WHEN m.state = 'done' THEN 'completed' ELSE 'completed, clean-up not done: ' || coalesce(m.error, m.state::text) END;
+    RETURN CASE WHEN m.state = 'done' THEN 'completed'
+                WHEN m.state = 'kept' THEN format('kept: its old copy until %s', m.revert_until)
+                ELSE 'completed, clean-up not done: ' || coalesce(m.error, m.state::text) END;
 END
 $$;
 COMMENT ON FUNCTION snowflake_id_router.repair_move(bigint) IS
@@ -94,6 +96,7 @@ BEGIN
     FOR m IN SELECT * FROM snowflake_id_router.move r
               WHERE r.shards && repair_shards.shards AND NOT snowflake_id_router.move_finished(r.state) ORDER BY r.id LOOP
         PERFORM snowflake_id_router.lock_router(m.shards);
+        PERFORM snowflake_id_router.end_window(m.id);   -- (a move that keeps its old copy: 35_keep.sql)
         outcome := snowflake_id_router.repair_move(m.id);
         PERFORM snowflake_id_router.unlock_router(m.shards);
         RAISE NOTICE 'interrupted move % of shards % (node % to node %): %', m.id, m.shards, quote_literal(m.source),
@@ -237,6 +240,7 @@ CREATE OR REPLACE VIEW move_history AS
     SELECT m.id AS move, m.shards, m.source, m.target, m.started, m.ended, m.rows,
            coalesce(m.flipped, m.ended) - m.fenced AS write_pause,
            CASE WHEN snowflake_id_router.move_finished(m.state) THEN m.state::text
+                WHEN m.state = 'kept' THEN 'kept: its old copy until ' || m.revert_until
                 WHEN EXISTS (SELECT FROM pg_catalog.pg_locks l
                               WHERE l.locktype = 'advisory' AND l.granted AND l.objsubid = 3
                                 AND l.database = (SELECT d.oid FROM pg_catalog.pg_database d WHERE d.datname = pg_catalog.current_database())

@@ -1,6 +1,6 @@
 -- Superuser only, unless granted: these run as the extension's owner (SECURITY DEFINER).
 REVOKE ALL ON FUNCTION add_node(text, text), assign_shards(integer, integer, text),
-    move_shard(integer, text, text), move_shards(integer[], text, text), repair_moves() FROM PUBLIC;
+    move_shard(integer, text, text), move_shards(integer[], text, text), repair_moves(), finish_move(bigint) FROM PUBLIC;
 REVOKE ALL ON ALL FUNCTIONS IN SCHEMA snowflake_id_router FROM PUBLIC;
 REVOKE ALL ON shard_map, move_history FROM PUBLIC;
 REVOKE ALL ON FUNCTION rebalance_plan(text, integer, text), rebalance_stop(), alter_node(text, text),

@@ -518,6 +518,53 @@ $$;
 COMMENT ON FUNCTION snowflake_id_node.end_replication(text, interval) IS
   'Move clean-up on the source after the flip: drops the publication, slot and marker of move key; the sealed copies stay.';
 
+-- A move kept for revert (the router's revert_window; move_target.sql, publish_back): the
+-- sealed copy here subscribes to the target's reverse publication and slot, made there
+-- before the flip, with nothing to copy. Its apply's writes are a replica's, which the
+-- fence trigger does not see: every other write stays refused (40001). Recorded on this
+-- node's record in the transaction that makes it.
+CREATE OR REPLACE FUNCTION snowflake_id_node.subscribe_back(key text, target_connstr text) RETURNS void
+LANGUAGE plpgsql VOLATILE CALLED ON NULL INPUT
+SET search_path = pg_catalog, pg_temp
+AS $$
+#variable_conflict use_variable
+DECLARE
+    m snowflake_id_node.move := snowflake_id_node.record(key, '{sealed}');
+    name text := m.marker || '_r';
+BEGIN
+    IF m.subscription IS NOT NULL THEN
+        RETURN;
+    END IF;
+    PERFORM snowflake_id_node.clear_squatter('subscription', name);
+    EXECUTE format('CREATE SUBSCRIPTION %I CONNECTION %L PUBLICATION %I
+                      WITH (create_slot = false, slot_name = %L, copy_data = false, disable_on_error = true)',
+                   name, snowflake_id_node.pinned_connstr(target_connstr), name, name);
+    UPDATE snowflake_id_node.move r
+       SET subscription = name,
+           suboid = (SELECT s.oid FROM pg_subscription s
+                      WHERE s.subname = name AND s.subdbid = (SELECT d.oid FROM pg_database d WHERE d.datname = current_database()))
+     WHERE r.key = m.key;
+END
+$$;
+COMMENT ON FUNCTION snowflake_id_node.subscribe_back(text, text) IS
+  'Reverse replication of move key on its sealed source: subscribes to the target''s reverse publication and slot (nothing to copy).';
+
+-- The reverse subscription dropped (before the target's slot: end_back), the old copy kept.
+CREATE OR REPLACE FUNCTION snowflake_id_node.unsubscribe_back(key text) RETURNS void
+LANGUAGE plpgsql VOLATILE CALLED ON NULL INPUT
+SET search_path = pg_catalog, pg_temp
+AS $$
+#variable_conflict use_variable
+DECLARE
+    m snowflake_id_node.move := snowflake_id_node.record(key, '{sealed}');
+BEGIN
+    PERFORM snowflake_id_node.drop_subscription(m);
+    UPDATE snowflake_id_node.move r SET subscription = NULL, suboid = NULL WHERE r.key = m.key;
+END
+$$;
+COMMENT ON FUNCTION snowflake_id_node.unsubscribe_back(text) IS
+  'Reverse replication of move key on its sealed source: drops the reverse subscription (the sealed copy stays).';
+
 -- Clean-up on the source once every router routes by the flip: the publication and the slot
 -- if they are still there, then the sealed copies, as many schemas as one transaction has
 -- room for (drop_some), each only as it was sealed and with nothing outside the move
@@ -535,6 +582,7 @@ DECLARE
     todo text[] := m.schemas[m.dropped + 1:];
     n integer;
 BEGIN
+    PERFORM snowflake_id_node.drop_subscription(m);   -- (a move kept for revert: subscribe_back)
     PERFORM snowflake_id_node.drop_replication(m, wait_timeout);
     PERFORM set_config('lock_timeout', lock_timeout, true);
     n := snowflake_id_node.drop_some(m, todo);

@@ -452,7 +452,9 @@ $$;
 COMMENT ON FUNCTION snowflake_id_node.activate(text, text) IS
   'Move step on the target: carries every sequence from the source''s values, then serves the copies of move key (serving).';
 
--- Clean-up on the target after the flip: the subscription, the marker, the record.
+-- Clean-up on the target after the flip: the subscription, the marker, the record. A move
+-- kept for revert (publish_back) keeps its record, which names the reverse publication and
+-- slot, until end_back has dropped them: a move's slot never outlives its record.
 CREATE OR REPLACE FUNCTION snowflake_id_node.finish(key text) RETURNS void
 LANGUAGE plpgsql VOLATILE CALLED ON NULL INPUT
 SET search_path = pg_catalog, pg_temp
@@ -463,11 +465,87 @@ DECLARE
 BEGIN
     PERFORM snowflake_id_node.drop_subscription(m);
     EXECUTE format('DROP TABLE IF EXISTS snowflake_id_node.%I', m.marker);
-    DELETE FROM snowflake_id_node.move r WHERE r.key = m.key;
+    IF m.publication IS NOT NULL OR m.slot IS NOT NULL THEN
+        UPDATE snowflake_id_node.move r SET subscription = NULL, suboid = NULL WHERE r.key = m.key;
+    ELSE
+        DELETE FROM snowflake_id_node.move r WHERE r.key = m.key;
+    END IF;
 END
 $$;
 COMMENT ON FUNCTION snowflake_id_node.finish(text) IS
-  'Move clean-up on the target: drops move key''s subscription and marker, and its record.';
+  'Move clean-up on the target: drops move key''s subscription and marker, and its record (kept while it names reverse replication).';
+
+-- == Reverse replication: a move kept for revert (the router's revert_window) ==
+--
+-- The source's old copy is kept current by replication in the other direction: a
+-- publication of the copies here and a logical slot made here once the source is sealed
+-- and this copy caught up, before the flip (no write served here is missed: none is before
+-- the flip), and on the source a subscription to them (subscribe_back). The source sends
+-- nothing more forward once sealed: no loop, no origin filtering. Their names are the
+-- marker's with '_r', recorded on this node's record before they are made.
+
+-- The reverse publication (run before the flip, after activate): the copies' tables by name.
+CREATE OR REPLACE FUNCTION snowflake_id_node.publish_back(key text) RETURNS void
+LANGUAGE plpgsql VOLATILE CALLED ON NULL INPUT
+SET search_path = pg_catalog, pg_temp
+AS $$
+#variable_conflict use_variable
+DECLARE
+    m snowflake_id_node.move := snowflake_id_node.record(key, '{serving}');
+    name text := m.marker || '_r';
+BEGIN
+    UPDATE snowflake_id_node.move r SET publication = name, slot = name WHERE r.key = m.key;
+    IF EXISTS (SELECT FROM pg_publication p WHERE p.pubname = name AND snowflake_id_node.made_by_superuser(p.pubowner)) THEN
+        RETURN;   -- (made by a run interrupted after it)
+    END IF;
+    PERFORM snowflake_id_node.clear_squatter('publication', name);
+    EXECUTE format('CREATE PUBLICATION %I FOR TABLE %s', name,
+                   (SELECT string_agg(format('%I.%I', s, t.name), ', ' ORDER BY s, t.name)
+                      FROM unnest(m.schemas) s, snowflake_id_node.tables(to_regnamespace(quote_ident(s))) t
+                     WHERE t.kind = 'r'));
+END
+$$;
+COMMENT ON FUNCTION snowflake_id_node.publish_back(text) IS
+  'Reverse replication of move key on its target: records the reverse publication and slot, and makes the publication.';
+
+-- The reverse slot, after publish_back, in a transaction of its own that writes nothing (a
+-- logical slot is not made in one that did): the record read without a row lock.
+CREATE OR REPLACE FUNCTION snowflake_id_node.slot_back(key text) RETURNS void
+LANGUAGE plpgsql VOLATILE CALLED ON NULL INPUT
+SET search_path = pg_catalog, pg_temp
+AS $$
+#variable_conflict use_variable
+DECLARE
+    m snowflake_id_node.move;
+BEGIN
+    SELECT * INTO m FROM snowflake_id_node.move r WHERE r.key = slot_back.key AND r.state = 'serving';
+    IF m.slot IS NULL OR NOT snowflake_id_node.holds(m.shards) THEN
+        RAISE EXCEPTION 'move % has no reverse publication here, or this session does not hold its shard locks', key
+            USING ERRCODE = 'object_not_in_prerequisite_state';
+    END IF;
+    IF NOT EXISTS (SELECT FROM pg_replication_slots s WHERE s.slot_name = m.slot) THEN
+        PERFORM pg_create_logical_replication_slot(m.slot, 'pgoutput');
+    END IF;
+END
+$$;
+COMMENT ON FUNCTION snowflake_id_node.slot_back(text) IS
+  'Reverse replication of move key on its target: makes the reverse slot (after publish_back, before the flip).';
+
+-- The reverse publication and slot dropped (after the source's subscription, unsubscribe_back).
+CREATE OR REPLACE FUNCTION snowflake_id_node.end_back(key text, wait_timeout interval) RETURNS void
+LANGUAGE plpgsql VOLATILE CALLED ON NULL INPUT
+SET search_path = pg_catalog, pg_temp
+AS $$
+#variable_conflict use_variable
+DECLARE
+    m snowflake_id_node.move := snowflake_id_node.record(key, '{serving}');
+BEGIN
+    PERFORM snowflake_id_node.drop_replication(m, wait_timeout);
+    UPDATE snowflake_id_node.move r SET publication = NULL, slot = NULL WHERE r.key = m.key;
+END
+$$;
+COMMENT ON FUNCTION snowflake_id_node.end_back(text, interval) IS
+  'Reverse replication of move key on its target: drops the reverse publication and slot (finish then drops the record).';
 
 -- The move's subscription, if it is here: disabled and detached from its slot first (the
 -- source removes the slot; it may be unreachable), so dropping it needs no connection.

@@ -162,7 +162,7 @@ BEGIN
     FOR x IN SELECT s.subname FROM pg_subscription s
               WHERE s.subdbid = (SELECT d.oid FROM pg_database d WHERE d.datname = current_database())
                 AND starts_with(s.subname, prefix) AND snowflake_id_node.made_by_superuser(s.subowner)
-                AND NOT EXISTS (SELECT FROM snowflake_id_node.move r WHERE r.marker = s.subname) LOOP
+                AND NOT EXISTS (SELECT FROM snowflake_id_node.move r WHERE s.subname IN (r.marker, r.subscription)) LOOP
         EXECUTE format('ALTER SUBSCRIPTION %I DISABLE', x.subname);
         EXECUTE format('ALTER SUBSCRIPTION %I SET (slot_name = NONE)', x.subname);
         EXECUTE format('DROP SUBSCRIPTION %I', x.subname);
@@ -182,7 +182,7 @@ BEGIN
     END LOOP;
     FOR x IN SELECT p.pubname FROM pg_publication p
               WHERE starts_with(p.pubname, prefix) AND snowflake_id_node.made_by_superuser(p.pubowner)
-                AND NOT EXISTS (SELECT FROM snowflake_id_node.move r WHERE r.marker = p.pubname) LOOP
+                AND NOT EXISTS (SELECT FROM snowflake_id_node.move r WHERE p.pubname IN (r.marker, r.publication)) LOOP
         m.publication := x.pubname;
         PERFORM snowflake_id_node.drop_replication(m, wait_timeout);
         dropped := dropped || format('publication %s', x.pubname);
