@@ -9,6 +9,10 @@
 #   - finish_move ends it: the reverse subscription, publication, slot and the old copy are
 #     gone from every node;
 #   - the window's end, found by repair_moves(), and the next move of the shard end it too;
+#   - the mover killed between the reverse publication and the slot (breakpoint 'published
+#     back'): repair_moves() completes the move from the records, kept; finish_move cleans;
+#   - a reverse slot that cannot be made in time (a transaction held open on the target):
+#     the move flips all the same, keeps nothing, leaves nothing;
 #   - revert_window 0 keeps nothing, as before;
 # and afterwards (router_invariants) every write the clients saw acknowledged is present
 # exactly once, on the node the map names, and nothing any move made is left on any node.
@@ -146,11 +150,26 @@ out=$(on router -c "SELECT outcome FROM repair_moves() WHERE move = $id")
 nothing_left "a repaired move, finished"
 echo "mover killed before the flip: repair_moves() completed move $id, kept; finish_move removed it"
 
-# 6. Window 0: nothing kept, as before.
+# 6. The reverse slot cannot be made in time (a transaction with an ID held open on the
+# target, which making a logical slot waits for, past lock_timeout): the move flips all the
+# same and keeps nothing.
+on node_c -c "BEGIN" -c "SELECT txid_current()" -c "SELECT pg_sleep(15)" -c "COMMIT" >/dev/null 2>&1 & holder=$!
+sleep 0.5
+id=$(move 6 node_c)
+kill "$holder" 2>/dev/null || true; wait "$holder" 2>/dev/null || true
+on node_c -c "SELECT pg_terminate_backend(pid) FROM pg_stat_activity WHERE query = 'SELECT pg_sleep(15)'" >/dev/null
+[[ $(outcome "$id") == done ]] || fail "move $id whose reverse slot could not be made: outcome $(outcome "$id")"
+grep -q "move $id keeps no old copy" "$work/move.log" || fail "move $id did not warn that it keeps no old copy"
+[[ $(on router -c "SELECT node FROM shard_map WHERE shard = 6") == node_c ]] || fail "shard 6 is not on node_c"
+nothing_left "a move whose reverse slot failed"
+echo "reverse slot not made in time: move $id flipped, kept nothing ($(grep -o "move $id keeps no old copy: .*" "$work/move.log" | head -1))"
+
+# 7. Window 0: nothing kept, as before.
 window '0'
 id=$(move 4 node_c)
 [[ $(outcome "$id") == done ]] || fail "move $id without a window: outcome $(outcome "$id")"
 nothing_left "a move with revert_window 0"
+echo "write pause (fence to flip): $(on router -c "SELECT string_agg(format('move %s %s ms', move, round(extract(epoch FROM write_pause) * 1000)), ', ' ORDER BY move) FROM move_history")"
 sleep 2
 stop_clients
 router_invariants "$work" "$work"/client*.log

@@ -47,9 +47,11 @@ COMMENT ON FUNCTION snowflake_id_router.note_window(bigint, timestamptz) IS
 -- Before the flip of a sealed move (flip_sealed, after activate_target): with a window, its
 -- end recorded, then the reverse publication and slot made on the target. The flip waits
 -- for this (the slot waits for the target's running transactions), at most lock_timeout
--- for each call; a failure keeps nothing (what was made is dropped, the window cleared, a
--- WARNING) and the flip goes on. PostgreSQL 15 applies as the subscription's owner, a
--- superuser, not as each table's (docs/security.md): a source of 15 keeps nothing.
+-- for each call; a failure keeps nothing (what was made is dropped, the window cleared or,
+-- if something stays, ended; a WARNING) and the flip goes on: keeping the old copy never
+-- stops a flip that would go on without it (the source unreachable, say). PostgreSQL 15
+-- applies as the subscription's owner, a superuser, not as each table's (docs/security.md):
+-- a source of 15 keeps nothing.
 CREATE OR REPLACE FUNCTION snowflake_id_router.publish_back(move_id bigint) RETURNS void
 LANGUAGE plpgsql VOLATILE STRICT PARALLEL UNSAFE
 SET search_path = pg_catalog, pg_temp
@@ -62,19 +64,19 @@ DECLARE
     failed text[];
 BEGIN
     SELECT * INTO m FROM snowflake_id_router.move r WHERE r.id = move_id;
-    IF m.revert_until IS NULL THEN
-        IF snowflake_id_router.setting('revert_window')::interval <= interval '0' THEN
-            RETURN;
-        END IF;
-        IF snowflake_id_router.call(snowflake_id_router.node_conn(m.source), 'SELECT current_setting(''server_version_num'')',
-                                    bound, 'reading the source''s version')::integer < 160000 THEN
-            RAISE WARNING 'move % keeps no old copy: node % runs PostgreSQL 15, whose apply would write as a superuser', move_id,
-                quote_literal(m.source);
-            RETURN;
-        END IF;
-        PERFORM snowflake_id_router.note_window(move_id, clock_timestamp() + snowflake_id_router.setting('revert_window')::interval);
+    IF m.revert_until IS NULL AND snowflake_id_router.setting('revert_window')::interval <= interval '0' THEN
+        RETURN;
     END IF;
     BEGIN
+        IF m.revert_until IS NULL THEN
+            IF snowflake_id_router.call(snowflake_id_router.node_conn(m.source), 'SELECT current_setting(''server_version_num'')',
+                                        bound, 'reading the source''s version')::integer < 160000 THEN
+                RAISE WARNING 'move % keeps no old copy: node % runs PostgreSQL 15, whose apply would write as a superuser',
+                    move_id, quote_literal(m.source);
+                RETURN;
+            END IF;
+            PERFORM snowflake_id_router.note_window(move_id, clock_timestamp() + snowflake_id_router.setting('revert_window')::interval);
+        END IF;
         PERFORM snowflake_id_router.node_state(m.target, move_id, m.shards);   -- (its shard locks, for a repair)
         PERFORM snowflake_id_router.call(snowflake_id_router.node_conn(m.target), format('SELECT snowflake_id_node.publish_back(%L)', k),
                                          bound, 'publishing the copies back');
@@ -87,11 +89,12 @@ BEGIN
         END IF;
         PERFORM snowflake_id_router.settle_all();
         failed := snowflake_id_router.end_back(move_id);
-        IF cardinality(failed) = 0 THEN
-            PERFORM snowflake_id_router.note_window(move_id, NULL);
-        END IF;
+        -- Nothing left: no window. Else the window ends now: the clean-up removes the rest
+        -- (keep_old_copy), and never subscribes the old copy to a slot that may not be whole.
+        PERFORM snowflake_id_router.note_window(move_id, CASE WHEN cardinality(failed) > 0 THEN clock_timestamp() END);
         RAISE WARNING 'move % keeps no old copy: %', move_id, SQLERRM
-            USING DETAIL = CASE WHEN cardinality(failed) > 0 THEN 'Left for repair_moves(): ' || array_to_string(failed, '; ') END,
+            USING DETAIL = CASE WHEN cardinality(failed) > 0 THEN 'Left for the clean-up: ' || array_to_string(failed, '; ')
+                                ELSE 'What it made for that is removed.' END,
                   HINT = 'Its old copy goes as with revert_window 0.';
     END;
 END
