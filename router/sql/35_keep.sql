@@ -190,6 +190,9 @@ DECLARE
     m snowflake_id_router.move;
     outcome text;
 BEGIN
+    IF move IS NULL THEN
+        RAISE EXCEPTION 'finish_move: move must not be NULL' USING ERRCODE = 'null_value_not_allowed';
+    END IF;
     PERFORM snowflake_id_router.require_primary('finish_move');
     IF current_setting('transaction_isolation') <> 'read committed' THEN
         RAISE EXCEPTION 'finish_move runs only in a READ COMMITTED transaction, not %', current_setting('transaction_isolation')
