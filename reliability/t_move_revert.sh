@@ -94,6 +94,15 @@ echo "old copy current: node_a and node_c both hold $(digest node_a 1) (count, m
 err=$(on node_a -c "INSERT INTO shard_1.posts (user_id, body) VALUES (0, 'stray')" 2>&1 || true)
 [[ $err == *'write refused'* ]] || fail "the kept old copy took a write of its own: $err"
 
+# A reverse apply that stopped (its subscription disabled, as disable_on_error does) is
+# reported by the next repair.
+sub=$(on node_a -c "SELECT subname FROM pg_subscription WHERE subname LIKE 'sfid%_r'")
+on node_a -c "ALTER SUBSCRIPTION $sub DISABLE"
+on router -c "SELECT outcome FROM repair_moves()" >"$work/repair.log" 2>&1
+grep -q "its old copy is not kept current: .*disabled itself" "$work/repair.log" || fail "a stopped reverse apply went unreported: $(cat "$work/repair.log")"
+on node_a -c "ALTER SUBSCRIPTION $sub ENABLE"
+echo "a stopped reverse apply: $(grep -o 'WARNING: .*' "$work/repair.log" | head -1 | cut -c1-160)"
+
 # 2. finish_move: everything kept goes.
 out=$(on router -c "SELECT finish_move($id)")
 [[ $out == completed ]] || fail "finish_move($id): $out"

@@ -252,7 +252,7 @@ BEGIN
     PERFORM snowflake_id_router.note(move_id, error => 'clean-up: ' || array_to_string(failed, '; '));
     RAISE WARNING 'move % of % to node % is flipped, but its old copy is not %: %', move_id,
         snowflake_id_router.shard_list(m.shards), quote_literal(m.target),
-        CASE WHEN clock_timestamp() >= m.revert_until THEN 'removed' ELSE 'kept' END, array_to_string(failed, '; ')
+        CASE WHEN clock_timestamp() >= m.revert_until THEN 'removed' ELSE 'kept current' END, array_to_string(failed, '; ')
         USING HINT = 'SELECT repair_moves() finishes it once the cause is fixed.';
     RETURN true;
 END

@@ -522,7 +522,8 @@ COMMENT ON FUNCTION snowflake_id_node.end_replication(text, interval) IS
 -- sealed copy here subscribes to the target's reverse publication and slot, made there
 -- before the flip, with nothing to copy. Its apply's writes are a replica's, which the
 -- fence trigger does not see: every other write stays refused (40001). Recorded on this
--- node's record in the transaction that makes it.
+-- node's record in the transaction that makes it. Called again (each repair in the
+-- window), 55000 if the apply has failed (check_subscription): the copy is not current.
 CREATE OR REPLACE FUNCTION snowflake_id_node.subscribe_back(key text, target_connstr text) RETURNS void
 LANGUAGE plpgsql VOLATILE CALLED ON NULL INPUT
 SET search_path = pg_catalog, pg_temp
@@ -533,6 +534,7 @@ DECLARE
     name text := m.marker || '_r';
 BEGIN
     IF m.subscription IS NOT NULL THEN
+        PERFORM snowflake_id_node.check_subscription(m);
         RETURN;
     END IF;
     PERFORM snowflake_id_node.clear_squatter('subscription', name);
