@@ -5,7 +5,10 @@
 # with pg_basebackup -R -X stream, its clock an hour behind (libfaketime). Four clients
 # write through the router on every 4th shard of node_a (both halves) while
 #   split_node('node_a', 'standby', <standby>)
-# moves the upper half to the standby, promoted and registered as node "standby". Refused
+# moves the upper half to the standby, promoted and registered as node "standby": first cut
+# short with the shards fenced (its caller terminated: repair_moves() undoes it, the standby
+# untouched), then cut short once the standby is promoted and not yet registered (the record
+# says promoted; repair_moves() completes it). Refused
 # first: a split onto a server that is not node_a's standby (55000), onto a registered name
 # (42710), and one with the standby further behind than max_lag (55000), none leaving a
 # fence or a record. Afterwards: every acknowledged write present exactly once, on the node
@@ -69,16 +72,35 @@ for c in 1 2 3 4; do
   "$PYTHON" "$here/router_client.py" "$dsn" "$c" 600 "$shards" "$work/client$c.log" & pids+=($!)
 done
 sleep 3
+# Cut short before the seal (its caller terminated with the shards fenced): the fence lets
+# writes through once the caller's node session is gone; repair_moves() undoes it.
+held "split fenced" "SELECT split_node('node_a', 'standby', '$sc')"
+on router -c "SELECT pg_terminate_backend($mpid)" >/dev/null; release
+wait "$mover" && fail "split_node survived its termination"
+on router -c "SELECT * FROM repair_moves()" >"$work/repair1.log"
+[[ $(on router -c "SELECT state FROM snowflake_id_router.split ORDER BY id DESC LIMIT 1") == undone ]] \
+  || fail "repair_moves() did not undo the split cut short before its seal: $(cat "$work/repair1.log")"
+[[ -z $(on node_a -c "SELECT string_agg(x, '; ') FROM snowflake_id_node.leftovers() x") ]] || fail "the undone split left something on node_a"
+[[ $(on standby -c "SELECT pg_is_in_recovery()") == t ]] || fail "the undone split promoted the standby"
+echo "split cut short before its seal: undone by repair_moves()"
+# Cut short after the promotion, before the registration: the record says so, and
+# repair_moves() completes it. The time the split takes is counted from this start.
 t0=$(now)
-on router -c "SET client_min_messages = notice" -c "SELECT split_node('node_a', 'standby', '$sc')" >"$work/split.log" 2>&1 \
-  || fail "split_node failed: $(cat "$work/split.log")"
+held "split promoted" "SELECT split_node('node_a', 'standby', '$sc')"
+on router -c "SELECT pg_terminate_backend($mpid)" >/dev/null; release
+wait "$mover" && fail "split_node survived its termination"
+[[ $(on router -c "SELECT state FROM snowflake_id_router.split ORDER BY id DESC LIMIT 1") == promoted \
+   && $(on standby -c "SELECT pg_is_in_recovery()") == f ]] || fail "the split cut short after the promotion is not recorded promoted"
+on router -c "SELECT * FROM repair_moves()" >"$work/split.log" 2>&1 || fail "repair_moves() failed: $(cat "$work/split.log")"
 t1=$(now)
+echo "split cut short after the promotion, unregistered: completed by repair_moves(): $(grep -o "split [0-9]* of node 'node_a'.*" "$work/split.log")"
 sleep 3
 touch "$work"/client{1,2,3,4}.log.stop
 for p in "${pids[@]}"; do wait "$p" || fail "a client failed"; done
 read -r state pause <<<"$(on router -F ' ' -c "SELECT s.state, round(extract(epoch FROM m.flipped - s.fenced), 2)
-                                               FROM snowflake_id_router.split s JOIN snowflake_id_router.move m ON m.id = s.move")"
-echo "split: $state in $(secs "$t0" "$t1") s, the moved shards' writes refused for $pause s"
+                                               FROM snowflake_id_router.split s JOIN snowflake_id_router.move m ON m.id = s.move
+                                              ORDER BY s.id DESC LIMIT 1")"
+echo "split: $state in $(secs "$t0" "$t1") s (with the interruption), the moved shards' writes refused for $pause s"
 [[ $state == done ]] || fail "the split is $state: $(cat "$work/split.log")"
 [[ $(on router -c "SELECT array_agg(shard ORDER BY shard) FROM shard_map WHERE node = 'standby'") == "$moved" ]] \
   || fail "the map does not send the moved shards to the new node"

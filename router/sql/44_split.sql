@@ -476,7 +476,7 @@ COMMENT ON FUNCTION snowflake_id_router.split_complete(bigint) IS
   'A registered split''s move completed (complete_move), then the split recorded done.';
 
 -- (repair_moves) Takes up every unfinished split whose caller is gone (its router locks free):
--- one row each, with what became of it.
+-- undone if it was not sealed, else completed; one row each, with what became of it.
 CREATE OR REPLACE FUNCTION snowflake_id_router.repair_splits() RETURNS TABLE (move bigint, shards integer[], outcome text)
 LANGUAGE plpgsql VOLATILE PARALLEL UNSAFE
 SET search_path = pg_catalog, pg_temp
@@ -491,7 +491,13 @@ BEGIN
         BEGIN
             PERFORM snowflake_id_router.lock_router(sp.shards);
             BEGIN
-                PERFORM snowflake_id_router.run_split(sp.id);
+                -- Before the seal a split cut short is undone (split_node again starts it
+                -- anew); from the seal on, completed.
+                IF sp.state = 'planned' AND snowflake_id_router.split_undo_node(sp) IS NULL THEN
+                    PERFORM snowflake_id_router.note_split(sp.id, 'undone', error => 'interrupted before the seal: undone by repair_moves()');
+                ELSE
+                    PERFORM snowflake_id_router.run_split(sp.id);
+                END IF;
                 outcome := format('split %s of node %L: %s', sp.id, sp.node,
                                   (SELECT x.state FROM snowflake_id_router.split x WHERE x.id = sp.id));
             EXCEPTION WHEN query_canceled OR OTHERS THEN
