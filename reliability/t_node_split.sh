@@ -94,6 +94,9 @@ wait "$mover" && fail "split_node survived its termination"
 on router -c "SELECT * FROM repair_moves()" >"$work/split.log" 2>&1 || fail "repair_moves() failed: $(cat "$work/split.log")"
 t1=$(now)
 echo "split cut short after the promotion, unregistered: completed by repair_moves(): $(grep -o "split [0-9]* of node 'node_a'.*" "$work/split.log")"
+# Every moved shard takes a write on the new node at once (its sequence carried, not capped).
+on router -c "SET statement_timeout = '10s'" -c "SELECT count(insert_post(s, 0, 'after_split')) FROM generate_series($((N / 2)), $((N - 1))) s" \
+  >/dev/null || fail "a moved shard refused a write after the split"
 sleep 3
 touch "$work"/client{1,2,3,4}.log.stop
 for p in "${pids[@]}"; do wait "$p" || fail "a client failed"; done
