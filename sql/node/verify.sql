@@ -57,6 +57,14 @@ $$;
 COMMENT ON FUNCTION snowflake_id_node.on_rows(regclass, text, text) IS
   'Runs a query over table t''s rows (x) as its owner under restricted-operation rules; its text.';
 
+-- The longest row text (bytes) that enters a chunk's digest as it is; a longer one enters
+-- as its own SHA-256 (chunk_digests), and is shown cut (chunk_rows).
+CREATE OR REPLACE FUNCTION snowflake_id_node.digest_whole() RETURNS integer
+LANGUAGE sql IMMUTABLE PARALLEL SAFE
+RETURN 65536;
+COMMENT ON FUNCTION snowflake_id_node.digest_whole() IS
+  'The longest row text (bytes) a chunk''s digest takes as it is; a longer one enters as its own SHA-256.';
+
 -- Per chunk of table t (bounds: the chunks' lower bounds, an array literal; chunk 0 holds
 -- the keys below the first, the last those from the last bound on), its rows and digest, as JSON {"chunk": [rows, digest]}; only
 -- the chunks listed (NULL: all), empty ones left out. Each chunk is read on its own, by a
@@ -73,22 +81,26 @@ RETURN snowflake_id_node.on_rows(t, format(
        SELECT b.c, d.n, d.v
          FROM (SELECT u.o::integer AS c, u.lo, lead(u.lo) OVER (ORDER BY u.o) AS hi
                  FROM unnest(%%4$s) WITH ORDINALITY u(lo, o)) b
-        CROSS JOIN LATERAL (SELECT count(*) AS n, json_build_array(count(*), encode(sha256(string_agg(CASE WHEN octet_length(s.h) <= 65536 THEN s.h ELSE decode(''48'', ''hex'') || sha256(s.h) END, decode(''00'', ''hex''))), ''hex'')) AS v
+        CROSS JOIN LATERAL (SELECT count(*) AS n, %4$s AS v
                               FROM (SELECT textsend((x.*)::text) AS h FROM ONLY %%1$s x
                                      WHERE %%2$s >= b.lo AND %%2$s < b.hi ORDER BY %%3$s) s) d
         WHERE b.hi IS NOT NULL AND %1$s
        UNION ALL
-       SELECT cardinality(%%4$s), count(*), json_build_array(count(*), encode(sha256(string_agg(CASE WHEN octet_length(s.h) <= 65536 THEN s.h ELSE decode(''48'', ''hex'') || sha256(s.h) END, decode(''00'', ''hex''))), ''hex''))
+       SELECT cardinality(%%4$s), count(*), %4$s
          FROM (SELECT textsend((x.*)::text) AS h FROM ONLY %%1$s x
                 WHERE %3$s AND %%2$s >= (%%4$s)[cardinality(%%4$s)] ORDER BY %%3$s) s
        UNION ALL
-       SELECT 0, count(*), json_build_array(count(*), encode(sha256(string_agg(CASE WHEN octet_length(s.h) <= 65536 THEN s.h ELSE decode(''48'', ''hex'') || sha256(s.h) END, decode(''00'', ''hex''))), ''hex''))
+       SELECT 0, count(*), %4$s
          FROM (SELECT textsend((x.*)::text) AS h FROM ONLY %%1$s x
                 WHERE %2$s AND (cardinality(%%4$s) = 0 OR %%2$s < (%%4$s)[1]) ORDER BY %%3$s) s) r
       WHERE r.n > 0',
     CASE WHEN chunks IS NULL THEN 'true' ELSE format('b.c = ANY (%L::integer[])', chunks) END,
     CASE WHEN chunks IS NULL OR 0 = ANY (chunks) THEN 'true' ELSE 'false' END,
-    CASE WHEN chunks IS NULL THEN 'true' ELSE format('cardinality(%%4$s) = ANY (%L::integer[])', chunks) END), bounds)::json;
+    CASE WHEN chunks IS NULL THEN 'true' ELSE format('cardinality(%%4$s) = ANY (%L::integer[])', chunks) END,
+    -- a chunk's rows and digest, over its rows' text s.h (bytea)
+    format('json_build_array(count(*), encode(sha256(string_agg(CASE WHEN octet_length(s.h) <= %s THEN s.h
+                ELSE decode(''48'', ''hex'') || sha256(s.h) END, decode(''00'', ''hex''))), ''hex''))',
+           snowflake_id_node.digest_whole())), bounds)::json;
 COMMENT ON FUNCTION snowflake_id_node.chunk_digests(regclass, text, integer[]) IS
   'Rows and digest of each chunk of table t (only those listed; NULL: all), as JSON {"chunk": [rows, digest]}.';
 
@@ -208,10 +220,10 @@ CREATE OR REPLACE FUNCTION snowflake_id_node.chunk_rows(t regclass, bounds text,
 LANGUAGE sql VOLATILE STRICT
 SET search_path = pg_catalog, pg_temp
 RETURN snowflake_id_node.on_rows(t, format(
-    'SELECT coalesce(json_agg(json_build_array(%%5$s, CASE WHEN octet_length(y.r) <= 65536 THEN y.r
+    'SELECT coalesce(json_agg(json_build_array(%%5$s, CASE WHEN octet_length(y.r) <= %s THEN y.r
                                    ELSE left(y.r, 200) || format('' ... (%%%%s bytes, SHA-256 %%%%s)'', octet_length(y.r), encode(sha256(textsend(y.r)), ''hex'')) END)
                               ORDER BY %%3$s), ''[]'')::text
-       FROM ONLY %%1$s x CROSS JOIN LATERAL (SELECT (x.*)::text AS r OFFSET 0) y WHERE width_bucket(%%2$s, %%4$s) = %s', chunk), bounds);
+       FROM ONLY %%1$s x CROSS JOIN LATERAL (SELECT (x.*)::text AS r OFFSET 0) y WHERE width_bucket(%%2$s, %%4$s) = %s', snowflake_id_node.digest_whole(), chunk), bounds);
 COMMENT ON FUNCTION snowflake_id_node.chunk_rows(regclass, text, integer) IS
   'The rows of one chunk of table t in key order, as JSON [[key, row text], ...].';
 
@@ -226,4 +238,4 @@ COMMENT ON FUNCTION snowflake_id_node.shard_schema(integer) IS 'The schema of sh
 REVOKE ALL ON FUNCTION snowflake_id_node.row_key(regclass), snowflake_id_node.content_tables(text[]), snowflake_id_node.on_rows(regclass, text, text),
     snowflake_id_node.chunk_digests(regclass, text, integer[]), snowflake_id_node.content_base(text[], json), snowflake_id_node.content_bounds(text[]),
     snowflake_id_node.content_fence(text[], json, json), snowflake_id_node.chunk_rows(regclass, text, integer),
-    snowflake_id_node.overlay(integer[], json), snowflake_id_node.shard_schema(integer) FROM PUBLIC;
+    snowflake_id_node.overlay(integer[], json), snowflake_id_node.shard_schema(integer), snowflake_id_node.digest_whole() FROM PUBLIC;
