@@ -132,6 +132,9 @@ BEGIN
               WHERE x.router = router AND NOT x.alive
                 AND NOT EXISTS (SELECT FROM snowflake_id_router.move y
                                  WHERE y.id::text = split_part(x.key, '/', 2) AND NOT snowflake_id_router.move_finished(y.state))
+                -- (nor an unfinished split's, whose move is not recorded yet: repair_splits' own)
+                AND NOT EXISTS (SELECT FROM snowflake_id_router.split z
+                                 WHERE z.move::text = split_part(x.key, '/', 2) AND z.state NOT IN ('done', 'undone'))
     LOOP
         move := NULLIF(split_part(r.key, '/', 2), '')::bigint;
         shards := r.shards;
