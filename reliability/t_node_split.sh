@@ -8,7 +8,9 @@
 # moves the upper half to the standby, promoted and registered as node "standby": first cut
 # short with the shards fenced (its caller terminated: repair_moves() undoes it, the standby
 # untouched), then cut short once the standby is promoted and not yet registered (the record
-# says promoted; repair_moves() completes it). Refused
+# says promoted; repair_moves() completes it); node_b is then split onto its standby, cut
+# short between the promoting step and the promotion (split_node run again completes it).
+# Refused
 # first: a split onto a server that is not node_a's standby (55000), onto a registered name
 # (42710), and one with the standby further behind than max_lag (55000), none leaving a
 # fence or a record. Afterwards: every acknowledged write present exactly once, on the node
@@ -27,7 +29,7 @@ N=${SPLIT_SHARDS:-64}
 work=$(mktemp -d); chmod 755 "$work"
 standby=$(node_dir standby); standby2=$(node_dir node_d)
 trap 'touch "$work"/client{1,2,3,4}.log.stop
-      for d in "$standby" "$standby2"; do sudo -u postgres "$PGBIN/pg_ctl" -D "$d/data" -m immediate -w stop >/dev/null 2>&1 || true; done
+      for d in "$standby" "$standby2" "$(node_dir node_c)"; do sudo -u postgres "$PGBIN/pg_ctl" -D "$d/data" -m immediate -w stop >/dev/null 2>&1 || true; done
       router_cluster_down; rm -rf "$work"' EXIT
 SHARDS_PER_NODE=$N router_cluster_up
 sqlstate() { on router -v VERBOSITY=sqlstate -c "$1" 2>&1 | sed -nE 's/.*ERROR:  ([0-9A-Z]{5}).*/\1/p'; }
@@ -119,7 +121,20 @@ left=$(on node_a -c "SELECT string_agg(nspname, ' ') FROM pg_namespace WHERE nsp
 left=$(on standby -c "SELECT string_agg(nspname, ' ') FROM pg_namespace WHERE nspname ~ '^shard_[0-9]+$' AND substr(nspname, 7)::integer < $((N / 2))")
 [[ -z $left ]] || fail "the new node still has the kept shards' schemas: $left"
 for s in $(seq $((N / 2)) 4 $((N - 1))); do echo "$s $t0 $t1"; done >"$work/moves"   # (the shards written)
-ROUTER_NODES=(node_a node_b standby)
+
+# node_b split onto its standby (at node_c's place), cut short after the promoting step is
+# recorded and before the standby is promoted: split_node run again completes it.
+make_standby node_c node_b
+held "split promote" "SELECT split_node('node_b', 'node_c', '$(node_connstr node_c)')"
+on router -c "SELECT pg_terminate_backend($mpid)" >/dev/null; release
+wait "$mover" && fail "split_node survived its termination"
+[[ $(on router -c "SELECT state FROM snowflake_id_router.split WHERE node = 'node_b'") == promoting ]] \
+  || fail "the split of node_b cut short before the promotion is not recorded promoting"
+on router -c "SELECT split_node('node_b', 'node_c', '$(node_connstr node_c)')" >"$work/split_b.log" 2>&1 \
+  || fail "split_node run again failed: $(cat "$work/split_b.log")"
+[[ $(on router -c "SELECT state FROM snowflake_id_router.split WHERE node = 'node_b'") == done ]] || fail "the split of node_b is not done"
+echo "split of node_b cut short before the promotion: completed by split_node run again"
+ROUTER_NODES=(node_a node_b standby node_c)
 router_invariants "$work" "$work"/client*.log
 
 # Identity after the split.
