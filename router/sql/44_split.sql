@@ -296,8 +296,8 @@ BEGIN
         PERFORM snowflake_id_router.pause_at('split fenced');
         PERFORM snowflake_id_router.call(src, 'BEGIN', interval '10 s', 'sealing');
         PERFORM snowflake_id_router.call(src, format(
-            'SELECT snowflake_id_node.seal_check(%1$L, (SELECT array_agg(snowflake_id_node.fingerprint(s)::text ORDER BY o)
-                                                          FROM unnest(%2$L::text[]) WITH ORDINALITY x(s, o)), %3$L),
+            'SELECT snowflake_id_node.seal_check(%1$L, (SELECT pg_catalog.array_agg(snowflake_id_node.fingerprint(s)::text ORDER BY o)
+                                                          FROM pg_catalog.unnest(%2$L::text[]) WITH ORDINALITY x(s, o)), %3$L),
                     snowflake_id_node.seal(%1$L)', k, schemas, lock_ms),
             snowflake_id_router.timeout('cutover_timeout'), 'sealing the node');
         PERFORM snowflake_id_router.call(src, 'COMMIT', interval '10 s', 'sealing the node');
