@@ -2,7 +2,7 @@
 SQLAlchemy or the Django router of clients/python/ (reliability/t_app_routing.sh).
 
 Inserts posts on random shards, updates its own earlier posts and reads them back by ID, and
-every 50 rounds reads all its posts with the router's fan-out (each must be there once, with its
+every 20 rounds reads all its posts with the router's fan-out (each must be there once, with its
 last acknowledged body, in ID order), until the deadline or LOG.stop; while LOG.pause exists
 it waits, its counts so far written to LOG.paused. Each write it saw acknowledged is logged as
 reliability/router_check.py reads them:  I <id> <shard> <body> <t0> <t_ack> 1  or
@@ -147,7 +147,7 @@ with open(log_path, "w") as log:
             if got != last[post]:
                 raise AssertionError(f"read of {post} (shard {shard_of(post)}) gave {got!r}, its last write was {last[post]!r}")
             counts["reads"] += 1
-            if n % 50 == 0:     # every post of this client's, from every shard, in ID order
+            if n % 20 == 0:     # every post of this client's, from every shard, in ID order
                 rows = mine()
                 if [tuple(r) for r in rows] != sorted(last.items()):
                     raise AssertionError(f"fan-out gave {len(rows)} posts, {len(last)} acknowledged: "

@@ -139,7 +139,7 @@ fi
 # The calls that write or lock the router's tables, which no call can give back before it
 # returns: inside a transaction block they refuse (25001). The others give back all they
 # took (the moves, repair_moves: their owner-only locks) or take nothing that lasts.
-refused_in_tx="add_node assign_shards alter_node remove_node rebalance_stop add_router remove_router abandon_schema_change"
+refused_in_tx="add_node assign_shards alter_node remove_node rebalance_stop add_router remove_router abandon_schema_change split_node"
 row() {
   rows+=("$1"); covers+=("$2"); grants+=("$3"); normal+=("$4"); normal_state+=("$5"); error+=("$6"); error_state+=("$7")
   before+=("${8:-:}"); variants+=("${9:-$all_variants}"); server+=("${10:-router}")
@@ -243,6 +243,14 @@ row node_app_map "app_map()" "SELECT 'nothing granted to ROLE'" \
 # A shard's copies compared on demand (reaches the nodes; an unknown node is 42704).
 row verify_shard "verify_shard(integer,text)" "GRANT EXECUTE ON FUNCTION verify_shard(integer, text) TO ROLE" \
   "SELECT count(*) FROM verify_shard(0)" 00000 "SELECT count(*) FROM verify_shard(0, 'ghost')" 42704
+# A split's plan (asks the node), and a split refused after it has connected to the node
+# and to what it was told is its standby (another node; the router itself).
+row split_plan "split_plan(text,integer)" "GRANT EXECUTE ON FUNCTION split_plan(text, integer) TO ROLE" \
+  "SELECT count(*) FROM unnest(split_plan('node_a', 1))" 00000 "SELECT count(*) FROM unnest(split_plan('node_c'))" '*' "{broken}"
+row split_node "split_node(text,text,text,integer,text)" \
+  "GRANT EXECUTE ON FUNCTION split_node(text, text, text, integer, text) TO ROLE" \
+  "SELECT split_node('node_a', 'half', '$(node_connstr node_b)', 1)" 55000 \
+  "SELECT split_node('node_a', 'half', '$(router_db postgres)', 1)" 55000
 # The fence trigger runs for a writer on a node while its shard is fenced (held there).
 row fence "snowflake_id_node.fence()" \
   "GRANT USAGE ON SCHEMA shard_1 TO ROLE; GRANT INSERT ON shard_1.posts TO ROLE; GRANT USAGE ON SEQUENCE shard_1.table_id_seq TO ROLE" \

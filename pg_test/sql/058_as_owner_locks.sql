@@ -24,6 +24,8 @@ CREATE FUNCTION aol.tidy() RETURNS integer LANGUAGE plpgsql VOLATILE AS $$
 BEGIN PERFORM pg_catalog.pg_advisory_lock(7304); PERFORM pg_catalog.pg_advisory_unlock(7304); RETURN 0; END $$;
 CREATE FUNCTION aol.xact() RETURNS integer LANGUAGE plpgsql VOLATILE AS $$
 BEGIN PERFORM pg_catalog.pg_advisory_xact_lock(7305); RETURN 0; END $$;
+CREATE FUNCTION aol.unlock_all() RETURNS integer LANGUAGE plpgsql VOLATILE AS $$
+BEGIN PERFORM pg_catalog.pg_advisory_unlock_all(); RETURN 0; END $$;
 CREATE TABLE aol.posts (id bigint PRIMARY KEY, n integer DEFAULT aol.d());
 CREATE INDEX ON aol.posts ((id + aol.k(0)));
 RESET ROLE;
@@ -68,6 +70,11 @@ BEGIN;
 SELECT snowflake_id_node.as_owner(:owner, 'SELECT aol.xact()::text');
 SELECT held FROM pg_temp.my_advisory;
 COMMIT;
+SELECT held FROM pg_temp.my_advisory;
+-- The owner's code releases the caller's own session locks (a move's proof of life, say):
+-- the operation is refused (42501), not carried on as if they were held.
+SELECT pg_advisory_lock(7306);
+SELECT snowflake_id_node.as_owner(:owner, 'SELECT aol.unlock_all()::text');
 SELECT held FROM pg_temp.my_advisory;
 DROP SCHEMA aol CASCADE;
 DROP ROLE aol_owner;

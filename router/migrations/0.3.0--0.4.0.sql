@@ -41,6 +41,7 @@ DROP FUNCTION snowflake_id_router.flip(bigint);   -- (now with the move's owner)
 --#include router/sql/40_nodes.sql
 --#include router/sql/41_rebalance.sql
 --#include router/sql/42_background.sql
+--#include router/sql/44_split.sql
 --#include router/sql/50_routers.sql
 --#include router/sql/52_app_map.sql
 --#include router/sql/54_alter_shards.sql

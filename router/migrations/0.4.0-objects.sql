@@ -142,6 +142,41 @@ COMMENT ON COLUMN snowflake_id_router.move.complete_by IS
 COMMENT ON COLUMN snowflake_id_router.move.taken_over IS
   'When repair_moves() took the move over from its mover, alive but stalled past complete_by (NULL: never).';
 
+-- == A node split through its streaming standby (44_split.sql) ==
+--
+-- One row per split, each step recorded (through the loopback connection) before it runs:
+-- planned (the standby checked; on the node, the shards' fence and seal), sealed (the node
+-- refuses the shards' writes; the standby replaying past seal_lsn), promoting, promoted
+-- (the standby promoted, not yet registered), registered (new_node registered, the move
+-- record move made, sealed: the move's own completion flips the shards to it), done; undone
+-- when it failed before the seal. A split that is not done nor undone is taken up by
+-- split_node(node, ...) or repair_moves().
+CREATE TABLE snowflake_id_router.split (
+    id bigint GENERATED ALWAYS AS IDENTITY PRIMARY KEY,
+    node text NOT NULL,
+    new_node text NOT NULL,
+    standby text NOT NULL,              -- the standby's connect string (normalised), new_node's
+    shards integer[] NOT NULL CHECK (cardinality(shards) > 0),
+    schemas text[],
+    move bigint NOT NULL UNIQUE,        -- the id of the move record it becomes (reserved)
+    node_identity text NOT NULL,        -- the node's (and its standby's until promoted)
+    new_identity text NOT NULL,         -- the promoted standby's: a mark of its own
+    max_lag bigint NOT NULL,            -- bytes the standby may be behind when the split fences
+    bounds text,                        -- the sequences' bounds, read before the seal (split_bounds)
+    seal_lsn pg_lsn,                    -- the node's WAL insert position after the seal
+    state text NOT NULL DEFAULT 'planned'
+        CHECK (state IN ('planned', 'sealed', 'promoting', 'promoted', 'registered', 'done', 'undone')),
+    started timestamptz NOT NULL DEFAULT clock_timestamp(),
+    fenced timestamptz,
+    promoted timestamptz,
+    ended timestamptz,
+    error text
+);
+COMMENT ON TABLE snowflake_id_router.split IS
+  'Splits of a node through its streaming standby (split_node), one row each, recorded step by step.';
+SELECT pg_catalog.pg_extension_config_dump('snowflake_id_router.split', '');
+SELECT pg_catalog.pg_extension_config_dump('snowflake_id_router.split_id_seq', '');
+
 -- == A move's revert window (setting revert_window; docs/cluster.md, "Keeping a move's old copy") ==
 ALTER TABLE snowflake_id_router.move ADD COLUMN revert_until timestamptz;
 COMMENT ON COLUMN snowflake_id_router.move.revert_until IS

@@ -748,16 +748,16 @@ DECLARE
     busy integer := 0;          -- workers moving a batch
     n integer;
     failed integer;             -- the batch that failed first (NULL: a step of the rebalance)
-    st text;                    -- the first failure: its SQLSTATE, message, detail
-    msg text;
-    det text;
+    st pg_catalog.text;         -- the first failure: its SQLSTATE, message, detail
+    msg pg_catalog.text;
+    det pg_catalog.text;
     failure record;
-    keep text;                  -- keep_connections as it was, when this session keeps them meanwhile
-    super boolean := (SELECT r.rolsuper FROM pg_catalog.pg_roles r WHERE r.rolname = current_user);
+    keep pg_catalog.text;       -- keep_connections as it was, when this session keeps them meanwhile
+    super boolean := (SELECT r.rolsuper FROM pg_catalog.pg_roles r WHERE r.rolname OPERATOR(pg_catalog.=) current_user);
 BEGIN
     -- A worker is a loopback session of the extension's owner (setting self_connstr), kept
     -- open in this session across commits, which only a superuser's session may do.
-    IF parallel_moves BETWEEN 2 AND 8 AND NOT super THEN
+    IF parallel_moves OPERATOR(pg_catalog.>=) 2 AND parallel_moves OPERATOR(pg_catalog.<=) 8 AND NOT super THEN
         RAISE EXCEPTION 'parallel_moves % needs a superuser: batches moving at once run in loopback sessions of the extension''s owner',
             parallel_moves USING ERRCODE = 'insufficient_privilege',
                                  HINT = 'Call it with parallel_moves => 1 (the default), or as a superuser.';
@@ -769,7 +769,7 @@ BEGIN
     rid := snowflake_id_router.rebalance_begin(drain, strategy, batch_size, template, parallel_moves);
     -- A superuser's session moving the batches itself keeps its node connections from batch
     -- to batch, as the workers do (release_connections), and closes them at the end.
-    IF parallel_moves = 1 AND super THEN
+    IF parallel_moves OPERATOR(pg_catalog.=) 1 AND super THEN
         keep := coalesce(pg_catalog.current_setting('snowflake_id_router.keep_connections', true), '');
         PERFORM pg_catalog.set_config('snowflake_id_router.keep_connections', 'on', false);
     END IF;
@@ -777,9 +777,9 @@ BEGIN
     LOOP
         -- While nothing failed and a worker is idle, the next batch: moved here, or sent to
         -- an idle worker.
-        WHILE st IS NULL AND busy < parallel_moves LOOP
+        WHILE st IS NULL AND busy OPERATOR(pg_catalog.<) parallel_moves LOOP
             BEGIN
-                batch := snowflake_id_router.rebalance_next(rid, busy > 0);
+                batch := snowflake_id_router.rebalance_next(rid, busy OPERATOR(pg_catalog.>) 0);
             EXCEPTION WHEN query_canceled OR OTHERS THEN
                 GET STACKED DIAGNOSTICS st = RETURNED_SQLSTATE, msg = MESSAGE_TEXT, det = PG_EXCEPTION_DETAIL;
                 EXIT;
@@ -787,14 +787,14 @@ BEGIN
             COMMIT;
             EXIT WHEN batch IS NULL;
             BEGIN
-                IF parallel_moves = 1 THEN
+                IF parallel_moves OPERATOR(pg_catalog.=) 1 THEN
                     PERFORM snowflake_id_router.rebalance_move(rid, batch);
                 ELSE
-                    n := coalesce(pg_catalog.array_position(moving, NULL), pg_catalog.cardinality(moving) + 1);
+                    n := coalesce(pg_catalog.array_position(moving, NULL), pg_catalog.cardinality(moving) OPERATOR(pg_catalog.+) 1);
                     PERFORM snowflake_id_router.send(snowflake_id_router.rebalance_worker(n),
                         pg_catalog.format('SELECT snowflake_id_router.rebalance_move(%s, %s)', rid, batch));
                     moving[n] := batch;
-                    busy := busy + 1;
+                    busy := busy OPERATOR(pg_catalog.+) 1;
                 END IF;
             EXCEPTION WHEN query_canceled OR OTHERS THEN
                 GET STACKED DIAGNOSTICS st = RETURNED_SQLSTATE, msg = MESSAGE_TEXT, det = PG_EXCEPTION_DETAIL;
@@ -802,7 +802,7 @@ BEGIN
             END;
             COMMIT;
         END LOOP;
-        EXIT WHEN busy = 0;
+        EXIT WHEN busy OPERATOR(pg_catalog.=) 0;
         -- Has one of the moving batches ended? Looked at between commits, so that this
         -- session never keeps a transaction open across a worker's flip: a move's clean-up
         -- waits (up to lock_timeout) for the router transactions begun before its flip.
@@ -810,7 +810,7 @@ BEGIN
           FROM snowflake_id_router.rebalance_reap(rid, moving, busy, failed, st, msg, det) x;
         COMMIT;
     END LOOP;
-    IF parallel_moves > 1 THEN
+    IF parallel_moves OPERATOR(pg_catalog.>) 1 THEN
         PERFORM snowflake_id_router.disconnect_matching('sfid-rebalance:%');
     END IF;
     IF keep IS NOT NULL THEN
@@ -821,7 +821,7 @@ BEGIN
         failure := snowflake_id_router.rebalance_failed(rid, failed, st, msg);
         COMMIT;
         RAISE EXCEPTION USING ERRCODE = st, MESSAGE = failure.message, HINT = failure.hint,
-                              DETAIL = coalesce(nullif(det, ''), 'The step raised no further detail.');
+                              DETAIL = CASE WHEN det OPERATOR(pg_catalog.<>) '' THEN det ELSE 'The step raised no further detail.' END;
     END IF;
 END
 $$;

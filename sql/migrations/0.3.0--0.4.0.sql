@@ -22,6 +22,7 @@ ALTER EVENT TRIGGER snowflake_id_guard_drop DISABLE;
 --#include sql/node/verify.sql
 --#include sql/id/instagram.sql
 --#include sql/installer/installer.sql
+--#include sql/node/split.sql
 --#include sql/node/status.sql
 --#include sql/node/guard.sql
 ALTER EVENT TRIGGER snowflake_id_guard_ddl ENABLE ALWAYS;

@@ -21,8 +21,8 @@ CREATE OR REPLACE FUNCTION @extschema@.use_shard(shard integer) RETURNS text
 LANGUAGE plpgsql VOLATILE STRICT PARALLEL UNSAFE
 AS $$
 DECLARE
-    nsp text;
-    previous text := pg_catalog.current_setting('search_path');
+    nsp pg_catalog.text;
+    previous pg_catalog.text := pg_catalog.current_setting('search_path');
 BEGIN
     SELECT s.schema_name INTO nsp FROM @extschema@.snowflake_id_shards s
      WHERE s.shard OPERATOR(pg_catalog.=) use_shard.shard;
@@ -31,7 +31,7 @@ BEGIN
             USING ERRCODE = 'SF001', HINT = 'reload the shard map';
     END IF;
     PERFORM pg_catalog.set_config('search_path',
-        pg_catalog.concat_ws(', ', 'pg_catalog', pg_catalog.quote_ident(nsp), NULLIF(previous, '')), true);
+        pg_catalog.concat_ws(', ', 'pg_catalog', pg_catalog.quote_ident(nsp), CASE WHEN previous OPERATOR(pg_catalog.<>) '' THEN previous END), true);
     RETURN nsp;
 END
 $$;

@@ -160,15 +160,18 @@ AS $$
 DECLARE
     c record;
 BEGIN
-    FOR c IN SELECT e.extname, n.nspname FROM pg_event_trigger_ddl_commands() d
-               JOIN pg_extension e ON e.extnamespace = d.objid JOIN pg_namespace n ON n.oid = e.extnamespace
-              WHERE d.command_tag = 'ALTER SCHEMA' AND e.extname IN ('snowflake_id', 'snowflake_id_router') LOOP
-        IF c.extname = 'snowflake_id' AND c.nspname <> '@extschema@' THEN
-            RAISE EXCEPTION 'schema % holds extension snowflake_id, whose functions name it: it cannot be renamed', quote_ident('@extschema@')
+    FOR c IN SELECT e.extname, n.nspname FROM pg_catalog.pg_event_trigger_ddl_commands() d
+               JOIN pg_catalog.pg_extension e ON e.extnamespace OPERATOR(pg_catalog.=) d.objid
+               JOIN pg_catalog.pg_namespace n ON n.oid OPERATOR(pg_catalog.=) e.extnamespace
+              WHERE d.command_tag OPERATOR(pg_catalog.=) 'ALTER SCHEMA'
+                AND (e.extname OPERATOR(pg_catalog.=) 'snowflake_id' OR e.extname OPERATOR(pg_catalog.=) 'snowflake_id_router') LOOP
+        IF c.extname OPERATOR(pg_catalog.=) 'snowflake_id' AND c.nspname OPERATOR(pg_catalog.<>) '@extschema@' THEN
+            RAISE EXCEPTION 'schema % holds extension snowflake_id, whose functions name it: it cannot be renamed', pg_catalog.quote_ident('@extschema@')
                 USING ERRCODE = 'dependent_objects_still_exist',
                       DETAIL = 'A schema made under its old name would hold what the extension''s functions run.';
-        ELSIF c.extname = 'snowflake_id_router' AND NOT (SELECT r.rolsuper FROM pg_roles r WHERE r.rolname = session_user) THEN
-            RAISE EXCEPTION 'schema % holds extension snowflake_id_router: only a superuser may alter it', quote_ident(c.nspname)
+        ELSIF c.extname OPERATOR(pg_catalog.=) 'snowflake_id_router'
+              AND NOT (SELECT r.rolsuper FROM pg_catalog.pg_roles r WHERE r.rolname OPERATOR(pg_catalog.=) session_user) THEN
+            RAISE EXCEPTION 'schema % holds extension snowflake_id_router: only a superuser may alter it', pg_catalog.quote_ident(c.nspname)
                 USING ERRCODE = 'insufficient_privilege',
                       DETAIL = 'The extension''s functions name the schema: renamed, a schema made under its old name would hold what they run.';
         END IF;

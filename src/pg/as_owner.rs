@@ -59,7 +59,7 @@ pub fn run<T>(role: pg_sys::Oid, work: impl FnOnce() -> T) -> T {
     set("row_security", "off");
     let session_locks = SessionLocks::now();
     let result = work();
-    let kept = session_locks.give_back();
+    let (kept, lost) = session_locks.give_back();
     // SAFETY: closes the nest level opened above, then restores the saved identity.
     unsafe {
         pg_sys::AtEOXact_GUC(false, nest);
@@ -70,6 +70,16 @@ pub fn run<T>(role: pg_sys::Oid, work: impl FnOnce() -> T) -> T {
             pgrx::PgSqlErrorCode::ERRCODE_INSUFFICIENT_PRIVILEGE,
             format!(
                 "cannot keep a session-level advisory lock within a privileged operation run as a table's owner: {kept} released"
+            ),
+        );
+    }
+    // (pg_advisory_unlock_all() in the owner's code: the session's own locks, a move's
+    // proof of life among them, are gone, and the operation cannot go on as if held.)
+    if lost > 0 {
+        crate::pg::node::libpq::raise(
+            pgrx::PgSqlErrorCode::ERRCODE_INSUFFICIENT_PRIVILEGE,
+            format!(
+                "a table owner's code released {lost} session-level advisory lock(s) of the privileged operation that ran it"
             ),
         );
     }
@@ -95,11 +105,24 @@ impl SessionLocks {
         }
     }
 
-    /// Releases every session-level hold added since [`now`](Self::now); how many.
-    fn give_back(mut self) -> i64 {
+    /// Releases every session-level hold added since [`now`](Self::now); how many, and how
+    /// many of the holds there were then are gone.
+    fn give_back(mut self) -> (i64, i64) {
         self.done = true;
         let mut released = 0;
-        for (tag, mode, count) in session_holds() {
+        let holds = session_holds();
+        let lost = self
+            .before
+            .iter()
+            .map(|h| {
+                let now = holds
+                    .iter()
+                    .find(|n| same(&n.0, &h.0) && n.1 == h.1)
+                    .map_or(0, |n| n.2);
+                (h.2 - now).max(0)
+            })
+            .sum();
+        for (tag, mode, count) in holds {
             let before = self
                 .before
                 .iter()
@@ -111,7 +134,7 @@ impl SessionLocks {
                 released += 1;
             }
         }
-        released
+        (released, lost)
     }
 }
 

@@ -89,6 +89,13 @@ extension_sql_file!(
     requires = ["shard_catalog", "instagram", "node_repair"]
 );
 
+// A node split through its streaming standby: the node's and the promoted standby's steps.
+extension_sql_file!(
+    "../../sql/node/split.sql",
+    name = "node_split",
+    requires = ["node_repair", "installer"]
+);
+
 // What the router's node_status, shard_status and rebalancer read on a node.
 extension_sql_file!(
     "../../sql/node/status.sql",

@@ -1,0 +1,142 @@
+-- A node split through its streaming standby (snowflake_id_router's split_node,
+-- docs/cluster-design.md, "A split"): the node side. The shards that go are fenced and sealed
+-- on the node by a move's own steps (set_fence, seal_check, seal), under a move record with
+-- no publication; the standby replays all of it, is promoted, and there that record, sealed,
+-- becomes the record of a move's target not yet serving (split_adopt): the router completes
+-- it as any sealed move (activate, flip, drop_copy on the node). Each function is one call by
+-- the router, one transaction.
+
+-- On the node being split, holding the shard locks of shards: the move's record (copying,
+-- with its marker table, no publication: the standby gets the rows by WAL) for the fence and
+-- seal of a move. Refused (55000) while any other move's record is here: the standby carries
+-- the whole node, and a move in flight there (its subscription, its fence) would start again
+-- on the promoted standby. Returns the shards' schemas.
+CREATE OR REPLACE FUNCTION snowflake_id_node.split_source(key text, router text, shards integer[]) RETURNS text[]
+LANGUAGE plpgsql VOLATILE CALLED ON NULL INPUT
+SET search_path = pg_catalog, pg_temp
+AS $$
+#variable_conflict use_variable
+DECLARE
+    schemas text[];
+    missing integer;
+    other text;
+BEGIN
+    SELECT array_agg(c.schema_name ORDER BY x.i), min(x.s) FILTER (WHERE c.schema_name IS NULL) INTO schemas, missing
+      FROM unnest(shards) WITH ORDINALITY x(s, i) LEFT JOIN @extschema@.snowflake_id_shard c ON c.shard = x.s;
+    IF missing IS NOT NULL THEN
+        RAISE EXCEPTION 'this node has no schema for shard %', missing USING ERRCODE = 'object_not_in_prerequisite_state';
+    END IF;
+    SELECT r.key INTO other FROM snowflake_id_node.move r WHERE r.key <> split_source.key LIMIT 1;
+    IF FOUND THEN
+        RAISE EXCEPTION 'this node takes part in move % : a node is split only when no move runs on it', other
+            USING ERRCODE = 'object_not_in_prerequisite_state', HINT = 'Let it end (or SELECT repair_moves()), then split again.';
+    END IF;
+    PERFORM snowflake_id_node.prepare_source(key, router, snowflake_id_node.identity() || ' (its standby)', shards, schemas);
+    UPDATE snowflake_id_node.move r SET state = 'copying' WHERE r.key = split_source.key;
+    RETURN schemas;
+END
+$$;
+COMMENT ON FUNCTION snowflake_id_node.split_source(text, text, integer[]) IS
+  'Split step on the node: records move key of shards (copying, no publication) for its fence and seal; 55000 while another move''s record is here; returns the schemas.';
+
+-- The bounds of every sequence of move key's schemas (minimum, maximum, start), as JSON, read
+-- before the fence: the seal caps each sequence at its newest value (stop_sequences), and the
+-- promoted standby, which replays the cap, gets its bounds back from these (split_adopt).
+CREATE OR REPLACE FUNCTION snowflake_id_node.split_bounds(key text) RETURNS text
+LANGUAGE sql STABLE STRICT
+SET search_path = pg_catalog, pg_temp
+BEGIN ATOMIC
+    SELECT coalesce(json_agg(json_build_object('schema', n.nspname, 'name', c.relname, 'min', q.seqmin, 'max', q.seqmax,
+                                               'start', q.seqstart) ORDER BY n.nspname, c.relname), '[]')::text
+      FROM snowflake_id_node.move m, unnest(m.schemas) s JOIN pg_namespace n ON n.nspname = s
+      JOIN pg_depend d ON d.refclassid = 'pg_namespace'::regclass AND d.refobjid = n.oid
+           AND d.classid = 'pg_class'::regclass AND d.deptype = 'n'
+      JOIN pg_class c ON c.oid = d.objid AND c.relkind = 'S'
+      JOIN pg_sequence q ON q.seqrelid = c.oid
+     WHERE m.key = split_bounds.key;
+END;
+COMMENT ON FUNCTION snowflake_id_node.split_bounds(text) IS
+  'Split step on the node, before the fence: the bounds (min, max, start) of every sequence of move key''s schemas, as JSON.';
+
+-- On the promoted standby, holding the shard locks of keep (the shards that go to it): drops
+-- the copies of every other shard it has (the ones the node keeps), as many as one
+-- transaction has room for (drop_some), before the standby is registered: nothing ever routes
+-- to them. Returns how many are left (the router calls again until none is).
+CREATE OR REPLACE FUNCTION snowflake_id_node.split_drop_kept(keep integer[]) RETURNS integer
+LANGUAGE plpgsql VOLATILE STRICT
+SET search_path = pg_catalog, pg_temp
+AS $$
+#variable_conflict use_variable
+DECLARE
+    stale text[];
+    m snowflake_id_node.move;   -- (none: drop_some drops without a seal's checks)
+    n integer;
+BEGIN
+    PERFORM snowflake_id_node.split_promoted();
+    IF NOT snowflake_id_node.holds(keep) THEN
+        RAISE EXCEPTION 'this session does not hold the shard locks of shards %', keep USING ERRCODE = 'object_not_in_prerequisite_state';
+    END IF;
+    stale := ARRAY(SELECT c.schema_name FROM @extschema@.snowflake_id_shard c WHERE c.shard <> ALL (keep) ORDER BY c.shard);
+    IF cardinality(stale) = 0 THEN
+        RETURN 0;
+    END IF;
+    m.role := 'target';
+    n := snowflake_id_node.drop_some(m, stale);
+    RETURN cardinality(stale) - n;
+END
+$$;
+COMMENT ON FUNCTION snowflake_id_node.split_drop_kept(integer[]) IS
+  'Split step on the promoted standby: drops the copies of the shards not in keep (the node''s), as many as fit in one transaction; returns how many are left.';
+
+-- 55000 on a server still in recovery (a standby not yet promoted).
+CREATE OR REPLACE FUNCTION snowflake_id_node.split_promoted() RETURNS void
+LANGUAGE plpgsql STABLE
+SET search_path = pg_catalog, pg_temp
+AS $$
+BEGIN
+    IF pg_is_in_recovery() THEN
+        RAISE EXCEPTION 'this server is a standby still in recovery' USING ERRCODE = 'object_not_in_prerequisite_state';
+    END IF;
+END
+$$;
+COMMENT ON FUNCTION snowflake_id_node.split_promoted() IS '55000 on a server in recovery.';
+
+-- On the promoted standby: the record of move key, sealed as the node sealed it (replayed),
+-- becomes that of a move's target not yet serving (incoming: its copies refuse every write,
+-- fence()), with peer the node's identity; the sequences get back the bounds the seal capped
+-- (bounds: split_bounds), at the values they have. activate then carries them above every
+-- value either side gave, and serves the copies. Refused (55000) while another move's record
+-- is here.
+CREATE OR REPLACE FUNCTION snowflake_id_node.split_adopt(key text, peer text, bounds text) RETURNS void
+LANGUAGE plpgsql VOLATILE CALLED ON NULL INPUT
+SET search_path = pg_catalog, pg_temp
+AS $$
+#variable_conflict use_variable
+DECLARE
+    m snowflake_id_node.move;
+    q record;
+    seq regclass;
+BEGIN
+    PERFORM snowflake_id_node.split_promoted();
+    m := snowflake_id_node.record(key, '{sealed,incoming}');
+    IF m.state = 'incoming' THEN
+        RETURN;   -- (adopted already: a repair)
+    END IF;
+    IF EXISTS (SELECT FROM snowflake_id_node.move r WHERE r.key <> m.key) THEN
+        RAISE EXCEPTION 'the promoted standby carries another move''s record besides split %', key
+            USING ERRCODE = 'object_not_in_prerequisite_state';
+    END IF;
+    FOR q IN SELECT * FROM json_to_recordset(bounds::json) AS x(schema text, name text, min bigint, max bigint, start bigint) LOOP
+        seq := to_regclass(format('%I.%I', q.schema, q.name));
+        CONTINUE WHEN seq IS NULL;
+        EXECUTE format('ALTER SEQUENCE %s MINVALUE %s MAXVALUE %s START %s', seq, q.min, q.max, q.start);
+    END LOOP;
+    UPDATE snowflake_id_node.move r SET role = 'target', state = 'incoming', peer = split_adopt.peer, publication = NULL,
+                                        slot = NULL, fingerprints = NULL, guarded = NULL, fence_until = NULL
+     WHERE r.key = m.key;
+END
+$$;
+COMMENT ON FUNCTION snowflake_id_node.split_adopt(text, text, text) IS
+  'Split step on the promoted standby: makes the replayed sealed record of move key that of a target not yet serving, its sequences'' bounds restored.';
+
+REVOKE ALL ON ALL FUNCTIONS IN SCHEMA snowflake_id_node FROM PUBLIC;
