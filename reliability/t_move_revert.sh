@@ -73,9 +73,20 @@ digest() { on "$1" -c "SELECT count(*) || ' ' || md5(coalesce(string_agg(format(
 clients 1
 sleep 2
 
-# 1. A move with a window: the old copy kept, current.
+# 1. A move with a window: the old copy kept, current. A source of PostgreSQL 15 keeps none
+# (its apply would write as a superuser): there, the move is done, says why, and leaves
+# nothing; the cases below need a source of 16 or later and are not run (said so).
 window '1 h'
 id=$(move 1 node_c)
+if ((PG_MAJOR < 16)); then
+  [[ $(outcome "$id") == done ]] || fail "move $id from a PostgreSQL $PG_MAJOR source: outcome $(outcome "$id")"
+  grep -q "keeps no old copy: node 'node_a' runs PostgreSQL 15" "$work/move.log" || fail "no WARNING that the move keeps nothing"
+  stop_clients
+  nothing_left "a PostgreSQL 15 move with a window"
+  router_invariants "$work" "$work"/client*.log
+  echo "revert window on PostgreSQL $PG_MAJOR: the move kept nothing and said why; the kept-copy cases (16 and later) not run here"
+  exit 0
+fi
 [[ $(outcome "$id") == kept:* ]] || fail "move $id with a window: outcome $(outcome "$id")"
 rep_a=$(replication_on node_a); rep_c=$(replication_on node_c)
 [[ $rep_a == "subscription sfid_"*_r ]] || fail "the source has no reverse subscription: '$rep_a'"
