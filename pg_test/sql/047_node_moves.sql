@@ -68,8 +68,18 @@ DROP FUNCTION mv_7003.touch() CASCADE;
 CREATE TABLE mv_7003.nokey (v text);
 SELECT snowflake_id_node.refusal('{mv_7003}');
 DROP TABLE mv_7003.nokey;
+-- A partitioned table moves with its partitions in the shard, each copied and replicated as
+-- a table; the fingerprint both sides compare holds its key and each partition's bounds.
 CREATE TABLE mv_7003.parted (id bigint PRIMARY KEY) PARTITION BY RANGE (id);
+CREATE TABLE mv_7003.parted_1 PARTITION OF mv_7003.parted FOR VALUES FROM (0) TO (100);
+CREATE TABLE mv_7003.parted_rest PARTITION OF mv_7003.parted DEFAULT;
+SELECT snowflake_id_node.refusal('{mv_7003}') AS partitioned_table;
+SELECT l AS fingerprint FROM unnest(snowflake_id_node.fingerprint('mv_7003')) l WHERE l LIKE 'table parted%';
+-- A partition across the shard's edge: the old copy's drop would take the partition outside
+-- along, and a partition of a table outside would arrive as no partition of it.
+CREATE TABLE mv_7001.parted_2 PARTITION OF mv_7003.parted FOR VALUES FROM (100) TO (200);
 SELECT snowflake_id_node.refusal('{mv_7003}');
+SELECT snowflake_id_node.refusal('{mv_7001}');
 DROP TABLE mv_7003.parted;
 -- Outside the shard: a view over it, a foreign key to it, a function reading it, a column
 -- of its row type. DROP SCHEMA ... CASCADE would take each along.

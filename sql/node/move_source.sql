@@ -142,7 +142,10 @@ BEGIN
     -- The marker table and the shards' tables by name, not FOR TABLES IN SCHEMA:
     -- PostgreSQL finds a schema's tables by reading all of pg_class, at each look-up of the
     -- publication's tables (every table sync, the WAL sender's start). A table made here
-    -- later is not published; the checks under the fence refuse the move then.
+    -- later is not published; the checks under the fence refuse the move then. Partitions
+    -- are published each as itself, not through their root (publish_via_partition_root):
+    -- a row then arrives in the target's partition of the same name, which has the same
+    -- bounds (the fingerprint), as the initial copy puts it, with no routing on the target.
     PERFORM snowflake_id_node.clear_squatter('publication', m.marker);
     EXECUTE format('CREATE PUBLICATION %I FOR TABLE snowflake_id_node.%I%s', m.marker, m.marker,
                    (SELECT string_agg(format(', %I.%I', s, t.name), '' ORDER BY s, t.name)
@@ -341,11 +344,12 @@ END
 $$;
 COMMENT ON FUNCTION snowflake_id_node.mark(text) IS 'Move step on the source: writes the marker row of move key, after the fence.';
 
--- Row counts of every table of the move's schemas, one line each (both nodes, under the
--- fence), counted by snowflake_id_node.count_rows: a sequential scan with no planner, so
+-- Row counts of every table of the move's schemas that holds rows (content_tables: each
+-- partition, not its partitioned table), one line each (both nodes, under the fence), counted by snowflake_id_node.count_rows: a sequential scan with no planner, so
 -- nothing the tables' owner defined (an index expression's function, which planning a
 -- count(*) folds) runs as the router's superuser.
--- (PL/pgSQL: count_rows is declared after this file, in sql/node/remote.sql.)
+-- (PL/pgSQL: count_rows and content_tables are declared after this file, in
+-- sql/node/remote.sql and sql/node/verify.sql.)
 CREATE OR REPLACE FUNCTION snowflake_id_node.row_counts(key text) RETURNS text
 LANGUAGE plpgsql VOLATILE STRICT
 SET search_path = pg_catalog, pg_temp
@@ -353,7 +357,7 @@ SET standard_conforming_strings = on
 AS $$
 BEGIN
     RETURN (SELECT string_agg('table ' || x.t || ': ' || snowflake_id_node.count_rows(x.t) || ' rows', E'\n' ORDER BY x.o)
-              FROM snowflake_id_node.move m, snowflake_id_node.move_tables(m.schemas) WITH ORDINALITY x(t, o)
+              FROM snowflake_id_node.move m, snowflake_id_node.content_tables(m.schemas) WITH ORDINALITY x(t, o)
              WHERE m.key = row_counts.key);
 END
 $$;

@@ -218,8 +218,9 @@ COMMENT ON FUNCTION snowflake_id_node.apply_refusal(text[], text) IS
   'The first code of a move''s copies that PostgreSQL 15''s apply worker would run as a superuser for a table''s non-superuser owner; NULL if none.';
 
 -- The initial copy (copying), made by this node itself: on the source, the move's slot
--- (named as its publication) and every row of the move's tables (and its marker table) at
--- the slot's snapshot, over one connection in one transaction, into the copies made here
+-- (named as its publication) and every row of the move's tables (content_tables: each
+-- partition as a table of its own, into the copy's partition of the same name and bounds;
+-- and the marker table) at the slot's snapshot, over one connection in one transaction, into the copies made here
 -- (snowflake_id_node.copy_from_source: src/sql/node/copy_rows.rs). Making the slot waits for the
 -- transactions running on the source, so the router bounds this call by copy_timeout and
 -- cancels it: a slot whose making is cut short goes with the source's WAL sender, and one
@@ -242,7 +243,7 @@ BEGIN
         RAISE EXCEPTION 'move % has subscribed already', key USING ERRCODE = 'object_not_in_prerequisite_state';
     END IF;
     RETURN snowflake_id_node.copy_from_source(source_connstr, m.peer, m.marker,
-        ARRAY(SELECT x.t::oid FROM snowflake_id_node.move_tables(m.schemas) x)
+        ARRAY(SELECT x.t::oid FROM snowflake_id_node.content_tables(m.schemas) x)
         || to_regclass(format('snowflake_id_node.%I', m.marker))::oid);
 END
 $$;

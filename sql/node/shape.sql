@@ -29,6 +29,8 @@ COMMENT ON FUNCTION snowflake_id_node.tables(oid) IS
 -- schema's own name standing as %I, so that a template and a shard made from it
 -- (create_shard(..., template => ...)) read alike:
 --   table posts: table
+--   table photos: partitioned table partitioned by RANGE (id)
+--   table photos_2024_01: table, partition of %I.photos FOR VALUES FROM ('...') TO ('...')
 --   column posts.edits: integer NOT NULL DEFAULT 0, position 4
 --   constraint on posts: PRIMARY KEY (id)
 --   index on posts: CREATE INDEX ON %I.posts USING btree (user_id, id)
@@ -60,10 +62,16 @@ BEGIN
         SELECT x.oid, x.name, x.kind, c.relpersistence, c.relrowsecurity, c.relforcerowsecurity, c.relreplident
           FROM snowflake_id_node.tables(nsp) x JOIN pg_class c ON c.oid = x.oid),
     lines (l) AS (
-        SELECT format('table %s: %s%s%s%s', quote_ident(t.name),
+        SELECT format('table %s: %s%s%s%s%s', quote_ident(t.name),
                    CASE t.relpersistence WHEN 'u' THEN 'unlogged ' WHEN 't' THEN 'temporary ' ELSE '' END,
                    CASE t.kind WHEN 'r' THEN 'table' WHEN 'p' THEN 'partitioned table' WHEN 'v' THEN 'view'
                         WHEN 'm' THEN 'materialized view' ELSE 'foreign table' END,
+                   -- (a partition key, and a partition's parent and bounds: a copy partitioned
+                   -- otherwise would put rows elsewhere, or refuse them)
+                   CASE WHEN t.kind = 'p' THEN ' partitioned by ' || pg_get_partkeydef(t.oid) ELSE '' END
+                   || coalesce((SELECT format(', partition of %s %s', i.inhparent::regclass, pg_get_expr(c.relpartbound, c.oid))
+                                  FROM pg_inherits i JOIN pg_class c ON c.oid = i.inhrelid
+                                 WHERE i.inhrelid = t.oid AND c.relispartition), ''),
                    CASE WHEN t.relrowsecurity THEN ', row level security' || CASE WHEN t.relforcerowsecurity THEN ' forced' ELSE '' END
                         ELSE '' END,
                    CASE t.relreplident WHEN 'f' THEN ', replica identity full' WHEN 'n' THEN ', replica identity nothing'
@@ -172,8 +180,10 @@ COMMENT ON FUNCTION snowflake_id_node.fingerprint_difference(text[], text[], tex
 
 -- Why the schemas cannot move, or NULL: what a move would not carry or would have to drop.
 -- A move copies tables with logical replication and drops the source's schemas at the end:
--- an unlogged, foreign or partitioned table, a partition or inheritance child, a view,
--- materialized view or rule in them would not arrive; a trigger enabled ALWAYS or REPLICA
+-- an unlogged or foreign table, an inheritance child, a partition of a table in another
+-- schema, a view, materialized view or rule in them would not arrive (a partitioned
+-- table moves with its partitions in its schema: each published and copied as a table,
+-- the target's partitioned alike, which the fingerprint compares); a trigger enabled ALWAYS or REPLICA
 -- would fire a second time for each row on the target (an ordinary one does not fire there:
 -- the rows arrive with session_replication_role = replica); a table without primary key
 -- or replica identity could not replicate UPDATE and DELETE, a column holding OIDs (type
@@ -211,13 +221,17 @@ BEGIN
         SELECT 1 AS prio, format('%s %s cannot move: %s', CASE t.kind WHEN 'v' THEN 'view' WHEN 'm' THEN 'materialized view'
                              WHEN 'f' THEN 'foreign table' ELSE 'partitioned table' END, t.oid::regclass,
                          'logical replication does not carry it') AS why
-          FROM tabs t WHERE t.kind <> 'r'
+          FROM tabs t WHERE t.kind NOT IN ('r', 'p')
         UNION ALL
         SELECT 2, format('unlogged table %s cannot move: logical replication does not carry its rows', t.oid::regclass)
           FROM tabs t JOIN pg_class c ON c.oid = t.oid WHERE c.relpersistence = 'u'
         UNION ALL
-        SELECT 3, format('table %s cannot move: it is a partition or inheritance child of %s', t.oid::regclass, i.inhparent::regclass)
-          FROM tabs t JOIN pg_inherits i ON i.inhrelid = t.oid
+        SELECT 3, format('table %s cannot move: it is %s of %s', t.oid::regclass,
+                         CASE WHEN c.relispartition THEN 'a partition, in another schema,' ELSE 'an inheritance child' END,
+                         i.inhparent::regclass)
+          FROM tabs t JOIN pg_inherits i ON i.inhrelid = t.oid JOIN pg_class c ON c.oid = t.oid
+          JOIN pg_class p ON p.oid = i.inhparent
+         WHERE NOT (c.relispartition AND p.relnamespace = c.relnamespace)
         UNION ALL
         SELECT 4, format('trigger %s on table %s cannot move: it is enabled %s, so it fires in replicated writes and would fire '
                          'again on the target for each row the move copies', quote_ident(g.tgname), t.oid::regclass,

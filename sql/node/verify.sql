@@ -30,15 +30,18 @@ END;
 COMMENT ON FUNCTION snowflake_id_node.row_key(regclass) IS
   'How the rows of table t are compared: their order (primary key, else the row''s text), the chunking column and its array type, a row''s key as text.';
 
--- The tables of the schemas whose rows are compared: plain ones (a partitioned table's
--- rows are its partitions').
+-- The tables of the schemas that hold rows, in move_tables' order: plain ones and
+-- partitions (a partitioned table's rows are its partitions'). A move copies, counts and
+-- compares these, each partition as a table of its own: a row is where its bounds put it.
 CREATE OR REPLACE FUNCTION snowflake_id_node.content_tables(schemas text[]) RETURNS TABLE (t regclass)
 LANGUAGE sql STABLE STRICT
 SET search_path = pg_catalog, pg_temp
 BEGIN ATOMIC
-    SELECT x.t FROM snowflake_id_node.move_tables(schemas) x JOIN pg_class c ON c.oid = x.t WHERE c.relkind = 'r';
+    SELECT x.t FROM snowflake_id_node.move_tables(schemas) WITH ORDINALITY x(t, o) JOIN pg_class c ON c.oid = x.t
+     WHERE c.relkind = 'r' ORDER BY x.o;
 END;
-COMMENT ON FUNCTION snowflake_id_node.content_tables(text[]) IS 'The plain tables of the schemas, whose rows are compared.';
+COMMENT ON FUNCTION snowflake_id_node.content_tables(text[]) IS
+  'The tables of the schemas that hold rows (plain ones and partitions), which a move copies, counts and compares.';
 
 -- Runs query q (a %s for the table, x its rows, then the chunk's, the order's and the bounds'
 -- expressions) on table t as its owner; its text. Without JIT: compiling these queries for
