@@ -243,6 +243,10 @@ row node_app_map "app_map()" "SELECT 'nothing granted to ROLE'" \
 # A shard's copies compared on demand (reaches the nodes; an unknown node is 42704).
 row verify_shard "verify_shard(integer,text)" "GRANT EXECUTE ON FUNCTION verify_shard(integer, text) TO ROLE" \
   "SELECT count(*) FROM verify_shard(0)" 00000 "SELECT count(*) FROM verify_shard(0, 'ghost')" 42704
+# A move's revert window ended on demand: an unknown move (42704) and one that keeps
+# nothing (55000; move ids start at 1 and this test's cluster has moved shards by then).
+row finish_move "finish_move(bigint)" "GRANT EXECUTE ON FUNCTION finish_move(bigint) TO ROLE" \
+  "SELECT finish_move(9223372036854775807)" 42704 "SELECT finish_move(1)" 55000 : "$local_variants"
 # A split's plan (asks the node), and a split refused after it has connected to the node
 # and to what it was told is its standby (another node; the router itself).
 row split_plan "split_plan(text,integer)" "GRANT EXECUTE ON FUNCTION split_plan(text, integer) TO ROLE" \
