@@ -44,6 +44,8 @@ COMMENT ON FUNCTION snowflake_id_node.tables(oid) IS
 -- table_id_seq). Each catalog is read by the table's OID (an index lookup): a node may
 -- hold thousands of shards. One query for the whole schema: a query per table and catalog
 -- took 1.7 times as long (a move fingerprints its schemas four times, once under the fence).
+-- A partition key, and a partition's parent and bounds, are printed: a copy partitioned
+-- otherwise would put rows elsewhere, or refuse them.
 CREATE OR REPLACE FUNCTION snowflake_id_node.fingerprint(schema_name text) RETURNS text[]
 LANGUAGE plpgsql STABLE STRICT PARALLEL SAFE
 SET search_path = pg_catalog, pg_temp
@@ -66,8 +68,6 @@ BEGIN
                    CASE t.relpersistence WHEN 'u' THEN 'unlogged ' WHEN 't' THEN 'temporary ' ELSE '' END,
                    CASE t.kind WHEN 'r' THEN 'table' WHEN 'p' THEN 'partitioned table' WHEN 'v' THEN 'view'
                         WHEN 'm' THEN 'materialized view' ELSE 'foreign table' END,
-                   -- (a partition key, and a partition's parent and bounds: a copy partitioned
-                   -- otherwise would put rows elsewhere, or refuse them)
                    CASE WHEN t.kind = 'p' THEN ' partitioned by ' || pg_get_partkeydef(t.oid) ELSE '' END
                    || coalesce((SELECT format(', partition of %s %s', i.inhparent::regclass, pg_get_expr(c.relpartbound, c.oid))
                                   FROM pg_inherits i JOIN pg_class c ON c.oid = i.inhrelid
