@@ -120,6 +120,7 @@ BEGIN
         RAISE EXCEPTION 'this session does not hold the shard locks of shards %', shards
             USING ERRCODE = 'object_not_in_prerequisite_state';
     END IF;
+    PERFORM snowflake_id_node.no_split();
     PERFORM snowflake_id_node.no_other_move(router, shards, schemas);
     INSERT INTO snowflake_id_node.move (key, router, role, peer, shards, schemas, state, marker)
     VALUES (key, router, 'source', peer, shards, schemas, 'preparing', marker);

@@ -68,6 +68,7 @@ BEGIN
         RAISE EXCEPTION 'this session does not hold the shard locks of shards %', shards
             USING ERRCODE = 'object_not_in_prerequisite_state';
     END IF;
+    PERFORM snowflake_id_node.no_split();
     PERFORM snowflake_id_node.target_check(router, peer, shards, schemas, '{}', template);
     INSERT INTO snowflake_id_node.move (key, router, role, peer, shards, schemas, state, marker, created)
     VALUES (key, router, 'target', peer, shards, schemas, 'incoming', marker, schemas);

@@ -26,18 +26,57 @@ BEGIN
     IF missing IS NOT NULL THEN
         RAISE EXCEPTION 'this node has no schema for shard %', missing USING ERRCODE = 'object_not_in_prerequisite_state';
     END IF;
+    -- Waits for a move's record being made (its transaction holds the table, no_split) and
+    -- keeps the next one waiting until this record is committed: then no_split refuses it.
+    LOCK TABLE snowflake_id_node.move IN SHARE ROW EXCLUSIVE MODE;
     SELECT r.key INTO other FROM snowflake_id_node.move r WHERE r.key <> split_source.key LIMIT 1;
     IF FOUND THEN
         RAISE EXCEPTION 'this node takes part in move % : a node is split only when no move runs on it', other
             USING ERRCODE = 'object_not_in_prerequisite_state', HINT = 'Let it end (or SELECT repair_moves()), then split again.';
     END IF;
-    PERFORM snowflake_id_node.prepare_source(key, router, snowflake_id_node.identity() || ' (its standby)', shards, schemas);
+    PERFORM snowflake_id_node.prepare_source(key, router, snowflake_id_node.split_peer(), shards, schemas);
     UPDATE snowflake_id_node.move r SET state = 'copying' WHERE r.key = split_source.key;
     RETURN schemas;
 END
 $$;
 COMMENT ON FUNCTION snowflake_id_node.split_source(text, text, integer[]) IS
   'Split step on the node: records move key of shards (copying, no publication) for its fence and seal; 55000 while another move''s record is here; returns the schemas.';
+
+-- The peer a split's record on its node names (split_source): the node itself, as its standby.
+CREATE OR REPLACE FUNCTION snowflake_id_node.split_peer() RETURNS text
+LANGUAGE plpgsql STABLE
+SET search_path = pg_catalog, pg_temp
+AS $$
+BEGIN
+    RETURN snowflake_id_node.identity() || ' (its standby)';
+END
+$$;
+COMMENT ON FUNCTION snowflake_id_node.split_peer() IS 'The peer named by a split''s record on the node being split.';
+
+-- 55000 while this node is being split (a split's record here, split_source, until the
+-- split's move drops the sealed copies): the standby carries the whole node, and the record
+-- of a move made meanwhile would be replayed onto the promoted standby, a move it cannot
+-- finish. Called by a move's first step on either side (prepare_source, prepare_target)
+-- before it records the move: it takes the move table (ROW EXCLUSIVE, to the end of the
+-- transaction) first, which split_source's check waits for, so that a move and a split
+-- starting together exclude each other.
+CREATE OR REPLACE FUNCTION snowflake_id_node.no_split() RETURNS void
+LANGUAGE plpgsql VOLATILE
+SET search_path = pg_catalog, pg_temp
+AS $$
+DECLARE
+    k text;
+BEGIN
+    LOCK TABLE snowflake_id_node.move IN ROW EXCLUSIVE MODE;
+    SELECT r.key INTO k FROM snowflake_id_node.move r WHERE r.role = 'source' AND r.peer = snowflake_id_node.split_peer() LIMIT 1;
+    IF FOUND THEN
+        RAISE EXCEPTION 'this node is being split (split %): no move starts on it until the split ends', k
+            USING ERRCODE = 'object_not_in_prerequisite_state', HINT = 'Move once split_node (or SELECT repair_moves()) has ended it.';
+    END IF;
+END
+$$;
+COMMENT ON FUNCTION snowflake_id_node.no_split() IS
+  'A move''s first step: 55000 while a split of this node is under way (its record here); takes the move table against a split starting.';
 
 -- The bounds of every sequence of move key's schemas (minimum, maximum, start), as JSON, read
 -- before the fence: the seal caps each sequence at its newest value (stop_sequences), and the
