@@ -3,11 +3,12 @@
 # A node split (docs/cluster.md, "Splitting a node onto its standby") cut short by faults,
 # under four clients writing through the router on every 2nd shard of node_a and node_b
 # (SPLIT_SHARDS shards each, 16):
+#   0. split_plan by size: a heavy shard goes alone; by count, the upper half;
 #   1. node_a split onto its standby, held once sealed: a move of a shard node_a keeps, and
 #      one onto node_a, are refused (55000: a move starting on a node being split, issue 38
 #      item 2); the standby is killed (pg_ctl stop -m immediate) and started again, the
 #      caller terminated: split_node run again completes it;
-#   2. node_b split onto its standby (at node_c's place), held once registered: node_b killed
+#   2. node_b split by size onto its standby (at node_c's place), held once registered: node_b killed
 #      and started again, the caller terminated: repair_moves() completes it;
 #   3. node_a split again, onto a second standby (at node_d's place), held with its shards
 #      fenced (the window between the split's check and its seal): a move of a kept shard
@@ -62,6 +63,14 @@ terminated() {
   wait "$mover" && fail "split_node survived its termination"
   return 0
 }
+# By size (issue 38 item 3): one heavy shard (3) outweighs node_a's 15 others, so it alone
+# goes; by count, the upper half. by => 'size' takes no count (22023).
+on node_a -c "INSERT INTO shard_3.posts (user_id, body) SELECT g, repeat('x', 200) FROM generate_series(1, 40000) g"
+[[ $(on router -c "SELECT split_plan('node_a', by => 'size')") == "{3}" ]] \
+  || fail "split_plan by size does not send the heavy shard alone: $(on router -c "SELECT split_plan('node_a', by => 'size')")"
+[[ $(on router -c "SELECT split_plan('node_a')") == "{$(seq -s, $((N / 2)) $((N - 1)))}" ]] || fail "split_plan by count is not the upper half"
+[[ $(sqlstate "SELECT split_plan('node_a', 2, by => 'size')") == 22023 ]] || fail "split_plan by size with a count was not refused (22023)"
+echo "0. split_plan by size: the heavy shard alone, by count the upper half"
 make_standby standby node_a
 make_standby node_c node_b
 
@@ -86,7 +95,7 @@ on router -c "SELECT split_node('node_a', 'standby', '$(node_connstr standby)')"
 echo "1. split held sealed, moves on node_a refused (55000), the standby crashed: completed by split_node again"
 
 # 2. Held once registered; node_b crashed; repair_moves() completes it.
-held "split registered" "SELECT split_node('node_b', 'node_c', '$(node_connstr node_c)')"
+held "split registered" "SELECT split_node('node_b', 'node_c', '$(node_connstr node_c)', by => 'size')"
 crash node_b
 terminated
 [[ $(split_state node_b) == registered ]] || fail "the split of node_b cut short once registered is recorded $(split_state node_b)"

@@ -249,10 +249,10 @@ row finish_move "finish_move(bigint)" "GRANT EXECUTE ON FUNCTION finish_move(big
   "SELECT finish_move(9223372036854775807)" 42704 "SELECT finish_move(1)" 55000 : "$local_variants"
 # A split's plan (asks the node), and a split refused after it has connected to the node
 # and to what it was told is its standby (another node; the router itself).
-row split_plan "split_plan(text,integer)" "GRANT EXECUTE ON FUNCTION split_plan(text, integer) TO ROLE" \
+row split_plan "split_plan(text,integer,text)" "GRANT EXECUTE ON FUNCTION split_plan(text, integer, text) TO ROLE" \
   "SELECT count(*) FROM unnest(split_plan('node_a', 1))" 00000 "SELECT count(*) FROM unnest(split_plan('node_c'))" '*' "{broken}"
-row split_node "split_node(text,text,text,integer,text)" \
-  "GRANT EXECUTE ON FUNCTION split_node(text, text, text, integer, text) TO ROLE" \
+row split_node "split_node(text,text,text,integer,text,text)" \
+  "GRANT EXECUTE ON FUNCTION split_node(text, text, text, integer, text, text) TO ROLE" \
   "SELECT split_node('node_a', 'half', '$(node_connstr node_b)', 1)" 55000 \
   "SELECT split_node('node_a', 'half', '$(router_db postgres)', 1)" 55000
 # The fence trigger runs for a writer on a node while its shard is fenced (held there).

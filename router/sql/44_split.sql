@@ -12,48 +12,100 @@
 -- unfinished split up from its record: before the seal it is undone on the node, from the
 -- seal on it is completed.
 
--- The shards split_node(node, new_node, ..., shards) moves to the standby: the given number
--- (by default half, rounded down) of the node's shards with data (mapped to it and served
--- there: a schema made by create_shard), its highest-numbered. A shard mapped to it with no
--- schema there stays where it is mapped.
-CREATE OR REPLACE FUNCTION split_plan(node text, shards integer DEFAULT NULL) RETURNS integer[]
+-- The shards node serves with data (mapped to it and served there: a schema made by
+-- create_shard), each with its bytes when by_size (rebalance_plan's by_disk_size measure,
+-- shard_stats, asked status_chunk() shards at a time as data_shards does), else NULL.
+CREATE OR REPLACE FUNCTION snowflake_id_router.split_weights(node text, by_size boolean)
+RETURNS TABLE (shard integer, bytes bigint)
+LANGUAGE plpgsql VOLATILE STRICT PARALLEL UNSAFE
+SET search_path = pg_catalog, pg_temp
+AS $$
+#variable_conflict use_variable
+DECLARE
+    conn text := 'snowflake_id_router_split_plan';
+    chunk integer := snowflake_id_router.status_chunk();
+    got jsonb := '[]';
+    part jsonb;
+BEGIN
+    PERFORM snowflake_id_router.connect_node(conn, node);
+    LOOP
+        part := snowflake_id_router.call(conn, CASE WHEN by_size
+            THEN format($q$SELECT coalesce(jsonb_agg(jsonb_build_object('shard', s.shard, 'bytes', s.bytes) ORDER BY s.shard), '[]')::text
+                            FROM snowflake_id_node.shard_stats(false, %s, %s) s$q$,
+                        coalesce((got->-1->>'shard')::integer, -1), chunk)
+            ELSE $q$SELECT coalesce(jsonb_agg(jsonb_build_object('shard', s)), '[]')::text
+                      FROM unnest(snowflake_id_node.served_shards()) s$q$ END,
+            snowflake_id_router.timeout('status_timeout'), 'asking for its shards')::jsonb;
+        got := got || part;
+        EXIT WHEN NOT by_size OR jsonb_array_length(part) < chunk;
+    END LOOP;
+    PERFORM snowflake_id_router.disconnect(conn);
+    RETURN QUERY SELECT (x->>'shard')::integer, (x->>'bytes')::bigint FROM jsonb_array_elements(got) x
+                   JOIN snowflake_id_router.shard m ON m.shard = (x->>'shard')::integer AND m.node = split_weights.node;
+EXCEPTION WHEN query_canceled OR OTHERS THEN
+    PERFORM snowflake_id_router.disconnect(conn);
+    RAISE;
+END
+$$;
+COMMENT ON FUNCTION snowflake_id_router.split_weights(text, boolean) IS
+  'The shards a node serves with data where the map names it, with their bytes (shard_stats) if asked.';
+
+-- The shards split_node(node, new_node, ..., shards, by) moves to the standby, of those the
+-- node serves with data (split_weights): by 'count', the given number (by default half,
+-- rounded down), its highest-numbered; by 'size' (shards NULL), about half its bytes: the
+-- heaviest first, each to the half that weighs less so far (the standby's on a tie), as
+-- rebalance_plan's by_disk_size weighs them. A shard mapped to it with no schema there stays
+-- where it is mapped.
+CREATE OR REPLACE FUNCTION split_plan(node text, shards integer DEFAULT NULL, by text DEFAULT 'count') RETURNS integer[]
 LANGUAGE plpgsql VOLATILE CALLED ON NULL INPUT PARALLEL UNSAFE SECURITY DEFINER
 SET search_path = pg_catalog, pg_temp
 AS $$
 #variable_conflict use_variable
 DECLARE
-    served integer[];
-    held integer;
+    w record;
+    held integer := 0;
+    go integer[] := '{}';
+    served integer[] := '{}';   -- (by count: highest-numbered first)
+    gone numeric := 0;
+    kept numeric := 0;
 BEGIN
-    IF node IS NULL THEN
-        RAISE EXCEPTION 'split_plan: node must not be NULL' USING ERRCODE = 'null_value_not_allowed';
+    IF node IS NULL OR by IS NULL THEN
+        RAISE EXCEPTION 'split_plan: node and by must not be NULL' USING ERRCODE = 'null_value_not_allowed';
+    END IF;
+    IF by NOT IN ('count', 'size') OR by = 'size' AND shards IS NOT NULL THEN
+        RAISE EXCEPTION 'split_plan: by is ''count'' (with shards or not) or ''size'' (without), not % with shards %',
+            quote_literal(by), coalesce(shards::text, 'NULL') USING ERRCODE = 'invalid_parameter_value';
     END IF;
     IF NOT EXISTS (SELECT FROM snowflake_id_router.node n WHERE n.name = split_plan.node) THEN
         RAISE EXCEPTION 'node % does not exist', quote_literal(node) USING ERRCODE = 'undefined_object';
     END IF;
-    BEGIN
-        PERFORM snowflake_id_router.connect_node('snowflake_id_router_split_plan', node);
-        served := snowflake_id_router.call('snowflake_id_router_split_plan', 'SELECT snowflake_id_node.served_shards()::text',
-                                           snowflake_id_router.timeout('status_timeout'), 'asking for its shards');
-        PERFORM snowflake_id_router.disconnect('snowflake_id_router_split_plan');
-    EXCEPTION WHEN query_canceled OR OTHERS THEN
-        PERFORM snowflake_id_router.disconnect('snowflake_id_router_split_plan');
-        RAISE;
-    END;
-    served := ARRAY(SELECT m.shard FROM snowflake_id_router.shard m WHERE m.node = split_plan.node AND m.shard = ANY (served)
-                     ORDER BY m.shard DESC);
-    held := cardinality(served);
-    IF coalesce(shards, held / 2) NOT BETWEEN 1 AND held - 1 THEN
-        RAISE EXCEPTION 'node % serves % shard(s) with data: a split moves 1 to % of them, not %', quote_literal(node), held,
-            greatest(held - 1, 0), coalesce(shards, held / 2) USING ERRCODE = 'invalid_parameter_value';
+    FOR w IN SELECT x.shard, greatest(x.bytes, 1) AS bytes FROM snowflake_id_router.split_weights(node, by = 'size') x
+              ORDER BY x.bytes DESC NULLS LAST, x.shard DESC LOOP
+        held := held + 1;
+        served := served || w.shard;
+        IF by = 'size' AND gone <= kept THEN
+            go := go || w.shard; gone := gone + w.bytes;
+        ELSIF by = 'size' THEN
+            kept := kept + w.bytes;
+        END IF;
+    END LOOP;
+    IF by = 'count' THEN
+        IF coalesce(shards, held / 2) NOT BETWEEN 1 AND held - 1 THEN
+            RAISE EXCEPTION 'node % serves % shard(s) with data: a split moves 1 to % of them, not %', quote_literal(node), held,
+                greatest(held - 1, 0), coalesce(shards, held / 2) USING ERRCODE = 'invalid_parameter_value';
+        END IF;
+        go := served[1:coalesce(shards, held / 2)];
+    ELSIF held < 2 THEN
+        RAISE EXCEPTION 'node % serves % shard(s) with data: a split needs 2 or more', quote_literal(node), held
+            USING ERRCODE = 'invalid_parameter_value';
     END IF;
-    RETURN ARRAY(SELECT s FROM unnest(served[1:coalesce(shards, held / 2)]) s ORDER BY 1);
+    RETURN ARRAY(SELECT s FROM unnest(go) s ORDER BY 1);
 END
 $$;
-COMMENT ON FUNCTION split_plan(text, integer) IS
-  'The shards split_node would move from node to its standby: shards of those it serves with data (default half), the highest-numbered.';
+COMMENT ON FUNCTION split_plan(text, integer, text) IS
+  'The shards split_node would move from node to its standby: by count (default half, the highest-numbered) or by size (about half the bytes).';
 
--- Splits node: the shards of split_plan(node, shards) go to its streaming standby, reached by
+-- Splits node: the shards of split_plan(node, shards, by) go to its streaming standby, reached by
 -- standby_connstr, which becomes node new_node. The standby must be a standby of that very
 -- node (its system identifier and the node's mark, replayed), streaming, and within max_lag
 -- of the node's WAL, or nothing is fenced (55000). The shards' writes are refused (40001,
@@ -61,7 +113,7 @@ COMMENT ON FUNCTION split_plan(text, integer) IS
 -- fenced. An unfinished split of node (its caller gone) is taken up instead, whatever shards
 -- says. Returns the split's id (snowflake_id_router.split; move_history shows its move).
 CREATE OR REPLACE FUNCTION split_node(node text, new_node text, standby_connstr text, shards integer DEFAULT NULL,
-                                      max_lag text DEFAULT '16MB') RETURNS bigint
+                                      max_lag text DEFAULT '16MB', by text DEFAULT 'count') RETURNS bigint
 LANGUAGE plpgsql VOLATILE CALLED ON NULL INPUT PARALLEL UNSAFE SECURITY DEFINER
 SET search_path = pg_catalog, pg_temp SET DateStyle = 'ISO, MDY' SET IntervalStyle = 'postgres'
 AS $$
@@ -95,7 +147,7 @@ BEGIN
         IF new_node = '' OR octet_length(new_node) > 63 THEN
             RAISE EXCEPTION 'node name % is invalid: give 1 to 63 bytes', quote_literal(new_node) USING ERRCODE = 'invalid_parameter_value';
         END IF;
-        todo := @extschema@.split_plan(node, shards);
+        todo := @extschema@.split_plan(node, shards, by);
         PERFORM snowflake_id_router.lock_router(todo);
         BEGIN
             PERFORM snowflake_id_router.check_connections();
@@ -123,8 +175,8 @@ BEGIN
     RETURN sp.id;
 END
 $$;
-COMMENT ON FUNCTION split_node(text, text, text, integer, text) IS
-  'Splits a node onto its streaming standby, which becomes new_node serving split_plan(node, shards); takes up an unfinished split of node. Returns the split''s id.';
+COMMENT ON FUNCTION split_node(text, text, text, integer, text, text) IS
+  'Splits a node onto its streaming standby, which becomes new_node serving split_plan(node, shards, by); takes up an unfinished split of node. Returns the split''s id.';
 
 -- The standby standby (a normalised connect string) of a node whose identity is identity,
 -- checked (55000 naming what fails): in recovery, streaming from its primary, carrying the

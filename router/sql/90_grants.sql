@@ -4,7 +4,7 @@ REVOKE ALL ON FUNCTION add_node(text, text), assign_shards(integer, integer, tex
 REVOKE ALL ON ALL FUNCTIONS IN SCHEMA snowflake_id_router FROM PUBLIC;
 REVOKE ALL ON shard_map, move_history FROM PUBLIC;
 REVOKE ALL ON FUNCTION rebalance_plan(text, integer, text), rebalance_stop(), alter_node(text, text),
-    remove_node(text), split_plan(text, integer), split_node(text, text, text, integer, text) FROM PUBLIC;
+    remove_node(text), split_plan(text, integer, text), split_node(text, text, text, integer, text, text) FROM PUBLIC;
 REVOKE ALL ON PROCEDURE rebalance_start(text, integer, text, text, integer) FROM PUBLIC;
 REVOKE ALL ON FUNCTION rebalance_wait(interval), maintenance_start(interval), maintenance_stop() FROM PUBLIC;
 REVOKE ALL ON PROCEDURE rebalance(text, integer, text, integer), drain_node(text, text, integer, text, integer) FROM PUBLIC;
