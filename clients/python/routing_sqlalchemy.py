@@ -13,11 +13,10 @@ commit one after the other, not atomically.
 import threading
 
 import psycopg
-from psycopg import pq
 from sqlalchemy import create_engine, event, inspect, text
 from sqlalchemy.ext.horizontal_shard import ShardedSession
 
-from snowflake_routing import Stats, fan_out, run, shard_of
+from snowflake_routing import Stats, begin_on_shard, fan_out, run, shard_of
 
 
 class RoutedSession(ShardedSession):
@@ -26,32 +25,12 @@ class RoutedSession(ShardedSession):
 
 @event.listens_for(RoutedSession, "after_begin")
 def _use_shard(session, transaction, connection):
-    # The transaction's first statement on this node: SF001 if the node does not serve it.
+    # The transaction's first statement on this node: SF001 if the node does not serve it;
+    # with psycopg's BEGIN, one round trip (begin_on_shard).
     shard = session.info["shard_on"][connection.engine.sf_node]
     driver = connection.connection.driver_connection
-    if driver.autocommit or driver.pgconn.transaction_status != pq.TransactionStatus.IDLE:
+    if not begin_on_shard(driver, shard):
         driver.execute("SELECT use_shard(%s)", [shard])
-        return
-    # psycopg would send its BEGIN apart, a round trip of its own: sent here with use_shard
-    # as one simple query on the connection's libpq object (psycopg's documented way to send
-    # what it does not wrap), one round trip and no SQL to compile; psycopg then sees the
-    # transaction open and sends no BEGIN. (A pipeline does the same at about three times
-    # the client's cost: bench/app_routing.py.)
-    result = driver.pgconn.exec_(b"%s; SELECT use_shard(%d)" % (_begin(driver), int(shard)))
-    if result.status != pq.ExecStatus.TUPLES_OK:
-        raise psycopg.errors.error_from_result(result, encoding=driver.info.encoding)
-
-
-def _begin(driver) -> bytes:
-    """The BEGIN psycopg would send: the connection's isolation level and access modes."""
-    parts = ["BEGIN"]
-    if driver.isolation_level is not None:
-        parts.append("ISOLATION LEVEL " + psycopg.IsolationLevel(driver.isolation_level).name.replace("_", " "))
-    if driver.read_only is not None:
-        parts.append("READ ONLY" if driver.read_only else "READ WRITE")
-    if driver.deferrable is not None:
-        parts.append("DEFERRABLE" if driver.deferrable else "NOT DEFERRABLE")
-    return " ".join(parts).encode()
 
 
 class ShardRouter:
