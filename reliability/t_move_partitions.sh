@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# full suite only (15, 18): not yet run in the 17 and 19 chroots, new this stop; moves: a shard with a partitioned table, written through its root and its partitions
+# every version: moves: a shard with a partitioned table, written through its root and its partitions
 # A shard following docs/applications.md's advice: `photos` partitioned by ID range (monthly
 # partitions bounded by make_id, plus a default one), `likes.photo_id REFERENCES photos`, a
 # row trigger on `photos` counting its firings (cloned into every partition), all made by

@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# full suite only (15, 18): not yet run in the 17 and 19 chroots, new this stop; moves: this version's logical replication, in both directions
+# every version: moves: this version's logical replication, in both directions
 # A move's old copy kept current for its revert window (setting revert_window, docs/cluster.md
 # "Keeping a move's old copy"), under four clients writing through the router
 # (scripts/router_cluster.sh: a router and three data nodes):

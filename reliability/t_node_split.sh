@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# full suite only (15, 18): not yet run in the 17 and 19 chroots, new this stop; streaming replication and promotion of this version
+# every version: streaming replication and promotion of this version
 # A node split through its streaming standby (docs/cluster.md, "Splitting a node onto its
 # standby"). node_a serves SPLIT_SHARDS shards (64) holding rows; a standby of it is made
 # with pg_basebackup -R -X stream, its clock an hour behind (libfaketime). Four clients

@@ -13,7 +13,7 @@ import threading
 from django.db import connections, transaction
 
 import snowflake_routing
-from snowflake_routing import Stats, run, shard_of
+from snowflake_routing import Stats, begin_on_shard, run, shard_of
 
 _unit = threading.local()      # the shard and node of the unit of work running in this thread
 _map = None
@@ -91,8 +91,10 @@ def unit(shard: int, work):
         _unit.current = (shard, node)
         try:
             with transaction.atomic(using=node):
-                with connections[node].cursor() as cursor:
-                    cursor.execute("SELECT use_shard(%s)", [shard])
+                connections[node].ensure_connection()
+                if not begin_on_shard(connections[node].connection, shard):
+                    with connections[node].cursor() as cursor:
+                        cursor.execute("SELECT use_shard(%s)", [shard])
                 return work()
         finally:
             _unit.current = None

@@ -10,11 +10,13 @@ A session's transaction on a node serves one logical shard (use_shard sets the s
 transaction): its work on shards of other nodes runs in those nodes' own transactions, which
 commit one after the other, not atomically.
 """
+import threading
+
 import psycopg
 from sqlalchemy import create_engine, event, inspect, text
 from sqlalchemy.ext.horizontal_shard import ShardedSession
 
-from snowflake_routing import Stats, fan_out, run, shard_of
+from snowflake_routing import Stats, begin_on_shard, fan_out, run, shard_of
 
 
 class RoutedSession(ShardedSession):
@@ -23,12 +25,11 @@ class RoutedSession(ShardedSession):
 
 @event.listens_for(RoutedSession, "after_begin")
 def _use_shard(session, transaction, connection):
-    # The transaction's first statement on this node: SF001 if the node does not serve it.
-    # Sent in a pipeline on the driver's connection, so that psycopg's BEGIN goes with it:
-    # one round trip, not two (psycopg sends BEGIN apart otherwise), and no SQL to compile.
+    # The transaction's first statement on this node: SF001 if the node does not serve it;
+    # with psycopg's BEGIN, one round trip (begin_on_shard).
     shard = session.info["shard_on"][connection.engine.sf_node]
     driver = connection.connection.driver_connection
-    with driver.pipeline():
+    if not begin_on_shard(driver, shard):
         driver.execute("SELECT use_shard(%s)", [shard])
 
 
@@ -37,6 +38,7 @@ class ShardRouter:
         self.map, self.engine_options = shard_map, engine_options
         self.engines = {}          # node -> (dsn, engine)
         self.stats = Stats()
+        self.local = threading.local()   # each thread's session for unit(), reused
 
     def engine(self, node):
         """The node's engine (its pool), made again if the map gave the node a new connect string."""
@@ -52,10 +54,22 @@ class ShardRouter:
         """A session for work on shard: new rows go to its node; rows by ID to their shard's node."""
         session = RoutedSession(
             shards={node: self.engine(node) for node in self.map.dsns},
-            shard_chooser=lambda mapper, instance, clause=None: self._claim(session, self._shard(instance, shard)),
+            shard_chooser=lambda mapper, instance, clause=None: self._claim(session, self._shard(instance, session.info["unit"])),
             identity_chooser=lambda mapper, primary_key, **kw: [self._claim(session, shard_of(primary_key[0]))],
-            execute_chooser=lambda context: [self._claim(session, shard)],
+            execute_chooser=lambda context: [self._claim(session, session.info["unit"])],
             expire_on_commit=False)
+        session.info.update(unit=shard, shard_on={}, dsns=self.map.dsns)
+        return session
+
+    def _unit_session(self, shard: int) -> ShardedSession:
+        """This thread's session, set for a unit on shard: made once, and again only when the
+        map has been read since (its nodes' engines may have changed). Making a ShardedSession
+        costs about as much as a short unit's own work (bench/app_routing.py)."""
+        session = getattr(self.local, "session", None)
+        if session is None or session.info["dsns"] is not self.map.dsns:
+            session = self.local.session = self.session(shard)
+        else:
+            session.info.update(unit=shard, shard_on={})
         return session
 
     @staticmethod
@@ -76,8 +90,12 @@ class ShardRouter:
     def unit(self, shard: int, work):
         """work(session) as one unit of work on shard, committed, retried by the rules (run())."""
         def attempt(_node):
-            with self.session(shard) as session, session.begin():
-                return work(session)
+            session = self._unit_session(shard)
+            try:
+                with session.begin():
+                    return work(session)
+            finally:
+                session.close()      # its connection back to the pool, its objects detached
         return run(self.map, shard, attempt, self.stats)
 
     def fan_out(self, statement, params=None):

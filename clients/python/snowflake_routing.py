@@ -9,6 +9,7 @@ import time
 from collections import Counter
 
 import psycopg
+from psycopg import pq
 from psycopg.conninfo import conninfo_to_dict, make_conninfo
 
 NOT_SERVED = "SF001"                  # use_shard: this node does not serve the shard
@@ -104,6 +105,30 @@ class ShardMap:
 
     def dsn_params(self, node: str) -> dict:
         return conninfo_to_dict(self.dsns[node])
+
+
+def begin_on_shard(driver, shard: int) -> bool:
+    """Begins driver's transaction with use_shard(shard) in one round trip, when driver is a
+    psycopg 3 connection about to begin one (not in autocommit, no transaction open): psycopg
+    would send its BEGIN apart. Sent as one simple query on the connection's libpq object
+    (psycopg's documented way to send what it does not wrap), with the BEGIN psycopg would
+    send (isolation level, access modes); psycopg then sees the transaction open and sends
+    none. Raises the server's error (SF001 if the node does not serve the shard). False when
+    driver is not in that state: the caller then runs use_shard as its first statement."""
+    pgconn = getattr(driver, "pgconn", None)
+    if pgconn is None or driver.autocommit or pgconn.transaction_status != pq.TransactionStatus.IDLE:
+        return False
+    begin = ["BEGIN"]
+    if driver.isolation_level is not None:
+        begin.append("ISOLATION LEVEL " + psycopg.IsolationLevel(driver.isolation_level).name.replace("_", " "))
+    if driver.read_only is not None:
+        begin.append("READ ONLY" if driver.read_only else "READ WRITE")
+    if driver.deferrable is not None:
+        begin.append("DEFERRABLE" if driver.deferrable else "NOT DEFERRABLE")
+    result = pgconn.exec_(b"%s; SELECT use_shard(%d)" % (" ".join(begin).encode(), int(shard)))
+    if result.status != pq.ExecStatus.TUPLES_OK:
+        raise psycopg.errors.error_from_result(result, encoding=driver.info.encoding)
+    return True
 
 
 class Stats(Counter):

@@ -15,7 +15,7 @@
 
 -- The moves whose schemas a session other than their mover may not change now.
 CREATE OR REPLACE FUNCTION snowflake_id_node.guarded_moves() RETURNS SETOF snowflake_id_node.move
-LANGUAGE sql STABLE PARALLEL SAFE
+LANGUAGE sql STABLE PARALLEL RESTRICTED
 SET search_path = pg_catalog, pg_temp
 BEGIN ATOMIC
     SELECT m.* FROM snowflake_id_node.move m

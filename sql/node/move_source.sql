@@ -373,6 +373,8 @@ COMMENT ON FUNCTION snowflake_id_node.row_counts(text) IS 'Rows of every table o
 -- every write whatever becomes of the mover, and the copy leaves snowflake_id_shards; only after
 -- seal_check of the same move in the same transaction, so nothing can change in between. The
 -- record keeps each schema's fingerprint as sealed (its md5), for the clean-up (drop_copy).
+-- target_fingerprints NULL: there is no copy to compare with (a split's standby replays this
+-- node's WAL, its DDL included); each schema is then fingerprinted once, not twice.
 CREATE OR REPLACE FUNCTION snowflake_id_node.seal_check(key text, target_fingerprints text[], lock_timeout text) RETURNS text
 LANGUAGE plpgsql VOLATILE CALLED ON NULL INPUT
 SET search_path = pg_catalog, pg_temp
@@ -395,7 +397,7 @@ BEGIN
             || ' IN EXCLUSIVE MODE';
     FOR i IN 1 .. cardinality(m.schemas) LOOP
         mine := snowflake_id_node.fingerprint(m.schemas[i])::text;
-        IF mine IS DISTINCT FROM target_fingerprints[i] THEN
+        IF target_fingerprints IS NOT NULL AND mine IS DISTINCT FROM target_fingerprints[i] THEN
             RAISE EXCEPTION 'schema % of shard % changed during the move: %', quote_ident(m.schemas[i]), m.shards[i],
                 snowflake_id_node.fingerprint_difference(mine::text[], target_fingerprints[i]::text[], 'the source', 'the target''s copy')
                 USING ERRCODE = 'object_not_in_prerequisite_state';

@@ -92,15 +92,17 @@ COMMENT ON FUNCTION snowflake_id_node.lock_class() IS
   'Advisory lock class of the shard locks (key 2: the shard) that movers hold on nodes and routers.';
 
 
+-- (C, src/pg/own_lock.rs; here, before the SQL function that names it.)
+CREATE OR REPLACE FUNCTION snowflake_id_node.own_locks_held(class integer, keys integer[])
+RETURNS boolean LANGUAGE c VOLATILE STRICT PARALLEL RESTRICTED AS 'MODULE_PATHNAME', 'own_locks_held_wrapper';
+COMMENT ON FUNCTION snowflake_id_node.own_locks_held(integer, integer[]) IS
+  'Whether this session holds the owner-only advisory lock (class, key) exclusively for every key (read from its own lock table, not pg_locks); NULL for a NULL key.';
+
 -- True when this session holds the shard locks of all shards.
 CREATE OR REPLACE FUNCTION snowflake_id_node.holds(shards integer[]) RETURNS boolean
-LANGUAGE sql STABLE CALLED ON NULL INPUT PARALLEL SAFE
+LANGUAGE sql STABLE CALLED ON NULL INPUT PARALLEL RESTRICTED
 SET search_path = pg_catalog, pg_temp
-RETURN shards IS NOT NULL AND (SELECT count(DISTINCT l.objid) FROM pg_locks l
-         WHERE l.locktype = 'advisory' AND l.granted AND l.pid = pg_backend_pid()
-           AND l.database = (SELECT d.oid FROM pg_database d WHERE d.datname = current_database())
-           AND l.classid = snowflake_id_node.lock_class()::oid AND l.objsubid = 3
-           AND l.objid::bigint = ANY (shards::bigint[])) = (SELECT count(DISTINCT s) FROM unnest(shards) s);
+RETURN shards IS NOT NULL AND coalesce(snowflake_id_node.own_locks_held(snowflake_id_node.lock_class(), shards), false);
 COMMENT ON FUNCTION snowflake_id_node.holds(integer[]) IS 'True when this session holds the shard locks of all shards.';
 
 -- True when some session holds the shard lock of one of the shards: a mover (or repair) lives.

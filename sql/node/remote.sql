@@ -124,6 +124,7 @@ REVOKE ALL ON FUNCTION snowflake_id_node.remote_open(text, text, text, text, dou
     snowflake_id_node.remote_result(text, double precision, text),
     snowflake_id_node.own_lock(integer, integer, boolean, boolean, boolean),
     snowflake_id_node.own_unlock(integer, integer, boolean, boolean),
+    snowflake_id_node.own_locks_held(integer, integer[]),
     snowflake_id_node.monotonic(), snowflake_id_node.sleep(double precision),
     snowflake_id_node.as_owner(oid, text), snowflake_id_node.count_rows(oid),
     snowflake_id_node.hold_cancel(text), snowflake_id_node.in_transaction_block() FROM PUBLIC;

@@ -80,3 +80,21 @@ pub fn release(class: i32, key: i32, session: bool, shared: bool) -> bool {
     // SAFETY: a valid tag of the user lock method; a lock not held gives a WARNING and false.
     as_transaction_owner(|| unsafe { pg_sys::LockRelease(&tag, mode(shared), session) })
 }
+
+/// Whether this session holds every (class, key) of `keys` exclusively (for the session or
+/// the transaction), read from its own local lock table. `pg_locks` copies every lock of the
+/// server: a mover holding a thousand shards' locks and their tables' read it once per DDL
+/// command its event trigger saw (the seal's `ALTER SEQUENCE`s), seconds under a fence.
+pub fn all_held(class: i32, keys: impl IntoIterator<Item = i32>) -> bool {
+    keys.into_iter().all(|key| {
+        let tag = tag(class, key);
+        // SAFETY: a valid tag of the user lock method; reads this backend's own table only.
+        unsafe {
+            #[cfg(feature = "pg15")]
+            let held = pg_sys::LockHeldByMe(&tag, mode(false));
+            #[cfg(not(feature = "pg15"))]
+            let held = pg_sys::LockHeldByMe(&tag, mode(false), false);
+            held
+        }
+    })
+}

@@ -102,6 +102,13 @@ fn own_unlock(class: i32, key: i32, session: bool, shared: bool) -> bool {
     own_lock::release(class, key, session, shared)
 }
 
+/// NULL for an array holding a NULL (no key there is held).
+#[pg_extern(sql = false)]
+fn own_locks_held(class: i32, keys: pgrx::Array<'_, i32>) -> Option<bool> {
+    let keys: Option<Vec<i32>> = keys.iter().collect();
+    keys.map(|keys| own_lock::all_held(class, keys))
+}
+
 #[pg_extern(sql = false)]
 fn monotonic() -> TimestampWithTimeZone {
     time::monotonic_now()
