@@ -13,7 +13,8 @@
 # fired once (on the source before the fence or on the target after the flip, never for the
 # rows a move copies), its like there; nothing of a moved shard left on its source; each
 # moved shard's layout is its template's. And a target whose template bounds a partition
-# otherwise is refused before any row moves (55000 naming the partition), nothing made.
+# otherwise is refused before any row moves (55000 naming the partition), nothing made. A
+# move held at its fence refuses a write straight into a partition, as one through the root.
 set -euo pipefail
 here=$(cd "$(dirname "$0")" && pwd)
 source "$here/../scripts/cluster.sh"; source "$here/lib.sh"
@@ -134,5 +135,19 @@ err=$(on router -c "SELECT move_shard(3, 'node_b')" 2>&1 || true)
 [[ $(on node_b -c "SELECT count(*) FROM pg_namespace WHERE nspname = 'shard_3'") == 0 ]] || fail "the refused move left shard_3 on node_b"
 [[ $(on router -c "SELECT node FROM shard_map WHERE shard = 3") == node_a ]] || fail "the refused move changed the map"
 echo "a target bounding a partition otherwise: refused ($(grep -o 'table photos_2024_03: .*' <<<"$err" | head -1)), nothing made"
+
+# The fence on every partition: a move held at its fence refuses a write straight into a
+# partition as it refuses one through the root (40001), and completes with nothing lost.
+held fenced "SELECT move_shard(2, 'node_c')"
+id=$(on node_a -c "SELECT make_id('2024-01-15+00', 2, 0)")
+before=$(on node_a -c "SELECT count(*) FROM shard_2.photos")
+for t in photos_2024_01 photos; do
+  err=$(on node_a -v VERBOSITY=sqlstate -c "INSERT INTO shard_2.$t (id) VALUES ($id)" 2>&1 || true)
+  [[ $err == *40001* ]] || fail "a write into shard_2.$t was not refused under the move's fence: ${err:-it was taken}"
+done
+release
+wait "$mover" || fail "the move held at its fence failed: $(cat "$work/mover.log")"
+[[ $(on node_c -c "SELECT count(*) FROM shard_2.photos") == "$before" ]] || fail "shard 2's photos changed across its held move"
+echo "a move held at its fence: writes into a partition and through the root refused (40001), the move done, $before photos kept"
 
 router_invariants "$work"
