@@ -90,8 +90,7 @@ def unit(shard: int, work):
     def attempt(node):
         _unit.current = (shard, node)
         try:
-            with transaction.atomic(using=node):
-                connections[node].ensure_connection()
+            with transaction.atomic(using=node):     # connects, and leaves autocommit
                 if not begin_on_shard(connections[node].connection, shard):
                     with connections[node].cursor() as cursor:
                         cursor.execute("SELECT use_shard(%s)", [shard])

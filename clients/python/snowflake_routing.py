@@ -114,9 +114,12 @@ def begin_on_shard(driver, shard: int) -> bool:
     (psycopg's documented way to send what it does not wrap), with the BEGIN psycopg would
     send (isolation level, access modes); psycopg then sees the transaction open and sends
     none. Raises the server's error (SF001 if the node does not serve the shard). False when
-    driver is not in that state: the caller then runs use_shard as its first statement."""
+    driver is not in that state (or is in pipeline mode, where a simple query is refused): the
+    caller then runs use_shard as its first statement."""
     pgconn = getattr(driver, "pgconn", None)
-    if pgconn is None or driver.autocommit or pgconn.transaction_status != pq.TransactionStatus.IDLE:
+    if (pgconn is None or driver.autocommit
+            or pgconn.transaction_status != pq.TransactionStatus.IDLE
+            or pgconn.pipeline_status != pq.PipelineStatus.OFF):
         return False
     begin = ["BEGIN"]
     if driver.isolation_level is not None:
