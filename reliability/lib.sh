@@ -21,6 +21,20 @@ set -E
 trap 'echo "FAIL: ${BASH_SOURCE[0]##*/} line $LINENO: \`$BASH_COMMAND\` exited $?" >&2' ERR
 q() { psql -X -q -At -v ON_ERROR_STOP=1 "$@"; }
 
+# start_writers DSN SECONDS SHARDS [FIRST]: four writers through a router (router_client.py,
+# client numbers FIRST.. FIRST+3, default 1; logs $work/clientN.log), their PIDs added to pids.
+start_writers() {
+  local c first=${4:-1}
+  for c in $(seq "$first" $((first + 3))); do
+    "$PYTHON" "$here/router_client.py" "$1" "$c" "$2" "$3" "$work/client$c.log" & pids+=($!)
+  done
+}
+# wait_writers: every process of pids ended well (else the writers' last lines).
+wait_writers() {
+  local p
+  for p in "${pids[@]}"; do wait "$p" || fail "a client failed: $(tail -n 3 "$work"/client*.log)"; done
+}
+
 # setup_generator DB: the extension, sequence s, and the broken generator if one is given.
 setup_generator() {
   q -d "$1" -c "CREATE EXTENSION IF NOT EXISTS snowflake_id" -c "CREATE SEQUENCE IF NOT EXISTS s"

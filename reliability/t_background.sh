@@ -67,9 +67,7 @@ shards=$(on router -c "SELECT string_agg(s::text, ',') FROM (SELECT generate_ser
                         UNION ALL SELECT generate_series(${NODE_FIRST[node_b]}, ${NODE_FIRST[node_b]} + $N - 1, 8)) g(s)")
 dsn="host=$SF_TMP/sfrouter port=$ROUTER_PORT user=postgres dbname=postgres"
 pids=()
-for c in 1 2 3 4; do
-  "$PYTHON" "$here/router_client.py" "$dsn" "$c" 900 "$shards" "$work/client$c.log" & pids+=($!)
-done
+start_writers "$dsn" 900 "$shards"
 sleep 3
 
 t_start=$(now)
@@ -205,7 +203,7 @@ on router -c "DROP PROCEDURE public.bg_hand(integer)" >/dev/null
 
 sleep 2
 touch "$work"/client{1,2,3,4}.log.stop
-for p in "${pids[@]}"; do wait "$p" || fail "a client failed"; done
+wait_writers
 on router -F ' ' -c "SELECT s, extract(epoch FROM b.started), extract(epoch FROM b.ended)
                        FROM snowflake_id_router.rebalance_batch b, unnest(b.shards) s
                       WHERE b.state = 'done' AND s = ANY ('{$shards}'::integer[])" >"$work/moves"

@@ -48,9 +48,7 @@ shards=$(on router -c "SELECT string_agg(s::text, ',') FROM (SELECT generate_ser
                         SELECT generate_series(4096, 4111)) g(s)")
 dsn="host=$SF_TMP/sfrouter port=$ROUTER_PORT user=postgres dbname=postgres"
 pids=()
-for c in 1 2 3 4; do
-  "$PYTHON" "$here/router_client.py" "$dsn" "$c" 16 "$shards" "$work/client$c.log" & pids+=($!)
-done
+start_writers "$dsn" 16 "$shards"
 sleep 5
 
 # node_b's primary dies: the postmaster and every process it started, at once.
@@ -76,7 +74,7 @@ sudo -u postgres "$PGBIN/pg_ctl" -D "$standby/data" -w promote >/dev/null
 on router -c "SELECT alter_node('node_b', '$sc')" >/dev/null
 t_alter=$(date +%s.%N)
 echo "failover: node_b killed, standby promoted and alter_node done in $(python3 -c "print(round($t_alter - $t_kill, 2))") s"
-for p in "${pids[@]}"; do wait "$p" || fail "a client failed"; done
+wait_writers
 
 # Every write, and IDs above the old ones on each of node_b's shards.
 : >"$work/moves"

@@ -49,9 +49,7 @@ indexes_before=$(indexes node_a)
 shards=$(on router -c "SELECT string_agg(s::text, ',') FROM (SELECT generate_series(0, 7) UNION ALL
                         SELECT generate_series(2731, 2738) UNION ALL SELECT generate_series(5462, 5469)) g(s)")
 dsn="host=$SF_TMP/sfrouter port=$ROUTER_PORT user=postgres dbname=postgres"
-for c in 1 2 3 4; do
-  "$PYTHON" "$here/router_client.py" "$dsn" "$c" 600 "$shards" "$work/client$c.log" & pids+=($!)
-done
+start_writers "$dsn" 600 "$shards"
 sleep 2
 
 # router_start: starts the router again after a kill -9 of its postmaster (its children
@@ -237,7 +235,7 @@ echo "the flip's reply lost (loopback terminated in its commit): shard 0 moved t
 on router -c "SELECT move_shards('{5,6,7}', 'node_b')" >/dev/null
 
 touch "$work"/client{1,2,3,4}.log.stop
-for p in "${pids[@]}"; do wait "$p" || fail "a client failed"; done
+wait_writers
 on router -c "SELECT string_agg(format('%s %s %s', move, array_to_string(shards, ','), outcome), '; ' ORDER BY move) FROM move_history"
 router_invariants "$work" "$work"/client*.log
 at=$(on router -c "SELECT node FROM shard_map WHERE shard = 2")

@@ -83,9 +83,7 @@ shards=$(on router -c "SELECT string_agg(s::text, ',') FROM (SELECT generate_ser
                         SELECT generate_series(4096, 4096 + $N - 1, 8)) g(s)")
 dsn="host=$SF_TMP/sfrouter port=$ROUTER_PORT user=postgres dbname=postgres"
 pids=()
-for c in 1 2 3 4; do
-  "$PYTHON" "$here/router_client.py" "$dsn" "$c" 600 "$shards" "$work/client$c.log" & pids+=($!)
-done
+start_writers "$dsn" 600 "$shards"
 sleep 4
 
 # status_of COLUMNS: columns of the newest rebalance_status row, space-separated.
@@ -157,7 +155,7 @@ echo "drain: $done shards moved in $(python3 -c "print(round($(date +%s.%N) - $t
 
 sleep 4
 touch "$work"/client{1,2,3,4}.log.stop
-for p in "${pids[@]}"; do wait "$p" || fail "a client failed"; done
+wait_writers
 
 # Nothing left by moves, every shard served once where the map says, every write there
 # once, and the new IDs of each moved shard above its old ones.

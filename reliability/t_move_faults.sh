@@ -51,9 +51,7 @@ bound=$(python3 -c "print($lock_s + 3 + 1)")   # lock_timeout + cutover_timeout 
 
 shards="0,1,2,3,4,5,6,7,2731,2732,2733,2734,5462,5463,5464,5465"
 dsn="host=$SF_TMP/sfrouter port=$ROUTER_PORT user=postgres dbname=postgres"
-for c in 1 2 3 4; do
-  "$PYTHON" "$here/router_client.py" "$dsn" "$c" 900 "$shards" "$work/client$c.log" & pids+=($!)
-done
+start_writers "$dsn" 900 "$shards"
 sleep 2
 
 # ended: waits (60 s at most) for the held call to end; its exit status.
@@ -350,5 +348,5 @@ case18() {
 for c in $CASES; do "case$c"; done
 sleep 1
 touch "$work"/client{1,2,3,4}.log.stop
-for p in "${pids[@]}"; do wait "$p" || fail "a client failed"; done
+wait_writers
 router_invariants "$work" "$work"/client*.log

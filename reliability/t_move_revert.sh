@@ -30,15 +30,11 @@ on node_a -c "INSERT INTO shard_1.posts (user_id, body) SELECT 0, 'preload' FROM
 dsn="host=$SF_TMP/sfrouter port=$ROUTER_PORT user=postgres dbname=postgres"
 pids=()
 clients() {  # clients FIRST: four writers, numbered from FIRST
-  local c
-  for c in $(seq "$1" $(($1 + 3))); do
-    "$PYTHON" "$here/router_client.py" "$dsn" "$c" 300 "$shards" "$work/client$c.log" & pids+=($!)
-  done
+  start_writers "$dsn" 300 "$shards" "$1"
 }
 stop_clients() {
-  local p
   touch "$work"/client{1,2,3,4,5,6,7,8}.log.stop
-  for p in "${pids[@]}"; do wait "$p" || fail "a client failed"; done
+  wait_writers
   pids=()
   rm -f "$work"/client*.log.stop
 }

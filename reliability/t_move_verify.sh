@@ -40,9 +40,7 @@ SHARDS_PER_NODE=16 router_cluster_up
 on node_a -c "INSERT INTO shard_3.posts (user_id, body) SELECT 0, 'preload' FROM generate_series(1, 3000)"
 shards="0,1,2,3,4,5,6,7,2731,2732,2733,2734,5462,5463,5464,5465"
 dsn="host=$SF_TMP/sfrouter port=$ROUTER_PORT user=postgres dbname=postgres"
-for c in 1 2 3 4; do
-  "$PYTHON" "$here/router_client.py" "$dsn" "$c" 900 "$shards" "$work/client$c.log" & pids+=($!)
-done
+start_writers "$dsn" 900 "$shards"
 sleep 2
 map() { on router -c "SELECT node FROM shard_map WHERE shard = $1"; }
 ended() { wait "$mover"; }
@@ -171,6 +169,6 @@ wait "$locker"
 on router -c "DELETE FROM snowflake_id_router.setting"
 
 touch "$work"/client{1,2,3,4}.log.stop
-for p in "${pids[@]}"; do wait "$p" || fail "a client failed: $(tail -3 "$work"/client*.log)"; done
+wait_writers
 router_invariants "$work" "$work"/client{1,2,3,4}.log
 echo "t_move_verify: OK"

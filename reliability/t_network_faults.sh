@@ -54,9 +54,7 @@ SHARDS_PER_NODE=12 router_cluster_up
 on router -c "INSERT INTO snowflake_id_router.setting VALUES ('copy_timeout', '10 s'), ('cutover_timeout', '3 s'), ('cleanup_timeout', '5 s')"
 shards="0,1,2,3,4,5,6,7,5462,5463,5464,5465"
 dsn="host=$SF_TMP/sfrouter port=$ROUTER_PORT user=postgres dbname=postgres"
-for c in 1 2 3 4; do
-  "$PYTHON" "$here/router_client.py" "$dsn" "$c" 900 "$shards" "$work/client$c.log" & pids+=($!)
-done
+start_writers "$dsn" 900 "$shards"
 sleep 2
 map() { on router -c "SELECT node FROM shard_map WHERE shard = $1"; }
 longest=0
@@ -161,6 +159,6 @@ on router -c "SELECT remove_router('router_b')" >/dev/null
 
 echo "the longest move under a cut: $longest s"
 touch "$work"/client{1,2,3,4}.log.stop
-for p in "${pids[@]}"; do wait "$p" || fail "a client failed: $(tail -3 "$work"/client*.log)"; done
+wait_writers
 router_invariants "$work" "$work"/client{1,2,3,4}.log
 echo "t_network_faults: OK"

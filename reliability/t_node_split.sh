@@ -70,9 +70,7 @@ on standby -c "SELECT pg_wal_replay_resume()" >/dev/null
 shards=$(seq -s, 0 4 $((N - 1)))
 dsn="host=$SF_TMP/sfrouter port=$ROUTER_PORT user=postgres dbname=postgres"
 pids=()
-for c in 1 2 3 4; do
-  "$PYTHON" "$here/router_client.py" "$dsn" "$c" 600 "$shards" "$work/client$c.log" & pids+=($!)
-done
+start_writers "$dsn" 600 "$shards"
 sleep 3
 # Cut short before the seal (its caller terminated with the shards fenced): the fence lets
 # writes through once the caller's node session is gone; repair_moves() undoes it.
@@ -101,7 +99,7 @@ on router -c "SET statement_timeout = '10s'" -c "SELECT count(insert_post(s, 0, 
   >/dev/null || fail "a moved shard refused a write after the split"
 sleep 3
 touch "$work"/client{1,2,3,4}.log.stop
-for p in "${pids[@]}"; do wait "$p" || fail "a client failed"; done
+wait_writers
 read -r state pause <<<"$(on router -F ' ' -c "SELECT s.state, round(extract(epoch FROM m.flipped - s.fenced), 2)
                                                FROM snowflake_id_router.split s JOIN snowflake_id_router.move m ON m.id = s.move
                                               ORDER BY s.id DESC LIMIT 1")"

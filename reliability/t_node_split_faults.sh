@@ -77,9 +77,7 @@ make_standby node_c node_b
 shards=$(echo $(seq 0 2 $((N - 1))) $(seq "$B" 2 $((B + N - 1))) | tr ' ' ,)
 dsn="host=$SF_TMP/sfrouter port=$ROUTER_PORT user=postgres dbname=postgres"
 pids=()
-for c in 1 2 3 4; do
-  "$PYTHON" "$here/router_client.py" "$dsn" "$c" 600 "$shards" "$work/client$c.log" & pids+=($!)
-done
+start_writers "$dsn" 600 "$shards"
 sleep 2
 
 # 1. Held once sealed; moves refused; the standby crashed; split_node again completes it.
@@ -122,7 +120,7 @@ echo "3. split held fenced, a move refused (55000), node_a crashed: undone, then
 
 sleep 2
 touch "$work"/client{1,2,3,4}.log.stop
-for p in "${pids[@]}"; do wait "$p" || fail "a client failed"; done
+wait_writers
 on router -F ' ' -c "SELECT s, extract(epoch FROM x.fenced), extract(epoch FROM x.ended) FROM snowflake_id_router.split x, unnest(x.shards) s
                      WHERE x.state = 'done' AND s = ANY ('{$shards}')" >"$work/moves"   # (the moved shards written)
 ROUTER_NODES=(node_a node_b standby node_c node_d)

@@ -58,9 +58,7 @@ move() {  # move SHARD NODE: must succeed; records its time span
 }
 dsn="host=$SF_TMP/sfrouter port=$ROUTER_PORT user=postgres dbname=postgres"
 pids=()
-for c in 1 2 3 4; do
-  "$PYTHON" "$here/router_client.py" "$dsn" "$c" 300 "$shards" "$work/client$c.log" & pids+=($!)
-done
+start_writers "$dsn" 300 "$shards"
 sleep 3; move 1 node_c
 sleep 2; move 2731 node_c
 
@@ -105,7 +103,7 @@ sleep 2; move 5463 node_b
 # (The writers go on past the last move, however long the moves took: each moved shard
 # needs writes after its move for the check.)
 sleep 2; touch "$work"/client{1,2,3,4}.log.stop
-for p in "${pids[@]}"; do wait "$p" || fail "a client failed"; done
+wait_writers
 cat "$work/move.log" | grep -o 'shard .* writes fenced for .* ms' || true
 
 router_invariants "$work" "$work"/client*.log
