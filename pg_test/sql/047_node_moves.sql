@@ -284,6 +284,9 @@ ALTER TABLE mv_7002.posts ADD COLUMN visibility text NOT NULL DEFAULT 'private';
 ALTER EVENT TRIGGER snowflake_id_guard_ddl DISABLE;
 ALTER TABLE mv_7002.posts ADD COLUMN visibility text NOT NULL DEFAULT 'private';
 ALTER EVENT TRIGGER snowflake_id_guard_ddl ENABLE ALWAYS;
+-- A move with a copy gives its target's fingerprints: none (a split's seal: no copy) is
+-- refused (22004).
+SELECT * FROM dblink('mover', $$SELECT snowflake_id_node.seal_check('test/3', NULL, '1000')$$) AS t(x text);
 \set VERBOSITY default
 SELECT * FROM dblink('mover', $$SELECT snowflake_id_node.seal_check('test/3', ARRAY[snowflake_id_node.fingerprint('mv_7001')::text], '1000')$$)
     AS t(x text);

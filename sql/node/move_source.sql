@@ -374,7 +374,8 @@ COMMENT ON FUNCTION snowflake_id_node.row_counts(text) IS 'Rows of every table o
 -- seal_check of the same move in the same transaction, so nothing can change in between. The
 -- record keeps each schema's fingerprint as sealed (its md5), for the clean-up (drop_copy).
 -- target_fingerprints NULL: there is no copy to compare with (a split's standby replays this
--- node's WAL, its DDL included); each schema is then fingerprinted once, not twice.
+-- node's WAL, its DDL included); each schema is then fingerprinted once, not twice. Only a
+-- split's record (no publication, the split's peer) may pass NULL (22004 otherwise).
 CREATE OR REPLACE FUNCTION snowflake_id_node.seal_check(key text, target_fingerprints text[], lock_timeout text) RETURNS text
 LANGUAGE plpgsql VOLATILE CALLED ON NULL INPUT
 SET search_path = pg_catalog, pg_temp
@@ -387,6 +388,10 @@ DECLARE
     prints text[] := '{}';
 BEGIN
     PERFORM snowflake_id_node.within_fence(m);
+    IF target_fingerprints IS NULL AND (m.publication IS NOT NULL OR m.peer <> snowflake_id_node.split_peer()) THEN
+        RAISE EXCEPTION 'move % has a copy to compare: its target''s fingerprints are needed', key
+            USING ERRCODE = 'null_value_not_allowed';
+    END IF;
     PERFORM set_config('lock_timeout', lock_timeout, true);
     -- The sequences' locks before the tables': a writer takes a value (next_id()) and then
     -- writes, so the other order would deadlock with it (it waits on the tables, this on
