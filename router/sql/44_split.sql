@@ -312,8 +312,27 @@ END
 $$;
 COMMENT ON FUNCTION snowflake_id_router.run_split(bigint) IS 'Drives a split from its recorded state to its end.';
 
+-- A split's steps on the node do DDL for each table of each shard they fence (the fence's
+-- triggers, the sequences' seal, their undo), and the standby replays it: their bounds are
+-- a move's timeout (name) and this much per shard on top, so that a split of thousands of
+-- shards does not fail at its default timeouts. (bench/split.sh, 2,048 shards: 6 s from the
+-- checks to the seal, about 3 ms a shard; 10 ms keeps a threefold margin for a loaded node.)
+CREATE OR REPLACE FUNCTION snowflake_id_router.split_allowance(shards integer[]) RETURNS interval
+LANGUAGE sql IMMUTABLE STRICT PARALLEL SAFE
+SET search_path = pg_catalog, pg_temp
+RETURN cardinality(shards) * interval '10 ms';
+COMMENT ON FUNCTION snowflake_id_router.split_allowance(integer[]) IS
+  'What a split''s bounds allow on top of a move''s for the shards it fences: 10 ms each.';
+CREATE OR REPLACE FUNCTION snowflake_id_router.split_timeout(name text, shards integer[]) RETURNS interval
+LANGUAGE sql STABLE STRICT PARALLEL SAFE
+SET search_path = pg_catalog, pg_temp
+RETURN snowflake_id_router.timeout(name) + snowflake_id_router.split_allowance(shards);
+COMMENT ON FUNCTION snowflake_id_router.split_timeout(text, integer[]) IS
+  'A split''s bound for a step on the node: the timeout name and split_allowance(shards).';
+
 -- Planned: on the node, the standby checked again, then the shards fenced and sealed by the
--- move's own steps (set_fence, seal_check, seal, in one transaction there), and the node's
+-- move's own steps (set_fence, seal_check, seal, in one transaction there; a split too large
+-- for the node's lock table refused first), and the node's
 -- WAL position after the seal recorded (sealed). A record on the node from an attempt that
 -- did not seal is undone first; one that sealed is taken as sealed. On a failure before the
 -- seal's commit the node's record is undone and the split too (undone), and the error raised.
@@ -326,7 +345,7 @@ DECLARE
     sp snowflake_id_router.split := (SELECT x FROM snowflake_id_router.split x WHERE x.id = split_id);
     k text := snowflake_id_router.move_key(sp.move);
     lock_ms text := snowflake_id_router.ms(snowflake_id_router.timeout('lock_timeout'));
-    wait interval := snowflake_id_router.timeout('cleanup_timeout');
+    wait interval := snowflake_id_router.split_timeout('cleanup_timeout', sp.shards);
     src text;
     schemas text[];
     msg text;
@@ -342,15 +361,19 @@ BEGIN
                                                         snowflake_id_node.identity(), sp.shards), wait, 'recording the split on the node');
         PERFORM snowflake_id_router.note_split(split_id, NULL, schemas => schemas,
             bounds => snowflake_id_router.call(src, format('SELECT snowflake_id_node.split_bounds(%L)', k), wait, 'reading the sequences'));
+        -- (The fence and the seal lock every table of the shards in one transaction: a split too
+        -- large for the node's lock table is refused here, 53400, before anything is fenced.)
+        PERFORM snowflake_id_router.call(src, format('SELECT snowflake_id_node.fence_room(%L)', schemas), wait,
+                                         'checking the node''s lock table');
         PERFORM snowflake_id_router.call(src, format('SELECT snowflake_id_node.set_fence(%L, %L, %L)', k, lock_ms,
-                                                     snowflake_id_router.fence_bound()),
-                                         snowflake_id_router.timeout('lock_timeout') + interval '1 s', 'fencing writes on the node');
+                                                     snowflake_id_router.fence_bound() + snowflake_id_router.split_allowance(sp.shards)),
+                                         snowflake_id_router.split_timeout('lock_timeout', sp.shards) + interval '1 s', 'fencing writes on the node');
         PERFORM snowflake_id_router.pause_at('split fenced');
         PERFORM snowflake_id_router.call(src, 'BEGIN', interval '10 s', 'sealing');
         -- (No fingerprints to compare: the standby replays the node's DDL with its rows.)
         PERFORM snowflake_id_router.call(src, format(
             'SELECT snowflake_id_node.seal_check(%1$L, NULL, %2$L), snowflake_id_node.seal(%1$L)', k, lock_ms),
-            snowflake_id_router.timeout('cutover_timeout'), 'sealing the node');
+            snowflake_id_router.split_timeout('cutover_timeout', sp.shards), 'sealing the node');
         PERFORM snowflake_id_router.call(src, 'COMMIT', interval '10 s', 'sealing the node');
     EXCEPTION WHEN query_canceled OR OTHERS THEN
         msg := SQLERRM;
@@ -386,8 +409,9 @@ BEGIN
         RETURN 'sealed';
     ELSIF st IS NOT NULL THEN
         PERFORM snowflake_id_router.call(src, format('SELECT snowflake_id_node.undo(%L, %L, 0)', snowflake_id_router.move_key(sp.move),
-                                                     snowflake_id_router.timeout('cleanup_timeout')),
-                                         snowflake_id_router.timeout('cleanup_timeout') + interval '5 s', 'undoing the split on the node');
+                                                     snowflake_id_router.split_timeout('cleanup_timeout', sp.shards)),
+                                         snowflake_id_router.split_timeout('cleanup_timeout', sp.shards) + interval '5 s',
+                                         'undoing the split on the node');
     END IF;
     RETURN NULL;
 END
@@ -415,7 +439,7 @@ BEGIN
     END IF;
     IF snowflake_id_router.call(conn, 'SELECT pg_catalog.pg_is_in_recovery()::text', interval '10 s', 'checking the standby')::boolean THEN
         PERFORM snowflake_id_router.poll(conn, format('SELECT (pg_catalog.pg_last_wal_replay_lsn() >= %L)::text', sp.seal_lsn),
-                                         snowflake_id_node.monotonic() + snowflake_id_router.timeout('cutover_timeout'),
+                                         snowflake_id_node.monotonic() + snowflake_id_router.split_timeout('cutover_timeout', sp.shards),
                                          'waiting for the standby to replay the seal');
         PERFORM snowflake_id_router.note_split(split_id, 'promoting');
         PERFORM snowflake_id_router.pause_at('split promote');
@@ -444,7 +468,7 @@ DECLARE
     sp snowflake_id_router.split := (SELECT x FROM snowflake_id_router.split x WHERE x.id = split_id);
     conn text := snowflake_id_router.standby_conn(sp.standby);
     seen text := snowflake_id_router.remote_node_identity(conn);
-    wait interval := snowflake_id_router.timeout('cleanup_timeout');
+    wait interval := snowflake_id_router.split_timeout('cleanup_timeout', sp.shards);
 BEGIN
     IF seen = sp.node_identity THEN
         PERFORM snowflake_id_router.call(conn, format('SELECT snowflake_id_node.set_node_mark(%L, %L)::text',
@@ -491,7 +515,8 @@ BEGIN
                                           state, fenced, owner, complete_by)
     OVERRIDING SYSTEM VALUE
     VALUES (sp.move, sp.shards, sp.node, sp.new_node, sp.node_identity, sp.new_identity, '(split)', sp.schemas,
-            'sealed', sp.fenced, owner, snowflake_id_node.monotonic() + snowflake_id_router.completion_bound());
+            'sealed', sp.fenced, owner,
+            snowflake_id_node.monotonic() + snowflake_id_router.completion_bound() + 2 * snowflake_id_router.split_allowance(sp.shards));
     UPDATE snowflake_id_router.split x SET state = 'registered' WHERE x.id = split_id;
     RETURN 'registered';
 END
