@@ -39,9 +39,8 @@ cluster_start sfrouter "$ROUTER_PORT"
 on router -c "CREATE EXTENSION snowflake_id_router CASCADE" -f router/examples/router.sql >/dev/null
 on router -c "SELECT add_node('node_a', '$(node_connstr node_a)'), add_node('node_b', '$(node_connstr node_b)')" \
   -c "SELECT assign_shards(0, 8192, 'node_a')" >/dev/null 2>&1
-# SEAL_TIMEOUT (e.g. '300 s'): cutover_timeout and cleanup_timeout for the run. The split
-# seals all its shards in one transaction (their fingerprints included): at 2,048 shards
-# that outlasts the default cutover_timeout, and the split is undone.
+# SEAL_TIMEOUT (e.g. '300 s'): cutover_timeout and cleanup_timeout for the run, if given. (A
+# split's bounds grow with its shards: 2,048 shards split at the default timeouts.)
 [[ -z ${SEAL_TIMEOUT:-} ]] || on router -c "INSERT INTO snowflake_id_router.setting VALUES ('cutover_timeout', '$SEAL_TIMEOUT'),
                                               ('cleanup_timeout', '$SEAL_TIMEOUT')" >/dev/null
 
