@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# full suite only (15, 18): not yet run in the 17 and 19 chroots, new this stop; streaming replication and promotion of this version
+# every version: streaming replication, promotion and crashes of this version
 # A node split (docs/cluster.md, "Splitting a node onto its standby") cut short by faults,
 # under four clients writing through the router on every 2nd shard of node_a and node_b
 # (SPLIT_SHARDS shards each, 16):
