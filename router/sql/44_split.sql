@@ -65,7 +65,6 @@ DECLARE
     w record;
     held integer := 0;
     go integer[] := '{}';
-    served integer[] := '{}';   -- (by count: highest-numbered first)
     gone numeric := 0;
     kept numeric := 0;
 BEGIN
@@ -79,25 +78,28 @@ BEGIN
     IF NOT EXISTS (SELECT FROM snowflake_id_router.node n WHERE n.name = split_plan.node) THEN
         RAISE EXCEPTION 'node % does not exist', quote_literal(node) USING ERRCODE = 'undefined_object';
     END IF;
-    FOR w IN SELECT x.shard, greatest(x.bytes, 1) AS bytes FROM snowflake_id_router.split_weights(node, by = 'size') x
-              ORDER BY x.bytes DESC NULLS LAST, x.shard DESC LOOP
-        held := held + 1;
-        served := served || w.shard;
-        IF by = 'size' AND gone <= kept THEN
-            go := go || w.shard; gone := gone + w.bytes;
-        ELSIF by = 'size' THEN
-            kept := kept + w.bytes;
-        END IF;
-    END LOOP;
     IF by = 'count' THEN
+        go := ARRAY(SELECT x.shard FROM snowflake_id_router.split_weights(node, false) x ORDER BY x.shard DESC);
+        held := cardinality(go);
         IF coalesce(shards, held / 2) NOT BETWEEN 1 AND held - 1 THEN
             RAISE EXCEPTION 'node % serves % shard(s) with data: a split moves 1 to % of them, not %', quote_literal(node), held,
                 greatest(held - 1, 0), coalesce(shards, held / 2) USING ERRCODE = 'invalid_parameter_value';
         END IF;
-        go := served[1:coalesce(shards, held / 2)];
-    ELSIF held < 2 THEN
-        RAISE EXCEPTION 'node % serves % shard(s) with data: a split needs 2 or more', quote_literal(node), held
-            USING ERRCODE = 'invalid_parameter_value';
+        go := go[1:coalesce(shards, held / 2)];
+    ELSE
+        FOR w IN SELECT x.shard, greatest(x.bytes, 1) AS bytes FROM snowflake_id_router.split_weights(node, true) x
+                  ORDER BY x.bytes DESC NULLS LAST, x.shard DESC LOOP
+            held := held + 1;
+            IF gone <= kept THEN
+                go := go || w.shard; gone := gone + w.bytes;
+            ELSE
+                kept := kept + w.bytes;
+            END IF;
+        END LOOP;
+        IF held < 2 THEN
+            RAISE EXCEPTION 'node % serves % shard(s) with data: a split needs 2 or more', quote_literal(node), held
+                USING ERRCODE = 'invalid_parameter_value';
+        END IF;
     END IF;
     RETURN ARRAY(SELECT s FROM unnest(go) s ORDER BY 1);
 END
