@@ -12,8 +12,8 @@
 # short between the promoting step and the promotion (split_node run again completes it).
 # Refused
 # first: a split onto a server that is not node_a's standby (55000), onto a registered name
-# (42710), and one with the standby further behind than max_lag (55000), none leaving a
-# fence or a record. Afterwards: every acknowledged write present exactly once, on the node
+# (42710), one with the standby further behind than max_lag (55000), and one whose shards
+# the node's lock table cannot fence at once (53400), none leaving a fence or a record. Afterwards: every acknowledged write present exactly once, on the node
 # the map names; no ID twice; each moved shard's new IDs above its old ones (the standby's
 # clock behind); no write to a shard node_a keeps retried (never fenced); nothing of the
 # other half left on either side, nothing left by the split (router_invariants); the split
@@ -64,6 +64,16 @@ on node_a -c "CREATE TABLE lag_maker AS SELECT g, repeat('x', 100) x FROM genera
 [[ $(sqlstate "SELECT split_node('node_a', 'standby', '$sc', max_lag => '1MB')") == 55000 ]] \
   || fail "a split onto a standby behind max_lag was not refused with 55000"
 on standby -c "SELECT pg_wal_replay_resume()" >/dev/null
+# More shards than the node's lock table can fence in one transaction (another session holds
+# all of it but 80 entries): refused, 53400, before anything is fenced.
+room=$(on node_a -c "SELECT capacity - in_use - 80 FROM snowflake_id_node.lock_table()")
+on node_a -c "BEGIN" -c "SELECT count(pg_advisory_xact_lock(38, g)) FROM generate_series(1, $room) g" -c "SELECT pg_sleep(300)" \
+  >/dev/null 2>&1 & hog=$!
+until (($(on node_a -c "SELECT count(*) FROM pg_locks WHERE locktype = 'advisory' AND classid = 38") >= room)); do sleep 0.1; done
+[[ $(sqlstate "SELECT split_node('node_a', 'standby', '$sc')") == 53400 ]] \
+  || fail "a split too large for node_a's lock table was not refused with 53400"
+on node_a -c "SELECT pg_terminate_backend(pid) FROM pg_locks WHERE locktype = 'advisory' AND classid = 38 LIMIT 1" >/dev/null
+wait "$hog" || true
 [[ $(on router -c "SELECT count(*) FROM snowflake_id_router.split WHERE state <> 'undone'") == 0 ]] || fail "a refused split left a record"
 [[ -z $(on node_a -c "SELECT string_agg(x, '; ') FROM snowflake_id_node.leftovers() x") ]] || fail "a refused split left something on node_a"
 
