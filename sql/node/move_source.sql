@@ -719,7 +719,10 @@ BEGIN
                           HINT = 'Something was made in it after the move sealed it; look, save what must be kept, then drop it by hand and SELECT repair_moves().';
             END IF;
         END LOOP;
-        why := snowflake_id_node.refusal(rest);
+        -- (Only what depends on these schemas from outside the move's schemas still to drop:
+        -- the rest of refusal() is about moving them, and they are sealed copies now.)
+        why := snowflake_id_node.dependent_refusal(ARRAY(SELECT to_regnamespace(quote_ident(s)) FROM unnest(schemas) s),
+                                                   ARRAY(SELECT to_regnamespace(quote_ident(s)) FROM unnest(rest) s), NULL);
         IF why IS NOT NULL THEN
             RAISE EXCEPTION 'the sealed copy of shards % is kept: %', m.shards, why USING ERRCODE = 'object_not_in_prerequisite_state';
         END IF;

@@ -253,12 +253,8 @@ BEGIN
                                   m.rel::regclass, quote_ident(m.col), format_type(m.coltype, NULL))
           FROM made_of m WHERE m.typ = 'oid'::regtype
         UNION ALL
-        SELECT 8, format('%s depends on %s, which a move would drop with the old copy',
-                         coalesce((SELECT pg_describe_object('pg_class'::regclass, r.ev_class, 0) FROM pg_rewrite r
-                                    WHERE o.classid = 'pg_rewrite'::regclass AND r.oid = o.objid),
-                                  pg_describe_object(o.classid, o.objid, 0)),
-                         pg_describe_object(o.refclassid, o.refobjid, 0))
-          FROM snowflake_id_node.outside_dependents(nsps, own_publication) o
+        SELECT 8, d.why FROM (SELECT snowflake_id_node.dependent_refusal(nsps, nsps, own_publication)) d(why)
+         WHERE d.why IS NOT NULL
     ) x ORDER BY x.prio, x.why LIMIT 1;
     RETURN why;
 END
@@ -266,10 +262,12 @@ $$;
 COMMENT ON FUNCTION snowflake_id_node.refusal(text[], text) IS
   'Why the schemas cannot move (the first reason, naming the object), or NULL.';
 
--- Objects outside the schemas that depend on something in them (the schemas, their
--- relations and functions, their tables' row types), which DROP SCHEMA ... CASCADE would
--- drop. own_publication (the move's own) is not counted.
-CREATE OR REPLACE FUNCTION snowflake_id_node.outside_dependents(nsps oid[], own_publication text DEFAULT NULL)
+-- Objects outside the schemas allowed that depend on something in the schemas nsps (the
+-- schemas, their relations and functions, their tables' row types), which DROP SCHEMA ...
+-- CASCADE of nsps would drop. own_publication (the move's own) is not counted. Its cost
+-- grows with nsps only: a drop of a thousand copies in batches looks at each batch, not at
+-- every copy still to drop each time.
+CREATE OR REPLACE FUNCTION snowflake_id_node.dependents_outside(nsps oid[], allowed oid[], own_publication text)
 RETURNS TABLE (classid oid, objid oid, refclassid oid, refobjid oid)
 LANGUAGE sql STABLE CALLED ON NULL INPUT PARALLEL SAFE ROWS 1
 SET search_path = pg_catalog, pg_temp
@@ -299,13 +297,40 @@ BEGIN ATOMIC
                WHEN 'pg_trigger'::regclass THEN (SELECT c.relnamespace FROM pg_trigger t JOIN pg_class c ON c.oid = t.tgrelid WHERE t.oid = x.objid)
                WHEN 'pg_attrdef'::regclass THEN (SELECT c.relnamespace FROM pg_attrdef a JOIN pg_class c ON c.oid = a.adrelid WHERE a.oid = x.objid)
                WHEN 'pg_policy'::regclass THEN (SELECT c.relnamespace FROM pg_policy p JOIN pg_class c ON c.oid = p.polrelid WHERE p.oid = x.objid)
-               END) = ANY (nsps), false)
+               END) = ANY (allowed), false)
        AND NOT (x.classid = 'pg_publication_namespace'::regclass
                 AND (SELECT p.pubname FROM pg_publication_namespace pn JOIN pg_publication p ON p.oid = pn.pnpubid
                       WHERE pn.oid = x.objid) IS NOT DISTINCT FROM own_publication)
        AND NOT (x.classid = 'pg_publication_rel'::regclass
                 AND (SELECT p.pubname FROM pg_publication_rel pr JOIN pg_publication p ON p.oid = pr.prpubid
                       WHERE pr.oid = x.objid) IS NOT DISTINCT FROM own_publication);
+END;
+COMMENT ON FUNCTION snowflake_id_node.dependents_outside(oid[], oid[], text) IS
+  'Objects outside the schemas allowed that depend on something in the schemas nsps (DROP SCHEMA ... CASCADE would drop them); own_publication is not counted.';
+
+-- The first of them described, as the reason a move refuses or keeps the schemas (NULL: none).
+CREATE OR REPLACE FUNCTION snowflake_id_node.dependent_refusal(nsps oid[], allowed oid[], own_publication text) RETURNS text
+LANGUAGE sql STABLE CALLED ON NULL INPUT PARALLEL SAFE
+SET search_path = pg_catalog, pg_temp
+BEGIN ATOMIC
+    SELECT format('%s depends on %s, which a move would drop with the old copy',
+                  coalesce((SELECT pg_describe_object('pg_class'::regclass, r.ev_class, 0) FROM pg_rewrite r
+                             WHERE o.classid = 'pg_rewrite'::regclass AND r.oid = o.objid),
+                           pg_describe_object(o.classid, o.objid, 0)),
+                  pg_describe_object(o.refclassid, o.refobjid, 0)) AS why
+      FROM snowflake_id_node.dependents_outside(nsps, allowed, own_publication) o
+     ORDER BY 1 LIMIT 1;
+END;
+COMMENT ON FUNCTION snowflake_id_node.dependent_refusal(oid[], oid[], text) IS
+  'The first object outside the schemas allowed depending on something in the schemas nsps, described; NULL if none.';
+
+-- Objects outside the schemas that depend on something in them (dependents_outside).
+CREATE OR REPLACE FUNCTION snowflake_id_node.outside_dependents(nsps oid[], own_publication text DEFAULT NULL)
+RETURNS TABLE (classid oid, objid oid, refclassid oid, refobjid oid)
+LANGUAGE sql STABLE CALLED ON NULL INPUT PARALLEL SAFE ROWS 1
+SET search_path = pg_catalog, pg_temp
+BEGIN ATOMIC
+    SELECT x.classid, x.objid, x.refclassid, x.refobjid FROM snowflake_id_node.dependents_outside(nsps, nsps, own_publication) x;
 END;
 COMMENT ON FUNCTION snowflake_id_node.outside_dependents(oid[], text) IS
   'Objects outside the schemas that depend on something in them (DROP SCHEMA ... CASCADE would drop them); own_publication is not counted.';
