@@ -28,7 +28,7 @@ ROUTER_NODES=(node_a node_b)
 N=${SPLIT_SHARDS:-64}
 work=$(mktemp -d); chmod 755 "$work"
 standby=$(node_dir standby); standby2=$(node_dir node_d)
-trap 'touch "$work"/client{1,2,3,4}.log.stop
+trap 'touch "$work"/client{1,2,3,4}.log.stop; kill ${pids[@]:-} 2>/dev/null || true
       for d in "$standby" "$standby2" "$(node_dir node_c)"; do sudo -u postgres "$PGBIN/pg_ctl" -D "$d/data" -m immediate -w stop >/dev/null 2>&1 || true; done
       router_cluster_down; rm -rf "$work"' EXIT
 SHARDS_PER_NODE=$N router_cluster_up

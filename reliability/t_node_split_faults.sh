@@ -8,13 +8,15 @@
 #      one onto node_a, are refused (55000: a move starting on a node being split, issue 38
 #      item 2); the standby is killed (pg_ctl stop -m immediate) and started again, the
 #      caller terminated: split_node run again completes it;
-#   2. node_b split by size onto its standby (at node_c's place), held once registered: node_b killed
+#   2. node_b split by size onto its standby (at node_c's place), held once registered (the new
+#      node hides its copies of node_b's other shards: not served, SF001): node_b killed
 #      and started again, the caller terminated: repair_moves() completes it;
 #   3. node_a split again, onto a second standby (at node_d's place), held with its shards
 #      fenced (the window between the split's check and its seal): a move of a kept shard
 #      refused (55000); node_a killed and started again, the caller let go: the split fails
 #      and is undone (nothing left on node_a, the standby not promoted); split_node run
-#      again completes it.
+#      again, held once flipped (its hidden copies not yet dropped), its caller terminated:
+#      repair_moves() completes it.
 # Afterwards every acknowledged write is present exactly once on the node the map names, no
 # ID twice, each moved shard's new IDs above its old ones, nothing left by a move or a split
 # (router_invariants), every split done.
@@ -25,7 +27,7 @@ source "$here/../scripts/router_cluster.sh"
 ROUTER_NODES=(node_a node_b)
 N=${SPLIT_SHARDS:-16}
 work=$(mktemp -d); chmod 755 "$work"
-trap 'touch "$work"/client{1,2,3,4}.log.stop
+trap 'touch "$work"/client{1,2,3,4}.log.stop; kill ${pids[@]:-} 2>/dev/null || true
       for n in standby node_c node_d; do cluster_stop "sf$n" immediate; done
       router_cluster_down; rm -rf "$work"' EXIT
 SHARDS_PER_NODE=$N router_cluster_up
@@ -94,6 +96,12 @@ echo "1. split held sealed, moves on node_a refused (55000), the standby crashed
 
 # 2. Held once registered; node_b crashed; repair_moves() completes it.
 held "split registered" "SELECT split_node('node_b', 'node_c', '$(node_connstr node_c)', by => 'size')"
+# The new node hides its copies of the shards node_b keeps (not served: SF001), dropped only
+# after the flip.
+kept=$(on router -c "SELECT min(m.shard) FROM shard_map m WHERE m.node = 'node_b'")
+[[ $(on node_c -c "SELECT count(*) FROM snowflake_id_shards WHERE shard = $kept")/$(on node_c -c "SELECT count(*) FROM pg_namespace WHERE nspname = 'shard_$kept'") == 0/1 ]] \
+  || fail "the registered new node serves (or no longer holds) its copy of shard $kept, which node_b keeps"
+[[ $(on node_c -v VERBOSITY=sqlstate -c "SELECT use_shard($kept)" 2>&1) == *SF001* ]] || fail "use_shard($kept) on the new node did not answer SF001"
 crash node_b
 terminated
 [[ $(split_state node_b) == registered ]] || fail "the split of node_b cut short once registered is recorded $(split_state node_b)"
@@ -113,10 +121,15 @@ wait "$mover" && fail "split_node survived the crash of node_a"
 [[ -z $(on node_a -c "SELECT string_agg(x, '; ') FROM snowflake_id_node.leftovers() x") ]] || fail "the undone split left something on node_a"
 [[ $(on node_d -c "SELECT pg_is_in_recovery()") == t ]] || fail "the undone split promoted the standby"
 streaming node_d
-on router -c "SELECT split_node('node_a', 'node_d', '$(node_connstr node_d)')" >"$work/split3.log" 2>&1 \
-  || fail "split_node run again after a crash of node_a failed: $(cat "$work/split3.log")"
-[[ $(split_state node_a) == done ]] || fail "the second split of node_a is $(split_state node_a)"
-echo "3. split held fenced, a move refused (55000), node_a crashed: undone, then completed by split_node again"
+# Run again, held once flipped (the hidden copies on node_d not yet dropped), its caller
+# terminated: repair_moves() drops them and completes it.
+held "split flipped" "SELECT split_node('node_a', 'node_d', '$(node_connstr node_d)')"
+terminated
+[[ $(on node_d -c "SELECT count(*) FROM snowflake_id_node.move WHERE key LIKE '%/kept'") == 1 ]] \
+  || fail "the new node node_d holds no hidden copies when the split is flipped"
+on router -c "SELECT * FROM repair_moves()" >"$work/repair3.log" 2>&1 || fail "repair_moves() failed: $(cat "$work/repair3.log")"
+[[ $(split_state node_a) == done ]] || fail "the second split of node_a is $(split_state node_a): $(cat "$work/repair3.log")"
+echo "3. split held fenced, a move refused (55000), node_a crashed: undone; run again, held flipped: completed by repair_moves()"
 
 sleep 2
 touch "$work"/client{1,2,3,4}.log.stop

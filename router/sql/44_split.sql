@@ -457,10 +457,10 @@ $$;
 COMMENT ON FUNCTION snowflake_id_router.split_promote(bigint) IS
   'A split''s standby, once it replayed past the seal, promoted (promoting, then promoted).';
 
--- Promoted: the standby gets its own mark (new_identity), drops its copies of the shards the
--- node keeps and makes the node's sealed record of the shards its own (split_adopt), all
--- before it is registered; then, in one transaction on the router, new_node is registered
--- with it and the move record made, sealed (registered).
+-- Promoted: the standby gets its own mark (new_identity), makes the node's sealed record of
+-- the shards its own (split_adopt) and hides its copies of the shards the node keeps
+-- (split_hide; dropped after the flip), all before it is registered; then, in one transaction
+-- on the router, new_node is registered with it and the move record made, sealed (registered).
 CREATE OR REPLACE FUNCTION snowflake_id_router.split_register(split_id bigint) RETURNS void
 LANGUAGE plpgsql VOLATILE STRICT PARALLEL UNSAFE
 SET search_path = pg_catalog, pg_temp
@@ -482,12 +482,11 @@ BEGIN
     END IF;
     PERFORM snowflake_id_router.call(conn, format('SELECT snowflake_id_node.lock_shards(%L, %L)', sp.shards,
                                                   snowflake_id_router.timeout('lock_timeout')), wait, 'locking the shards');
-    FOR i IN 0 .. @SHARDS@ LOOP   -- (each call drops some, until none is left)
-        EXIT WHEN snowflake_id_router.call(conn, format('SELECT snowflake_id_node.split_drop_kept(%L)', sp.shards),
-                                           wait, 'dropping the node''s shards on the standby')::integer = 0;
-    END LOOP;
     PERFORM snowflake_id_router.call(conn, format('SELECT snowflake_id_node.split_adopt(%L, %L, %L)', snowflake_id_router.move_key(sp.move),
                                                   sp.node_identity, sp.bounds), wait, 'taking the shards on the standby');
+    -- (Its copies of the node's shards hidden, not dropped: that is done after the flip.)
+    PERFORM snowflake_id_router.call(conn, format('SELECT snowflake_id_node.split_hide(%L, %L)', snowflake_id_router.move_key(sp.move),
+                                                  sp.shards), wait, 'hiding the node''s shards on the standby');
     PERFORM snowflake_id_router.disconnect(conn);   -- (its shard locks with it)
     PERFORM snowflake_id_router.call(snowflake_id_router.loopback(),
         format('SELECT snowflake_id_router.register_split(%s, %L)', split_id, snowflake_id_router.session_token()),
@@ -495,7 +494,7 @@ BEGIN
 END
 $$;
 COMMENT ON FUNCTION snowflake_id_router.split_register(bigint) IS
-  'A split''s promoted standby marked, stripped of the node''s shards, given the sealed record, then registered with the move (registered).';
+  'A split''s promoted standby marked, given the sealed record, its copies of the node''s shards hidden, then registered with the move (registered).';
 
 -- (Run through the loopback connection, committed at once.) Registers a split's new node and
 -- makes its move record, sealed and owned by owner, and records the split registered.
@@ -528,7 +527,8 @@ COMMENT ON FUNCTION snowflake_id_router.register_split(bigint, text) IS
 
 -- Registered: the move completed as any sealed move (complete_move: the standby's copies
 -- activated with the sequences carried, the map flipped, the node's sealed copies dropped
--- once every router routes by the flip), taken over first if another session drove it.
+-- once every router routes by the flip), taken over first if another session drove it; then
+-- the new node's hidden copies of the node's shards dropped (split_drop_hidden), then done.
 CREATE OR REPLACE FUNCTION snowflake_id_router.split_complete(split_id bigint) RETURNS void
 LANGUAGE plpgsql VOLATILE STRICT PARALLEL UNSAFE
 SET search_path = pg_catalog, pg_temp
@@ -536,6 +536,7 @@ AS $$
 #variable_conflict use_variable
 DECLARE
     sp snowflake_id_router.split := (SELECT x FROM snowflake_id_router.split x WHERE x.id = split_id);
+    wait interval := snowflake_id_router.split_timeout('cleanup_timeout', sp.shards);
 BEGIN
     IF NOT snowflake_id_router.move_finished((SELECT m.state FROM snowflake_id_router.move m WHERE m.id = sp.move)) THEN
         PERFORM snowflake_id_router.call(snowflake_id_router.loopback(),
@@ -547,11 +548,18 @@ BEGIN
         RAISE EXCEPTION 'split %: the move of its shards (move %) is not flipped', split_id, sp.move
             USING ERRCODE = 'object_not_in_prerequisite_state';
     END IF;
+    PERFORM snowflake_id_router.pause_at('split flipped');
+    FOR i IN 0 .. @SHARDS@ LOOP   -- (each call drops some, until none is left)
+        EXIT WHEN snowflake_id_router.call(snowflake_id_router.node_conn(sp.new_node),
+                      format('SELECT snowflake_id_node.split_drop_hidden(%L, %L, %L)', snowflake_id_router.move_key(sp.move),
+                             snowflake_id_router.ms(snowflake_id_router.timeout('lock_timeout')), wait),
+                      wait + interval '5 s', 'dropping the node''s shards on the new node')::integer = 0;
+    END LOOP;
     PERFORM snowflake_id_router.note_split(split_id, 'done');
 END
 $$;
 COMMENT ON FUNCTION snowflake_id_router.split_complete(bigint) IS
-  'A registered split''s move completed (complete_move), then the split recorded done.';
+  'A registered split''s move completed (complete_move), the new node''s hidden copies of the node''s shards dropped, then the split recorded done.';
 
 -- (repair_moves) Takes up every unfinished split whose caller is gone (its router locks free):
 -- undone if it was not sealed, else completed; one row each, with what became of it.

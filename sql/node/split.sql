@@ -97,35 +97,74 @@ END;
 COMMENT ON FUNCTION snowflake_id_node.split_bounds(text) IS
   'Split step on the node, before the fence: the bounds (min, max, start) of every sequence of move key''s schemas, as JSON.';
 
--- On the promoted standby, holding the shard locks of keep (the shards that go to it): drops
--- the copies of every other shard it has (the ones the node keeps), as many as one
--- transaction has room for (drop_some), before the standby is registered: nothing ever routes
--- to them. Returns how many are left (the router calls again until none is).
-CREATE OR REPLACE FUNCTION snowflake_id_node.split_drop_kept(keep integer[]) RETURNS integer
+-- The key of the record that hides, on a split's promoted standby, its copies of the shards
+-- the node keeps (split_hide) until they are dropped after the flip (split_drop_hidden).
+CREATE OR REPLACE FUNCTION snowflake_id_node.hidden_key(key text) RETURNS text
+LANGUAGE sql IMMUTABLE STRICT PARALLEL SAFE
+RETURN key || '/kept';
+COMMENT ON FUNCTION snowflake_id_node.hidden_key(text) IS 'The key of the record hiding a split''s copies of the shards its node keeps.';
+
+-- On the promoted standby, after split_adopt, holding the shard locks of keep (the shards
+-- that go to it): its copies of every other shard (the node's, which it keeps) leave
+-- snowflake_id_shards at once, under one record as a move's sealed copies (the source's
+-- role, no replication, no fingerprints: nothing sealed them; the DDL guard refuses changes
+-- to them from now on), so that the standby is registered without dropping them inside the
+-- moved shards' write pause. split_drop_hidden drops them after the flip. Nothing routes to
+-- them: a router's map and use_shard (SF001) never name the new node for them; a write sent
+-- straight to their tables there is not refused, and goes with them. Returns how many.
+CREATE OR REPLACE FUNCTION snowflake_id_node.split_hide(key text, keep integer[]) RETURNS integer
 LANGUAGE plpgsql VOLATILE STRICT
 SET search_path = pg_catalog, pg_temp
 AS $$
 #variable_conflict use_variable
 DECLARE
-    stale text[];
-    m snowflake_id_node.move;   -- (none: drop_some drops without a seal's checks)
-    n integer;
+    m snowflake_id_node.move := snowflake_id_node.record(key, '{incoming}');
+    hidden snowflake_id_node.move;
 BEGIN
     PERFORM snowflake_id_node.split_promoted();
-    IF NOT snowflake_id_node.holds(keep) THEN
-        RAISE EXCEPTION 'this session does not hold the shard locks of shards %', keep USING ERRCODE = 'object_not_in_prerequisite_state';
+    IF EXISTS (SELECT FROM snowflake_id_node.move r WHERE r.key = snowflake_id_node.hidden_key(key)) THEN
+        RETURN 0;   -- (hidden already: a repair)
     END IF;
-    stale := ARRAY(SELECT c.schema_name FROM @extschema@.snowflake_id_shard c WHERE c.shard <> ALL (keep) ORDER BY c.shard);
-    IF cardinality(stale) = 0 THEN
+    SELECT snowflake_id_node.hidden_key(key), m.router, 'source', m.peer,
+           array_agg(c.shard ORDER BY c.shard), array_agg(c.schema_name ORDER BY c.shard), 'sealed',
+           'sfid_' || replace(snowflake_id_node.hidden_key(key), '/', '_')
+      INTO hidden.key, hidden.router, hidden.role, hidden.peer, hidden.shards, hidden.schemas, hidden.state, hidden.marker
+      FROM @extschema@.snowflake_id_shard c WHERE c.shard <> ALL (keep);
+    IF hidden.shards IS NULL THEN
         RETURN 0;
     END IF;
-    m.role := 'target';
-    n := snowflake_id_node.drop_some(m, stale);
-    RETURN cardinality(stale) - n;
+    INSERT INTO snowflake_id_node.move (key, router, role, peer, shards, schemas, state, marker)
+    VALUES (hidden.key, hidden.router, hidden.role, hidden.peer, hidden.shards, hidden.schemas, hidden.state, hidden.marker);
+    RETURN cardinality(hidden.shards);
 END
 $$;
-COMMENT ON FUNCTION snowflake_id_node.split_drop_kept(integer[]) IS
-  'Split step on the promoted standby: drops the copies of the shards not in keep (the node''s), as many as fit in one transaction; returns how many are left.';
+COMMENT ON FUNCTION snowflake_id_node.split_hide(text, integer[]) IS
+  'Split step on the promoted standby: hides its copies of the shards not in keep (the node''s) under one record, for split_drop_hidden after the flip.';
+
+-- After the flip, on the split's new node: drops the hidden copies of the node's shards
+-- (split_hide), as many as one transaction has room for (drop_copy, under their shard locks,
+-- taken here and given back), the last call the record too. Returns how many are left (0:
+-- none, or no such record).
+CREATE OR REPLACE FUNCTION snowflake_id_node.split_drop_hidden(key text, lock_timeout text, wait_timeout interval) RETURNS integer
+LANGUAGE plpgsql VOLATILE STRICT
+SET search_path = pg_catalog, pg_temp
+AS $$
+#variable_conflict use_variable
+DECLARE
+    shards integer[] := (SELECT r.shards FROM snowflake_id_node.move r WHERE r.key = snowflake_id_node.hidden_key(key));
+    n integer;
+BEGIN
+    IF shards IS NULL THEN
+        RETURN 0;
+    END IF;
+    PERFORM snowflake_id_node.lock_shards(shards, wait_timeout);
+    n := snowflake_id_node.drop_copy(snowflake_id_node.hidden_key(key), lock_timeout, wait_timeout);
+    PERFORM snowflake_id_node.unlock_shards(shards);
+    RETURN n;
+END
+$$;
+COMMENT ON FUNCTION snowflake_id_node.split_drop_hidden(text, text, interval) IS
+  'Split step on the new node after the flip: drops the hidden copies of the node''s shards (some per call, then the record); returns how many are left.';
 
 -- 55000 on a server still in recovery (a standby not yet promoted).
 CREATE OR REPLACE FUNCTION snowflake_id_node.split_promoted() RETURNS void
