@@ -332,6 +332,20 @@ RETURN snowflake_id_router.timeout(name) + snowflake_id_router.split_allowance(s
 COMMENT ON FUNCTION snowflake_id_router.split_timeout(text, integer[]) IS
   'A split''s bound for a step on the node: the timeout name and split_allowance(shards).';
 
+-- The node's WAL position once its seal is committed, which the standby must replay past
+-- (split_promote): read in a transaction of its own that takes a transaction ID first (the
+-- query's one-time filter), so that its commit record, written after that position and
+-- flushed, carries every record before it to the standby. (The insert position alone can lie past a record not yet flushed, say a
+-- checkpointer's, which nothing flushes while the node is idle: the moved shards' writers
+-- wait on their fence meanwhile, and the standby never got there.)
+CREATE OR REPLACE FUNCTION snowflake_id_router.seal_position(src text) RETURNS pg_lsn
+LANGUAGE sql VOLATILE STRICT PARALLEL UNSAFE
+SET search_path = pg_catalog, pg_temp
+RETURN snowflake_id_router.call(src, 'SELECT pg_catalog.pg_current_wal_insert_lsn()::text WHERE pg_catalog.pg_current_xact_id() IS NOT NULL',
+                                interval '10 s', 'reading the WAL position')::pg_lsn;
+COMMENT ON FUNCTION snowflake_id_router.seal_position(text) IS
+  'A node''s WAL position after its seal, read in a transaction whose flushed commit record follows it (what a split''s standby replays past).';
+
 -- Planned: on the node, the standby checked again, then the shards fenced and sealed by the
 -- move's own steps (set_fence, seal_check, seal, in one transaction there; a split too large
 -- for the node's lock table refused first), and the node's
@@ -387,7 +401,7 @@ BEGIN
         RAISE;
     END;
     PERFORM snowflake_id_router.note_split(split_id, 'sealed', seal_lsn =>
-        snowflake_id_router.call(src, 'SELECT pg_catalog.pg_current_wal_insert_lsn()::text', interval '10 s', 'reading the WAL position')::pg_lsn);
+        snowflake_id_router.seal_position(src));
 END
 $$;
 COMMENT ON FUNCTION snowflake_id_router.split_seal(bigint) IS
@@ -407,7 +421,7 @@ DECLARE
 BEGIN
     IF st = 'sealed' THEN
         PERFORM snowflake_id_router.note_split(sp.id, 'sealed', seal_lsn =>
-            snowflake_id_router.call(src, 'SELECT pg_catalog.pg_current_wal_insert_lsn()::text', interval '10 s', 'reading the WAL position')::pg_lsn);
+            snowflake_id_router.seal_position(src));
         RETURN 'sealed';
     ELSIF st IS NOT NULL THEN
         PERFORM snowflake_id_router.call(src, format('SELECT snowflake_id_node.undo(%L, %L, 0)', snowflake_id_router.move_key(sp.move),
