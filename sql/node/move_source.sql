@@ -374,8 +374,11 @@ COMMENT ON FUNCTION snowflake_id_node.row_counts(text) IS 'Rows of every table o
 -- seal_check of the same move in the same transaction, so nothing can change in between. The
 -- record keeps each schema's fingerprint as sealed (its md5), for the clean-up (drop_copy).
 -- target_fingerprints NULL: there is no copy to compare with (a split's standby replays this
--- node's WAL, its DDL included); each schema is then fingerprinted once, not twice. Only a
--- split's record (no publication, the split's peer) may pass NULL (22004 otherwise).
+-- node's WAL, its DDL included), and no schema is fingerprinted (a second or so for a
+-- thousand shards, inside the write pause): the sealed record keeps none, and its copies are
+-- dropped after the flip without that comparison (the DDL guard refuses changes to them from
+-- the fence on). Only a split's record (no publication, the split's peer) may pass NULL
+-- (22004 otherwise).
 CREATE OR REPLACE FUNCTION snowflake_id_node.seal_check(key text, target_fingerprints text[], lock_timeout text) RETURNS text
 LANGUAGE plpgsql VOLATILE CALLED ON NULL INPUT
 SET search_path = pg_catalog, pg_temp
@@ -401,8 +404,9 @@ BEGIN
     EXECUTE 'LOCK TABLE ' || (SELECT string_agg(x.t::text, ', ') FROM snowflake_id_node.move_tables(m.schemas) x)
             || ' IN EXCLUSIVE MODE';
     FOR i IN 1 .. cardinality(m.schemas) LOOP
+        EXIT WHEN target_fingerprints IS NULL;
         mine := snowflake_id_node.fingerprint(m.schemas[i])::text;
-        IF target_fingerprints IS NOT NULL AND mine IS DISTINCT FROM target_fingerprints[i] THEN
+        IF mine IS DISTINCT FROM target_fingerprints[i] THEN
             RAISE EXCEPTION 'schema % of shard % changed during the move: %', quote_ident(m.schemas[i]), m.shards[i],
                 snowflake_id_node.fingerprint_difference(mine::text[], target_fingerprints[i]::text[], 'the source', 'the target''s copy')
                 USING ERRCODE = 'object_not_in_prerequisite_state';
@@ -419,14 +423,14 @@ BEGIN
     -- schema with a free sequence (one its fingerprint prints) is fingerprinted again, as
     -- sealed, for the clean-up's comparison.
     PERFORM snowflake_id_node.stop_sequences(m.schemas, true);
-    FOR i IN 1 .. cardinality(m.schemas) LOOP
+    FOR i IN 1 .. cardinality(prints) LOOP
         IF EXISTS (SELECT FROM unnest(prints[i]::text[]) l WHERE l LIKE 'sequence %') THEN
             prints[i] := snowflake_id_node.fingerprint(m.schemas[i])::text;
         END IF;
     END LOOP;
     PERFORM set_config('snowflake_id_node.seal_checked', key, true),
             set_config('snowflake_id_node.seal_fingerprints',
-                       (SELECT array_agg(md5(p) ORDER BY o) FROM unnest(prints) WITH ORDINALITY x(p, o))::text, true);
+                       coalesce((SELECT array_agg(md5(p) ORDER BY o) FROM unnest(prints) WITH ORDINALITY x(p, o))::text, ''), true);
     RETURN json_build_object('rows', snowflake_id_node.row_counts(key), 'sequences', snowflake_id_node.sequences(key))::text;
 END
 $$;
@@ -485,7 +489,7 @@ BEGIN
     -- (A writer past the fence's time waits on seal_check's locks, then finds the move
     -- sealed, or passes if this transaction does not commit.)
     PERFORM snowflake_id_node.within_fence(m);
-    UPDATE snowflake_id_node.move r SET state = 'sealed', fingerprints = current_setting('snowflake_id_node.seal_fingerprints')::text[]
+    UPDATE snowflake_id_node.move r SET state = 'sealed', fingerprints = nullif(current_setting('snowflake_id_node.seal_fingerprints'), '')::text[]
      WHERE r.key = m.key;
 END
 $$;
@@ -713,7 +717,8 @@ BEGIN
         END IF;
         FOREACH s IN ARRAY schemas LOOP
             i := array_position(m.schemas, s);
-            -- (No fingerprints: a split's hidden copies, which nothing sealed; split_hide.)
+            -- (No fingerprints: a split's sealed copies (seal_check) and the standby's hidden
+            -- ones (split_hide); the DDL guard refused changes to them since.)
             IF m.fingerprints IS NOT NULL AND md5(snowflake_id_node.fingerprint(s)::text) IS DISTINCT FROM m.fingerprints[i] THEN
                 RAISE EXCEPTION 'the sealed copy of shard % (schema %) changed after the seal: it is kept', m.shards[i], quote_ident(s)
                     USING ERRCODE = 'object_not_in_prerequisite_state',

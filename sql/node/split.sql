@@ -143,8 +143,9 @@ COMMENT ON FUNCTION snowflake_id_node.split_hide(text, integer[]) IS
 
 -- After the flip, on the split's new node: drops the hidden copies of the node's shards
 -- (split_hide), as many as one transaction has room for (drop_copy, under their shard locks,
--- taken here and given back), the last call the record too. Returns how many are left (0:
--- none, or no such record).
+-- taken by the first call and given back by the last: thousands of them, taken and read
+-- again at each call, cost more than the drops; the session's end gives them back too), the
+-- last call the record too. Returns how many are left (0: none, or no such record).
 CREATE OR REPLACE FUNCTION snowflake_id_node.split_drop_hidden(key text, lock_timeout text, wait_timeout interval) RETURNS integer
 LANGUAGE plpgsql VOLATILE STRICT
 SET search_path = pg_catalog, pg_temp
@@ -157,9 +158,13 @@ BEGIN
     IF shards IS NULL THEN
         RETURN 0;
     END IF;
-    PERFORM snowflake_id_node.lock_shards(shards, wait_timeout);
+    IF NOT snowflake_id_node.holds(shards) THEN
+        PERFORM snowflake_id_node.lock_shards(shards, wait_timeout);
+    END IF;
     n := snowflake_id_node.drop_copy(snowflake_id_node.hidden_key(key), lock_timeout, wait_timeout);
-    PERFORM snowflake_id_node.unlock_shards(shards);
+    IF n = 0 THEN
+        PERFORM snowflake_id_node.unlock_shards(shards);
+    END IF;
     RETURN n;
 END
 $$;
