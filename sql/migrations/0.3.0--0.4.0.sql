@@ -5,6 +5,9 @@
 
 -- set_fence takes the fence's time limit (sql/node/move_source.sql).
 DROP FUNCTION snowflake_id_node.set_fence(text, text);
+-- outside_dependents became dependents_outside, which takes the schemas allowed apart
+-- (sql/node/shape.sql); refusal() named it only at run time.
+DROP FUNCTION snowflake_id_node.outside_dependents(oid[], text);
 -- The guard's event triggers read snowflake_id_node.move through guarded_moves(), whose
 -- body names its columns as they were when it was made: off until guard.sql has made it
 -- again over the table as 0.4.0-objects.sql leaves it.

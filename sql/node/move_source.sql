@@ -727,8 +727,7 @@ BEGIN
         END LOOP;
         -- (Only what depends on these schemas from outside the move's schemas still to drop:
         -- the rest of refusal() is about moving them, and they are sealed copies now.)
-        why := snowflake_id_node.dependent_refusal(ARRAY(SELECT to_regnamespace(quote_ident(s)) FROM unnest(schemas) s),
-                                                   ARRAY(SELECT to_regnamespace(quote_ident(s)) FROM unnest(rest) s), NULL);
+        why := snowflake_id_node.dependent_refusal(schemas, rest, NULL);
         IF why IS NOT NULL THEN
             RAISE EXCEPTION 'the sealed copy of shards % is kept: %', m.shards, why USING ERRCODE = 'object_not_in_prerequisite_state';
         END IF;

@@ -198,7 +198,7 @@ SET search_path = pg_catalog, pg_temp
 AS $$
 #variable_conflict use_variable
 DECLARE
-    nsps oid[] := ARRAY(SELECT to_regnamespace(quote_ident(s)) FROM unnest(schemas) s);
+    nsps oid[] := snowflake_id_node.namespace_oids(schemas);
     why text;
 BEGIN
     WITH RECURSIVE tabs AS (SELECT t.* FROM unnest(nsps) n, snowflake_id_node.tables(n) t),
@@ -253,7 +253,7 @@ BEGIN
                                   m.rel::regclass, quote_ident(m.col), format_type(m.coltype, NULL))
           FROM made_of m WHERE m.typ = 'oid'::regtype
         UNION ALL
-        SELECT 8, d.why FROM (SELECT snowflake_id_node.dependent_refusal(nsps, nsps, own_publication)) d(why)
+        SELECT 8, d.why FROM (SELECT snowflake_id_node.dependent_refusal(schemas, schemas, own_publication)) d(why)
          WHERE d.why IS NOT NULL
     ) x ORDER BY x.prio, x.why LIMIT 1;
     RETURN why;
@@ -308,8 +308,17 @@ END;
 COMMENT ON FUNCTION snowflake_id_node.dependents_outside(oid[], oid[], text) IS
   'Objects outside the schemas allowed that depend on something in the schemas nsps (DROP SCHEMA ... CASCADE would drop them); own_publication is not counted.';
 
--- The first of them described, as the reason a move refuses or keeps the schemas (NULL: none).
-CREATE OR REPLACE FUNCTION snowflake_id_node.dependent_refusal(nsps oid[], allowed oid[], own_publication text) RETURNS text
+-- The OIDs of the schemas named (NULL for one that does not exist).
+CREATE OR REPLACE FUNCTION snowflake_id_node.namespace_oids(names text[]) RETURNS oid[]
+LANGUAGE sql STABLE STRICT PARALLEL SAFE
+SET search_path = pg_catalog, pg_temp
+RETURN ARRAY(SELECT to_regnamespace(quote_ident(s)) FROM unnest(names) WITH ORDINALITY x(s, o) ORDER BY o);
+COMMENT ON FUNCTION snowflake_id_node.namespace_oids(text[]) IS 'The OIDs of the schemas named, in order (NULL for one that does not exist).';
+
+-- The first object outside the schemas allowed that depends on something in the schemas
+-- given (dependents_outside), described, as the reason a move refuses or keeps the schemas
+-- (NULL: none).
+CREATE OR REPLACE FUNCTION snowflake_id_node.dependent_refusal(schemas text[], allowed text[], own_publication text) RETURNS text
 LANGUAGE sql STABLE CALLED ON NULL INPUT PARALLEL SAFE
 SET search_path = pg_catalog, pg_temp
 BEGIN ATOMIC
@@ -318,19 +327,10 @@ BEGIN ATOMIC
                              WHERE o.classid = 'pg_rewrite'::regclass AND r.oid = o.objid),
                            pg_describe_object(o.classid, o.objid, 0)),
                   pg_describe_object(o.refclassid, o.refobjid, 0)) AS why
-      FROM snowflake_id_node.dependents_outside(nsps, allowed, own_publication) o
+      FROM snowflake_id_node.dependents_outside(snowflake_id_node.namespace_oids(schemas),
+                                                snowflake_id_node.namespace_oids(allowed), own_publication) o
      ORDER BY 1 LIMIT 1;
 END;
-COMMENT ON FUNCTION snowflake_id_node.dependent_refusal(oid[], oid[], text) IS
-  'The first object outside the schemas allowed depending on something in the schemas nsps, described; NULL if none.';
+COMMENT ON FUNCTION snowflake_id_node.dependent_refusal(text[], text[], text) IS
+  'The first object outside the schemas allowed depending on something in the schemas given, described; NULL if none.';
 
--- Objects outside the schemas that depend on something in them (dependents_outside).
-CREATE OR REPLACE FUNCTION snowflake_id_node.outside_dependents(nsps oid[], own_publication text DEFAULT NULL)
-RETURNS TABLE (classid oid, objid oid, refclassid oid, refobjid oid)
-LANGUAGE sql STABLE CALLED ON NULL INPUT PARALLEL SAFE ROWS 1
-SET search_path = pg_catalog, pg_temp
-BEGIN ATOMIC
-    SELECT x.classid, x.objid, x.refclassid, x.refobjid FROM snowflake_id_node.dependents_outside(nsps, nsps, own_publication) x;
-END;
-COMMENT ON FUNCTION snowflake_id_node.outside_dependents(oid[], text) IS
-  'Objects outside the schemas that depend on something in them (DROP SCHEMA ... CASCADE would drop them); own_publication is not counted.';
