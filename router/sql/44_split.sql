@@ -317,8 +317,9 @@ COMMENT ON FUNCTION snowflake_id_router.run_split(bigint) IS 'Drives a split fro
 -- A split's steps on the node do DDL for each table of each shard they fence (the fence's
 -- triggers, the sequences' seal, their undo), and the standby replays it: their bounds are
 -- a move's timeout (name) and this much per shard on top, so that a split of thousands of
--- shards does not fail at its default timeouts. (bench/split.sh, 2,048 shards: 6 s from the
--- checks to the seal, about 3 ms a shard; 10 ms keeps a threefold margin for a loaded node.)
+-- shards does not fail at its default timeouts. (bench/split.sh, bench/split.json, 2,048
+-- shards: 8.1 s from the start to the seal, about 4 ms a shard; 10 ms keeps more than a
+-- twofold margin for a loaded node.)
 CREATE OR REPLACE FUNCTION snowflake_id_router.split_allowance(shards integer[]) RETURNS interval
 LANGUAGE sql IMMUTABLE STRICT PARALLEL SAFE
 SET search_path = pg_catalog, pg_temp
@@ -335,9 +336,10 @@ COMMENT ON FUNCTION snowflake_id_router.split_timeout(text, integer[]) IS
 -- The node's WAL position once its seal is committed, which the standby must replay past
 -- (split_promote): read in a transaction of its own that takes a transaction ID first (the
 -- query's one-time filter), so that its commit record, written after that position and
--- flushed, carries every record before it to the standby. (The insert position alone can lie past a record not yet flushed, say a
--- checkpointer's, which nothing flushes while the node is idle: the moved shards' writers
--- wait on their fence meanwhile, and the standby never got there.)
+-- flushed, carries every record before it to the standby. (The insert position alone can
+-- lie past a record not yet flushed, say a checkpointer's, which nothing flushes while the
+-- node is idle: the moved shards' writers wait on their fence meanwhile, and the standby
+-- never got there.)
 CREATE OR REPLACE FUNCTION snowflake_id_router.seal_position(src text) RETURNS pg_lsn
 LANGUAGE sql VOLATILE STRICT PARALLEL UNSAFE
 SET search_path = pg_catalog, pg_temp
