@@ -1,4 +1,5 @@
 #!/usr/bin/env bash
+# every version: the rules privileged code relies on change by version (restricted operations, search_path in maintenance commands since 17, dblink and libpq)
 # Class 3 of issue 33, as a class: a lock, name or marker that proves a move's state can be
 # taken or made only by the extension's owner (docs/cluster-design.md, docs/security.md).
 # Roles a deployment has forge every proof the old design trusted:

@@ -1,4 +1,5 @@
 #!/usr/bin/env bash
+# every version: the rules privileged code relies on change by version (restricted operations, search_path in maintenance commands since 17, dblink and libpq)
 # Class 2 of issue 33, as a class: no privileged operation of either extension runs, as a
 # superuser, code that a less-privileged role defines (docs/security.md). A role mallory owns
 #   - shard 0 (node_a): its schema, tables and sequence (no code of hers at first: its moves

@@ -1,4 +1,5 @@
 #!/usr/bin/env bash
+# every version: the rules privileged code relies on change by version (restricted operations, search_path in maintenance commands since 17, dblink and libpq)
 # Class 1 of issue 33, as a class: a SECURITY DEFINER function shares its session with its
 # caller, so nothing it opens may outlive it on any exit path, and nothing it leaves may be
 # usable by the caller (docs/security.md, "The router"; docs/cluster.md, who may call what).
