@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # every version: streaming replication and promotion of this version
 # A node split through its streaming standby (docs/cluster.md, "Splitting a node onto its
-# standby"). node_a serves SPLIT_SHARDS shards (64) holding rows; a standby of it is made
+# standby"). node_a serves SPLIT_SHARDS shards (1,000) holding rows; a standby of it is made
 # with pg_basebackup -R -X stream, its clock an hour behind (libfaketime). Four clients
 # write through the router on every 4th shard of node_a (both halves) while
 #   split_node('node_a', 'standby', <standby>)
@@ -25,7 +25,7 @@ here=$(cd "$(dirname "$0")" && pwd)
 source "$here/../scripts/cluster.sh"; source "$here/lib.sh"
 source "$here/../scripts/router_cluster.sh"
 ROUTER_NODES=(node_a node_b)
-N=${SPLIT_SHARDS:-64}
+N=${SPLIT_SHARDS:-1000}
 work=$(mktemp -d); chmod 755 "$work"
 standby=$(node_dir standby); standby2=$(node_dir node_d)
 trap 'touch "$work"/client{1,2,3,4}.log.stop; kill ${pids[@]:-} 2>/dev/null || true
@@ -113,7 +113,7 @@ wait_writers
 read -r state pause <<<"$(on router -F ' ' -c "SELECT s.state, round(extract(epoch FROM m.flipped - s.fenced), 2)
                                                FROM snowflake_id_router.split s JOIN snowflake_id_router.move m ON m.id = s.move
                                               ORDER BY s.id DESC LIMIT 1")"
-echo "split: $state in $(secs "$t0" "$t1") s (with the interruption), the moved shards' writes refused for $pause s"
+echo "split of $((N - N / 2)) of node_a's $N shards: $state in $(secs "$t0" "$t1") s (with the interruption), the moved shards' writes refused for $pause s"
 [[ $state == done ]] || fail "the split is $state: $(cat "$work/split.log")"
 [[ $(on router -c "SELECT array_agg(shard ORDER BY shard) FROM shard_map WHERE node = 'standby'") == "$moved" ]] \
   || fail "the map does not send the moved shards to the new node"
