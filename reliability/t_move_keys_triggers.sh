@@ -5,14 +5,17 @@
 # each). alter_shards adds to the template and every shard `photos` and `likes` with a
 # foreign key (likes.photo_id REFERENCES photos ON DELETE CASCADE), a trigger keeping
 # photos.like_count and one setting photos.updated_at (their functions in schema public,
-# the caller's). create_shard from that template, which a move's target runs, copies them.
+# the caller's), a view of each photo's likes (security_barrier, readable by PUBLIC) and a
+# view on it of the photos miscounted. create_shard from that template, which a move's
+# target runs, copies them.
 # Four client sessions like photos through the router (each like a new row, 40001 retried)
 # while shards move a->c, b->a and c->b. Afterwards: every acknowledged like is present
 # exactly once, on the node the map names; each photo's like_count equals its likes there
 # (each trigger fired once per row: on the source before the fence, on the target after the
 # flip, never for the rows a move copies); no like lacks its photo; the key and the triggers
 # work on the target (an orphan like is refused, 23503; a cascade deletes likes and the
-# counter follows); each moved shard's layout is its template's; and a trigger enabled
+# counter follows); the views there read the target's tables, with the source's privileges;
+# each moved shard's layout is its template's; and a trigger enabled
 # ALWAYS is refused by a move (55000), nothing made.
 set -euo pipefail
 here=$(cd "$(dirname "$0")" && pwd)
@@ -54,7 +57,11 @@ for change in \
   "CREATE TABLE %I.likes (user_id bigint NOT NULL, photo_id bigint NOT NULL, PRIMARY KEY (user_id, photo_id))" \
   "ALTER TABLE %I.likes ADD FOREIGN KEY (photo_id) REFERENCES %I.photos ON DELETE CASCADE" \
   "CREATE TRIGGER count_like AFTER INSERT OR DELETE ON %I.likes FOR EACH ROW EXECUTE FUNCTION public.count_like()" \
-  "CREATE TRIGGER stamp BEFORE UPDATE ON %I.photos FOR EACH ROW EXECUTE FUNCTION public.stamp()"; do
+  "CREATE TRIGGER stamp BEFORE UPDATE ON %I.photos FOR EACH ROW EXECUTE FUNCTION public.stamp()" \
+  "CREATE VIEW %I.photo_likes WITH (security_barrier) AS SELECT p.id, p.like_count, count(l.photo_id) AS likes
+     FROM %I.photos p LEFT JOIN %I.likes l ON l.photo_id = p.id GROUP BY p.id" \
+  "CREATE VIEW %I.miscounted AS SELECT v.id, v.like_count, v.likes FROM %I.photo_likes v WHERE v.like_count <> v.likes" \
+  "GRANT SELECT ON %I.photo_likes TO PUBLIC"; do
   on router -c "SELECT * FROM alter_shards(\$\$$change\$\$)" >/dev/null || fail "alter_shards($change) failed"
 done
 # Ten photos in every shard (IDs shard * 1000 + n).
@@ -132,11 +139,14 @@ for m in "1 node_c" "2731 node_a" "5462 node_b"; do
   [[ $(on "$2" -c "SELECT like_count || ' ' || (updated_at IS NOT NULL) FROM $s.photos WHERE id = $1 * 1000 + 500") == "1 true" ]] \
     || fail "the triggers did not fire once on $2's shard $1"
   on "$2" -c "DELETE FROM $s.photos WHERE id = $1 * 1000 + 500" >/dev/null
+  [[ $(on "$2" -c "SELECT count(*) || ' ' || (SELECT count(*) FROM $s.miscounted) || ' ' || has_table_privilege('public', '$s.photo_likes', 'SELECT')
+                   FROM $s.photo_likes") == "$(on "$2" -c "SELECT count(*) FROM $s.photos") 0 true" ]] \
+    || fail "the views on $2's shard $1 do not read its tables, or lost their privileges"
   [[ $(on "$2" -c "SELECT count(*) FROM $s.likes WHERE photo_id = $1 * 1000 + 500") == 0 ]] || fail "no cascade on $2's shard $1"
   diff=$(on "$2" -c "SELECT snowflake_id_node.fingerprint_difference(snowflake_id_node.fingerprint('$s'), snowflake_id_node.fingerprint('tpl'), 'the shard', 'the template')")
   [[ -z $diff ]] || fail "moved shard $1 differs from its template on $2: $diff"
 done
-echo "on the targets: the key refuses an orphan, the counter follows likes and cascades, the layout is the template's"
+echo "on the targets: the key refuses an orphan, the counter follows likes and cascades, the views read the shard, the layout is the template's"
 
 # A trigger enabled ALWAYS would fire again on the target: the move is refused, nothing made.
 on node_a -c "ALTER TABLE shard_3.likes ENABLE ALWAYS TRIGGER count_like" >/dev/null

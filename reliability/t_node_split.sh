@@ -8,11 +8,13 @@
 # moves the upper half to the standby, promoted and registered as node "standby": first cut
 # short with the shards fenced (its caller terminated: repair_moves() undoes it, the standby
 # untouched), then cut short once the standby is promoted and not yet registered (the record
-# says promoted; repair_moves() completes it); node_b is then split onto its standby, cut
-# short between the promoting step and the promotion (split_node run again completes it).
+# says promoted; repair_moves() completes it); node_b is then split onto its standby, its
+# caller cancelled once sealed (the split completes all the same, the call ends with 57014).
 # Refused
 # first: a split onto a server that is not node_a's standby (55000), onto a registered name
-# (42710), one with the standby further behind than max_lag (55000), and one whose shards
+# (42710), one with the standby further behind than max_lag (55000) or its replay paused
+# (55000), of a shard with an unlogged table or with a view of a kept shard reading it
+# (55000: what a split would lose), and one whose shards
 # the node's lock table cannot fence at once (53400), none leaving a fence or a record. Afterwards: every acknowledged write present exactly once, on the node
 # the map names; no ID twice; each moved shard's new IDs above its old ones (the standby's
 # clock behind); no write to a shard node_a keeps retried (never fenced); nothing of the
@@ -63,7 +65,20 @@ on standby -c "SELECT pg_wal_replay_pause()" >/dev/null
 on node_a -c "CREATE TABLE lag_maker AS SELECT g, repeat('x', 100) x FROM generate_series(1, 20000) g" >/dev/null
 [[ $(sqlstate "SELECT split_node('node_a', 'standby', '$sc', max_lag => '1MB')") == 55000 ]] \
   || fail "a split onto a standby behind max_lag was not refused with 55000"
+# A standby whose replay is paused (or delayed) would keep the shards fenced until it replays
+# the seal: refused, however much lag the caller allows.
+err=$(on router -c "SELECT split_node('node_a', 'standby', '$sc', max_lag => '1TB')" 2>&1 || true)
+[[ $err == *"replay is paused or delayed"* ]] || fail "a split onto a standby whose replay is paused was not refused: $err"
 on standby -c "SELECT pg_wal_replay_resume()" >/dev/null
+# What a split would lose: an unlogged table's rows (the standby has it empty), and what
+# depends across the cut (a kept shard's view of a moved shard's table).
+on node_a -c "ALTER TABLE shard_$((N - 1)).posts SET UNLOGGED" >/dev/null
+err=$(on router -v VERBOSITY=sqlstate -c "SELECT split_node('node_a', 'standby', '$sc')" 2>&1 || true)
+[[ $err == *55000* ]] || fail "a split of a shard with an unlogged table was not refused with 55000: $err"
+on node_a -c "ALTER TABLE shard_$((N - 1)).posts SET LOGGED" -c "CREATE VIEW shard_0.across AS SELECT * FROM shard_$((N - 1)).posts" >/dev/null
+err=$(on router -c "SELECT split_node('node_a', 'standby', '$sc')" 2>&1 || true)
+[[ $err == *"view shard_0.across depends on"* ]] || fail "a split across a view's dependency was not refused: $err"
+on node_a -c "DROP VIEW shard_0.across" >/dev/null
 # More shards than the node's lock table can fence in one transaction (another session holds
 # all of it but 80 entries): refused, 53400, before anything is fenced.
 room=$(on node_a -c "SELECT capacity - in_use - 80 FROM snowflake_id_node.lock_table()")
@@ -130,18 +145,17 @@ left=$(on standby -c "SELECT string_agg(nspname, ' ') FROM pg_namespace WHERE ns
 [[ -z $left ]] || fail "the new node still has the kept shards' schemas: $left"
 for s in $(seq $((N / 2)) 4 $((N - 1))); do echo "$s $t0 $t1"; done >"$work/moves"   # (the shards written)
 
-# node_b split onto its standby (at node_c's place), cut short after the promoting step is
-# recorded and before the standby is promoted: split_node run again completes it.
+# node_b split onto its standby (at node_c's place), its caller cancelled (Ctrl-C,
+# statement_timeout) once sealed, before the promotion: the cancel waits until the split is
+# done, then ends the call (57014); nothing is left sealed.
 make_standby node_c node_b
-held "split promote" "SELECT split_node('node_b', 'node_c', '$(node_connstr node_c)')"
-on router -c "SELECT pg_terminate_backend($mpid)" >/dev/null; release
-wait "$mover" && fail "split_node survived its termination"
-[[ $(on router -c "SELECT state FROM snowflake_id_router.split WHERE node = 'node_b'") == promoting ]] \
-  || fail "the split of node_b cut short before the promotion is not recorded promoting"
-on router -c "SELECT split_node('node_b', 'node_c', '$(node_connstr node_c)')" >"$work/split_b.log" 2>&1 \
-  || fail "split_node run again failed: $(cat "$work/split_b.log")"
-[[ $(on router -c "SELECT state FROM snowflake_id_router.split WHERE node = 'node_b'") == done ]] || fail "the split of node_b is not done"
-echo "split of node_b cut short before the promotion: completed by split_node run again"
+held "split sealed" "SELECT split_node('node_b', 'node_c', '$(node_connstr node_c)')"
+on router -c "SELECT pg_cancel_backend($mpid)" >/dev/null; sleep 0.5; release
+wait "$mover" && fail "split_node ignored its cancel"
+grep -q 57014 "$work/mover.log" || fail "the cancelled split did not end with 57014: $(cat "$work/mover.log")"
+[[ $(on router -c "SELECT state FROM snowflake_id_router.split WHERE node = 'node_b'") == done ]] \
+  || fail "the split of node_b cancelled once sealed is not done: $(cat "$work/mover.log")"
+echo "split of node_b cancelled once sealed: done all the same, the call ended with 57014"
 ROUTER_NODES=(node_a node_b standby node_c)
 router_invariants "$work" "$work"/client*.log
 

@@ -56,7 +56,7 @@ BEGIN
     PERFORM create_shard('tshard_' || template, shard, template => template);
     RETURN 'accepted';
 EXCEPTION WHEN insufficient_privilege THEN
-    RETURN format('%s: %s', SQLSTATE, substring(SQLERRM FROM 'trust: (.*)$'))
+    RETURN format('%s: %s', SQLSTATE, coalesce(substring(SQLERRM FROM 'trust: (.*)$'), substring(SQLERRM FROM 'as you: (.*)$')))
         || CASE WHEN to_regnamespace('tshard_' || template) IS NULL THEN '' ELSE ' (but a schema was made)' END;
 END $$;
 CREATE SCHEMA t_stats;      -- extended statistics (LIKE ... INCLUDING STATISTICS copies them)
@@ -123,8 +123,9 @@ SELECT pg_temp.try('t_dom_check', 902) AS owned_by_a_shared_group;
 ALTER DOMAIN m.d OWNER TO CURRENT_USER;
 ALTER FUNCTION m.g(text) OWNER TO CURRENT_USER;
 SELECT pg_temp.try('t_dom_check', 902) AS owned_by_the_caller;
--- Nothing in the walk is the template's own business: a template owned by mallory, whose
--- tables use only the caller's and built-in code, is copied.
+-- A template whose tables are mallory's is refused to anyone else (42501), whatever code they
+-- use: their definitions are hers (a CHECK calling pg_terminate_backend() would run as the
+-- shard's owner in a move's apply). Mallory herself makes shards from it.
 CREATE SCHEMA t_mallorys AUTHORIZATION snowflake_reg_mallory;
 SET ROLE snowflake_reg_mallory;
 CREATE TABLE t_mallorys.posts (id bigint PRIMARY KEY, body text DEFAULT upper('x'), CHECK (length(body) < 100));
@@ -132,6 +133,17 @@ CREATE INDEX ON t_mallorys.posts (lower(body));
 CREATE STATISTICS t_mallorys.st ON id, body FROM t_mallorys.posts;
 RESET ROLE;
 SELECT create_shard('tshard_mallorys', 903, template => 't_mallorys');
+\set VERBOSITY terse
+SELECT create_shards('tshard_mallorys', 903, 1, template => 't_mallorys');
+\set VERBOSITY sqlstate
+SELECT current_database() AS db \gset
+GRANT CREATE ON DATABASE :"db" TO snowflake_reg_mallory;
+GRANT SELECT, INSERT, UPDATE, DELETE ON snowflake_id_shard TO snowflake_reg_mallory;
+SET ROLE snowflake_reg_mallory;
+SELECT create_shard('tshard_mallorys', 903, template => 't_mallorys');
+RESET ROLE;
+REVOKE ALL ON snowflake_id_shard FROM snowflake_reg_mallory;
+REVOKE CREATE ON DATABASE :"db" FROM snowflake_reg_mallory;
 SELECT pg_get_expr(d.adbin, d.adrelid) AS "default", (SELECT relowner::regrole FROM pg_class WHERE oid = d.adrelid) AS owner
   FROM pg_attrdef d WHERE d.adrelid = 'tshard_mallorys.posts'::regclass ORDER BY 1;
 SELECT drop_shard(schema_name, cascade => true) FROM snowflake_id_shards WHERE shard BETWEEN 800 AND 903;

@@ -54,6 +54,7 @@ DROP TABLE mv_7003.scratch;
 CREATE MATERIALIZED VIEW mv_7003.totals AS SELECT count(*) FROM mv_7003.posts;
 SELECT snowflake_id_node.refusal('{mv_7003}');
 DROP MATERIALIZED VIEW mv_7003.totals;
+-- A view moves: the target's copy, made from its template, has it (the fingerprint compares it).
 CREATE VIEW mv_7003.recent AS SELECT * FROM mv_7003.posts;
 SELECT snowflake_id_node.refusal('{mv_7003}');
 DROP VIEW mv_7003.recent;

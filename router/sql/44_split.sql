@@ -184,7 +184,8 @@ COMMENT ON FUNCTION split_node(text, text, text, integer, text, text) IS
 -- checked (55000 naming what fails): in recovery, streaming from its primary, carrying the
 -- node's system identifier, database and mark (so a standby of this very node, as of its
 -- registration), the node showing a streaming standby, and at most max_lag bytes of the
--- node's WAL behind (replayed). Through connection conn to the standby and src to the node.
+-- node's WAL behind (replayed), its replay neither paused nor delayed. Through connection
+-- conn to the standby and src to the node.
 CREATE OR REPLACE FUNCTION snowflake_id_router.check_standby(conn text, src text, identity text, max_lag bigint) RETURNS void
 LANGUAGE plpgsql VOLATILE STRICT PARALLEL UNSAFE
 SET search_path = pg_catalog, pg_temp
@@ -208,15 +209,22 @@ BEGIN
         RAISE EXCEPTION 'the standby is not a streaming standby (in recovery, receiving WAL from its primary)'
             USING ERRCODE = 'object_not_in_prerequisite_state';
     END IF;
-    IF snowflake_id_router.call(src, $q$SELECT EXISTS (SELECT FROM pg_catalog.pg_stat_replication r WHERE r.state = 'streaming')::text$q$,
-            interval '10 s', 'checking the node''s standbys') <> 'true' THEN
-        RAISE EXCEPTION 'the node shows no streaming standby' USING ERRCODE = 'object_not_in_prerequisite_state';
-    END IF;
     lag := snowflake_id_router.call(src, 'SELECT pg_catalog.pg_current_wal_insert_lsn()::text', interval '10 s', 'reading the node''s WAL position')::pg_lsn
            - snowflake_id_router.call(conn, 'SELECT pg_catalog.pg_last_wal_replay_lsn()::text', interval '10 s', 'reading the standby''s position')::pg_lsn;
     IF lag > max_lag THEN
         RAISE EXCEPTION 'the standby is % behind the node (at most % allowed)', pg_size_pretty(lag), pg_size_pretty(max_lag)
             USING ERRCODE = 'object_not_in_prerequisite_state', HINT = 'Wait for it to catch up, then split again.';
+    END IF;
+    -- (Its replay must follow the node: the shards stay fenced until it has replayed the seal.)
+    IF snowflake_id_router.call(conn, $q$SELECT (pg_catalog.pg_is_wal_replay_paused()
+              OR pg_catalog.current_setting('recovery_min_apply_delay') <> '0')::text$q$,
+            interval '10 s', 'checking the standby') <> 'false' THEN
+        RAISE EXCEPTION 'the standby''s replay is paused or delayed (recovery_min_apply_delay): the shards would stay fenced until it replays the seal'
+            USING ERRCODE = 'object_not_in_prerequisite_state', HINT = 'Resume its replay (pg_wal_replay_resume()) and set recovery_min_apply_delay to 0.';
+    END IF;
+    IF snowflake_id_router.call(src, $q$SELECT EXISTS (SELECT FROM pg_catalog.pg_stat_replication r WHERE r.state = 'streaming')::text$q$,
+            interval '10 s', 'checking the node''s standbys') <> 'true' THEN
+        RAISE EXCEPTION 'the node shows no streaming standby' USING ERRCODE = 'object_not_in_prerequisite_state';
     END IF;
 END
 $$;
@@ -290,8 +298,48 @@ COMMENT ON FUNCTION snowflake_id_router.note_split(bigint, text, text[], text, p
   'Commits a change to a split''s record through the loopback connection; NULL arguments leave their fields as they are.';
 
 -- Drives a split from its recorded state to done (or undone, raising the error): the caller
--- holds the router locks of its shards.
+-- holds the router locks of its shards. From the seal's commit on (sealed) a cancel of the
+-- caller (Ctrl-C, statement_timeout) does not stop it: the split goes on to its end, then
+-- the cancel ends the call (57014), as a move's does between its seal and its flip. Only a
+-- second cancel, a terminate or its own bounds (a standby that does not replay in time, a
+-- node that does not answer) leave it sealed, for repair_moves(). (Not by holding cancels
+-- off around it, as a move's flip does: a cancel held pending makes PostgreSQL's regular
+-- expressions fail, "operation cancelled", and connecting to the standby uses one.)
 CREATE OR REPLACE FUNCTION snowflake_id_router.run_split(split_id bigint) RETURNS void
+LANGUAGE plpgsql VOLATILE STRICT PARALLEL UNSAFE
+SET search_path = pg_catalog, pg_temp
+AS $$
+#variable_conflict use_variable
+DECLARE
+    msg text;
+BEGIN
+    IF (SELECT x.state FROM snowflake_id_router.split x WHERE x.id = split_id) = 'planned' THEN
+        PERFORM snowflake_id_router.pause_at('split planned');
+        PERFORM snowflake_id_router.split_seal(split_id);
+    END IF;
+    IF (SELECT x.state FROM snowflake_id_router.split x WHERE x.id = split_id) IN ('done', 'undone') THEN
+        RETURN;
+    END IF;
+    BEGIN
+        PERFORM snowflake_id_router.split_sealed(split_id);
+    EXCEPTION WHEN query_canceled THEN
+        GET STACKED DIAGNOSTICS msg = MESSAGE_TEXT;
+        IF NOT snowflake_id_router.cancelled('57014', msg) THEN
+            RAISE;
+        END IF;
+        PERFORM snowflake_id_router.settle_all();
+        PERFORM snowflake_id_router.split_sealed(split_id);
+        RAISE EXCEPTION 'split % of node % is done, but its call was cancelled: %', split_id,
+            quote_literal((SELECT x.node FROM snowflake_id_router.split x WHERE x.id = split_id)), msg
+            USING ERRCODE = 'query_canceled';
+    END;
+END
+$$;
+COMMENT ON FUNCTION snowflake_id_router.run_split(bigint) IS
+  'Drives a split from its recorded state to its end; a cancel from its seal on ends the call once the split is done.';
+
+-- A sealed split driven to its end (promoted, registered, completed); returns its state.
+CREATE OR REPLACE FUNCTION snowflake_id_router.split_sealed(split_id bigint) RETURNS text
 LANGUAGE plpgsql VOLATILE STRICT PARALLEL UNSAFE
 SET search_path = pg_catalog, pg_temp
 AS $$
@@ -303,16 +351,15 @@ BEGIN
         st := (SELECT x.state FROM snowflake_id_router.split x WHERE x.id = split_id);
         PERFORM snowflake_id_router.pause_at('split ' || st);
         CASE st
-            WHEN 'planned' THEN PERFORM snowflake_id_router.split_seal(split_id);
             WHEN 'sealed', 'promoting' THEN PERFORM snowflake_id_router.split_promote(split_id);
             WHEN 'promoted' THEN PERFORM snowflake_id_router.split_register(split_id);
             WHEN 'registered' THEN PERFORM snowflake_id_router.split_complete(split_id);
-            ELSE EXIT;
+            ELSE RETURN st;
         END CASE;
     END LOOP;
 END
 $$;
-COMMENT ON FUNCTION snowflake_id_router.run_split(bigint) IS 'Drives a split from its recorded state to its end.';
+COMMENT ON FUNCTION snowflake_id_router.split_sealed(bigint) IS 'Drives a sealed split to its end; returns its state.';
 
 -- A split's steps on the node do DDL for each table of each shard they fence (the fence's
 -- triggers, the sequences' seal, their undo), and the standby replays it: their bounds are

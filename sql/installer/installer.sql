@@ -335,8 +335,9 @@ COMMENT ON FUNCTION drop_shard(text, boolean) IS
 -- the template's); make those in each shard. A trigger's function lives outside the
 -- template (a function in it is refused, below) and is judged as a default's is.
 --
--- The template must be a plain schema of tables: anything else in it (views, sequences other
--- than identity ones, functions, types) is refused (42809). So is a template whose copies
+-- Its views are made in the shard over the shard's tables (copy_view), in the order they read
+-- each other. The template must otherwise be a plain schema of tables: anything else in it
+-- (materialized views, sequences other than identity ones, functions, types) is refused (42809). So is a template whose copies
 -- would use or run anything owned by a role that is neither the caller nor a superuser
 -- (42501): functions, operators, types, domains, collations, operator classes, casts'
 -- functions, text search configurations, sequences, found transitively from the tables'
@@ -358,6 +359,7 @@ BEGIN
     IF schema_name IS NULL OR shard IS NULL THEN
         RAISE EXCEPTION 'create_shard: schema_name and shard must not be NULL' USING ERRCODE = 'null_value_not_allowed';
     END IF;
+    PERFORM snowflake_id_internal.check_template_owner(template);
     PERFORM snowflake_id_internal.create_shards_from(ARRAY[schema_name], ARRAY[shard], template);
 END
 $$;
@@ -385,6 +387,7 @@ BEGIN
     IF count > 0 THEN
         PERFORM @extschema@.make_id(clock_timestamp(), least(first_shard::bigint + count - 1, 2147483647)::integer, 0);
     END IF;
+    PERFORM snowflake_id_internal.check_template_owner(template);
     PERFORM snowflake_id_internal.create_shards_from(
         array(SELECT prefix || n FROM generate_series(first_shard, first_shard + count - 1) n),
         array(SELECT n FROM generate_series(first_shard, first_shard + count - 1) n),
@@ -588,6 +591,111 @@ $$;
 COMMENT ON FUNCTION snowflake_id_internal.copy_trigger(regclass, text, text, text) IS
   'create_shard''s copy of one template trigger onto a shard''s table, in the template''s ENABLE state.';
 
+-- What view v's query refers to, as sorted text: a relation of v's own schema (and its column)
+-- by name, a constraint of one by its definition, anything else by its catalog, OID and sub-ID, so that a template's view and its
+-- copy in a shard read alike exactly when the copy reads the shard's relations where the
+-- template's reads the template's, and the same everything else.
+CREATE OR REPLACE FUNCTION snowflake_id_internal.view_refers(v regclass) RETURNS text[]
+LANGUAGE sql STABLE STRICT PARALLEL SAFE
+SET search_path = pg_catalog, pg_temp
+BEGIN ATOMIC
+    WITH own AS (SELECT o.relnamespace AS nsp FROM pg_class o WHERE o.oid = v),
+    refs AS (SELECT d.refclassid, d.refobjid, d.refobjsubid
+               FROM pg_rewrite w JOIN pg_depend d ON d.classid = 'pg_rewrite'::regclass AND d.objid = w.oid
+              WHERE w.ev_class = v AND w.rulename = '_RETURN')
+    SELECT coalesce(array_agg(DISTINCT x.x COLLATE "C" ORDER BY x.x COLLATE "C"), '{}')
+      FROM refs r CROSS JOIN LATERAL (
+        -- a relation of the view's schema, or a column of one (by name)
+        SELECT format('own %I%s', c.relname, coalesce('.' || quote_ident(a.attname), ''))
+          FROM pg_class c JOIN own ON own.nsp = c.relnamespace
+          LEFT JOIN pg_attribute a ON a.attrelid = c.oid AND a.attnum = r.refobjsubid AND r.refobjsubid > 0
+         WHERE r.refclassid = 'pg_class'::regclass AND c.oid = r.refobjid
+        UNION ALL
+        -- a constraint of such a relation (a primary key a GROUP BY relies on), by its definition
+        SELECT format('own constraint on %I: %s', c.relname, pg_get_constraintdef(k.oid))
+          FROM pg_constraint k JOIN pg_class c ON c.oid = k.conrelid JOIN own ON own.nsp = c.relnamespace
+         WHERE r.refclassid = 'pg_constraint'::regclass AND k.oid = r.refobjid
+        UNION ALL
+        -- anything else, as itself
+        SELECT format('%s:%s:%s', r.refclassid, r.refobjid, r.refobjsubid)
+         WHERE NOT EXISTS (SELECT FROM pg_class c JOIN own ON own.nsp = c.relnamespace
+                            WHERE r.refclassid = 'pg_class'::regclass AND c.oid = r.refobjid)
+           AND NOT EXISTS (SELECT FROM pg_constraint k JOIN pg_class c ON c.oid = k.conrelid JOIN own ON own.nsp = c.relnamespace
+                            WHERE r.refclassid = 'pg_constraint'::regclass AND k.oid = r.refobjid)) x(x);
+END;
+COMMENT ON FUNCTION snowflake_id_internal.view_refers(regclass) IS
+  'What a view''s query refers to: relations of its own schema by name, anything else by catalog and OID.';
+
+-- A template view's copy (name, with options) in shard schema s, unless the shard has one
+-- already: its query as PostgreSQL prints it with only the template on the path (the
+-- template's relations named bare, everything else qualified), made with only the shard on
+-- the path (so it reads the shard's relations), then checked to refer to what the
+-- template's does, the shard's relations for the template's (view_refers): a copy that
+-- would read anything else is refused, never made from a guess.
+CREATE OR REPLACE FUNCTION snowflake_id_internal.copy_view(s text, template text, rel oid, name text, options text) RETURNS void
+LANGUAGE plpgsql VOLATILE CALLED ON NULL INPUT PARALLEL UNSAFE
+SET search_path = pg_catalog, pg_temp
+AS $$
+DECLARE
+    def text;
+    made regclass;
+BEGIN
+    IF to_regclass(format('%I.%I', s, name)) IS NOT NULL THEN
+        RETURN;
+    END IF;
+    PERFORM set_config('search_path', format('%I, pg_temp', template), true);
+    def := pg_get_viewdef(rel);
+    PERFORM set_config('search_path', format('%I, pg_temp', s), true);
+    EXECUTE format('CREATE VIEW %I.%I%s AS ', s, name, coalesce(' WITH (' || options || ')', '')) || def;
+    PERFORM set_config('search_path', 'pg_catalog, pg_temp', true);
+    made := format('%I.%I', s, name)::regclass;
+    IF snowflake_id_internal.view_refers(made) IS DISTINCT FROM snowflake_id_internal.view_refers(rel) THEN
+        RAISE EXCEPTION 'the copy of view %.% refers to other objects than the template''s', quote_ident(template), quote_ident(name)
+            USING ERRCODE = 'object_not_in_prerequisite_state',
+                  DETAIL = format('The template''s refers to %s, the copy to %s.', snowflake_id_internal.view_refers(rel),
+                                  snowflake_id_internal.view_refers(made)),
+                  HINT = 'Name what the view reads outside the template with its schema, and give the template''s relations names no schema on the path has.';
+    END IF;
+END
+$$;
+COMMENT ON FUNCTION snowflake_id_internal.copy_view(text, text, oid, text, text) IS
+  'create_shard''s copy of one template view into a shard, over the shard''s relations, checked to refer to what the original does.';
+
+-- The template's tables and views must be the caller's or a superuser's (42501, naming each
+-- that is not): their definitions (defaults, checks, index expressions, triggers' conditions,
+-- policies, views' queries) are their owner's code, which every shard made from them would
+-- run as whoever writes to or reads it, and as the shard's owner, the caller, where
+-- PostgreSQL runs a table's code as its owner (a move's apply, a view). Only their owner can
+-- give them to another role: no one else can make a checked table untrusted before
+-- create_shard locks it. (A move's copy is made from the target's template by the mover, a
+-- superuser, and owned by the source shard's owners before any row is written: own_copies.)
+CREATE OR REPLACE FUNCTION snowflake_id_internal.check_template_owner(template text) RETURNS void
+LANGUAGE plpgsql STABLE STRICT PARALLEL SAFE
+SET search_path = pg_catalog, pg_temp
+AS $$
+DECLARE
+    others text;
+BEGIN
+    SELECT string_agg(format('%s %s (owner %s)', CASE c.relkind WHEN 'v' THEN 'view' ELSE 'table' END, c.oid::regclass,
+                             c.relowner::regrole), ', ' ORDER BY c.relname)
+      INTO others
+      FROM pg_namespace n
+      JOIN pg_depend d ON d.refclassid = 'pg_namespace'::regclass AND d.refobjid = n.oid AND d.classid = 'pg_class'::regclass
+           AND d.deptype = 'n'
+      JOIN pg_class c ON c.oid = d.objid AND c.relkind IN ('r', 'p', 'v')
+     WHERE n.nspname = template AND c.relowner <> current_user::regrole
+       AND NOT (SELECT r.rolsuper FROM pg_roles r WHERE r.oid = c.relowner);
+    IF others IS NOT NULL THEN
+        RAISE EXCEPTION 'template schema % holds tables or views of another role, whose definitions its shards would run as you: %',
+            quote_ident(template), others
+            USING ERRCODE = 'insufficient_privilege',
+                  HINT = 'Make the shards as that role (SET ROLE), or give the template''s tables to yourself.';
+    END IF;
+END
+$$;
+COMMENT ON FUNCTION snowflake_id_internal.check_template_owner(text) IS
+  'create_shard''s refusal (42501) of a template whose tables or views another role (not a superuser) owns.';
+
 -- create_shard's refusals of a template (its name; findings: template_read's rows as jsonb),
 -- each naming every object concerned: what is not a table (42809), code the caller does not
 -- trust (42501), what cannot be copied right (0A000).
@@ -671,6 +779,10 @@ BEGIN
                JOIN jsonb_to_recordset(findings) AS x(kind text, rel oid, name text) ON x.kind = 'table' AND x.rel = r.rel
               WHERE r.kind = 'key' AND r.rel = ANY (made_tables) ORDER BY r.rel, r.name LOOP
         EXECUTE format('ALTER TABLE %I.%I ADD CONSTRAINT %I ', s, f.table_name, f.name) || format(f.detail, s);
+    END LOOP;
+    FOR f IN SELECT r.* FROM jsonb_to_recordset(findings) AS r(kind text, rel oid, name text, detail text, deps text)
+              WHERE r.kind = 'view' ORDER BY r.deps::integer, r.name LOOP
+        PERFORM snowflake_id_internal.copy_view(s, template, f.rel, f.name, f.detail);
     END LOOP;
 END
 $$;

@@ -23,12 +23,14 @@
 --              as its one %I; deps: its pg_trigger.tgenabled)
 --   partition  table rel is a partition of the template's table `name` (detail: its bound,
 --              FOR VALUES ... or DEFAULT; deps: how many tables it is under, made in that order)
+--   view       a view to copy (rel, name; detail: its options, the list WITH takes; deps: how
+--              many of the template's views it reads, through others too, made in that order)
 --   watch      a relation the walk went through (src/pg/template_read.rs watches it)
 --
 -- The trust walk. It starts from what CREATE TABLE ... (LIKE ... INCLUDING ALL) copies of each
 -- table: the column types and collations, defaults and generated expressions, constraints,
--- indexes, extended statistics; and from the foreign keys, triggers (their functions and WHEN
--- conditions) and policies create_shard copies.
+-- indexes, extended statistics; from the foreign keys, triggers (their functions and WHEN
+-- conditions) and policies create_shard copies; and from each view's query (its rule).
 -- From there it follows, transitively:
 --   * everything an object refers to, as PostgreSQL records it (pg_depend, from the object):
 --     the functions, operators, types, casts' functions, collations, operator classes in an
@@ -64,6 +66,20 @@ in_schema AS (
 tables AS (
     SELECT c.oid AS rel, c.relname FROM in_schema o JOIN pg_catalog.pg_class c ON c.oid = o.objid
      WHERE o.classid = 'pg_catalog.pg_class'::pg_catalog.regclass AND c.relkind IN ('r', 'p')),
+views AS (
+    SELECT c.oid AS rel, c.relname FROM in_schema o JOIN pg_catalog.pg_class c ON c.oid = o.objid
+     WHERE o.classid = 'pg_catalog.pg_class'::pg_catalog.regclass AND c.relkind = 'v'),
+-- The template's views each view reads, directly or through others.
+view_reads(rel, reads) AS (
+    SELECT v.rel, d.refobjid FROM views v JOIN pg_catalog.pg_rewrite w ON w.ev_class = v.rel
+      JOIN pg_catalog.pg_depend d ON d.classid = 'pg_catalog.pg_rewrite'::pg_catalog.regclass AND d.objid = w.oid
+       AND d.refclassid = 'pg_catalog.pg_class'::pg_catalog.regclass
+     WHERE d.refobjid <> v.rel AND d.refobjid IN (SELECT u.rel FROM views u)
+    UNION
+    SELECT r.rel, d.refobjid FROM view_reads r JOIN pg_catalog.pg_rewrite w ON w.ev_class = r.reads
+      JOIN pg_catalog.pg_depend d ON d.classid = 'pg_catalog.pg_rewrite'::pg_catalog.regclass AND d.objid = w.oid
+       AND d.refclassid = 'pg_catalog.pg_class'::pg_catalog.regclass
+     WHERE d.refobjid <> r.reads AND d.refobjid IN (SELECT u.rel FROM views u)),
 -- What the copy takes of each table.
 parts(rel, classid, objid) AS (
     SELECT t.rel, 'pg_catalog.pg_attrdef'::pg_catalog.regclass::oid, a.oid
@@ -82,7 +98,11 @@ parts(rel, classid, objid) AS (
       FROM tables t JOIN pg_catalog.pg_statistic_ext s ON s.stxrelid = t.rel
     UNION ALL
     SELECT t.rel, 'pg_catalog.pg_policy'::pg_catalog.regclass, p.oid
-      FROM tables t JOIN pg_catalog.pg_policy p ON p.polrelid = t.rel),
+      FROM tables t JOIN pg_catalog.pg_policy p ON p.polrelid = t.rel
+    UNION ALL
+    -- (a view's query, which its copy runs)
+    SELECT v.rel, 'pg_catalog.pg_rewrite'::pg_catalog.regclass, w.oid
+      FROM views v JOIN pg_catalog.pg_rewrite w ON w.ev_class = v.rel AND w.rulename = '_RETURN'),
 reached(classid, objid) AS (
     -- What the columns refer to (their types and collations) ...
     SELECT d.refclassid, d.refobjid FROM tables t JOIN pg_catalog.pg_depend d
@@ -103,9 +123,9 @@ reached(classid, objid) AS (
      WHERE d.deptype IN ('n', 'a', 'i')
        AND NOT (d.refclassid = 'pg_catalog.pg_class'::pg_catalog.regclass AND d.refobjid = p.rel)
        AND NOT EXISTS (SELECT FROM parts q WHERE q.rel = p.rel AND q.classid = d.refclassid AND q.objid = d.refobjid)
-       -- (a foreign key's table and index in the template: copied, not run)
+       -- (a foreign key's table and index in the template, a view's tables and views: copied, not run)
        AND NOT (d.refclassid = 'pg_catalog.pg_class'::pg_catalog.regclass
-                AND (d.refobjid IN (SELECT t.rel FROM tables t)
+                AND (d.refobjid IN (SELECT t.rel FROM tables t) OR d.refobjid IN (SELECT v.rel FROM views v)
                      OR d.refobjid IN (SELECT q.objid FROM parts q WHERE q.classid = 'pg_catalog.pg_class'::pg_catalog.regclass)))
     UNION
     SELECT e.classid, e.objid FROM reached r CROSS JOIN LATERAL (
@@ -190,7 +210,10 @@ called(fn) AS (
          WHERE p.classid = 'pg_catalog.pg_policy'::pg_catalog.regclass AND q.oid = p.objid
         UNION ALL
         SELECT g.tgqual::text FROM pg_catalog.pg_trigger g
-         WHERE p.classid = 'pg_catalog.pg_trigger'::pg_catalog.regclass AND g.oid = p.objid) e(t)
+         WHERE p.classid = 'pg_catalog.pg_trigger'::pg_catalog.regclass AND g.oid = p.objid
+        UNION ALL
+        SELECT w.ev_action::text FROM pg_catalog.pg_rewrite w
+         WHERE p.classid = 'pg_catalog.pg_rewrite'::pg_catalog.regclass AND w.oid = p.objid) e(t)
       CROSS JOIN LATERAL pg_catalog.regexp_matches(e.t, E':(?:funcid|aggfnoid|winfnoid) (\\d+)', 'g') m
     UNION
     SELECT r.objid FROM reached r WHERE r.classid = 'pg_catalog.pg_proc'::pg_catalog.regclass),
@@ -225,7 +248,8 @@ SELECT 'table' AS kind, t.rel, t.relname::text AS name, NULL::text AS detail, NU
 UNION ALL
 SELECT 'other', NULL, NULL, pg_catalog.pg_describe_object(o.classid, o.objid, 0), NULL
   FROM in_schema o
- WHERE NOT (o.classid = 'pg_catalog.pg_class'::pg_catalog.regclass AND o.objid IN (SELECT t.rel FROM tables t))
+ WHERE NOT (o.classid = 'pg_catalog.pg_class'::pg_catalog.regclass
+            AND (o.objid IN (SELECT t.rel FROM tables t) OR o.objid IN (SELECT v.rel FROM views v)))
    AND o.classid <> 'pg_catalog.pg_statistic_ext'::pg_catalog.regclass
    -- an identity column's sequence
    AND NOT (o.classid = 'pg_catalog.pg_class'::pg_catalog.regclass AND EXISTS (
@@ -250,6 +274,25 @@ UNION ALL
 SELECT 'refused', w.ev_class, w.rulename::text, pg_catalog.format('rule %I on table %I', w.rulename, t.relname), NULL
   FROM tables t JOIN pg_catalog.pg_rewrite w ON w.ev_class = t.rel
 UNION ALL
+-- A view is copied as its query and options: anything else on it (a rule besides its query, an
+-- INSTEAD OF trigger, a column default) would be left out of the copy.
+SELECT 'refused', v.rel, NULL,
+       pg_catalog.format('%s (create_shard copies a view''s query and options only)', pg_catalog.pg_describe_object(x.classid, x.objid, 0)), NULL
+  FROM views v CROSS JOIN LATERAL (
+       SELECT 'pg_catalog.pg_rewrite'::pg_catalog.regclass::oid, w.oid FROM pg_catalog.pg_rewrite w
+        WHERE w.ev_class = v.rel AND w.rulename <> '_RETURN'
+       UNION ALL
+       SELECT 'pg_catalog.pg_trigger'::pg_catalog.regclass, g.oid FROM pg_catalog.pg_trigger g WHERE g.tgrelid = v.rel
+       UNION ALL
+       SELECT 'pg_catalog.pg_attrdef'::pg_catalog.regclass, a.oid FROM pg_catalog.pg_attrdef a WHERE a.adrelid = v.rel) x(classid, objid)
+UNION ALL
+SELECT 'view', v.rel, v.relname::text,
+       (SELECT pg_catalog.string_agg(pg_catalog.quote_ident(pg_catalog.split_part(o.o, '=', 1)) || ' = '
+                                     || pg_catalog.quote_literal(pg_catalog.substr(o.o, pg_catalog.strpos(o.o, '=') + 1)), ', ')
+          FROM pg_catalog.unnest(c.reloptions) o(o)),
+       (SELECT pg_catalog.count(*) FROM view_reads r WHERE r.rel = v.rel)::text
+  FROM views v JOIN pg_catalog.pg_class c ON c.oid = v.rel
+UNION ALL
 -- A part that refers to another relation of the template, or to a table's row type (a
 -- column of another table's row type, a default taking another table's identity sequence, a
 -- policy reading another table): its copy would refer to the template's, not the shard's.
@@ -257,7 +300,8 @@ SELECT 'refused', p.rel, NULL,
        pg_catalog.format('%s, which refers to %s (so would its copy)', pg_catalog.pg_describe_object(p.classid, p.objid, d.objsubid),
                          pg_catalog.pg_describe_object(d.refclassid, d.refobjid, 0)), NULL
   FROM (SELECT t.rel, 'pg_catalog.pg_class'::pg_catalog.regclass::oid AS classid, t.rel AS objid FROM tables t
-        UNION ALL SELECT q.rel, q.classid, q.objid FROM parts q) p
+        UNION ALL SELECT q.rel, q.classid, q.objid FROM parts q
+         WHERE q.classid <> 'pg_catalog.pg_rewrite'::pg_catalog.regclass) p
   JOIN pg_catalog.pg_depend d ON d.classid = p.classid AND d.objid = p.objid
  WHERE (p.classid <> 'pg_catalog.pg_class'::pg_catalog.regclass OR p.objid <> p.rel OR d.objsubid > 0)
    -- (a partition's index, key or trigger made from its table's: made again by ATTACH PARTITION)

@@ -276,9 +276,10 @@ LANGUAGE sql STABLE STRICT PARALLEL SAFE ROWS 5
 SET search_path = pg_catalog, pg_temp
 BEGIN ATOMIC
     SELECT x.oid::regclass FROM unnest(schemas) s JOIN pg_namespace n ON n.nspname = s, snowflake_id_node.tables(n.oid) x
+     WHERE x.kind IN ('r', 'p')
      ORDER BY n.nspname COLLATE "C", x.name COLLATE "C";   -- by name: OIDs differ from node to node
 END;
-COMMENT ON FUNCTION snowflake_id_node.move_tables(text[]) IS 'The tables of the schemas.';
+COMMENT ON FUNCTION snowflake_id_node.move_tables(text[]) IS 'The tables of the schemas (not their views).';
 
 -- How far move key's target is behind this node: the bytes of WAL between this node's
 -- position and what the move's slot has confirmed (NULL before the slot is made). The

@@ -34,6 +34,7 @@ COMMENT ON FUNCTION snowflake_id_node.tables(oid) IS
 --   column posts.edits: integer NOT NULL DEFAULT 0, position 4
 --   constraint on posts: PRIMARY KEY (id)
 --   index on posts: CREATE INDEX ON %I.posts USING btree (user_id, id)
+--   table recent_posts: view  SELECT posts.id, ... FROM %I.posts WHERE ...; WITH (security_barrier=true)
 -- (an index marked " (invalid)", or " (replica identity)" when it is the table's; a trigger
 -- not in its ordinary ENABLE state marked " (disabled)", " (enabled always)" or " (enabled replica)").
 -- Not in it: names of constraints and indexes (LIKE ... INCLUDING ALL makes its own), the
@@ -61,7 +62,7 @@ BEGIN
     END IF;
     RETURN coalesce((
     WITH t AS MATERIALIZED (
-        SELECT x.oid, x.name, x.kind, c.relpersistence, c.relrowsecurity, c.relforcerowsecurity, c.relreplident
+        SELECT x.oid, x.name, x.kind, c.relpersistence, c.relrowsecurity, c.relforcerowsecurity, c.relreplident, c.reloptions
           FROM snowflake_id_node.tables(nsp) x JOIN pg_class c ON c.oid = x.oid),
     lines (l) AS (
         SELECT format('table %s: %s%s%s%s%s', quote_ident(t.name),
@@ -75,7 +76,7 @@ BEGIN
                    CASE WHEN t.relrowsecurity THEN ', row level security' || CASE WHEN t.relforcerowsecurity THEN ' forced' ELSE '' END
                         ELSE '' END,
                    CASE t.relreplident WHEN 'f' THEN ', replica identity full' WHEN 'n' THEN ', replica identity nothing'
-                        WHEN 'i' THEN ', replica identity index' ELSE '' END)
+                        WHEN 'i' THEN ', replica identity index' ELSE '' END || CASE WHEN t.kind = 'v' THEN format(' %s%s', pg_get_viewdef(t.oid), ' WITH (' || array_to_string(t.reloptions, ', ') || ')') ELSE '' END)
           FROM t
         UNION ALL
         SELECT format('column %s.%s: %s%s%s%s, position %s', quote_ident(t.name), quote_ident(a.attname),
@@ -114,6 +115,7 @@ BEGIN
         UNION ALL
         SELECT format('rule on %s: %s', quote_ident(t.name), pg_get_ruledef(r.oid))
           FROM t JOIN pg_rewrite r ON r.ev_class = t.oid WHERE r.rulename <> '_RETURN'
+
         UNION ALL
         SELECT format('policy on %s: %s %s FOR %s TO %s USING (%s) WITH CHECK (%s)', quote_ident(t.name),
                    quote_ident(p.polname), CASE WHEN p.polpermissive THEN 'PERMISSIVE' ELSE 'RESTRICTIVE' END,
@@ -181,7 +183,8 @@ COMMENT ON FUNCTION snowflake_id_node.fingerprint_difference(text[], text[], tex
 -- Why the schemas cannot move, or NULL: what a move would not carry or would have to drop.
 -- A move copies tables with logical replication and drops the source's schemas at the end:
 -- an unlogged or foreign table, an inheritance child, a partition of a table in another
--- schema, a view, materialized view or rule in them would not arrive (a partitioned
+-- schema, a materialized view or rule in them would not arrive (a view comes with the
+-- target's copy made from its template, whose definition the fingerprint compares; a partitioned
 -- table moves with its partitions in its schema: each published and copied as a table,
 -- the target's partitioned alike, which the fingerprint compares); a trigger enabled ALWAYS or REPLICA
 -- would fire a second time for each row on the target (an ordinary one does not fire there:
@@ -221,7 +224,7 @@ BEGIN
         SELECT 1 AS prio, format('%s %s cannot move: %s', CASE t.kind WHEN 'v' THEN 'view' WHEN 'm' THEN 'materialized view'
                              WHEN 'f' THEN 'foreign table' ELSE 'partitioned table' END, t.oid::regclass,
                          'logical replication does not carry it') AS why
-          FROM tabs t WHERE t.kind NOT IN ('r', 'p')
+          FROM tabs t WHERE t.kind NOT IN ('r', 'p', 'v')
         UNION ALL
         SELECT 2, format('unlogged table %s cannot move: logical replication does not carry its rows', t.oid::regclass)
           FROM tabs t JOIN pg_class c ON c.oid = t.oid WHERE c.relpersistence = 'u'
@@ -239,8 +242,9 @@ BEGIN
           FROM tabs t JOIN pg_trigger g ON g.tgrelid = t.oid
          WHERE NOT g.tgisinternal AND g.tgenabled IN ('A', 'R') AND g.tgfoid <> 'snowflake_id_node.fence()'::regprocedure
         UNION ALL
-        SELECT 5, format('rule %s on table %s cannot move: rules are not carried', quote_ident(r.rulename), t.oid::regclass)
-          FROM tabs t JOIN pg_rewrite r ON r.ev_class = t.oid WHERE r.rulename <> '_RETURN' AND t.kind = 'r'
+        SELECT 5, format('rule %s on %s %s cannot move: rules are not carried', quote_ident(r.rulename),
+                         CASE t.kind WHEN 'v' THEN 'view' ELSE 'table' END, t.oid::regclass)
+          FROM tabs t JOIN pg_rewrite r ON r.ev_class = t.oid WHERE r.rulename <> '_RETURN' AND t.kind IN ('r', 'v')
         UNION ALL
         SELECT 6, format('table %s cannot move: it has no primary key or replica identity, so its UPDATEs and DELETEs cannot be replicated', t.oid::regclass)
           FROM tabs t JOIN pg_class c ON c.oid = t.oid

@@ -6,6 +6,31 @@
 -- it as any sealed move (activate, flip, drop_copy on the node). Each function is one call by
 -- the router, one transaction.
 
+-- Why a split cannot carry the shards of schemas, or NULL: an unlogged relation in them
+-- (physical replication does not carry its rows: the standby has it empty); or something
+-- depending across the cut: outside them on something in them (the node drops them after
+-- the flip), or outside the shards the node keeps on something in those (the standby drops
+-- them). A move refuses the same (refusal()); a split checks only what it would lose.
+CREATE OR REPLACE FUNCTION snowflake_id_node.split_refusal(schemas text[]) RETURNS text
+LANGUAGE sql STABLE STRICT
+SET search_path = pg_catalog, pg_temp
+BEGIN ATOMIC
+    SELECT coalesce(
+        (SELECT format('unlogged %s %s cannot be split off: its rows do not reach the standby',
+                       CASE c.relkind WHEN 'S' THEN 'sequence' WHEN 'm' THEN 'materialized view' ELSE 'table' END, c.oid::regclass)
+           FROM unnest(schemas) s JOIN pg_namespace n ON n.nspname = s
+           JOIN pg_depend d ON d.refclassid = 'pg_namespace'::regclass AND d.refobjid = n.oid AND d.classid = 'pg_class'::regclass
+           JOIN pg_class c ON c.oid = d.objid AND c.relpersistence = 'u'
+          ORDER BY 1 LIMIT 1),
+        snowflake_id_node.dependent_refusal(schemas, schemas, NULL),
+        (SELECT snowflake_id_node.dependent_refusal(k.kept, k.kept, NULL)
+           FROM (SELECT array_agg(c.schema_name) AS kept FROM @extschema@.snowflake_id_shard c
+                  WHERE c.schema_name <> ALL (schemas) AND to_regnamespace(quote_ident(c.schema_name)) IS NOT NULL) k
+          WHERE k.kept IS NOT NULL));
+END;
+COMMENT ON FUNCTION snowflake_id_node.split_refusal(text[]) IS
+  'Why a split cannot carry the schemas (an unlogged relation, a dependency across the cut), or NULL.';
+
 -- On the node being split, holding the shard locks of shards: the move's record (copying,
 -- with its marker table, no publication: the standby gets the rows by WAL) for the fence and
 -- seal of a move. Refused (55000) while any other move's record is here: the standby carries
@@ -20,6 +45,7 @@ DECLARE
     schemas text[];
     missing integer;
     other text;
+    why text;
 BEGIN
     SELECT array_agg(c.schema_name ORDER BY x.i), min(x.s) FILTER (WHERE c.schema_name IS NULL) INTO schemas, missing
       FROM unnest(shards) WITH ORDINALITY x(s, i) LEFT JOIN @extschema@.snowflake_id_shard c ON c.shard = x.s;
@@ -33,6 +59,10 @@ BEGIN
     IF FOUND THEN
         RAISE EXCEPTION 'this node takes part in move % : a node is split only when no move runs on it', other
             USING ERRCODE = 'object_not_in_prerequisite_state', HINT = 'Let it end (or SELECT repair_moves()), then split again.';
+    END IF;
+    why := snowflake_id_node.split_refusal(schemas);
+    IF why IS NOT NULL THEN
+        RAISE EXCEPTION '%', why USING ERRCODE = 'object_not_in_prerequisite_state';
     END IF;
     PERFORM snowflake_id_node.prepare_source(key, router, snowflake_id_node.split_peer(), shards, schemas);
     UPDATE snowflake_id_node.move r SET state = 'copying' WHERE r.key = split_source.key;

@@ -1,0 +1,101 @@
+-- Views in a template (sql/installer/installer.sql, copy_view): create_shard makes each in the
+-- shard over the shard's own tables, in the order they read each other, with their options
+-- (security_barrier, security_invoker, check_option), and the shard's fingerprint equals the
+-- template's. A copy that would read anything but what the template's reads, with the
+-- shard's relations for the template's, is refused (55000); so is what a view's copy would
+-- leave out (a rule, an INSTEAD OF trigger, a column default: 0A000), and a view that calls
+-- another role's code (42501), as a table's default would. A move carries views as it
+-- carries tables: the target's copy comes from its template (refusal() no longer names them).
+CREATE EXTENSION IF NOT EXISTS snowflake_id;
+SET client_min_messages = warning;
+CREATE SCHEMA vt;
+CREATE TABLE vt.users (id bigint PRIMARY KEY, name text NOT NULL);
+CREATE TABLE vt.photos (id bigint PRIMARY KEY, user_id bigint NOT NULL REFERENCES vt.users,
+                        caption text, created timestamptz NOT NULL DEFAULT now());
+CREATE TABLE public.vt_blocked (user_id bigint PRIMARY KEY);
+-- Made out of order: top reads recent, which reads both tables and a table outside the
+-- template; counts groups by a primary key (the view depends on the key itself).
+CREATE VIEW vt.counts AS SELECT u.id, u.name, count(p.id) AS photos
+  FROM vt.users u LEFT JOIN vt.photos p ON p.user_id = u.id GROUP BY u.id;
+CREATE VIEW vt.recent WITH (security_barrier) AS
+  SELECT p.id, p.caption, u.name FROM vt.photos p JOIN vt.users u ON u.id = p.user_id
+   WHERE p.created > now() - interval '1 day'
+     AND NOT EXISTS (SELECT FROM public.vt_blocked b WHERE b.user_id = u.id);
+CREATE VIEW vt.top AS SELECT r.id, upper(r.name) AS who FROM vt.recent r ORDER BY r.id LIMIT 10;
+CREATE VIEW vt.named WITH (security_invoker = true) AS SELECT * FROM vt.users WHERE name <> '' WITH LOCAL CHECK OPTION;
+SELECT create_shard('vshard1', 6401, template => 'vt');
+SELECT c.relname, c.reloptions FROM pg_class c WHERE c.relnamespace = 'vshard1'::regnamespace AND c.relkind = 'v' ORDER BY 1;
+-- Each reads the shard's relations, and what is outside the template as the template's does.
+SET search_path = pg_catalog;
+SELECT v, pg_get_viewdef(v) ~ 'vshard1\.' AS reads_the_shard, pg_get_viewdef(v) ~ '[^_]vt\.' AS reads_the_template,
+       pg_get_viewdef(v) ~ 'public\.vt_blocked' AS reads_outside
+  FROM unnest('{vshard1.counts,vshard1.named,vshard1.recent,vshard1.top}'::regclass[]) v;
+RESET search_path;
+-- The copies read the shard's rows, not the template's.
+INSERT INTO vt.users VALUES (1, 'template row');
+INSERT INTO vshard1.users (name) VALUES ('ann');
+INSERT INTO vshard1.photos (user_id, caption) SELECT id, 'hello' FROM vshard1.users;
+SELECT who FROM vshard1.top;
+SELECT name, photos FROM vshard1.counts;
+INSERT INTO vshard1.named (id, name) VALUES (1, '');
+SELECT snowflake_id_node.fingerprint_difference(snowflake_id_node.fingerprint('vshard1'),
+                                                snowflake_id_node.fingerprint('vt'), 'the shard', 'the template') AS difference;
+-- Again: nothing changes (idempotent); many shards at once.
+SELECT create_shard('vshard1', 6401, template => 'vt');
+SELECT create_shards('vshard', 6402, 2, template => 'vt');
+SELECT count(*) AS views FROM pg_class c WHERE c.relnamespace IN ('vshard6402'::regnamespace, 'vshard6403'::regnamespace) AND c.relkind = 'v';
+-- A shard with views can move: nothing about them refuses it.
+SELECT snowflake_id_node.refusal('{vshard1}') AS refusal;
+\set VERBOSITY sqlstate
+-- What the copy would leave out.
+CREATE SCHEMA vt_rule;
+CREATE TABLE vt_rule.t (id bigint PRIMARY KEY);
+CREATE VIEW vt_rule.v AS SELECT * FROM vt_rule.t;
+CREATE RULE ins AS ON INSERT TO vt_rule.v DO INSTEAD INSERT INTO vt_rule.t VALUES (NEW.id);
+SELECT create_shard('vshard9', 6409, template => 'vt_rule');
+\set VERBOSITY terse
+SELECT create_shard('vshard9', 6409, template => 'vt_rule');
+\set VERBOSITY sqlstate
+DROP RULE ins ON vt_rule.v;
+CREATE FUNCTION public.vt_ins() RETURNS trigger LANGUAGE plpgsql AS $$ BEGIN RETURN NULL; END $$;
+CREATE TRIGGER ins INSTEAD OF INSERT ON vt_rule.v FOR EACH ROW EXECUTE FUNCTION public.vt_ins();
+SELECT create_shard('vshard9', 6409, template => 'vt_rule');
+DROP TRIGGER ins ON vt_rule.v;
+ALTER VIEW vt_rule.v ALTER COLUMN id SET DEFAULT 7;
+SELECT create_shard('vshard9', 6409, template => 'vt_rule');
+ALTER VIEW vt_rule.v ALTER COLUMN id DROP DEFAULT;
+-- A template table named as one of pg_catalog's: the copy's query would read pg_catalog's.
+CREATE TABLE vt_rule.pg_am (id bigint PRIMARY KEY);
+CREATE VIEW vt_rule.shadowed AS SELECT id FROM vt_rule.pg_am;
+SELECT create_shard('vshard9', 6409, template => 'vt_rule');
+\set VERBOSITY terse
+SELECT create_shard('vshard9', 6409, template => 'vt_rule');
+\set VERBOSITY sqlstate
+DROP VIEW vt_rule.shadowed;
+SELECT create_shard('vshard9', 6409, template => 'vt_rule');
+SELECT to_regclass('vshard9.v') IS NOT NULL AS made;
+-- Another role's code in a view's query (42501), and a function no copy may call whoever
+-- owns it (42501): a view runs them for whoever reads it (security_invoker) or as its owner.
+CREATE ROLE snowflake_reg_vmal;
+CREATE SCHEMA vm AUTHORIZATION snowflake_reg_vmal;
+SET ROLE snowflake_reg_vmal;
+CREATE FUNCTION vm.f(text) RETURNS text LANGUAGE sql IMMUTABLE RETURN $1;
+RESET ROLE;
+CREATE SCHEMA vt_mal;
+CREATE TABLE vt_mal.t (id bigint PRIMARY KEY, b text);
+CREATE VIEW vt_mal.v AS SELECT id, vm.f(b) FROM vt_mal.t;
+SELECT create_shard('vshard10', 6410, template => 'vt_mal');
+DROP VIEW vt_mal.v;
+CREATE VIEW vt_mal.v WITH (security_invoker = true) AS SELECT id, set_config('search_path', b, false) FROM vt_mal.t;
+SELECT create_shard('vshard10', 6410, template => 'vt_mal');
+SELECT to_regnamespace('vshard10') IS NULL AS nothing_made;
+-- A materialized view is still refused (42809): its rows would not move.
+CREATE MATERIALIZED VIEW vt_rule.mv AS SELECT count(*) FROM vt_rule.t;
+SELECT create_shard('vshard11', 6411, template => 'vt_rule');
+RESET client_min_messages;
+SET client_min_messages = warning;
+SELECT drop_shard(schema_name, cascade => true) FROM snowflake_id_shards WHERE shard IN (6401, 6402, 6403, 6409);
+DROP SCHEMA vt, vt_rule, vt_mal, vm CASCADE;
+DROP TABLE public.vt_blocked;
+DROP FUNCTION public.vt_ins();
+DROP ROLE snowflake_reg_vmal;
