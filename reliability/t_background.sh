@@ -132,7 +132,7 @@ grants_of() {   # grants_of ROLE: the grants a background rebalance needs (docs/
   echo "GRANT EXECUTE ON PROCEDURE rebalance_start(text, integer, text, text, integer) TO $1;
         GRANT EXECUTE ON PROCEDURE snowflake_id_router.run_rebalance(text, text, integer, text, integer) TO $1;
         GRANT EXECUTE ON FUNCTION snowflake_id_router.require_primary(text), snowflake_id_router.background_start(integer, integer),
-          snowflake_id_router.background_step(integer, integer), snowflake_id_router.background_failed(integer, integer, text, text) TO $1;
+          snowflake_id_router.begin_background(text, text, integer, text), snowflake_id_router.background_step(integer, integer), snowflake_id_router.background_failed(integer, integer, text, text) TO $1;
         DO \$\$ DECLARE f regprocedure; BEGIN
           FOR f IN SELECT p.oid FROM pg_proc p WHERE p.pronamespace = 'snowflake_id_router'::regnamespace AND p.proname LIKE 'rebalance\_%' LOOP
             EXECUTE format('GRANT EXECUTE ON FUNCTION %s TO $1', f);
@@ -182,8 +182,8 @@ echo "maintenance worker started with no interval: between runs at $idle of $loo
 ((looks > 0 && idle * 10 >= looks)) || fail "a maintenance worker started with interval 0 was between runs at $idle of $looks looks (it waits 1 s between them)"
 
 # A granted operator's own procedure that begins a rebalance and hands it to a router worker
-# not started for it (here the maintenance worker): refused (55000), the rebalance not given
-# to a worker that would never step it.
+# not started for it (here the maintenance worker): refused (25000: a step's caller must be
+# run_rebalance), the rebalance not given to a worker that would never step it.
 on router -c "CREATE ROLE bg_ops LOGIN" -c "$(grants_of bg_ops)" \
   -c "CREATE PROCEDURE public.bg_hand(worker integer) LANGUAGE plpgsql AS \$\$
         DECLARE rid integer;
@@ -196,9 +196,9 @@ worker=$(on router -c "SELECT maintenance_start('1 s')")
 handed=$(as_role bg_ops "CALL public.bg_hand($worker)")
 held=$(on router -c "SELECT count(*) FROM rebalance_status WHERE pid = $worker")
 on router -c "SELECT maintenance_stop()" >/dev/null
-[[ $handed == 55000 && $held == 0 ]] || fail "a rebalance handed to maintenance worker $worker by bg_ops's procedure: '$handed', $held rebalance(s) held by it"
+[[ $handed == 25000 && $held == 0 ]] || fail "a rebalance handed to maintenance worker $worker by bg_ops's procedure: '$handed', $held rebalance(s) held by it"
 echo "a rebalance handed to the maintenance worker by an operator's procedure: refused ($handed)"
-[[ $(as_role bg_ops "CALL public.bg_hand(pg_backend_pid())") == 55000 ]] || fail "a rebalance handed to the operator's own session was not refused"
+[[ $(as_role bg_ops "CALL public.bg_hand(pg_backend_pid())") == 25000 ]] || fail "a rebalance handed to the operator's own session was not refused"
 on router -c "DROP PROCEDURE public.bg_hand(integer)" >/dev/null
 
 sleep 2

@@ -273,7 +273,7 @@ row guard "snowflake_id_node.guard_ddl() snowflake_id_node.guard_drop()" \
 # worker running as the caller has the rebalance; the next variant first waits for its end.
 background_grants="GRANT EXECUTE ON PROCEDURE rebalance_start(text, integer, text, text, integer) TO ROLE;
   GRANT EXECUTE ON FUNCTION snowflake_id_router.background_start(integer, integer), snowflake_id_router.background_step(integer, integer),
-    snowflake_id_router.background_failed(integer, integer, text, text) TO ROLE; $rebalance_grants"
+    snowflake_id_router.background_failed(integer, integer, text, text), snowflake_id_router.begin_background(text, text, integer, text) TO ROLE; $rebalance_grants"
 bg_done() { on router -c "SELECT rebalance_wait()" >/dev/null 2>&1 || true; }
 row rebalance_start "snowflake_id_router.rebalance_begin(text,text,integer,text,integer) snowflake_id_router.rebalance_hand_over(integer,integer) snowflake_id_router.rebalance_mine(integer,boolean) snowflake_id_router.rebalance_moving(integer) snowflake_id_router.rebalance_next(integer,boolean) snowflake_id_router.rebalance_move(integer,integer) snowflake_id_router.rebalance_failed(integer,integer,text,text)" \
   "$background_grants" "CALL rebalance_start()" 00000 "CALL rebalance_start('by_size')" 22023 "bg_done; unbalanced" "normal tx error"
@@ -464,13 +464,12 @@ wait "$drain_pid" || fail "the drain failed: $(cat "$work/drain.log")"
   || fail "a second rebalance was recorded beside drain $rid"
 echo "  rebalance_failed, rebalance_next and rebalance_move of drain $rid from forger's session: 42501; its CALL rebalance(): 55P03; the drain ended done"
 
-echo "a rebalance is held by the call that runs it, not by a session that idles after a step"
+echo "a rebalance's steps run only in the procedure that runs it"
 # idler holds the documented grants of CALL drain_node(). Its direct call of rebalance_begin
-# is refused (25000: a step runs only in the procedure's transactions). Its own procedure,
-# which runs the step in a transaction of its own as run_rebalance does, begins a drain of
-# node_c and returns; its session then idles. The drain shows interrupted at once,
-# rebalance_stop() stops it, and a superuser's drain of node_c (not refused with 55P03)
-# resumes it and ends done while idler's session still idles.
+# is refused (25000: a step runs only in the procedure's transactions), and so is the same
+# call from its own procedure or a DO block that commits first (so that the step's
+# transaction starts after the statement, as run_rebalance's do): a step's caller must be
+# run_rebalance. Nothing is recorded.
 on router -c "CREATE ROLE idler LOGIN" \
   -c "GRANT EXECUTE ON PROCEDURE drain_node(text, text, integer, text, integer), rebalance(text, integer, text, integer) TO idler; ${rebalance_grants//ROLE/idler}" \
   -c "GRANT EXECUTE ON FUNCTION rebalance_stop() TO idler" >/dev/null
@@ -479,30 +478,19 @@ as_idler() {
   printf '%s;\n\\echo STATE :SQLSTATE\n' "$1" | PGOPTIONS="-c client_min_messages=warning" \
     psql -X -q -At -h "$SF_TMP/sfrouter" -p "$ROUTER_PORT" -U idler -d postgres 2>&1 | sed -n 's/^STATE //p'
 }
+before=$(on router -c "SELECT coalesce(max(id), 0) FROM snowflake_id_router.rebalance")
 got=$(as_idler "SELECT snowflake_id_router.rebalance_begin('node_c', 'by_shard_count', 32, 'tpl', 1)")
 [[ $got == 25000 ]] || fail "idler's direct rebalance_begin ended with '$got', not 25000"
 on router -c "CREATE PROCEDURE public.idler_begin() LANGUAGE plpgsql AS \$\$ BEGIN COMMIT;
     PERFORM snowflake_id_router.rebalance_begin('node_c', 'by_shard_count', 32, 'tpl', 1); END \$\$" \
   -c "ALTER PROCEDURE public.idler_begin() OWNER TO idler" >/dev/null
-before=$(on router -c "SELECT coalesce(max(id), 0) FROM snowflake_id_router.rebalance")
-printf 'CALL public.idler_begin();\n\\! sleep 30\n' | PGOPTIONS="-c client_min_messages=warning" \
-  psql -X -q -At -h "$SF_TMP/sfrouter" -p "$ROUTER_PORT" -U idler -d postgres >"$work/idler.log" 2>&1 & idler_pid=$!; bg+=($idler_pid)
-for _ in $(seq 200); do
-  [[ $(on router -c "SELECT count(*) FROM snowflake_id_router.rebalance WHERE id > $before AND pid <> pg_backend_pid()") == 1 ]] && break; sleep 0.05
-done
-rid=$(on router -c "SELECT id FROM snowflake_id_router.rebalance WHERE id > $before")
-[[ -n $rid ]] || fail "idler's procedure began no drain: $(cat "$work/idler.log")"
-sleep 0.5
-[[ $(on router -c "SELECT state FROM rebalance_status WHERE id = $rid") == interrupted ]] \
-  || fail "drain $rid of idler's returned call shows $(on router -c "SELECT state FROM rebalance_status WHERE id = $rid"), not interrupted"
-out=$(on router -c "SET client_min_messages = notice" -c "SELECT rebalance_stop()" 2>&1)
-[[ $out == *"was interrupted"*"now stopped"* ]] || fail "rebalance_stop() did not stop idler's drain $rid at once: $out"
-on router -c "CALL drain_node('node_c')" >"$work/drain2.log" 2>&1 || fail "a drain beside idler's idle session failed: $(cat "$work/drain2.log")"
-kill -0 "$idler_pid" 2>/dev/null || fail "idler's session ended before the drain did"
-[[ $(on router -c "SELECT state FROM rebalance_status WHERE id = $rid") == done ]] \
-  || fail "drain $rid did not end done: $(on router -c "SELECT state, error FROM rebalance_status WHERE id = $rid")"
-kill "$idler_pid" 2>/dev/null || true; wait "$idler_pid" 2>/dev/null || true
-echo "  idler's direct rebalance_begin: 25000; its own procedure's drain $rid, its session idle: interrupted, stopped by rebalance_stop(), resumed and done by a superuser's drain"
+got=$(as_idler "CALL public.idler_begin()")
+[[ $got == 25000 ]] || fail "idler's own procedure's rebalance_begin ended with '$got', not 25000"
+got=$(as_idler "DO \$\$ BEGIN COMMIT; PERFORM snowflake_id_router.rebalance_begin('node_c', 'by_shard_count', 32, 'tpl', 1); END \$\$")
+[[ $got == 25000 ]] || fail "idler's DO block's rebalance_begin ended with '$got', not 25000"
+[[ $(on router -c "SELECT count(*) FROM snowflake_id_router.rebalance WHERE id > $before") == 0 ]] || fail "idler's refused steps recorded a rebalance"
+on router -c "DROP PROCEDURE public.idler_begin()" >/dev/null
+echo "  idler's rebalance_begin directly, from its own procedure and from a DO block (each committing first): 25000, nothing recorded"
 
 echo "a move that waited for the schema-change lock leaves nothing of its wait in the caller's transaction"
 # A superuser's session holds the schema-change lock (exclusive, as alter_shards does) for

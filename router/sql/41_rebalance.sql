@@ -40,14 +40,28 @@ COMMENT ON FUNCTION snowflake_id_router.call_alive(integer, timestamptz, timesta
 -- (run_rebalance: CALL rebalance(), drain_node()), which commits after each, or in a
 -- superuser's session (its workers): called directly, what a step writes would stay in a
 -- transaction the caller keeps open (a pipeline's, which no check tells from a lone
--- statement's), and the rebalance with it. A transaction a procedure began started after
--- its statement: otherwise StartTransaction takes the statement's start time.
+-- statement's), and the rebalance with it. Both must hold: the step's caller is
+-- run_rebalance (or rebalance_start's begin_background), as PL/pgSQL's call stack
+-- (PG_CONTEXT, which the server writes) names it with the router's schema, where no other
+-- role can make a function,
+-- and the transaction started after the statement (one a procedure began: otherwise
+-- StartTransaction takes the statement's start time). A DO block that commits first passes
+-- the second, not the first.
 CREATE OR REPLACE FUNCTION snowflake_id_router.refuse_outside_rebalance(what text) RETURNS void
 LANGUAGE plpgsql VOLATILE STRICT PARALLEL UNSAFE
 SET search_path = pg_catalog, pg_temp
 AS $$
+DECLARE
+    stack text;
 BEGIN
-    IF now() <= statement_timestamp() AND NOT (SELECT u.rolsuper FROM pg_roles u WHERE u.rolname = session_user)
+    GET DIAGNOSTICS stack = PG_CONTEXT;
+    -- (its PL/pgSQL frames: this function, the step, the step's caller)
+    IF (now() <= statement_timestamp()
+        OR NOT coalesce((SELECT starts_with(c, 'PL/pgSQL function snowflake_id_router.run_rebalance(')
+                                OR starts_with(c, 'PL/pgSQL function snowflake_id_router.begin_background(')
+                           FROM (SELECT (ARRAY(SELECT l FROM string_to_table(stack, chr(10)) l
+                                                WHERE starts_with(l, 'PL/pgSQL function ')))[3]) x(c)), false))
+       AND NOT (SELECT u.rolsuper FROM pg_roles u WHERE u.rolname = session_user)
        -- A background worker of the router (42_background.sql) commits after each step too;
        -- its backend type is one no client session can take.
        AND NOT EXISTS (SELECT FROM pg_stat_activity a

@@ -229,6 +229,23 @@ END;
 COMMENT ON FUNCTION snowflake_id_router.maintenance_workers() IS
   'The router''s maintenance workers running in this database (pid, role).';
 
+-- rebalance_start's first step, in the transaction it began: the rebalance begun, a worker
+-- started and the rebalance handed to it. (A step's caller must be run_rebalance or this,
+-- in the router's own schema, as PL/pgSQL's call stack names them: refuse_outside_rebalance.)
+CREATE OR REPLACE FUNCTION snowflake_id_router.begin_background(drain text, strategy text, batch_size integer, template text,
+                                                               OUT id integer, OUT worker integer)
+LANGUAGE plpgsql VOLATILE CALLED ON NULL INPUT PARALLEL UNSAFE
+SET search_path = pg_catalog, pg_temp
+AS $$
+BEGIN
+    id := snowflake_id_router.rebalance_begin(drain, strategy, batch_size, template, 1);
+    worker := snowflake_id_router.background_start(1, id);
+    PERFORM snowflake_id_router.rebalance_hand_over(id, worker);
+END
+$$;
+COMMENT ON FUNCTION snowflake_id_router.begin_background(text, text, integer, text) IS
+  'rebalance_start''s first step: the rebalance begun, a worker started, the rebalance handed to it.';
+
 -- A procedure, as rebalance() is: the steps run only in a transaction a procedure began
 -- (refuse_outside_rebalance), and the worker takes its first step once the CALL ends.
 CREATE OR REPLACE PROCEDURE rebalance_start(strategy text DEFAULT 'by_shard_count', batch_size integer DEFAULT 32,
@@ -240,9 +257,7 @@ DECLARE
 BEGIN
     PERFORM snowflake_id_router.require_primary('rebalance_start');
     COMMIT;   -- (inside a transaction block: 2D000, before anything is taken)
-    id := snowflake_id_router.rebalance_begin(drain, strategy, batch_size, template, 1);
-    worker := snowflake_id_router.background_start(1, id);
-    PERFORM snowflake_id_router.rebalance_hand_over(id, worker);
+    SELECT b.id, b.worker INTO id, worker FROM snowflake_id_router.begin_background(drain, strategy, batch_size, template) b;
     RAISE NOTICE '% % runs in background worker %', CASE WHEN drain IS NULL THEN 'rebalance' ELSE 'drain' END, id, worker
         USING HINT = 'rebalance_status shows its progress, rebalance_wait() waits for its end, rebalance_stop() stops it after its current batch.';
 END
