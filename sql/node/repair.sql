@@ -18,11 +18,14 @@ DECLARE
     m snowflake_id_node.move;
     n integer;
 BEGIN
-    -- A source's tables before its record: a writer holds its table's lock when the fence
-    -- (its mover gone or past its time) reads the record FOR SHARE, and dropping the fence
-    -- needs the tables: the other order deadlocks with it.
+    -- A fenced source's tables before its record: a writer holds its table's lock when the
+    -- fence (its mover gone or past its time) reads the record FOR SHARE, and dropping the
+    -- fence needs the tables: the other order deadlocks with it. A source not fenced has no
+    -- fence to drop (set_fence and lift_fence make and drop it with the state), and nothing
+    -- of its tables is locked: a split of thousands of shards refused for want of room in
+    -- the lock table is undone without it.
     SELECT * INTO m FROM snowflake_id_node.move r WHERE r.key = undo.key AND r.role = 'source';
-    IF FOUND AND EXISTS (SELECT FROM snowflake_id_node.move_tables(m.schemas)) THEN
+    IF FOUND AND m.state = 'fenced' AND EXISTS (SELECT FROM snowflake_id_node.move_tables(m.schemas)) THEN
         EXECUTE 'LOCK TABLE ' || (SELECT string_agg(x.t::text, ', ') FROM snowflake_id_node.move_tables(m.schemas) x)
                 || ' IN SHARE ROW EXCLUSIVE MODE';
     END IF;
@@ -40,7 +43,9 @@ BEGIN
         END IF;
         EXECUTE format('DROP TABLE IF EXISTS snowflake_id_node.%I', m.marker);
     ELSE
-        PERFORM snowflake_id_node.fence_tables(m.marker, m.schemas, false);
+        IF m.state = 'fenced' THEN
+            PERFORM snowflake_id_node.fence_tables(m.marker, m.schemas, false);
+        END IF;
         PERFORM snowflake_id_node.drop_replication(m, wait_timeout);
         EXECUTE format('DROP TABLE IF EXISTS snowflake_id_node.%I', m.marker);
     END IF;
