@@ -80,7 +80,10 @@ BEGIN
     SELECT max(c.value) FILTER (WHERE c.keyword = 'options'), max(c.value) FILTER (WHERE c.keyword = 'connect_timeout')
       INTO options, timeout FROM snowflake_id_node.conninfo(connstr) c;
     PERFORM snowflake_id_node.remote_open(conn, connstr, options, peer,
-        CASE WHEN timeout ~ '^\s*[0-9]{1,6}\s*$' AND timeout::integer > 0 THEN greatest(timeout::integer, 2) ELSE 10 END);
+        -- (No regular expression here: a move's flip reconnects with cancels held off, and a
+        -- cancel held pending makes PostgreSQL's regular expressions fail.)
+        CASE WHEN length(btrim(timeout)) BETWEEN 1 AND 6 AND translate(btrim(timeout), '0123456789', '') = ''
+                  AND timeout::integer > 0 THEN greatest(timeout::integer, 2) ELSE 10 END);
     -- Whatever a connection reaches, nothing of its database is called (in this connection's
     -- superuser session) before pg_catalog alone shows that its schema snowflake_id_node is
     -- the extension's: its database's owner can make a schema of that name, and functions
