@@ -53,11 +53,16 @@ COMMENT ON FUNCTION snowflake_id_node.refuse_change(snowflake_id_node.move, text
 -- Whether move m's schemas are still where its record says: each it still has under its
 -- name, and every table carrying m's fence (its marker, on fence()) in one of them. Judged
 -- of m alone: another move's state (a copy half dropped, a target not yet made) is not m's.
+-- The catalogs are read as tables, by the caller's snapshot, as m must have been: a copy
+-- dropped with its record's count in one transaction committed meanwhile is then neither
+-- (to_regnamespace() reads the latest catalogs, so a record read a moment before named a
+-- schema just gone: a parallel batch's fence was refused, t_cluster_rebalance).
 CREATE OR REPLACE FUNCTION snowflake_id_node.in_place(m snowflake_id_node.move) RETURNS boolean
 LANGUAGE sql STABLE PARALLEL SAFE
 SET search_path = pg_catalog, pg_temp
 BEGIN ATOMIC
-    SELECT NOT EXISTS (SELECT FROM unnest(snowflake_id_node.kept(m)) s WHERE to_regnamespace(quote_ident(s)) IS NULL)
+    SELECT NOT EXISTS (SELECT FROM unnest(snowflake_id_node.kept(m)) s
+                        WHERE NOT EXISTS (SELECT FROM pg_namespace n WHERE n.nspname = s))
        AND NOT EXISTS (SELECT FROM pg_trigger t
                          JOIN pg_class c ON c.oid = t.tgrelid
                          JOIN pg_namespace n ON n.oid = c.relnamespace
@@ -151,9 +156,9 @@ COMMENT ON FUNCTION snowflake_id_node.used(text[]) IS
 -- renaming snowflake_id's schema is refused (2BP01) whoever runs it (rename it back with the
 -- event trigger disabled, if it was); a schema of snowflake_id_router's own, whose name this
 -- extension does not know, can be altered by superusers only (42501). Called by guard_ddl
--- alone, under its search_path, and with no SET clause of its own: with one, on
--- PostgreSQL 18, a parallel batch's CREATE PUBLICATION was refused as touching another
--- move's shard (t_cluster_rebalance); the cause was not traced further.
+-- alone, under its search_path. (A parallel batch's CREATE PUBLICATION once refused as
+-- touching another move's shard, blamed on a SET clause here, was most likely in_place()'s
+-- race between a record and the catalogs, fixed since: isolation/guard_snapshot.)
 CREATE OR REPLACE FUNCTION snowflake_id_node.guard_extension_schema() RETURNS void
 LANGUAGE plpgsql VOLATILE
 AS $$
@@ -206,10 +211,12 @@ BEGIN
             ELSIF c.objid IS NULL AND m.state <> 'incoming' AND m.guarded IS NOT NULL
                   AND md5(snowflake_id_node.grants(m.schemas)) IS DISTINCT FROM m.guarded THEN
                 PERFORM snowflake_id_node.refuse_change(m, c.command_tag);
-            ELSIF NOT snowflake_id_node.in_place(m) THEN
+            ELSIF EXISTS (SELECT FROM snowflake_id_node.guarded_moves() x
+                           WHERE x.key = m.key AND NOT snowflake_id_node.in_place(x)) THEN
                 -- What PostgreSQL reports of a command names where its object is now: one
                 -- that took an object out of the schemas (ALTER ... SET SCHEMA, ALTER SCHEMA
-                -- ... RENAME) names another schema. So the state itself is judged.
+                -- ... RENAME) names another schema. So the state itself is judged: the
+                -- record read again with the catalogs, by one snapshot (in_place).
                 PERFORM snowflake_id_node.refuse_change(m, c.command_tag);
             END IF;
         END LOOP;
