@@ -6,15 +6,16 @@
 # foreign key (likes.photo_id REFERENCES photos ON DELETE CASCADE), a trigger keeping
 # photos.like_count and one setting photos.updated_at (their functions in schema public,
 # the caller's), a view of each photo's likes (security_barrier, readable by PUBLIC) and a
-# view on it of the photos miscounted. create_shard from that template, which a move's
-# target runs, copies them.
+# view on it of the photos miscounted, and a serial column numbering each shard's likes
+# (its sequence the shard's own). create_shard from that template, which a move's target
+# runs, copies them.
 # Four client sessions like photos through the router (each like a new row, 40001 retried)
 # while shards move a->c, b->a and c->b. Afterwards: every acknowledged like is present
 # exactly once, on the node the map names; each photo's like_count equals its likes there
 # (each trigger fired once per row: on the source before the fence, on the target after the
 # flip, never for the rows a move copies); no like lacks its photo; the key and the triggers
 # work on the target (an orphan like is refused, 23503; a cascade deletes likes and the
-# counter follows); the views there read the target's tables, with the source's privileges;
+# counter follows); the serial's sequence continues above every number the source gave; the views there read the target's tables, with the source's privileges;
 # each moved shard's layout is its template's; and a trigger enabled
 # ALWAYS is refused by a move (55000), nothing made.
 set -euo pipefail
@@ -54,7 +55,7 @@ on router -c "CREATE FUNCTION like_photo(shard integer, photo bigint, by_user bi
               LANGUAGE plproxy AS \$\$ CLUSTER 'snowflake_id'; RUN ON shard; \$\$" >/dev/null
 for change in \
   "CREATE TABLE %I.photos (id bigint PRIMARY KEY, like_count integer NOT NULL DEFAULT 0, updated_at timestamptz)" \
-  "CREATE TABLE %I.likes (user_id bigint NOT NULL, photo_id bigint NOT NULL, PRIMARY KEY (user_id, photo_id))" \
+  "CREATE TABLE %I.likes (user_id bigint NOT NULL, photo_id bigint NOT NULL, no bigserial, PRIMARY KEY (user_id, photo_id))" \
   "ALTER TABLE %I.likes ADD FOREIGN KEY (photo_id) REFERENCES %I.photos ON DELETE CASCADE" \
   "CREATE TRIGGER count_like AFTER INSERT OR DELETE ON %I.likes FOR EACH ROW EXECUTE FUNCTION public.count_like()" \
   "CREATE TRIGGER stamp BEFORE UPDATE ON %I.photos FOR EACH ROW EXECUTE FUNCTION public.stamp()" \
@@ -132,6 +133,8 @@ for m in "1 node_c" "2731 node_a" "5462 node_b"; do
   set -- $m
   s=$(on "$2" -c "SELECT schema_name FROM snowflake_id_shards WHERE shard = $1")
   [[ -n $s ]] || fail "shard $1 is not served by $2"
+  [[ $(on "$2" -c "SELECT (SELECT max(no) FROM $s.likes) < nextval('$s.likes_no_seq') AND count(DISTINCT no) = count(*) FROM $s.likes") == t ]] \
+    || fail "the serial's sequence of $2's shard $1 did not continue above the source's numbers, or repeated one"
   err=$(on "$2" -c "INSERT INTO $s.likes VALUES (1, 999999)" 2>&1 || true)
   [[ $err == *'violates foreign key constraint'* ]] || fail "the key is not enforced on $2's shard $1: $err"
   on "$2" -c "INSERT INTO $s.photos (id) VALUES ($1 * 1000 + 500)" \
@@ -146,7 +149,7 @@ for m in "1 node_c" "2731 node_a" "5462 node_b"; do
   diff=$(on "$2" -c "SELECT snowflake_id_node.fingerprint_difference(snowflake_id_node.fingerprint('$s'), snowflake_id_node.fingerprint('tpl'), 'the shard', 'the template')")
   [[ -z $diff ]] || fail "moved shard $1 differs from its template on $2: $diff"
 done
-echo "on the targets: the key refuses an orphan, the counter follows likes and cascades, the views read the shard, the layout is the template's"
+echo "on the targets: the key refuses an orphan, the counter follows likes and cascades, the serial continues, the views read the shard, the layout is the template's"
 
 # A trigger enabled ALWAYS would fire again on the target: the move is refused, nothing made.
 on node_a -c "ALTER TABLE shard_3.likes ENABLE ALWAYS TRIGGER count_like" >/dev/null

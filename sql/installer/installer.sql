@@ -335,9 +335,11 @@ COMMENT ON FUNCTION drop_shard(text, boolean) IS
 -- the template's); make those in each shard. A trigger's function lives outside the
 -- template (a function in it is refused, below) and is judged as a default's is.
 --
--- Its views are made in the shard over the shard's tables (copy_view), in the order they read
--- each other. The template must otherwise be a plain schema of tables: anything else in it
--- (materialized views, sequences other than identity ones, functions, types) is refused (42809). So is a template whose copies
+-- Its sequences (but identity columns', which LIKE copies) are made in the shard first, with
+-- their options; a default that is nextval() of one takes the shard's (copy_default), a
+-- serial's sequence is owned by the shard's column. Its views are made in the shard over the
+-- shard's tables (copy_view), in the order they read each other. Anything else in it
+-- (materialized views, functions, types) is refused (42809). So is a template whose copies
 -- would use or run anything owned by a role that is neither the caller nor a superuser
 -- (42501): functions, operators, types, domains, collations, operator classes, casts'
 -- functions, text search configurations, sequences, found transitively from the tables'
@@ -544,6 +546,26 @@ $$;
 COMMENT ON FUNCTION snowflake_id_internal.copy_template_table(text, text, text, text) IS
   'create_shard''s copy of one template table into a shard, its key defaulting to the shard''s next_id; NULL if the shard has it.';
 
+-- Column col of copy made, whose template's default is nextval() of the template's sequence
+-- seq: its default takes the shard's sequence of that name, unless the copy's was replaced
+-- (a single bigint key's, by the shard's next_id()).
+CREATE OR REPLACE FUNCTION snowflake_id_internal.copy_default(made regclass, col text, template text, s text, seq text)
+RETURNS void
+LANGUAGE plpgsql VOLATILE STRICT PARALLEL UNSAFE
+SET search_path = pg_catalog, pg_temp
+AS $$
+BEGIN
+    IF EXISTS (SELECT FROM pg_attrdef a JOIN pg_attribute c ON c.attrelid = a.adrelid AND c.attnum = a.adnum
+                 JOIN pg_depend d ON d.classid = 'pg_attrdef'::regclass AND d.objid = a.oid
+                WHERE a.adrelid = made AND c.attname = col AND d.refclassid = 'pg_class'::regclass
+                  AND d.refobjid = format('%I.%I', template, seq)::regclass) THEN
+        EXECUTE format('ALTER TABLE %s ALTER COLUMN %I SET DEFAULT nextval(%L::regclass)', made, col, format('%I.%I', s, seq));
+    END IF;
+END
+$$;
+COMMENT ON FUNCTION snowflake_id_internal.copy_default(regclass, text, text, text, text) IS
+  'create_shard''s copy of a default that is nextval() of a template sequence: the shard''s sequence instead.';
+
 -- A policy of the template's table name copied onto made, from its text (def); refused
 -- (55000) unless the copy refers to exactly the objects the checked original does (deps:
 -- pg_depend classid:objid, the table itself left out).
@@ -676,17 +698,17 @@ AS $$
 DECLARE
     others text;
 BEGIN
-    SELECT string_agg(format('%s %s (owner %s)', CASE c.relkind WHEN 'v' THEN 'view' ELSE 'table' END, c.oid::regclass,
+    SELECT string_agg(format('%s %s (owner %s)', CASE c.relkind WHEN 'v' THEN 'view' WHEN 'S' THEN 'sequence' ELSE 'table' END, c.oid::regclass,
                              c.relowner::regrole), ', ' ORDER BY c.relname)
       INTO others
       FROM pg_namespace n
       JOIN pg_depend d ON d.refclassid = 'pg_namespace'::regclass AND d.refobjid = n.oid AND d.classid = 'pg_class'::regclass
            AND d.deptype = 'n'
-      JOIN pg_class c ON c.oid = d.objid AND c.relkind IN ('r', 'p', 'v')
+      JOIN pg_class c ON c.oid = d.objid AND c.relkind IN ('r', 'p', 'v', 'S')
      WHERE n.nspname = template AND c.relowner <> current_user::regrole
        AND NOT (SELECT r.rolsuper FROM pg_roles r WHERE r.oid = c.relowner);
     IF others IS NOT NULL THEN
-        RAISE EXCEPTION 'template schema % holds tables or views of another role, whose definitions its shards would run as you: %',
+        RAISE EXCEPTION 'template schema % holds tables, views or sequences of another role, whose definitions its shards would run as you: %',
             quote_ident(template), others
             USING ERRCODE = 'insufficient_privilege',
                   HINT = 'Make the shards as that role (SET ROLE), or give the template''s tables to yourself.';
@@ -694,7 +716,7 @@ BEGIN
 END
 $$;
 COMMENT ON FUNCTION snowflake_id_internal.check_template_owner(text) IS
-  'create_shard''s refusal (42501) of a template whose tables or views another role (not a superuser) owns.';
+  'create_shard''s refusal (42501) of a template whose tables, views or sequences another role (not a superuser) owns.';
 
 -- create_shard's refusals of a template (its name; findings: template_read's rows as jsonb),
 -- each naming every object concerned: what is not a table (42809), code the caller does not
@@ -749,7 +771,14 @@ DECLARE
     f record;
     made regclass;
     made_tables oid[] := '{}';
+    made_sequences text[] := '{}';
 BEGIN
+    -- The sequences first (the tables' defaults take them), those the shard has not.
+    FOR f IN SELECT r.* FROM jsonb_to_recordset(findings) AS r(kind text, name text, detail text)
+              WHERE r.kind = 'sequence' AND to_regclass(format('%I.%I', s, r.name)) IS NULL ORDER BY r.name LOOP
+        EXECUTE format('CREATE SEQUENCE %I.%I ', s, f.name) || f.detail;
+        made_sequences := made_sequences || f.name;
+    END LOOP;
     -- A partitioned table before its partitions, each attached to it once made.
     FOR t IN SELECT r.rel, r.name, p.name AS parent, p.detail AS bound
                FROM jsonb_to_recordset(findings) AS r(kind text, rel oid, name text)
@@ -763,9 +792,10 @@ BEGIN
             EXECUTE format('ALTER TABLE %I.%I ATTACH PARTITION %s ', s, t.parent, made) || t.bound;
         END IF;
         FOR f IN SELECT r.* FROM jsonb_to_recordset(findings) AS r(kind text, rel oid, name text, detail text, deps text)
-                  WHERE r.rel = t.rel AND r.kind IN ('options', 'trigger', 'rls', 'policy', 'identity')
-                  ORDER BY array_position('{options,trigger,rls,policy,identity}'::text[], r.kind), r.name, r.detail LOOP
+                  WHERE r.rel = t.rel AND r.kind IN ('default', 'options', 'trigger', 'rls', 'policy', 'identity')
+                  ORDER BY array_position('{default,options,trigger,rls,policy,identity}'::text[], r.kind), r.name, r.detail LOOP
             CASE f.kind
+            WHEN 'default' THEN PERFORM snowflake_id_internal.copy_default(made, f.name, template, s, f.detail);
             WHEN 'options' THEN EXECUTE format('ALTER TABLE %s SET (%s)', made, f.detail);
             WHEN 'trigger' THEN PERFORM snowflake_id_internal.copy_trigger(made, f.name, format(f.detail, s), f.deps);
             WHEN 'rls' THEN EXECUTE format('ALTER TABLE %s %s ROW LEVEL SECURITY', made, f.detail);
@@ -779,6 +809,11 @@ BEGIN
                JOIN jsonb_to_recordset(findings) AS x(kind text, rel oid, name text) ON x.kind = 'table' AND x.rel = r.rel
               WHERE r.kind = 'key' AND r.rel = ANY (made_tables) ORDER BY r.rel, r.name LOOP
         EXECUTE format('ALTER TABLE %I.%I ADD CONSTRAINT %I ', s, f.table_name, f.name) || format(f.detail, s);
+    END LOOP;
+    -- A serial's sequence owned by its column (deps: table.column), as the template's is.
+    FOR f IN SELECT r.* FROM jsonb_to_recordset(findings) AS r(kind text, name text, deps text)
+              WHERE r.kind = 'sequence' AND r.name = ANY (made_sequences) AND r.deps IS NOT NULL LOOP
+        EXECUTE format('ALTER SEQUENCE %I.%I OWNED BY %I.', s, f.name, s) || f.deps;
     END LOOP;
     FOR f IN SELECT r.* FROM jsonb_to_recordset(findings) AS r(kind text, rel oid, name text, detail text, deps text)
               WHERE r.kind = 'view' ORDER BY r.deps::integer, r.name LOOP

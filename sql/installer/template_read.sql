@@ -25,6 +25,11 @@
 --              FOR VALUES ... or DEFAULT; deps: how many tables it is under, made in that order)
 --   view       a view to copy (rel, name; detail: its options, the list WITH takes; deps: how
 --              many of the template's views it reads, through others too, made in that order)
+--   sequence   a sequence to copy (rel, name), but an identity column's (which LIKE copies);
+--              detail: its options, as CREATE SEQUENCE takes them; deps: the column owning
+--              it (a serial's), as ALTER SEQUENCE ... OWNED BY takes it after the schema
+--   default    column `name` of table rel whose default is nextval() of the template's
+--              sequence (detail: its name): the copy's takes the shard's sequence
 --   watch      a relation the walk went through (src/pg/template_read.rs watches it)
 --
 -- The trust walk. It starts from what CREATE TABLE ... (LIKE ... INCLUDING ALL) copies of each
@@ -69,6 +74,21 @@ tables AS (
 views AS (
     SELECT c.oid AS rel, c.relname FROM in_schema o JOIN pg_catalog.pg_class c ON c.oid = o.objid
      WHERE o.classid = 'pg_catalog.pg_class'::pg_catalog.regclass AND c.relkind = 'v'),
+-- The template's sequences but an identity column's (LIKE copies that one).
+sequences AS (
+    SELECT c.oid AS rel, c.relname FROM in_schema o JOIN pg_catalog.pg_class c ON c.oid = o.objid
+     WHERE o.classid = 'pg_catalog.pg_class'::pg_catalog.regclass AND c.relkind = 'S'
+       AND NOT EXISTS (SELECT FROM pg_catalog.pg_depend i
+                        WHERE i.classid = 'pg_catalog.pg_class'::pg_catalog.regclass AND i.objid = c.oid AND i.deptype = 'i')),
+-- Defaults that are exactly nextval() of one of them, as PostgreSQL prints it (the schema
+-- not on create_shard's path): copied taking the shard's sequence instead.
+seq_defaults(rel, attnum, seq) AS (
+    SELECT a.adrelid, a.adnum, s.rel FROM tables t JOIN pg_catalog.pg_attrdef a ON a.adrelid = t.rel
+      JOIN pg_catalog.pg_depend d ON d.classid = 'pg_catalog.pg_attrdef'::pg_catalog.regclass AND d.objid = a.oid
+       AND d.refclassid = 'pg_catalog.pg_class'::pg_catalog.regclass
+      JOIN sequences s ON s.rel = d.refobjid JOIN pg_catalog.pg_namespace n ON n.oid = $1
+     WHERE pg_catalog.pg_get_expr(a.adbin, a.adrelid)
+           = pg_catalog.format('nextval(%L::regclass)', pg_catalog.format('%I.%I', n.nspname, s.relname))),
 -- The template's views each view reads, directly or through others.
 view_reads(rel, reads) AS (
     SELECT v.rel, d.refobjid FROM views v JOIN pg_catalog.pg_rewrite w ON w.ev_class = v.rel
@@ -123,9 +143,11 @@ reached(classid, objid) AS (
      WHERE d.deptype IN ('n', 'a', 'i')
        AND NOT (d.refclassid = 'pg_catalog.pg_class'::pg_catalog.regclass AND d.refobjid = p.rel)
        AND NOT EXISTS (SELECT FROM parts q WHERE q.rel = p.rel AND q.classid = d.refclassid AND q.objid = d.refobjid)
-       -- (a foreign key's table and index in the template, a view's tables and views: copied, not run)
+       -- (a foreign key's table and index in the template, a view's tables and views, a
+       -- sequence of the template: copied, not run)
        AND NOT (d.refclassid = 'pg_catalog.pg_class'::pg_catalog.regclass
                 AND (d.refobjid IN (SELECT t.rel FROM tables t) OR d.refobjid IN (SELECT v.rel FROM views v)
+                     OR d.refobjid IN (SELECT q.rel FROM sequences q)
                      OR d.refobjid IN (SELECT q.objid FROM parts q WHERE q.classid = 'pg_catalog.pg_class'::pg_catalog.regclass)))
     UNION
     SELECT e.classid, e.objid FROM reached r CROSS JOIN LATERAL (
@@ -249,7 +271,8 @@ UNION ALL
 SELECT 'other', NULL, NULL, pg_catalog.pg_describe_object(o.classid, o.objid, 0), NULL
   FROM in_schema o
  WHERE NOT (o.classid = 'pg_catalog.pg_class'::pg_catalog.regclass
-            AND (o.objid IN (SELECT t.rel FROM tables t) OR o.objid IN (SELECT v.rel FROM views v)))
+            AND (o.objid IN (SELECT t.rel FROM tables t) OR o.objid IN (SELECT v.rel FROM views v)
+                 OR o.objid IN (SELECT q.rel FROM sequences q)))
    AND o.classid <> 'pg_catalog.pg_statistic_ext'::pg_catalog.regclass
    -- an identity column's sequence
    AND NOT (o.classid = 'pg_catalog.pg_class'::pg_catalog.regclass AND EXISTS (
@@ -293,6 +316,24 @@ SELECT 'view', v.rel, v.relname::text,
        (SELECT pg_catalog.count(*) FROM view_reads r WHERE r.rel = v.rel)::text
   FROM views v JOIN pg_catalog.pg_class c ON c.oid = v.rel
 UNION ALL
+SELECT 'sequence', q.rel, q.relname::text,
+       pg_catalog.format('AS %s INCREMENT BY %s MINVALUE %s MAXVALUE %s START WITH %s CACHE %s %sCYCLE',
+                         x.seqtypid::pg_catalog.regtype, x.seqincrement, x.seqmin, x.seqmax, x.seqstart, x.seqcache,
+                         CASE WHEN x.seqcycle THEN '' ELSE 'NO ' END),
+       (SELECT pg_catalog.format('%I.%I', c.relname, a.attname)
+          FROM pg_catalog.pg_depend d JOIN pg_catalog.pg_class c ON c.oid = d.refobjid
+          JOIN pg_catalog.pg_attribute a ON a.attrelid = d.refobjid AND a.attnum = d.refobjsubid
+         WHERE d.classid = 'pg_catalog.pg_class'::pg_catalog.regclass AND d.objid = q.rel AND d.deptype = 'a'
+           AND d.refclassid = 'pg_catalog.pg_class'::pg_catalog.regclass AND d.refobjid IN (SELECT t.rel FROM tables t))
+  FROM sequences q JOIN pg_catalog.pg_sequence x ON x.seqrelid = q.rel
+UNION ALL
+SELECT 'refused', q.rel, q.relname::text, 'sequence table_id_seq (the name of the shard''s own ID sequence)', NULL
+  FROM sequences q WHERE q.relname = 'table_id_seq'
+UNION ALL
+SELECT 'default', d.rel, a.attname::text, q.relname::text, NULL
+  FROM seq_defaults d JOIN pg_catalog.pg_attribute a ON a.attrelid = d.rel AND a.attnum = d.attnum
+  JOIN sequences q ON q.rel = d.seq
+UNION ALL
 -- A part that refers to another relation of the template, or to a table's row type (a
 -- column of another table's row type, a default taking another table's identity sequence, a
 -- policy reading another table): its copy would refer to the template's, not the shard's.
@@ -307,6 +348,10 @@ SELECT 'refused', p.rel, NULL,
    -- (a partition's index, key or trigger made from its table's: made again by ATTACH PARTITION)
    AND d.deptype NOT IN ('P', 'S')
    -- (a foreign key to a table of the template is copied pointing at the shard's: keys below)
+   -- (a default that is nextval() of a sequence of the template takes the shard's: seq_defaults)
+   AND NOT (p.classid = 'pg_catalog.pg_attrdef'::pg_catalog.regclass
+            AND (d.refobjid, d.refobjsubid) IN (SELECT q.seq, 0 FROM seq_defaults q JOIN pg_catalog.pg_attrdef a
+                                                    ON a.adrelid = q.rel AND a.adnum = q.attnum WHERE a.oid = p.objid))
    AND NOT (p.classid = 'pg_catalog.pg_constraint'::pg_catalog.regclass AND d.refclassid = 'pg_catalog.pg_class'::pg_catalog.regclass
             AND d.refobjid IN (SELECT t.rel FROM tables t))
    AND ((d.refclassid = 'pg_catalog.pg_class'::pg_catalog.regclass AND d.refobjid <> p.rel

@@ -1,9 +1,10 @@
 //! What `create_shard(..., template => ...)` reads of a template schema, read so that it is
 //! what `CREATE TABLE ... (LIKE ...)` then copies (sql/installer/template_read.sql says what is read).
 //!
-//! The template's tables (and views) are locked first, SHARE ROW EXCLUSIVE, until the caller's
-//! transaction ends: no ALTER TABLE, CREATE INDEX, CREATE STATISTICS, trigger or policy can
-//! commit on them meanwhile, nor any row, nor CREATE OR REPLACE VIEW. The template is then read at a snapshot taken after
+//! The template's tables (and views and sequences) are locked first, SHARE ROW EXCLUSIVE, until
+//! the caller's transaction ends: no ALTER TABLE, CREATE INDEX, CREATE STATISTICS, trigger or
+//! policy can commit on them meanwhile, nor any row, nor CREATE OR REPLACE VIEW, nor ALTER
+//! SEQUENCE. The template is then read at a snapshot taken after
 //! the locks were granted, because the statement's snapshot predates them (under REPEATABLE
 //! READ and SERIALIZABLE it is the transaction's, taken before the call), while LIKE reads the
 //! catalog as it is when it runs: a change committed while create_shard waited for a lock
@@ -36,11 +37,15 @@ use std::cell::Cell;
 use std::collections::BTreeSet;
 use std::ffi::CStr;
 
-/// The template's tables and views, as sql/installer/template_read.sql's `tables` and `views`
-/// list them.
+/// The template's tables, views and sequences, as sql/installer/template_read.sql's `tables`,
+/// `views` and `sequences` list them.
 const TABLES: &CStr = c"SELECT c.oid FROM pg_catalog.pg_depend d JOIN pg_catalog.pg_class c ON c.oid = d.objid
  WHERE d.refclassid = 'pg_catalog.pg_namespace'::pg_catalog.regclass AND d.refobjid = $1 AND d.deptype = 'n'
-   AND d.classid = 'pg_catalog.pg_class'::pg_catalog.regclass AND c.relkind IN ('r', 'p', 'v')";
+   AND d.classid = 'pg_catalog.pg_class'::pg_catalog.regclass
+   AND (c.relkind IN ('r', 'p', 'v')
+        OR (c.relkind = 'S' AND NOT EXISTS (SELECT FROM pg_catalog.pg_depend i
+                                             WHERE i.classid = 'pg_catalog.pg_class'::pg_catalog.regclass
+                                               AND i.objid = c.oid AND i.deptype = 'i')))";
 
 /// Rounds of "lock what is listed, read again" before giving up with 40001: more means
 /// tables keep being created in the template while create_shard reads it.
@@ -61,7 +66,7 @@ pub fn read(template: pg_sys::Oid) -> Vec<Finding> {
     let findings = lock_and_read(template);
     let watched = findings
         .iter()
-        .filter(|f| f.0 == "table" || f.0 == "view" || f.0 == "watch")
+        .filter(|f| f.0 == "table" || f.0 == "view" || f.0 == "sequence" || f.0 == "watch")
         .filter_map(|f| f.1)
         .collect();
     register_callbacks();
@@ -232,7 +237,7 @@ fn lock_and_read(template: pg_sys::Oid) -> Vec<Finding> {
         });
         tables = findings
             .iter()
-            .filter(|f| f.0 == "table" || f.0 == "view")
+            .filter(|f| f.0 == "table" || f.0 == "view" || f.0 == "sequence")
             .filter_map(|f| f.1.map(|oid| oid.to_u32()))
             .collect();
         if tables.is_subset(&locked) {
