@@ -63,7 +63,7 @@ SELECT create_shard('tpl', 10, template => 'tpl');
 -- Refused (42809): a template that is not a plain schema of tables.
 CREATE SCHEMA tpl_view;
 CREATE TABLE tpl_view.t (id bigint PRIMARY KEY);
-CREATE MATERIALIZED VIEW tpl_view.v AS SELECT 1 AS x;
+CREATE TYPE tpl_view.mood AS ENUM ('ok');
 SELECT create_shard('tshard11', 11, template => 'tpl_view');
 CREATE SCHEMA tpl_fn;
 CREATE TABLE tpl_fn.t (id bigint PRIMARY KEY);

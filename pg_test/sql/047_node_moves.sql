@@ -51,10 +51,11 @@ SELECT snowflake_id_node.refusal('{mv_7001}') AS clean;
 CREATE UNLOGGED TABLE mv_7003.scratch (id bigint PRIMARY KEY);
 SELECT snowflake_id_node.refusal('{mv_7003}');
 DROP TABLE mv_7003.scratch;
+-- A view or a materialized view moves: the target's copy, made from its template, has it
+-- (the fingerprint compares it; the target refreshes a materialized view at activation).
 CREATE MATERIALIZED VIEW mv_7003.totals AS SELECT count(*) FROM mv_7003.posts;
 SELECT snowflake_id_node.refusal('{mv_7003}');
 DROP MATERIALIZED VIEW mv_7003.totals;
--- A view moves: the target's copy, made from its template, has it (the fingerprint compares it).
 CREATE VIEW mv_7003.recent AS SELECT * FROM mv_7003.posts;
 SELECT snowflake_id_node.refusal('{mv_7003}');
 DROP VIEW mv_7003.recent;

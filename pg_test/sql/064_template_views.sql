@@ -6,6 +6,7 @@
 -- leave out (a rule, an INSTEAD OF trigger, a column default: 0A000), and a view that calls
 -- another role's code (42501), as a table's default would. A move carries views as it
 -- carries tables: the target's copy comes from its template (refusal() no longer names them).
+-- Materialized views are copied alike, populated, with their indexes.
 CREATE EXTENSION IF NOT EXISTS snowflake_id;
 SET client_min_messages = warning;
 CREATE SCHEMA vt;
@@ -89,12 +90,31 @@ DROP VIEW vt_mal.v;
 CREATE VIEW vt_mal.v WITH (security_invoker = true) AS SELECT id, set_config('search_path', b, false) FROM vt_mal.t;
 SELECT create_shard('vshard10', 6410, template => 'vt_mal');
 SELECT to_regnamespace('vshard10') IS NULL AS nothing_made;
--- A materialized view is still refused (42809): its rows would not move.
-CREATE MATERIALIZED VIEW vt_rule.mv AS SELECT count(*) FROM vt_rule.t;
+-- A materialized view is copied as a view is, populated, with its indexes (a unique one
+-- lets REFRESH ... CONCURRENTLY run on the copy); a move refreshes the target's.
+CREATE MATERIALIZED VIEW vt_rule.mv WITH (fillfactor = 90) AS SELECT id, id % 3 AS bucket FROM vt_rule.t;
+CREATE UNIQUE INDEX mv_id ON vt_rule.mv (id);
+CREATE INDEX mv_bucket ON vt_rule.mv ((bucket + 1)) WHERE bucket > 0;
+CREATE MATERIALIZED VIEW vt_rule.mv_count AS SELECT count(*) AS n FROM vt_rule.mv;
 SELECT create_shard('vshard11', 6411, template => 'vt_rule');
+INSERT INTO vshard11.t SELECT g FROM generate_series(1, 5) g;
+REFRESH MATERIALIZED VIEW CONCURRENTLY vshard11.mv;
+REFRESH MATERIALIZED VIEW vshard11.mv_count;
+SELECT (SELECT count(*) FROM vshard11.mv) AS rows, (SELECT n FROM vshard11.mv_count) AS counted, (SELECT count(*) FROM vt_rule.mv) AS template_rows;
+SELECT c.relname, pg_get_indexdef(i.indexrelid) LIKE '%vshard11.mv %' AS on_the_copy
+  FROM pg_index i JOIN pg_class c ON c.oid = i.indexrelid WHERE i.indrelid = 'vshard11.mv'::regclass ORDER BY 1;
+SELECT reloptions FROM pg_class WHERE oid = 'vshard11.mv'::regclass;
+SELECT snowflake_id_node.fingerprint_difference(snowflake_id_node.fingerprint('vshard11'),
+                                                snowflake_id_node.fingerprint('vt_rule'), 'the shard', 'the template') AS difference;
+SELECT snowflake_id_node.refusal('{vshard11}') AS refusal;
+-- Another role's function in a materialized view's index (42501), as in a table's.
+DROP MATERIALIZED VIEW vt_rule.mv_count;
+CREATE INDEX mv_mal ON vt_rule.mv (vm.f(bucket::text));
+SELECT create_shard('vshard12', 6412, template => 'vt_rule');
+DROP INDEX vt_rule.mv_mal;
 RESET client_min_messages;
 SET client_min_messages = warning;
-SELECT drop_shard(schema_name, cascade => true) FROM snowflake_id_shards WHERE shard IN (6401, 6402, 6403, 6409);
+SELECT drop_shard(schema_name, cascade => true) FROM snowflake_id_shards WHERE shard IN (6401, 6402, 6403, 6409, 6411);
 DROP SCHEMA vt, vt_rule, vt_mal, vm CASCADE;
 DROP TABLE public.vt_blocked;
 DROP FUNCTION public.vt_ins();

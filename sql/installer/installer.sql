@@ -654,7 +654,8 @@ COMMENT ON FUNCTION snowflake_id_internal.view_refers(regclass) IS
 -- the path (so it reads the shard's relations), then checked to refer to what the
 -- template's does, the shard's relations for the template's (view_refers): a copy that
 -- would read anything else is refused, never made from a guess.
-CREATE OR REPLACE FUNCTION snowflake_id_internal.copy_view(s text, template text, rel oid, name text, options text) RETURNS void
+CREATE OR REPLACE FUNCTION snowflake_id_internal.copy_view(s text, template text, rel oid, name text, options text,
+                                                           materialized boolean) RETURNS void
 LANGUAGE plpgsql VOLATILE CALLED ON NULL INPUT PARALLEL UNSAFE
 SET search_path = pg_catalog, pg_temp
 AS $$
@@ -668,7 +669,8 @@ BEGIN
     PERFORM set_config('search_path', format('%I, pg_temp', template), true);
     def := pg_get_viewdef(rel);
     PERFORM set_config('search_path', format('%I, pg_temp', s), true);
-    EXECUTE format('CREATE VIEW %I.%I%s AS ', s, name, coalesce(' WITH (' || options || ')', '')) || def;
+    EXECUTE format('CREATE %sVIEW %I.%I%s AS ', CASE WHEN materialized THEN 'MATERIALIZED ' ELSE '' END, s, name,
+                   coalesce(' WITH (' || options || ')', '')) || def;
     PERFORM set_config('search_path', 'pg_catalog, pg_temp', true);
     made := format('%I.%I', s, name)::regclass;
     IF snowflake_id_internal.view_refers(made) IS DISTINCT FROM snowflake_id_internal.view_refers(rel) THEN
@@ -678,10 +680,50 @@ BEGIN
                                   snowflake_id_internal.view_refers(made)),
                   HINT = 'Name what the view reads outside the template with its schema, and give the template''s relations names no schema on the path has.';
     END IF;
+    IF materialized THEN
+        PERFORM snowflake_id_internal.copy_indexes(made, rel, s, template, name);
+    END IF;
 END
 $$;
-COMMENT ON FUNCTION snowflake_id_internal.copy_view(text, text, oid, text, text) IS
-  'create_shard''s copy of one template view into a shard, over the shard''s relations, checked to refer to what the original does.';
+COMMENT ON FUNCTION snowflake_id_internal.copy_view(text, text, oid, text, text, boolean) IS
+  'create_shard''s copy of one template view (or materialized view, populated, with its indexes) into a shard, over the shard''s relations, checked to refer to what the original does.';
+
+-- The indexes of the template's materialized view rel (named name) made on its copy made in
+-- shard schema s, under their names: each as PostgreSQL prints it with only the template on
+-- the path, split where it names the view, qualified (refused, 55000, if it does not read back so),
+-- made with only the shard on the path. (An index's expressions and predicate can name
+-- only its own relation's columns and functions, which a template cannot hold.)
+CREATE OR REPLACE FUNCTION snowflake_id_internal.copy_indexes(made regclass, rel oid, s text, template text, name text)
+RETURNS void
+LANGUAGE plpgsql VOLATILE STRICT PARALLEL UNSAFE
+SET search_path = pg_catalog, pg_temp
+AS $$
+DECLARE
+    i record;
+    defs text[] := '{}';
+    head text;
+BEGIN
+    PERFORM set_config('search_path', format('%I, pg_temp', template), true);
+    FOR i IN SELECT c.relname, x.indisunique, pg_get_indexdef(x.indexrelid) AS def
+               FROM pg_index x JOIN pg_class c ON c.oid = x.indexrelid WHERE x.indrelid = rel ORDER BY c.relname LOOP
+        head := format('CREATE %sINDEX %I ON %I.%I USING ', CASE WHEN i.indisunique THEN 'UNIQUE ' END, i.relname, template, name);
+        IF NOT starts_with(i.def, head) THEN
+            RAISE EXCEPTION 'index % of materialized view %.% cannot be read back: %', quote_ident(i.relname),
+                quote_ident(template), quote_ident(name), i.def
+                USING ERRCODE = 'object_not_in_prerequisite_state';
+        END IF;
+        defs := defs || (format('CREATE %sINDEX %I ON %s USING ', CASE WHEN i.indisunique THEN 'UNIQUE ' END, i.relname, made)
+                         || substr(i.def, length(head) + 1));
+    END LOOP;
+    PERFORM set_config('search_path', format('%I, pg_temp', s), true);
+    FOR i IN SELECT d FROM unnest(defs) d LOOP
+        EXECUTE i.d;
+    END LOOP;
+    PERFORM set_config('search_path', 'pg_catalog, pg_temp', true);
+END
+$$;
+COMMENT ON FUNCTION snowflake_id_internal.copy_indexes(regclass, oid, text, text, text) IS
+  'create_shard''s copy of a template materialized view''s indexes onto its copy in a shard.';
 
 -- The template's tables and views must be the caller's or a superuser's (42501, naming each
 -- that is not): their definitions (defaults, checks, index expressions, triggers' conditions,
@@ -698,13 +740,13 @@ AS $$
 DECLARE
     others text;
 BEGIN
-    SELECT string_agg(format('%s %s (owner %s)', CASE c.relkind WHEN 'v' THEN 'view' WHEN 'S' THEN 'sequence' ELSE 'table' END, c.oid::regclass,
+    SELECT string_agg(format('%s %s (owner %s)', CASE c.relkind WHEN 'v' THEN 'view' WHEN 'm' THEN 'materialized view' WHEN 'S' THEN 'sequence' ELSE 'table' END, c.oid::regclass,
                              c.relowner::regrole), ', ' ORDER BY c.relname)
       INTO others
       FROM pg_namespace n
       JOIN pg_depend d ON d.refclassid = 'pg_namespace'::regclass AND d.refobjid = n.oid AND d.classid = 'pg_class'::regclass
            AND d.deptype = 'n'
-      JOIN pg_class c ON c.oid = d.objid AND c.relkind IN ('r', 'p', 'v', 'S')
+      JOIN pg_class c ON c.oid = d.objid AND c.relkind IN ('r', 'p', 'v', 'm', 'S')
      WHERE n.nspname = template AND c.relowner <> current_user::regrole
        AND NOT (SELECT r.rolsuper FROM pg_roles r WHERE r.oid = c.relowner);
     IF others IS NOT NULL THEN
@@ -816,8 +858,8 @@ BEGIN
         EXECUTE format('ALTER SEQUENCE %I.%I OWNED BY %I.', s, f.name, s) || f.deps;
     END LOOP;
     FOR f IN SELECT r.* FROM jsonb_to_recordset(findings) AS r(kind text, rel oid, name text, detail text, deps text)
-              WHERE r.kind = 'view' ORDER BY r.deps::integer, r.name LOOP
-        PERFORM snowflake_id_internal.copy_view(s, template, f.rel, f.name, f.detail);
+              WHERE r.kind IN ('view', 'matview') ORDER BY r.deps::integer, r.name LOOP
+        PERFORM snowflake_id_internal.copy_view(s, template, f.rel, f.name, f.detail, f.kind = 'matview');
     END LOOP;
 END
 $$;

@@ -25,6 +25,7 @@
 --              FOR VALUES ... or DEFAULT; deps: how many tables it is under, made in that order)
 --   view       a view to copy (rel, name; detail: its options, the list WITH takes; deps: how
 --              many of the template's views it reads, through others too, made in that order)
+--   matview    a materialized view to copy, with its indexes (as view)
 --   sequence   a sequence to copy (rel, name), but an identity column's (which LIKE copies);
 --              detail: its options, as CREATE SEQUENCE takes them; deps: the column owning
 --              it (a serial's), as ALTER SEQUENCE ... OWNED BY takes it after the schema
@@ -35,7 +36,8 @@
 -- The trust walk. It starts from what CREATE TABLE ... (LIKE ... INCLUDING ALL) copies of each
 -- table: the column types and collations, defaults and generated expressions, constraints,
 -- indexes, extended statistics; from the foreign keys, triggers (their functions and WHEN
--- conditions) and policies create_shard copies; and from each view's query (its rule).
+-- conditions) and policies create_shard copies; and from each view's query (its rule) and a
+-- materialized view's indexes.
 -- From there it follows, transitively:
 --   * everything an object refers to, as PostgreSQL records it (pg_depend, from the object):
 --     the functions, operators, types, casts' functions, collations, operator classes in an
@@ -72,8 +74,8 @@ tables AS (
     SELECT c.oid AS rel, c.relname FROM in_schema o JOIN pg_catalog.pg_class c ON c.oid = o.objid
      WHERE o.classid = 'pg_catalog.pg_class'::pg_catalog.regclass AND c.relkind IN ('r', 'p')),
 views AS (
-    SELECT c.oid AS rel, c.relname FROM in_schema o JOIN pg_catalog.pg_class c ON c.oid = o.objid
-     WHERE o.classid = 'pg_catalog.pg_class'::pg_catalog.regclass AND c.relkind = 'v'),
+    SELECT c.oid AS rel, c.relname, c.relkind FROM in_schema o JOIN pg_catalog.pg_class c ON c.oid = o.objid
+     WHERE o.classid = 'pg_catalog.pg_class'::pg_catalog.regclass AND c.relkind IN ('v', 'm')),
 -- The template's sequences but an identity column's (LIKE copies that one).
 sequences AS (
     SELECT c.oid AS rel, c.relname FROM in_schema o JOIN pg_catalog.pg_class c ON c.oid = o.objid
@@ -120,9 +122,12 @@ parts(rel, classid, objid) AS (
     SELECT t.rel, 'pg_catalog.pg_policy'::pg_catalog.regclass, p.oid
       FROM tables t JOIN pg_catalog.pg_policy p ON p.polrelid = t.rel
     UNION ALL
-    -- (a view's query, which its copy runs)
+    -- (a view's query, which its copy runs; a materialized view's indexes)
     SELECT v.rel, 'pg_catalog.pg_rewrite'::pg_catalog.regclass, w.oid
-      FROM views v JOIN pg_catalog.pg_rewrite w ON w.ev_class = v.rel AND w.rulename = '_RETURN'),
+      FROM views v JOIN pg_catalog.pg_rewrite w ON w.ev_class = v.rel AND w.rulename = '_RETURN'
+    UNION ALL
+    SELECT v.rel, 'pg_catalog.pg_class'::pg_catalog.regclass, i.indexrelid
+      FROM views v JOIN pg_catalog.pg_index i ON i.indrelid = v.rel),
 reached(classid, objid) AS (
     -- What the columns refer to (their types and collations) ...
     SELECT d.refclassid, d.refobjid FROM tables t JOIN pg_catalog.pg_depend d
@@ -309,7 +314,7 @@ SELECT 'refused', v.rel, NULL,
        UNION ALL
        SELECT 'pg_catalog.pg_attrdef'::pg_catalog.regclass, a.oid FROM pg_catalog.pg_attrdef a WHERE a.adrelid = v.rel) x(classid, objid)
 UNION ALL
-SELECT 'view', v.rel, v.relname::text,
+SELECT CASE v.relkind WHEN 'm' THEN 'matview' ELSE 'view' END, v.rel, v.relname::text,
        (SELECT pg_catalog.string_agg(pg_catalog.quote_ident(pg_catalog.split_part(o.o, '=', 1)) || ' = '
                                      || pg_catalog.quote_literal(pg_catalog.substr(o.o, pg_catalog.strpos(o.o, '=') + 1)), ', ')
           FROM pg_catalog.unnest(c.reloptions) o(o)),

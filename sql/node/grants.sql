@@ -1,7 +1,7 @@
 -- Privileges and owners, carried from a move's source schemas to the target's copies. Part
 -- of the node side of snowflake_id_router's protocol (sql/node/node.sql).
 
--- The schemas' owners and privileges as JSON (schema, tables (partitioned ones and views too), sequences, columns,
+-- The schemas' owners and privileges as JSON (schema, tables (partitioned ones and views, materialized too), sequences, columns,
 -- functions): owners as role names (pg_authid.rolname, not identifiers: whoever puts one
 -- in a statement quotes it, once), privileges as aclitem[] text: the target resolves
 -- them to its own roles.
@@ -16,7 +16,7 @@ BEGIN ATOMIC
                           AND o.refclassid = 'pg_class'::regclass AND o.deptype IN ('a', 'i')) AS owned
           FROM nsp n JOIN pg_depend d ON d.refclassid = 'pg_namespace'::regclass AND d.refobjid = n.oid
                AND d.classid = 'pg_class'::regclass AND d.deptype = 'n'
-          JOIN pg_class c ON c.oid = d.objid AND c.relkind IN ('r', 'p', 'S', 'v'))
+          JOIN pg_class c ON c.oid = d.objid AND c.relkind IN ('r', 'p', 'S', 'v', 'm'))
     SELECT coalesce(json_agg(g ORDER BY g.kind, g.object, g.col), '[]')::text FROM (
         SELECT 'schema' AS kind, quote_ident(n.nspname) AS object, NULL::text AS col, false AS owned,
                pg_get_userbyid(n.nspowner)::text AS owner, n.nspacl::text AS acl, n.nspname AS schema

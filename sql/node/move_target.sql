@@ -423,6 +423,27 @@ END;
 COMMENT ON FUNCTION snowflake_id_node.blockers() IS
   'The client transactions here holding a transaction ID or snapshot, oldest first (what slot creation waits for).';
 
+-- The materialized views of the copies filled from their rows, which replication does not
+-- carry: each refreshed, under the fence (so it holds what the source's tables held at the
+-- fence), in the order the copies were made (by OID: create_shard makes one after those it
+-- reads). REFRESH runs the view's query as its owner (the source's, set at the fence) under
+-- restricted-operation rules, with this function's search_path.
+CREATE OR REPLACE FUNCTION snowflake_id_node.refresh_copies(schemas text[]) RETURNS void
+LANGUAGE plpgsql VOLATILE STRICT
+SET search_path = pg_catalog, pg_temp
+AS $$
+DECLARE
+    v regclass;
+BEGIN
+    FOR v IN SELECT t.oid FROM unnest(schemas) s, snowflake_id_node.tables(to_regnamespace(quote_ident(s))) t
+              WHERE t.kind = 'm' ORDER BY t.oid LOOP
+        EXECUTE format('REFRESH MATERIALIZED VIEW %s', v);
+    END LOOP;
+END
+$$;
+COMMENT ON FUNCTION snowflake_id_node.refresh_copies(text[]) IS
+  'Move step on the target, at activation: refreshes the copies'' materialized views (their rows are not replicated).';
+
 -- Activation (serving): every sequence carried (set to the further of its value here and
 -- the source's, so IDs continue above every ID the source gave whatever the clocks say),
 -- the copies' fence taken away, and they enter snowflake_id_shards. Only once the source
@@ -447,6 +468,7 @@ BEGIN
         PERFORM setval(seq, CASE WHEN q.increment > 0 THEN greatest(q.last, coalesce(pg_sequence_last_value(seq), q.last))
                                  ELSE least(q.last, coalesce(pg_sequence_last_value(seq), q.last)) END, true);
     END LOOP;
+    PERFORM snowflake_id_node.refresh_copies(m.schemas);
     PERFORM snowflake_id_node.fence_tables(m.marker, m.schemas, false);
     UPDATE snowflake_id_node.move r SET state = 'serving' WHERE r.key = m.key;
 END

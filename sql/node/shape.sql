@@ -76,7 +76,7 @@ BEGIN
                    CASE WHEN t.relrowsecurity THEN ', row level security' || CASE WHEN t.relforcerowsecurity THEN ' forced' ELSE '' END
                         ELSE '' END,
                    CASE t.relreplident WHEN 'f' THEN ', replica identity full' WHEN 'n' THEN ', replica identity nothing'
-                        WHEN 'i' THEN ', replica identity index' ELSE '' END || CASE WHEN t.kind = 'v' THEN format(' %s%s', pg_get_viewdef(t.oid), ' WITH (' || array_to_string(t.reloptions, ', ') || ')') ELSE '' END)
+                        WHEN 'i' THEN ', replica identity index' ELSE '' END || CASE WHEN t.kind IN ('v', 'm') THEN format(' %s%s', pg_get_viewdef(t.oid), ' WITH (' || array_to_string(t.reloptions, ', ') || ')') ELSE '' END)
           FROM t
         UNION ALL
         SELECT format('column %s.%s: %s%s%s%s, position %s', quote_ident(t.name), quote_ident(a.attname),
@@ -224,7 +224,7 @@ BEGIN
         SELECT 1 AS prio, format('%s %s cannot move: %s', CASE t.kind WHEN 'v' THEN 'view' WHEN 'm' THEN 'materialized view'
                              WHEN 'f' THEN 'foreign table' ELSE 'partitioned table' END, t.oid::regclass,
                          'logical replication does not carry it') AS why
-          FROM tabs t WHERE t.kind NOT IN ('r', 'p', 'v')
+          FROM tabs t WHERE t.kind NOT IN ('r', 'p', 'v', 'm')
         UNION ALL
         SELECT 2, format('unlogged table %s cannot move: logical replication does not carry its rows', t.oid::regclass)
           FROM tabs t JOIN pg_class c ON c.oid = t.oid WHERE c.relpersistence = 'u'

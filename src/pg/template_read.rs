@@ -42,7 +42,7 @@ use std::ffi::CStr;
 const TABLES: &CStr = c"SELECT c.oid FROM pg_catalog.pg_depend d JOIN pg_catalog.pg_class c ON c.oid = d.objid
  WHERE d.refclassid = 'pg_catalog.pg_namespace'::pg_catalog.regclass AND d.refobjid = $1 AND d.deptype = 'n'
    AND d.classid = 'pg_catalog.pg_class'::pg_catalog.regclass
-   AND (c.relkind IN ('r', 'p', 'v')
+   AND (c.relkind IN ('r', 'p', 'v', 'm')
         OR (c.relkind = 'S' AND NOT EXISTS (SELECT FROM pg_catalog.pg_depend i
                                              WHERE i.classid = 'pg_catalog.pg_class'::pg_catalog.regclass
                                                AND i.objid = c.oid AND i.deptype = 'i')))";
@@ -66,7 +66,13 @@ pub fn read(template: pg_sys::Oid) -> Vec<Finding> {
     let findings = lock_and_read(template);
     let watched = findings
         .iter()
-        .filter(|f| f.0 == "table" || f.0 == "view" || f.0 == "sequence" || f.0 == "watch")
+        .filter(|f| {
+            f.0 == "table"
+                || f.0 == "view"
+                || f.0 == "matview"
+                || f.0 == "sequence"
+                || f.0 == "watch"
+        })
         .filter_map(|f| f.1)
         .collect();
     register_callbacks();
@@ -237,7 +243,7 @@ fn lock_and_read(template: pg_sys::Oid) -> Vec<Finding> {
         });
         tables = findings
             .iter()
-            .filter(|f| f.0 == "table" || f.0 == "view" || f.0 == "sequence")
+            .filter(|f| f.0 == "table" || f.0 == "view" || f.0 == "matview" || f.0 == "sequence")
             .filter_map(|f| f.1.map(|oid| oid.to_u32()))
             .collect();
         if tables.is_subset(&locked) {
