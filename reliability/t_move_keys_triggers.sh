@@ -8,7 +8,8 @@
 # the caller's), a view of each photo's likes (security_barrier, readable by PUBLIC) and a
 # view on it of the photos miscounted, and a serial column numbering each shard's likes
 # (its sequence the shard's own). create_shard from that template, which a move's target
-# runs, copies them; and a materialized view of the likes, which the target refreshes at
+# runs, copies them; a function of the shard counting a photo's likes (an SQL-standard
+# body over the shard's table); and a materialized view of the likes, which the target refreshes at
 # the move's activation.
 # Four client sessions like photos through the router (each like a new row, 40001 retried)
 # while shards move a->c, b->a and c->b. Afterwards: every acknowledged like is present
@@ -63,7 +64,8 @@ for change in \
   "CREATE VIEW %I.photo_likes WITH (security_barrier) AS SELECT p.id, p.like_count, count(l.photo_id) AS likes
      FROM %I.photos p LEFT JOIN %I.likes l ON l.photo_id = p.id GROUP BY p.id" \
   "CREATE VIEW %I.miscounted AS SELECT v.id, v.like_count, v.likes FROM %I.photo_likes v WHERE v.like_count <> v.likes" \
-  "GRANT SELECT ON %I.photo_likes TO PUBLIC"; do
+  "GRANT SELECT ON %I.photo_likes TO PUBLIC" \
+  "CREATE FUNCTION %I.likes_of(photo bigint) RETURNS bigint LANGUAGE sql STABLE RETURN (SELECT count(*) FROM %I.likes WHERE photo_id = photo)"; do
   on router -c "SELECT * FROM alter_shards(\$\$$change\$\$)" >/dev/null || fail "alter_shards($change) failed"
 done
 # A materialized view of each photo's likes, with the unique index REFRESH ... CONCURRENTLY
@@ -144,6 +146,8 @@ for m in "1 node_c" "2731 node_a" "5462 node_b"; do
   [[ -n $s ]] || fail "shard $1 is not served by $2"
   [[ $(on "$2" -c "SELECT coalesce(sum(n), 0) > 0 AND sum(n) <= (SELECT count(*) FROM $s.likes) FROM $s.like_totals") == t ]] \
     || fail "the materialized view of $2's shard $1 was not refreshed from its rows by the move"
+  [[ $(on "$2" -c "SELECT bool_and($s.likes_of(id) = like_count) FROM $s.photos") == t ]] \
+    || fail "the function of $2's shard $1 does not count the shard's likes"
   [[ $(on "$2" -c "SELECT (SELECT max(no) FROM $s.likes) < nextval('$s.likes_no_seq') AND count(DISTINCT no) = count(*) FROM $s.likes") == t ]] \
     || fail "the serial's sequence of $2's shard $1 did not continue above the source's numbers, or repeated one"
   err=$(on "$2" -c "INSERT INTO $s.likes VALUES (1, 999999)" 2>&1 || true)
@@ -160,7 +164,7 @@ for m in "1 node_c" "2731 node_a" "5462 node_b"; do
   diff=$(on "$2" -c "SELECT snowflake_id_node.fingerprint_difference(snowflake_id_node.fingerprint('$s'), snowflake_id_node.fingerprint('tpl'), 'the shard', 'the template')")
   [[ -z $diff ]] || fail "moved shard $1 differs from its template on $2: $diff"
 done
-echo "on the targets: the key refuses an orphan, the counter follows likes and cascades, the serial continues, the materialized view was refreshed, the views read the shard, the layout is the template's"
+echo "on the targets: the key refuses an orphan, the counter follows likes and cascades, the serial continues, the function counts the shard's likes, the materialized view was refreshed, the views read the shard, the layout is the template's"
 
 # A trigger enabled ALWAYS would fire again on the target: the move is refused, nothing made.
 on node_a -c "ALTER TABLE shard_3.likes ENABLE ALWAYS TRIGGER count_like" >/dev/null

@@ -67,7 +67,7 @@ CREATE TYPE tpl_view.mood AS ENUM ('ok');
 SELECT create_shard('tshard11', 11, template => 'tpl_view');
 CREATE SCHEMA tpl_fn;
 CREATE TABLE tpl_fn.t (id bigint PRIMARY KEY);
-CREATE FUNCTION tpl_fn.f() RETURNS int LANGUAGE sql RETURN 1;
+CREATE AGGREGATE tpl_fn.total(integer) (sfunc = int4pl, stype = integer);
 SELECT create_shard('tshard11', 11, template => 'tpl_fn');
 SELECT create_shard('tshard11', 11, template => 'tshard7');
 SELECT to_regnamespace('tshard11') IS NULL AS nothing_made;

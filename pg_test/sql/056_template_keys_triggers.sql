@@ -107,7 +107,8 @@ SELECT pg_temp.refusal('ktpl_rule');
 DROP TRIGGER c ON ktpl_rule.a;
 CREATE RULE no_delete AS ON DELETE TO ktpl_rule.a DO INSTEAD NOTHING;
 SELECT pg_temp.refusal('ktpl_rule');
--- A trigger function in the template schema is refused as any function there (42809).
+-- A trigger whose function is in the template schema: its copy would call the template's
+-- function, not the shard's (0A000).
 CREATE SCHEMA ktpl_fn;
 CREATE TABLE ktpl_fn.a (id bigint PRIMARY KEY);
 CREATE FUNCTION ktpl_fn.touch() RETURNS trigger LANGUAGE plpgsql AS 'BEGIN RETURN NEW; END';

@@ -546,6 +546,55 @@ $$;
 COMMENT ON FUNCTION snowflake_id_internal.copy_template_table(text, text, text, text) IS
   'create_shard''s copy of one template table into a shard, its key defaulting to the shard''s next_id; NULL if the shard has it.';
 
+-- A template's function fn (named name) copied into shard schema s, unless the shard has
+-- one of that name and arguments: its definition as PostgreSQL prints it with only the
+-- template on the path (the template's objects named bare), split where it names the
+-- function (55000 if it does not read back so), made with only the shard on the path, so an
+-- SQL-standard body refers to the shard's objects; then checked, as a view is, to refer to
+-- what the template's does, the shard's objects for the template's (refers()). A body given
+-- as text is copied as it is (template_read refused one naming the template).
+CREATE OR REPLACE FUNCTION snowflake_id_internal.copy_function(s text, template text, fn oid, name text) RETURNS void
+LANGUAGE plpgsql VOLATILE STRICT PARALLEL UNSAFE
+SET search_path = pg_catalog, pg_temp
+AS $$
+DECLARE
+    def text;
+    head text;
+    args text;
+    made oid;
+BEGIN
+    PERFORM set_config('search_path', format('%I, pg_temp', template), true);
+    def := pg_get_functiondef(fn);
+    args := pg_get_function_identity_arguments(fn);
+    head := format('CREATE OR REPLACE %s %I.%I(', CASE WHEN (SELECT p.prokind FROM pg_proc p WHERE p.oid = fn) = 'p'
+                                                        THEN 'PROCEDURE' ELSE 'FUNCTION' END, template, name);
+    PERFORM set_config('search_path', format('%I, pg_temp', s), true);
+    IF EXISTS (SELECT FROM pg_proc p WHERE p.pronamespace = to_regnamespace(quote_ident(s)) AND p.proname = name
+                  AND pg_get_function_identity_arguments(p.oid) = args) THEN
+        PERFORM set_config('search_path', 'pg_catalog, pg_temp', true);
+        RETURN;
+    END IF;
+    IF NOT starts_with(def, head) THEN
+        RAISE EXCEPTION 'function %.% of the template cannot be read back: %', quote_ident(template), quote_ident(name), def
+            USING ERRCODE = 'object_not_in_prerequisite_state';
+    END IF;
+    EXECUTE 'CREATE ' || substr(head, length('CREATE OR REPLACE ') + 1, length(head) - length('CREATE OR REPLACE ') - length(format('%I.%I(', template, name)))
+            || format('%I.%I(', s, name) || substr(def, length(head) + 1);
+    SELECT p.oid INTO made FROM pg_proc p WHERE p.pronamespace = to_regnamespace(quote_ident(s)) AND p.proname = name
+       AND pg_get_function_identity_arguments(p.oid) = args;
+    PERFORM set_config('search_path', 'pg_catalog, pg_temp', true);
+    IF made IS NULL OR snowflake_id_internal.refers('pg_proc'::regclass, made) IS DISTINCT FROM snowflake_id_internal.refers('pg_proc'::regclass, fn) THEN
+        RAISE EXCEPTION 'the copy of function %.% refers to other objects than the template''s', quote_ident(template), quote_ident(name)
+            USING ERRCODE = 'object_not_in_prerequisite_state',
+                  DETAIL = format('The template''s refers to %s, the copy to %s.', snowflake_id_internal.refers('pg_proc'::regclass, fn),
+                                  snowflake_id_internal.refers('pg_proc'::regclass, made)),
+                  HINT = 'Name what the function uses outside the template with its schema, and give the template''s objects names no schema on the path has.';
+    END IF;
+END
+$$;
+COMMENT ON FUNCTION snowflake_id_internal.copy_function(text, text, oid, text) IS
+  'create_shard''s copy of one template function into a shard, its SQL-standard body over the shard''s objects, checked to refer to what the original does.';
+
 -- Column col of copy made, whose template's default is nextval() of the template's sequence
 -- seq: its default takes the shard's sequence of that name, unless the copy's was replaced
 -- (a single bigint key's, by the shard's next_id()).
@@ -613,46 +662,61 @@ $$;
 COMMENT ON FUNCTION snowflake_id_internal.copy_trigger(regclass, text, text, text) IS
   'create_shard''s copy of one template trigger onto a shard''s table, in the template''s ENABLE state.';
 
--- What view v's query refers to, as sorted text: a relation of v's own schema (and its column)
--- by name, a constraint of one by its definition, anything else by its catalog, OID and sub-ID, so that a template's view and its
--- copy in a shard read alike exactly when the copy reads the shard's relations where the
--- template's reads the template's, and the same everything else.
-CREATE OR REPLACE FUNCTION snowflake_id_internal.view_refers(v regclass) RETURNS text[]
+-- What a view's query (classid pg_class: its rule) or a function (pg_proc: its types and an
+-- SQL-standard body) refers to, as PostgreSQL records it: the relations, constraints, types
+-- and functions of its own schema by name, anything else by catalog and OID (its schema
+-- itself left out). A copy in a shard and its template's original compare equal when each
+-- refers to the same outside objects and to its own schema's objects of the same names.
+CREATE OR REPLACE FUNCTION snowflake_id_internal.refers(classid oid, objid oid) RETURNS text[]
 LANGUAGE sql STABLE STRICT PARALLEL SAFE
 SET search_path = pg_catalog, pg_temp
 BEGIN ATOMIC
-    WITH own AS (SELECT o.relnamespace AS nsp FROM pg_class o WHERE o.oid = v),
+    WITH own AS (SELECT o.relnamespace AS nsp FROM pg_class o WHERE refers.classid = 'pg_class'::regclass AND o.oid = refers.objid
+                 UNION ALL
+                 SELECT f.pronamespace FROM pg_proc f WHERE refers.classid = 'pg_proc'::regclass AND f.oid = refers.objid),
     refs AS (SELECT d.refclassid, d.refobjid, d.refobjsubid
                FROM pg_rewrite w JOIN pg_depend d ON d.classid = 'pg_rewrite'::regclass AND d.objid = w.oid
-              WHERE w.ev_class = v AND w.rulename = '_RETURN')
-    SELECT coalesce(array_agg(DISTINCT x.x COLLATE "C" ORDER BY x.x COLLATE "C"), '{}')
-      FROM refs r CROSS JOIN LATERAL (
-        -- a relation of the view's schema, or a column of one (by name)
-        SELECT format('own %I%s', c.relname, coalesce('.' || quote_ident(a.attname), ''))
-          FROM pg_class c JOIN own ON own.nsp = c.relnamespace
+              WHERE refers.classid = 'pg_class'::regclass AND w.ev_class = refers.objid AND w.rulename = '_RETURN'
+             UNION ALL
+             SELECT d.refclassid, d.refobjid, d.refobjsubid FROM pg_depend d
+              WHERE refers.classid = 'pg_proc'::regclass AND d.classid = 'pg_proc'::regclass AND d.objid = refers.objid
+                AND d.refclassid <> 'pg_namespace'::regclass),
+    named(refclassid, refobjid, name) AS (
+        -- a relation of its schema, or a column of one (by name)
+        SELECT r.refclassid, r.refobjid, format('own %I%s', c.relname, coalesce('.' || quote_ident(a.attname), ''))
+          FROM refs r JOIN pg_class c ON r.refclassid = 'pg_class'::regclass AND c.oid = r.refobjid
+          JOIN own ON own.nsp = c.relnamespace
           LEFT JOIN pg_attribute a ON a.attrelid = c.oid AND a.attnum = r.refobjsubid AND r.refobjsubid > 0
-         WHERE r.refclassid = 'pg_class'::regclass AND c.oid = r.refobjid
         UNION ALL
         -- a constraint of such a relation (a primary key a GROUP BY relies on), by its definition
-        SELECT format('own constraint on %I: %s', c.relname, pg_get_constraintdef(k.oid))
-          FROM pg_constraint k JOIN pg_class c ON c.oid = k.conrelid JOIN own ON own.nsp = c.relnamespace
-         WHERE r.refclassid = 'pg_constraint'::regclass AND k.oid = r.refobjid
+        SELECT r.refclassid, r.refobjid, format('own constraint on %I: %s', c.relname, pg_get_constraintdef(k.oid))
+          FROM refs r JOIN pg_constraint k ON r.refclassid = 'pg_constraint'::regclass AND k.oid = r.refobjid
+          JOIN pg_class c ON c.oid = k.conrelid JOIN own ON own.nsp = c.relnamespace
         UNION ALL
-        -- anything else, as itself
-        SELECT format('%s:%s:%s', r.refclassid, r.refobjid, r.refobjsubid)
-         WHERE NOT EXISTS (SELECT FROM pg_class c JOIN own ON own.nsp = c.relnamespace
-                            WHERE r.refclassid = 'pg_class'::regclass AND c.oid = r.refobjid)
-           AND NOT EXISTS (SELECT FROM pg_constraint k JOIN pg_class c ON c.oid = k.conrelid JOIN own ON own.nsp = c.relnamespace
-                            WHERE r.refclassid = 'pg_constraint'::regclass AND k.oid = r.refobjid)) x(x);
+        -- a type of its schema (a table's row type), by name
+        SELECT r.refclassid, r.refobjid, format('own type %I', y.typname)
+          FROM refs r JOIN pg_type y ON r.refclassid = 'pg_type'::regclass AND y.oid = r.refobjid
+          JOIN own ON own.nsp = y.typnamespace
+        UNION ALL
+        -- a function of its schema, by name and arguments' types
+        SELECT r.refclassid, r.refobjid, format('own function %I(%s)', f.proname, pg_get_function_identity_arguments(f.oid))
+          FROM refs r JOIN pg_proc f ON r.refclassid = 'pg_proc'::regclass AND f.oid = r.refobjid
+          JOIN own ON own.nsp = f.pronamespace)
+    SELECT coalesce(array_agg(DISTINCT x.x COLLATE "C" ORDER BY x.x COLLATE "C"), '{}')
+      FROM (SELECT n.name FROM named n
+            UNION ALL
+            -- anything else, as itself
+            SELECT format('%s:%s:%s', r.refclassid, r.refobjid, r.refobjsubid) FROM refs r
+             WHERE NOT EXISTS (SELECT FROM named n WHERE n.refclassid = r.refclassid AND n.refobjid = r.refobjid)) x(x);
 END;
-COMMENT ON FUNCTION snowflake_id_internal.view_refers(regclass) IS
-  'What a view''s query refers to: relations of its own schema by name, anything else by catalog and OID.';
+COMMENT ON FUNCTION snowflake_id_internal.refers(oid, oid) IS
+  'What a view''s query or a function refers to: its own schema''s relations, constraints, types and functions by name, anything else by catalog and OID.';
 
 -- A template view's copy (name, with options) in shard schema s, unless the shard has one
 -- already: its query as PostgreSQL prints it with only the template on the path (the
 -- template's relations named bare, everything else qualified), made with only the shard on
 -- the path (so it reads the shard's relations), then checked to refer to what the
--- template's does, the shard's relations for the template's (view_refers): a copy that
+-- template's does, the shard's relations for the template's (refers): a copy that
 -- would read anything else is refused, never made from a guess.
 CREATE OR REPLACE FUNCTION snowflake_id_internal.copy_view(s text, template text, rel oid, name text, options text,
                                                            materialized boolean) RETURNS void
@@ -673,11 +737,11 @@ BEGIN
                    coalesce(' WITH (' || options || ')', '')) || def;
     PERFORM set_config('search_path', 'pg_catalog, pg_temp', true);
     made := format('%I.%I', s, name)::regclass;
-    IF snowflake_id_internal.view_refers(made) IS DISTINCT FROM snowflake_id_internal.view_refers(rel) THEN
+    IF snowflake_id_internal.refers('pg_class'::regclass, made) IS DISTINCT FROM snowflake_id_internal.refers('pg_class'::regclass, rel) THEN
         RAISE EXCEPTION 'the copy of view %.% refers to other objects than the template''s', quote_ident(template), quote_ident(name)
             USING ERRCODE = 'object_not_in_prerequisite_state',
-                  DETAIL = format('The template''s refers to %s, the copy to %s.', snowflake_id_internal.view_refers(rel),
-                                  snowflake_id_internal.view_refers(made)),
+                  DETAIL = format('The template''s refers to %s, the copy to %s.', snowflake_id_internal.refers('pg_class'::regclass, rel),
+                                  snowflake_id_internal.refers('pg_class'::regclass, made)),
                   HINT = 'Name what the view reads outside the template with its schema, and give the template''s relations names no schema on the path has.';
     END IF;
     IF materialized THEN
@@ -725,9 +789,9 @@ $$;
 COMMENT ON FUNCTION snowflake_id_internal.copy_indexes(regclass, oid, text, text, text) IS
   'create_shard''s copy of a template materialized view''s indexes onto its copy in a shard.';
 
--- The template's tables and views must be the caller's or a superuser's (42501, naming each
--- that is not): their definitions (defaults, checks, index expressions, triggers' conditions,
--- policies, views' queries) are their owner's code, which every shard made from them would
+-- The template's tables, views, sequences and functions must be the caller's or a
+-- superuser's (42501, naming each that is not): their definitions (defaults, checks, index
+-- expressions, triggers' conditions, policies, views' queries, functions' bodies) are their owner's code, which every shard made from them would
 -- run as whoever writes to or reads it, and as the shard's owner, the caller, where
 -- PostgreSQL runs a table's code as its owner (a move's apply, a view). Only their owner can
 -- give them to another role: no one else can make a checked table untrusted before
@@ -738,19 +802,25 @@ LANGUAGE plpgsql STABLE STRICT PARALLEL SAFE
 SET search_path = pg_catalog, pg_temp
 AS $$
 DECLARE
+    nsp oid := to_regnamespace(quote_ident(template));
     others text;
 BEGIN
-    SELECT string_agg(format('%s %s (owner %s)', CASE c.relkind WHEN 'v' THEN 'view' WHEN 'm' THEN 'materialized view' WHEN 'S' THEN 'sequence' ELSE 'table' END, c.oid::regclass,
-                             c.relowner::regrole), ', ' ORDER BY c.relname)
-      INTO others
-      FROM pg_namespace n
-      JOIN pg_depend d ON d.refclassid = 'pg_namespace'::regclass AND d.refobjid = n.oid AND d.classid = 'pg_class'::regclass
-           AND d.deptype = 'n'
-      JOIN pg_class c ON c.oid = d.objid AND c.relkind IN ('r', 'p', 'v', 'm', 'S')
-     WHERE n.nspname = template AND c.relowner <> current_user::regrole
-       AND NOT (SELECT r.rolsuper FROM pg_roles r WHERE r.oid = c.relowner);
+    SELECT string_agg(x.what, ', ' ORDER BY x.what) INTO others
+      FROM (SELECT format('%s %s (owner %s)', CASE c.relkind WHEN 'v' THEN 'view' WHEN 'm' THEN 'materialized view'
+                                                   WHEN 'S' THEN 'sequence' ELSE 'table' END, c.oid::regclass, c.relowner::regrole),
+                   c.relowner
+              FROM pg_class c
+             WHERE c.oid IN (SELECT d.objid FROM pg_depend d WHERE d.refclassid = 'pg_namespace'::regclass AND d.refobjid = nsp
+                                AND d.classid = 'pg_class'::regclass AND d.deptype = 'n')
+               AND c.relkind IN ('r', 'p', 'v', 'm', 'S')
+            UNION ALL
+            SELECT format('function %s (owner %s)', p.oid::regprocedure, p.proowner::regrole), p.proowner
+              FROM pg_proc p
+             WHERE p.oid IN (SELECT d.objid FROM pg_depend d WHERE d.refclassid = 'pg_namespace'::regclass AND d.refobjid = nsp
+                                AND d.classid = 'pg_proc'::regclass AND d.deptype = 'n')) x(what, owner)
+     WHERE x.owner <> current_user::regrole AND NOT (SELECT r.rolsuper FROM pg_roles r WHERE r.oid = x.owner);
     IF others IS NOT NULL THEN
-        RAISE EXCEPTION 'template schema % holds tables, views or sequences of another role, whose definitions its shards would run as you: %',
+        RAISE EXCEPTION 'template schema % holds tables, views, sequences or functions of another role, whose definitions its shards would run as you: %',
             quote_ident(template), others
             USING ERRCODE = 'insufficient_privilege',
                   HINT = 'Make the shards as that role (SET ROLE), or give the template''s tables to yourself.';
@@ -758,7 +828,7 @@ BEGIN
 END
 $$;
 COMMENT ON FUNCTION snowflake_id_internal.check_template_owner(text) IS
-  'create_shard''s refusal (42501) of a template whose tables, views or sequences another role (not a superuser) owns.';
+  'create_shard''s refusal (42501) of a template whose tables, views, sequences or functions another role (not a superuser) owns.';
 
 -- create_shard's refusals of a template (its name; findings: template_read's rows as jsonb),
 -- each naming every object concerned: what is not a table (42809), code the caller does not
@@ -851,6 +921,12 @@ BEGIN
                JOIN jsonb_to_recordset(findings) AS x(kind text, rel oid, name text) ON x.kind = 'table' AND x.rel = r.rel
               WHERE r.kind = 'key' AND r.rel = ANY (made_tables) ORDER BY r.rel, r.name LOOP
         EXECUTE format('ALTER TABLE %I.%I ADD CONSTRAINT %I ', s, f.table_name, f.name) || format(f.detail, s);
+    END LOOP;
+    -- The functions, in the order they were made in the template (an SQL-standard body names
+    -- only what existed then), before the views that may call them.
+    FOR f IN SELECT r.* FROM jsonb_to_recordset(findings) AS r(kind text, rel oid, name text)
+              WHERE r.kind = 'function' ORDER BY r.rel LOOP
+        PERFORM snowflake_id_internal.copy_function(s, template, f.rel, f.name);
     END LOOP;
     -- A serial's sequence owned by its column (deps: table.column), as the template's is.
     FOR f IN SELECT r.* FROM jsonb_to_recordset(findings) AS r(kind text, name text, deps text)

@@ -26,6 +26,7 @@
 --   view       a view to copy (rel, name; detail: its options, the list WITH takes; deps: how
 --              many of the template's views it reads, through others too, made in that order)
 --   matview    a materialized view to copy, with its indexes (as view)
+--   function   a function or procedure of the template to copy (rel: its OID; name)
 --   sequence   a sequence to copy (rel, name), but an identity column's (which LIKE copies);
 --              detail: its options, as CREATE SEQUENCE takes them; deps: the column owning
 --              it (a serial's), as ALTER SEQUENCE ... OWNED BY takes it after the schema
@@ -91,6 +92,10 @@ seq_defaults(rel, attnum, seq) AS (
       JOIN sequences s ON s.rel = d.refobjid JOIN pg_catalog.pg_namespace n ON n.oid = $1
      WHERE pg_catalog.pg_get_expr(a.adbin, a.adrelid)
            = pg_catalog.format('nextval(%L::regclass)', pg_catalog.format('%I.%I', n.nspname, s.relname))),
+-- The template's functions and procedures (not aggregates: refused as other objects).
+functions AS (
+    SELECT f.oid AS fn, f.proname FROM in_schema o JOIN pg_catalog.pg_proc f ON f.oid = o.objid
+     WHERE o.classid = 'pg_catalog.pg_proc'::pg_catalog.regclass AND f.prokind IN ('f', 'p')),
 -- The template's views each view reads, directly or through others.
 view_reads(rel, reads) AS (
     SELECT v.rel, d.refobjid FROM views v JOIN pg_catalog.pg_rewrite w ON w.ev_class = v.rel
@@ -127,7 +132,10 @@ parts(rel, classid, objid) AS (
       FROM views v JOIN pg_catalog.pg_rewrite w ON w.ev_class = v.rel AND w.rulename = '_RETURN'
     UNION ALL
     SELECT v.rel, 'pg_catalog.pg_class'::pg_catalog.regclass, i.indexrelid
-      FROM views v JOIN pg_catalog.pg_index i ON i.indrelid = v.rel),
+      FROM views v JOIN pg_catalog.pg_index i ON i.indrelid = v.rel
+    UNION ALL
+    -- (a function of the template: what it refers to, its SQL-standard body's too)
+    SELECT f.fn, 'pg_catalog.pg_proc'::pg_catalog.regclass, f.fn FROM functions f),
 reached(classid, objid) AS (
     -- What the columns refer to (their types and collations) ...
     SELECT d.refclassid, d.refobjid FROM tables t JOIN pg_catalog.pg_depend d
@@ -154,6 +162,8 @@ reached(classid, objid) AS (
                 AND (d.refobjid IN (SELECT t.rel FROM tables t) OR d.refobjid IN (SELECT v.rel FROM views v)
                      OR d.refobjid IN (SELECT q.rel FROM sequences q)
                      OR d.refobjid IN (SELECT q.objid FROM parts q WHERE q.classid = 'pg_catalog.pg_class'::pg_catalog.regclass)))
+       -- (a function of the template: copied, and walked as a part)
+       AND NOT (d.refclassid = 'pg_catalog.pg_proc'::pg_catalog.regclass AND d.refobjid IN (SELECT f.fn FROM functions f))
     UNION
     SELECT e.classid, e.objid FROM reached r CROSS JOIN LATERAL (
         SELECT d.refclassid, d.refobjid FROM pg_catalog.pg_depend d
@@ -278,6 +288,7 @@ SELECT 'other', NULL, NULL, pg_catalog.pg_describe_object(o.classid, o.objid, 0)
  WHERE NOT (o.classid = 'pg_catalog.pg_class'::pg_catalog.regclass
             AND (o.objid IN (SELECT t.rel FROM tables t) OR o.objid IN (SELECT v.rel FROM views v)
                  OR o.objid IN (SELECT q.rel FROM sequences q)))
+   AND NOT (o.classid = 'pg_catalog.pg_proc'::pg_catalog.regclass AND o.objid IN (SELECT f.fn FROM functions f))
    AND o.classid <> 'pg_catalog.pg_statistic_ext'::pg_catalog.regclass
    -- an identity column's sequence
    AND NOT (o.classid = 'pg_catalog.pg_class'::pg_catalog.regclass AND EXISTS (
@@ -321,6 +332,26 @@ SELECT CASE v.relkind WHEN 'm' THEN 'matview' ELSE 'view' END, v.rel, v.relname:
        (SELECT pg_catalog.count(*) FROM view_reads r WHERE r.rel = v.rel)::text
   FROM views v JOIN pg_catalog.pg_class c ON c.oid = v.rel
 UNION ALL
+SELECT 'function', f.fn, f.proname::text, NULL, NULL FROM functions f
+UNION ALL
+-- A function whose copy would still use the template's objects, or could not be made before
+-- the views: a body given as text naming the template (or a SET clause naming it), which
+-- PostgreSQL resolves only when it runs; an SQL-standard body reading a view of the template.
+SELECT 'refused', f.fn, f.proname::text, x.why, NULL
+  FROM functions f JOIN pg_catalog.pg_proc p ON p.oid = f.fn JOIN pg_catalog.pg_namespace n ON n.oid = $1,
+       LATERAL (SELECT pg_catalog.format('function %s, whose body (text, resolved when it runs) or settings name the template''s schema (so would its copy''s)',
+                                         f.fn::pg_catalog.regprocedure)
+                 WHERE p.prosqlbody IS NULL
+                   AND (pg_catalog.strpos(pg_catalog.lower(p.prosrc), pg_catalog.lower(n.nspname)) > 0
+                        OR pg_catalog.strpos(pg_catalog.lower(coalesce(pg_catalog.array_to_string(p.proconfig, ' '), '')),
+                                             pg_catalog.lower(n.nspname)) > 0)
+                UNION ALL
+                SELECT pg_catalog.format('function %s, whose body reads view %s of the template (the shard''s functions are made before its views)',
+                                         f.fn::pg_catalog.regprocedure, d.refobjid::pg_catalog.regclass)
+                  FROM pg_catalog.pg_depend d
+                 WHERE d.classid = 'pg_catalog.pg_proc'::pg_catalog.regclass AND d.objid = f.fn
+                   AND d.refclassid = 'pg_catalog.pg_class'::pg_catalog.regclass AND d.refobjid IN (SELECT v.rel FROM views v)) x(why)
+UNION ALL
 SELECT 'sequence', q.rel, q.relname::text,
        pg_catalog.format('AS %s INCREMENT BY %s MINVALUE %s MAXVALUE %s START WITH %s CACHE %s %sCYCLE',
                          x.seqtypid::pg_catalog.regtype, x.seqincrement, x.seqmin, x.seqmax, x.seqstart, x.seqcache,
@@ -347,7 +378,7 @@ SELECT 'refused', p.rel, NULL,
                          pg_catalog.pg_describe_object(d.refclassid, d.refobjid, 0)), NULL
   FROM (SELECT t.rel, 'pg_catalog.pg_class'::pg_catalog.regclass::oid AS classid, t.rel AS objid FROM tables t
         UNION ALL SELECT q.rel, q.classid, q.objid FROM parts q
-         WHERE q.classid <> 'pg_catalog.pg_rewrite'::pg_catalog.regclass) p
+         WHERE q.classid NOT IN ('pg_catalog.pg_rewrite'::pg_catalog.regclass, 'pg_catalog.pg_proc'::pg_catalog.regclass)) p
   JOIN pg_catalog.pg_depend d ON d.classid = p.classid AND d.objid = p.objid
  WHERE (p.classid <> 'pg_catalog.pg_class'::pg_catalog.regclass OR p.objid <> p.rel OR d.objsubid > 0)
    -- (a partition's index, key or trigger made from its table's: made again by ATTACH PARTITION)
@@ -361,6 +392,7 @@ SELECT 'refused', p.rel, NULL,
             AND d.refobjid IN (SELECT t.rel FROM tables t))
    AND ((d.refclassid = 'pg_catalog.pg_class'::pg_catalog.regclass AND d.refobjid <> p.rel
          AND d.refobjid IN (SELECT o.objid FROM in_schema o WHERE o.classid = 'pg_catalog.pg_class'::pg_catalog.regclass))
+     OR (d.refclassid = 'pg_catalog.pg_proc'::pg_catalog.regclass AND d.refobjid IN (SELECT f.fn FROM functions f))
      OR (d.refclassid = 'pg_catalog.pg_type'::pg_catalog.regclass
          AND d.refobjid IN (SELECT c.reltype FROM in_schema o JOIN pg_catalog.pg_class c ON c.oid = o.objid
                              WHERE o.classid = 'pg_catalog.pg_class'::pg_catalog.regclass)))

@@ -24,8 +24,8 @@ COMMENT ON FUNCTION snowflake_id_node.tables(oid) IS
 -- and its copy on another node (a move refuses when they differ, before any row moves and
 -- again under the fence, naming the first difference), a template on every node and the
 -- shards made from it (the router's template_status). A sorted array of lines, one per
--- table, column, constraint, index, trigger, rule, policy, free sequence and any other
--- object in the schema, each as PostgreSQL prints it with search_path = pg_catalog, the
+-- table, column, constraint, index, trigger, rule, policy, free sequence, function (with
+-- its definition) and any other object in the schema, each as PostgreSQL prints it with search_path = pg_catalog, the
 -- schema's own name standing as %I, so that a template and a shard made from it
 -- (create_shard(..., template => ...)) read alike:
 --   table posts: table
@@ -115,20 +115,17 @@ BEGIN
         UNION ALL
         SELECT format('rule on %s: %s', quote_ident(t.name), pg_get_ruledef(r.oid))
           FROM t JOIN pg_rewrite r ON r.ev_class = t.oid WHERE r.rulename <> '_RETURN'
-
         UNION ALL
         SELECT format('policy on %s: %s %s FOR %s TO %s USING (%s) WITH CHECK (%s)', quote_ident(t.name),
                    quote_ident(p.polname), CASE WHEN p.polpermissive THEN 'PERMISSIVE' ELSE 'RESTRICTIVE' END,
-                   CASE p.polcmd WHEN 'r' THEN 'SELECT' WHEN 'a' THEN 'INSERT' WHEN 'w' THEN 'UPDATE' WHEN 'd' THEN 'DELETE'
-                        ELSE 'ALL' END,
+                   CASE p.polcmd WHEN 'r' THEN 'SELECT' WHEN 'a' THEN 'INSERT' WHEN 'w' THEN 'UPDATE' WHEN 'd' THEN 'DELETE' ELSE 'ALL' END,
                    (SELECT string_agg(x.r, ', ' ORDER BY x.r COLLATE "C")
                       FROM (SELECT CASE WHEN r = 0 THEN 'PUBLIC' ELSE r::regrole::text END FROM unnest(p.polroles) r) x(r)),
                    pg_get_expr(p.polqual, p.polrelid), pg_get_expr(p.polwithcheck, p.polrelid))
           FROM t JOIN pg_policy p ON p.polrelid = t.oid
         UNION ALL
-        -- Everything else in the schema: sequences no column owns (not table_id_seq), types,
-        -- functions (not the shard's own next_id()), ... (found through the namespace: a
-        -- lookup by name would read every next_id() of the node)
+        -- Everything else in the schema: sequences no column owns (not table_id_seq), types, functions
+        -- (not the shard's own next_id()), ... (through the namespace: not every next_id() of the node)
         SELECT CASE WHEN d.classid = 'pg_class'::regclass THEN
                     (SELECT format('sequence %s: %s INCREMENT %s MINVALUE %s MAXVALUE %s START %s CACHE %s%s',
                                    quote_ident(c.relname), format_type(q.seqtypid, NULL), q.seqincrement, q.seqmin, q.seqmax,
@@ -137,7 +134,10 @@ BEGIN
                       WHERE c.oid = d.objid AND c.relname <> 'table_id_seq'
                         AND NOT EXISTS (SELECT FROM pg_depend o WHERE o.classid = 'pg_class'::regclass AND o.objid = c.oid
                                            AND o.refclassid = 'pg_class'::regclass AND o.deptype IN ('a', 'i')))
-               ELSE (SELECT concat_ws(' ', o.type, o.identity) FROM pg_identify_object(d.classid, d.objid, 0) o) END
+               -- (a function with its definition: a move's copy is made from the target's template)
+               ELSE (SELECT concat_ws(' ', o.type, o.identity) || coalesce(': ' || (SELECT pg_get_functiondef(p.oid) FROM pg_proc p
+                        WHERE d.classid = 'pg_proc'::regclass AND p.oid = d.objid AND p.prokind IN ('f', 'p')), '')
+                       FROM pg_identify_object(d.classid, d.objid, 0) o) END
           FROM pg_depend d
          WHERE d.refclassid = 'pg_namespace'::regclass AND d.refobjid = nsp AND d.deptype = 'n'
            AND NOT (d.classid = 'pg_proc'::regclass AND d.objid IS NOT DISTINCT FROM snowflake_id_internal.shard_function(nsp))

@@ -1,0 +1,85 @@
+-- Functions and procedures in a template (sql/installer/installer.sql, copy_function): each is
+-- made in the shard from its definition with the shard on the path, so an SQL-standard body
+-- works on the shard's tables, and checked to refer to what the template's does (refers());
+-- made before the views, so a view calling one calls the shard's. A body given as text is
+-- copied as it is: one naming the template's schema is refused (0A000), as is a default or
+-- trigger calling a function of the template (its copy would call the template's) and a body
+-- reading a view of the template; another role's function in the template, or called by a
+-- function's body, is refused (42501). The shard's fingerprint, function bodies included,
+-- equals the template's.
+CREATE EXTENSION IF NOT EXISTS snowflake_id;
+SET client_min_messages = warning;
+CREATE SCHEMA ft;
+CREATE TABLE ft.photos (id bigint PRIMARY KEY, caption text, likes integer NOT NULL DEFAULT 0);
+CREATE FUNCTION ft.like_photo(photo bigint) RETURNS integer LANGUAGE sql
+BEGIN ATOMIC
+    UPDATE ft.photos SET likes = likes + 1 WHERE id = photo RETURNING likes;
+END;
+CREATE FUNCTION ft.photo_count() RETURNS bigint LANGUAGE sql STABLE RETURN (SELECT count(*) FROM ft.photos);
+CREATE FUNCTION ft.caption_of(p ft.photos) RETURNS text LANGUAGE sql IMMUTABLE RETURN upper(p.caption);
+CREATE FUNCTION ft.shout(t text) RETURNS text LANGUAGE plpgsql IMMUTABLE AS $$ BEGIN RETURN t || '!'; END $$;
+CREATE PROCEDURE ft.forget(photo bigint) LANGUAGE sql BEGIN ATOMIC DELETE FROM ft.photos WHERE id = photo; END;
+CREATE VIEW ft.summary AS SELECT ft.photo_count() AS photos, ft.shout('hi') AS greeting;
+INSERT INTO ft.photos VALUES (1, 'template row');
+SELECT create_shard('fshard1', 6601, template => 'ft');
+SET search_path = pg_catalog;
+SELECT p.oid::regprocedure AS copied, p.prokind FROM pg_proc p WHERE p.pronamespace = 'fshard1'::regnamespace
+   AND p.proname <> 'next_id' ORDER BY 1::text;
+SELECT pg_get_functiondef('fshard1.like_photo(bigint)'::regprocedure) ~ 'fshard1\.photos' AS on_the_shard,
+       pg_get_functiondef('fshard1.like_photo(bigint)'::regprocedure) ~ 'ft\.' AS on_the_template;
+RESET search_path;
+INSERT INTO fshard1.photos (id, caption) VALUES (5, 'sunset');
+SELECT fshard1.like_photo(5) AS likes, fshard1.like_photo(1) AS none_there;
+SELECT (SELECT likes FROM ft.photos WHERE id = 1) AS template_likes, fshard1.caption_of(p) AS caption FROM fshard1.photos p;
+SELECT * FROM fshard1.summary;
+CALL fshard1.forget(5);
+SELECT count(*) AS left_in_shard, (SELECT count(*) FROM ft.photos) AS left_in_template FROM fshard1.photos;
+SELECT snowflake_id_node.fingerprint_difference(snowflake_id_node.fingerprint('fshard1'),
+                                                snowflake_id_node.fingerprint('ft'), 'the shard', 'the template') AS difference;
+-- A shard whose function differs from its template's: the fingerprint names it.
+CREATE OR REPLACE FUNCTION fshard1.shout(t text) RETURNS text LANGUAGE plpgsql IMMUTABLE AS $$ BEGIN RETURN t || '?'; END $$;
+SELECT snowflake_id_node.fingerprint_difference(snowflake_id_node.fingerprint('fshard1'),
+                                                snowflake_id_node.fingerprint('ft'), 'the shard', 'the template') IS NOT NULL AS differs;
+-- Again: nothing changes (idempotent); many shards at once.
+SELECT create_shard('fshard1', 6601, template => 'ft');
+SELECT create_shards('fshard', 6602, 2, template => 'ft');
+SELECT fshard6603.like_photo(1) IS NULL AS nothing_to_like;
+\set VERBOSITY terse
+-- A body given as text that names the template: its copy would use the template's table.
+CREATE SCHEMA ft_bad;
+CREATE TABLE ft_bad.t (id bigint PRIMARY KEY);
+CREATE FUNCTION ft_bad.n() RETURNS bigint LANGUAGE plpgsql AS $$ BEGIN RETURN (SELECT count(*) FROM ft_bad.t); END $$;
+SELECT create_shard('fshard9', 6609, template => 'ft_bad');
+DROP FUNCTION ft_bad.n();
+-- A default or a trigger calling the template's function: its copy would call the template's.
+CREATE FUNCTION ft_bad.code() RETURNS text LANGUAGE sql RETURN 'c';
+ALTER TABLE ft_bad.t ADD COLUMN code text DEFAULT ft_bad.code();
+SELECT create_shard('fshard9', 6609, template => 'ft_bad');
+ALTER TABLE ft_bad.t DROP COLUMN code;
+DROP FUNCTION ft_bad.code();
+-- A body reading a view of the template (the views are made after the functions).
+CREATE VIEW ft_bad.v AS SELECT id FROM ft_bad.t;
+CREATE FUNCTION ft_bad.vn() RETURNS bigint LANGUAGE sql RETURN (SELECT count(*) FROM ft_bad.v);
+SELECT create_shard('fshard9', 6609, template => 'ft_bad');
+DROP FUNCTION ft_bad.vn();
+\set VERBOSITY sqlstate
+-- Another role's function in the template, or called by a template function's body (42501).
+CREATE ROLE snowflake_reg_fmal;
+CREATE SCHEMA fm AUTHORIZATION snowflake_reg_fmal;
+SET ROLE snowflake_reg_fmal;
+CREATE FUNCTION fm.f(bigint) RETURNS bigint LANGUAGE sql IMMUTABLE RETURN $1;
+RESET ROLE;
+CREATE FUNCTION ft_bad.calls_other() RETURNS bigint LANGUAGE sql RETURN fm.f(1);
+SELECT create_shard('fshard9', 6609, template => 'ft_bad');
+DROP FUNCTION ft_bad.calls_other();
+CREATE FUNCTION ft_bad.mine() RETURNS int LANGUAGE sql RETURN 1;
+ALTER FUNCTION ft_bad.mine() OWNER TO snowflake_reg_fmal;
+SELECT create_shard('fshard9', 6609, template => 'ft_bad');
+DROP FUNCTION ft_bad.mine();
+SELECT create_shard('fshard9', 6609, template => 'ft_bad');
+SELECT to_regclass('fshard9.v') IS NOT NULL AS made;
+RESET client_min_messages;
+SET client_min_messages = warning;
+SELECT drop_shard(schema_name, cascade => true) FROM snowflake_id_shards WHERE shard IN (6601, 6602, 6603, 6609);
+DROP SCHEMA ft, ft_bad, fm CASCADE;
+DROP ROLE snowflake_reg_fmal;
