@@ -107,14 +107,15 @@ SELECT pg_temp.refusal('ktpl_rule');
 DROP TRIGGER c ON ktpl_rule.a;
 CREATE RULE no_delete AS ON DELETE TO ktpl_rule.a DO INSTEAD NOTHING;
 SELECT pg_temp.refusal('ktpl_rule');
--- A trigger whose function is in the template schema: its copy would call the template's
--- function, not the shard's (0A000).
+SELECT to_regnamespace('kbad') IS NULL AS nothing_made;
+-- A trigger whose function is in the template schema: the copy calls the shard's copy of it.
 CREATE SCHEMA ktpl_fn;
 CREATE TABLE ktpl_fn.a (id bigint PRIMARY KEY);
 CREATE FUNCTION ktpl_fn.touch() RETURNS trigger LANGUAGE plpgsql AS 'BEGIN RETURN NEW; END';
 CREATE TRIGGER t BEFORE INSERT ON ktpl_fn.a FOR EACH ROW EXECUTE FUNCTION ktpl_fn.touch();
 SELECT pg_temp.refusal('ktpl_fn');
-SELECT to_regnamespace('kbad') IS NULL AS nothing_made;
+SELECT tgfoid::regprocedure AS copy_calls FROM pg_trigger WHERE tgrelid = 'kbad.a'::regclass AND tgname = 't';
+SELECT drop_shard('kbad', cascade => true);
 -- A move carries ordinary triggers and keys (the rows arrive with session_replication_role
 -- = replica: they fired on the source); one enabled ALWAYS or REPLICA would fire again.
 SELECT snowflake_id_node.refusal('{kshard1}') AS movable;

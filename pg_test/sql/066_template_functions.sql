@@ -20,6 +20,9 @@ CREATE FUNCTION ft.caption_of(p ft.photos) RETURNS text LANGUAGE sql IMMUTABLE R
 CREATE FUNCTION ft.shout(t text) RETURNS text LANGUAGE plpgsql IMMUTABLE AS $$ BEGIN RETURN t || '!'; END $$;
 CREATE PROCEDURE ft.forget(photo bigint) LANGUAGE sql BEGIN ATOMIC DELETE FROM ft.photos WHERE id = photo; END;
 CREATE VIEW ft.summary AS SELECT ft.photo_count() AS photos, ft.shout('hi') AS greeting;
+-- A trigger calling a function of the template: the copy calls the shard's.
+CREATE FUNCTION ft.tidy() RETURNS trigger LANGUAGE plpgsql AS $$ BEGIN NEW.caption := btrim(NEW.caption); RETURN NEW; END $$;
+CREATE TRIGGER tidy BEFORE INSERT OR UPDATE OF caption ON ft.photos FOR EACH ROW EXECUTE FUNCTION ft.tidy();
 INSERT INTO ft.photos VALUES (1, 'template row');
 SELECT create_shard('fshard1', 6601, template => 'ft');
 SET search_path = pg_catalog;
@@ -28,7 +31,8 @@ SELECT p.oid::regprocedure AS copied, p.prokind FROM pg_proc p WHERE p.pronamesp
 SELECT pg_get_functiondef('fshard1.like_photo(bigint)'::regprocedure) ~ 'fshard1\.photos' AS on_the_shard,
        pg_get_functiondef('fshard1.like_photo(bigint)'::regprocedure) ~ 'ft\.' AS on_the_template;
 RESET search_path;
-INSERT INTO fshard1.photos (id, caption) VALUES (5, 'sunset');
+INSERT INTO fshard1.photos (id, caption) VALUES (5, '  sunset ');
+SELECT tgfoid::regprocedure AS trigger_calls FROM pg_trigger WHERE tgrelid = 'fshard1.photos'::regclass AND NOT tgisinternal;
 SELECT fshard1.like_photo(5) AS likes, fshard1.like_photo(1) AS none_there;
 SELECT (SELECT likes FROM ft.photos WHERE id = 1) AS template_likes, fshard1.caption_of(p) AS caption FROM fshard1.photos p;
 SELECT * FROM fshard1.summary;
@@ -57,6 +61,13 @@ ALTER TABLE ft_bad.t ADD COLUMN code text DEFAULT ft_bad.code();
 SELECT create_shard('fshard9', 6609, template => 'ft_bad');
 ALTER TABLE ft_bad.t DROP COLUMN code;
 DROP FUNCTION ft_bad.code();
+-- A trigger whose WHEN condition calls the template's function (0A000, nothing made).
+CREATE FUNCTION ft_bad.yes(bigint) RETURNS boolean LANGUAGE sql IMMUTABLE RETURN true;
+CREATE FUNCTION ft_bad.nop() RETURNS trigger LANGUAGE plpgsql AS $$ BEGIN RETURN NEW; END $$;
+CREATE TRIGGER w BEFORE INSERT ON ft_bad.t FOR EACH ROW WHEN (ft_bad.yes(NEW.id)) EXECUTE FUNCTION ft_bad.nop();
+SELECT create_shard('fshard9', 6609, template => 'ft_bad');
+DROP TRIGGER w ON ft_bad.t;
+DROP FUNCTION ft_bad.yes(bigint), ft_bad.nop();
 -- A body reading a view of the template (the views are made after the functions).
 CREATE VIEW ft_bad.v AS SELECT id FROM ft_bad.t;
 CREATE FUNCTION ft_bad.vn() RETURNS bigint LANGUAGE sql RETURN (SELECT count(*) FROM ft_bad.v);

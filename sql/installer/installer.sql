@@ -647,19 +647,30 @@ COMMENT ON FUNCTION snowflake_id_internal.copy_policy(regclass, text, text, name
 
 -- A template trigger's copy (name) on table made: its CREATE TRIGGER statement def (the
 -- shard's names in it), then the template's ENABLE state (pg_trigger.tgenabled: O, the default; D, A, R).
-CREATE OR REPLACE FUNCTION snowflake_id_internal.copy_trigger(made regclass, name text, def text, state text) RETURNS void
+-- A copy that still refers to anything of the template (a WHEN condition calling its
+-- function) is refused (55000).
+CREATE OR REPLACE FUNCTION snowflake_id_internal.copy_trigger(made regclass, name text, def text, state text, template text)
+RETURNS void
 LANGUAGE plpgsql VOLATILE STRICT PARALLEL UNSAFE
 SET search_path = pg_catalog, pg_temp
 AS $$
 BEGIN
     EXECUTE def;
+    IF EXISTS (SELECT FROM pg_trigger g JOIN pg_depend d ON d.classid = 'pg_trigger'::regclass AND d.objid = g.oid
+                WHERE g.tgrelid = made AND g.tgname = name
+                  AND (pg_identify_object(d.refclassid, d.refobjid, 0)).schema = template) THEN
+        RAISE EXCEPTION 'the copy of trigger % on %.% refers to the template''s objects', quote_ident(name),
+            quote_ident(template), (SELECT quote_ident(c.relname) FROM pg_class c WHERE c.oid = made)
+            USING ERRCODE = 'object_not_in_prerequisite_state',
+                  HINT = 'A trigger''s WHEN condition may not call a function of the template.';
+    END IF;
     IF state <> 'O' THEN
         EXECUTE format('ALTER TABLE %s %s TRIGGER %I', made,
                        CASE state WHEN 'D' THEN 'DISABLE' WHEN 'A' THEN 'ENABLE ALWAYS' ELSE 'ENABLE REPLICA' END, name);
     END IF;
 END
 $$;
-COMMENT ON FUNCTION snowflake_id_internal.copy_trigger(regclass, text, text, text) IS
+COMMENT ON FUNCTION snowflake_id_internal.copy_trigger(regclass, text, text, text, text) IS
   'create_shard''s copy of one template trigger onto a shard''s table, in the template''s ENABLE state.';
 
 -- What a view's query (classid pg_class: its rule) or a function (pg_proc: its types and an
@@ -909,7 +920,7 @@ BEGIN
             CASE f.kind
             WHEN 'default' THEN PERFORM snowflake_id_internal.copy_default(made, f.name, template, s, f.detail);
             WHEN 'options' THEN EXECUTE format('ALTER TABLE %s SET (%s)', made, f.detail);
-            WHEN 'trigger' THEN PERFORM snowflake_id_internal.copy_trigger(made, f.name, format(f.detail, s), f.deps);
+            WHEN 'trigger' THEN PERFORM snowflake_id_internal.copy_trigger(made, f.name, format(f.detail, s), f.deps, template);
             WHEN 'rls' THEN EXECUTE format('ALTER TABLE %s %s ROW LEVEL SECURITY', made, f.detail);
             WHEN 'policy' THEN
                 PERFORM snowflake_id_internal.copy_policy(made, template, t.name, f.name, f.detail, coalesce(f.deps, ''));
@@ -927,6 +938,13 @@ BEGIN
     FOR f IN SELECT r.* FROM jsonb_to_recordset(findings) AS r(kind text, rel oid, name text)
               WHERE r.kind = 'function' ORDER BY r.rel LOOP
         PERFORM snowflake_id_internal.copy_function(s, template, f.rel, f.name);
+    END LOOP;
+    -- The triggers calling one of them.
+    FOR f IN SELECT r.*, x.name AS table_name FROM jsonb_to_recordset(findings) AS r(kind text, rel oid, name text, detail text, deps text)
+               JOIN jsonb_to_recordset(findings) AS x(kind text, rel oid, name text) ON x.kind = 'table' AND x.rel = r.rel
+              WHERE r.kind = 'ftrigger' AND r.rel = ANY (made_tables) ORDER BY r.rel, r.name LOOP
+        PERFORM snowflake_id_internal.copy_trigger(format('%I.%I', s, f.table_name)::regclass, f.name, format(f.detail, s),
+                                                   f.deps, template);
     END LOOP;
     -- A serial's sequence owned by its column (deps: table.column), as the template's is.
     FOR f IN SELECT r.* FROM jsonb_to_recordset(findings) AS r(kind text, name text, deps text)

@@ -21,6 +21,8 @@
 --              definition, the shard's schema as its one %I)
 --   trigger    trigger `name` of table rel (detail: its CREATE TRIGGER, the shard's schema
 --              as its one %I; deps: its pg_trigger.tgenabled)
+--   ftrigger   a trigger whose function is the template's: as trigger, the shard's schema
+--              also as %1$I where it names the function (made once the functions are)
 --   partition  table rel is a partition of the template's table `name` (detail: its bound,
 --              FOR VALUES ... or DEFAULT; deps: how many tables it is under, made in that order)
 --   view       a view to copy (rel, name; detail: its options, the list WITH takes; deps: how
@@ -384,6 +386,9 @@ SELECT 'refused', p.rel, NULL,
    -- (a partition's index, key or trigger made from its table's: made again by ATTACH PARTITION)
    AND d.deptype NOT IN ('P', 'S')
    -- (a foreign key to a table of the template is copied pointing at the shard's: keys below)
+   -- (a trigger's function of the template: the copy calls the shard's, ftrigger rows)
+   AND NOT (p.classid = 'pg_catalog.pg_trigger'::pg_catalog.regclass AND d.refclassid = 'pg_catalog.pg_proc'::pg_catalog.regclass
+            AND d.refobjid = (SELECT g.tgfoid FROM pg_catalog.pg_trigger g WHERE g.oid = p.objid))
    -- (a default that is nextval() of a sequence of the template takes the shard's: seq_defaults)
    AND NOT (p.classid = 'pg_catalog.pg_attrdef'::pg_catalog.regclass
             AND (d.refobjid, d.refobjsubid) IN (SELECT q.seq, 0 FROM seq_defaults q JOIN pg_catalog.pg_attrdef a
@@ -478,10 +483,12 @@ UNION ALL
 -- split where it names the template's table. The head before that name is rebuilt here from
 -- the catalog and must be what PostgreSQL printed (a quoted column name can hold any text):
 -- otherwise the object is refused, never copied from a guess. deps: a trigger's ENABLE state.
-SELECT CASE WHEN pg_catalog.starts_with(x.def, x.head || x.tpl) THEN x.kind ELSE 'refused' END, x.rel, x.name,
-       CASE WHEN pg_catalog.starts_with(x.def, x.head || x.tpl)
+SELECT CASE WHEN y.ok THEN CASE WHEN x.fn IS NULL THEN x.kind ELSE 'ftrigger' END ELSE 'refused' END, x.rel, x.name,
+       CASE WHEN y.ok
             THEN pg_catalog.replace(x.head, '%', '%%') || '%I.' || pg_catalog.replace(x.target, '%', '%%')
-                 || pg_catalog.replace(pg_catalog.substr(x.def, pg_catalog.length(x.head || x.tpl) + 1), '%', '%%')
+                 || CASE WHEN x.fn IS NULL THEN pg_catalog.replace(y.tail, '%', '%%')
+                         ELSE pg_catalog.replace(pg_catalog.replace(y.tail, '%', '%%'), pg_catalog.replace(x.fn, '%', '%%'),
+                                                 'EXECUTE FUNCTION %1$I.' || pg_catalog.replace(x.fn_name, '%', '%%') || '(') END
             ELSE pg_catalog.format('%s, whose definition create_shard cannot read back (%s)', x.what, x.def) END,
        x.deps
   FROM (SELECT 'key' AS kind, k.conrelid AS rel, k.conname::text AS name, pg_catalog.pg_get_constraintdef(k.oid) AS def,
@@ -490,7 +497,8 @@ SELECT CASE WHEN pg_catalog.starts_with(x.def, x.head || x.tpl) THEN x.kind ELSE
                       FROM pg_catalog.unnest(k.conkey) WITH ORDINALITY c(att, n)
                       JOIN pg_catalog.pg_attribute a ON a.attrelid = k.conrelid AND a.attnum = c.att)) AS head,
                pg_catalog.format('%I.%I(', n.nspname, r.relname) AS tpl, pg_catalog.quote_ident(r.relname) || '(' AS target,
-               pg_catalog.format('foreign key %I on table %I', k.conname, t.relname) AS what, NULL::text AS deps
+               pg_catalog.format('foreign key %I on table %I', k.conname, t.relname) AS what, NULL::text AS deps,
+               NULL::text AS fn, NULL::text AS fn_name
           FROM tables t JOIN pg_catalog.pg_constraint k ON k.conrelid = t.rel AND k.contype = 'f' AND k.conparentid = 0
           JOIN pg_catalog.pg_class r ON r.oid = k.confrelid JOIN pg_catalog.pg_namespace n ON n.oid = $1
          WHERE k.confrelid IN (SELECT u.rel FROM tables u)
@@ -506,6 +514,15 @@ SELECT CASE WHEN pg_catalog.starts_with(x.def, x.head || x.tpl) THEN x.kind ELSE
                               JOIN pg_catalog.pg_attribute a ON a.attrelid = g.tgrelid AND a.attnum = c.att), '') END,
                        CASE WHEN g.tgtype & 32 <> 0 THEN 'TRUNCATE' END], ' OR ')),
                pg_catalog.format('%I.%I ', n.nspname, t.relname), pg_catalog.quote_ident(t.relname) || ' ',
-               pg_catalog.format('trigger %I on table %I', g.tgname, t.relname), g.tgenabled::text
+               pg_catalog.format('trigger %I on table %I', g.tgname, t.relname), g.tgenabled::text,
+               -- (a function of the template: its copy calls the shard's, made first)
+               CASE WHEN f.fn IS NOT NULL THEN pg_catalog.format('EXECUTE FUNCTION %I.%I(', n.nspname, f.proname) END,
+               pg_catalog.quote_ident(f.proname)
           FROM tables t JOIN pg_catalog.pg_trigger g ON g.tgrelid = t.rel AND NOT g.tgisinternal AND g.tgparentid = 0
-          JOIN pg_catalog.pg_namespace n ON n.oid = $1) x
+          JOIN pg_catalog.pg_namespace n ON n.oid = $1
+          LEFT JOIN functions f ON f.fn = g.tgfoid) x,
+       -- what follows the table's name, read back only if it names such a function exactly once
+       LATERAL (SELECT v.tail, pg_catalog.starts_with(x.def, x.head || x.tpl)
+                       AND (x.fn IS NULL OR pg_catalog.length(v.tail) - pg_catalog.length(pg_catalog.replace(v.tail, x.fn, ''))
+                                            = pg_catalog.length(x.fn))
+                  FROM (SELECT pg_catalog.substr(x.def, pg_catalog.length(x.head || x.tpl) + 1)) v(tail)) y(tail, ok)
