@@ -54,6 +54,10 @@ SELECT create_shard('sshard9', 6509, template => 'st_bad');
 \set VERBOSITY sqlstate
 ALTER TABLE st_bad.t ALTER COLUMN code SET DEFAULT nextval('st_bad.n')::text;
 SELECT create_shard('sshard9', 6509, template => 'st_bad');
+-- A sequence named by text, looked up when the default runs: every shard would take the
+-- template's (42501: the cast reads what a name given at run time names).
+ALTER TABLE st_bad.t ALTER COLUMN code SET DEFAULT nextval('st_bad.n'::text)::text;
+SELECT create_shard('sshard9', 6509, template => 'st_bad');
 ALTER TABLE st_bad.t ALTER COLUMN code DROP DEFAULT;
 -- A sequence named as the shard's own ID sequence.
 CREATE SEQUENCE st_bad.table_id_seq;

@@ -87,7 +87,39 @@ CREATE FUNCTION ft_bad.mine() RETURNS int LANGUAGE sql RETURN 1;
 ALTER FUNCTION ft_bad.mine() OWNER TO snowflake_reg_fmal;
 SELECT create_shard('fshard9', 6609, template => 'ft_bad');
 DROP FUNCTION ft_bad.mine();
+-- A function named as the shard's own next_id() (0A000).
+CREATE FUNCTION ft_bad.next_id() RETURNS bigint LANGUAGE sql RETURN 1;
+\set VERBOSITY terse
 SELECT create_shard('fshard9', 6609, template => 'ft_bad');
+\set VERBOSITY sqlstate
+DROP FUNCTION ft_bad.next_id();
+-- A template schema another role owns (it could rename it and put another in its place
+-- while create_shard runs), or where another role may create (42501).
+ALTER SCHEMA ft_bad OWNER TO snowflake_reg_fmal;
+SELECT create_shard('fshard9', 6609, template => 'ft_bad');
+ALTER SCHEMA ft_bad OWNER TO CURRENT_USER;
+GRANT CREATE ON SCHEMA ft_bad TO snowflake_reg_fmal;
+SELECT create_shard('fshard9', 6609, template => 'ft_bad');
+REVOKE CREATE ON SCHEMA ft_bad FROM snowflake_reg_fmal;
+-- A shard schema that exists already, where another role may create, or holding another
+-- role's function of a template function's name (which the copy would skip and the views
+-- call): 42501, nothing made.
+CREATE SCHEMA fshard8;
+GRANT CREATE ON SCHEMA fshard8 TO snowflake_reg_fmal;
+SELECT create_shard('fshard8', 6608, template => 'ft');
+REVOKE CREATE ON SCHEMA fshard8 FROM snowflake_reg_fmal;
+CREATE FUNCTION fshard8.photo_count() RETURNS bigint LANGUAGE sql RETURN 42;
+ALTER FUNCTION fshard8.photo_count() OWNER TO snowflake_reg_fmal;
+SELECT create_shard('fshard8', 6608, template => 'ft');
+SELECT count(*) AS tables_made FROM pg_tables WHERE schemaname = 'fshard8';
+DROP SCHEMA fshard8 CASCADE;
+-- A function PUBLIC may not run in the template may not be run in the shard either.
+CREATE FUNCTION ft_bad.whoami() RETURNS text LANGUAGE sql SECURITY DEFINER RETURN current_user;
+REVOKE EXECUTE ON FUNCTION ft_bad.whoami() FROM PUBLIC;
+GRANT EXECUTE ON FUNCTION ft_bad.whoami() TO snowflake_reg_fmal;
+SELECT create_shard('fshard9', 6609, template => 'ft_bad');
+SELECT has_function_privilege('public', 'fshard9.whoami()', 'EXECUTE') AS public_may,
+       has_function_privilege('snowflake_reg_fmal', 'fshard9.whoami()', 'EXECUTE') AS grantee_may;
 SELECT to_regclass('fshard9.v') IS NOT NULL AS made;
 RESET client_min_messages;
 SET client_min_messages = warning;

@@ -339,7 +339,7 @@ COMMENT ON FUNCTION drop_shard(text, boolean) IS
 -- their options; a default that is nextval() of one takes the shard's (copy_default), a
 -- serial's sequence is owned by the shard's column. Its views are made in the shard over the
 -- shard's tables (copy_view), in the order they read each other. Anything else in it
--- (materialized views, functions, types) is refused (42809). So is a template whose copies
+-- (aggregates, types) is refused (42809). So is a template whose copies
 -- would use or run anything owned by a role that is neither the caller nor a superuser
 -- (42501): functions, operators, types, domains, collations, operator classes, casts'
 -- functions, text search configurations, sequences, found transitively from the tables'
@@ -553,7 +553,7 @@ COMMENT ON FUNCTION snowflake_id_internal.copy_template_table(text, text, text, 
 -- SQL-standard body refers to the shard's objects; then checked, as a view is, to refer to
 -- what the template's does, the shard's objects for the template's (refers()). A body given
 -- as text is copied as it is (template_read refused one naming the template).
-CREATE OR REPLACE FUNCTION snowflake_id_internal.copy_function(s text, template text, fn oid, name text) RETURNS void
+CREATE OR REPLACE FUNCTION snowflake_id_internal.copy_function(s text, template text, fn oid, name text, refs text) RETURNS void
 LANGUAGE plpgsql VOLATILE STRICT PARALLEL UNSAFE
 SET search_path = pg_catalog, pg_temp
 AS $$
@@ -583,17 +583,46 @@ BEGIN
     SELECT p.oid INTO made FROM pg_proc p WHERE p.pronamespace = to_regnamespace(quote_ident(s)) AND p.proname = name
        AND pg_get_function_identity_arguments(p.oid) = args;
     PERFORM set_config('search_path', 'pg_catalog, pg_temp', true);
-    IF made IS NULL OR snowflake_id_internal.refers('pg_proc'::regclass, made) IS DISTINCT FROM snowflake_id_internal.refers('pg_proc'::regclass, fn) THEN
+    -- (compared with what the template's referred to when it was read and checked: it is not
+    -- locked, and its owner may have replaced it since)
+    IF made IS NULL OR snowflake_id_internal.refers('pg_proc'::regclass, made)::text IS DISTINCT FROM refs THEN
         RAISE EXCEPTION 'the copy of function %.% refers to other objects than the template''s', quote_ident(template), quote_ident(name)
             USING ERRCODE = 'object_not_in_prerequisite_state',
-                  DETAIL = format('The template''s refers to %s, the copy to %s.', snowflake_id_internal.refers('pg_proc'::regclass, fn),
+                  DETAIL = format('The template''s referred to %s, the copy to %s.', refs,
                                   snowflake_id_internal.refers('pg_proc'::regclass, made)),
                   HINT = 'Name what the function uses outside the template with its schema, and give the template''s objects names no schema on the path has.';
     END IF;
+    PERFORM snowflake_id_internal.copy_function_acl(made, fn);
 END
 $$;
-COMMENT ON FUNCTION snowflake_id_internal.copy_function(text, text, oid, text) IS
+COMMENT ON FUNCTION snowflake_id_internal.copy_function(text, text, oid, text, text) IS
   'create_shard''s copy of one template function into a shard, its SQL-standard body over the shard''s objects, checked to refer to what the original does.';
+
+-- The template function fn's EXECUTE privileges given to its copy made, instead of the
+-- defaults (PUBLIC's, and what ALTER DEFAULT PRIVILEGES adds): a function PUBLIC may not run
+-- in the template (a SECURITY DEFINER one, say) may not be run in the shard either.
+CREATE OR REPLACE FUNCTION snowflake_id_internal.copy_function_acl(made oid, fn oid) RETURNS void
+LANGUAGE plpgsql VOLATILE STRICT PARALLEL UNSAFE
+SET search_path = pg_catalog, pg_temp
+AS $$
+DECLARE
+    g record;
+BEGIN
+    FOR g IN SELECT DISTINCT a.grantee FROM pg_proc p, aclexplode(coalesce(p.proacl, acldefault('f', p.proowner))) a
+              WHERE p.oid = made AND a.grantee <> p.proowner LOOP
+        EXECUTE format('REVOKE ALL ON ROUTINE %s FROM %s', made::regprocedure,
+                       CASE WHEN g.grantee = 0 THEN 'PUBLIC' ELSE quote_ident(g.grantee::regrole::text) END);
+    END LOOP;
+    FOR g IN SELECT a.grantee, a.is_grantable FROM pg_proc p, aclexplode(coalesce(p.proacl, acldefault('f', p.proowner))) a
+              WHERE p.oid = fn AND a.grantee <> p.proowner AND a.privilege_type = 'EXECUTE' LOOP
+        EXECUTE format('GRANT EXECUTE ON ROUTINE %s TO %s%s', made::regprocedure,
+                       CASE WHEN g.grantee = 0 THEN 'PUBLIC' ELSE quote_ident(g.grantee::regrole::text) END,
+                       CASE WHEN g.is_grantable THEN ' WITH GRANT OPTION' ELSE '' END);
+    END LOOP;
+END
+$$;
+COMMENT ON FUNCTION snowflake_id_internal.copy_function_acl(oid, oid) IS
+  'create_shard''s copy of a template function''s EXECUTE privileges onto its copy in a shard.';
 
 -- Column col of copy made, whose template's default is nextval() of the template's sequence
 -- seq: its default takes the shard's sequence of that name, unless the copy's was replaced
@@ -744,8 +773,10 @@ BEGIN
     PERFORM set_config('search_path', format('%I, pg_temp', template), true);
     def := pg_get_viewdef(rel);
     PERFORM set_config('search_path', format('%I, pg_temp', s), true);
+    -- (a materialized view made empty: its query runs only once the copy is checked, below)
     EXECUTE format('CREATE %sVIEW %I.%I%s AS ', CASE WHEN materialized THEN 'MATERIALIZED ' ELSE '' END, s, name,
-                   coalesce(' WITH (' || options || ')', '')) || def;
+                   coalesce(' WITH (' || options || ')', ''))
+            || CASE WHEN materialized THEN rtrim(rtrim(def), ';') || ' WITH NO DATA' ELSE def END;
     PERFORM set_config('search_path', 'pg_catalog, pg_temp', true);
     made := format('%I.%I', s, name)::regclass;
     IF snowflake_id_internal.refers('pg_class'::regclass, made) IS DISTINCT FROM snowflake_id_internal.refers('pg_class'::regclass, rel) THEN
@@ -757,6 +788,7 @@ BEGIN
     END IF;
     IF materialized THEN
         PERFORM snowflake_id_internal.copy_indexes(made, rel, s, template, name);
+        EXECUTE format('REFRESH MATERIALIZED VIEW %s', made);
     END IF;
 END
 $$;
@@ -800,46 +832,67 @@ $$;
 COMMENT ON FUNCTION snowflake_id_internal.copy_indexes(regclass, oid, text, text, text) IS
   'create_shard''s copy of a template materialized view''s indexes onto its copy in a shard.';
 
--- The template's tables, views, sequences and functions must be the caller's or a
--- superuser's (42501, naming each that is not): their definitions (defaults, checks, index
--- expressions, triggers' conditions, policies, views' queries, functions' bodies) are their owner's code, which every shard made from them would
--- run as whoever writes to or reads it, and as the shard's owner, the caller, where
--- PostgreSQL runs a table's code as its owner (a move's apply, a view). Only their owner can
--- give them to another role: no one else can make a checked table untrusted before
--- create_shard locks it. (A move's copy is made from the target's template by the mover, a
--- superuser, and owned by the source shard's owners before any row is written: own_copies.)
-CREATE OR REPLACE FUNCTION snowflake_id_internal.check_template_owner(template text) RETURNS void
-LANGUAGE plpgsql STABLE STRICT PARALLEL SAFE
+-- What in schema nsp is neither the caller's nor a superuser's, listed (NULL: nothing): the
+-- schema itself, a CREATE privilege on it (PUBLIC's too), its relations and functions. Who
+-- owns the schema can rename it and put another under its name; who may create in it can
+-- add objects; who owns an object decides what it does (a table's definitions, a function's
+-- body): create_shard reads a template, and uses what a shard's schema already holds, by
+-- name, so each of these must be trusted, or another role's code would run as the caller.
+CREATE OR REPLACE FUNCTION snowflake_id_internal.untrusted_in(nsp oid) RETURNS text
+LANGUAGE sql STABLE STRICT PARALLEL SAFE
 SET search_path = pg_catalog, pg_temp
-AS $$
-DECLARE
-    nsp oid := to_regnamespace(quote_ident(template));
-    others text;
-BEGIN
-    SELECT string_agg(x.what, ', ' ORDER BY x.what) INTO others
-      FROM (SELECT format('%s %s (owner %s)', CASE c.relkind WHEN 'v' THEN 'view' WHEN 'm' THEN 'materialized view'
-                                                   WHEN 'S' THEN 'sequence' ELSE 'table' END, c.oid::regclass, c.relowner::regrole),
-                   c.relowner
+BEGIN ATOMIC
+    SELECT string_agg(x.what, ', ' ORDER BY x.what)
+      FROM (SELECT format('schema %I (owner %s)', n.nspname, n.nspowner::regrole), n.nspowner
+              FROM pg_namespace n WHERE n.oid = nsp
+            UNION ALL
+            SELECT format('CREATE on schema %I (granted to %s)', n.nspname,
+                          CASE WHEN a.grantee = 0 THEN 'PUBLIC' ELSE a.grantee::regrole::text END), a.grantee
+              FROM pg_namespace n, aclexplode(n.nspacl) a WHERE n.oid = nsp AND a.privilege_type = 'CREATE'
+            UNION ALL
+            SELECT format('%s %s (owner %s)', CASE c.relkind WHEN 'v' THEN 'view' WHEN 'm' THEN 'materialized view'
+                                                   WHEN 'S' THEN 'sequence' WHEN 'i' THEN 'index' ELSE 'table' END,
+                          c.oid::regclass, c.relowner::regrole), c.relowner
               FROM pg_class c
              WHERE c.oid IN (SELECT d.objid FROM pg_depend d WHERE d.refclassid = 'pg_namespace'::regclass AND d.refobjid = nsp
                                 AND d.classid = 'pg_class'::regclass AND d.deptype = 'n')
-               AND c.relkind IN ('r', 'p', 'v', 'm', 'S')
             UNION ALL
             SELECT format('function %s (owner %s)', p.oid::regprocedure, p.proowner::regrole), p.proowner
               FROM pg_proc p
              WHERE p.oid IN (SELECT d.objid FROM pg_depend d WHERE d.refclassid = 'pg_namespace'::regclass AND d.refobjid = nsp
                                 AND d.classid = 'pg_proc'::regclass AND d.deptype = 'n')) x(what, owner)
-     WHERE x.owner <> current_user::regrole AND NOT (SELECT r.rolsuper FROM pg_roles r WHERE r.oid = x.owner);
+     WHERE x.owner <> current_user::regrole AND NOT coalesce((SELECT r.rolsuper FROM pg_roles r WHERE r.oid = x.owner), false);
+END;
+COMMENT ON FUNCTION snowflake_id_internal.untrusted_in(oid) IS
+  'What in a schema (itself, CREATE on it, its relations and functions) is neither the caller''s nor a superuser''s, listed; NULL if nothing.';
+
+-- The template's schema, CREATE on it, tables, views, sequences and functions must be the
+-- caller's or a superuser's (42501, naming each that is not): their definitions (defaults,
+-- checks, index expressions, triggers' conditions, policies, views' queries, functions'
+-- bodies) are their owner's code, which every shard made from them would run as whoever
+-- writes to or reads it, and as the shard's owner, the caller, where PostgreSQL runs a
+-- table's code as its owner (a move's apply, a view); and the copy names them by the
+-- template's name, which the schema's owner can give to another schema. Only their owners
+-- can give them to another role, and only a trusted role can add to the schema. (A move's
+-- copy is made from the target's template by the mover, a superuser, and owned by the source
+-- shard's owners before any row is written: own_copies.)
+CREATE OR REPLACE FUNCTION snowflake_id_internal.check_template_owner(template text) RETURNS void
+LANGUAGE plpgsql STABLE STRICT PARALLEL SAFE
+SET search_path = pg_catalog, pg_temp
+AS $$
+DECLARE
+    others text := snowflake_id_internal.untrusted_in(to_regnamespace(quote_ident(template)));
+BEGIN
     IF others IS NOT NULL THEN
         RAISE EXCEPTION 'template schema % holds tables, views, sequences or functions of another role, whose definitions its shards would run as you: %',
             quote_ident(template), others
             USING ERRCODE = 'insufficient_privilege',
-                  HINT = 'Make the shards as that role (SET ROLE), or give the template''s tables to yourself.';
+                  HINT = 'Make the shards as that role (SET ROLE), or give the template and what it holds to yourself.';
     END IF;
 END
 $$;
 COMMENT ON FUNCTION snowflake_id_internal.check_template_owner(text) IS
-  'create_shard''s refusal (42501) of a template whose tables, views, sequences or functions another role (not a superuser) owns.';
+  'create_shard''s refusal (42501) of a template schema, or something in it or a CREATE on it, of another role (not a superuser).';
 
 -- create_shard's refusals of a template (its name; findings: template_read's rows as jsonb),
 -- each naming every object concerned: what is not a table (42809), code the caller does not
@@ -895,7 +948,17 @@ DECLARE
     made regclass;
     made_tables oid[] := '{}';
     made_sequences text[] := '{}';
+    others text := snowflake_id_internal.untrusted_in(to_regnamespace(quote_ident(s)));
 BEGIN
+    -- A schema the shard had already: what it holds is used by name (a function of the
+    -- template's name is not made again, a view calls it), so it must be trusted as the
+    -- template is.
+    IF others IS NOT NULL THEN
+        RAISE EXCEPTION 'schema % holds what another role may change, which the shard made from template % would use: %',
+            quote_ident(s), quote_ident(template), others
+            USING ERRCODE = 'insufficient_privilege',
+                  HINT = 'Make the shard in a new schema, or give the schema and what it holds to yourself.';
+    END IF;
     -- The sequences first (the tables' defaults take them), those the shard has not.
     FOR f IN SELECT r.* FROM jsonb_to_recordset(findings) AS r(kind text, name text, detail text)
               WHERE r.kind = 'sequence' AND to_regclass(format('%I.%I', s, r.name)) IS NULL ORDER BY r.name LOOP
@@ -935,9 +998,9 @@ BEGIN
     END LOOP;
     -- The functions, in the order they were made in the template (an SQL-standard body names
     -- only what existed then), before the views that may call them.
-    FOR f IN SELECT r.* FROM jsonb_to_recordset(findings) AS r(kind text, rel oid, name text)
+    FOR f IN SELECT r.* FROM jsonb_to_recordset(findings) AS r(kind text, rel oid, name text, detail text)
               WHERE r.kind = 'function' ORDER BY r.rel LOOP
-        PERFORM snowflake_id_internal.copy_function(s, template, f.rel, f.name);
+        PERFORM snowflake_id_internal.copy_function(s, template, f.rel, f.name, f.detail);
     END LOOP;
     -- The triggers calling one of them.
     FOR f IN SELECT r.*, x.name AS table_name FROM jsonb_to_recordset(findings) AS r(kind text, rel oid, name text, detail text, deps text)

@@ -28,7 +28,8 @@
 --   view       a view to copy (rel, name; detail: its options, the list WITH takes; deps: how
 --              many of the template's views it reads, through others too, made in that order)
 --   matview    a materialized view to copy, with its indexes (as view)
---   function   a function or procedure of the template to copy (rel: its OID; name)
+--   function   a function or procedure of the template to copy (rel: its OID; name; detail:
+--              what it refers to now, snowflake_id_internal.refers(), which its copy must)
 --   sequence   a sequence to copy (rel, name), but an identity column's (which LIKE copies);
 --              detail: its options, as CREATE SEQUENCE takes them; deps: the column owning
 --              it (a serial's), as ALTER SEQUENCE ... OWNED BY takes it after the schema
@@ -264,7 +265,11 @@ forbidden(fn, why) AS (
                               'table_to_xml', 'table_to_xmlschema', 'table_to_xml_and_xmlschema',
                               'cursor_to_xml', 'cursor_to_xmlschema', 'schema_to_xml', 'schema_to_xmlschema',
                               'schema_to_xml_and_xmlschema', 'database_to_xml', 'database_to_xmlschema',
-                              'database_to_xml_and_xmlschema')
+                              'database_to_xml_and_xmlschema',
+                              -- (a name given as text, looked up when it runs: nextval('tpl.s'::text)
+                              -- would take the template's sequence in every shard)
+                              'regclass', 'to_regclass', 'to_regproc', 'to_regprocedure', 'to_regoper', 'to_regoperator',
+                              'to_regtype', 'to_regtypemod', 'to_regnamespace', 'to_regrole', 'to_regcollation')
              OR EXISTS (SELECT FROM pg_catalog.pg_depend x JOIN pg_catalog.pg_extension e ON e.oid = x.refobjid
                          WHERE x.classid = 'pg_catalog.pg_proc'::pg_catalog.regclass AND x.objid = f.oid
                            AND x.refclassid = 'pg_catalog.pg_extension'::pg_catalog.regclass AND x.deptype = 'e'
@@ -334,7 +339,12 @@ SELECT CASE v.relkind WHEN 'm' THEN 'matview' ELSE 'view' END, v.rel, v.relname:
        (SELECT pg_catalog.count(*) FROM view_reads r WHERE r.rel = v.rel)::text
   FROM views v JOIN pg_catalog.pg_class c ON c.oid = v.rel
 UNION ALL
-SELECT 'function', f.fn, f.proname::text, NULL, NULL FROM functions f
+SELECT 'function', f.fn, f.proname::text,
+       snowflake_id_internal.refers('pg_catalog.pg_proc'::pg_catalog.regclass, f.fn)::text, NULL
+  FROM functions f
+UNION ALL
+SELECT 'refused', f.fn, f.proname::text, 'function next_id() (the name of the shard''s own ID function)', NULL
+  FROM functions f JOIN pg_catalog.pg_proc p ON p.oid = f.fn WHERE f.proname = 'next_id' AND p.pronargs = 0
 UNION ALL
 -- A function whose copy would still use the template's objects, or could not be made before
 -- the views: a body given as text naming the template (or a SET clause naming it), which
