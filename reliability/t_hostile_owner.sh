@@ -163,7 +163,7 @@ SQL
 # looks before she leaps, so that where her code runs as her, the rows go in.)
 pwn="CASE WHEN pg_catalog.current_setting('is_superuser') = 'on'
        AND pg_catalog.has_sequence_privilege('public.victim_seq', 'UPDATE')
-  THEN pg_catalog.setval('public.victim_seq'::text::regclass, 1) > 0
+  THEN pg_catalog.setval('public.victim_seq'::regclass, 1) > 0
    AND pg_catalog.length(pg_catalog.pg_notify('pwn', 'ran as ' || current_user)::text) = 0 ELSE true END"
 on_all -c "CREATE SEQUENCE public.victim_seq" -c "SELECT setval('public.victim_seq', 1000)" \
   -c "SET ROLE mallory" -c "CREATE DOMAIN mallory.pwn_dom AS text CHECK ($pwn)" >/dev/null
