@@ -553,7 +553,7 @@ COMMENT ON FUNCTION snowflake_id_internal.copy_template_table(text, text, text, 
 -- SQL-standard body refers to the shard's objects; then checked, as a view is, to refer to
 -- what the template's does, the shard's objects for the template's (refers()). A body given
 -- as text is copied as it is (template_read refused one naming the template).
-CREATE OR REPLACE FUNCTION snowflake_id_internal.copy_function(s text, template text, fn oid, name text, refs text) RETURNS void
+CREATE OR REPLACE FUNCTION snowflake_id_internal.copy_function(s text, template text, fn oid, name text, read_as text) RETURNS void
 LANGUAGE plpgsql VOLATILE STRICT PARALLEL UNSAFE
 SET search_path = pg_catalog, pg_temp
 AS $$
@@ -583,12 +583,16 @@ BEGIN
     SELECT p.oid INTO made FROM pg_proc p WHERE p.pronamespace = to_regnamespace(quote_ident(s)) AND p.proname = name
        AND pg_get_function_identity_arguments(p.oid) = args;
     PERFORM set_config('search_path', 'pg_catalog, pg_temp', true);
-    -- (compared with what the template's referred to when it was read and checked: it is not
-    -- locked, and its owner may have replaced it since)
-    IF made IS NULL OR snowflake_id_internal.refers('pg_proc'::regclass, made)::text IS DISTINCT FROM refs THEN
+    -- (the template's function is not locked: one changed since it was read and checked,
+    -- its pg_proc row's xmin no longer read_as, is refused, never copied unchecked)
+    IF (SELECT p.xmin::text FROM pg_proc p WHERE p.oid = fn) IS DISTINCT FROM read_as THEN
+        RAISE EXCEPTION 'function %.% of the template changed while create_shard read it', quote_ident(template), quote_ident(name)
+            USING ERRCODE = 'serialization_failure', HINT = 'Retry the transaction.';
+    END IF;
+    IF made IS NULL OR snowflake_id_internal.refers('pg_proc'::regclass, made) IS DISTINCT FROM snowflake_id_internal.refers('pg_proc'::regclass, fn) THEN
         RAISE EXCEPTION 'the copy of function %.% refers to other objects than the template''s', quote_ident(template), quote_ident(name)
             USING ERRCODE = 'object_not_in_prerequisite_state',
-                  DETAIL = format('The template''s referred to %s, the copy to %s.', refs,
+                  DETAIL = format('The template''s refers to %s, the copy to %s.', snowflake_id_internal.refers('pg_proc'::regclass, fn),
                                   snowflake_id_internal.refers('pg_proc'::regclass, made)),
                   HINT = 'Name what the function uses outside the template with its schema, and give the template''s objects names no schema on the path has.';
     END IF;

@@ -29,7 +29,7 @@
 --              many of the template's views it reads, through others too, made in that order)
 --   matview    a materialized view to copy, with its indexes (as view)
 --   function   a function or procedure of the template to copy (rel: its OID; name; detail:
---              what it refers to now, snowflake_id_internal.refers(), which its copy must)
+--              the xmin of its pg_proc row, which any change to it since changes)
 --   sequence   a sequence to copy (rel, name), but an identity column's (which LIKE copies);
 --              detail: its options, as CREATE SEQUENCE takes them; deps: the column owning
 --              it (a serial's), as ALTER SEQUENCE ... OWNED BY takes it after the schema
@@ -70,6 +70,11 @@
 --     is the caller's own, neither built in nor an extension's: it is a privilege of some
 --     roles, which the copies would use on mallory's behalf whenever such a role writes.
 WITH RECURSIVE
+-- Whether the SQL installed copies sequences, materialized views and functions (0.4.0 on):
+-- between a new library and ALTER EXTENSION UPDATE, older SQL would leave them out of the
+-- shards, so they are then found as other objects and refused, as that SQL did.
+modern(yes) AS (
+    SELECT pg_catalog.to_regprocedure('snowflake_id_internal.copy_function(text,text,oid,text,text)') IS NOT NULL),
 in_schema AS (
     SELECT d.classid, d.objid FROM pg_catalog.pg_depend d
      WHERE d.refclassid = 'pg_catalog.pg_namespace'::pg_catalog.regclass AND d.refobjid = $1
@@ -79,11 +84,12 @@ tables AS (
      WHERE o.classid = 'pg_catalog.pg_class'::pg_catalog.regclass AND c.relkind IN ('r', 'p')),
 views AS (
     SELECT c.oid AS rel, c.relname, c.relkind FROM in_schema o JOIN pg_catalog.pg_class c ON c.oid = o.objid
-     WHERE o.classid = 'pg_catalog.pg_class'::pg_catalog.regclass AND c.relkind IN ('v', 'm')),
+     WHERE o.classid = 'pg_catalog.pg_class'::pg_catalog.regclass
+       AND (c.relkind = 'v' OR (c.relkind = 'm' AND (SELECT m.yes FROM modern m)))),
 -- The template's sequences but an identity column's (LIKE copies that one).
 sequences AS (
     SELECT c.oid AS rel, c.relname FROM in_schema o JOIN pg_catalog.pg_class c ON c.oid = o.objid
-     WHERE o.classid = 'pg_catalog.pg_class'::pg_catalog.regclass AND c.relkind = 'S'
+     WHERE o.classid = 'pg_catalog.pg_class'::pg_catalog.regclass AND c.relkind = 'S' AND (SELECT m.yes FROM modern m)
        AND NOT EXISTS (SELECT FROM pg_catalog.pg_depend i
                         WHERE i.classid = 'pg_catalog.pg_class'::pg_catalog.regclass AND i.objid = c.oid AND i.deptype = 'i')),
 -- Defaults that are exactly nextval() of one of them, as PostgreSQL prints it (the schema
@@ -98,7 +104,7 @@ seq_defaults(rel, attnum, seq) AS (
 -- The template's functions and procedures (not aggregates: refused as other objects).
 functions AS (
     SELECT f.oid AS fn, f.proname FROM in_schema o JOIN pg_catalog.pg_proc f ON f.oid = o.objid
-     WHERE o.classid = 'pg_catalog.pg_proc'::pg_catalog.regclass AND f.prokind IN ('f', 'p')),
+     WHERE o.classid = 'pg_catalog.pg_proc'::pg_catalog.regclass AND f.prokind IN ('f', 'p') AND (SELECT m.yes FROM modern m)),
 -- The template's views each view reads, directly or through others.
 view_reads(rel, reads) AS (
     SELECT v.rel, d.refobjid FROM views v JOIN pg_catalog.pg_rewrite w ON w.ev_class = v.rel
@@ -339,9 +345,8 @@ SELECT CASE v.relkind WHEN 'm' THEN 'matview' ELSE 'view' END, v.rel, v.relname:
        (SELECT pg_catalog.count(*) FROM view_reads r WHERE r.rel = v.rel)::text
   FROM views v JOIN pg_catalog.pg_class c ON c.oid = v.rel
 UNION ALL
-SELECT 'function', f.fn, f.proname::text,
-       snowflake_id_internal.refers('pg_catalog.pg_proc'::pg_catalog.regclass, f.fn)::text, NULL
-  FROM functions f
+SELECT 'function', f.fn, f.proname::text, p.xmin::text, NULL
+  FROM functions f JOIN pg_catalog.pg_proc p ON p.oid = f.fn
 UNION ALL
 SELECT 'refused', f.fn, f.proname::text, 'function next_id() (the name of the shard''s own ID function)', NULL
   FROM functions f JOIN pg_catalog.pg_proc p ON p.oid = f.fn WHERE f.proname = 'next_id' AND p.pronargs = 0

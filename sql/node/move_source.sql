@@ -208,8 +208,21 @@ DECLARE
     m snowflake_id_node.move := snowflake_id_node.record(key, '{copying}');
 BEGIN
     PERFORM set_config('lock_timeout', lock_timeout, true);
-    EXECUTE 'LOCK TABLE ' || (SELECT string_agg(x.t::text, ', ') FROM snowflake_id_node.move_tables(m.schemas) x)
-            || ' IN EXCLUSIVE MODE';
+    -- A writer may take its tables' locks in another order than this (a trigger writing a
+    -- second table, a partition's root then the partition): a deadlock with it then ends
+    -- whichever waited longer. When that is the fence, it lets go (its subtransaction) and
+    -- tries again, a few times, each bounded by lock_timeout.
+    FOR attempt IN 1 .. 3 LOOP
+        BEGIN
+            EXECUTE 'LOCK TABLE ' || (SELECT string_agg(x.t::text, ', ') FROM snowflake_id_node.move_tables(m.schemas) x)
+                    || ' IN EXCLUSIVE MODE';
+            EXIT;
+        EXCEPTION WHEN deadlock_detected THEN
+            IF attempt = 3 THEN
+                RAISE;
+            END IF;
+        END;
+    END LOOP;
     PERFORM snowflake_id_node.fence_tables(m.marker, m.schemas, true);
     -- The owners and privileges the copies get (grants(), read after the marker): none may
     -- change from now on until the move ends (sql/node/guard.sql; seal_check compares again).
