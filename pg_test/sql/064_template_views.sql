@@ -112,6 +112,18 @@ DROP MATERIALIZED VIEW vt_rule.mv_count;
 CREATE INDEX mv_mal ON vt_rule.mv (vm.f(bucket::text));
 SELECT create_shard('vshard12', 6412, template => 'vt_rule');
 DROP INDEX vt_rule.mv_mal;
+-- A materialized view's index whose name the copy of a table's index took (LIKE names
+-- indexes after their table): 42P07, naming both, nothing made.
+CREATE TABLE vt_rule.u (id bigint CONSTRAINT u_key PRIMARY KEY);
+CREATE INDEX u_pkey ON vt_rule.mv (bucket);
+\set VERBOSITY default
+\set SHOW_CONTEXT never
+SELECT create_shard('vshard13', 6413, template => 'vt_rule');
+\set SHOW_CONTEXT errors
+\set VERBOSITY sqlstate
+SELECT to_regnamespace('vshard13') IS NULL AS nothing_made;
+DROP INDEX vt_rule.u_pkey;
+DROP TABLE vt_rule.u;
 RESET client_min_messages;
 SET client_min_messages = warning;
 SELECT drop_shard(schema_name, cascade => true) FROM snowflake_id_shards WHERE shard IN (6401, 6402, 6403, 6409, 6411);

@@ -546,61 +546,102 @@ $$;
 COMMENT ON FUNCTION snowflake_id_internal.copy_template_table(text, text, text, text) IS
   'create_shard''s copy of one template table into a shard, its key defaulting to the shard''s next_id; NULL if the shard has it.';
 
+-- Object objid's definition (kind: view, index, function, or a function's arguments) as
+-- PostgreSQL prints it with only schema path on the search_path: path's objects named bare,
+-- everything else qualified. (This function's own SET clause puts the path back on every exit.)
+CREATE OR REPLACE FUNCTION snowflake_id_internal.printed_in(path text, kind text, objid oid) RETURNS text
+LANGUAGE plpgsql VOLATILE STRICT PARALLEL UNSAFE
+SET search_path = pg_catalog, pg_temp
+AS $$
+BEGIN
+    PERFORM set_config('search_path', format('%I, pg_temp', path), true);
+    RETURN CASE kind WHEN 'view' THEN pg_get_viewdef(objid)
+                     WHEN 'index' THEN pg_get_indexdef(objid)
+                     WHEN 'function' THEN pg_get_functiondef(objid)
+                     WHEN 'arguments' THEN pg_get_function_identity_arguments(objid) END;
+END
+$$;
+COMMENT ON FUNCTION snowflake_id_internal.printed_in(text, text, oid) IS
+  'create_shard''s print of a view, index or function (or its arguments) with only one schema on the path.';
+
+-- Statement run with only schema path on the search_path, so that the names it leaves bare
+-- are path's objects. (This function's own SET clause puts the path back on every exit.)
+CREATE OR REPLACE FUNCTION snowflake_id_internal.run_in(path text, statement text) RETURNS void
+LANGUAGE plpgsql VOLATILE STRICT PARALLEL UNSAFE
+SET search_path = pg_catalog, pg_temp
+AS $$
+BEGIN
+    PERFORM set_config('search_path', format('%I, pg_temp', path), true);
+    EXECUTE statement;
+END
+$$;
+COMMENT ON FUNCTION snowflake_id_internal.run_in(text, text) IS
+  'create_shard''s run of a statement with only one schema on the path.';
+
+-- Definition def, as PostgreSQL printed it, with its head (rebuilt from the catalog: the
+-- text up to and including the template's object's name) replaced by new_head. A def that
+-- does not start with head (a name in it printed otherwise than rebuilt) is refused, 55000
+-- naming what: never copied from a guess.
+CREATE OR REPLACE FUNCTION snowflake_id_internal.reheaded(def text, head text, new_head text, what text) RETURNS text
+LANGUAGE plpgsql IMMUTABLE STRICT PARALLEL SAFE
+SET search_path = pg_catalog, pg_temp
+AS $$
+BEGIN
+    IF NOT starts_with(def, head) THEN
+        RAISE EXCEPTION '% cannot be read back: %', what, def USING ERRCODE = 'object_not_in_prerequisite_state';
+    END IF;
+    RETURN new_head || substr(def, length(head) + 1);
+END
+$$;
+COMMENT ON FUNCTION snowflake_id_internal.reheaded(text, text, text, text) IS
+  'create_shard''s rewrite of a printed definition''s head, naming the shard''s object; 55000 if it does not read back.';
+
 -- A template's function fn (named name) copied into shard schema s, unless the shard has
 -- one of that name and arguments: its definition as PostgreSQL prints it with only the
--- template on the path (the template's objects named bare), split where it names the
--- function (55000 if it does not read back so), made with only the shard on the path, so an
--- SQL-standard body refers to the shard's objects; then checked, as a view is, to refer to
--- what the template's does, the shard's objects for the template's (refers()). A body given
--- as text is copied as it is (template_read refused one naming the template).
-CREATE OR REPLACE FUNCTION snowflake_id_internal.copy_function(s text, template text, fn oid, name text, read_as text) RETURNS void
+-- template on the path (the template's objects named bare), its head naming the shard's
+-- function, made with only the shard on the path, so an SQL-standard body refers to the
+-- shard's objects; then checked, as a view is, to refer to what the template's did when it
+-- was read (expected: its refers(), computed once per call), the shard's objects for the
+-- template's. A body given as text is copied as it is (template_read refused one naming the
+-- template).
+CREATE OR REPLACE FUNCTION snowflake_id_internal.copy_function(s text, template text, fn oid, name text, read_as text,
+                                                               expected text[]) RETURNS void
 LANGUAGE plpgsql VOLATILE STRICT PARALLEL UNSAFE
 SET search_path = pg_catalog, pg_temp
 AS $$
 DECLARE
-    def text;
-    head text;
-    args text;
+    args text := snowflake_id_internal.printed_in(template, 'arguments', fn);
+    kind text := CASE WHEN (SELECT p.prokind FROM pg_proc p WHERE p.oid = fn) = 'p' THEN 'PROCEDURE' ELSE 'FUNCTION' END;
     made oid;
 BEGIN
-    PERFORM set_config('search_path', format('%I, pg_temp', template), true);
-    def := pg_get_functiondef(fn);
-    args := pg_get_function_identity_arguments(fn);
-    head := format('CREATE OR REPLACE %s %I.%I(', CASE WHEN (SELECT p.prokind FROM pg_proc p WHERE p.oid = fn) = 'p'
-                                                        THEN 'PROCEDURE' ELSE 'FUNCTION' END, template, name);
-    PERFORM set_config('search_path', format('%I, pg_temp', s), true);
-    IF EXISTS (SELECT FROM pg_proc p WHERE p.pronamespace = to_regnamespace(quote_ident(s)) AND p.proname = name
-                  AND pg_get_function_identity_arguments(p.oid) = args) THEN
-        PERFORM set_config('search_path', 'pg_catalog, pg_temp', true);
+    SELECT p.oid INTO made FROM pg_proc p WHERE p.pronamespace = to_regnamespace(quote_ident(s)) AND p.proname = name
+       AND snowflake_id_internal.printed_in(s, 'arguments', p.oid) = args;
+    IF FOUND THEN
         RETURN;
     END IF;
-    IF NOT starts_with(def, head) THEN
-        RAISE EXCEPTION 'function %.% of the template cannot be read back: %', quote_ident(template), quote_ident(name), def
-            USING ERRCODE = 'object_not_in_prerequisite_state';
-    END IF;
-    EXECUTE 'CREATE ' || substr(head, length('CREATE OR REPLACE ') + 1, length(head) - length('CREATE OR REPLACE ') - length(format('%I.%I(', template, name)))
-            || format('%I.%I(', s, name) || substr(def, length(head) + 1);
+    PERFORM snowflake_id_internal.run_in(s, snowflake_id_internal.reheaded(
+        snowflake_id_internal.printed_in(template, 'function', fn), format('CREATE OR REPLACE %s %I.%I(', kind, template, name),
+        format('CREATE %s %I.%I(', kind, s, name), format('function %I.%I of the template', template, name)));
     SELECT p.oid INTO made FROM pg_proc p WHERE p.pronamespace = to_regnamespace(quote_ident(s)) AND p.proname = name
-       AND pg_get_function_identity_arguments(p.oid) = args;
-    PERFORM set_config('search_path', 'pg_catalog, pg_temp', true);
+       AND snowflake_id_internal.printed_in(s, 'arguments', p.oid) = args;
     -- (the template's function is not locked: one changed since it was read and checked,
     -- its pg_proc row's xmin no longer read_as, is refused, never copied unchecked)
     IF (SELECT p.xmin::text FROM pg_proc p WHERE p.oid = fn) IS DISTINCT FROM read_as THEN
         RAISE EXCEPTION 'function %.% of the template changed while create_shard read it', quote_ident(template), quote_ident(name)
             USING ERRCODE = 'serialization_failure', HINT = 'Retry the transaction.';
     END IF;
-    IF made IS NULL OR snowflake_id_internal.refers('pg_proc'::regclass, made) IS DISTINCT FROM snowflake_id_internal.refers('pg_proc'::regclass, fn) THEN
+    IF made IS NULL OR snowflake_id_internal.refers('pg_proc'::regclass, made) IS DISTINCT FROM expected THEN
         RAISE EXCEPTION 'the copy of function %.% refers to other objects than the template''s', quote_ident(template), quote_ident(name)
             USING ERRCODE = 'object_not_in_prerequisite_state',
-                  DETAIL = format('The template''s refers to %s, the copy to %s.', snowflake_id_internal.refers('pg_proc'::regclass, fn),
+                  DETAIL = format('The template''s refers to %s, the copy to %s.', expected,
                                   snowflake_id_internal.refers('pg_proc'::regclass, made)),
                   HINT = 'Name what the function uses outside the template with its schema, and give the template''s objects names no schema on the path has.';
     END IF;
     PERFORM snowflake_id_internal.copy_function_acl(made, fn);
 END
 $$;
-COMMENT ON FUNCTION snowflake_id_internal.copy_function(text, text, oid, text, text) IS
-  'create_shard''s copy of one template function into a shard, its SQL-standard body over the shard''s objects, checked to refer to what the original does.';
+COMMENT ON FUNCTION snowflake_id_internal.copy_function(text, text, oid, text, text, text[]) IS
+  'create_shard''s copy of one template function into a shard, its SQL-standard body over the shard''s objects, checked to refer to what the original did.';
 
 -- The template function fn's EXECUTE privileges given to its copy made, instead of the
 -- defaults (PUBLIC's, and what ALTER DEFAULT PRIVILEGES adds): a function PUBLIC may not run
@@ -774,14 +815,11 @@ BEGIN
     IF to_regclass(format('%I.%I', s, name)) IS NOT NULL THEN
         RETURN;
     END IF;
-    PERFORM set_config('search_path', format('%I, pg_temp', template), true);
-    def := pg_get_viewdef(rel);
-    PERFORM set_config('search_path', format('%I, pg_temp', s), true);
+    def := snowflake_id_internal.printed_in(template, 'view', rel);
     -- (a materialized view made empty: its query runs only once the copy is checked, below)
-    EXECUTE format('CREATE %sVIEW %I.%I%s AS ', CASE WHEN materialized THEN 'MATERIALIZED ' ELSE '' END, s, name,
-                   coalesce(' WITH (' || options || ')', ''))
-            || CASE WHEN materialized THEN rtrim(rtrim(def), ';') || ' WITH NO DATA' ELSE def END;
-    PERFORM set_config('search_path', 'pg_catalog, pg_temp', true);
+    PERFORM snowflake_id_internal.run_in(s, format('CREATE %sVIEW %I.%I%s AS ', CASE WHEN materialized THEN 'MATERIALIZED ' ELSE '' END,
+                                                   s, name, coalesce(' WITH (' || options || ')', ''))
+                                            || CASE WHEN materialized THEN rtrim(rtrim(def), ';') || ' WITH NO DATA' ELSE def END);
     made := format('%I.%I', s, name)::regclass;
     IF snowflake_id_internal.refers('pg_class'::regclass, made) IS DISTINCT FROM snowflake_id_internal.refers('pg_class'::regclass, rel) THEN
         RAISE EXCEPTION 'the copy of view %.% refers to other objects than the template''s', quote_ident(template), quote_ident(name)
@@ -811,26 +849,20 @@ SET search_path = pg_catalog, pg_temp
 AS $$
 DECLARE
     i record;
-    defs text[] := '{}';
-    head text;
 BEGIN
-    PERFORM set_config('search_path', format('%I, pg_temp', template), true);
-    FOR i IN SELECT c.relname, x.indisunique, pg_get_indexdef(x.indexrelid) AS def
+    FOR i IN SELECT snowflake_id_internal.reheaded(snowflake_id_internal.printed_in(template, 'index', x.indexrelid),
+                        format('CREATE %sINDEX %I ON %I.%I USING ', CASE WHEN x.indisunique THEN 'UNIQUE ' END, c.relname, template, name),
+                        format('CREATE %sINDEX %I ON %s USING ', CASE WHEN x.indisunique THEN 'UNIQUE ' END, c.relname, made),
+                        format('index %I of materialized view %I.%I', c.relname, template, name)) AS def, c.relname
                FROM pg_index x JOIN pg_class c ON c.oid = x.indexrelid WHERE x.indrelid = rel ORDER BY c.relname LOOP
-        head := format('CREATE %sINDEX %I ON %I.%I USING ', CASE WHEN i.indisunique THEN 'UNIQUE ' END, i.relname, template, name);
-        IF NOT starts_with(i.def, head) THEN
-            RAISE EXCEPTION 'index % of materialized view %.% cannot be read back: %', quote_ident(i.relname),
-                quote_ident(template), quote_ident(name), i.def
-                USING ERRCODE = 'object_not_in_prerequisite_state';
+        IF to_regclass(format('%I.%I', s, i.relname)) IS NOT NULL THEN
+            RAISE EXCEPTION 'index % of materialized view %.% cannot be copied: relation %.% already exists', quote_ident(i.relname),
+                quote_ident(template), quote_ident(name), quote_ident(s), quote_ident(i.relname)
+                USING ERRCODE = 'duplicate_table',
+                      HINT = 'An index of a table may have taken the name (CREATE TABLE ... LIKE names indexes after their table): rename the template''s index.';
         END IF;
-        defs := defs || (format('CREATE %sINDEX %I ON %s USING ', CASE WHEN i.indisunique THEN 'UNIQUE ' END, i.relname, made)
-                         || substr(i.def, length(head) + 1));
+        PERFORM snowflake_id_internal.run_in(s, i.def);
     END LOOP;
-    PERFORM set_config('search_path', format('%I, pg_temp', s), true);
-    FOR i IN SELECT d FROM unnest(defs) d LOOP
-        EXECUTE i.d;
-    END LOOP;
-    PERFORM set_config('search_path', 'pg_catalog, pg_temp', true);
 END
 $$;
 COMMENT ON FUNCTION snowflake_id_internal.copy_indexes(regclass, oid, text, text, text) IS
@@ -1002,9 +1034,9 @@ BEGIN
     END LOOP;
     -- The functions, in the order they were made in the template (an SQL-standard body names
     -- only what existed then), before the views that may call them.
-    FOR f IN SELECT r.* FROM jsonb_to_recordset(findings) AS r(kind text, rel oid, name text, detail text)
+    FOR f IN SELECT r.* FROM jsonb_to_recordset(findings) AS r(kind text, rel oid, name text, detail text, refers text[])
               WHERE r.kind = 'function' ORDER BY r.rel LOOP
-        PERFORM snowflake_id_internal.copy_function(s, template, f.rel, f.name, f.detail);
+        PERFORM snowflake_id_internal.copy_function(s, template, f.rel, f.name, f.detail, f.refers);
     END LOOP;
     -- The triggers calling one of them.
     FOR f IN SELECT r.*, x.name AS table_name FROM jsonb_to_recordset(findings) AS r(kind text, rel oid, name text, detail text, deps text)
@@ -1043,6 +1075,11 @@ BEGIN
     LOCK TABLE @extschema@.snowflake_id_shard IN SHARE ROW EXCLUSIVE MODE;
     SELECT coalesce(jsonb_agg(to_jsonb(r)), '[]') INTO findings FROM snowflake_id_internal.template_read(tpl) r;
     PERFORM snowflake_id_internal.check_template(template, findings);
+    -- What each function refers to, once (each shard's copy must refer to the same).
+    SELECT coalesce(jsonb_agg(CASE WHEN f->>'kind' = 'function'
+                                   THEN f || jsonb_build_object('refers', snowflake_id_internal.refers('pg_proc'::regclass, (f->>'rel')::oid))
+                                   ELSE f END), '[]')
+      INTO findings FROM jsonb_array_elements(findings) f;
     FOR i IN 1 .. cardinality(schema_names) LOOP
         fn := snowflake_id_internal.make_shard(schema_names[i], shards[i]);
         PERFORM snowflake_id_internal.fill_shard(schema_names[i], template, fn, findings);

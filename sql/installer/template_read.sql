@@ -74,7 +74,7 @@ WITH RECURSIVE
 -- between a new library and ALTER EXTENSION UPDATE, older SQL would leave them out of the
 -- shards, so they are then found as other objects and refused, as that SQL did.
 modern(yes) AS (
-    SELECT pg_catalog.to_regprocedure('snowflake_id_internal.copy_function(text,text,oid,text,text)') IS NOT NULL),
+    SELECT pg_catalog.to_regprocedure('snowflake_id_internal.copy_function(text,text,oid,text,text,text[])') IS NOT NULL),
 in_schema AS (
     SELECT d.classid, d.objid FROM pg_catalog.pg_depend d
      WHERE d.refclassid = 'pg_catalog.pg_namespace'::pg_catalog.regclass AND d.refobjid = $1
@@ -105,6 +105,20 @@ seq_defaults(rel, attnum, seq) AS (
 functions AS (
     SELECT f.oid AS fn, f.proname FROM in_schema o JOIN pg_catalog.pg_proc f ON f.oid = o.objid
      WHERE o.classid = 'pg_catalog.pg_proc'::pg_catalog.regclass AND f.prokind IN ('f', 'p') AND (SELECT m.yes FROM modern m)),
+-- The references of a table's parts that the copy makes to the shard's object of the same
+-- name instead of the template's (each has its rows below: key, ftrigger, default): a foreign
+-- key's to a table of the template, a trigger's to its function, a default's to the sequence
+-- it takes nextval() of. Any other reference to the template's objects is refused.
+rewritten(classid, objid, refclassid, refobjid) AS (
+    SELECT 'pg_catalog.pg_constraint'::pg_catalog.regclass::oid, k.oid, 'pg_catalog.pg_class'::pg_catalog.regclass::oid, k.confrelid
+      FROM tables t JOIN pg_catalog.pg_constraint k ON k.conrelid = t.rel AND k.contype = 'f'
+     WHERE k.confrelid IN (SELECT u.rel FROM tables u)
+    UNION ALL
+    SELECT 'pg_catalog.pg_trigger'::pg_catalog.regclass, g.oid, 'pg_catalog.pg_proc'::pg_catalog.regclass, g.tgfoid
+      FROM tables t JOIN pg_catalog.pg_trigger g ON g.tgrelid = t.rel
+    UNION ALL
+    SELECT 'pg_catalog.pg_attrdef'::pg_catalog.regclass, a.oid, 'pg_catalog.pg_class'::pg_catalog.regclass, q.seq
+      FROM seq_defaults q JOIN pg_catalog.pg_attrdef a ON a.adrelid = q.rel AND a.adnum = q.attnum),
 -- The template's views each view reads, directly or through others.
 view_reads(rel, reads) AS (
     SELECT v.rel, d.refobjid FROM views v JOIN pg_catalog.pg_rewrite w ON w.ev_class = v.rel
@@ -400,16 +414,8 @@ SELECT 'refused', p.rel, NULL,
  WHERE (p.classid <> 'pg_catalog.pg_class'::pg_catalog.regclass OR p.objid <> p.rel OR d.objsubid > 0)
    -- (a partition's index, key or trigger made from its table's: made again by ATTACH PARTITION)
    AND d.deptype NOT IN ('P', 'S')
-   -- (a foreign key to a table of the template is copied pointing at the shard's: keys below)
-   -- (a trigger's function of the template: the copy calls the shard's, ftrigger rows)
-   AND NOT (p.classid = 'pg_catalog.pg_trigger'::pg_catalog.regclass AND d.refclassid = 'pg_catalog.pg_proc'::pg_catalog.regclass
-            AND d.refobjid = (SELECT g.tgfoid FROM pg_catalog.pg_trigger g WHERE g.oid = p.objid))
-   -- (a default that is nextval() of a sequence of the template takes the shard's: seq_defaults)
-   AND NOT (p.classid = 'pg_catalog.pg_attrdef'::pg_catalog.regclass
-            AND (d.refobjid, d.refobjsubid) IN (SELECT q.seq, 0 FROM seq_defaults q JOIN pg_catalog.pg_attrdef a
-                                                    ON a.adrelid = q.rel AND a.adnum = q.attnum WHERE a.oid = p.objid))
-   AND NOT (p.classid = 'pg_catalog.pg_constraint'::pg_catalog.regclass AND d.refclassid = 'pg_catalog.pg_class'::pg_catalog.regclass
-            AND d.refobjid IN (SELECT t.rel FROM tables t))
+   -- (what the copy rewrites to the shard's object)
+   AND (p.classid, p.objid, d.refclassid, d.refobjid) NOT IN (SELECT w.classid, w.objid, w.refclassid, w.refobjid FROM rewritten w)
    AND ((d.refclassid = 'pg_catalog.pg_class'::pg_catalog.regclass AND d.refobjid <> p.rel
          AND d.refobjid IN (SELECT o.objid FROM in_schema o WHERE o.classid = 'pg_catalog.pg_class'::pg_catalog.regclass))
      OR (d.refclassid = 'pg_catalog.pg_proc'::pg_catalog.regclass AND d.refobjid IN (SELECT f.fn FROM functions f))
