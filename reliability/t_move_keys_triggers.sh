@@ -9,8 +9,8 @@
 # view on it of the photos miscounted, and a serial column numbering each shard's likes
 # (its sequence the shard's own). create_shard from that template, which a move's target
 # runs, copies them; a function of the shard counting a photo's likes (an SQL-standard
-# body over the shard's table); and a materialized view of the likes, which the target refreshes at
-# the move's activation.
+# body over the shard's table); and a materialized view of the likes, which the target refreshes
+# under the fence before the seal.
 # Four client sessions like photos through the router (each like a new row, 40001 retried)
 # while shards move a->c, b->a and c->b. Afterwards: every acknowledged like is present
 # exactly once, on the node the map names; each photo's like_count equals its likes there
@@ -19,7 +19,8 @@
 # work on the target (an orphan like is refused, 23503; a cascade deletes likes and the
 # counter follows); the serial's sequence continues above every number the source gave; the views there read the target's tables, with the source's privileges;
 # each moved shard's layout is its template's; and a trigger enabled
-# ALWAYS is refused by a move (55000), nothing made.
+# ALWAYS is refused by a move (55000), nothing made; a materialized view whose owner cannot
+# read the shard's table undoes the move before the seal, the shard writable.
 set -euo pipefail
 here=$(cd "$(dirname "$0")" && pwd)
 source "$here/../scripts/cluster.sh"; source "$here/lib.sh"
@@ -173,5 +174,20 @@ err=$(on router -c "SELECT move_shard(3, 'node_b')" 2>&1 || true)
 [[ $(on node_b -c "SELECT count(*) FROM pg_namespace WHERE nspname = 'shard_3'") == 0 ]] || fail "the refused move left shard_3 on node_b"
 on node_a -c "ALTER TABLE shard_3.likes ENABLE TRIGGER count_like" >/dev/null
 echo "a trigger enabled ALWAYS: the move refused, nothing made"
+
+# A materialized view whose owner may not read the shard's table (a table owner's REVOKE is
+# enough): its refresh on the target fails before the seal, so the move is undone, naming
+# the view and its owner, and the shard stays writable where it was.
+for n in node_a node_b node_c; do on "$n" -c "CREATE ROLE mv_owner" >/dev/null; done
+on node_a -c "GRANT USAGE ON SCHEMA shard_3 TO mv_owner; ALTER MATERIALIZED VIEW shard_3.like_totals OWNER TO mv_owner" >/dev/null
+err=$(on router -c "SELECT move_shard(3, 'node_b')" 2>&1 || true)
+[[ $err == *'the copy of materialized view shard_3.like_totals could not be refreshed as its owner mv_owner: permission denied'* ]] \
+  || fail "a materialized view its owner cannot refresh was not refused before the seal: $err"
+[[ $(on node_b -c "SELECT count(*) FROM pg_namespace WHERE nspname = 'shard_3'") == 0 ]] || fail "the undone move left shard_3 on node_b"
+on node_a -c "INSERT INTO shard_3.photos (id) VALUES (3999)" >/dev/null || fail "shard 3 refuses writes after its undone move"
+on node_a -c "DELETE FROM shard_3.photos WHERE id = 3999; ALTER MATERIALIZED VIEW shard_3.like_totals OWNER TO CURRENT_USER;
+              REVOKE USAGE ON SCHEMA shard_3 FROM mv_owner" >/dev/null
+for n in node_a node_b node_c; do on "$n" -c "DROP ROLE mv_owner" >/dev/null; done
+echo "a materialized view its owner cannot refresh: the move undone before the seal, the shard writable"
 
 router_invariants "$work"

@@ -133,6 +133,42 @@ SELECT count(*) AS locked_to_commit FROM pg_locks
  WHERE pid = pg_backend_pid() AND mode = 'AccessExclusiveLock' AND relation IN ('ftpl.users'::regclass, 'fshard3.users'::regclass);
 ROLLBACK;
 
+-- A shard's schema where another role may create: her function of a closer argument type
+-- would be what the statement's call resolves to, run as the superuser the change runs as
+-- there. Refused (42501, naming it and the CREATE), before any schema changes; nothing of
+-- hers ran.
+CREATE FUNCTION ftpl.norm(v numeric) RETURNS numeric LANGUAGE sql IMMUTABLE RETURN abs(v);
+CREATE FUNCTION fshard1.norm(v numeric) RETURNS numeric LANGUAGE sql IMMUTABLE RETURN abs(v);
+CREATE FUNCTION fshard2.norm(v numeric) RETURNS numeric LANGUAGE sql IMMUTABLE RETURN abs(v);
+CREATE FUNCTION fshard3.norm(v numeric) RETURNS numeric LANGUAGE sql IMMUTABLE RETURN abs(v);
+INSERT INTO fshard2.users VALUES (1, 'a');
+CREATE ROLE node_ddl_app;
+GRANT USAGE, CREATE ON SCHEMA fshard2 TO node_ddl_app;
+CREATE TABLE public.node_ddl_ran (who text);
+GRANT INSERT ON public.node_ddl_ran TO node_ddl_app;
+SET ROLE node_ddl_app;
+CREATE FUNCTION fshard2.norm(v integer) RETURNS numeric LANGUAGE plpgsql VOLATILE AS $$
+BEGIN INSERT INTO public.node_ddl_ran VALUES (current_user); RETURN abs(v); END $$;
+RESET ROLE;
+SELECT pg_temp.refusal($q$SELECT snowflake_id_node.schema_change_apply('r/10', 'ALTER TABLE %I.users ADD CONSTRAINT pos CHECK (%I.norm(length(name)) >= 0)', 'ftpl', '1s')$q$);
+SELECT count(*) AS hers_ran FROM public.node_ddl_ran;
+DROP FUNCTION fshard2.norm(integer);
+SELECT pg_temp.refusal($q$SELECT snowflake_id_node.schema_change_apply('r/10', 'ALTER TABLE %I.users ADD CONSTRAINT pos CHECK (%I.norm(length(name)) >= 0)', 'ftpl', '1s')$q$);
+REVOKE CREATE ON SCHEMA fshard2 FROM node_ddl_app;
+-- A change that would leave in the template what create_shard does not copy (a CHECK
+-- calling one of its functions): refused up front (0A000), on the template, nothing changed.
+SELECT pg_temp.refusal($q$SELECT snowflake_id_node.schema_change_check('r/10', 'ALTER TABLE %I.users ADD CONSTRAINT pos CHECK (%I.norm(length(name)) >= 0)', 'ftpl', '1s')$q$);
+SELECT count(*) AS made FROM pg_constraint WHERE conname = 'pos';
+-- The schemas themselves are not a change's (drop_shard drops a shard with its record): 0A000.
+SELECT pg_temp.refusal($q$SELECT snowflake_id_node.schema_change_check('r/11', 'DROP SCHEMA %I CASCADE', 'ftpl', '1s')$q$);
+SELECT pg_temp.refusal($q$SELECT snowflake_id_node.schema_change_apply('r/11', 'ALTER SCHEMA %I RENAME TO gone', 'ftpl', '1s')$q$);
+SELECT count(*) AS schemas_left FROM pg_namespace WHERE nspname IN ('ftpl', 'fshard1', 'fshard2', 'fshard3');
+DELETE FROM fshard2.users;
+DROP FUNCTION ftpl.norm(numeric), fshard1.norm(numeric), fshard2.norm(numeric), fshard3.norm(numeric);
+DROP TABLE public.node_ddl_ran;
+REVOKE ALL ON SCHEMA fshard2 FROM node_ddl_app;
+DROP ROLE node_ddl_app;
+
 -- Only the extension's owner (a superuser) may run any of it.
 CREATE ROLE node_ddl_user;
 SET ROLE node_ddl_user;

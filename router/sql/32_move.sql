@@ -856,17 +856,19 @@ COMMENT ON FUNCTION snowflake_id_router.cut_over(bigint, text) IS
 
 -- The copies' owners and privileges as they are on the source at the fence, now that no
 -- change is left to apply (they got those of the preparing step already, from PostgreSQL 16
--- on: own_copies). Then the copies' rows are counted (the counts do not depend on the
--- owners: one round trip for both), and returned.
+-- on: own_copies), their materialized views refreshed as those owners (refresh_copies:
+-- before the seal, so that one that fails undoes the move). Then the copies' rows are
+-- counted (one round trip for the three), and returned.
 CREATE OR REPLACE FUNCTION snowflake_id_router.give_owners(move_id bigint, grants text, deadline timestamptz) RETURNS text
 LANGUAGE sql VOLATILE STRICT PARALLEL UNSAFE
 SET search_path = pg_catalog, pg_temp
 RETURN snowflake_id_router.call(snowflake_id_router.node_conn((SELECT r.target FROM snowflake_id_router.move r WHERE r.id = move_id)),
-    format('SELECT snowflake_id_node.row_counts(%L) FROM (SELECT snowflake_id_node.set_grants(%L, %L) OFFSET 0) g',
-           snowflake_id_router.move_key(move_id), snowflake_id_router.move_key(move_id), grants),
-    greatest(deadline - snowflake_id_node.monotonic(), interval '0'), 'giving the copies their owners and privileges');
+    format('SELECT snowflake_id_node.row_counts(%1$L) FROM (SELECT snowflake_id_node.refresh_copies(%1$L)
+              FROM (SELECT snowflake_id_node.set_grants(%1$L, %2$L) OFFSET 0) g OFFSET 0) r',
+           snowflake_id_router.move_key(move_id), grants),
+    greatest(deadline - snowflake_id_node.monotonic(), interval '0'), 'giving the copies their owners and privileges, refreshing their materialized views');
 COMMENT ON FUNCTION snowflake_id_router.give_owners(bigint, text, timestamptz) IS
-  'Gives a move''s caught-up copies their owners and privileges; their row counts.';
+  'Gives a move''s caught-up copies their owners and privileges, refreshes their materialized views; their row counts.';
 
 -- The same rows on both sides (each side's row counts, one line a table), or 55000 naming
 -- the first difference.

@@ -868,16 +868,21 @@ $$;
 COMMENT ON FUNCTION snowflake_id_internal.copy_indexes(regclass, oid, text, text, text) IS
   'create_shard''s copy of a template materialized view''s indexes onto its copy in a shard.';
 
--- What in schema nsp is neither the caller's nor a superuser's, listed (NULL: nothing): the
--- schema itself, a CREATE privilege on it (PUBLIC's too), its relations and functions. Who
--- owns the schema can rename it and put another under its name; who may create in it can
--- add objects; who owns an object decides what it does (a table's definitions, a function's
--- body): create_shard reads a template, and uses what a shard's schema already holds, by
--- name, so each of these must be trusted, or another role's code would run as the caller.
-CREATE OR REPLACE FUNCTION snowflake_id_internal.untrusted_in(nsp oid) RETURNS text
+-- What in schema nsp is neither role trusting's nor a superuser's, listed (NULL: nothing):
+-- the schema itself, a CREATE privilege on it (PUBLIC's too), its relations, functions,
+-- types and operators. Who owns the schema can rename it and put another under its name;
+-- who may create in it can add objects (a function of a closer argument type than the one
+-- a statement means); who owns an object decides what it does (a table's definitions, a
+-- function's body): create_shard reads a template, and uses what a shard's schema already
+-- holds, by name, and alter_shards runs a statement naming the schema's objects, so each of
+-- these must be trusted by the role that runs them, or another role's code would run as it.
+CREATE OR REPLACE FUNCTION snowflake_id_internal.untrusted_in(nsp oid, trusting oid) RETURNS text
 LANGUAGE sql STABLE STRICT PARALLEL SAFE
 SET search_path = pg_catalog, pg_temp
 BEGIN ATOMIC
+    WITH members AS (
+        SELECT d.classid, d.objid FROM pg_depend d
+         WHERE d.refclassid = 'pg_namespace'::regclass AND d.refobjid = nsp AND d.deptype = 'n')
     SELECT string_agg(x.what, ', ' ORDER BY x.what)
       FROM (SELECT format('schema %I (owner %s)', n.nspname, n.nspowner::regrole), n.nspowner
               FROM pg_namespace n WHERE n.oid = nsp
@@ -887,20 +892,23 @@ BEGIN ATOMIC
               FROM pg_namespace n, aclexplode(n.nspacl) a WHERE n.oid = nsp AND a.privilege_type = 'CREATE'
             UNION ALL
             SELECT format('%s %s (owner %s)', CASE c.relkind WHEN 'v' THEN 'view' WHEN 'm' THEN 'materialized view'
-                                                   WHEN 'S' THEN 'sequence' WHEN 'i' THEN 'index' ELSE 'table' END,
+                                                   WHEN 'S' THEN 'sequence' WHEN 'i' THEN 'index' WHEN 'c' THEN 'type'
+                                                   ELSE 'table' END,
                           c.oid::regclass, c.relowner::regrole), c.relowner
-              FROM pg_class c
-             WHERE c.oid IN (SELECT d.objid FROM pg_depend d WHERE d.refclassid = 'pg_namespace'::regclass AND d.refobjid = nsp
-                                AND d.classid = 'pg_class'::regclass AND d.deptype = 'n')
+              FROM members m JOIN pg_class c ON m.classid = 'pg_class'::regclass AND c.oid = m.objid
             UNION ALL
             SELECT format('function %s (owner %s)', p.oid::regprocedure, p.proowner::regrole), p.proowner
-              FROM pg_proc p
-             WHERE p.oid IN (SELECT d.objid FROM pg_depend d WHERE d.refclassid = 'pg_namespace'::regclass AND d.refobjid = nsp
-                                AND d.classid = 'pg_proc'::regclass AND d.deptype = 'n')) x(what, owner)
-     WHERE x.owner <> current_user::regrole AND NOT coalesce((SELECT r.rolsuper FROM pg_roles r WHERE r.oid = x.owner), false);
+              FROM members m JOIN pg_proc p ON m.classid = 'pg_proc'::regclass AND p.oid = m.objid
+            UNION ALL
+            SELECT format('type %s (owner %s)', y.oid::regtype, y.typowner::regrole), y.typowner
+              FROM members m JOIN pg_type y ON m.classid = 'pg_type'::regclass AND y.oid = m.objid
+            UNION ALL
+            SELECT format('operator %s (owner %s)', o.oid::regoperator, o.oprowner::regrole), o.oprowner
+              FROM members m JOIN pg_operator o ON m.classid = 'pg_operator'::regclass AND o.oid = m.objid) x(what, owner)
+     WHERE x.owner <> trusting AND NOT coalesce((SELECT r.rolsuper FROM pg_roles r WHERE r.oid = x.owner), false);
 END;
-COMMENT ON FUNCTION snowflake_id_internal.untrusted_in(oid) IS
-  'What in a schema (itself, CREATE on it, its relations and functions) is neither the caller''s nor a superuser''s, listed; NULL if nothing.';
+COMMENT ON FUNCTION snowflake_id_internal.untrusted_in(oid, oid) IS
+  'What in a schema (itself, CREATE on it, its relations, functions, types and operators) is neither a role''s nor a superuser''s, listed; NULL if nothing.';
 
 -- The template's schema, CREATE on it, tables, views, sequences and functions must be the
 -- caller's or a superuser's (42501, naming each that is not): their definitions (defaults,
@@ -917,7 +925,7 @@ LANGUAGE plpgsql STABLE STRICT PARALLEL SAFE
 SET search_path = pg_catalog, pg_temp
 AS $$
 DECLARE
-    others text := snowflake_id_internal.untrusted_in(to_regnamespace(quote_ident(template)));
+    others text := snowflake_id_internal.untrusted_in(to_regnamespace(quote_ident(template)), current_user::regrole);
 BEGIN
     IF others IS NOT NULL THEN
         RAISE EXCEPTION 'template schema % holds tables, views, sequences or functions of another role, whose definitions its shards would run as you: %',
@@ -984,7 +992,7 @@ DECLARE
     made regclass;
     made_tables oid[] := '{}';
     made_sequences text[] := '{}';
-    others text := snowflake_id_internal.untrusted_in(to_regnamespace(quote_ident(s)));
+    others text := snowflake_id_internal.untrusted_in(to_regnamespace(quote_ident(s)), current_user::regrole);
 BEGIN
     -- A schema the shard had already: what it holds is used by name (a function of the
     -- template's name is not made again, a view calls it), so it must be trusted as the

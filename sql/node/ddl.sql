@@ -40,6 +40,12 @@ DECLARE
     n integer := (SELECT count(*) FROM regexp_matches(ddl, '%[%I]', 'g') m WHERE m[1] = '%I');
     statement text;
 BEGIN
+    -- (the schemas themselves are the catalog's: drop_shard drops a shard, with its record)
+    IF tag IN ('CREATE SCHEMA', 'ALTER SCHEMA', 'DROP SCHEMA') THEN
+        RAISE EXCEPTION 'alter_shards changes what the shards'' schemas hold, not the schemas: % refused', tag
+            USING ERRCODE = 'feature_not_supported',
+                  HINT = 'drop_shard drops a shard (its schema and its record); a schema''s privileges are changed with GRANT and REVOKE.';
+    END IF;
     statement := format(ddl, VARIADIC array_fill(schema_name, ARRAY[n]));
     IF snowflake_id_node.ddl_statement(statement) IS DISTINCT FROM tag THEN
         RAISE EXCEPTION 'alter_shards: the statement for schema % is not the template''s %', quote_ident(schema_name), tag
@@ -84,7 +90,11 @@ COMMENT ON FUNCTION snowflake_id_node.lock_room(integer, integer) IS
 -- and must not run as the router's superuser. Run as that owner, the change can do what
 -- the owner could do by hand, and what it runs has the owner's rights. A schema whose
 -- relations several roles own, one of them not a superuser, is refused (42501): no one role
--- runs the change safely there. A schema without relations: its owner.
+-- runs the change safely there. A schema without relations: its owner. And the statement
+-- names the schema's objects, which PostgreSQL resolves among all the schema holds (a
+-- function of a closer argument type than the one meant): everything there, and whoever
+-- may create there or owns the schema, must be that role's or a superuser's (42501,
+-- naming each that is not), as create_shard requires of a template.
 CREATE OR REPLACE FUNCTION snowflake_id_node.change_role(schema_name text) RETURNS oid
 LANGUAGE plpgsql STABLE STRICT
 SET search_path = pg_catalog, pg_temp
@@ -93,26 +103,37 @@ AS $$
 DECLARE
     nsp oid := to_regnamespace(quote_ident(schema_name));
     owners oid[];
+    runner oid;
+    others text;
 BEGIN
     SELECT array_agg(DISTINCT c.relowner ORDER BY c.relowner) INTO owners
       FROM pg_depend d JOIN pg_class c ON c.oid = d.objid
      WHERE d.refclassid = 'pg_namespace'::regclass AND d.refobjid = nsp AND d.classid = 'pg_class'::regclass
        AND d.deptype = 'n' AND c.relkind IN ('r', 'p', 'S', 'v', 'm', 'f');
     IF owners IS NULL THEN
-        RETURN (SELECT n.nspowner FROM pg_namespace n WHERE n.oid = nsp);
+        runner := (SELECT n.nspowner FROM pg_namespace n WHERE n.oid = nsp);
     ELSIF cardinality(owners) = 1 THEN
-        RETURN owners[1];
+        runner := owners[1];
     ELSIF EXISTS (SELECT FROM unnest(owners) o WHERE NOT snowflake_id_node.made_by_superuser(o)) THEN
         RAISE EXCEPTION 'the relations of schema % belong to several roles (%): a schema change runs as the owner of a shard''s tables',
             quote_ident(schema_name), (SELECT string_agg(o::regrole::text, ', ') FROM unnest(owners) o)
             USING ERRCODE = 'insufficient_privilege',
                   HINT = 'Give the schema''s tables one owner (ALTER TABLE ... OWNER TO), then call alter_shards again.';
+    ELSE
+        runner := (SELECT r.oid FROM pg_roles r WHERE r.rolname = current_user);
     END IF;
-    RETURN (SELECT r.oid FROM pg_roles r WHERE r.rolname = current_user);
+    others := snowflake_id_internal.untrusted_in(nsp, runner);
+    IF others IS NOT NULL THEN
+        RAISE EXCEPTION 'schema % holds what another role than %, who a schema change runs as there, may change: %',
+            quote_ident(schema_name), runner::regrole, others
+            USING ERRCODE = 'insufficient_privilege',
+                  HINT = 'Give the schema and what it holds to that role or drop the others'' objects, and revoke CREATE on it from other roles; then call alter_shards again.';
+    END IF;
+    RETURN runner;
 END
 $$;
 COMMENT ON FUNCTION snowflake_id_node.change_role(text) IS
-  'The role alter_shards runs a change as in a schema: its relations'' one owner (42501 for several, one not a superuser).';
+  'The role alter_shards runs a change as in a schema: its relations'' one owner (42501 for several, one not a superuser, or for anything in the schema of another role).';
 
 -- A schema change never reaches a shard that a move holds on this node: its sealed copy
 -- (hidden; the move drops it only while its definition is the one sealed), its incoming
@@ -157,6 +178,31 @@ $$;
 COMMENT ON FUNCTION snowflake_id_node.change_schema(text, text) IS
   'Runs alter_shards'' statement on schema_name as the owner of its tables, under restricted-operation rules.';
 
+-- The template, as a change tried on it left it, still one create_shard copies (and a move's
+-- copy is made from): 0A000 or 42809, create_shard's own refusal, otherwise (a CHECK calling
+-- a function of the template, say, which its copies could not refer to). Who may make
+-- shards from it (the trust create_shard also asks) is not a change's to judge.
+CREATE OR REPLACE FUNCTION snowflake_id_node.template_copyable(template text) RETURNS void
+LANGUAGE plpgsql VOLATILE STRICT PARALLEL UNSAFE
+SET search_path = pg_catalog, pg_temp
+AS $$
+DECLARE
+    findings jsonb;
+    st text;
+    msg text;
+BEGIN
+    SELECT coalesce(jsonb_agg(to_jsonb(r)), '[]') INTO findings
+      FROM snowflake_id_internal.template_read(to_regnamespace(quote_ident(template))) r WHERE r.kind <> 'untrusted';
+    PERFORM snowflake_id_internal.check_template(template, findings);
+EXCEPTION WHEN feature_not_supported OR wrong_object_type THEN
+    GET STACKED DIAGNOSTICS st = RETURNED_SQLSTATE, msg = MESSAGE_TEXT;
+    RAISE EXCEPTION 'alter_shards: after this change, create_shard and moves would refuse the template: %', msg
+        USING ERRCODE = st, HINT = 'Make such objects in each shard by hand, or leave them out of the template.';
+END
+$$;
+COMMENT ON FUNCTION snowflake_id_node.template_copyable(text) IS
+  'alter_shards'' check that a changed template is still one create_shard copies (0A000 or 42809 otherwise).';
+
 -- Up front, on every node before any applies: the change is tried on the template and
 -- undone, which checks it here (it parses, its objects exist, it is allowed) and counts
 -- the locks it takes per schema. 'applied' when this node has the change already, 'ready'
@@ -185,6 +231,7 @@ BEGIN
         per_schema := (SELECT count(*) FROM pg_locks WHERE pid = pg_backend_pid());
         PERFORM snowflake_id_node.change_schema(ddl, template);
         per_schema := (SELECT count(*) FROM pg_locks WHERE pid = pg_backend_pid()) - per_schema;
+        PERFORM snowflake_id_node.template_copyable(template);
         RAISE EXCEPTION USING ERRCODE = 'SFDRY';  -- undoes the try
     EXCEPTION WHEN SQLSTATE 'SFDRY' THEN
     END;

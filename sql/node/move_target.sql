@@ -423,26 +423,41 @@ END;
 COMMENT ON FUNCTION snowflake_id_node.blockers() IS
   'The client transactions here holding a transaction ID or snapshot, oldest first (what slot creation waits for).';
 
--- The materialized views of the copies filled from their rows, which replication does not
--- carry: each refreshed, under the fence (so it holds what the source's tables held at the
--- fence), in the order the copies were made (by OID: create_shard makes one after those it
--- reads). REFRESH runs the view's query as its owner (the source's, set at the fence) under
--- restricted-operation rules, with this function's search_path.
-CREATE OR REPLACE FUNCTION snowflake_id_node.refresh_copies(schemas text[]) RETURNS void
+-- The materialized views of move key's copies filled from their rows, which replication
+-- does not carry: each refreshed under the fence, once the copies have caught up and have
+-- their owners (set_grants), before the source is sealed (so each holds what the source's
+-- tables held at the fence, and a refresh that fails undoes the move: the source was never
+-- sealed), in the order the copies were made (by OID: create_shard makes one after those it
+-- reads). REFRESH runs the view's query as its owner under restricted-operation rules, with
+-- this function's search_path; an owner who cannot run it (a table's owner revoked its
+-- SELECT) is named.
+CREATE OR REPLACE FUNCTION snowflake_id_node.refresh_copies(key text) RETURNS void
 LANGUAGE plpgsql VOLATILE STRICT
 SET search_path = pg_catalog, pg_temp
 AS $$
+#variable_conflict use_variable
 DECLARE
-    v regclass;
+    m snowflake_id_node.move := snowflake_id_node.record(key, '{incoming}');
+    v record;
+    st text;
+    msg text;
 BEGIN
-    FOR v IN SELECT t.oid FROM unnest(schemas) s, snowflake_id_node.tables(to_regnamespace(quote_ident(s))) t
+    FOR v IN SELECT t.oid::regclass AS rel, c.relowner::regrole AS owner
+               FROM unnest(m.schemas) s, snowflake_id_node.tables(to_regnamespace(quote_ident(s))) t
+               JOIN pg_class c ON c.oid = t.oid
               WHERE t.kind = 'm' ORDER BY t.oid LOOP
-        EXECUTE format('REFRESH MATERIALIZED VIEW %s', v);
+        BEGIN
+            EXECUTE format('REFRESH MATERIALIZED VIEW %s', v.rel);
+        EXCEPTION WHEN OTHERS THEN
+            GET STACKED DIAGNOSTICS st = RETURNED_SQLSTATE, msg = MESSAGE_TEXT;
+            RAISE EXCEPTION 'the copy of materialized view % could not be refreshed as its owner %: %', v.rel, v.owner, msg
+                USING ERRCODE = st, HINT = 'Its owner must be able to run its query on the shard, as on the source.';
+        END;
     END LOOP;
 END
 $$;
-COMMENT ON FUNCTION snowflake_id_node.refresh_copies(text[]) IS
-  'Move step on the target, at activation: refreshes the copies'' materialized views (their rows are not replicated).';
+COMMENT ON FUNCTION snowflake_id_node.refresh_copies(text) IS
+  'Move step on the target, under the fence before the seal: refreshes the copies'' materialized views (their rows are not replicated).';
 
 -- Activation (serving): every sequence carried (set to the further of its value here and
 -- the source's, so IDs continue above every ID the source gave whatever the clocks say),
@@ -468,7 +483,6 @@ BEGIN
         PERFORM setval(seq, CASE WHEN q.increment > 0 THEN greatest(q.last, coalesce(pg_sequence_last_value(seq), q.last))
                                  ELSE least(q.last, coalesce(pg_sequence_last_value(seq), q.last)) END, true);
     END LOOP;
-    PERFORM snowflake_id_node.refresh_copies(m.schemas);
     PERFORM snowflake_id_node.fence_tables(m.marker, m.schemas, false);
     UPDATE snowflake_id_node.move r SET state = 'serving' WHERE r.key = m.key;
 END
