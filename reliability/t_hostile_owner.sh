@@ -13,6 +13,8 @@
 #   - node_c's template tables, with the same code, and node_c's database, whose
 #     search_path (ALTER DATABASE ... SET) puts her public.=(name,name) and other operators
 #     before pg_catalog's;
+#   - shard 2 (node_a), made by her from her template mtpl, which node_c has too, with a
+#     materialized view calling her code;
 #   - shards 2731 and 2732 (node_b) and node_c's templates tpl2 and tpl3, with code that calls
 #     only PostgreSQL's own functions, each harmless as her and not as a superuser (setval of
 #     a superuser's sequence, pg_notify), when current_setting('is_superuser') says so: a
@@ -411,6 +413,30 @@ victims "move_shard(2731) onto node_c"
 on node_c -c "NOTIFY probe, 'heard'"; sleep 0.5
 grep -q 'Asynchronous notification "probe"' "$work/listen.log" || fail "the listener on node_c heard nothing: $(cat "$work/listen.log")"
 victims "after the moves"
+
+# A template of hers with a materialized view calling her code, on node_a and node_c, and a
+# shard she makes from it on node_a: its move onto node_c makes the copy from node_c's
+# template as the mover, a superuser, and must run none of her code as such (the template's
+# own functions are copied, not judged, as hers; the copy's materialized view is filled
+# under the fence by its owner, her).
+echo "a template of hers with a materialized view"
+for n in node_a node_c; do
+  on "$n" >/dev/null <<'SQL'
+GRANT CREATE ON DATABASE postgres TO mallory;
+GRANT SELECT, INSERT, UPDATE, DELETE ON public.snowflake_id_shard TO mallory;
+CREATE SCHEMA mtpl AUTHORIZATION mallory;
+SET ROLE mallory;
+CREATE TABLE mtpl.t (id bigint PRIMARY KEY, body text);
+CREATE FUNCTION mtpl.esc() RETURNS boolean LANGUAGE plpgsql VOLATILE SET search_path = pg_catalog, pg_temp
+AS $$ BEGIN RETURN mallory.escalate('materialized view'); END $$;
+CREATE MATERIALIZED VIEW mtpl.mv AS SELECT count(*) AS n, mtpl.esc() AS e FROM mtpl.t;
+RESET ROLE;
+SQL
+done
+out=$(on node_a -c "SET ROLE mallory" -c "SELECT public.create_shard('shard_2', 2, template => 'mtpl')" 2>&1) \
+  || fail "mallory could not make shard 2 from her template: $out"
+op "move_shard of her shard 2 (her template's materialized view) onto node_c" "SELECT move_shard(2, 'node_c', template => 'mtpl')"
+[[ $(served_by 2) == node_c ]] || fail "her shard 2 was not moved onto node_c"
 
 echo "rebalance and drain"
 op "CALL rebalance()" "CALL rebalance(batch_size => 1)"

@@ -95,6 +95,9 @@ SELECT pg_temp.refusal(format('SELECT snowflake_id_node.ddl_for(%L, %L)', t, 'x'
   FROM (VALUES ('CREATE TABLE %I.copy AS SELECT * FROM %I.posts'), ('SELECT * INTO %I.copy FROM %I.posts'),
                ('CREATE MATERIALIZED VIEW %I.counts AS SELECT count(*) FROM %I.posts'),
                ('REFRESH MATERIALIZED VIEW %I.counts')) v(t);
+-- A materialized view made WITH NO DATA runs no query (each shard's is refreshed by its own
+-- work, create_shard's and a move's copies are refreshed): accepted.
+SELECT snowflake_id_node.ddl_for('CREATE MATERIALIZED VIEW %I.counts AS SELECT count(*) FROM %I.posts WITH NO DATA', 'x');
 
 -- The check before any node changes: tried on the template and undone.
 SELECT snowflake_id_node.schema_change_check('r/1', 'ALTER TABLE %I.posts ADD COLUMN likes integer NOT NULL DEFAULT 0', 'ftpl', '1s');
@@ -159,6 +162,16 @@ REVOKE CREATE ON SCHEMA fshard2 FROM node_ddl_app;
 -- calling one of its functions): refused up front (0A000), on the template, nothing changed.
 SELECT pg_temp.refusal($q$SELECT snowflake_id_node.schema_change_check('r/10', 'ALTER TABLE %I.users ADD CONSTRAINT pos CHECK (%I.norm(length(name)) >= 0)', 'ftpl', '1s')$q$);
 SELECT count(*) AS made FROM pg_constraint WHERE conname = 'pos';
+-- Nor code of a role the template's owner does not trust (42501), which create_shard refuses.
+CREATE ROLE node_ddl_mal;
+CREATE SCHEMA node_ddl_mal AUTHORIZATION node_ddl_mal;
+CREATE FUNCTION node_ddl_mal.ok(v integer) RETURNS boolean LANGUAGE sql IMMUTABLE RETURN true;
+ALTER FUNCTION node_ddl_mal.ok(integer) OWNER TO node_ddl_mal;
+GRANT USAGE ON SCHEMA node_ddl_mal TO PUBLIC;
+SELECT pg_temp.refusal($q$SELECT snowflake_id_node.schema_change_check('r/12', 'ALTER TABLE %I.users ADD CONSTRAINT mal CHECK (node_ddl_mal.ok(length(name)))', 'ftpl', '1s')$q$);
+SELECT count(*) AS made FROM pg_constraint WHERE conname = 'mal';
+DROP SCHEMA node_ddl_mal CASCADE;
+DROP ROLE node_ddl_mal;
 -- The schemas themselves are not a change's (drop_shard drops a shard with its record): 0A000.
 SELECT pg_temp.refusal($q$SELECT snowflake_id_node.schema_change_check('r/11', 'DROP SCHEMA %I CASCADE', 'ftpl', '1s')$q$);
 SELECT pg_temp.refusal($q$SELECT snowflake_id_node.schema_change_apply('r/11', 'ALTER SCHEMA %I RENAME TO gone', 'ftpl', '1s')$q$);

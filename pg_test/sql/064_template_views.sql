@@ -112,6 +112,18 @@ DROP MATERIALIZED VIEW vt_rule.mv_count;
 CREATE INDEX mv_mal ON vt_rule.mv (vm.f(bucket::text));
 SELECT create_shard('vshard12', 6412, template => 'vt_rule');
 DROP INDEX vt_rule.mv_mal;
+-- Floating-point constants are copied exactly, whatever the caller's extra_float_digits
+-- (which the database's owner can set for every session).
+CREATE TABLE vt_rule.f (id bigint PRIMARY KEY, score float8 NOT NULL);
+CREATE VIEW vt_rule.low WITH (security_barrier) AS SELECT id FROM vt_rule.f WHERE score < '2.5'::float8;
+SET extra_float_digits = -15;
+SELECT create_shard('vshard14', 6414, template => 'vt_rule');
+RESET extra_float_digits;
+SELECT pg_get_viewdef('vshard14.low'::regclass) = replace(pg_get_viewdef('vt_rule.low'::regclass), 'vt_rule', 'vshard14') AS exact,
+       pg_get_viewdef('vshard14.low'::regclass) LIKE '%2.5%' AS keeps_2_5;
+SELECT drop_shard('vshard14', cascade => true);
+DROP VIEW vt_rule.low;
+DROP TABLE vt_rule.f;
 -- A materialized view's index whose name the copy of a table's index took (LIKE names
 -- indexes after their table): 42P07, naming both, nothing made.
 CREATE TABLE vt_rule.u (id bigint CONSTRAINT u_key PRIMARY KEY);

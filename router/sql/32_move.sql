@@ -525,6 +525,7 @@ DECLARE
     dst text;
     schemas text[];
     roles text[];
+    partman text;
 BEGIN
     SELECT * INTO m FROM snowflake_id_router.move r WHERE r.id = move_id;
     src := snowflake_id_router.node_conn(m.source);
@@ -532,8 +533,14 @@ BEGIN
     schemas := snowflake_id_router.call(src, format('SELECT snowflake_id_node.source_check(%L, %L, %L)', router, m.target_identity, m.shards),
                                         long_step, 'checking the source');
     roles := snowflake_id_router.call(src, format('SELECT snowflake_id_node.roles(%L)', schemas), long_step, 'checking the source');
+    partman := nullif(snowflake_id_router.call(src, format('SELECT snowflake_id_node.partman_version(%L)', schemas), long_step,
+                                               'checking the source'), '');
     PERFORM snowflake_id_router.call(dst, format('SELECT snowflake_id_node.target_check(%L, %L, %L, %L, %L, %L)',
                                                  router, m.source_identity, m.shards, schemas, roles, m.template), long_step, 'checking the target');
+    -- (pg_partman keeping the shards' tables there: the target takes its configuration)
+    IF partman IS NOT NULL THEN
+        PERFORM snowflake_id_router.call(dst, format('SELECT snowflake_id_node.partman_ready(%L)', partman), long_step, 'checking the target');
+    END IF;
     -- The fence and the seal lock every table of the batch in one transaction: a batch
     -- too large for the source's lock table is refused now (53400), not once fenced.
     PERFORM snowflake_id_router.call(src, format('SELECT snowflake_id_node.fence_room(%L)', schemas), long_step,

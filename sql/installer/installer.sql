@@ -362,7 +362,7 @@ BEGIN
         RAISE EXCEPTION 'create_shard: schema_name and shard must not be NULL' USING ERRCODE = 'null_value_not_allowed';
     END IF;
     PERFORM snowflake_id_internal.check_template_owner(template);
-    PERFORM snowflake_id_internal.create_shards_from(ARRAY[schema_name], ARRAY[shard], template);
+    PERFORM snowflake_id_internal.create_shards_from(ARRAY[schema_name], ARRAY[shard], template, true);
 END
 $$;
 COMMENT ON FUNCTION create_shard(text, integer, text) IS
@@ -393,7 +393,7 @@ BEGIN
     PERFORM snowflake_id_internal.create_shards_from(
         array(SELECT prefix || n FROM generate_series(first_shard, first_shard + count - 1) n),
         array(SELECT n FROM generate_series(first_shard, first_shard + count - 1) n),
-        template);
+        template, true);
 END
 $$;
 COMMENT ON FUNCTION create_shards(text, integer, integer, text) IS
@@ -548,10 +548,13 @@ COMMENT ON FUNCTION snowflake_id_internal.copy_template_table(text, text, text, 
 
 -- Object objid's definition (kind: view, index, function, or a function's arguments) as
 -- PostgreSQL prints it with only schema path on the search_path: path's objects named bare,
--- everything else qualified. (This function's own SET clause puts the path back on every exit.)
+-- everything else qualified; floating-point constants with every digit (extra_float_digits
+-- 3, whatever the caller's: fewer would round them in the copy). (This function's own SET
+-- clauses put both back on every exit.)
 CREATE OR REPLACE FUNCTION snowflake_id_internal.printed_in(path text, kind text, objid oid) RETURNS text
 LANGUAGE plpgsql VOLATILE STRICT PARALLEL UNSAFE
 SET search_path = pg_catalog, pg_temp
+SET extra_float_digits = 3
 AS $$
 BEGIN
     PERFORM set_config('search_path', format('%I, pg_temp', path), true);
@@ -804,7 +807,7 @@ COMMENT ON FUNCTION snowflake_id_internal.refers(oid, oid) IS
 -- template's does, the shard's relations for the template's (refers): a copy that
 -- would read anything else is refused, never made from a guess.
 CREATE OR REPLACE FUNCTION snowflake_id_internal.copy_view(s text, template text, rel oid, name text, options text,
-                                                           materialized boolean) RETURNS void
+                                                           materialized boolean, fill boolean) RETURNS void
 LANGUAGE plpgsql VOLATILE CALLED ON NULL INPUT PARALLEL UNSAFE
 SET search_path = pg_catalog, pg_temp
 AS $$
@@ -830,12 +833,14 @@ BEGIN
     END IF;
     IF materialized THEN
         PERFORM snowflake_id_internal.copy_indexes(made, rel, s, template, name);
-        EXECUTE format('REFRESH MATERIALIZED VIEW %s', made);
+        IF fill THEN
+            EXECUTE format('REFRESH MATERIALIZED VIEW %s', made);
+        END IF;
     END IF;
 END
 $$;
-COMMENT ON FUNCTION snowflake_id_internal.copy_view(text, text, oid, text, text, boolean) IS
-  'create_shard''s copy of one template view (or materialized view, populated, with its indexes) into a shard, over the shard''s relations, checked to refer to what the original does.';
+COMMENT ON FUNCTION snowflake_id_internal.copy_view(text, text, oid, text, text, boolean, boolean) IS
+  'create_shard''s copy of one template view (or materialized view, with its indexes, populated if fill) into a shard, over the shard''s relations, checked to refer to what the original does.';
 
 -- The indexes of the template's materialized view rel (named name) made on its copy made in
 -- shard schema s, under their names: each as PostgreSQL prints it with only the template on
@@ -918,8 +923,10 @@ COMMENT ON FUNCTION snowflake_id_internal.untrusted_in(oid, oid) IS
 -- table's code as its owner (a move's apply, a view); and the copy names them by the
 -- template's name, which the schema's owner can give to another schema. Only their owners
 -- can give them to another role, and only a trusted role can add to the schema. (A move's
--- copy is made from the target's template by the mover, a superuser, and owned by the source
--- shard's owners before any row is written: own_copies.)
+-- copy is made from the target's template by the mover, a superuser, without this check: it
+-- must read as the source's shard does, and nothing of the template runs in the making
+-- (create_shards_from with fill false: its materialized views are filled under the fence
+-- by their owners); it is owned by the source shard's owners before any row is written.)
 CREATE OR REPLACE FUNCTION snowflake_id_internal.check_template_owner(template text) RETURNS void
 LANGUAGE plpgsql STABLE STRICT PARALLEL SAFE
 SET search_path = pg_catalog, pg_temp
@@ -980,9 +987,12 @@ COMMENT ON FUNCTION snowflake_id_internal.check_template(text, jsonb) IS
 -- Fills shard schema s (its next_id() named fn) from the template's reading (findings:
 -- template_read's rows as jsonb): each table the shard lacks, then on it its storage
 -- parameters, triggers, row-level security, policies and replica identity (a partition
--- attached to its table first); then, once every
--- table is made, the foreign keys of the tables made (their %I is the shard's schema).
-CREATE OR REPLACE FUNCTION snowflake_id_internal.fill_shard(s text, template text, fn text, findings jsonb) RETURNS void
+-- attached to its table first); then, once every table is made, the foreign keys of the
+-- tables made (their %I is the shard's schema), the functions, the triggers calling them,
+-- the views; the materialized views populated if fill (not in a move's copy, made by the
+-- mover: no query of the template's runs there as the mover, and the move refreshes them
+-- under its fence as their owners, refresh_copies).
+CREATE OR REPLACE FUNCTION snowflake_id_internal.fill_shard(s text, template text, fn text, findings jsonb, fill boolean) RETURNS void
 LANGUAGE plpgsql VOLATILE STRICT PARALLEL UNSAFE
 SET search_path = pg_catalog, pg_temp
 AS $$
@@ -1060,16 +1070,18 @@ BEGIN
     END LOOP;
     FOR f IN SELECT r.* FROM jsonb_to_recordset(findings) AS r(kind text, rel oid, name text, detail text, deps text)
               WHERE r.kind IN ('view', 'matview') ORDER BY r.deps::integer, r.name LOOP
-        PERFORM snowflake_id_internal.copy_view(s, template, f.rel, f.name, f.detail, f.kind = 'matview');
+        PERFORM snowflake_id_internal.copy_view(s, template, f.rel, f.name, f.detail, f.kind = 'matview', fill);
     END LOOP;
 END
 $$;
-COMMENT ON FUNCTION snowflake_id_internal.fill_shard(text, text, text, jsonb) IS
+COMMENT ON FUNCTION snowflake_id_internal.fill_shard(text, text, text, jsonb, boolean) IS
   'create_shard''s copy of a template into one shard, from the template''s reading: tables, their parts, then the foreign keys between them.';
 
--- The template form of create_shard and create_shards: the template's tables locked and read
--- once (snowflake_id_internal.template_read), checked, then each shard made and filled.
-CREATE OR REPLACE FUNCTION snowflake_id_internal.create_shards_from(schema_names text[], shards integer[], template text) RETURNS void
+-- The template form of create_shard and create_shards (fill: true) and of a move's copies
+-- (false: fill_shard): the template's tables locked and read once
+-- (snowflake_id_internal.template_read), checked, then each shard made and filled.
+CREATE OR REPLACE FUNCTION snowflake_id_internal.create_shards_from(schema_names text[], shards integer[], template text, fill boolean)
+RETURNS void
 LANGUAGE plpgsql VOLATILE STRICT PARALLEL UNSAFE
 SET search_path = pg_catalog, pg_temp
 AS $$
@@ -1090,7 +1102,7 @@ BEGIN
       INTO findings FROM jsonb_array_elements(findings) f;
     FOR i IN 1 .. cardinality(schema_names) LOOP
         fn := snowflake_id_internal.make_shard(schema_names[i], shards[i]);
-        PERFORM snowflake_id_internal.fill_shard(schema_names[i], template, fn, findings);
+        PERFORM snowflake_id_internal.fill_shard(schema_names[i], template, fn, findings, fill);
         IF fn <> 'next_id' THEN
             EXECUTE format('ALTER FUNCTION %I.%I() RENAME TO next_id', schema_names[i], fn);
         END IF;
@@ -1100,5 +1112,5 @@ BEGIN
      WHERE c.schema_name = ANY (schema_names) AND c.template IS DISTINCT FROM create_shards_from.template;
 END
 $$;
-COMMENT ON FUNCTION snowflake_id_internal.create_shards_from(text[], integer[], text) IS
+COMMENT ON FUNCTION snowflake_id_internal.create_shards_from(text[], integer[], text, boolean) IS
   'The template form of create_shard and create_shards: the template locked, read and checked once, then each shard made and filled.';

@@ -11,6 +11,9 @@ DROP FUNCTION snowflake_id_node.outside_dependents(oid[], text);
 -- The guard's event triggers read snowflake_id_node.move through guarded_moves(), whose
 -- body names its columns as they were when it was made: off until guard.sql has made it
 -- again over the table as 0.4.0-objects.sql leaves it.
+-- create_shards_from takes whether to fill the copies' materialized views (a move's are
+-- filled by their owners, refresh_copies).
+DROP FUNCTION snowflake_id_internal.create_shards_from(text[], integer[], text);
 ALTER EVENT TRIGGER snowflake_id_guard_ddl DISABLE;
 ALTER EVENT TRIGGER snowflake_id_guard_drop DISABLE;
 
@@ -18,6 +21,7 @@ ALTER EVENT TRIGGER snowflake_id_guard_drop DISABLE;
 --#include sql/node/node.sql
 --#include sql/node/shape.sql
 --#include sql/node/grants.sql
+--#include sql/node/partman.sql
 --#include sql/node/move_source.sql
 --#include sql/node/move_target.sql
 --#include sql/node/repair.sql

@@ -8,6 +8,10 @@
 -- writes pass and the seal is refused, even while a stalled mover's session still lives.
 ALTER TABLE snowflake_id_node.move ADD COLUMN fence_until timestamptz;
 
+-- pg_partman's configuration of a move's tables, taken off its source at the seal
+-- (sql/node/partman.sql: partman_take; NULL: none), for the target's activation.
+ALTER TABLE snowflake_id_node.move ADD COLUMN partman text;
+
 -- The router's shard map, as its primary last pushed it here (sql/node/app.sql): what
 -- applications read from any node (app_map()) once they have no router to ask. One row.
 -- Not dumped: a restored copy of a node gets the map at the router's next push, and never

@@ -179,29 +179,31 @@ COMMENT ON FUNCTION snowflake_id_node.change_schema(text, text) IS
   'Runs alter_shards'' statement on schema_name as the owner of its tables, under restricted-operation rules.';
 
 -- The template, as a change tried on it left it, still one create_shard copies (and a move's
--- copy is made from): 0A000 or 42809, create_shard's own refusal, otherwise (a CHECK calling
--- a function of the template, say, which its copies could not refer to). Who may make
--- shards from it (the trust create_shard also asks) is not a change's to judge.
+-- copy is made from): create_shard's own refusal otherwise (0A000, 42809; 42501 for code of
+-- a role the template's owner does not trust), read and judged as the role the change runs
+-- as there, the one who makes its shards (a CHECK calling a function of the template, whose
+-- copies could not refer to the shard's, or one of another role's).
 CREATE OR REPLACE FUNCTION snowflake_id_node.template_copyable(template text) RETURNS void
 LANGUAGE plpgsql VOLATILE STRICT PARALLEL UNSAFE
 SET search_path = pg_catalog, pg_temp
 AS $$
 DECLARE
-    findings jsonb;
     st text;
     msg text;
 BEGIN
-    SELECT coalesce(jsonb_agg(to_jsonb(r)), '[]') INTO findings
-      FROM snowflake_id_internal.template_read(to_regnamespace(quote_ident(template))) r WHERE r.kind <> 'untrusted';
-    PERFORM snowflake_id_internal.check_template(template, findings);
-EXCEPTION WHEN feature_not_supported OR wrong_object_type THEN
+    PERFORM snowflake_id_node.as_owner(snowflake_id_node.change_role(template), format(
+        'SELECT ''checked''::pg_catalog.text FROM (SELECT snowflake_id_internal.check_template(%L,
+             (SELECT COALESCE(pg_catalog.jsonb_agg(pg_catalog.to_jsonb(r)), ''[]''::pg_catalog.jsonb)
+                FROM snowflake_id_internal.template_read(%s::pg_catalog.oid) r)) OFFSET 0) c',
+        template, to_regnamespace(quote_ident(template))::oid));
+EXCEPTION WHEN feature_not_supported OR wrong_object_type OR insufficient_privilege THEN
     GET STACKED DIAGNOSTICS st = RETURNED_SQLSTATE, msg = MESSAGE_TEXT;
     RAISE EXCEPTION 'alter_shards: after this change, create_shard and moves would refuse the template: %', msg
         USING ERRCODE = st, HINT = 'Make such objects in each shard by hand, or leave them out of the template.';
 END
 $$;
 COMMENT ON FUNCTION snowflake_id_node.template_copyable(text) IS
-  'alter_shards'' check that a changed template is still one create_shard copies (0A000 or 42809 otherwise).';
+  'alter_shards'' check that a changed template is still one create_shard copies, as the role the change runs as (0A000, 42809, 42501 otherwise).';
 
 -- Up front, on every node before any applies: the change is tried on the template and
 -- undone, which checks it here (it parses, its objects exist, it is allowed) and counts

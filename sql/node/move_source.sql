@@ -445,6 +445,9 @@ BEGIN
     PERFORM set_config('snowflake_id_node.seal_checked', key, true),
             set_config('snowflake_id_node.seal_fingerprints',
                        coalesce((SELECT array_agg(md5(p) ORDER BY o) FROM unnest(prints) WITH ORDINALITY x(p, o))::text, ''), true);
+    -- pg_partman's configuration of the shards goes with them (sql/node/partman.sql): kept in
+    -- the record, which the seal commits, for the target's activation.
+    UPDATE snowflake_id_node.move r SET partman = snowflake_id_node.partman_take(m.schemas) WHERE r.key = m.key;
     RETURN json_build_object('rows', snowflake_id_node.row_counts(key), 'sequences', snowflake_id_node.sequences(key))::text;
 END
 $$;
@@ -510,14 +513,17 @@ $$;
 COMMENT ON FUNCTION snowflake_id_node.seal(text) IS
   'Move step on the source: seals move key (sealed), only after seal_check in the same transaction.';
 
--- Every sequence of the move's schemas with the newest value it gave (NULL: none), as JSON.
+-- Every sequence of the move's schemas with the newest value it gave (NULL: none), as JSON,
+-- and last, if the seal took any, pg_partman's configuration of their tables ({"partman": ...}).
 CREATE OR REPLACE FUNCTION snowflake_id_node.sequences(key text) RETURNS text
 LANGUAGE sql STABLE STRICT
 SET search_path = pg_catalog, pg_temp
 BEGIN ATOMIC
-    SELECT coalesce(json_agg(json_build_object('schema', n.nspname, 'name', c.relname,
-                                               'last', pg_sequence_last_value(c.oid), 'increment', q.seqincrement)
-                             ORDER BY n.nspname, c.relname), '[]')::text
+    SELECT (coalesce(jsonb_agg(jsonb_build_object('schema', n.nspname, 'name', c.relname,
+                                                  'last', pg_sequence_last_value(c.oid), 'increment', q.seqincrement)
+                               ORDER BY n.nspname, c.relname), '[]')
+            || coalesce((SELECT jsonb_build_array(jsonb_build_object('partman', x.partman)) FROM snowflake_id_node.move x
+                          WHERE x.key = sequences.key AND x.partman IS NOT NULL), '[]'))::text
       FROM snowflake_id_node.move m, unnest(m.schemas) s JOIN pg_namespace n ON n.nspname = s
       JOIN pg_depend d ON d.refclassid = 'pg_namespace'::regclass AND d.refobjid = n.oid
            AND d.classid = 'pg_class'::regclass AND d.deptype = 'n'
@@ -526,7 +532,7 @@ BEGIN ATOMIC
      WHERE m.key = sequences.key;
 END;
 COMMENT ON FUNCTION snowflake_id_node.sequences(text) IS
-  'Every sequence of move key''s schemas (identity ones too) with the newest value it gave, as JSON.';
+  'Every sequence of move key''s schemas (identity ones too) with the newest value it gave, and pg_partman''s configuration taken at the seal, as JSON.';
 
 -- Clean-up on the source right after the flip, whatever the other routers do: the
 -- publication and the slot (its WAL sender ended first, within wait_timeout: the WAL it
@@ -767,11 +773,12 @@ BEGIN
         -- One statement for all: one walk of their dependencies, not one per schema.
         EXECUTE 'DROP SCHEMA IF EXISTS ' || (SELECT string_agg(DISTINCT quote_ident(s), ', ') FROM unnest(schemas) s) || ' CASCADE';
         DELETE FROM @extschema@.snowflake_id_shard c WHERE c.schema_name = ANY (schemas);
+        PERFORM snowflake_id_node.partman_forget(schemas);
     END IF;
 END
 $$;
 COMMENT ON FUNCTION snowflake_id_node.drop_schemas(text[]) IS
-  'Drops a move''s copies: each schema whole and its row in the shard catalog.';
+  'Drops a move''s copies: each schema whole, its row in the shard catalog and pg_partman''s configuration of its tables.';
 
 -- The source's replication resources of a move: publication and its slot, the WAL sender
 -- using it ended first (bounded by wait_timeout): the subscription's, or the target's copy

@@ -78,8 +78,10 @@ BEGIN
         EXECUTE format('CREATE SCHEMA %I', schemas[i]);
     END LOOP;
     -- create_shard(schemas[i], shards[i], template) for each, in one call: the template read
-    -- and checked once for the batch, not once per shard.
-    PERFORM snowflake_id_internal.create_shards_from(schemas, shards, template);
+    -- and checked once for the batch, not once per shard. Their materialized views are left
+    -- empty: filled here, their queries (the template owner's code) would run as the mover;
+    -- they are refreshed under the fence as their owners (refresh_copies).
+    PERFORM snowflake_id_internal.create_shards_from(schemas, shards, template, false);
     -- Until they serve, the copies take rows from the move alone (fence()).
     PERFORM snowflake_id_node.fence_tables(marker, schemas, true);
     EXECUTE format('CREATE TABLE snowflake_id_node.%I (fenced boolean PRIMARY KEY)', marker);
@@ -461,7 +463,8 @@ COMMENT ON FUNCTION snowflake_id_node.refresh_copies(text) IS
 
 -- Activation (serving): every sequence carried (set to the further of its value here and
 -- the source's, so IDs continue above every ID the source gave whatever the clocks say),
--- the copies' fence taken away, and they enter snowflake_id_shards. Only once the source
+-- pg_partman's configuration of the tables given (sql/node/partman.sql), the copies' fence
+-- taken away, and they enter snowflake_id_shards. Only once the source
 -- is sealed.
 CREATE OR REPLACE FUNCTION snowflake_id_node.activate(key text, sequences text) RETURNS void
 LANGUAGE plpgsql VOLATILE CALLED ON NULL INPUT
@@ -473,7 +476,8 @@ DECLARE
     q record;
     seq regclass;
 BEGIN
-    FOR q IN SELECT * FROM json_to_recordset(sequences::json) AS x(schema text, name text, last bigint, increment bigint) LOOP
+    FOR q IN SELECT * FROM json_to_recordset(sequences::json) AS x(schema text, name text, last bigint, increment bigint)
+              WHERE x.name IS NOT NULL LOOP
         seq := to_regclass(format('%I.%I', q.schema, q.name));
         IF seq IS NULL THEN
             RAISE EXCEPTION 'sequence %.% of the source has no counterpart here', quote_ident(q.schema), quote_ident(q.name)
@@ -483,12 +487,14 @@ BEGIN
         PERFORM setval(seq, CASE WHEN q.increment > 0 THEN greatest(q.last, coalesce(pg_sequence_last_value(seq), q.last))
                                  ELSE least(q.last, coalesce(pg_sequence_last_value(seq), q.last)) END, true);
     END LOOP;
+    PERFORM snowflake_id_node.partman_give((SELECT e->>'partman' FROM json_array_elements(sequences::json) e
+                                             WHERE e->'partman' IS NOT NULL));
     PERFORM snowflake_id_node.fence_tables(m.marker, m.schemas, false);
     UPDATE snowflake_id_node.move r SET state = 'serving' WHERE r.key = m.key;
 END
 $$;
 COMMENT ON FUNCTION snowflake_id_node.activate(text, text) IS
-  'Move step on the target: carries every sequence from the source''s values, then serves the copies of move key (serving).';
+  'Move step on the target: carries every sequence from the source''s values and pg_partman''s configuration, then serves the copies of move key (serving).';
 
 -- Clean-up on the target after the flip: the subscription, the marker, the record. A move
 -- kept for revert (publish_back) keeps its record, which names the reverse publication and

@@ -342,7 +342,7 @@ fn ddl_parts(e: &DdlError) -> Parts {
             ERRCODE_INVALID_PARAMETER_VALUE,
             format!("alter_shards does not run {tag}: it would run a query on every shard of every node"),
             None,
-            Some("Make the object with a schema change (CREATE TABLE %I.t (...), CREATE VIEW ...), then fill it shard by shard as your own work.".into()),
+            Some("Make the object with a schema change (CREATE TABLE %I.t (...), CREATE VIEW ..., CREATE MATERIALIZED VIEW ... WITH NO DATA), then fill it shard by shard as your own work.".into()),
         ),
         DdlError::StrayPercent => (
             ERRCODE_INVALID_PARAMETER_VALUE,

@@ -38,9 +38,14 @@ extension_sql_file!(
     requires = ["node_shape"]
 );
 extension_sql_file!(
+    "../../sql/node/partman.sql",
+    name = "node_partman",
+    requires = ["node_grants"]
+);
+extension_sql_file!(
     "../../sql/node/move_source.sql",
     name = "node_move_source",
-    requires = ["node_grants"]
+    requires = ["node_partman"]
 );
 extension_sql_file!(
     "../../sql/node/move_target.sql",

@@ -25,8 +25,8 @@ pub enum DdlError {
     OutsideTransaction { what: &'static str },
     /// A query, DML, maintenance, session or server command: `tag` is its command tag.
     NotASchemaChange { tag: String },
-    /// A change that runs a query on every node (CREATE TABLE AS, SELECT INTO, materialized
-    /// views).
+    /// A change that runs a query on every node (CREATE TABLE AS, SELECT INTO, a materialized
+    /// view made or refreshed with its data).
     RunsAQuery { tag: String },
     /// A `%` in the template other than `%I` and `%%`.
     StrayPercent,
@@ -102,7 +102,8 @@ pub fn command_tag(ddl: &[u8]) -> Result<String, DdlError> {
         return Err(DdlError::NotOneStatement { count: stmts.len() });
     }
     // SAFETY: the one RawStmt of the list; its stmt is a raw parse tree, which
-    // CreateCommandTag reads as exec_simple_query does, and whose node tag names its struct.
+    // CreateCommandTag reads as exec_simple_query does, and whose node tag names its struct
+    // (a CreateTableAsStmt's `into` is always set by the grammar).
     let (kind, concurrently, tag) = unsafe {
         let stmt = (*stmts.get_ptr(0).unwrap()).stmt;
         let concurrently = match (*stmt).type_ {
@@ -110,6 +111,13 @@ pub fn command_tag(ddl: &[u8]) -> Result<String, DdlError> {
             NodeTag::T_DropStmt => (*(stmt as *mut pg_sys::DropStmt)).concurrent,
             _ => false,
         };
+        // A materialized view made WITH NO DATA: its query is analysed, never planned or run.
+        if (*stmt).type_ == NodeTag::T_CreateTableAsStmt {
+            let ctas = stmt as *mut pg_sys::CreateTableAsStmt;
+            if (*ctas).objtype == pg_sys::ObjectType::OBJECT_MATVIEW && (*(*ctas).into).skipData {
+                return Ok("CREATE MATERIALIZED VIEW".into());
+            }
+        }
         // The raw tree's tag of SELECT ... INTO is SELECT's; it makes a table from a query.
         if (*stmt).type_ == NodeTag::T_SelectStmt
             && !(*(stmt as *mut pg_sys::SelectStmt)).intoClause.is_null()
