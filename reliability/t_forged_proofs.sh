@@ -152,6 +152,18 @@ on router -c "CALL drain_node('node_c')" -c "CALL rebalance()" >/dev/null 2>"$wo
   || fail "a drain or rebalance failed under forged locks: $(cat "$work/rebalance.log")"
 [[ $(on router -c "SELECT count(*) FROM shard_status WHERE node = 'node_c'") -gt 0 ]] || fail "the rebalance gave node_c nothing"
 echo "  drain_node('node_c') then rebalance(): done ($((SECONDS - t0)) s), node_c serves $(on router -c "SELECT count(*) FROM shard_status WHERE node = 'node_c'") shard(s)"
+# (app may create in every shard schema, for the names above: a schema change there would
+# resolve the statement's names among what app may add, so it is refused, 42501, until the
+# grants go)
+err=$(on router -c "SELECT count(*) FROM alter_shards('ALTER TABLE %I.posts ADD COLUMN note text')" 2>&1 || true)
+[[ $err == *'holds what another role than postgres'*'CREATE on schema'*'(granted to app)'* ]] \
+  || fail "alter_shards over shard schemas where app may create was not refused: $err"
+on router -c "SELECT abandon_schema_change(max(change)) FROM schema_change_status" >/dev/null 2>&1 || true
+for n in "${ROUTER_NODES[@]}"; do
+  on "$n" -c "DO \$\$ DECLARE s text; BEGIN FOR s IN SELECT schema_name FROM snowflake_id_shards LOOP
+                EXECUTE format('REVOKE CREATE ON SCHEMA %I FROM app', s); END LOOP; END \$\$" >/dev/null
+done
+echo "  alter_shards while app may create in the shards' schemas: refused (42501); the grants revoked"
 on router -c "SELECT count(*) FROM alter_shards('ALTER TABLE %I.posts ADD COLUMN note text')" >/dev/null 2>"$work/alter.log" \
   || fail "alter_shards failed under forged locks: $(cat "$work/alter.log")"
 echo "  alter_shards: done on $(on router -c "SELECT count(*) FROM schema_change_status WHERE state = 'done'") node(s)"

@@ -9,8 +9,10 @@
 # configuration naming shard_1 (its run_maintenance() runs: a row naming a table the node no
 # longer has makes it fail for every table) and no template table of it; node_b has shard
 # 1's configuration as node_a had it, and its run_maintenance() makes shard 1's next
-# partitions ahead of its rows. A move to node_c, which has no pg_partman, is refused
-# before anything is made (55000), the configuration left on node_a.
+# partitions ahead of its rows, and every table of the shard keeps its owner (the
+# partitioned table's is not its partitions'). A move to node_c, which has no pg_partman, or
+# from a node whose pg_partman another role may write, is refused before anything is made
+# (55000), the configuration left on node_a.
 set -euo pipefail
 here=$(cd "$(dirname "$0")" && pwd)
 source "$here/../scripts/cluster.sh"; source "$here/lib.sh"
@@ -42,7 +44,24 @@ err=$(on router -c "SELECT move_shard(1, 'node_c')" 2>&1 || true)
 [[ $(on node_a -c "$config") == "$before" ]] || fail "the refused move changed shard 1's configuration on node_a"
 echo "onto a node without pg_partman: refused (55000), nothing made, the configuration left"
 
+# A pg_partman another role may change (here: write its configuration, which names the
+# tables the move makes and drops): refused before anything is made.
+for n in node_a node_b node_c; do on "$n" -c "CREATE ROLE pm_other; CREATE ROLE ev_owner" >/dev/null; done
+on node_a -c "GRANT INSERT ON partman.part_config TO pm_other" >/dev/null
+err=$(on router -c "SELECT move_shard(1, 'node_b')" 2>&1 || true)
+[[ $err == *'pg_partman on this node is not only the superusers'"'"' to change: INSERT on table partman.part_config (granted to pm_other)'* ]] \
+  || fail "a move over a pg_partman another role may write was not refused: $err"
+on node_a -c "REVOKE INSERT ON partman.part_config FROM pm_other" >/dev/null
+echo "a pg_partman another role may change: the move refused (55000), nothing made"
+
+# The partitioned table's owner is not its partitions' (they keep the superuser's): each
+# comes out of the move with its own.
+on node_a -c "ALTER TABLE shard_1.events OWNER TO ev_owner" >/dev/null
+owners="SELECT string_agg(format('%s:%s', relname, relowner::regrole), ' ' ORDER BY relname) FROM pg_class
+         WHERE relnamespace = 'shard_1'::regnamespace AND relkind IN ('r', 'p', 'S')"
+owners_before=$(on node_a -c "$owners")
 on router -c "SELECT move_shard(1, 'node_b')" >/dev/null 2>"$work/move.log" || fail "move_shard(1, 'node_b') failed: $(cat "$work/move.log")"
+[[ $(on node_b -c "$owners") == "$owners_before" ]] || fail "the owners of shard 1's tables changed in the move: $owners_before before, $(on node_b -c "$owners") after"
 [[ $(on node_a -c "SELECT count(*) FROM partman.part_config WHERE parent_table LIKE 'shard\_1.%'") == 0 ]] \
   || fail "node_a still configures shard 1's tables after its move"
 [[ $(on node_a -c "SELECT count(*) FROM pg_class WHERE relname = 'template_shard_1_events'") == 0 ]] \

@@ -113,6 +113,22 @@ ALTER FUNCTION fshard8.photo_count() OWNER TO snowflake_reg_fmal;
 SELECT create_shard('fshard8', 6608, template => 'ft');
 SELECT count(*) AS tables_made FROM pg_tables WHERE schemaname = 'fshard8';
 DROP SCHEMA fshard8 CASCADE;
+-- A text body is not analysed when its copy is made (as pg_dump restores functions):
+-- analysing it would run her domain's check on the constant, as the caller.
+CREATE TABLE public.fm_ran (who name);
+GRANT INSERT ON public.fm_ran TO PUBLIC;
+SET ROLE snowflake_reg_fmal;
+CREATE FUNCTION fm.chk(text) RETURNS boolean LANGUAGE plpgsql VOLATILE
+AS $f$ BEGIN INSERT INTO public.fm_ran VALUES (current_user); RETURN true; END $f$;
+CREATE DOMAIN fm.d AS text CHECK (fm.chk(VALUE));
+RESET ROLE;
+CREATE FUNCTION ft_bad.first() RETURNS text LANGUAGE sql AS $f$ SELECT ('{x}'::fm.d[])[1]::text $f$;
+TRUNCATE public.fm_ran;
+SELECT create_shard('fshard10', 6610, template => 'ft_bad');
+SELECT count(*) AS her_check_ran FROM public.fm_ran;
+SELECT drop_shard('fshard10', cascade => true);
+DROP FUNCTION ft_bad.first();
+DROP TABLE public.fm_ran;
 -- A function PUBLIC may not run in the template may not be run in the shard either.
 CREATE FUNCTION ft_bad.whoami() RETURNS text LANGUAGE sql SECURITY DEFINER RETURN current_user;
 REVOKE EXECUTE ON FUNCTION ft_bad.whoami() FROM PUBLIC;

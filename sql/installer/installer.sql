@@ -568,10 +568,15 @@ COMMENT ON FUNCTION snowflake_id_internal.printed_in(text, text, oid) IS
   'create_shard''s print of a view, index or function (or its arguments) with only one schema on the path.';
 
 -- Statement run with only schema path on the search_path, so that the names it leaves bare
--- are path's objects. (This function's own SET clause puts the path back on every exit.)
+-- are path's objects, and check_function_bodies off, as pg_dump restores functions: a
+-- function's text body is not analysed when its copy is made (analysing it can run code, a
+-- domain's check on a constant, say, as the caller; the template's was checked when it was
+-- made, and the copy's references are compared after). (Its SET clauses put both back on
+-- every exit.)
 CREATE OR REPLACE FUNCTION snowflake_id_internal.run_in(path text, statement text) RETURNS void
 LANGUAGE plpgsql VOLATILE STRICT PARALLEL UNSAFE
 SET search_path = pg_catalog, pg_temp
+SET check_function_bodies = off
 AS $$
 BEGIN
     PERFORM set_config('search_path', format('%I, pg_temp', path), true);

@@ -12,8 +12,9 @@ BEGIN ATOMIC
     WITH nsp AS (SELECT n.oid, n.nspname FROM unnest(schemas) s JOIN pg_namespace n ON n.nspname = s),
     rels AS (
         SELECT c.oid, c.relkind, c.relowner, c.relacl, n.nspname, c.relname,
-               EXISTS (SELECT FROM pg_depend o WHERE o.classid = 'pg_class'::regclass AND o.objid = c.oid
-                          AND o.refclassid = 'pg_class'::regclass AND o.deptype IN ('a', 'i')) AS owned
+               -- (a sequence owned by a column follows its table's owner; a partition does not)
+               c.relkind = 'S' AND EXISTS (SELECT FROM pg_depend o WHERE o.classid = 'pg_class'::regclass AND o.objid = c.oid
+                                              AND o.refclassid = 'pg_class'::regclass AND o.deptype IN ('a', 'i')) AS owned
           FROM nsp n JOIN pg_depend d ON d.refclassid = 'pg_namespace'::regclass AND d.refobjid = n.oid
                AND d.classid = 'pg_class'::regclass AND d.deptype = 'n'
           JOIN pg_class c ON c.oid = d.objid AND c.relkind IN ('r', 'p', 'S', 'v', 'm'))

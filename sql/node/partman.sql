@@ -9,30 +9,55 @@
 -- copy (a split's, whose standby had every row) forgets them. Part of the node side of
 -- snowflake_id_router's protocol (sql/node/node.sql says how the parts fit).
 --
--- Only a pg_partman whose extension and tables are a superuser's is read or written: the
--- mover, a superuser, writes those tables, and their triggers and checks are their owner's
--- code.
+-- Only a pg_partman that only superusers can change is read or written (partman()): the
+-- mover, a superuser, writes its tables and makes and drops tables in its schema.
 
--- pg_partman's schema here, with its version (NULL when it is not installed); 55000 if it,
--- or one of its configuration tables, is not a superuser's.
+-- pg_partman's schema here, with its version (NULL when it is not installed); 55000 unless
+-- only superusers can change what a move reads and writes there: the extension, its schema
+-- and its configuration tables a superuser's, and no other role holding CREATE on the schema
+-- or any privilege but SELECT on those tables (a TRIGGER grant would let it run code as the
+-- mover; an INSERT, name tables the move then makes or drops; a CREATE, make them first).
 CREATE OR REPLACE FUNCTION snowflake_id_node.partman(OUT nsp text, OUT version text)
 LANGUAGE plpgsql STABLE
 SET search_path = pg_catalog, pg_temp
 AS $$
+DECLARE
+    n oid;
+    others text;
 BEGIN
-    SELECT n.nspname, e.extversion INTO nsp, version
-      FROM pg_extension e JOIN pg_namespace n ON n.oid = e.extnamespace WHERE e.extname = 'pg_partman';
-    IF nsp IS NOT NULL AND (NOT snowflake_id_node.made_by_superuser((SELECT e.extowner FROM pg_extension e WHERE e.extname = 'pg_partman'))
-        OR EXISTS (SELECT FROM pg_class c WHERE c.relnamespace = to_regnamespace(quote_ident(nsp))
-                      AND c.relname IN ('part_config', 'part_config_sub') AND NOT snowflake_id_node.made_by_superuser(c.relowner))) THEN
-        RAISE EXCEPTION 'pg_partman on this node (schema %) or its configuration tables belong to a role that is not a superuser', quote_ident(nsp)
+    SELECT e.extnamespace, x.nspname, e.extversion INTO n, nsp, version
+      FROM pg_extension e JOIN pg_namespace x ON x.oid = e.extnamespace WHERE e.extname = 'pg_partman';
+    IF nsp IS NULL THEN
+        RETURN;
+    END IF;
+    SELECT string_agg(w.what, ', ' ORDER BY w.what) INTO others FROM (
+        SELECT 'the extension' AS what FROM pg_extension e
+         WHERE e.extname = 'pg_partman' AND NOT snowflake_id_node.made_by_superuser(e.extowner)
+        UNION ALL
+        SELECT format('schema %I (owner %s)', x.nspname, x.nspowner::regrole) FROM pg_namespace x
+         WHERE x.oid = n AND NOT snowflake_id_node.made_by_superuser(x.nspowner)
+        UNION ALL
+        SELECT format('CREATE on schema %I (granted to %s)', nsp, CASE WHEN a.grantee = 0 THEN 'PUBLIC' ELSE a.grantee::regrole::text END)
+          FROM pg_namespace x, aclexplode(x.nspacl) a
+         WHERE x.oid = n AND a.privilege_type = 'CREATE' AND NOT snowflake_id_node.made_by_superuser(a.grantee)
+        UNION ALL
+        SELECT format('table %s (owner %s)', c.oid::regclass, c.relowner::regrole) FROM pg_class c
+         WHERE c.relnamespace = n AND c.relname IN ('part_config', 'part_config_sub') AND NOT snowflake_id_node.made_by_superuser(c.relowner)
+        UNION ALL
+        SELECT format('%s on table %s (granted to %s)', a.privilege_type, c.oid::regclass,
+                      CASE WHEN a.grantee = 0 THEN 'PUBLIC' ELSE a.grantee::regrole::text END)
+          FROM pg_class c, aclexplode(c.relacl) a
+         WHERE c.relnamespace = n AND c.relname IN ('part_config', 'part_config_sub') AND a.privilege_type <> 'SELECT'
+           AND NOT snowflake_id_node.made_by_superuser(a.grantee)) w;
+    IF others IS NOT NULL THEN
+        RAISE EXCEPTION 'pg_partman on this node is not only the superusers'' to change: %', others
             USING ERRCODE = 'object_not_in_prerequisite_state',
-                  HINT = 'A move writes pg_partman''s configuration as a superuser: its owner''s code would run so.';
+                  HINT = 'A move reads and writes pg_partman''s configuration as a superuser: install it in a schema a superuser owns, and grant other roles at most SELECT on its configuration tables.';
     END IF;
 END
 $$;
 COMMENT ON FUNCTION snowflake_id_node.partman() IS
-  'pg_partman''s schema and version here (NULL if not installed); 55000 if it is not a superuser''s.';
+  'pg_partman''s schema and version here (NULL if not installed); 55000 unless only superusers can change it.';
 
 -- The pg_partman version keeping any table of the schemas here (NULL: none is kept, or
 -- pg_partman is not installed): what the target of their move must have (partman_ready).
@@ -98,9 +123,12 @@ BEGIN
                     SELECT json_agg(d.c) FROM d', p.nsp) INTO sub USING schemas;
     EXECUTE format('WITH d AS (DELETE FROM %I.part_config c WHERE split_part(c.parent_table, ''.'', 1) = ANY ($1) RETURNING c)
                     SELECT json_agg(d.c) FROM d', p.nsp) INTO config USING schemas;
-    FOR t IN SELECT DISTINCT x->>'template_table' FROM json_array_elements(config) x
-              WHERE split_part(x->>'template_table', '.', 1) = p.nsp LOOP
-        EXECUTE format('DROP TABLE IF EXISTS %I.%I', p.nsp, split_part(t, '.', 2));
+    -- (only a template table named as pg_partman names the one of such a table)
+    FOR t IN SELECT DISTINCT split_part(x->>'template_table', '.', 2) FROM json_array_elements(config) x
+              WHERE split_part(x->>'template_table', '.', 1) = p.nsp
+                AND starts_with(split_part(x->>'template_table', '.', 2),
+                                'template_' || replace(x->>'parent_table', '.', '_')) LOOP
+        EXECUTE format('DROP TABLE IF EXISTS %I.%I', p.nsp, t);
     END LOOP;
     RETURN json_build_object('version', p.version, 'config', config, 'sub', coalesce(sub, '[]'))::text;
 END
@@ -110,9 +138,11 @@ COMMENT ON FUNCTION snowflake_id_node.partman_take(text[]) IS
 
 -- Gives pg_partman here the configuration partman_take read on a move's source (taken: its
 -- JSON; NULL: nothing): the rows, replacing any of the same tables, and each template table
--- pg_partman names, made as pg_partman makes it (LIKE the parent). A node without a
--- superuser's pg_partman of that version (removed since the move's check, say) takes
--- nothing: a WARNING gives the rows, for create_parent by hand; the activation goes on.
+-- pg_partman names, made as pg_partman makes it (LIKE the parent; one of that name already
+-- there is an error). Whatever fails (no pg_partman of that version, removed since the
+-- move's check, one that is not only the superusers', a name taken) gives nothing: a
+-- WARNING gives the rows, for create_parent by hand, and the activation, past the seal,
+-- goes on.
 CREATE OR REPLACE FUNCTION snowflake_id_node.partman_give(taken text) RETURNS void
 LANGUAGE plpgsql VOLATILE CALLED ON NULL INPUT
 SET search_path = pg_catalog, pg_temp
@@ -120,27 +150,21 @@ AS $$
 DECLARE
     p record;
     r json;
+    msg text;
 BEGIN
     IF taken IS NULL THEN
         RETURN;
     END IF;
-    BEGIN
-        SELECT * INTO p FROM snowflake_id_node.partman();
-    EXCEPTION WHEN object_not_in_prerequisite_state THEN
-        p := NULL;
-    END;
+    SELECT * INTO p FROM snowflake_id_node.partman();
     IF p.version IS DISTINCT FROM taken::json->>'version' THEN
-        RAISE WARNING 'pg_partman % kept these shards'' tables on the source, and this node has %: their partitions are not made ahead here',
-            taken::json->>'version', coalesce('pg_partman ' || p.version, 'no pg_partman')
-            USING DETAIL = format('Their configuration there: %s', taken),
-                  HINT = 'Install pg_partman here and run its create_parent for each of these tables.';
-        RETURN;
+        RAISE EXCEPTION 'pg_partman % kept them on the source, and this node has %', taken::json->>'version',
+            coalesce('pg_partman ' || p.version, 'no pg_partman');
     END IF;
     FOR r IN SELECT * FROM json_array_elements(taken::json->'config') LOOP
         EXECUTE format('DELETE FROM %I.part_config c WHERE c.parent_table = $1', p.nsp) USING r->>'parent_table';
         EXECUTE format('INSERT INTO %I.part_config SELECT * FROM json_populate_record(NULL::%I.part_config, $1)', p.nsp, p.nsp) USING r;
         IF split_part(r->>'template_table', '.', 1) = p.nsp THEN
-            EXECUTE format('CREATE TABLE IF NOT EXISTS %I.%I (LIKE %I.%I)', p.nsp, split_part(r->>'template_table', '.', 2),
+            EXECUTE format('CREATE TABLE %I.%I (LIKE %I.%I)', p.nsp, split_part(r->>'template_table', '.', 2),
                            split_part(r->>'parent_table', '.', 1), split_part(r->>'parent_table', '.', 2));
         END IF;
     END LOOP;
@@ -149,6 +173,11 @@ BEGIN
         EXECUTE format('INSERT INTO %I.part_config_sub SELECT * FROM json_populate_record(NULL::%I.part_config_sub, $1)', p.nsp, p.nsp)
           USING r;
     END LOOP;
+EXCEPTION WHEN OTHERS THEN
+    GET STACKED DIAGNOSTICS msg = MESSAGE_TEXT;
+    RAISE WARNING 'pg_partman''s configuration of the moved shards'' tables was not given to this node: %', msg
+        USING DETAIL = format('Their configuration on the source: %s', taken),
+              HINT = 'Their partitions are not made ahead here: run pg_partman''s create_parent for each of these tables.';
 END
 $$;
 COMMENT ON FUNCTION snowflake_id_node.partman_give(text) IS
