@@ -206,12 +206,17 @@ AS $$
 #variable_conflict use_variable
 DECLARE
     m snowflake_id_node.move := snowflake_id_node.record(key, '{copying}');
+    was text := current_setting('deadlock_timeout');
 BEGIN
     PERFORM set_config('lock_timeout', lock_timeout, true);
-    -- A writer may take its tables' locks in another order than this (a trigger writing a
-    -- second table, a partition's root then the partition): a deadlock with it then ends
-    -- whichever waited longer. When that is the fence, it lets go (its subtransaction) and
-    -- tries again, a few times, each bounded by lock_timeout.
+    -- A writer may take its tables' locks in another order than this (photos then likes in
+    -- one transaction, a trigger writing a second table, a partition's root then the
+    -- partition): a deadlock with it ends the session whose deadlock_timeout runs out first,
+    -- by default the one that waited longer, often the writer (40P01, which few applications
+    -- retry). The fence looks for one after 10 ms of waiting, the writers after their 1 s, so
+    -- it is the fence that lets go (its subtransaction) and tries again, a few times, each
+    -- bounded by lock_timeout; the writer goes on.
+    PERFORM set_config('deadlock_timeout', '10ms', true);
     FOR attempt IN 1 .. 3 LOOP
         BEGIN
             EXECUTE 'LOCK TABLE ' || (SELECT string_agg(x.t::text, ', ') FROM snowflake_id_node.move_tables(m.schemas) x)
@@ -223,6 +228,7 @@ BEGIN
             END IF;
         END;
     END LOOP;
+    PERFORM set_config('deadlock_timeout', was, true);
     PERFORM snowflake_id_node.fence_tables(m.marker, m.schemas, true);
     -- The owners and privileges the copies get (grants(), read after the marker): none may
     -- change from now on until the move ends (sql/node/guard.sql; seal_check compares again).
