@@ -34,7 +34,7 @@ as() { local who=$1 role=$2; shift 2
 shards=(0 1 2731 2732 5462 5463)
 for n in "${ROUTER_NODES[@]}"; do
   on "$n" -c "SELECT count(*) FROM (SELECT insert_post(shard, 1, 'row') FROM snowflake_id_shards, generate_series(1, 20)) x" \
-    -c "CREATE ROLE app LOGIN" -c "GRANT CREATE ON DATABASE postgres TO app" -c "GRANT CREATE ON SCHEMA public TO app" \
+    -c "CREATE ROLE app LOGIN" -c "GRANT CREATE ON DATABASE postgres TO app" -c "CREATE SCHEMA app AUTHORIZATION app" \
     -c "CREATE ROLE cdc LOGIN REPLICATION" \
     -c "DO \$\$ BEGIN IF to_regrole('pg_create_subscription') IS NOT NULL THEN GRANT pg_create_subscription TO app; END IF; END \$\$" \
     -c "DO \$\$ DECLARE s text; BEGIN FOR s IN SELECT schema_name FROM snowflake_id_shards LOOP
@@ -118,9 +118,9 @@ echo "objects of other roles named like past moves"
 for n in "${ROUTER_NODES[@]}"; do
   as "$n" app -c "SET client_min_messages = error" -c "CREATE PUBLICATION sfid_${router8}_1" \
     -c "$([[ $subs == f ]] && echo "SELECT 1" || echo "CREATE SUBSCRIPTION sfid_${router8}_2 CONNECTION 'dbname=nowhere password=x' PUBLICATION p WITH (connect = false)")" \
-    -c "CREATE TABLE public.sfid_${router8}_3 (n integer)" \
-    -c "CREATE FUNCTION public.app_trg2() RETURNS trigger LANGUAGE plpgsql AS 'BEGIN RETURN NULL; END'" \
-    -c "CREATE TRIGGER sfid_${router8}_4 AFTER INSERT ON public.sfid_${router8}_3 FOR EACH ROW EXECUTE FUNCTION public.app_trg2()"
+    -c "CREATE TABLE app.sfid_${router8}_3 (n integer)" \
+    -c "CREATE FUNCTION app.app_trg2() RETURNS trigger LANGUAGE plpgsql AS 'BEGIN RETURN NULL; END'" \
+    -c "CREATE TRIGGER sfid_${router8}_4 AFTER INSERT ON app.sfid_${router8}_3 FOR EACH ROW EXECUTE FUNCTION app.app_trg2()"
   PGOPTIONS="-c client_min_messages=warning" psql -X -q -At -v ON_ERROR_STOP=1 -h "$(node_dir "$n")" -p "$(node_port "$n")" \
     -U cdc -d postgres -c "SELECT 1 FROM pg_create_logical_replication_slot('sfid_${router8}_5', 'pgoutput')" >/dev/null
 done

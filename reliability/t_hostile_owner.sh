@@ -10,9 +10,9 @@
 #     one, a partial index through an operator of hers, a CHECK constraint, a column
 #     default, a generated column, a domain with a check, BEFORE and AFTER row and statement
 #     triggers (ENABLE ALWAYS and ENABLE REPLICA too), a rule, a forced RLS policy;
-#   - node_c's template tables, with the same code, and node_c's database, whose
-#     search_path (ALTER DATABASE ... SET) puts her public.=(name,name) and other operators
-#     before pg_catalog's;
+#   - node_c's template tables, with the same code, and node_c's database (schema public
+#     kept a superuser's, as the router requires), whose search_path (ALTER DATABASE ...
+#     SET) puts her mallory.=(name,name) and other operators before pg_catalog's;
 #   - shard 2 (node_a), made by her from her template mtpl, which node_c has too, with a
 #     materialized view calling her code;
 #   - shards 2731 and 2732 (node_b) and node_c's templates tpl2 and tpl3, with code that calls
@@ -192,37 +192,39 @@ $(pwn_dom shard_2731.posts)
 SQL
 on node_c >/dev/null <<SQL
 ALTER DATABASE postgres OWNER TO mallory;
+-- (schema public stays a superuser's: the router refuses a node where it is not, t_node_owner)
+ALTER SCHEMA public OWNER TO postgres;
 GRANT USAGE, CREATE ON SCHEMA tpl TO mallory;
 ALTER TABLE tpl.posts OWNER TO mallory;
 $(code tpl.posts)
 SET ROLE mallory;
-ALTER DATABASE postgres SET search_path = public, pg_catalog;
-CREATE FUNCTION public.hostile_eq(name, name) RETURNS boolean LANGUAGE plpgsql IMMUTABLE SET search_path = pg_catalog, pg_temp
+ALTER DATABASE postgres SET search_path = mallory, public, pg_catalog;
+CREATE FUNCTION mallory.hostile_eq(name, name) RETURNS boolean LANGUAGE plpgsql IMMUTABLE SET search_path = pg_catalog, pg_temp
 AS \$\$ BEGIN PERFORM mallory.escalate('operator =(name, name)'); RETURN \$1::text OPERATOR(pg_catalog.=) \$2::text; END \$\$;
-CREATE OPERATOR public.= (LEFTARG = name, RIGHTARG = name, FUNCTION = public.hostile_eq);
-CREATE FUNCTION public.hostile_eq(text, text) RETURNS boolean LANGUAGE plpgsql IMMUTABLE SET search_path = pg_catalog, pg_temp
+CREATE OPERATOR mallory.= (LEFTARG = name, RIGHTARG = name, FUNCTION = mallory.hostile_eq);
+CREATE FUNCTION mallory.hostile_eq(text, text) RETURNS boolean LANGUAGE plpgsql IMMUTABLE SET search_path = pg_catalog, pg_temp
 AS \$\$ BEGIN PERFORM mallory.escalate('operator =(text, text)'); RETURN \$1 OPERATOR(pg_catalog.=) \$2; END \$\$;
-CREATE OPERATOR public.= (LEFTARG = text, RIGHTARG = text, FUNCTION = public.hostile_eq);
-CREATE FUNCTION public.hostile_eq(oid, oid) RETURNS boolean LANGUAGE plpgsql IMMUTABLE SET search_path = pg_catalog, pg_temp
+CREATE OPERATOR mallory.= (LEFTARG = text, RIGHTARG = text, FUNCTION = mallory.hostile_eq);
+CREATE FUNCTION mallory.hostile_eq(oid, oid) RETURNS boolean LANGUAGE plpgsql IMMUTABLE SET search_path = pg_catalog, pg_temp
 AS \$\$ BEGIN PERFORM mallory.escalate('operator =(oid, oid)'); RETURN \$1 OPERATOR(pg_catalog.=) \$2; END \$\$;
-CREATE OPERATOR public.= (LEFTARG = oid, RIGHTARG = oid, FUNCTION = public.hostile_eq);
-CREATE FUNCTION public.hostile_eq(integer, integer) RETURNS boolean LANGUAGE plpgsql IMMUTABLE SET search_path = pg_catalog, pg_temp
+CREATE OPERATOR mallory.= (LEFTARG = oid, RIGHTARG = oid, FUNCTION = mallory.hostile_eq);
+CREATE FUNCTION mallory.hostile_eq(integer, integer) RETURNS boolean LANGUAGE plpgsql IMMUTABLE SET search_path = pg_catalog, pg_temp
 AS \$\$ BEGIN PERFORM mallory.escalate('operator =(integer, integer)'); RETURN \$1 OPERATOR(pg_catalog.=) \$2; END \$\$;
-CREATE OPERATOR public.= (LEFTARG = integer, RIGHTARG = integer, FUNCTION = public.hostile_eq);
-CREATE FUNCTION public.hostile_ne(text, text) RETURNS boolean LANGUAGE plpgsql IMMUTABLE SET search_path = pg_catalog, pg_temp
+CREATE OPERATOR mallory.= (LEFTARG = integer, RIGHTARG = integer, FUNCTION = mallory.hostile_eq);
+CREATE FUNCTION mallory.hostile_ne(text, text) RETURNS boolean LANGUAGE plpgsql IMMUTABLE SET search_path = pg_catalog, pg_temp
 AS \$\$ BEGIN PERFORM mallory.escalate('operator <>(text, text)'); RETURN \$1 OPERATOR(pg_catalog.<>) \$2; END \$\$;
-CREATE OPERATOR public.<> (LEFTARG = text, RIGHTARG = text, FUNCTION = public.hostile_ne);
-CREATE FUNCTION public.hostile_like(text, text) RETURNS boolean LANGUAGE plpgsql IMMUTABLE SET search_path = pg_catalog, pg_temp
+CREATE OPERATOR mallory.<> (LEFTARG = text, RIGHTARG = text, FUNCTION = mallory.hostile_ne);
+CREATE FUNCTION mallory.hostile_like(text, text) RETURNS boolean LANGUAGE plpgsql IMMUTABLE SET search_path = pg_catalog, pg_temp
 AS \$\$ BEGIN PERFORM mallory.escalate('operator ~~(text, text)'); RETURN \$1 OPERATOR(pg_catalog.~~) \$2; END \$\$;
-CREATE OPERATOR public.~~ (LEFTARG = text, RIGHTARG = text, FUNCTION = public.hostile_like);
+CREATE OPERATOR mallory.~~ (LEFTARG = text, RIGHTARG = text, FUNCTION = mallory.hostile_like);
 -- Types found by name before pg_catalog's: a cast to one runs its check.
-CREATE FUNCTION public.hostile_domain(anyelement) RETURNS boolean LANGUAGE plpgsql IMMUTABLE SET search_path = pg_catalog, pg_temp
+CREATE FUNCTION mallory.hostile_domain(anyelement) RETURNS boolean LANGUAGE plpgsql IMMUTABLE SET search_path = pg_catalog, pg_temp
 AS \$\$ BEGIN RETURN mallory.escalate('a domain named like a type of pg_catalog'); END \$\$;
-CREATE DOMAIN public.text AS pg_catalog.text CHECK (public.hostile_domain(VALUE));
-CREATE DOMAIN public.oid AS pg_catalog.oid CHECK (public.hostile_domain(VALUE));
-CREATE DOMAIN public.regclass AS pg_catalog.regclass CHECK (public.hostile_domain(VALUE));
-CREATE DOMAIN public.jsonb AS pg_catalog.jsonb CHECK (public.hostile_domain(VALUE));
-CREATE DOMAIN public.json AS pg_catalog.json CHECK (public.hostile_domain(VALUE));
+CREATE DOMAIN mallory.text AS pg_catalog.text CHECK (mallory.hostile_domain(VALUE));
+CREATE DOMAIN mallory.oid AS pg_catalog.oid CHECK (mallory.hostile_domain(VALUE));
+CREATE DOMAIN mallory.regclass AS pg_catalog.regclass CHECK (mallory.hostile_domain(VALUE));
+CREATE DOMAIN mallory.jsonb AS pg_catalog.jsonb CHECK (mallory.hostile_domain(VALUE));
+CREATE DOMAIN mallory.json AS pg_catalog.json CHECK (mallory.hostile_domain(VALUE));
 RESET ROLE;
 SQL
 

@@ -2,7 +2,7 @@
 # What a move carries besides rows, and what it runs on the nodes (scripts/router_cluster.sh:
 # a router and three data nodes, 4 shards made on each):
 #   - the database of node_b belongs to a role that is not a superuser (dbown), which sets
-#     `ALTER DATABASE ... SET search_path = public, pg_catalog` and makes `public.=(name,
+#     `ALTER DATABASE ... SET search_path = dbown, public, pg_catalog` and makes `dbown.=(name,
 #     name)`, a function that records who runs it and tries `ALTER ROLE dbown SUPERUSER`:
 #     shard 1 moves onto node_b, shard 2731 off it, and shard 1 back; the function must never
 #     run as a superuser (the target's copy connects to the source with the router's
@@ -50,14 +50,16 @@ on router -c "SELECT * FROM alter_shards(\$\$CREATE TABLE %I.audit (at timestamp
           -c "SELECT * FROM alter_shards(\$\$ALTER TABLE %I.events REPLICA IDENTITY USING INDEX events_kind_id_idx\$\$)" >/dev/null
 
 # The database owner of node_b and its trap.
-on node_b -c "CREATE ROLE dbown LOGIN" -c "ALTER DATABASE postgres OWNER TO dbown" >/dev/null
+# (schema public stays a superuser's: the router refuses a node where it is not, t_node_owner)
+on node_b -c "CREATE ROLE dbown LOGIN" -c "ALTER DATABASE postgres OWNER TO dbown" -c "ALTER SCHEMA public OWNER TO postgres" >/dev/null
 psql -X -q -At -v ON_ERROR_STOP=1 -h "$(node_dir node_b)" -p "$(node_port node_b)" -U dbown -d postgres <<'SQL' >/dev/null
-CREATE TABLE public.seen (who name, super boolean, app text, backend text, at timestamptz DEFAULT now());
-GRANT INSERT ON public.seen TO PUBLIC;
-CREATE FUNCTION public.name_eq(a name, b name) RETURNS boolean LANGUAGE plpgsql AS $f$
+CREATE SCHEMA dbown;
+CREATE TABLE dbown.seen (who name, super boolean, app text, backend text, at timestamptz DEFAULT now());
+GRANT INSERT ON dbown.seen TO PUBLIC;
+CREATE FUNCTION dbown.name_eq(a name, b name) RETURNS boolean LANGUAGE plpgsql AS $f$
 BEGIN
     BEGIN
-        INSERT INTO public.seen (who, super, app, backend)
+        INSERT INTO dbown.seen (who, super, app, backend)
         VALUES (current_user, (SELECT r.rolsuper FROM pg_catalog.pg_roles r WHERE r.rolname OPERATOR(pg_catalog.=) current_user),
                 pg_catalog.current_setting('application_name'),
                 (SELECT s.backend_type FROM pg_catalog.pg_stat_activity s WHERE s.pid OPERATOR(pg_catalog.=) pg_catalog.pg_backend_pid()));
@@ -73,9 +75,9 @@ BEGIN
     END IF;
     RETURN a OPERATOR(pg_catalog.=) b;
 END $f$;
-CREATE OPERATOR public.= (LEFTARG = name, RIGHTARG = name, FUNCTION = public.name_eq,
-                          COMMUTATOR = OPERATOR(public.=), RESTRICT = eqsel, JOIN = eqjoinsel);
-ALTER DATABASE postgres SET search_path = public, pg_catalog;
+CREATE OPERATOR dbown.= (LEFTARG = name, RIGHTARG = name, FUNCTION = dbown.name_eq,
+                          COMMUTATOR = OPERATOR(dbown.=), RESTRICT = eqsel, JOIN = eqjoinsel);
+ALTER DATABASE postgres SET search_path = dbown, public, pg_catalog;
 -- and every session there runs as dbown, a superuser's too, unless it says otherwise
 ALTER DATABASE postgres SET role = dbown;
 SQL
@@ -84,9 +86,9 @@ export PGOPTIONS="${PGOPTIONS:-} -c role=none"   # (psql by hand below)
 # The trap works: a superuser session of the test's own, under the database's search_path.
 PGAPPNAME=control psql -X -q -At -h "$(node_dir node_b)" -p "$(node_port node_b)" -U postgres -d postgres \
   -c "SELECT 'x'::name = 'x'::name" >/dev/null
-[[ $(on node_b -c "SELECT count(*) FROM public.seen WHERE super AND app = 'control'") == 1 ]] \
+[[ $(on node_b -c "SELECT count(*) FROM dbown.seen WHERE super AND app = 'control'") == 1 ]] \
   || fail "the trap on node_b did not catch the test's own superuser session"
-echo "node_b: its database belongs to dbown, whose public.=(name, name) runs under the database's search_path, and sessions there run as dbown"
+echo "node_b: its database belongs to dbown, whose dbown.=(name, name) runs under the database's search_path, and sessions there run as dbown"
 
 # Shard 1 on node_a: rows, awkward privileges and owners.
 on node_a <<'SQL' >/dev/null
@@ -209,9 +211,9 @@ echo "25: once the moves were done, the same GRANT went through"
 
 # Whoever ran node_b's trap, no superuser did, but the test's own control session.
 ran=$(on node_b -c "SELECT count(*) || ' runs, by ' || coalesce(string_agg(DISTINCT format('%s (%s, %s)', who, app, backend), ', '), 'no one')
-                    FROM public.seen WHERE app IS DISTINCT FROM 'control'")
-echo "node_b's public.=(name, name) outside the control: $ran"
-supers=$(on node_b -c "SELECT string_agg(format('%s (application %s, %s)', who, app, backend), ', ') FROM public.seen
+                    FROM dbown.seen WHERE app IS DISTINCT FROM 'control'")
+echo "node_b's dbown.=(name, name) outside the control: $ran"
+supers=$(on node_b -c "SELECT string_agg(format('%s (application %s, %s)', who, app, backend), ', ') FROM dbown.seen
                        WHERE super AND app IS DISTINCT FROM 'control'")
 [[ -z $supers ]] || fail "node_b's database owner's operator ran as a superuser: $supers"
 ! grep -a 'hostile = ' "$(node_dir node_b)/server.log" || fail "node_b's database owner's operator ran where it could not record it (above)"

@@ -1,16 +1,22 @@
 #!/usr/bin/env bash
-# What the owner of a node's database may set there steers none of the router's work on it
-# (issue 33, findings F4, F5, F7, F10 of the project's own review; docs/security.md, "Nothing
-# of the peer's choosing in the sessions it opens"). node_c's database is given to dbowner,
+# A node whose database's owner can drop snowflake_id's schema is refused, and what that
+# owner may set there steers none of the router's work on it (issue 33, findings F4, F5, F7,
+# F10 of the project's own review, and a later review's A5; docs/security.md, "Nothing of the
+# peer's choosing in the sessions it opens"). node_c's database is given to dbowner, whom
+# PostgreSQL 15 makes the owner of schema public, snowflake_id's: she could drop the
+# extension with it (DROP SCHEMA public CASCADE) and make functions of its names for the
+# router's superuser sessions to call. Every connection the router opens there is refused
+# (55000, naming her), as it is while PUBLIC may create in the schema; once the schema is a
+# superuser's she can drop nothing of it. Then dbowner,
 # a role with no other right, who sets for every session there (ALTER DATABASE ... SET)
 # standard_conforming_strings = off (the node code's backslash literals would read
 # otherwise), a far time zone, transform_null_equals, quote_all_identifiers (definitions
 # would print otherwise), array_nulls, short
 # statement and lock timeouts, exit_on_error (a caught error would end the session),
 # locales and time zone abbreviations, and more, from PostgreSQL 17 a transaction_timeout
-# of 30 ms; and
-# makes public.make_id(timestamptz, integer), an overload that would make the extension's
-# own two-argument calls ambiguous. Then create_shard there, moves onto and off node_c,
+# of 30 ms; and a superuser (an application's migration) makes
+# public.make_id(timestamptz, integer), an overload that would make the extension's own
+# two-argument calls ambiguous. Then create_shard there, moves onto and off node_c,
 # node_status, shard_status and a rebalance plan all work as on the other nodes.
 # And the caller's own cancel of a status view (statement_timeout, pg_cancel_backend) while a
 # node is slow to answer ends the call with 57014: never a partial answer with a WARNING.
@@ -32,8 +38,33 @@ for n in "${ROUTER_NODES[@]}"; do
   on "$n" -c "SELECT count(*) FROM (SELECT insert_post(shard, 1, 'row') FROM snowflake_id_shards, generate_series(1, 20)) x" >/dev/null
 done
 
-echo "node_c's database owner sets its sessions' settings and overloads make_id"
+echo "a node whose database's owner can drop snowflake_id's schema is refused"
 on_c -c "CREATE ROLE dbowner LOGIN" -c "ALTER DATABASE postgres OWNER TO dbowner" >/dev/null
+as_dbowner() { PGOPTIONS=$pinned psql -X -q -At -v ON_ERROR_STOP=1 -h "$(node_dir node_c)" -p "$(node_port node_c)" -U dbowner -d postgres "$@"; }
+# (she can: in a transaction rolled back)
+out=$(as_dbowner -c "BEGIN" -c "DROP SCHEMA public CASCADE" -c "SELECT count(*) FROM pg_extension WHERE extname = 'snowflake_id'" -c "ROLLBACK" 2>&1) \
+  || fail "dbowner could not drop schema public: $out"
+[[ $out == 0 ]] || fail "DROP SCHEMA public CASCADE left the extension: $out"
+a_shard=$(on router -c "SELECT shard FROM shard_map WHERE node = 'node_a' ORDER BY shard LIMIT 1")
+refused() {   # what a move onto node_c and node_status say
+  local out
+  if out=$(on router -c "SELECT move_shard($a_shard, 'node_c')" 2>&1); then fail "a move onto node_c ran while $1"; fi
+  grep -q "ERROR:  node 'node_c': roles that are not superusers can change the schemas of snowflake_id there" <<<"$out" \
+    || fail "the move's refusal while $1: $out"
+  grep -q "$2" <<<"$out" || fail "the refusal does not say '$2': $out"
+  [[ $(on router -c "SELECT error FROM node_status WHERE node = 'node_c'") == *"roles that are not superusers"* ]] \
+    || fail "node_status does not show node_c refused while $1"
+  [[ $(served_by "$a_shard") == node_a ]] || fail "shard $a_shard left node_a"
+  echo "  $1: refused ($(grep -o 'DETAIL: .*' <<<"$out" | cut -d. -f1 | cut -c10-))"
+}
+refused "dbowner owns schema public" "role dbowner can drop schema public"
+on_c -c "ALTER SCHEMA public OWNER TO postgres" -c "GRANT CREATE ON SCHEMA public TO PUBLIC" >/dev/null
+refused "PUBLIC may create in it" "every role (PUBLIC) can create objects in schema public"
+on_c -c "REVOKE CREATE ON SCHEMA public FROM PUBLIC" >/dev/null
+if out=$(as_dbowner -c "DROP SCHEMA public CASCADE" 2>&1); then fail "dbowner dropped a superuser's schema public"; fi
+echo "  schema public a superuser's: dbowner's DROP SCHEMA public CASCADE: $(grep -o 'ERROR: .*' <<<"$out" | cut -c8-)"
+
+echo "node_c's database owner sets its sessions' settings; an overload of make_id"
 {
   echo "SET ROLE dbowner;"
   echo 'DO $$BEGIN END$$;'   # (PL/pgSQL loaded: its settings are known)
@@ -46,8 +77,9 @@ on_c -c "CREATE ROLE dbowner LOGIN" -c "ALTER DATABASE postgres OWNER TO dbowner
     echo "ALTER DATABASE postgres SET $s;"
   done
   (( major >= 17 )) && echo "ALTER DATABASE postgres SET transaction_timeout = '30ms';"
-  echo "CREATE FUNCTION public.make_id(ts timestamptz, shard integer) RETURNS bigint LANGUAGE sql AS 'SELECT 0::bigint';"
+  true
 } | on_c >/dev/null
+on_c -c "CREATE FUNCTION public.make_id(ts timestamptz, shard integer) RETURNS bigint LANGUAGE sql AS 'SELECT 0::bigint'" >/dev/null
 set_now=$(PGOPTIONS="-c client_min_messages=warning" psql -X -q -At -h "$(node_dir node_c)" -p "$(node_port node_c)" -U postgres -d postgres \
   -c "SELECT current_setting('standard_conforming_strings') || ' ' || current_setting('TimeZone')")
 want=$( ((major < 19)) && echo off || echo on)
@@ -60,7 +92,6 @@ on_c -c "SELECT create_shard('shard_8000', 8000, template => 'tpl')" >/dev/null
 on_c -c "SELECT drop_shard('shard_8000', cascade => true)" >/dev/null
 
 echo "moves onto and off node_c, the status views and a plan"
-a_shard=$(on router -c "SELECT shard FROM shard_map WHERE node = 'node_a' ORDER BY shard LIMIT 1")
 c_shard=$(on router -c "SELECT shard FROM shard_map WHERE node = 'node_c' ORDER BY shard LIMIT 1")
 on router -c "SELECT move_shard($a_shard, 'node_c')" >/dev/null
 on router -c "SELECT move_shard($c_shard, 'node_b')" >/dev/null

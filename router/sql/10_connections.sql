@@ -84,29 +84,12 @@ BEGIN
         -- cancel held pending makes PostgreSQL's regular expressions fail.)
         CASE WHEN length(btrim(timeout)) BETWEEN 1 AND 6 AND translate(btrim(timeout), '0123456789', '') = ''
                   AND timeout::integer > 0 THEN greatest(timeout::integer, 2) ELSE 10 END);
-    -- Whatever a connection reaches, nothing of its database is called (in this connection's
-    -- superuser session) before pg_catalog alone shows that its schema snowflake_id_node is
-    -- the extension's: its database's owner can make a schema of that name, and functions
-    -- in it (pg_depend, which shows the extension's members, only a superuser changes).
-    IF snowflake_id_router.fetch(conn, $q$
-        SELECT 'ok' FROM pg_catalog.pg_depend d
-          JOIN pg_catalog.pg_namespace n ON n.oid OPERATOR(pg_catalog.=) d.objid
-          JOIN pg_catalog.pg_extension e ON e.oid OPERATOR(pg_catalog.=) d.refobjid
-         WHERE d.classid OPERATOR(pg_catalog.=) 'pg_catalog.pg_namespace'::pg_catalog.regclass
-           AND d.refclassid OPERATOR(pg_catalog.=) 'pg_catalog.pg_extension'::pg_catalog.regclass
-           AND d.deptype OPERATOR(pg_catalog.=) 'e'
-           AND n.nspname OPERATOR(pg_catalog.=) 'snowflake_id_node'
-           AND e.extname OPERATOR(pg_catalog.=) 'snowflake_id'$q$) IS NULL THEN
-        PERFORM snowflake_id_node.remote_close(conn);
-        RAISE EXCEPTION '% does not run snowflake_id 0.3.0 or later', peer
-            USING ERRCODE = 'object_not_in_prerequisite_state',
-                  DETAIL = 'Its database has no schema snowflake_id_node made by the extension snowflake_id.',
-                  HINT = 'There: ALTER EXTENSION snowflake_id UPDATE (or CREATE EXTENSION snowflake_id).';
-    END IF;
+    -- remote_open has checked, in pg_catalog alone, that the extension's schemas there can
+    -- be changed by superusers only (55000 otherwise): src/pg/node/home.rs.
 END
 $$;
 COMMENT ON FUNCTION snowflake_id_router.connect(text, text, text) IS
-  'Opens (or reopens) the router''s connection conn by connstr (its session set up with the router''s settings), refused (55000) unless the extension snowflake_id made the schema snowflake_id_node there; peer names it in messages.';
+  'Opens (or reopens) the router''s connection conn by connstr (its session set up with the router''s settings), refused (55000) unless the extension snowflake_id made the schema snowflake_id_node there and only superusers can change its schemas; peer names it in messages.';
 
 CREATE OR REPLACE FUNCTION snowflake_id_router.disconnect(conn text) RETURNS void
 LANGUAGE sql VOLATILE STRICT PARALLEL UNSAFE

@@ -9,6 +9,9 @@ pub mod copy_in;
 pub mod copy_rows;
 /// Which statements alter_shards runs: one schema change, read by PostgreSQL's parser.
 pub mod ddl_statement;
+/// Whether a database's schemas of the extensions can be changed by roles other than
+/// superusers: checked before the router calls anything there.
+pub mod home;
 /// libpq inside a backend: interruptible waits, connections closed on every path.
 pub mod libpq;
 /// The router's connections: a registry of this backend's, bound to the role that opened

@@ -9,6 +9,7 @@
 //! SIGTERM (pg_terminate_backend, a shutdown) ends it as it ends a session (`die`: the
 //! running step is rolled back); SIGINT (pg_cancel_backend) cancels the running step.
 
+use crate::pg::node::home;
 use pgrx::bgworkers::{BackgroundWorkerBuilder, BackgroundWorkerStatus, BgWorkerStartTime};
 use pgrx::pg_sys::panic::CaughtError;
 use pgrx::prelude::*;
@@ -109,7 +110,7 @@ pub extern "C-unwind" fn snowflake_id_background_main(_arg: pg_sys::Datum) {
     // Settings pinned: what the role's or database's defaults (applied at connect) would
     // change under the router's functions. No statement_timeout is armed in a worker. This
     // statement is parsed under the role's search_path: every name in it is qualified.
-    let pinned = step(&format!(
+    let pinned = step::<f64>(&format!(
         "SELECT pg_catalog.length(pg_catalog.concat(
                     pg_catalog.set_config('search_path', 'pg_catalog, pg_temp', false),
                     pg_catalog.set_config('lock_timeout', '0', false),
@@ -124,6 +125,15 @@ pub extern "C-unwind" fn snowflake_id_background_main(_arg: pg_sys::Datum) {
     let (job, arg) = (job as i32, arg as i32);
     if let Some((code, message)) = pinned {
         warning!("snowflake_id_router background job {job} ({arg}) ends: {message} ({code})");
+        return;
+    }
+    // Nothing of this database is called before it passes (src/pg/node/home.rs).
+    let verdict = match step::<String>(home::CHECK) {
+        Ok(v) => v,
+        Err((code, message)) => Some(format!("{message} ({code})")),
+    };
+    if let Some((message, detail, _)) = home::refusal("this database", verdict.as_deref()) {
+        warning!("snowflake_id_router background job {job} ({arg}) ends: {message}: {detail}");
         return;
     }
     let call = format!("SELECT snowflake_id_router.background_step({job}, {arg})");
@@ -141,9 +151,9 @@ pub extern "C-unwind" fn snowflake_id_background_main(_arg: pg_sys::Datum) {
         // A step that fails is reported to background_failed, in a transaction of its own
         // (its SQL handles no error: a subtransaction would make the router's steps refuse
         // to run, src/pg/xact.rs); it says whether to go on.
-        let next = match step(&call) {
+        let next = match step::<f64>(&call) {
             Ok(next) => next,
-            Err((code, message)) => step(&format!(
+            Err((code, message)) => step::<f64>(&format!(
                 "SELECT snowflake_id_router.background_failed({job}, {arg}, {}, {})",
                 quote(&code),
                 quote(&message)
@@ -168,26 +178,25 @@ fn quote(s: &str) -> String {
     format!("E'{}'", s.replace('\\', "\\\\").replace('\'', "\\'"))
 }
 
-/// Runs `sql` (one float8 or NULL) in a transaction of its own; an error it raises rolls the
+/// Runs `sql` (one value or NULL) in a transaction of its own; an error it raises rolls the
 /// transaction back and is returned (SQLSTATE, message).
-fn step(sql: &str) -> Result<Option<f64>, (String, String)> {
+fn step<T: FromDatum + IntoDatum>(sql: &str) -> Result<Option<T>, (String, String)> {
     // SAFETY: the worker's own transaction around one SPI statement, as
     // BackgroundWorker::transaction does; ended below on both paths.
     unsafe {
         pg_sys::StartTransactionCommand();
         pg_sys::PushActiveSnapshot(pg_sys::GetTransactionSnapshot());
     }
-    let result =
-        PgTryBuilder::new(|| Ok(Spi::get_one::<f64>(sql).unwrap_or_else(|e| panic!("{e}"))))
-            .catch_others(|e| match e {
-                CaughtError::PostgresError(r) | CaughtError::ErrorReport(r) => {
-                    Err((sqlstate(r.sql_error_code()), r.message().to_string()))
-                }
-                CaughtError::RustPanic { ereport, .. } => {
-                    Err(("XX000".to_string(), ereport.message().to_string()))
-                }
-            })
-            .execute();
+    let result = PgTryBuilder::new(|| Ok(Spi::get_one::<T>(sql).unwrap_or_else(|e| panic!("{e}"))))
+        .catch_others(|e| match e {
+            CaughtError::PostgresError(r) | CaughtError::ErrorReport(r) => {
+                Err((sqlstate(r.sql_error_code()), r.message().to_string()))
+            }
+            CaughtError::RustPanic { ereport, .. } => {
+                Err(("XX000".to_string(), ereport.message().to_string()))
+            }
+        })
+        .execute();
     // SAFETY: ends the transaction begun above (an aborted one is rolled back, its snapshots
     // and SPI state released with it).
     unsafe {

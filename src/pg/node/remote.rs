@@ -33,6 +33,7 @@
 //! (`ALTER DATABASE … SET search_path`): nothing runs in it under a search_path, date style
 //! or timeout that another role chose.
 
+use crate::pg::node::home;
 use crate::pg::node::libpq::{Conn, RemoteError, PGRES_COMMAND_OK, PGRES_TUPLES_OK};
 use pgrx::pg_sys;
 use pgrx::PgSqlErrorCode;
@@ -216,7 +217,8 @@ fn with_session_options(connstr: &str, own_options: Option<&str>) -> CString {
 
 /// Opens connection `name` for the current role by `connstr` (whose own `options` value is
 /// `own_options`), waiting at most `timeout` to connect; `peer` names it in messages.
-/// Returns the peer's backend pid. 42710 if this role has a connection of that name open.
+/// Returns the peer's backend pid. 42710 if this role has a connection of that name open;
+/// 55000, closed again, unless the peer's database passes `home::CHECK`.
 pub fn open(
     name: &str,
     connstr: &str,
@@ -232,7 +234,7 @@ pub fn open(
         );
     }
     let conninfo = with_session_options(connstr, own_options);
-    let conn = Conn::open(&conninfo, peer, Some(Instant::now() + timeout));
+    let conn = Conn::open(&conninfo, peer.clone(), Some(Instant::now() + timeout));
     let pid = conn.backend_pid();
     // SAFETY: reads the current subtransaction's id.
     let subxact = unsafe { pg_sys::GetCurrentSubTransactionId() };
@@ -249,6 +251,25 @@ pub fn open(
             pending: false,
         })
     });
+    // Nothing of the peer's database is called before it passes (src/pg/node/home.rs).
+    send(name, home::CHECK);
+    let verdict = match receive(name, timeout, "the check of the peer's schemas") {
+        Outcome::Value(v) => v,
+        Outcome::Failed(err) => {
+            close(name);
+            err.raise(Some(&format!("checking {peer}")))
+        }
+    };
+    if let Some((message, detail, hint)) = home::refusal(&peer, verdict.as_deref()) {
+        close(name);
+        RemoteError {
+            sqlstate: "55000".into(),
+            message,
+            detail: Some(detail),
+            hint: Some(hint),
+        }
+        .raise(None)
+    }
     pid
 }
 
