@@ -18,7 +18,8 @@
 # public.make_id(timestamptz, integer), an overload that would make the extension's own
 # two-argument calls ambiguous. Then create_shard there, moves onto and off node_c,
 # node_status, shard_status and a rebalance plan all work as on the other nodes.
-# And the caller's own cancel of a status view (statement_timeout, pg_cancel_backend) while a
+# A background worker on a router whose database's owner can drop the router's schema ends
+# before it calls anything there. And the caller's own cancel of a status view (statement_timeout, pg_cancel_backend) while a
 # node is slow to answer ends the call with 57014: never a partial answer with a WARNING.
 set -euo pipefail
 here=$(cd "$(dirname "$0")" && pwd)
@@ -197,4 +198,21 @@ done
 ((${#unnamed[@]} == 0)) || fail "settings a database's or role's owner can set that the router's sessions neither pin nor name harmless: ${unnamed[*]}"
 echo "  no setting of dbowner's in the router's session; $n_pinned settings pinned, $named named harmless"
 on_c -c "SET ROLE dbowner" -c "ALTER DATABASE postgres RESET ALL" >/dev/null
+
+echo "a background worker on a router whose database's owner can drop snowflake_id_router's schema"
+# The worker (here the maintenance, started by a superuser) calls the router's functions by
+# name: it ends before it calls any.
+on router -c "CREATE ROLE rowner LOGIN" -c "ALTER DATABASE postgres OWNER TO rowner" >/dev/null
+on router -c "SELECT maintenance_start('1 s')" >/dev/null
+for _ in $(seq 100); do
+  [[ $(on router -c "SELECT count(*) FROM pg_stat_activity WHERE backend_type = 'snowflake_id_router background'") == 0 ]] && break
+  sleep 0.1
+done
+line=$(grep -a "background job 2 (1) ends: this database: roles that are not superusers can change the schemas of snowflake_id" \
+         "$SF_TMP/sfrouter/server.log" || true)
+[[ $line == *"role rowner can drop schema public"* ]] || fail "the maintenance worker did not end at the check: $(tail -5 "$SF_TMP/sfrouter/server.log")"
+[[ $(on router -c "SELECT count(*) FROM pg_stat_activity WHERE backend_type = 'snowflake_id_router background'") == 0 ]] \
+  || fail "the maintenance worker runs on"
+echo "  ended at once: $(grep -o 'WARNING: .*' <<<"$line" | cut -d: -f2- | cut -c1-150)"
+on router -c "ALTER DATABASE postgres OWNER TO postgres" -c "DROP ROLE rowner" >/dev/null
 router_invariants "$work"
