@@ -37,7 +37,7 @@ CREATE TABLE snowflake_id_router.rebalance_batch (
     target text NOT NULL,
     shards integer[] NOT NULL,
     bytes bigint,                                -- at planning time (by_disk_size only)
-    move bigint,                                 -- its move (move_history), once made
+    move bigint,                                 -- its move (move_history), once made (the last: one per template)
     state text NOT NULL CHECK (state IN ('planned', 'moving', 'done', 'failed')),
     started timestamptz,
     ended timestamptz,

@@ -597,9 +597,11 @@ $$;
 COMMENT ON FUNCTION snowflake_id_router.rebalance_next(integer, boolean) IS
   'Next batch of a rebalance or drain to move (marked moving), or NULL when it is stopped or done, or, with others_moving, has nothing to start now.';
 
--- Moves one batch: one move_shards() of its shards. Lock conflicts (another move of one of
--- the shards, the fence's lock_timeout under a long transaction) are tried again, twice,
--- after a pause: one such moment should not stop a rebalance of thousands of shards.
+-- Moves one batch: one move_shards() of its shards for each template they were made from
+-- (recorded on their node; the rebalance's template for a shard that records none), each
+-- copy being made from its own. Lock conflicts (another move of one of the shards, the
+-- fence's lock_timeout under a long transaction) are tried again, twice, after a pause: one
+-- such moment should not stop a rebalance of thousands of shards.
 CREATE OR REPLACE FUNCTION snowflake_id_router.rebalance_move(rid integer, batch integer) RETURNS void
 LANGUAGE plpgsql VOLATILE STRICT PARALLEL UNSAFE SECURITY DEFINER
 SET search_path = pg_catalog, pg_temp
@@ -607,6 +609,8 @@ AS $$
 DECLARE
     b snowflake_id_router.rebalance_batch;
     tpl text;
+    recorded jsonb;
+    part record;
     left_behind integer;
 BEGIN
     tpl := (snowflake_id_router.own_rebalance(rid)).template;
@@ -617,17 +621,23 @@ BEGIN
     IF NOT FOUND THEN
         RAISE EXCEPTION 'batch % of rebalance % is not moving', batch, rid USING ERRCODE = 'object_not_in_prerequisite_state';
     END IF;
-    FOR attempt IN 1 .. 3 LOOP
-        BEGIN
-            b.move := @extschema@.move_shards(b.shards, b.target, tpl);
-            EXIT;
-        EXCEPTION WHEN lock_not_available OR serialization_failure THEN
-            IF attempt = 3 THEN
-                RAISE;
-            END IF;
-            RAISE NOTICE 'batch % of rebalance %: %; trying again', batch, rid, SQLERRM;
-            PERFORM snowflake_id_node.sleep(attempt);
-        END;
+    recorded := snowflake_id_router.call(snowflake_id_router.node_conn(b.source),
+        format('SELECT snowflake_id_node.shard_templates(%L)', b.shards),
+        snowflake_id_router.timeout('lock_timeout') + interval '10 s', 'reading the shards'' templates')::jsonb;
+    FOR part IN SELECT coalesce(recorded->>s::text, tpl) AS template, array_agg(s ORDER BY s) AS shards
+                  FROM unnest(b.shards) s GROUP BY 1 ORDER BY 1 LOOP
+        FOR attempt IN 1 .. 3 LOOP
+            BEGIN
+                b.move := @extschema@.move_shards(part.shards, b.target, part.template);
+                EXIT;
+            EXCEPTION WHEN lock_not_available OR serialization_failure THEN
+                IF attempt = 3 THEN
+                    RAISE;
+                END IF;
+                RAISE NOTICE 'batch % of rebalance %: %; trying again', batch, rid, SQLERRM;
+                PERFORM snowflake_id_node.sleep(attempt);
+            END;
+        END LOOP;
     END LOOP;
     SELECT min(s) INTO left_behind FROM unnest(b.shards) s
      WHERE NOT EXISTS (SELECT FROM snowflake_id_router.shard m WHERE m.shard = s AND m.node = b.target);

@@ -23,23 +23,18 @@ SET search_path = pg_catalog, pg_temp
 AS $$
 DECLARE
     n oid;
+    owner oid;
     others text;
 BEGIN
-    SELECT e.extnamespace, x.nspname, e.extversion INTO n, nsp, version
+    SELECT e.extnamespace, x.nspname, e.extversion, e.extowner INTO n, nsp, version, owner
       FROM pg_extension e JOIN pg_namespace x ON x.oid = e.extnamespace WHERE e.extname = 'pg_partman';
     IF nsp IS NULL THEN
         RETURN;
     END IF;
     SELECT string_agg(w.what, ', ' ORDER BY w.what) INTO others FROM (
-        SELECT 'the extension' AS what FROM pg_extension e
-         WHERE e.extname = 'pg_partman' AND NOT snowflake_id_node.made_by_superuser(e.extowner)
+        SELECT 'the extension' AS what WHERE NOT snowflake_id_node.made_by_superuser(owner)
         UNION ALL
-        SELECT format('schema %I (owner %s)', x.nspname, x.nspowner::regrole) FROM pg_namespace x
-         WHERE x.oid = n AND NOT snowflake_id_node.made_by_superuser(x.nspowner)
-        UNION ALL
-        SELECT format('CREATE on schema %I (granted to %s)', nsp, CASE WHEN a.grantee = 0 THEN 'PUBLIC' ELSE a.grantee::regrole::text END)
-          FROM pg_namespace x, aclexplode(x.nspacl) a
-         WHERE x.oid = n AND a.privilege_type = 'CREATE' AND NOT snowflake_id_node.made_by_superuser(a.grantee)
+        SELECT snowflake_id_node.schema_changers(n) WHERE snowflake_id_node.schema_changers(n) IS NOT NULL
         UNION ALL
         SELECT format('table %s (owner %s)', c.oid::regclass, c.relowner::regrole) FROM pg_class c
          WHERE c.relnamespace = n AND c.relname IN ('part_config', 'part_config_sub') AND NOT snowflake_id_node.made_by_superuser(c.relowner)
@@ -116,13 +111,16 @@ DECLARE
     t text;
 BEGIN
     SELECT * INTO p FROM snowflake_id_node.partman();
-    IF p.nsp IS NULL OR snowflake_id_node.partman_version(schemas) IS NULL THEN
+    IF p.nsp IS NULL THEN
         RETURN NULL;
     END IF;
     EXECUTE format('WITH d AS (DELETE FROM %I.part_config_sub c WHERE split_part(c.sub_parent, ''.'', 1) = ANY ($1) RETURNING c)
                     SELECT json_agg(d.c) FROM d', p.nsp) INTO sub USING schemas;
     EXECUTE format('WITH d AS (DELETE FROM %I.part_config c WHERE split_part(c.parent_table, ''.'', 1) = ANY ($1) RETURNING c)
                     SELECT json_agg(d.c) FROM d', p.nsp) INTO config USING schemas;
+    IF config IS NULL AND sub IS NULL THEN
+        RETURN NULL;
+    END IF;
     -- (only a template table named as pg_partman names the one of such a table)
     FOR t IN SELECT DISTINCT split_part(x->>'template_table', '.', 2) FROM json_array_elements(config) x
               WHERE split_part(x->>'template_table', '.', 1) = p.nsp

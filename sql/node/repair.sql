@@ -119,6 +119,30 @@ RETURN coalesce((SELECT r.rolsuper FROM pg_roles r WHERE r.oid = owner), false);
 COMMENT ON FUNCTION snowflake_id_node.made_by_superuser(oid) IS
   'Whether role owner is a superuser (what the router makes on a node is its superuser''s).';
 
+-- Who, not a superuser, can change schema nsp: owns it or is a member of its owner (the
+-- database's owner for pg_database_owner), or may create in it; NULL if none. The rule the
+-- router's connections check for the extensions' own schemas (src/pg/node/home.rs, written
+-- there in pg_catalog alone, since it runs before anything of the database is called).
+CREATE OR REPLACE FUNCTION snowflake_id_node.schema_changers(nsp oid) RETURNS text
+LANGUAGE sql STABLE STRICT PARALLEL SAFE
+SET search_path = pg_catalog, pg_temp
+BEGIN ATOMIC
+    SELECT string_agg(w.what, ', ' ORDER BY w.what) FROM (
+        SELECT 'every role (PUBLIC) can create objects in schema ' || quote_ident(n.nspname) AS what
+          FROM pg_namespace n, aclexplode(n.nspacl) a
+         WHERE n.oid = nsp AND a.grantee = 0 AND a.privilege_type = 'CREATE'
+        UNION ALL
+        SELECT format(CASE WHEN pg_has_role(r.oid, n.nspowner, 'MEMBER') THEN 'role %I can drop schema %I'
+                           ELSE 'role %I can create objects in schema %I' END, r.rolname, n.nspname)
+          FROM pg_namespace n, pg_roles r
+         WHERE n.oid = nsp AND NOT r.rolsuper AND r.rolname <> 'pg_database_owner'
+           AND (pg_has_role(r.oid, n.nspowner, 'MEMBER') OR has_schema_privilege(r.oid, n.oid, 'CREATE'))
+           AND NOT EXISTS (SELECT FROM aclexplode(n.nspacl) a WHERE a.grantee = 0 AND a.privilege_type = 'CREATE'
+                              AND NOT pg_has_role(r.oid, n.nspowner, 'MEMBER'))) w;
+END;
+COMMENT ON FUNCTION snowflake_id_node.schema_changers(oid) IS
+  'Who, not a superuser, can drop schema nsp or create in it (by ownership, membership of its owner, a grant or PUBLIC); NULL if none.';
+
 -- Everything moves have made here and not removed, one line each (for tests and status).
 CREATE OR REPLACE FUNCTION snowflake_id_node.leftovers() RETURNS SETOF text
 LANGUAGE sql STABLE

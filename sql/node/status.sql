@@ -151,5 +151,16 @@ $$;
 COMMENT ON FUNCTION snowflake_id_node.shard_stats(boolean, integer, integer) IS
   'At most count shards this node serves, from the first above after, for snowflake_id_router''s shard_status and rebalancer: tables, rows (estimated), bytes, newest ID, its time and lead over the clock, and (recent) rows with an ID made in the last minute (counted as each table''s owner).';
 
+-- The template each of these shards here was made from (snowflake_id_shard.template, NULL
+-- where none is recorded), as a JSON object by shard: a rebalance moves each batch's shards
+-- with their own templates.
+CREATE OR REPLACE FUNCTION snowflake_id_node.shard_templates(shards integer[]) RETURNS text
+LANGUAGE sql STABLE STRICT PARALLEL SAFE
+SET search_path = pg_catalog, pg_temp
+RETURN (SELECT coalesce(json_object_agg(s.shard, s.template), '{}')::text
+          FROM @extschema@.snowflake_id_shard s WHERE s.shard = ANY (shards));
+COMMENT ON FUNCTION snowflake_id_node.shard_templates(integer[]) IS
+  'The template each of these shards was made from ({"shard": template or null}), for snowflake_id_router''s rebalancer.';
+
 REVOKE ALL ON FUNCTION snowflake_id_node.node_stats(), snowflake_id_node.served_shards(),
-    snowflake_id_node.shard_stats(boolean, integer, integer) FROM PUBLIC;
+    snowflake_id_node.shard_stats(boolean, integer, integer), snowflake_id_node.shard_templates(integer[]) FROM PUBLIC;
