@@ -30,7 +30,7 @@ INSERT INTO shard_10.posts (user_id, body) SELECT 1, 'p' || g FROM generate_seri
 INSERT INTO shard_11.posts (user_id, body) SELECT 1, 'p' || g FROM generate_series(1, 30) g;
 INSERT INTO shard_10.likes SELECT id, 'who' || w FROM shard_10.posts, generate_series(1, 3) w;
 INSERT INTO shard_11.likes SELECT id, 'who' || w FROM shard_11.posts, generate_series(1, 2) w;
-SELECT count(*) FROM (SELECT insert_post(shard, 1, 'row') FROM snowflake_id_shards WHERE shard < 10, generate_series(1, 20)) x;
+SELECT count(*) FROM (SELECT insert_post(shard, 1, 'row') FROM snowflake_id_shards, generate_series(1, 20) WHERE shard < 10) x;
 SQL
 served=$(on node_a -c "SELECT string_agg(shard || ':' || coalesce(template, '-'), ' ' ORDER BY shard) FROM snowflake_id_shard")
 echo "node_a serves (shard:template) $served"

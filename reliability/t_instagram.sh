@@ -1,0 +1,203 @@
+#!/usr/bin/env bash
+# every version: a rich shard (partitions, keys, triggers, views) rebalanced and drained in this version's apply worker
+# Issue 35's bar: a template shaped like Instagram's shard, 200 shards over three nodes, four
+# sessions writing through the router while CALL rebalance() spreads them onto a fourth node
+# and CALL drain_node() empties the first. Template ig: users; photos partitioned by ID
+# range (a partition per month, bounds made with make_id; the next month's partition begins
+# a few seconds into the writes, so new photos cross the boundary); likes (user_id,
+# photo_id) with a composite key and a foreign key to photos; comments with a foreign key;
+# a trigger keeping photos.like_count and one setting photos.updated_at (their functions in
+# the template, copied into each shard); a view of recent photos; a materialized view of the
+# top photos (unique index: refreshable concurrently); and a function of the shard that likes
+# a photo. The writers like photos, comment on them and post new ones (40001 retried).
+# Afterwards: every acknowledged like, comment and photo present exactly once, on the node
+# the map names; each photo's like_count equals its likes there (the trigger fired once per
+# like: never for the rows a move copies); every foreign key valid and no row without its
+# parent; each served shard's materialized view refreshes concurrently; its photos in both
+# month partitions as their IDs say; each moved shard's definition its template's; nothing
+# left by any move (router_invariants). pg_partman's carrying is t_move_partman's (15).
+set -euo pipefail
+here=$(cd "$(dirname "$0")" && pwd)
+source "$here/../scripts/cluster.sh"; source "$here/lib.sh"
+source "$here/../scripts/router_cluster.sh"
+work=$(mktemp -d); chmod 755 "$work"
+trap 'touch "$work/stop"; kill $(jobs -p) 2>/dev/null || true; ROUTER_NODES=(node_a node_b node_c node_d); router_cluster_down; rm -rf "$work"' EXIT
+SHARDS_PER_NODE=0 router_cluster_up >/dev/null 2>&1
+declare -A COUNT=([node_a]=67 [node_b]=67 [node_c]=66)   # 200 shards
+
+# The months: this one up to a bound a few seconds ahead (as if the month turned during the
+# writes), the next after it.
+boundary=$(on node_a -c "SELECT make_id(now() + interval '6 s', 0)")
+until_next=$(on node_a -c "SELECT make_id(now() + interval '40 days', 0)")
+template() {
+  on "$1" >/dev/null <<SQL
+CREATE SCHEMA ig;
+CREATE TABLE ig.users (id bigint PRIMARY KEY, name text NOT NULL);
+CREATE TABLE ig.photos (id bigint NOT NULL, user_id bigint NOT NULL, like_count integer NOT NULL DEFAULT 0,
+                        updated_at timestamptz, PRIMARY KEY (id)) PARTITION BY RANGE (id);
+CREATE TABLE ig.photos_this_month PARTITION OF ig.photos FOR VALUES FROM (MINVALUE) TO ($boundary);
+CREATE TABLE ig.photos_next_month PARTITION OF ig.photos FOR VALUES FROM ($boundary) TO ($until_next);
+CREATE TABLE ig.likes (user_id bigint NOT NULL, photo_id bigint NOT NULL REFERENCES ig.photos (id) ON DELETE CASCADE,
+                       PRIMARY KEY (user_id, photo_id));
+CREATE INDEX ON ig.likes (photo_id);
+CREATE TABLE ig.comments (id bigint PRIMARY KEY, photo_id bigint NOT NULL REFERENCES ig.photos (id) ON DELETE CASCADE,
+                          body text NOT NULL);
+CREATE FUNCTION ig.count_like() RETURNS trigger LANGUAGE plpgsql AS \$f\$
+BEGIN
+    EXECUTE format('UPDATE %I.photos SET like_count = like_count + \$2 WHERE id = \$1', TG_TABLE_SCHEMA)
+      USING CASE TG_OP WHEN 'DELETE' THEN OLD.photo_id ELSE NEW.photo_id END, CASE TG_OP WHEN 'DELETE' THEN -1 ELSE 1 END;
+    RETURN NULL;
+END \$f\$;
+CREATE FUNCTION ig.stamp() RETURNS trigger LANGUAGE plpgsql AS \$f\$
+BEGIN
+    NEW.updated_at := clock_timestamp();
+    RETURN NEW;
+END \$f\$;
+CREATE TRIGGER count_like AFTER INSERT OR DELETE ON ig.likes FOR EACH ROW EXECUTE FUNCTION ig.count_like();
+CREATE TRIGGER stamp BEFORE UPDATE ON ig.photos FOR EACH ROW EXECUTE FUNCTION ig.stamp();
+CREATE FUNCTION ig.like_photo(photo bigint, by_user bigint) RETURNS void LANGUAGE sql
+BEGIN ATOMIC
+    INSERT INTO ig.likes (user_id, photo_id) VALUES (by_user, photo);
+END;
+CREATE VIEW ig.recent_photos AS SELECT p.id, p.user_id, p.like_count FROM ig.photos p WHERE p.id >= $boundary;
+CREATE MATERIALIZED VIEW ig.top_photos AS SELECT p.id, p.like_count FROM ig.photos p ORDER BY p.like_count DESC, p.id LIMIT 10;
+CREATE UNIQUE INDEX top_photos_id ON ig.top_photos (id);
+-- What the router's functions run on the shard's node (40001 when it is not here).
+CREATE FUNCTION public.ig_schema(shard integer) RETURNS text LANGUAGE plpgsql STABLE AS \$f\$
+DECLARE s text;
+BEGIN
+    SELECT schema_name INTO s FROM snowflake_id_shards x WHERE x.shard = ig_schema.shard;
+    IF s IS NULL THEN
+        RAISE EXCEPTION 'shard % is not on this node', shard USING ERRCODE = 'serialization_failure';
+    END IF;
+    RETURN s;
+END \$f\$;
+CREATE FUNCTION public.ig_like(shard integer, photo bigint, by_user bigint) RETURNS void LANGUAGE plpgsql AS \$f\$
+BEGIN
+    EXECUTE format('SELECT %I.like_photo(\$1, \$2)', ig_schema(shard)) USING photo, by_user;
+END \$f\$;
+CREATE FUNCTION public.ig_comment(shard integer, photo bigint, body text) RETURNS bigint LANGUAGE plpgsql AS \$f\$
+DECLARE id bigint;
+BEGIN
+    EXECUTE format('INSERT INTO %I.comments (id, photo_id, body) VALUES (%I.next_id(), \$1, \$2) RETURNING id', ig_schema(shard), ig_schema(shard))
+       INTO id USING photo, body;
+    RETURN id;
+END \$f\$;
+CREATE FUNCTION public.ig_photo(shard integer, by_user bigint) RETURNS bigint LANGUAGE plpgsql AS \$f\$
+DECLARE id bigint;
+BEGIN
+    EXECUTE format('INSERT INTO %I.photos (id, user_id) VALUES (%I.next_id(), \$1) RETURNING id', ig_schema(shard), ig_schema(shard))
+       INTO id USING by_user;
+    RETURN id;
+END \$f\$;
+SQL
+}
+pids=()
+for n in node_a node_b node_c; do
+  { template "$n"
+    on "$n" -c "SELECT count(create_shard('shard_' || s, s, template => 'ig')) FROM generate_series(${NODE_FIRST[$n]}, ${NODE_FIRST[$n]} + ${COUNT[$n]} - 1) s" \
+      -c "SELECT string_agg(format('INSERT INTO %I.users VALUES (1, ''one''); INSERT INTO %I.photos (id, user_id) SELECT %s::bigint + g, 1 FROM generate_series(1, 5) g;',
+                                   schema_name, schema_name, make_id(now() - interval '1 hour', shard)), ' ') FROM snowflake_id_shards" | on "$n" >/dev/null
+  } & pids+=($!)
+done
+for p in "${pids[@]}"; do wait "$p"; done
+for f in "ig_like(shard integer, photo bigint, by_user bigint) RETURNS void" "ig_comment(shard integer, photo bigint, body text) RETURNS bigint" \
+         "ig_photo(shard integer, by_user bigint) RETURNS bigint"; do
+  on router -c "CREATE FUNCTION $f LANGUAGE plproxy AS \$\$ CLUSTER 'snowflake_id'; RUN ON shard; \$\$" >/dev/null
+done
+for n in node_a node_b node_c; do
+  on "$n" -c "SELECT string_agg(format('SELECT %s, id FROM %I.photos', shard, schema_name), ' UNION ALL ') FROM snowflake_id_shards" \
+    | on "$n" -F ' ' >>"$work/photos"
+done
+echo "200 shards from template ig ($(wc -l <"$work/photos") photos), the next month's partition from ID $boundary"
+
+# The writers: likes (each a new user's), comments, new photos (liked later by the same
+# writer); 40001 retried; a like whose retry finds it there (23505: the first try committed,
+# its answer lost) counts as acknowledged.
+cat >"$work/writer.py" <<'PY'
+import os, random, sys, time, psycopg2, psycopg2.errors
+dsn, client, photos_file, log, stop = sys.argv[1], int(sys.argv[2]), sys.argv[3], sys.argv[4], sys.argv[5]
+photos = [tuple(map(int, l.split())) for l in open(photos_file)]
+rng = random.Random(client); conn = psycopg2.connect(dsn); conn.autocommit = True
+out = open(log, "w"); i = 0
+def call(sql, args):
+    for attempt in range(600):
+        try:
+            cur = conn.cursor(); cur.execute(sql, args); return cur.fetchone()[0]
+        except psycopg2.errors.SerializationFailure:
+            time.sleep(0.02)
+    sys.exit(f"{sql} {args} refused 600 times")
+while not os.path.exists(stop):
+    i += 1; shard, photo = rng.choice(photos); kind = rng.random()
+    if kind < 0.6:
+        user = client * 10000000 + i
+        try:
+            call("SELECT ig_like(%s, %s, %s)", (shard, photo, user))
+        except psycopg2.errors.UniqueViolation:
+            pass
+        out.write(f"L {shard} {photo} {user}\n")
+    elif kind < 0.85:
+        out.write(f"C {shard} {call('SELECT ig_comment(%s, %s, %s)', (shard, photo, f'c{client}-{i}'))}\n")
+    else:
+        new = call("SELECT ig_photo(%s, %s)", (shard, client))
+        photos.append((shard, new)); out.write(f"P {shard} {new}\n")
+    out.flush()
+PY
+dsn="host=$SF_TMP/sfrouter port=$ROUTER_PORT user=postgres dbname=postgres"
+writers=()
+for c in 1 2 3 4; do "$PYTHON" "$work/writer.py" "$dsn" "$c" "$work/photos" "$work/w$c.log" "$work/stop" 2>"$work/w$c.err" & writers+=($!); done
+sleep 2
+
+node_start node_d
+template node_d
+on node_d -c "CREATE EXTENSION snowflake_id" -f "$here/../router/examples/node.sql" >/dev/null 2>&1 || true
+on router -c "SELECT add_node('node_d', '$(node_connstr node_d)')" >/dev/null
+t0=$SECONDS
+out=$(on router -c "CALL rebalance(batch_size => 16)" 2>&1) || fail "the rebalance failed: $out"
+t_rebalance=$((SECONDS - t0))
+on_d=$(on router -c "SELECT count(*) FROM shard_map m WHERE m.node = 'node_d' AND m.shard IN (SELECT shard FROM snowflake_id_router.shard)")
+t0=$SECONDS
+out=$(on router -c "CALL drain_node('node_a', batch_size => 16)" 2>&1) || fail "the drain failed: $out"
+t_drain=$((SECONDS - t0))
+sleep 1; touch "$work/stop"
+for p in "${writers[@]}"; do wait "$p" || fail "a writer failed: $(cat "$work"/w*.err)"; done
+acked=$(cat "$work"/w*.log | wc -l)
+echo "rebalance onto node_d: ${t_rebalance} s; drain of node_a: ${t_drain} s; $acked writes acknowledged meanwhile"
+
+ROUTER_NODES=(node_a node_b node_c node_d)
+[[ $(on node_a -c "SELECT count(*) FROM snowflake_id_shards") == 0 ]] || fail "node_a still serves shards after its drain"
+: >"$work/held"; bad=
+for n in node_b node_c node_d; do
+  on "$n" -c "SELECT string_agg(format('SELECT ''L'', %s, photo_id, user_id FROM %I.likes UNION ALL SELECT ''C'', %s, id, NULL FROM %I.comments
+                                         UNION ALL SELECT ''P'', %s, id, NULL FROM %I.photos', shard, schema_name, shard, schema_name, shard, schema_name), ' UNION ALL ')
+                FROM snowflake_id_shards" | on "$n" -F ' ' | sed 's/ $//' >>"$work/held"
+  bad+=$(on "$n" -c "SELECT string_agg(format('SELECT %L || '' shard %s photo '' || p.id || '': like_count '' || p.like_count || '', likes '' || count(l.*)
+                                                FROM %I.photos p LEFT JOIN %I.likes l ON l.photo_id = p.id
+                                               GROUP BY p.id, p.like_count HAVING p.like_count <> count(l.*)', '$n', shard, schema_name, schema_name), ' UNION ALL ')
+                  FROM snowflake_id_shards" | on "$n")
+  bad+=$(on "$n" -c "SELECT string_agg(format('SELECT %L || '' shard %s: a like or comment of no photo '' || x.photo_id
+                                                FROM (SELECT photo_id FROM %I.likes UNION ALL SELECT photo_id FROM %I.comments) x
+                                               WHERE NOT EXISTS (SELECT FROM %I.photos p WHERE p.id = x.photo_id)', '$n', shard, schema_name, schema_name, schema_name), ' UNION ALL ')
+                  FROM snowflake_id_shards" | on "$n")
+  bad+=$(on "$n" -c "SELECT string_agg(conrelid::regclass || ' ' || conname || ' not valid', ', ') FROM pg_constraint
+                     WHERE contype = 'f' AND NOT convalidated AND connamespace IN (SELECT schema_name::regnamespace FROM snowflake_id_shards)")
+  bad+=$(on "$n" -c "SELECT string_agg(format('SELECT %L || '' shard %s: photo '' || p.id || '' in the wrong month'' FROM %I.photos_this_month p WHERE p.id >= $boundary
+                                               UNION ALL SELECT %L || '' shard %s: photo '' || p.id || '' in the wrong month'' FROM %I.photos_next_month p WHERE p.id < $boundary',
+                                              '$n', shard, schema_name, '$n', shard, schema_name), ' UNION ALL ') FROM snowflake_id_shards" | on "$n")
+  on "$n" -c "SELECT string_agg(format('REFRESH MATERIALIZED VIEW CONCURRENTLY %I.top_photos;', schema_name), ' ') FROM snowflake_id_shards" | on "$n" >/dev/null \
+    || fail "a materialized view on $n does not refresh"
+  for s in $(on "$n" -c "SELECT schema_name FROM snowflake_id_shards"); do
+    diff=$(on "$n" -c "SELECT snowflake_id_node.fingerprint_difference(snowflake_id_node.fingerprint('$s'), snowflake_id_node.fingerprint('ig'), 'the shard', 'the template')")
+    [[ -z $diff ]] || fail "shard $s on $n differs from its template: $diff"
+  done
+done
+[[ -z $bad ]] || fail "$(echo "$bad" | head -5)"
+new_month=$(awk -v b="$boundary" '$1 == "P" && $3 >= b' "$work/held" | wc -l)
+(( new_month > 0 )) || fail "no photo was made in the next month's partition"
+sort "$work"/w*.log | sed 's/ $//' >"$work/acked"; sort "$work/held" >"$work/held_sorted"
+missing=$(comm -23 "$work/acked" "$work/held_sorted" | head -3)
+[[ -z $missing ]] || fail "acknowledged writes missing: $missing"
+dup=$(uniq -d "$work/held_sorted" | head -3)
+[[ -z $dup ]] || fail "rows held twice: $dup"
+echo "  $(grep -c '^L' "$work/acked") likes, $(grep -c '^C' "$work/acked") comments, $(grep -c '^P' "$work/acked") photos acknowledged, each once where the map says ($new_month photos in the next month's partition); every like_count equals its likes; every key valid, no orphan; every materialized view refreshed; every shard its template's ($on_d on node_d after the rebalance)"
+router_invariants "$work"
