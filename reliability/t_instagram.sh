@@ -95,8 +95,8 @@ SQL
 pids=()
 for n in node_a node_b node_c; do
   { template "$n"
-    on "$n" -c "SELECT count(create_shard('shard_' || s, s, template => 'ig')) FROM generate_series(${NODE_FIRST[$n]}, ${NODE_FIRST[$n]} + ${COUNT[$n]} - 1) s" \
-      -c "SELECT string_agg(format('INSERT INTO %I.users VALUES (1, ''one''); INSERT INTO %I.photos (id, user_id) SELECT %s::bigint + g, 1 FROM generate_series(1, 5) g;',
+    on "$n" -c "SELECT count(create_shard('shard_' || s, s, template => 'ig')) FROM generate_series(${NODE_FIRST[$n]}, ${NODE_FIRST[$n]} + ${COUNT[$n]} - 1) s" >/dev/null
+    on "$n" -c "SELECT string_agg(format('INSERT INTO %I.users VALUES (1, ''one''); INSERT INTO %I.photos (id, user_id) SELECT %s::bigint + g, 1 FROM generate_series(1, 5) g;',
                                    schema_name, schema_name, make_id(now() - interval '1 hour', shard)), ' ') FROM snowflake_id_shards" | on "$n" >/dev/null
   } & pids+=($!)
 done
