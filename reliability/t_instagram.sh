@@ -4,7 +4,7 @@
 # sessions writing through the router while CALL rebalance() spreads them onto a fourth node
 # and CALL drain_node() empties the first. Template ig: users; photos partitioned by ID
 # range (a partition per month, bounds made with make_id; the next month's partition begins
-# a few seconds into the writes, so new photos cross the boundary); likes (user_id,
+# during the writes, so new photos cross the boundary); likes (user_id,
 # photo_id) with a composite key and a foreign key to photos; comments with a foreign key;
 # a trigger keeping photos.like_count and one setting photos.updated_at (their functions in
 # the template, copied into each shard); a view of recent photos; a materialized view of the
@@ -25,9 +25,10 @@ trap 'touch "$work/stop"; kill $(jobs -p) 2>/dev/null || true; ROUTER_NODES=(nod
 SHARDS_PER_NODE=0 router_cluster_up >/dev/null 2>&1
 declare -A COUNT=([node_a]=67 [node_b]=67 [node_c]=66)   # 200 shards
 
-# The months: this one up to a bound a few seconds ahead (as if the month turned during the
-# writes), the next after it.
-boundary=$(on node_a -c "SELECT make_id(now() + interval '6 s', 0)")
+# The months: this one up to a bound 40 s ahead (as if the month turned during the writes,
+# which begin once the shards are made and go on at least until it is past), the next after.
+boundary=$(on node_a -c "SELECT make_id(now() + interval '40 s', 0)")
+boundary_at=$(( $(date +%s) + 40 ))
 until_next=$(on node_a -c "SELECT make_id(now() + interval '40 days', 0)")
 template() {
   on "$1" >/dev/null <<SQL
@@ -159,6 +160,7 @@ on_d=$(on router -c "SELECT count(*) FROM shard_map m WHERE m.node = 'node_d' AN
 t0=$SECONDS
 out=$(on router -c "CALL drain_node('node_a', batch_size => 16)" 2>&1) || fail "the drain failed: $out"
 t_drain=$((SECONDS - t0))
+while (( $(date +%s) <= boundary_at + 1 )); do sleep 0.5; done
 sleep 1; touch "$work/stop"
 for p in "${writers[@]}"; do wait "$p" || fail "a writer failed: $(cat "$work"/w*.err)"; done
 acked=$(cat "$work"/w*.log | wc -l)
@@ -192,12 +194,14 @@ for n in node_b node_c node_d; do
   done
 done
 [[ -z $bad ]] || fail "$(echo "$bad" | head -5)"
-new_month=$(awk -v b="$boundary" '$1 == "P" && $3 >= b' "$work/held" | wc -l)
-(( new_month > 0 )) || fail "no photo was made in the next month's partition"
+# (IDs compared as strings of digits: awk's numbers are doubles)
+after() { awk -v b="$boundary" '$1 == "P" { n = length($3) > length(b) || (length($3) == length(b) && ($3 "") >= (b "")); if (n == '"$1"') c++ } END { print c + 0 }' "$work"/w*.log; }
+new_month=$(after 1); this_month=$(after 0)
+(( new_month > 0 && this_month > 0 )) || fail "the writers' new photos did not cross the month: $this_month before it, $new_month after"
 sort "$work"/w*.log | sed 's/ $//' >"$work/acked"; sort "$work/held" >"$work/held_sorted"
 missing=$(comm -23 "$work/acked" "$work/held_sorted" | head -3)
 [[ -z $missing ]] || fail "acknowledged writes missing: $missing"
 dup=$(uniq -d "$work/held_sorted" | head -3)
 [[ -z $dup ]] || fail "rows held twice: $dup"
-echo "  $(grep -c '^L' "$work/acked") likes, $(grep -c '^C' "$work/acked") comments, $(grep -c '^P' "$work/acked") photos acknowledged, each once where the map says ($new_month photos in the next month's partition); every like_count equals its likes; every key valid, no orphan; every materialized view refreshed; every shard its template's ($on_d on node_d after the rebalance)"
+echo "  $(grep -c '^L' "$work/acked") likes, $(grep -c '^C' "$work/acked") comments, $(grep -c '^P' "$work/acked") photos acknowledged, each once where the map says (new photos: $this_month this month, $new_month in the next month's partition); every like_count equals its likes; every key valid, no orphan; every materialized view refreshed; every shard its template's ($on_d on node_d after the rebalance)"
 router_invariants "$work"

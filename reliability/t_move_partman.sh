@@ -12,7 +12,8 @@
 # partitions ahead of its rows, and every table of the shard keeps its owner (the
 # partitioned table's is not its partitions'). A move to node_c, which has no pg_partman, or
 # from a node whose pg_partman another role may write, is refused before anything is made
-# (55000), the configuration left on node_a.
+# (55000), the configuration left on node_a. drop_shard by a superuser forgets the
+# configuration of the dropped shard's tables (node_b's maintenance runs after it).
 set -euo pipefail
 here=$(cd "$(dirname "$0")" && pwd)
 source "$here/../scripts/cluster.sh"; source "$here/lib.sh"
@@ -79,5 +80,13 @@ after=$(on node_b -c "SELECT count(*) FROM pg_inherits WHERE inhparent = 'shard_
 on node_b -c "INSERT INTO shard_1.events SELECT g FROM generate_series(3000, 4999, 7) g" >/dev/null
 [[ $(on node_b -c "SELECT count(*) FROM shard_1.events_default") == 0 ]] || fail "shard 1's rows past its old partitions went to the default one"
 echo "moved: node_a's configuration of shard 1 gone (its maintenance runs), node_b's the same; it made $((after - parts)) partition(s) ahead there"
+
+# drop_shard by a superuser forgets pg_partman's configuration of the dropped tables.
+on node_b -c "SELECT drop_shard('shard_2731', cascade => true)" >/dev/null
+[[ $(on node_b -c "SELECT count(*) FROM partman.part_config WHERE parent_table LIKE 'shard\_2731.%'") == 0 ]] \
+  || fail "drop_shard left pg_partman's configuration of shard 2731's tables"
+on node_b -c "SELECT partman.run_maintenance()" >/dev/null 2>"$work/maint.log" \
+  || fail "run_maintenance() fails after drop_shard: $(cat "$work/maint.log")"
+echo "drop_shard('shard_2731'): its pg_partman configuration gone, node_b's maintenance runs"
 
 router_invariants "$work"

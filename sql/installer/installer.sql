@@ -315,6 +315,13 @@ BEGIN
         EXECUTE format('DROP SCHEMA %I %s', schema_name, behaviour);
     END IF;
     DELETE FROM @extschema@.snowflake_id_shard c WHERE c.schema_name = drop_shard.schema_name;
+    -- pg_partman keeps tables by name: rows naming the dropped schema's would make its
+    -- maintenance fail for every table. A caller who may run the node's own clean-up (a
+    -- superuser: pg_partman's tables are a superuser's) has them forgotten.
+    IF to_regnamespace(quote_ident(schema_name)) IS NULL AND EXISTS (SELECT FROM pg_extension e WHERE e.extname = 'pg_partman')
+       AND has_function_privilege('snowflake_id_node.partman_forget(text[])', 'EXECUTE') THEN
+        PERFORM snowflake_id_node.partman_forget(ARRAY[schema_name]);
+    END IF;
 END
 $$;
 COMMENT ON FUNCTION drop_shard(text, boolean) IS
