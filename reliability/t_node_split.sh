@@ -11,7 +11,8 @@
 # says promoted; repair_moves() completes it); node_b is then split onto its standby, its
 # caller cancelled once sealed (the split completes all the same, the call ends with 57014).
 # Refused
-# first: a split onto a server that is not node_a's standby (55000), onto a registered name
+# first: a split onto a server that is not node_a's standby (55000), onto the standby of a
+# copy of node_a (its identity and mark, but not its WAL: 55000), onto a registered name
 # (42710), one with the standby further behind than max_lag (55000) or its replay paused
 # (55000), of a shard with an unlogged table or with a view of a kept shard reading it
 # (55000: what a split would lose), and one whose shards
@@ -31,7 +32,7 @@ N=${SPLIT_SHARDS:-1000}
 work=$(mktemp -d); chmod 755 "$work"
 standby=$(node_dir standby); standby2=$(node_dir node_d)
 trap 'touch "$work"/client{1,2,3,4}.log.stop; kill ${pids[@]:-} 2>/dev/null || true
-      for d in "$standby" "$standby2" "$(node_dir node_c)"; do sudo -u postgres "$PGBIN/pg_ctl" -D "$d/data" -m immediate -w stop >/dev/null 2>&1 || true; done
+      for d in "$standby" "$standby2" "$(node_dir node_c)" "$(node_dir node_d)"; do sudo -u postgres "$PGBIN/pg_ctl" -D "$d/data" -m immediate -w stop >/dev/null 2>&1 || true; done
       router_cluster_down; rm -rf "$work"' EXIT
 SHARDS_PER_NODE=$N router_cluster_up
 sqlstate() { on router -v VERBOSITY=sqlstate -c "$1" 2>&1 | sed -nE 's/.*ERROR:  ([0-9A-Z]{5}).*/\1/p'; }
@@ -90,6 +91,17 @@ err=$(on router -c "SELECT split_node('node_a', 'standby', '$sc')" 2>&1 || true)
 [[ $err == *"the lock table has room"* ]] || fail "a split too large for node_a's lock table was not refused with 53400: $err"
 on node_a -c "SELECT pg_terminate_backend(pid) FROM pg_locks WHERE locktype = 'advisory' AND classid = 38 LIMIT 1" >/dev/null
 wait "$hog" || true
+# A standby of a copy of node_a (pg_basebackup made into a server of its own: node_a's
+# identity and mark, WAL of its own): it never replays what the split records on node_a.
+make_standby node_c node_a
+sudo -u postgres "$PGBIN/pg_ctl" -D "$(node_dir node_c)/data" -w promote >/dev/null
+make_standby node_d node_c
+[[ $(mark node_d) == "$(mark node_a)" ]] || fail "the copy's standby does not carry node_a's mark"
+err=$(on router -c "SELECT split_node('node_a', 'node_x', '$(node_connstr node_d)')" 2>&1 || true)
+[[ $err == *"the standby does not follow node 'node_a'"* ]] || fail "a split onto the standby of a copy of node_a was not refused: $err"
+[[ $(on node_d -c "SELECT pg_is_in_recovery()") == t ]] || fail "the refused split promoted the copy's standby"
+echo "  onto the standby of a copy of node_a (its identity and mark): refused ($(grep -o 'ERROR: .*' <<<"$err" | cut -c8- | cut -c1-90))"
+for n in node_d node_c; do cluster_stop "sf$n" immediate; rm -rf "$(node_dir "$n")"; done
 [[ $(on router -c "SELECT count(*) FROM snowflake_id_router.split WHERE state <> 'undone'") == 0 ]] || fail "a refused split left a record"
 [[ -z $(on node_a -c "SELECT string_agg(x, '; ') FROM snowflake_id_node.leftovers() x") ]] || fail "a refused split left something on node_a"
 

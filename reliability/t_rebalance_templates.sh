@@ -5,7 +5,8 @@
 # likes, a foreign key between them), from which node_a makes shards 10 and 11 with rows.
 # drain_node('node_a') with batches of 8 puts all four of node_a's shards in one batch: it
 # moves as one move_shards per template, the rebalance's template (tpl, the default) only
-# for shards that record none. Then every shard of node_a is on another node, with its own
+# for shards that record none. Before it, a move_shard naming another template than the
+# shard's is refused (22023). Then every shard of node_a is on another node, with its own
 # tables and rows, and its new node records the template it was made from; nothing is left
 # on any node (router_invariants).
 set -euo pipefail
@@ -34,6 +35,18 @@ SELECT count(*) FROM (SELECT insert_post(shard, 1, 'row') FROM snowflake_id_shar
 SQL
 served=$(on node_a -c "SELECT string_agg(shard || ':' || coalesce(template, '-'), ' ' ORDER BY shard) FROM snowflake_id_shard")
 echo "node_a serves (shard:template) $served"
+
+# A move names the template its shard was made from, or is refused (22023) before anything
+# is made: a copy made from another schema (any role's that may make one on the target)
+# would be recorded as made from it, and left out of every later alter_shards of its own.
+on node_b -c "CREATE SCHEMA other" -c "CREATE TABLE other.posts (LIKE tpl_likes.posts INCLUDING ALL)" \
+  -c "CREATE TABLE other.likes (LIKE tpl_likes.likes INCLUDING ALL)" >/dev/null
+out=$(on router -v VERBOSITY=sqlstate -c "SELECT move_shard(10, 'node_b', 'other')" 2>&1) && fail "shard 10 moved with template other"
+[[ $out == *22023* ]] || fail "a move naming another template than the shard's was not refused with 22023: $out"
+out=$(on router -c "SELECT move_shard(10, 'node_b', 'other')" 2>&1 || true)
+[[ $out == *"shard 10 was made from template tpl_likes, not other"* ]] || fail "the refusal does not say so: $out"
+[[ $(on router -c "SELECT node FROM shard_map WHERE shard = 10") == node_a ]] || fail "shard 10 left node_a"
+echo "  move_shard(10, 'node_b', 'other'): refused (22023: $(grep -o 'ERROR: .*' <<<"$out" | cut -c8-))"
 
 out=$(on router -c "CALL drain_node('node_a', batch_size => 8)" 2>&1) || fail "the drain failed: $out"
 batches=$(on router -c "SELECT count(*) FROM snowflake_id_router.rebalance_batch b JOIN snowflake_id_router.rebalance r ON r.id = b.rebalance

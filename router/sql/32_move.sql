@@ -418,6 +418,24 @@ $$;
 COMMENT ON FUNCTION snowflake_id_router.run_move(integer[], text, text, text) IS
   'A move of shards from source to target, recorded step by step; undone on a failure before the seal, completed after it.';
 
+-- The template each of shards was made from, as its node (connection conn) records it
+-- ({"shard": template or null}); {} from a node whose snowflake_id predates the record.
+CREATE OR REPLACE FUNCTION snowflake_id_router.recorded_templates(conn text, shards integer[]) RETURNS jsonb
+LANGUAGE plpgsql VOLATILE STRICT PARALLEL UNSAFE
+SET search_path = pg_catalog, pg_temp
+AS $$
+BEGIN
+    IF NOT snowflake_id_router.call(conn, $q$SELECT (pg_catalog.to_regprocedure('snowflake_id_node.shard_templates(integer[])') IS NOT NULL)::text$q$,
+                                    interval '10 s', 'reading the shards'' templates')::boolean THEN
+        RETURN '{}';
+    END IF;
+    RETURN snowflake_id_router.call(conn, format('SELECT snowflake_id_node.shard_templates(%L)', shards),
+                                    interval '10 s', 'reading the shards'' templates')::jsonb;
+END
+$$;
+COMMENT ON FUNCTION snowflake_id_router.recorded_templates(text, integer[]) IS
+  'The template each of the shards was made from, as their node records it (JSON by shard; {} from a node before 0.4.0).';
+
 -- A move's record (state planned), made through the loopback connection once both nodes are
 -- reached and found to be two databases; returns its id.
 CREATE OR REPLACE FUNCTION snowflake_id_router.open_move(shards integer[], source text, target text, template text)
@@ -432,11 +450,22 @@ DECLARE
     dst text := snowflake_id_router.node_conn(target);
     src_id text := snowflake_id_router.call(src, 'SELECT snowflake_id_node.identity()', interval '10 s', 'reading the identity');
     dst_id text := snowflake_id_router.call(dst, 'SELECT snowflake_id_node.identity()', interval '10 s', 'reading the identity');
+    recorded jsonb := snowflake_id_router.recorded_templates(src, shards);
+    other text;
     move_id bigint;
 BEGIN
     IF src_id = dst_id THEN
         RAISE EXCEPTION 'nodes % and % are the same database (%): a shard cannot move onto the node it is on',
             quote_literal(source), quote_literal(target), src_id USING ERRCODE = 'object_not_in_prerequisite_state';
+    END IF;
+    -- A copy is made from the template its shard was made from (recorded on its node), never
+    -- from another schema a caller names: a shard recorded as made from one another role
+    -- made would leave every later alter_shards of its own.
+    SELECT format('shard %s was made from template %s, not %s', s, quote_ident(recorded->>s::text), quote_ident(template))
+      INTO other FROM unnest(shards) s WHERE recorded->>s::text <> template ORDER BY s LIMIT 1;
+    IF other IS NOT NULL THEN
+        RAISE EXCEPTION 'move_shards: %', other USING ERRCODE = 'invalid_parameter_value',
+            HINT = 'Give the template the shard was made from (rebalance and drain_node do, shard by shard).';
     END IF;
     move_id := snowflake_id_router.call(self, format(
         'INSERT INTO snowflake_id_router.move (shards, source, target, source_identity, target_identity, template, owner)

@@ -621,9 +621,7 @@ BEGIN
     IF NOT FOUND THEN
         RAISE EXCEPTION 'batch % of rebalance % is not moving', batch, rid USING ERRCODE = 'object_not_in_prerequisite_state';
     END IF;
-    recorded := snowflake_id_router.call(snowflake_id_router.node_conn(b.source),
-        format('SELECT snowflake_id_node.shard_templates(%L)', b.shards),
-        snowflake_id_router.timeout('lock_timeout') + interval '10 s', 'reading the shards'' templates')::jsonb;
+    recorded := snowflake_id_router.recorded_templates(snowflake_id_router.node_conn(b.source), b.shards);
     FOR part IN SELECT coalesce(recorded->>s::text, tpl) AS template, array_agg(s ORDER BY s) AS shards
                   FROM unnest(b.shards) s GROUP BY 1 ORDER BY 1 LOOP
         FOR attempt IN 1 .. 3 LOOP

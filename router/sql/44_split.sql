@@ -395,7 +395,39 @@ RETURN snowflake_id_router.call(src, 'SELECT pg_catalog.pg_current_wal_insert_ls
 COMMENT ON FUNCTION snowflake_id_router.seal_position(text) IS
   'A node''s WAL position after its seal, read in a transaction whose flushed commit record follows it (what a split''s standby replays past).';
 
--- Planned: on the node, the standby checked again, then the shards fenced and sealed by the
+-- Whether the standby follows the node itself, not only carries its identity (a copy of the
+-- node, pg_basebackup made into a server of its own, or that copy's standby, carries it too,
+-- with WAL and positions of its own): it replays the record the split has just made on the
+-- node (move key k), within the split's lock_timeout bound; 55000 otherwise, before anything
+-- is fenced.
+CREATE OR REPLACE FUNCTION snowflake_id_router.standby_follows(sp snowflake_id_router.split, k text) RETURNS void
+LANGUAGE plpgsql VOLATILE STRICT PARALLEL UNSAFE
+SET search_path = pg_catalog, pg_temp
+AS $$
+DECLARE
+    standby text := snowflake_id_router.standby_conn(sp.standby);
+    bound interval := snowflake_id_router.split_timeout('lock_timeout', sp.shards);
+    deadline timestamptz := snowflake_id_node.monotonic() + bound;
+BEGIN
+    WHILE NOT snowflake_id_router.call(standby, format(
+            'SELECT EXISTS (SELECT FROM snowflake_id_node.move m WHERE m.key OPERATOR(pg_catalog.=) %L)::text', k),
+            interval '10 s', 'checking the standby')::boolean LOOP
+        IF snowflake_id_node.monotonic() > deadline THEN
+            RAISE EXCEPTION 'the standby does not follow node %: it did not replay the split''s record from the node within %',
+                quote_literal(sp.node), bound USING ERRCODE = 'object_not_in_prerequisite_state',
+                DETAIL = 'A copy of the node (or the standby of one) carries its identity, but not its WAL.',
+                HINT = 'Give the connect string of a streaming standby of this node (pg_basebackup -R from it), then split again.';
+        END IF;
+        PERFORM snowflake_id_node.sleep(0.01);
+    END LOOP;
+    PERFORM snowflake_id_router.disconnect('sfid:standby');
+END
+$$;
+COMMENT ON FUNCTION snowflake_id_router.standby_follows(snowflake_id_router.split, text) IS
+  'Waits until a split''s standby replays the split''s record from its node (55000 if it does not in time: not that node''s standby).';
+
+-- Planned: on the node, the standby checked again (and seen to replay the split's record
+-- made on the node: it follows that node), then the shards fenced and sealed by the
 -- move's own steps (set_fence, seal_check, seal, in one transaction there; a split too large
 -- for the node's lock table refused first), and the node's
 -- WAL position after the seal recorded (sealed). A record on the node from an attempt that
@@ -426,6 +458,10 @@ BEGIN
                                                         snowflake_id_node.identity(), sp.shards), wait, 'recording the split on the node');
         PERFORM snowflake_id_router.note_split(split_id, NULL, schemas => schemas,
             bounds => snowflake_id_router.call(src, format('SELECT snowflake_id_node.split_bounds(%L)', k), wait, 'reading the sequences'));
+        -- The standby follows this very node: it replays the record just made there. Its
+        -- identity proves less: a copy of the node (pg_basebackup made into a server of its
+        -- own), or that copy's standby, carries it too, and its WAL and positions are its own.
+        PERFORM snowflake_id_router.standby_follows(sp, k);
         -- (The fence and the seal lock every table of the shards in one transaction: a split too
         -- large for the node's lock table is refused here, 53400, before anything is fenced.)
         PERFORM snowflake_id_router.call(src, format('SELECT snowflake_id_node.fence_room(%L)', schemas), wait,
