@@ -21,7 +21,8 @@
 # clock behind); no write to a shard node_a keeps retried (never fenced); nothing of the
 # other half left on either side, nothing left by the split (router_invariants); the split
 # recorded done. Identity: node_a and the new node have marks of their own, a second name for
-# either is refused (42710), alter_node refuses one for the other (55000), and a failover of
+# either is refused (42710), alter_node refuses one for the other (55000), a shard moves
+# from one to the other and back (they share a system identifier), and a failover of
 # the new node to its own promoted standby is recognised (alter_node).
 set -euo pipefail
 here=$(cd "$(dirname "$0")" && pwd)
@@ -178,6 +179,11 @@ router_invariants "$work" "$work"/client*.log
 [[ $(sqlstate "SELECT add_node('s2', '$sc application_name=again')") == 42710 ]] || fail "the new node under a second name accepted"
 [[ $(sqlstate "SELECT alter_node('node_a', '$sc')") == 55000 ]] || fail "alter_node repointed node_a to the new node"
 [[ $(sqlstate "SELECT alter_node('standby', '$(node_connstr node_a)')") == 55000 ]] || fail "alter_node repointed the new node to node_a"
+# The two halves are two nodes: a shard moves from one to the other and back.
+on router -c "SELECT move_shard(1, 'standby')" >/dev/null 2>"$work/move.log" || fail "a move from node_a to the new node failed: $(cat "$work/move.log")"
+[[ $(on standby -c "SELECT count(*) FROM shard_1.posts") -ge 3 ]] || fail "shard 1 did not move onto the new node with its rows"
+on router -c "SELECT move_shard(1, 'node_a')" >/dev/null 2>"$work/move.log" || fail "a move from the new node to node_a failed: $(cat "$work/move.log")"
+echo "a shard moved from node_a to the new node and back"
 # The new node fails over to its own standby (made at node_d's place), promoted.
 make_standby node_d standby
 cluster_stop sfstandby

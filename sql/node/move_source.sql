@@ -16,7 +16,7 @@ DECLARE
     free_slots integer;
     free_senders integer;
 BEGIN
-    IF peer = snowflake_id_node.identity() THEN
+    IF snowflake_id_node.is_self(peer) THEN
         RAISE EXCEPTION 'the target is this database (%): a shard cannot move onto its own node', peer
             USING ERRCODE = 'object_not_in_prerequisite_state';
     END IF;

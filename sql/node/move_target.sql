@@ -13,7 +13,7 @@ DECLARE
     what text;
     free_workers integer;
 BEGIN
-    IF peer = snowflake_id_node.identity() THEN
+    IF snowflake_id_node.is_self(peer) THEN
         RAISE EXCEPTION 'the source is this database (%): a shard cannot move onto its own node', peer
             USING ERRCODE = 'object_not_in_prerequisite_state';
     END IF;

@@ -56,6 +56,18 @@ RETURN (SELECT m.mark FROM snowflake_id_node.node_mark m);
 COMMENT ON FUNCTION snowflake_id_node.node_mark() IS
   'The identity mark the router gave this node (NULL before it has one).';
 
+-- Whether a node identity (as the router records it: system identifier/database OID, then
+-- '/' and its mark when it has one) is this node's: the same database, and the same mark
+-- unless one side has none (a node registered before marks, told apart as it was then).
+CREATE OR REPLACE FUNCTION snowflake_id_node.is_self(peer text) RETURNS boolean
+LANGUAGE sql STABLE STRICT PARALLEL SAFE
+SET search_path = pg_catalog, pg_temp
+RETURN split_part(peer, '/', 1) || '/' || split_part(peer, '/', 2) = snowflake_id_node.identity()
+   AND (split_part(peer, '/', 3) = '' OR snowflake_id_node.node_mark() IS NULL
+        OR split_part(peer, '/', 3) = snowflake_id_node.node_mark()::text);
+COMMENT ON FUNCTION snowflake_id_node.is_self(text) IS
+  'Whether a node identity (system identifier/database OID[/mark]) is this node''s.';
+
 -- Gives this node the mark new_mark, if its mark is still expected (NULL: none): a compare
 -- and set, so two routers (or two names of one server added at once) cannot both give it
 -- one; 40001 otherwise. Not on a standby (25006, as any write).

@@ -14,7 +14,7 @@
 //!    router's connections are (`SESSION_OPTIONS`: a search_path, output read back
 //!    unambiguously here, no timeouts), which outranks what the source database's owner
 //!    set, and check that it reaches the move's source (its identity, `<system
-//!    identifier>/<database OID>`);
+//!    identifier>/<database OID>`, and the router's mark of it when the move names one);
 //! 2. `BEGIN READ ONLY ISOLATION LEVEL REPEATABLE READ`, then `CREATE_REPLICATION_SLOT …
 //!    LOGICAL pgoutput (SNAPSHOT 'use')`: the slot, and this transaction's snapshot its
 //!    consistent point (it waits for the transactions running on the source, as any new
@@ -119,6 +119,11 @@ pub fn pinned_connstr(connstr: &[u8]) -> Vec<u8> {
 const DATABASE_OID: &std::ffi::CStr = c"SELECT d.oid::pg_catalog.text FROM pg_catalog.pg_database d
   WHERE d.datname OPERATOR(pg_catalog.=) pg_catalog.current_database()";
 
+/// The mark the router gave the source node (snowflake_id_node.node_mark), read from the
+/// table, as the rest from pg_catalog: no function of the source's is called.
+const NODE_MARK: &std::ffi::CStr =
+    c"SELECT m.mark::pg_catalog.text FROM snowflake_id_node.node_mark m";
+
 /// A table whose heap on the source is at least this large gets its indexes made after its
 /// rows are copied, as `pg_restore` does: a B-tree filled row by row costs several times one
 /// built by a sort (1,000,000 rows: the primary key 1.4 s of a 2.7 s `COPY`), while dropping
@@ -169,7 +174,7 @@ fn deferred_indexes(relid: pg_sys::Oid) -> Vec<String> {
 }
 
 /// Makes the logical replication slot `slot` on the node `connstr` reaches (which must be the
-/// database of identity `source`) and copies the rows of each of `relids` (local tables, read
+/// database of identity `source`, with its mark if `source` names one) and copies the rows of each of `relids` (local tables, read
 /// there by the same schema and name) at its snapshot; returns the rows copied.
 pub fn copy_from_source(connstr: &[u8], source: &[u8], slot: &[u8], relids: &[pg_sys::Oid]) -> u64 {
     let slot = std::str::from_utf8(slot)
@@ -195,11 +200,17 @@ pub fn copy_from_source(connstr: &[u8], source: &[u8], slot: &[u8], relids: &[pg
     let sysid = conn
         .exec(c"IDENTIFY_SYSTEM", PGRES_TUPLES_OK, what)
         .value(0);
-    let reached = format!(
+    let mut reached = format!(
         "{}/{}",
         sysid.unwrap_or_default(),
         dboid.unwrap_or_default()
     );
+    // A source identity with a mark (the router's, telling apart nodes that share the rest:
+    // the two halves of a split, copies of one initdb) is checked with it.
+    if source.iter().filter(|&&b| b == b'/').count() >= 2 {
+        let mark = conn.exec(NODE_MARK, PGRES_TUPLES_OK, what).value(0);
+        reached = format!("{reached}/{}", mark.unwrap_or_default());
+    }
     if reached.as_bytes() != source {
         let source = String::from_utf8_lossy(source).into_owned();
         IdError::from(CopyError::WrongSource { reached, source }).report();
