@@ -42,11 +42,13 @@ on node_a -c "DO \$\$ BEGIN FOR s IN 0 .. $N - 1 LOOP
     EXECUTE format('INSERT INTO shard_%s.posts (user_id, body) SELECT g, ''preload'' FROM generate_series(1, 3) g', s);
   END LOOP; END \$\$"
 
-# make_standby NAME OF [ENV]: a streaming standby NAME of node OF (pg_basebackup -R), started.
+# make_standby NAME OF [ENV [copy]]: a streaming standby NAME of node OF (pg_basebackup -R),
+# started; with copy, a server of its own made from OF's base backup (no -R).
 make_standby() {
   local dir; dir=$(node_dir "$1")
   rm -rf "$dir"; mkdir -p "$dir"; chown postgres: "$dir"
-  sudo -u postgres "$PGBIN/pg_basebackup" -h "$(node_dir "$2")" -p "$(node_port "$2")" -U postgres -D "$dir/data" -R -X stream -c fast
+  sudo -u postgres "$PGBIN/pg_basebackup" -h "$(node_dir "$2")" -p "$(node_port "$2")" -U postgres -D "$dir/data" \
+    $([[ ${4:-} == copy ]] || echo -R) -X stream -c fast
   echo "-p $(node_port "$1") -k $dir -c listen_addresses='' -c hot_standby=on -c wal_level=logical -c fsync=off -c max_wal_senders=20 -c max_replication_slots=20 -c log_line_prefix='%m [%p] %e '" >"$dir/options"
   echo "${3:-}" >"$dir/environment"
   sudo -u postgres env ${3:-} "$PGBIN/pg_ctl" -D "$dir/data" -l "$dir/server.log" -o "$(cat "$dir/options")" -w start >/dev/null
@@ -94,8 +96,7 @@ on node_a -c "SELECT pg_terminate_backend(pid) FROM pg_locks WHERE locktype = 'a
 wait "$hog" || true
 # A standby of a copy of node_a (pg_basebackup made into a server of its own: node_a's
 # identity and mark, WAL of its own): it never replays what the split records on node_a.
-make_standby node_c node_a
-sudo -u postgres "$PGBIN/pg_ctl" -D "$(node_dir node_c)/data" -w promote >/dev/null
+make_standby node_c node_a "" copy
 make_standby node_d node_c
 [[ $(mark node_d) == "$(mark node_a)" ]] || fail "the copy's standby does not carry node_a's mark"
 err=$(on router -c "SELECT split_node('node_a', 'node_x', '$(node_connstr node_d)')" 2>&1 || true)
