@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# every version: a rich shard (partitions, keys, triggers, views) rebalanced and drained in this version's apply worker
+# every version: keys, triggers, partitions and views moved by this version's apply worker (t_move_keys_triggers' checks run on 15)
 # Issue 35's bar: a template shaped like Instagram's shard, 200 shards over three nodes, four
 # sessions writing through the router while CALL rebalance() spreads them onto a fourth node
 # and CALL drain_node() empties the first. Template ig: users; photos partitioned by ID

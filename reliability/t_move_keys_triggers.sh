@@ -1,5 +1,4 @@
 #!/usr/bin/env bash
-# every version: moves: foreign keys and triggers, in the apply worker of this version
 # Foreign keys between a shard's tables and user triggers, made by alter_shards, then moved
 # under load (scripts/router_cluster.sh: a router and three data nodes, 4 shards made on
 # each). alter_shards adds to the template and every shard `photos` and `likes` with a

@@ -96,7 +96,9 @@ on node_a -c "SELECT pg_terminate_backend(pid) FROM pg_locks WHERE locktype = 'a
 wait "$hog" || true
 # A standby of a copy of node_a (pg_basebackup made into a server of its own: node_a's
 # identity and mark, WAL of its own): it never replays what the split records on node_a.
-make_standby node_c node_a "" copy
+# (Taken from node_a's standby: a base backup's checkpoint on node_a would remove WAL the
+# standby, streaming without a slot, still reads.)
+make_standby node_c standby "" copy
 make_standby node_d node_c
 [[ $(mark node_d) == "$(mark node_a)" ]] || fail "the copy's standby does not carry node_a's mark"
 err=$(on router -c "SELECT split_node('node_a', 'node_x', '$(node_connstr node_d)')" 2>&1 || true)
