@@ -49,6 +49,7 @@ make_standby() {
   rm -rf "$dir"; mkdir -p "$dir"; chown postgres: "$dir"
   sudo -u postgres "$PGBIN/pg_basebackup" -h "$(node_dir "$2")" -p "$(node_port "$2")" -U postgres -D "$dir/data" \
     $([[ ${4:-} == copy ]] || echo -R) -X stream -c fast
+  [[ ${4:-} != copy ]] || rm -f "$dir/data/standby.signal"   # (a backup of a standby has its own)
   echo "-p $(node_port "$1") -k $dir -c listen_addresses='' -c hot_standby=on -c wal_level=logical -c fsync=off -c max_wal_senders=20 -c max_replication_slots=20 -c log_line_prefix='%m [%p] %e '" >"$dir/options"
   echo "${3:-}" >"$dir/environment"
   sudo -u postgres env ${3:-} "$PGBIN/pg_ctl" -D "$dir/data" -l "$dir/server.log" -o "$(cat "$dir/options")" -w start >/dev/null
