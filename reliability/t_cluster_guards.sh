@@ -82,6 +82,8 @@ on node_c -c "CREATE SCHEMA tpl_nopk" -c "CREATE TABLE tpl_nopk.posts (id bigint
   -c "CREATE INDEX ON tpl_narrow.posts (user_id, id)"
 # (Refused while preparing, before any row is copied: the seal would catch it too, but only
 # after the copy and the fence.)
+# (Shard 1 as made before 0.4.0, no template recorded: a move takes the template named.)
+on node_a -c "UPDATE snowflake_id_shard SET template = NULL WHERE shard = 1" >/dev/null
 refused 55000 'failed while preparing: shard 1 (schema shard_1) differs from its copy: column posts.id: (bigint NOT NULL, position 1)' "SELECT move_shard(1, 'node_c', 'tpl_nopk')"
 refused 55000 'failed while preparing: shard 1 (schema shard_1) differs from its copy: column posts.body' "SELECT move_shard(1, 'node_c', 'tpl_narrow')"
 # (A trigger the template has moves with the shard: t_move_keys_triggers.)

@@ -182,6 +182,10 @@ $(pwn_code tpl2.posts)
 $(pwn_dom tpl3.posts)
 SQL
 on node_b >/dev/null <<SQL
+-- (recorded as made from node_c's tpl3 and tpl2, whose tables they get: a move makes its copy
+-- from the template its shard records)
+UPDATE snowflake_id_shard SET template = 'tpl3' WHERE shard = 2731;
+UPDATE snowflake_id_shard SET template = 'tpl2' WHERE shard = 2732;
 GRANT USAGE ON SCHEMA shard_2731, shard_2732 TO mallory;
 ALTER TABLE shard_2731.posts OWNER TO mallory;
 ALTER TABLE shard_2732.posts OWNER TO mallory;

@@ -9,6 +9,8 @@
 #   - finish_move ends it: the reverse subscription, publication, slot and the old copy are
 #     gone from every node;
 #   - the window's end, found by repair_moves(), and the next move of the shard end it too;
+#   - a slot of a move's reverse name made beforehand in another database by a role with
+#     REPLICATION is dropped (a WARNING), the move keeps its copy;
 #   - the mover killed between the reverse publication and the slot (breakpoint 'published
 #     back'): repair_moves() completes the move from the records, kept; finish_move cleans;
 #   - a reverse slot that cannot be made in time (a transaction held open on the target):
@@ -144,6 +146,25 @@ id2=$(move 3 node_b)
 [[ $(outcome "$id2") == kept:* ]] || fail "move $id2 with a window: outcome $(outcome "$id2")"
 [[ $(on router -c "SELECT finish_move($id2)") == completed ]] || fail "finish_move($id2)"
 echo "next move: move $id2 ended move $id's window"
+
+# 4b. A slot of the next move's reverse name, made beforehand by a role with REPLICATION in
+# another database: its name proves nothing; dropped (a WARNING), the move keeps its copy.
+router8=$(on router -c "SELECT left(md5(snowflake_id_node.identity()), 8)")
+next=$(on router -c "SELECT pg_sequence_last_value(pg_get_serial_sequence('snowflake_id_router.move', 'id')::regclass) + 1")
+squat=sfid_${router8}_${next}_r
+on node_c -c "CREATE DATABASE squat" -c "CREATE ROLE squatter LOGIN REPLICATION" >/dev/null
+PGOPTIONS="-c client_min_messages=warning" psql -X -q -At -v ON_ERROR_STOP=1 -h "$(node_dir node_c)" -p "$(node_port node_c)" -U squatter -d squat \
+  -c "SELECT 1 FROM pg_create_logical_replication_slot('$squat', 'pgoutput')" >/dev/null
+id=$(move 7 node_c)
+[[ $id == "$next" ]] || fail "the move is $id, not $next as foreseen"
+[[ $(outcome "$id") == kept:* ]] || fail "move $id, with another's slot of its reverse name: outcome $(outcome "$id")"
+[[ $(on node_c -c "SELECT database FROM pg_replication_slots WHERE slot_name = '$squat'") == postgres ]] \
+  || fail "the reverse slot of move $id is not its own: $(on node_c -c "SELECT database FROM pg_replication_slots WHERE slot_name = '$squat'")"
+grep -q "replication slot $squat (logical, plugin pgoutput, database squat) is not one this move made: dropped" "$(node_dir node_c)/server.log" \
+  || fail "no WARNING that the squatter's slot was dropped"
+[[ $(on router -c "SELECT finish_move($id)") == completed ]] || fail "finish_move($id)"
+on node_c -c "DROP DATABASE squat" -c "DROP ROLE squatter" >/dev/null
+echo "a slot of move $id's reverse name in another database: dropped (WARNING), the move kept its copy"
 
 # 5. The mover killed once the reverse publication is made, before the flip: the move is
 # sealed; repair_moves() completes it, with its window, from the records.

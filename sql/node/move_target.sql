@@ -561,11 +561,24 @@ AS $$
 #variable_conflict use_variable
 DECLARE
     m snowflake_id_node.move;
+    squatter record;
 BEGIN
     SELECT * INTO m FROM snowflake_id_node.move r WHERE r.key = slot_back.key AND r.state = 'serving';
     IF m.slot IS NULL OR NOT snowflake_id_node.holds(m.shards) THEN
         RAISE EXCEPTION 'move % has no reverse publication here, or this session does not hold its shard locks', key
             USING ERRCODE = 'object_not_in_prerequisite_state';
+    END IF;
+    -- A slot of that name proves nothing: any role with REPLICATION can make one, in another
+    -- database or for another plugin. Only one this move's interrupted run could have made
+    -- (pgoutput, here, not in use) is taken; another is dropped (one in use cannot be: the
+    -- error keeps the move from keeping its old copy).
+    SELECT * INTO squatter FROM pg_replication_slots s
+     WHERE s.slot_name = m.slot AND (s.slot_type <> 'logical' OR s.plugin IS DISTINCT FROM 'pgoutput'
+                                     OR s.database IS DISTINCT FROM current_database() OR s.active);
+    IF FOUND THEN
+        RAISE WARNING 'replication slot % (%, plugin %, database %) is not one this move made: dropped', m.slot,
+            squatter.slot_type, coalesce(squatter.plugin, 'none'), coalesce(squatter.database::text, 'none');
+        PERFORM pg_drop_replication_slot(m.slot);
     END IF;
     IF NOT EXISTS (SELECT FROM pg_replication_slots s WHERE s.slot_name = m.slot) THEN
         PERFORM pg_create_logical_replication_slot(m.slot, 'pgoutput');
